@@ -1,0 +1,355 @@
+"""Load, interpolate and validate ``evalconfig.yaml``.
+
+Parsing is separate from executing: :func:`load_config` returns a validated
+:class:`Config` or raises :class:`ConfigError` carrying every issue found,
+each naming ``FILE:LINE key.path``.
+"""
+
+from __future__ import annotations
+
+import difflib
+import importlib
+import os
+import sys
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from jsonschema import Draft202012Validator
+from jsonschema.exceptions import ValidationError
+
+from ._errors import ConfigError, DatasetError, Issue
+from ._secrets import Redactor, looks_secret_name
+from ._yaml import KeyPath, Loaded, format_path, load_yaml
+
+DEFAULTS: dict[str, Any] = {"concurrency": 8, "timeout_s": 120, "retries": 3, "repeat": 1}
+
+
+@dataclass
+class Config:
+    path: Path
+    loaded: Loaded
+    redactor: Redactor
+    warnings: list[Issue] = field(default_factory=list)
+
+    @property
+    def data(self) -> dict[str, Any]:
+        return self.loaded.data  # type: ignore[no-any-return]
+
+    @property
+    def base_dir(self) -> Path:
+        return self.path.parent
+
+    @property
+    def file(self) -> str:
+        return self.loaded.file
+
+    @property
+    def name(self) -> str:
+        return str(self.data.get("name") or self.path.parent.resolve().name)
+
+    @property
+    def defaults(self) -> dict[str, Any]:
+        return {**DEFAULTS, **(self.data.get("defaults") or {})}
+
+    @property
+    def targets(self) -> list[dict[str, Any]]:
+        return list(self.data["targets"])
+
+    def target(self, target_id: str) -> dict[str, Any]:
+        for t in self.targets:
+            if t["id"] == target_id:
+                return t
+        raise KeyError(target_id)
+
+    def target_index(self, target_id: str) -> int:
+        return [t["id"] for t in self.targets].index(target_id)
+
+    @property
+    def datasets(self) -> list[dict[str, Any]]:
+        return list(self.data["datasets"])
+
+    @property
+    def global_asserts(self) -> list[dict[str, Any]]:
+        return list(self.data.get("assert") or [])
+
+    @property
+    def vars(self) -> dict[str, Any]:
+        return dict(self.data.get("vars") or {})
+
+    @property
+    def output_dir(self) -> Path:
+        out = (self.data.get("output") or {}).get("dir", "runs")
+        return (self.base_dir / out).resolve()
+
+    def line(self, path: KeyPath) -> int | None:
+        return self.loaded.line_of(path)
+
+    def issue(self, path: KeyPath, message: str, *, warning: bool = False) -> Issue:
+        return Issue(self.file, self.line(path), format_path(path), message, warning)
+
+    def default_target_ids(self) -> list[str]:
+        ids = self.defaults.get("targets")
+        return list(ids) if ids else [t["id"] for t in self.targets]
+
+    def check_env(self, target_ids: Iterable[str] | None = None) -> None:
+        """Raise for variables that are unset but used by what will run.
+
+        A variable under ``targets[i]`` counts only when that target runs, so
+        ``--target offline`` works without the engine's key.
+        """
+        wanted = None if target_ids is None else set(target_ids)
+        judge = (self.data.get("judge") or {}).get("target")
+        if wanted is not None and isinstance(judge, str):
+            wanted.add(judge)
+        issues = []
+        for path, var in self.loaded.missing_env:
+            if path and path[0] == "targets" and wanted is not None and len(path) > 1:
+                idx = path[1]
+                if isinstance(idx, int) and self.targets[idx].get("id") not in wanted:
+                    continue
+            issues.append(self.issue(path, f"environment variable {var} is not set (use ${{{var}:-default}} for a default)"))
+        if issues:
+            raise ConfigError(issues)
+
+
+def display_path(path: Path) -> str:
+    try:
+        return os.path.relpath(path)
+    except ValueError:
+        return str(path)
+
+
+def load_config(
+    path: str | Path,
+    *,
+    env: Mapping[str, str] | None = None,
+    var_overrides: Mapping[str, Any] | None = None,
+    check_imports: bool = True,
+) -> Config:
+    """Read and validate a config; raise :class:`ConfigError` with every issue."""
+    p = Path(path)
+    shown = display_path(p)
+    if not p.exists():
+        raise ConfigError(Issue(shown, None, "", "config file not found (create one with `evalx init`)"))
+    if p.is_dir():
+        raise ConfigError(Issue(shown, None, "", "is a directory, not a config file"))
+    try:
+        text = p.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(Issue(shown, None, "", f"cannot read config: {exc}")) from None
+    env = os.environ if env is None else env
+    loaded = load_yaml(text, shown, env=env)
+    if not isinstance(loaded.data, dict):
+        raise ConfigError(Issue(shown, loaded.line_of(()) or 1, "", "the config must be a mapping with targets: and datasets:"))
+    if var_overrides:
+        loaded.data["vars"] = {**(loaded.data.get("vars") or {}), **var_overrides}
+
+    redactor = Redactor()
+    for name, value in loaded.env_values.items():
+        if looks_secret_name(name) or name in (loaded.data.get("secrets") or []):
+            redactor.add(value)
+    for name in loaded.data.get("secrets") or []:
+        if isinstance(name, str) and env.get(name):
+            redactor.add(env[name])
+    config = Config(p.resolve(), loaded, redactor)
+    for t in loaded.data.get("targets") or []:
+        if isinstance(t, dict) and isinstance(t.get("api_key"), str):
+            redactor.add(t["api_key"])
+
+    issues = schema_issues(config)
+    if not issues:
+        issues = semantic_issues(config, check_imports=check_imports)
+    errors = [i for i in issues if not i.warning]
+    if errors:
+        raise ConfigError(errors)
+    config.warnings.extend(i for i in issues if i.warning)
+    return config
+
+
+# --- schema -----------------------------------------------------------------
+
+
+def schema_issues(config: Config) -> list[Issue]:
+    from ._schema import config_schema
+
+    validator = Draft202012Validator(config_schema())
+    issues: list[Issue] = []
+    seen: set[tuple[Any, ...]] = set()
+    for err in validator.iter_errors(config.data):
+        for leaf in _leaves(err):
+            path, message = _describe(leaf)
+            key = (path, message)
+            if key not in seen:
+                seen.add(key)
+                issues.append(config.issue(path, message))
+    issues.sort(key=lambda i: (i.line or 0, i.path))
+    return issues
+
+
+def _leaves(err: ValidationError) -> list[ValidationError]:
+    """The errors worth showing: for anyOf, the branch that got furthest."""
+    if err.validator in ("anyOf", "oneOf") and err.context:
+        deepest = max(len(e.absolute_path) for e in err.context)
+        best = [e for e in err.context if len(e.absolute_path) == deepest]
+        if deepest > len(err.absolute_path):
+            return [leaf for e in best for leaf in _leaves(e)]
+    return [err]
+
+
+def _describe(err: ValidationError) -> tuple[KeyPath, str]:
+    path: KeyPath = tuple(err.absolute_path)
+    v = err.validator
+    if v == "additionalProperties":
+        allowed = list((err.schema.get("properties") or {}).keys())
+        extra = [k for k in err.instance if k not in allowed] if isinstance(err.instance, dict) else []
+        if extra:
+            key = extra[0]
+            return (*path, key), f"unknown key {key!r}{_did_you_mean(key, allowed)}"
+    if v == "required":
+        missing = err.message.split("'")[1] if "'" in err.message else ""
+        return (*path, missing) if missing else path, err.message
+    if v == "enum" and path and path[-1] == "type":
+        choices = [str(c) for c in err.validator_value]
+        what = "assertion type" if _is_assertion_path(path) else "type"
+        return path, f"unknown {what} {err.instance!r}{_did_you_mean(str(err.instance), choices)}"
+    if v == "const" and path and path[-1] == "version":
+        return path, f"unsupported version {err.instance!r} (this evalx reads version: 1)"
+    if v == "type":
+        return path, f"{_short(err.instance)} is not of type {_types(err.validator_value)}"
+    if v == "pattern" and path and path[-1] == "callable":
+        return path, f"{err.instance!r} must look like module:function or path/to/file.py:function"
+    return path, err.message
+
+
+def _is_assertion_path(path: KeyPath) -> bool:
+    return any(p == "assert" for p in path)
+
+
+def _types(value: Any) -> str:
+    if isinstance(value, list):
+        return " or ".join(repr(v) for v in value)
+    return repr(value)
+
+
+def _short(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _did_you_mean(word: str, choices: Iterable[str]) -> str:
+    close = difflib.get_close_matches(word, list(choices), n=1, cutoff=0.6)
+    return f" (did you mean {close[0]!r}?)" if close else ""
+
+
+# --- semantics --------------------------------------------------------------
+
+
+def semantic_issues(config: Config, *, check_imports: bool = True) -> list[Issue]:
+    data = config.data
+    issues: list[Issue] = []
+    target_ids: dict[str, int] = {}
+    for i, t in enumerate(data["targets"]):
+        if t["id"] in target_ids:
+            first = config.line(("targets", target_ids[t["id"]]))
+            issues.append(config.issue(("targets", i, "id"), f"duplicate target id {t['id']!r} (first at line {first})"))
+        else:
+            target_ids[t["id"]] = i
+        if t["type"] == "python" and check_imports:
+            problem = importable(t["callable"], config.base_dir)
+            if problem:
+                issues.append(config.issue(("targets", i, "callable"), problem))
+
+    def check_ref(path: KeyPath, ref: Any, what: str) -> None:
+        if isinstance(ref, str) and ref not in target_ids:
+            issues.append(config.issue(path, f"unknown target {ref!r} in {what}{_did_you_mean(ref, target_ids)}"))
+
+    for j, ref in enumerate((data.get("defaults") or {}).get("targets") or []):
+        check_ref(("defaults", "targets", j), ref, "defaults.targets")
+    for j, ref in enumerate((data.get("matrix") or {}).get("targets") or []):
+        check_ref(("matrix", "targets", j), ref, "matrix.targets")
+    judge = data.get("judge") or {}
+    if "target" in judge:
+        check_ref(("judge", "target"), judge["target"], "judge.target")
+    for i, gate_target in enumerate(((data.get("gates") or {}).get("targets") or {}).keys()):
+        check_ref(("gates", "targets", gate_target), gate_target, "gates.targets")
+
+    dataset_ids: dict[str, int] = {}
+    for i, d in enumerate(data["datasets"]):
+        if d["id"] in dataset_ids:
+            first = config.line(("datasets", dataset_ids[d["id"]]))
+            issues.append(config.issue(("datasets", i, "id"), f"duplicate dataset id {d['id']!r} (first at line {first})"))
+        else:
+            dataset_ids[d["id"]] = i
+        if ("path" in d) == ("cases" in d):
+            issues.append(config.issue(("datasets", i), "a dataset needs exactly one of 'path' or 'cases'"))
+        for j, ref in enumerate(d.get("targets") or []):
+            check_ref(("datasets", i, "targets", j), ref, f"datasets[{i}].targets")
+
+    for i, spec in enumerate(data.get("assert") or []):
+        if spec.get("type") == "python" and check_imports and isinstance(spec.get("callable"), str):
+            problem = importable(spec["callable"], config.base_dir)
+            if problem:
+                issues.append(config.issue(("assert", i, "callable"), problem))
+    return issues
+
+
+def importable(ref: str, base_dir: Path) -> str | None:
+    """None when ``module:function`` (or ``file.py:function``) resolves; else why not."""
+    try:
+        resolve_callable(ref, base_dir)
+    except ImportError as exc:
+        return str(exc)
+    return None
+
+
+def resolve_callable(ref: str, base_dir: Path) -> Any:
+    """Import ``module:function`` or ``path/file.py:function`` relative to ``base_dir``."""
+    module_ref, _, attr = ref.rpartition(":")
+    if not module_ref or not attr:
+        raise ImportError(f"{ref!r} must look like module:function")
+    base = str(base_dir)
+    if base not in sys.path:
+        sys.path.insert(0, base)
+    try:
+        if module_ref.endswith(".py") or "/" in module_ref:
+            file = (base_dir / module_ref).resolve()
+            if not file.exists():
+                raise ImportError(f"cannot import {ref!r}: no file {display_path(file)}")
+            module = _load_file_module(file)
+        else:
+            module = importlib.import_module(module_ref)
+    except ImportError as exc:
+        if str(exc).startswith("cannot import"):
+            raise
+        raise ImportError(f"cannot import {module_ref!r}: {exc}") from None
+    except Exception as exc:  # the module itself raised while importing
+        raise ImportError(f"importing {module_ref!r} raised {type(exc).__name__}: {exc}") from None
+    obj: Any = module
+    for part in attr.split("."):
+        if not hasattr(obj, part):
+            raise ImportError(f"module {module_ref!r} has no attribute {attr!r}")
+        obj = getattr(obj, part)
+    if not callable(obj):
+        raise ImportError(f"{ref!r} is not callable")
+    return obj
+
+
+def _load_file_module(file: Path) -> Any:
+    import importlib.util
+
+    name = "evalx_user_" + str(abs(hash(str(file))))
+    if name in sys.modules:
+        return sys.modules[name]
+    spec = importlib.util.spec_from_file_location(name, file)
+    if spec is None or spec.loader is None:
+        raise ImportError(f"cannot import {display_path(file)}")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    try:
+        spec.loader.exec_module(module)
+    except BaseException:
+        del sys.modules[name]
+        raise
+    return module

@@ -1,0 +1,84 @@
+"""Exceptions raised by evalx.
+
+The hierarchy::
+
+    EvalxError
+    ├── ConfigError          a config file is invalid (carries every issue found)
+    ├── DatasetError         a dataset file or case is malformed
+    ├── TargetError          a target failed to produce a trajectory
+    │   ├── TargetTimeout        the cell or the stream went past its timeout
+    │   └── TargetProtocolError  the remote answered something we cannot read
+    └── JudgeError           a judge call failed or its verdict was unreadable
+
+Every message is meant to be shown to a person as one line: it names where
+(file:line and key path) and never contains a secret.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+class EvalxError(Exception):
+    """Base class of every error evalx raises on purpose."""
+
+
+@dataclass(frozen=True)
+class Issue:
+    """One problem found in a config or dataset, with where it came from."""
+
+    file: str
+    line: int | None
+    path: str
+    message: str
+    warning: bool = False
+
+    def __str__(self) -> str:
+        if not self.message:  # a pre-formatted line (e.g. from a dataset error)
+            return self.file
+        where = f"{self.file}:{self.line}" if self.line else self.file
+        key = f" {self.path}:" if self.path else ""
+        return f"{where}{key} {self.message}"
+
+
+class ConfigError(EvalxError):
+    """The config is invalid; ``issues`` lists every problem found."""
+
+    def __init__(self, issues: list[Issue] | Issue | str) -> None:
+        if isinstance(issues, str):
+            issues = [Issue("", None, "", issues)]
+        elif isinstance(issues, Issue):
+            issues = [issues]
+        self.issues = issues
+        super().__init__("\n".join(str(i) for i in issues))
+
+
+class DatasetError(EvalxError):
+    """A dataset could not be read; the message names file and line."""
+
+
+class TargetError(EvalxError):
+    """A target failed: the cell becomes an ``error``, the run goes on."""
+
+    retryable: bool = False
+
+    def __init__(self, message: str, *, retryable: bool = False, retry_after: float | None = None) -> None:
+        super().__init__(message)
+        self.retryable = retryable
+        self.retry_after = retry_after
+
+
+class TargetTimeout(TargetError):
+    """The whole cell, or an idle stream, went past its timeout."""
+
+
+class TargetProtocolError(TargetError):
+    """The target answered with data evalx cannot interpret."""
+
+
+class JudgeError(EvalxError):
+    """A judge call failed after retries, or its verdict could not be parsed."""
+
+    def __init__(self, message: str, raw: str | None = None) -> None:
+        super().__init__(message)
+        self.raw = raw

@@ -1,0 +1,54 @@
+"""Progress on long runs: a live line on a terminal, a line a minute otherwise."""
+
+from __future__ import annotations
+
+import sys
+import time
+from typing import TextIO
+
+
+class Progress:
+    def __init__(self, total: int, *, stream: TextIO | None = None, quiet: bool = False, interval_s: float | None = None) -> None:
+        self.total = total
+        self.stream = stream or sys.stderr
+        self.quiet = quiet
+        self.tty = bool(getattr(self.stream, "isatty", lambda: False)())
+        self.interval = interval_s if interval_s is not None else (0.1 if self.tty else 60.0)
+        self.done = 0
+        self.counts = {"pass": 0, "fail": 0, "error": 0, "skipped": 0}
+        self.started = time.monotonic()
+        self._last = self.started
+
+    def update(self, status: str) -> None:
+        self.done += 1
+        self.counts[status] = self.counts.get(status, 0) + 1
+        if self.quiet:
+            return
+        now = time.monotonic()
+        if now - self._last >= self.interval:
+            self._last = now
+            self._emit(now)
+
+    def _line(self, now: float) -> str:
+        elapsed = now - self.started
+        rate = self.done / elapsed if elapsed > 0 else 0.0
+        c = self.counts
+        parts = f"{c['pass']} pass, {c['fail']} fail, {c['error']} error, {c['skipped']} skipped"
+        if self.tty:
+            width = 24
+            filled = int(width * self.done / self.total) if self.total else width
+            bar = "█" * filled + "·" * (width - filled)
+            eta = (self.total - self.done) / rate if rate > 0 else 0
+            return f"\r{bar} {self.done}/{self.total} cells  {parts}  {rate:.0f}/s  eta {eta:.0f}s\x1b[K"
+        return f"evalx: {self.done}/{self.total} cells ({parts}) after {elapsed:.0f}s\n"
+
+    def _emit(self, now: float) -> None:
+        self.stream.write(self._line(now))
+        self.stream.flush()
+
+    def close(self) -> None:
+        if self.quiet:
+            return
+        if self.tty:
+            self.stream.write("\r\x1b[K")
+            self.stream.flush()

@@ -1,0 +1,114 @@
+"""The run store: ``runs/<run_id>/`` and its files.
+
+``results.jsonl`` is appended and flushed one line per finished cell, so a
+killed run loses nothing that finished. When the run ends, the file is
+rewritten in matrix order into a temporary file and atomically renamed over
+the original (never edited in place).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import IO, Any
+
+RESULTS = "results.jsonl"
+
+
+def new_run_id(now: float | None = None) -> str:
+    stamp = time.strftime("%Y%m%d-%H%M%S", time.localtime(now))
+    return f"{stamp}-{secrets.token_hex(3)}"
+
+
+def _json_default(value: Any) -> Any:
+    if isinstance(value, (set, tuple)):
+        return list(value)
+    if isinstance(value, bytes):
+        return value.decode("utf-8", "replace")
+    return repr(value)
+
+
+def dumps(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, default=_json_default, separators=(",", ":"))
+
+
+class ResultWriter:
+    """Appends results as they finish; remembers where each line is for the final reorder."""
+
+    def __init__(self, run_dir: Path, *, append: bool = False) -> None:
+        self.path = run_dir / RESULTS
+        self._file: IO[bytes] = open(self.path, "ab" if append else "wb")  # noqa: SIM115
+        self._offsets: list[tuple[int, int, int]] = []  # (index, offset, length)
+        if append:
+            self._index_existing()
+        self._file.seek(0, os.SEEK_END)
+
+    def _index_existing(self) -> None:
+        good_end = 0
+        with open(self.path, "rb") as f:
+            offset = 0
+            for raw in f:
+                if raw.endswith(b"\n"):
+                    try:
+                        index = int(json.loads(raw)["index"])
+                    except (ValueError, KeyError, TypeError):
+                        offset += len(raw)
+                        continue
+                    self._offsets.append((index, offset, len(raw)))
+                    good_end = offset + len(raw)
+                offset += len(raw)
+        # drop a torn last line (the process died mid-write)
+        if good_end < self.path.stat().st_size:
+            self._file.truncate(good_end)
+
+    def write(self, result: dict[str, Any]) -> None:
+        line = (dumps(result) + "\n").encode("utf-8")
+        offset = self._file.tell()
+        self._file.write(line)
+        self._file.flush()
+        self._offsets.append((int(result["index"]), offset, len(line)))
+
+    @property
+    def count(self) -> int:
+        return len(self._offsets)
+
+    def finished_indexes(self) -> set[int]:
+        return {i for i, _, _ in self._offsets}
+
+    def close(self, *, reorder: bool = True) -> None:
+        self._file.close()
+        if not reorder:
+            return
+        order = sorted(self._offsets)
+        if [o for _, o, _ in order] == sorted(o for _, o, _ in order):
+            return  # already in matrix order
+        tmp = self.path.with_suffix(".jsonl.tmp")
+        with open(self.path, "rb") as src, open(tmp, "wb") as dst:
+            for _, offset, length in order:
+                src.seek(offset)
+                dst.write(src.read(length))
+            dst.flush()
+            os.fsync(dst.fileno())
+        os.replace(tmp, self.path)
+
+
+def read_results(path: Path) -> Iterator[dict[str, Any]]:
+    """Yield every complete result line; a torn last line is dropped."""
+    with open(path, "rb") as f:
+        for raw in f:
+            if not raw.endswith(b"\n"):
+                break
+            try:
+                yield json.loads(raw)
+            except ValueError:
+                continue
+
+
+def write_json(path: Path, value: Any) -> None:
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    tmp.write_text(json.dumps(value, ensure_ascii=False, indent=2, default=_json_default) + "\n", encoding="utf-8")
+    os.replace(tmp, path)

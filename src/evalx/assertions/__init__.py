@@ -1,0 +1,16 @@
+"""Assertion types: a registry and the built-in types that use it."""
+
+from __future__ import annotations
+
+from ._evaluate import evaluate_case, cell_status
+from ._registry import AssertionContext, AssertionType, assertion, get_assertion, registered
+
+__all__ = [
+    "AssertionContext",
+    "AssertionType",
+    "assertion",
+    "cell_status",
+    "evaluate_case",
+    "get_assertion",
+    "registered",
+]

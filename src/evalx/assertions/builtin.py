@@ -1,0 +1,5 @@
+"""Built-in assertion types (importing this module registers them)."""
+
+from __future__ import annotations
+
+from . import deterministic, model_graded, trajectory  # noqa: F401

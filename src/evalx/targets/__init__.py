@@ -1,0 +1,29 @@
+"""Targets turn a case into a trajectory: python callables, engines, providers."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ._base import RunContext, Target, task_id
+
+
+def build_target(spec: dict[str, Any], *, defaults: dict[str, Any]) -> Target:
+    """A target object for one validated ``targets:`` entry."""
+    concurrency = int(spec.get("concurrency", defaults["concurrency"]))
+    kind = spec["type"]
+    if kind == "python":
+        from .python import PythonTarget
+
+        return PythonTarget(spec, concurrency=concurrency)
+    if kind == "engine":
+        from .engine import EngineTarget
+
+        return EngineTarget(spec, defaults=defaults)  # type: ignore[no-any-return]
+    if kind == "provider":
+        from .provider import ProviderTarget
+
+        return ProviderTarget(spec, defaults=defaults)  # type: ignore[no-any-return]
+    raise ValueError(f"unknown target type {kind!r}")
+
+
+__all__ = ["RunContext", "Target", "build_target", "task_id"]

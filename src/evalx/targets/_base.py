@@ -1,0 +1,57 @@
+"""What every target implements, and what a run passes down to it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+from .._models import Cell, Trajectory
+from .._secrets import Redactor
+
+
+@dataclass
+class RunContext:
+    """Shared, read-only facts about the run a target takes part in."""
+
+    run_id: str
+    config_dir: Path
+    redactor: Redactor = field(default_factory=Redactor)
+    vars: dict[str, Any] = field(default_factory=dict)
+    use_cache: bool = True
+    cache: Any = None  # a ResponseCache when caching is on
+
+
+class Target(Protocol):
+    id: str
+    type: str
+    spec: dict[str, Any]
+
+    async def start(self, run: RunContext) -> None:
+        """Create shared resources (one HTTP client per target, a thread pool...)."""
+
+    async def invoke(self, cell: Cell, run: RunContext) -> Trajectory:
+        """Turn one cell's case into a trajectory, or raise TargetError."""
+
+    async def aclose(self) -> None:
+        """Release what start() created."""
+
+
+def task_id(run_id: str, cell: Cell) -> str:
+    """A fresh id per cell so an agent's memory never bleeds between cases."""
+    tid = f"eval-{run_id}-{cell.case.id}"
+    return f"{tid}-r{cell.repeat}" if cell.repeat else tid
+
+
+def template_context(cell: Cell, run: RunContext, spec: dict[str, Any]) -> dict[str, Any]:
+    import os
+
+    return {
+        "case": cell.case.to_dict(),
+        "vars": {**run.vars, **(spec.get("vars") or {}), **cell.case.vars},
+        "target": {k: v for k, v in spec.items() if k not in ("api_key", "headers")},
+        "env": dict(os.environ),
+        "repeat": cell.repeat,
+        "task_id": task_id(run.run_id, cell),
+        "run_id": run.run_id,
+    }
