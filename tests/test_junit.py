@@ -20,6 +20,8 @@ def _xsd_path() -> Path | None:
     candidates = [Path(override)] if override else []
     # /work/shared sits next to the repository checkout (/work/main)
     candidates.append(Path(__file__).resolve().parents[2] / "shared/conformance/junit-10.xsd")
+    # a copy ships with the tests so a checkout without shared/ still validates
+    candidates.append(Path(__file__).resolve().parent / "data/junit-10.xsd")
     return next((p for p in candidates if p.is_file()), None)
 
 
@@ -51,7 +53,16 @@ def result(
 ) -> dict[str, Any]:
     if assertions is None:
         passed = {"pass": True, "fail": False, "skipped": None, "error": None}[status]
-        assertions = [{"type": "contains", "name": None, "passed": passed, "score": 1.0 if passed else 0.0, "reason": f"reason for {case_id}", "weight": 1.0}]
+        assertions = [
+            {
+                "type": "contains",
+                "name": None,
+                "passed": passed,
+                "score": 1.0 if passed else 0.0,
+                "reason": f"reason for {case_id}",
+                "weight": 1.0,
+            }
+        ]
     return {
         "version": 1,
         "run_id": RUN_ID,
@@ -69,7 +80,13 @@ def result(
         "status": status,
         "assertions": assertions,
         "score": 1.0 if status == "pass" else 0.0,
-        "output": {"text": text, "tool_calls": [], "usage": {"input_tokens": 3, "output_tokens": 4, "cache_hit_tokens": 0}, "error": error, "traceback": traceback},
+        "output": {
+            "text": text,
+            "tool_calls": [],
+            "usage": {"input_tokens": 3, "output_tokens": 4, "cache_hit_tokens": 0},
+            "error": error,
+            "traceback": traceback,
+        },
         "latency_ms": latency_ms,
         "ttft_ms": None,
         "cost_usd": None,
@@ -96,9 +113,27 @@ def mixed_results() -> list[dict[str, Any]]:
                 {"type": "regex", "name": "order-id", "passed": False, "score": 0.0, "reason": "no match for \\d+", "weight": 1.0},
             ],
         ),
-        result("crash", "error", index=2, error="TargetTimeout: no answer within 120s", traceback="Traceback (most recent call last):\n  boom\nTargetTimeout: no answer within 120s"),
-        result("needs-judge", "skipped", index=3, assertions=[{"type": "llm_judge", "name": None, "passed": None, "score": 0.0, "reason": "no judge configured", "weight": 1.0}]),
-        result("hostile", "fail", index=4, text=HOSTILE, assertions=[{"type": "equals", "name": HOSTILE, "passed": False, "score": 0.0, "reason": HOSTILE, "weight": 1.0}], category=HOSTILE),
+        result(
+            "crash",
+            "error",
+            index=2,
+            error="TargetTimeout: no answer within 120s",
+            traceback="Traceback (most recent call last):\n  boom\nTargetTimeout: no answer within 120s",
+        ),
+        result(
+            "needs-judge",
+            "skipped",
+            index=3,
+            assertions=[{"type": "llm_judge", "name": None, "passed": None, "score": 0.0, "reason": "no judge configured", "weight": 1.0}],
+        ),
+        result(
+            "hostile",
+            "fail",
+            index=4,
+            text=HOSTILE,
+            assertions=[{"type": "equals", "name": HOSTILE, "passed": False, "score": 0.0, "reason": HOSTILE, "weight": 1.0}],
+            category=HOSTILE,
+        ),
         result("refund-policy", "pass", target="mini", index=5, latency_ms=0.01),  # 1e-05 seconds
         result("refund-policy", "fail", target="mini", index=6, repeat=1, latency_ms=None),
     ]
@@ -270,7 +305,16 @@ def test_write_replaces_atomically(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize(
     ("raw", "escaped"),
-    [("\x1b[0m", "#x1B[0m"), ("a\x00b", "a#x00b"), ("\x0b\x0c", "#x0B#x0C"), ("\ud83d", "#xD83D"), ("\uffff", "#xFFFF"), ("ok\t\n\r", "ok\t\n\r"), (None, ""), (3, "3")],
+    [
+        ("\x1b[0m", "#x1B[0m"),
+        ("a\x00b", "a#x00b"),
+        ("\x0b\x0c", "#x0B#x0C"),
+        ("\ud83d", "#xD83D"),
+        ("\uffff", "#xFFFF"),
+        ("ok\t\n\r", "ok\t\n\r"),
+        (None, ""),
+        (3, "3"),
+    ],
 )
 def test_xml_safe(raw: Any, escaped: str) -> None:
     assert xml_safe(raw) == escaped

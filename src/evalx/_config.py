@@ -115,10 +115,12 @@ class Config:
 
 
 def display_path(path: Path) -> str:
+    """``path`` as a person would type it here: relative below the cwd, else absolute."""
     try:
-        return os.path.relpath(path)
+        rel = os.path.relpath(path)
     except ValueError:
         return str(path)
+    return str(Path(path).resolve()) if rel.startswith("..") else rel
 
 
 def load_config(
@@ -159,8 +161,8 @@ def load_config(
             redactor.add(t["api_key"])
 
     issues = schema_issues(config)
-    if not issues:
-        issues = semantic_issues(config, check_imports=check_imports)
+    issues += semantic_issues(config, check_imports=check_imports)
+    issues.sort(key=lambda i: i.line or 0)
     errors = [i for i in issues if not i.warning]
     if errors:
         raise ConfigError(errors)
@@ -250,13 +252,16 @@ def semantic_issues(config: Config, *, check_imports: bool = True) -> list[Issue
     data = config.data
     issues: list[Issue] = []
     target_ids: dict[str, int] = {}
-    for i, t in enumerate(data["targets"]):
+    # the schema may have failed too: look only at entries well-formed enough to check
+    for i, t in enumerate(_entries(data.get("targets"))):
+        if t is None:
+            continue
         if t["id"] in target_ids:
             first = config.line(("targets", target_ids[t["id"]]))
             issues.append(config.issue(("targets", i, "id"), f"duplicate target id {t['id']!r} (first at line {first})"))
         else:
             target_ids[t["id"]] = i
-        if t["type"] == "python" and check_imports:
+        if t.get("type") == "python" and check_imports and isinstance(t.get("callable"), str):
             problem = importable(t["callable"], config.base_dir)
             if problem:
                 issues.append(config.issue(("targets", i, "callable"), problem))
@@ -265,18 +270,25 @@ def semantic_issues(config: Config, *, check_imports: bool = True) -> list[Issue
         if isinstance(ref, str) and ref not in target_ids:
             issues.append(config.issue(path, f"unknown target {ref!r} in {what}{_did_you_mean(ref, target_ids)}"))
 
-    for j, ref in enumerate((data.get("defaults") or {}).get("targets") or []):
+    def section(key: str) -> dict[str, Any]:
+        value = data.get(key)
+        return value if isinstance(value, dict) else {}
+
+    for j, ref in enumerate(_list(section("defaults").get("targets"))):
         check_ref(("defaults", "targets", j), ref, "defaults.targets")
-    for j, ref in enumerate((data.get("matrix") or {}).get("targets") or []):
+    for j, ref in enumerate(_list(section("matrix").get("targets"))):
         check_ref(("matrix", "targets", j), ref, "matrix.targets")
-    judge = data.get("judge") or {}
+    judge = section("judge")
     if "target" in judge:
         check_ref(("judge", "target"), judge["target"], "judge.target")
-    for i, gate_target in enumerate(((data.get("gates") or {}).get("targets") or {}).keys()):
+    gate_targets = section("gates").get("targets")
+    for gate_target in gate_targets if isinstance(gate_targets, dict) else {}:
         check_ref(("gates", "targets", gate_target), gate_target, "gates.targets")
 
     dataset_ids: dict[str, int] = {}
-    for i, d in enumerate(data["datasets"]):
+    for i, d in enumerate(_entries(data.get("datasets"))):
+        if d is None:
+            continue
         if d["id"] in dataset_ids:
             first = config.line(("datasets", dataset_ids[d["id"]]))
             issues.append(config.issue(("datasets", i, "id"), f"duplicate dataset id {d['id']!r} (first at line {first})"))
@@ -284,15 +296,24 @@ def semantic_issues(config: Config, *, check_imports: bool = True) -> list[Issue
             dataset_ids[d["id"]] = i
         if ("path" in d) == ("cases" in d):
             issues.append(config.issue(("datasets", i), "a dataset needs exactly one of 'path' or 'cases'"))
-        for j, ref in enumerate(d.get("targets") or []):
+        for j, ref in enumerate(_list(d.get("targets"))):
             check_ref(("datasets", i, "targets", j), ref, f"datasets[{i}].targets")
 
-    for i, spec in enumerate(data.get("assert") or []):
-        if spec.get("type") == "python" and check_imports and isinstance(spec.get("callable"), str):
+    for i, spec in enumerate(_list(data.get("assert"))):
+        if isinstance(spec, dict) and spec.get("type") == "python" and check_imports and isinstance(spec.get("callable"), str):
             problem = importable(spec["callable"], config.base_dir)
             if problem:
                 issues.append(config.issue(("assert", i, "callable"), problem))
     return issues
+
+
+def _list(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else []
+
+
+def _entries(value: Any) -> list[dict[str, Any] | None]:
+    """Each list item that is a mapping with a string id, else None (keeps indexes)."""
+    return [v if isinstance(v, dict) and isinstance(v.get("id"), str) else None for v in _list(value)]
 
 
 def importable(ref: str, base_dir: Path) -> str | None:

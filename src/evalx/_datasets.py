@@ -13,6 +13,7 @@ import copy
 import csv
 import io
 import json
+import re
 from bisect import bisect_right
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
@@ -27,7 +28,7 @@ from ._models import Case
 from ._shorthands import SHORTHAND_PROPERTIES, KeyPath, did_you_mean, expand, unknown_field
 from .assertions import get_assertion, registered
 
-__all__ = ["CASE_FIELDS", "CASE_SCHEMA", "MAX_ERRORS", "load_dataset"]
+__all__ = ["CASE_FIELDS", "CASE_SCHEMA", "MAX_ERRORS", "case_schema_document", "load_dataset", "parse_yaml_with_lines"]
 
 MAX_ERRORS = 20
 FILE_SUFFIXES = (".json", ".jsonl", ".yaml", ".yml", ".csv")
@@ -252,7 +253,7 @@ def _build_case(raw: _Raw, defaults: dict[str, Any], default_asserts: list[dict[
         if not sub and err.validator == "anyOf":  # the input alternatives
             message = "'input' is a required property"
         errors.add(raw.file, raw.line_of(sub), raw.path + sub, message)
-    own_asserts = known.get("assert") if isinstance(known.get("assert"), list) else []
+    own_asserts: list[Any] = known["assert"] if isinstance(known.get("assert"), list) else []
     for i, spec in enumerate(own_asserts):
         _check_assertion(spec, raw, ("assert", i), errors, generated=False)
     if errors.count > before:
@@ -381,7 +382,7 @@ def _read_file(path: Path, shown: str, errors: _Errors) -> list[_Raw]:
             return []
         return _split_cases(data, _json_positions(text), shown, errors)
     try:
-        data, positions = _load_yaml(text)
+        data, positions = parse_yaml_with_lines(text)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
@@ -493,7 +494,7 @@ def _csv_cell(name: str, cell: str) -> Any:
 
 def _json_positions(text: str) -> dict[KeyPath, int]:
     """The line of every value (and, for object members, of the key) in valid JSON text."""
-    newlines = [i for i, c in enumerate(text) if c == "\n"]
+    newlines = [m.start() for m in re.finditer("\n", text)]
     decoder = json.JSONDecoder()
     positions: dict[KeyPath, int] = {}
 
@@ -530,14 +531,17 @@ def _json_positions(text: str) -> dict[KeyPath, int]:
     return positions
 
 
-def _load_yaml(text: str) -> tuple[Any, dict[KeyPath, int]]:
-    """Parse YAML (safe) and record the line of every value and mapping key."""
-    loader = yaml.SafeLoader(text)
+def parse_yaml_with_lines(text: str) -> tuple[Any, dict[KeyPath, int]]:
+    """Parse YAML (safe) and record the line of every value and mapping key.
+
+    libyaml is used when present (several times faster); a document it
+    rejects is parsed again in pure Python so error texts do not depend on
+    how PyYAML was installed.
+    """
     try:
-        node = loader.get_single_node()
-        data = loader.construct_document(node) if node is not None else None
-    finally:
-        loader.dispose()
+        node, data = _compose(getattr(yaml, "CSafeLoader", yaml.SafeLoader), text)
+    except yaml.YAMLError:
+        node, data = _compose(yaml.SafeLoader, text)
     positions: dict[KeyPath, int] = {}
 
     def walk(n: yaml.Node, path: KeyPath, depth: int) -> None:
@@ -556,3 +560,12 @@ def _load_yaml(text: str) -> tuple[Any, dict[KeyPath, int]]:
     if node is not None:
         walk(node, (), 0)
     return data, positions
+
+
+def _compose(loader_class: Any, text: str) -> tuple[yaml.Node | None, Any]:
+    loader = loader_class(text)
+    try:
+        node = loader.get_single_node()
+        return node, (loader.construct_document(node) if node is not None else None)
+    finally:
+        loader.dispose()

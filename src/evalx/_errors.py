@@ -37,8 +37,8 @@ class Issue:
         if not self.message:  # a pre-formatted line (e.g. from a dataset error)
             return self.file
         where = f"{self.file}:{self.line}" if self.line else self.file
-        key = f" {self.path}:" if self.path else ""
-        return f"{where}{key} {self.message}"
+        key = f" {self.path}" if self.path else ""
+        return f"{where}{key}: {self.message}"
 
 
 class ConfigError(EvalxError):

@@ -106,7 +106,6 @@ class Executor:
             assertions = await evaluate_case(asserts, ctx)
         else:
             assertions = []
-            self.stats.errors_by_target.setdefault(target.id, []).append(traj.error)
         self.stats.cells_by_target[target.id] = self.stats.cells_by_target.get(target.id, 0) + 1
         status, score = cell_status(assertions, threshold=cell.case.threshold, target_error=traj.error)
         judge_cost = _judge_cost(assertions)
@@ -142,6 +141,8 @@ class Executor:
         }
         if self.run.redactor:
             result = self.run.redactor.obj(result)
+        if result["error"] is not None:
+            self.stats.errors_by_target.setdefault(target.id, []).append(result["error"])
         return result
 
 

@@ -130,7 +130,8 @@ def _engine_expected(raw: dict[str, Any], out: Expansion) -> None:
         return
     unknown = [k for k in expected if k not in ENGINE_EXPECTED_KEYS]
     for key in unknown:
-        out.errors.append((("expected", key), unknown_field(key, ENGINE_EXPECTED_KEYS) + " in an Engine-harness 'expected'"))
+        hint = did_you_mean(key, ENGINE_EXPECTED_KEYS)
+        out.errors.append((("expected", key), f"unknown field {key!r} in an Engine-harness 'expected'{hint}"))
     if unknown:
         return
     kinds = {

@@ -80,7 +80,7 @@ def mcnemar_exact(b: int, c: int) -> float:
         return 1.0
     tail = sum(math.comb(n, i) for i in range(min(b, c) + 1))
     # exact integers, one correctly rounded division: no underflow in the sum
-    return min(1.0, 2 * tail / 2**n)
+    return min(1.0, 2 * tail / (1 << n))
 
 
 def _check_nck(n: int, c: int, k: int) -> None:

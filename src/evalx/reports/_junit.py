@@ -134,7 +134,6 @@ def _outcome(result: dict[str, Any]) -> ET.Element | None:
 class _Case:
     element: ET.Element
     case_key: tuple[str, str]  # (dataset, case_id)
-    case_id: str
     repeat: int
     order: tuple[float, int]  # (matrix index, arrival) for a stable matrix order
 
@@ -218,7 +217,7 @@ def write_junit(
             suite.repeated.add(case_key)
         index = result.get("index")
         order = (float(index) if isinstance(index, int) else math.inf, arrival)
-        suite.cases.append(_Case(_testcase(result, seconds), case_key, case_key[1], repeat, order))
+        suite.cases.append(_Case(_testcase(result, seconds), case_key, repeat, order))
 
     ordered = sorted(suites.values(), key=lambda s: s.first)
     tests = sum(len(s.cases) for s in ordered)
@@ -248,7 +247,7 @@ def write_junit(
         properties = ET.SubElement(suite_el, "properties")
         properties.append(_element("property", {"name": "run_id", "value": run_id}))
         for case in sorted(suite.cases, key=lambda c: c.order):
-            label = case.case_id
+            label = case.case_key[1]
             if case.case_key in suite.repeated:  # repeats share a case id: tell them apart
                 label = f"{label} #r{case.repeat}"
             case.element.set("name", xml_safe(label))

@@ -16,7 +16,7 @@ from array import array
 from collections.abc import Iterable
 from typing import Any
 
-from tabulate import tabulate
+from tabulate import tabulate  # type: ignore[import-untyped,unused-ignore]  # no stubs shipped
 
 from .. import _stats
 from .._models import RESULT_VERSION, STATUSES
@@ -33,6 +33,7 @@ MAX_FAILURE_LINES = 30
 LINE_WIDTH = 120
 
 _Json = dict[str, Any]
+_PACK = 1 << 32
 
 
 def _number(value: Any) -> float | None:
@@ -81,7 +82,7 @@ class _Counts:
 class _Target(_Counts):
     """A target's counters, plus what is reported per target only."""
 
-    __slots__ = ("latencies", "ttfts", "tokens", "cost", "cost_cells", "cost_missing", "judge_cost", "judge_cells", "cached")
+    __slots__ = ("cached", "cost", "cost_cells", "cost_missing", "judge_cells", "judge_cost", "latencies", "tokens", "ttfts")
 
     def __init__(self) -> None:
         super().__init__()
@@ -142,8 +143,9 @@ class SummaryBuilder:
         self._targets: dict[str, _Target] = {}
         self._categories: dict[str, _Counts] = {}
         self._difficulties: dict[str, _Counts] = {}
-        # "target\x1fdataset\x1fcase_id" -> [decided runs, passes]
-        self._cases: dict[str, list[int]] = {}
+        # "target\x1fdataset\x1fcase_id" -> runs * _PACK + passes (decided runs only):
+        # one int a case rather than a list, a third of the memory on big runs
+        self._cases: dict[str, int] = {}
         self._max_repeat = 0
         self._inconclusive = 0
         # max-heap (negated order) of the first MAX_FAILURES failures in matrix order
@@ -215,11 +217,7 @@ class SummaryBuilder:
             self._max_repeat = repeat
         if status != "skipped":
             key = f"{target_id}\x1f{result.get('dataset') or ''}\x1f{result.get('case_id') or ''}"
-            runs = self._cases.get(key)
-            if runs is None:
-                runs = self._cases[key] = [0, 0]
-            runs[0] += 1
-            runs[1] += status == "pass"
+            self._cases[key] = self._cases.get(key, 0) + _PACK + (status == "pass")
 
         if status in ("fail", "error"):
             self._failures_total += 1
@@ -241,7 +239,8 @@ class SummaryBuilder:
         if self._max_repeat == 0:
             return None
         per_case: dict[str, list[tuple[str, str, int, int]]] = {t: [] for t in target_order}
-        for key, (runs, passes) in self._cases.items():
+        for key, packed in self._cases.items():
+            runs, passes = divmod(packed, _PACK)
             target_id, dataset, case_id = key.split("\x1f", 2)
             per_case[target_id].append((dataset, case_id, runs, passes))
         per_target: _Json = {}
@@ -260,9 +259,7 @@ class SummaryBuilder:
                 "pass_hat_k": _stats.mean(_stats.pass_hat_k(r, p, k) for _, _, r, p in cases),
                 "flaky_cases": len(flaky_here),
             }
-            flaky.extend(
-                {"target": target_id, "dataset": d, "case_id": c, "passed": p, "runs": r} for d, c, r, p in flaky_here
-            )
+            flaky.extend({"target": target_id, "dataset": d, "case_id": c, "passed": p, "runs": r} for d, c, r, p in flaky_here)
         return {
             "runs_per_case": self._max_repeat + 1,
             "per_target": per_target,
@@ -339,6 +336,7 @@ class SummaryBuilder:
 # ---------------------------------------------------------------- rendering
 
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\ud800-\udfff]")
+_SGR = re.compile(r"\x1b\[[0-9;]*m")
 _ANSI = {"red": "31", "green": "32", "yellow": "33", "bold": "1", "dim": "2"}
 
 
@@ -415,13 +413,18 @@ def format_summary(summary: dict[str, Any], *, color: bool = False) -> str:
         ]
 
     def table(rows: list[list[str]], headers: list[str], numeric_from: int = 1) -> str:
+        # "plain" with the header as a row, plus a rule sized to each column: tabulate's
+        # header padding would otherwise add two blanks to every column
+        widths = [max(len(_SGR.sub("", str(row[i]))) for row in [headers, *rows]) for i in range(len(headers))]
+        rule = ["─" * w for w in widths]
         align = ["left"] * numeric_from + ["right"] * (len(headers) - numeric_from)
-        return tabulate(rows, headers=headers, tablefmt="simple", disable_numparse=True, colalign=align)
+        return str(tabulate([headers, rule, *rows], tablefmt="plain", disable_numparse=True, colalign=align))
 
     totals = summary["totals"]
     lines = [
         paint(f"Run {summary['run_id']}", "bold") + (f"  {_one_line(summary['name'])}" if summary.get("name") else ""),
-        f"{totals['cells']} cells: " + " · ".join(
+        f"{totals['cells']} cells: "
+        + " · ".join(
             [
                 paint(f"{totals['pass']} pass", "green"),
                 paint(f"{totals['fail']} fail", "red") if totals["fail"] else "0 fail",
@@ -457,7 +460,15 @@ def format_summary(summary: dict[str, Any], *, color: bool = False) -> str:
     repeats = summary.get("repeats")
     if repeats and repeats.get("per_target"):
         rows = [
-            [_one_line(t), str(r["cases"]), str(r["k"]), _pct(r["pass_at_1"]), _pct(r["pass_at_k"]), _pct(r["pass_hat_k"]), str(r["flaky_cases"])]
+            [
+                _one_line(t),
+                str(r["cases"]),
+                str(r["k"]),
+                _pct(r["pass_at_1"]),
+                _pct(r["pass_at_k"]),
+                _pct(r["pass_hat_k"]),
+                str(r["flaky_cases"]),
+            ]
             for t, r in repeats["per_target"].items()
         ]
         lines += ["", f"Repeats (up to {repeats['runs_per_case']} runs a case):"]
@@ -496,7 +507,12 @@ def format_summary(summary: dict[str, Any], *, color: bool = False) -> str:
     ]
     cells = totals["cells"]
     if summary.get("cached_cells"):
-        facts.append(("Cache", f"{summary['cached_cells']} of {cells} cells from the response cache ({_pct(summary.get('response_cache_hit_ratio'))})"))
+        facts.append(
+            (
+                "Cache",
+                f"{summary['cached_cells']} of {cells} cells from the response cache ({_pct(summary.get('response_cache_hit_ratio'))})",
+            )
+        )
     tokens = summary.get("tokens") or {}
     if tokens.get("input") or tokens.get("output"):
         text = f"{tokens['input']:,} in · {tokens['output']:,} out"

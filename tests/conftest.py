@@ -1,0 +1,37 @@
+"""Shared fixtures: the JUnit schema, a copy of the default example project."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def junit_xsd_path() -> Path:
+    """The xUnit junit-10.xsd: ../shared/conformance beside the repo, else the copy in tests/data."""
+    override = os.environ.get("EVALX_JUNIT_XSD")
+    for candidate in (Path(override) if override else None, REPO.parent / "shared/conformance/junit-10.xsd", REPO / "tests/data/junit-10.xsd"):
+        if candidate is not None and candidate.exists():
+            return candidate
+    raise FileNotFoundError("junit-10.xsd")
+
+
+@pytest.fixture
+def junit_schema():  # type: ignore[no-untyped-def]
+    import xmlschema
+
+    return xmlschema.XMLSchema(str(junit_xsd_path()))
+
+
+@pytest.fixture
+def example_project(tmp_path: Path) -> Path:
+    """A copy of the repo's default config and examples, as a user would have it."""
+    dst = tmp_path / "project"
+    dst.mkdir()
+    shutil.copy(REPO / "evalconfig.yaml", dst / "evalconfig.yaml")
+    shutil.copytree(REPO / "examples", dst / "examples", ignore=shutil.ignore_patterns("__pycache__", "runs", ".evalx"))
+    return dst
