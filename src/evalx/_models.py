@@ -87,7 +87,27 @@ class Trajectory:
         return [c.name for c in self.tool_calls]
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        # by hand: dataclasses.asdict deep-copies every value and is a hot spot
+        return {
+            "text": self.text,
+            "tool_calls": [{"name": c.name, "args": c.args, "result": c.result} for c in self.tool_calls],
+            "usage": {
+                "input_tokens": self.usage.input_tokens,
+                "output_tokens": self.usage.output_tokens,
+                "cache_hit_tokens": self.usage.cache_hit_tokens,
+            },
+            "iterations": self.iterations,
+            "events": self.events,
+            "events_truncated": self.events_truncated,
+            "latency_ms": self.latency_ms,
+            "ttft_ms": self.ttft_ms,
+            "cost_usd": self.cost_usd,
+            "cached": self.cached,
+            "error": self.error,
+            "traceback": self.traceback,
+            "request": self.request,
+            "raw": self.raw,
+        }
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> Trajectory:

@@ -25,8 +25,8 @@ async def evaluate_one(spec: dict[str, Any], ctx: AssertionContext) -> dict[str,
     if atype is None:  # validation catches this; be safe at run time too
         verdict = Verdict(None, 0.0, f"unknown assertion type {kind!r}", error=f"unknown assertion type {kind!r}")
     else:
-        kwargs = {k: v for k, v in spec.items() if k not in COMMON_KEYS and k != "judge"}
-        kwargs = {_param_name(atype.fn, k): v for k, v in kwargs.items()}
+        names = atype.arg_names
+        kwargs = {names.get(k, k): v for k, v in spec.items() if k not in COMMON_KEYS and k != "judge"}
         sub_ctx = ctx
         if "judge" in spec:
             sub_ctx = AssertionContext(
@@ -67,15 +67,6 @@ async def evaluate_one(spec: dict[str, Any], ctx: AssertionContext) -> dict[str,
     if verdict.details:
         out["details"] = verdict.details
     return out
-
-
-def _param_name(fn: Any, key: str) -> str:
-    params = inspect.signature(fn).parameters
-    if key in params:
-        return key
-    if key + "_" in params:
-        return key + "_"
-    return key
 
 
 def cell_status(assertions: list[dict[str, Any]], *, threshold: float | None = None, target_error: str | None = None) -> tuple[str, float | None]:

@@ -70,9 +70,17 @@ class AssertionType:
     model_graded: bool = False
     description: str = ""
     is_async: bool = False
+    _schema: dict[str, Any] | None = field(default=None, repr=False, compare=False)
+    #: parameter name in the function for each config key (`not_` style names)
+    arg_names: dict[str, str] = field(default_factory=dict, repr=False, compare=False)
 
     def schema(self) -> dict[str, Any]:
-        """The JSON Schema of one assertion of this type in a config."""
+        """The JSON Schema of one assertion of this type in a config (built once)."""
+        if self._schema is None:
+            self._schema = self._build_schema()
+        return self._schema
+
+    def _build_schema(self) -> dict[str, Any]:
         props: dict[str, Any] = {k: dict(v) for k, v in COMMON_KEYS.items()}
         props["type"] = {"const": self.name}
         if self.model_graded:
@@ -116,12 +124,14 @@ def assertion(
         hints = typing.get_type_hints(fn)
         props: dict[str, dict[str, Any]] = {}
         required: list[str] = []
+        arg_names: dict[str, str] = {}
         for p in params[1:]:
             if p.kind is not p.KEYWORD_ONLY:
                 raise TypeError(f"assertion {name!r}: parameter {p.name!r} must be keyword-only (after *)")
             if p.name in COMMON_KEYS or p.name == "judge":
                 raise TypeError(f"assertion {name!r}: parameter {p.name!r} clashes with a common key")
             key = p.name.rstrip("_")  # `not_` style names for reserved words
+            arg_names[key] = p.name
             props[key] = _schema_for(hints.get(p.name, Any))
             if p.default is p.empty:
                 required.append(key)
@@ -138,6 +148,7 @@ def assertion(
             model_graded=model_graded,
             description=doc.split("\n\n")[0].replace("\n", " "),
             is_async=inspect.iscoroutinefunction(fn),
+            arg_names=arg_names,
         )
         return fn
 
