@@ -1,0 +1,329 @@
+"""Engine targets: ``POST {url}/execute``, the agent's run streamed back as Server-Sent Events.
+
+Request: header ``X-Engine-Key`` (from ``api_key``; omitted when empty) plus
+``headers:``; a JSON body from the ``body:`` template, else the case input
+(a mapping) or ``{"message": input}``, always with a fresh ``task_id``
+(``eval-{run_id}-{case_id}[-r{n}]``) so an agent's memory never bleeds
+between cells.
+
+Stream (the event type is the SSE ``event:`` field, or the data's ``type``
+when the field is absent; data is JSON):
+
+- ``text_delta {text}`` appends to the answer (the first one sets ``ttft_ms``);
+- ``tool_call {tool | name, args?, id?}`` appends a call;
+- ``tool_result {tool | name, result, id?}`` fills the matching call's result;
+- ``usage {input_tokens, output_tokens, cache_hit_tokens}`` adds up;
+- ``iteration`` / ``turn`` (and ``*_start``) events count agent turns;
+- ``error {code, message}`` ends the cell as an error;
+- the terminating event (``end_event``; by default any of ``done``, ``end``,
+  ``complete``) ends the run; with ``end_event`` set, a stream that closes
+  without it is an error, without it closing the stream ends the run too.
+
+Every event is kept in ``events`` (at most ``max_events`` and about 1 MB of
+data; past that ``events_truncated`` is set).
+
+Retries (``retries``, backoff from :mod:`evalx._http`): connection failures,
+429, 5xx and a stream that closes before sending anything are retried. A
+stream that already produced events is never replayed — the engine did work
+(maybe tool calls with side effects) under that task id — with one
+exception: an ``LLM_RATE_LIMITED`` error event that arrives before any text
+is retried like a 429 (honouring its ``retry_after``), because the model had
+not answered yet. The retry reuses the cell's task id.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any
+
+from .._errors import TargetError, TargetProtocolError
+from .._http import Backoff, HttpClient, shown_url
+from .._models import Cell, ToolCall, Trajectory, Usage
+from .._sse import ServerSentEvent, SSEDecoder
+from .._templates import TemplateRenderError, render_value
+from ._base import RunContext, task_id, template_context
+
+DEFAULT_END_EVENTS = ("done", "end", "complete")
+ITERATION_EVENTS = frozenset({"iteration", "turn", "iteration_start", "turn_start"})
+DEFAULT_MAX_EVENTS = 1000
+#: characters of event data kept per cell, on top of the event count cap
+MAX_EVENT_CHARS = 1_000_000
+#: error codes retried like an HTTP 429 (when no text has been streamed yet)
+RATE_LIMIT_CODES = frozenset({"LLM_RATE_LIMITED", "RATE_LIMITED", "RATE_LIMIT_EXCEEDED", "TOO_MANY_REQUESTS"})
+KEY_HEADER = "X-Engine-Key"
+
+
+class EngineRateLimited(TargetError):
+    """The engine reported an ``LLM_RATE_LIMITED`` error event."""
+
+
+class EngineTarget:
+    type = "engine"
+
+    def __init__(self, spec: dict[str, Any], *, defaults: dict[str, Any]) -> None:
+        self.id = spec["id"]
+        self.spec = spec
+        self.concurrency = int(spec.get("concurrency", defaults["concurrency"]))
+        self.timeout_s = float(spec.get("timeout_s", defaults["timeout_s"]))
+        self.retries = int(spec.get("retries", defaults["retries"]))
+        idle = spec.get("idle_timeout_s", defaults.get("idle_timeout_s"))
+        self.idle_timeout_s = float(idle) if idle is not None else self.timeout_s
+        self.end_event: str | None = spec.get("end_event") or None
+        self.max_events = int(spec.get("max_events", DEFAULT_MAX_EVENTS))
+        self.backoff = Backoff.from_settings(spec, defaults)
+        self.url = str(spec["url"]).rstrip("/") + "/execute"
+        self.shown = shown_url(self.url)
+        headers = {"Accept": "text/event-stream", "Cache-Control": "no-store", **(spec.get("headers") or {})}
+        if spec.get("api_key"):
+            headers[KEY_HEADER] = str(spec["api_key"])
+        self.headers = headers
+        self._client: HttpClient | None = None
+
+    async def start(self, run: RunContext) -> None:
+        self._client = HttpClient(concurrency=self.concurrency, retries=self.retries, backoff=self.backoff)
+
+    async def aclose(self) -> None:
+        if self._client is not None:
+            await self._client.aclose()
+            self._client = None
+
+    def body(self, cell: Cell, run: RunContext) -> dict[str, Any]:
+        """The JSON body for one cell: the template, or the case input, plus ``task_id``."""
+        tid = task_id(run.run_id, cell)
+        template = self.spec.get("body")
+        if template is not None:
+            try:
+                body = render_value(template, template_context(cell, run, self.spec))
+            except TemplateRenderError as exc:
+                raise TargetError(f"body: {exc}") from None
+            if not isinstance(body, dict):
+                raise TargetError(f"body: the template must render to a mapping, not {type(body).__name__}")
+        elif isinstance(cell.case.input, dict):
+            body = dict(cell.case.input)
+        else:
+            body = {"message": "" if cell.case.input is None else str(cell.case.input)}
+        body.setdefault("task_id", tid)
+        return body
+
+    async def invoke(self, cell: Cell, run: RunContext) -> Trajectory:
+        if self._client is None:
+            raise RuntimeError("EngineTarget.invoke() before start()")
+        client = self._client
+        t0 = time.perf_counter()
+        deadline = time.monotonic() + self.timeout_s
+        retried: list[str] = []
+        try:
+            body = self.body(cell, run)
+
+            async def attempt() -> Trajectory:
+                try:
+                    return await self._attempt(client, body, t0)
+                except TargetError as exc:
+                    if exc.retryable:
+                        retried.append(str(exc))
+                    raise
+
+            traj = await client.retrying(attempt, deadline=deadline)
+        except TargetError as exc:
+            # the executor reports this line as is (and once per target when every cell
+            # failed): no secret may ride along, whatever the server echoed back
+            exc.args = (run.redactor.text(str(exc)),)
+            raise
+        traj.request = {"url": self.url, "body": body}
+        if retried:
+            traj.raw = {**(traj.raw or {}), "attempts": len(retried) + 1, "retried_after": retried}
+        return traj
+
+    async def _attempt(self, client: HttpClient, body: dict[str, Any], t0: float) -> Trajectory:
+        run = _Collector(t0, self.max_events)
+        async with client.stream("POST", self.url, json=body, headers=self.headers, idle_timeout_s=self.idle_timeout_s) as resp:
+            await resp.raise_for_status(key_hint=f"api_key, sent as {KEY_HEADER}")
+            ctype = resp.content_type
+            if ctype and ctype != "text/event-stream" and ctype != "text/plain":
+                raise TargetProtocolError(f"{self.shown} answered Content-Type {ctype}, not text/event-stream")
+            decoder = SSEDecoder()
+            try:
+                async for line in resp.lines():
+                    event = decoder.decode(line)
+                    if event is not None and self._handle(event, run):
+                        return run.trajectory()
+            except TargetError as exc:
+                # never replay a stream that already did work, except a rate limit before any text
+                if run.n_events and not isinstance(exc, EngineRateLimited):
+                    exc.retryable = False
+                raise
+            n = run.n_events
+            after = f"after {n} event{'s' if n != 1 else ''}"
+            if decoder.pending:
+                raise TargetProtocolError(f"stream from {self.shown} closed in the middle of an event ({after})", retryable=n == 0)
+            if self.end_event:
+                raise TargetProtocolError(
+                    f"stream from {self.shown} closed before its '{self.end_event}' event ({after})", retryable=n == 0
+                )
+            if n == 0:
+                raise TargetProtocolError(f"stream from {self.shown} closed without sending any event", retryable=True)
+            return run.trajectory()
+
+    def _is_end(self, kind: str) -> bool:
+        return kind == self.end_event if self.end_event else kind in DEFAULT_END_EVENTS
+
+    def _handle(self, event: ServerSentEvent, run: _Collector) -> bool:
+        """Apply one event; True when it ends the run."""
+        run.n_events += 1
+        kind = event.event
+        try:
+            payload: Any = json.loads(event.data) if event.data.strip() else {}
+        except ValueError as exc:
+            if kind == "message" and event.data.strip() == "[DONE]":  # OpenAI-style end marker
+                run.store("done", event.data, event)
+                return True
+            if self._is_end(kind):  # an end marker needs no payload
+                run.store(kind, event.data, event)
+                return True
+            where = f"line {exc.lineno} column {exc.colno}" if isinstance(exc, json.JSONDecodeError) else ""
+            reason = exc.msg if isinstance(exc, json.JSONDecodeError) else str(exc)
+            raise TargetProtocolError(
+                f"malformed JSON in the data of '{kind}' event #{run.n_events} from {self.shown}: {reason} ({where})"
+            ) from None
+        if kind == "message" and isinstance(payload, dict) and isinstance(payload.get("type"), str):
+            kind = payload["type"]
+        run.store(kind, payload, event)
+        data = payload if isinstance(payload, dict) else {"value": payload}
+
+        if kind == "text_delta":
+            text = payload if isinstance(payload, str) else data.get("text", data.get("delta", ""))
+            run.add_text("" if text is None else str(text))
+        elif kind == "tool_call":
+            name = data.get("tool", data.get("name"))
+            if not isinstance(name, str) or not name:
+                raise TargetProtocolError(f"'tool_call' event #{run.n_events} from {self.shown} names no tool")
+            args = data.get("args", data.get("arguments", data.get("input")))
+            run.tool_calls.append(ToolCall(name=name, args=args))
+            call_id = data.get("id", data.get("call_id"))
+            if isinstance(call_id, (str, int)):
+                run.call_ids[str(call_id)] = len(run.tool_calls) - 1
+        elif kind == "tool_result":
+            run.attach_result(data)
+        elif kind == "usage":
+            nested = data.get("usage")
+            run.add_usage(nested if isinstance(nested, dict) else data, kind, self.shown)
+        elif kind in ITERATION_EVENTS:
+            run.iteration(data)
+        elif kind == "error":
+            code = str(data.get("code") or "ERROR")
+            message = " ".join(str(data.get("message") or "no message").split())
+            line = f"engine error {code}: {message}"
+            if code.upper() in RATE_LIMIT_CODES or "RATE_LIMIT" in code.upper():
+                retry_after = data.get("retry_after", data.get("retry_after_s"))
+                wait = float(retry_after) if isinstance(retry_after, (int, float)) and not isinstance(retry_after, bool) else None
+                raise EngineRateLimited(line, retryable=not run.saw_text, retry_after=wait)
+            raise TargetError(line)
+        elif self._is_end(kind):
+            run.finish(data, self.shown)
+            return True
+        return False
+
+
+class _Collector:
+    """One attempt's trajectory, built event by event."""
+
+    def __init__(self, t0: float, max_events: int) -> None:
+        self.t0 = t0
+        self.max_events = max_events
+        self.text: list[str] = []
+        self.saw_text = False
+        self.ttft_ms: float | None = None
+        self.tool_calls: list[ToolCall] = []
+        self.call_ids: dict[str, int] = {}
+        self.usage = Usage()
+        self.saw_usage = False
+        self.cost_usd: float | None = None
+        self.turns = 0
+        self.turn_max: int | None = None
+        self.iterations: int | None = None
+        self.events: list[dict[str, Any]] = []
+        self.event_chars = 0
+        self.truncated = False
+        self.n_events = 0
+
+    def _ms(self) -> float:
+        return round((time.perf_counter() - self.t0) * 1000.0, 3)
+
+    def store(self, kind: str, payload: Any, event: ServerSentEvent) -> None:
+        size = len(event.data)
+        if len(self.events) >= self.max_events or self.event_chars + size > MAX_EVENT_CHARS:
+            self.truncated = True
+            return
+        self.event_chars += size
+        stored: dict[str, Any] = {"type": kind, "data": payload, "t_ms": self._ms()}
+        if event.id:
+            stored["id"] = event.id
+        self.events.append(stored)
+
+    def add_text(self, text: str) -> None:
+        if text and not self.saw_text:
+            self.saw_text = True
+            self.ttft_ms = self._ms()
+        self.text.append(text)
+
+    def attach_result(self, data: dict[str, Any]) -> None:
+        result = data.get("result", data.get("output", data.get("content")))
+        call_id = data.get("id", data.get("call_id"))
+        index = self.call_ids.get(str(call_id)) if isinstance(call_id, (str, int)) else None
+        if index is None:
+            name = data.get("tool", data.get("name"))
+            candidates = [i for i, c in enumerate(self.tool_calls) if name is None or c.name == name]
+            open_calls = [i for i in candidates if self.tool_calls[i].result is None]
+            index = (open_calls or candidates)[-1] if (open_calls or candidates) else None
+        if index is not None:
+            self.tool_calls[index].result = result
+
+    def add_usage(self, data: dict[str, Any], kind: str, where: str) -> None:
+        counts = {
+            "input_tokens": data.get("input_tokens", data.get("prompt_tokens")),
+            "output_tokens": data.get("output_tokens", data.get("completion_tokens")),
+            "cache_hit_tokens": data.get("cache_hit_tokens", data.get("cache_read_input_tokens", data.get("cached_tokens"))),
+        }
+        try:
+            self.usage.add(counts)
+        except (TypeError, ValueError):
+            raise TargetProtocolError(f"'{kind}' event from {where} has non-numeric token counts") from None
+        self.saw_usage = True
+        cost = data.get("cost_usd")
+        if isinstance(cost, (int, float)) and not isinstance(cost, bool):
+            self.cost_usd = (self.cost_usd or 0.0) + float(cost)
+
+    def iteration(self, data: dict[str, Any]) -> None:
+        self.turns += 1
+        for key in ("iteration", "turn", "n"):
+            value = data.get(key)
+            if isinstance(value, int) and not isinstance(value, bool):
+                self.turn_max = max(self.turn_max or 0, value)
+
+    def finish(self, data: dict[str, Any], where: str) -> None:
+        """The terminating event may carry totals the stream did not send on its own."""
+        if not self.saw_usage and isinstance(data.get("usage"), dict):
+            self.add_usage(data["usage"], "done", where)
+        if not self.saw_text:
+            final = data.get("text", data.get("output"))
+            if isinstance(final, str) and final:
+                self.add_text(final)
+        iterations = data.get("iterations")
+        if isinstance(iterations, int) and not isinstance(iterations, bool):
+            self.iterations = iterations
+
+    def trajectory(self) -> Trajectory:
+        iterations = self.iterations
+        if iterations is None and (self.turns or self.turn_max):
+            iterations = max(self.turns, self.turn_max or 0)
+        return Trajectory(
+            text="".join(self.text),
+            tool_calls=self.tool_calls,
+            usage=self.usage,
+            iterations=iterations,
+            events=self.events,
+            events_truncated=self.truncated,
+            ttft_ms=self.ttft_ms,
+            cost_usd=self.cost_usd,
+        )
