@@ -1,0 +1,182 @@
+"""The response cache: ``.evalx/cache.sqlite`` beside the config.
+
+A cell whose target allows caching is looked up by a key (sha256 of what
+determines the answer: for a provider, provider + model + base URL + the
+rendered request body + the repeat index; never the API key). A hit replays
+the stored trajectory with ``cached: true``; errors are never stored.
+
+Two evalx processes may share the file: SQLite in WAL mode with a busy
+timeout serialises their writers without corrupting anything. All SQLite
+work happens on one worker thread, so the event loop never waits on disk;
+writes queue up and are committed in batches (one transaction per batch).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import sqlite3
+import threading
+import time
+from concurrent.futures import Future, ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+CACHE_DIR = ".evalx"
+CACHE_FILE = "cache.sqlite"
+SCHEMA_VERSION = 1
+_BUSY_TIMEOUT_MS = 30_000
+
+
+def cache_path(config_dir: Path) -> Path:
+    return config_dir / CACHE_DIR / CACHE_FILE
+
+
+def make_key(*parts: Any) -> str:
+    """sha256 over a canonical JSON encoding of ``parts``."""
+    text = json.dumps(parts, sort_keys=True, ensure_ascii=False, separators=(",", ":"), default=str)
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+class ResponseCache:
+    """Trajectories by key, in SQLite. Safe to share between processes."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = Path(path)
+        self.hits = 0
+        self.misses = 0
+        self.writes = 0
+        self.problem: str | None = None  # set (and the cache disabled) if the file cannot be used
+        self._conn: sqlite3.Connection | None = None
+        self._worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="evalx-cache")
+        self._pending: dict[str, str] = {}
+        self._lock = threading.Lock()
+        self._flush_future: Future[None] | None = None
+
+    # -- on the worker thread ---------------------------------------------------
+
+    def _connection(self) -> sqlite3.Connection | None:
+        if self._conn is not None or self.problem is not None:
+            return self._conn
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            ignore = self.path.parent / ".gitignore"
+            if self.path.parent.name == CACHE_DIR and not ignore.exists():
+                ignore.write_text("# evalx's local cache; not for version control\n*\n", encoding="utf-8")
+            conn = sqlite3.connect(str(self.path), timeout=_BUSY_TIMEOUT_MS / 1000, isolation_level=None, check_same_thread=False)
+            conn.execute(f"PRAGMA busy_timeout={_BUSY_TIMEOUT_MS}")
+            self._retry_locked(lambda: conn.execute("PRAGMA journal_mode=WAL"))
+            conn.execute("PRAGMA synchronous=NORMAL")
+            self._retry_locked(
+                lambda: conn.execute(
+                    "CREATE TABLE IF NOT EXISTS responses ("
+                    " key TEXT PRIMARY KEY, value TEXT NOT NULL, created_at REAL NOT NULL, version INTEGER NOT NULL)"
+                )
+            )
+        except (sqlite3.Error, OSError) as exc:
+            self.problem = f"cannot use {self.path}: {exc}"
+            return None
+        self._conn = conn
+        return conn
+
+    @staticmethod
+    def _retry_locked(op: Any, attempts: int = 50) -> Any:
+        # the busy handler covers most contention; a WAL switch racing another
+        # process can still report "locked" at once, so try again briefly
+        for i in range(attempts):
+            try:
+                return op()
+            except sqlite3.OperationalError as exc:
+                if "locked" not in str(exc) or i == attempts - 1:
+                    raise
+                time.sleep(0.02)
+        return None
+
+    def get_sync(self, key: str) -> dict[str, Any] | None:
+        with self._lock:
+            pending = self._pending.get(key)
+        if pending is not None:
+            return json.loads(pending)  # type: ignore[no-any-return]
+        conn = self._connection()
+        if conn is None:
+            return None
+        try:
+            row = conn.execute("SELECT value FROM responses WHERE key = ? AND version = ?", (key, SCHEMA_VERSION)).fetchone()
+        except sqlite3.Error as exc:
+            self.problem = f"cannot read {self.path}: {exc}"
+            return None
+        if row is None:
+            return None
+        try:
+            value = json.loads(row[0])
+        except ValueError:
+            return None
+        return value if isinstance(value, dict) else None
+
+    def flush_sync(self) -> None:
+        with self._lock:
+            batch, self._pending = self._pending, {}
+            self._flush_future = None
+        if not batch:
+            return
+        conn = self._connection()
+        if conn is None:
+            return
+        now = time.time()
+        rows = [(k, v, now, SCHEMA_VERSION) for k, v in batch.items()]
+
+        def write() -> None:
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                conn.executemany("INSERT OR REPLACE INTO responses (key, value, created_at, version) VALUES (?, ?, ?, ?)", rows)
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+            conn.execute("COMMIT")
+
+        try:
+            self._retry_locked(write)
+            self.writes += len(rows)
+        except sqlite3.Error as exc:
+            self.problem = f"cannot write {self.path}: {exc}"
+
+    def put_sync(self, key: str, value: dict[str, Any]) -> None:
+        with self._lock:
+            self._pending[key] = json.dumps(value, ensure_ascii=False, default=str)
+        self.flush_sync()
+
+    def _close_sync(self) -> None:
+        self.flush_sync()
+        if self._conn is not None:
+            self._conn.close()
+            self._conn = None
+
+    # -- from the event loop ------------------------------------------------------
+
+    async def get(self, key: str) -> dict[str, Any] | None:
+        loop = asyncio.get_running_loop()
+        value = await loop.run_in_executor(self._worker, self.get_sync, key)
+        if value is None:
+            self.misses += 1
+        else:
+            self.hits += 1
+        return value
+
+    def put(self, key: str, value: dict[str, Any]) -> None:
+        """Queue a write; it is committed on the worker thread with whatever else is queued."""
+        text = json.dumps(value, ensure_ascii=False, default=str)
+        with self._lock:
+            self._pending[key] = text
+            if self._flush_future is None:
+                self._flush_future = self._worker.submit(self.flush_sync)
+
+    async def aclose(self) -> None:
+        """Commit what is queued and close the file."""
+        loop = asyncio.get_running_loop()
+        await loop.run_in_executor(self._worker, self._close_sync)
+        self._worker.shutdown(wait=True)
+
+    def close(self) -> None:
+        self._worker.submit(self._close_sync).result()
+        self._worker.shutdown(wait=True)

@@ -1,0 +1,332 @@
+"""Provider targets: a raw model behind a provider API, declared in ``providers/NAME.yaml``.
+
+The definition (see :mod:`evalx._providers`) says how to build the request and
+read the answer; this module fills in the case: it renders ``system``,
+``prompt`` (or ``messages``), ``params`` and ``tools`` for each cell, sends the
+request through the shared HTTP layer (:mod:`evalx._http`: retries, Retry-After,
+jittered backoff), optionally paced by ``rate_limit: {rpm: N}``, and turns the
+response into a trajectory with a cost (usage × pricing; ``None`` when no
+price is known — never a silent 0).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from typing import Any
+
+from .._errors import ConfigError, Issue, TargetError, TargetProtocolError
+from .._http import Backoff, HttpClient, HttpResponse, _snippet, classify_status, parse_retry_after, retry_after_from, shown_url
+from .._models import Cell, ToolCall, Trajectory, Usage
+from .._providers import DefinitionError, Price, ProviderDefinition, find_provider
+from .._ratelimit import RateLimiter
+from .._secrets import SECRET_KEYS, looks_secret_name
+from .._templates import TemplateRenderError, render, render_value
+from ._base import RunContext, template_context
+
+#: a response body larger than this is not kept in the result's ``raw``
+_MAX_RAW_CHARS = 64_000
+
+
+class ProviderTarget:
+    type = "provider"
+
+    def __init__(self, spec: dict[str, Any], *, defaults: dict[str, Any]) -> None:
+        self.id = spec["id"]
+        self.spec = spec
+        self.provider = str(spec["provider"])
+        self.model = str(spec["model"])
+        self.concurrency = int(spec.get("concurrency", defaults["concurrency"]))
+        self.retries = int(spec.get("retries", defaults["retries"]))
+        self.timeout_s = float(spec.get("timeout_s", defaults["timeout_s"]))
+        self.backoff = Backoff.from_settings(spec, defaults)
+        self.json_mode = bool(spec.get("json_mode", False))
+        self.definition: ProviderDefinition | None = None
+        self.base_url = ""
+        self.url = ""
+        self.api_key: str | None = None
+        self.key_hint = "api_key"
+        self.headers: dict[str, str] = {}
+        self.public_headers: dict[str, str] = {}
+        self.tools: list[dict[str, Any]] = []
+        self.price: Price | None = None
+        self.client: HttpClient | None = None
+        self.limiter: RateLimiter | None = None
+        self._redact: Any = None
+
+    # -- lifecycle ---------------------------------------------------------------
+
+    async def start(self, run: RunContext) -> None:
+        where = f"target {self.id!r}"
+        definition = find_provider(self.provider, getattr(run, "providers_dir", None))
+        self.definition = definition
+        self._redact = run.redactor.text
+
+        base_url = self.spec.get("base_url") or definition.base_url
+        if not self.spec.get("base_url"):
+            missing = definition.missing_env("base_url")
+            if missing:
+                raise ConfigError(f"{where}: environment variable {missing} is not set ({definition.where('base_url')}); set it or the target's base_url")
+        if not base_url:
+            raise ConfigError(f"{where}: no base_url (provider {self.provider!r} has no default; set the target's base_url)")
+        self.base_url = str(base_url).rstrip("/")
+        self.url = self.base_url + "/" + definition.path.lstrip("/")
+
+        api_key = self.spec.get("api_key")
+        if not api_key and definition.auth_env:
+            api_key = os.environ.get(definition.auth_env) or None
+        self.key_hint = f"the target's api_key or {definition.auth_env}" if definition.auth_env else "the target's api_key"
+        if definition.auth_required and not api_key:
+            raise ConfigError(f"{where}: provider {self.provider!r} needs an API key: set {self.key_hint}")
+        self.api_key = api_key
+        if api_key:
+            run.redactor.add(api_key)
+
+        headers = dict(definition.headers)
+        headers.update(self.spec.get("headers") or {})
+        secret_headers = set()
+        if definition.auth_header and api_key:
+            try:
+                headers[definition.auth_header] = definition.render_auth(api_key)
+            except DefinitionError as exc:
+                raise ConfigError(str(exc)) from None
+            secret_headers.add(definition.auth_header.lower())
+        self.headers = headers
+        self.public_headers = {
+            k: v for k, v in headers.items() if k.lower() not in secret_headers and k.lower() not in SECRET_KEYS and not looks_secret_name(k)
+        }
+        self.tools = [_normalize_tool(t, i, where) for i, t in enumerate(self.spec.get("tools") or [])]
+
+        override = self.spec.get("pricing")
+        if override:
+            if "input_per_mtok" not in override or "output_per_mtok" not in override:
+                raise ConfigError(f"{where}: pricing needs input_per_mtok and output_per_mtok")
+            self.price = Price.from_mapping(override)
+        else:
+            self.price = definition.price(self.model)
+
+        rpm = (self.spec.get("rate_limit") or {}).get("rpm")
+        self.limiter = RateLimiter(float(rpm)) if rpm else None
+        self.client = HttpClient(concurrency=self.concurrency, retries=self.retries, backoff=self.backoff, timeout_s=self.timeout_s)
+
+    async def aclose(self) -> None:
+        if self.client is not None:
+            await self.client.aclose()
+            self.client = None
+
+    # -- requests ----------------------------------------------------------------
+
+    def render_request(self, cell: Cell, run: RunContext) -> dict[str, Any]:
+        """The request for one cell: ``{method, url, body}`` (headers live on the target)."""
+        assert self.definition is not None, "start() first"
+        ctx = template_context(cell, run, self.spec)
+        try:
+            system, messages = self._messages(cell, ctx)
+            params = render_value(self.spec.get("params") or {}, ctx)
+        except TemplateRenderError as exc:
+            raise TargetError(f"target {self.id!r}: {exc}") from None
+        if not isinstance(params, dict):
+            raise TargetError(f"target {self.id!r}: params must be a mapping")
+        if self.json_mode:
+            params = {**self.definition.json_mode_params, **params}
+        scope = {
+            "model": self.model,
+            "messages": messages,
+            "system": system,
+            "params": params,
+            "tools": self.tools,
+            "json_mode": self.json_mode,
+        }
+        try:
+            body = self.definition.render_body(scope)
+        except DefinitionError as exc:
+            raise TargetError(str(exc)) from None
+        return {"method": self.definition.method, "url": self.url, "body": body}
+
+    def _messages(self, cell: Cell, ctx: dict[str, Any]) -> tuple[str | None, list[dict[str, Any]]]:
+        """``(system, messages)``: the conversation without system turns, and the system text."""
+        system_parts: list[str] = []
+        if cell.case.system:  # a case's own system prompt is the more specific one
+            system_parts.append(str(cell.case.system))
+        elif self.spec.get("system"):
+            system_parts.append(render(str(self.spec["system"]), ctx))
+        if self.spec.get("messages"):
+            raw_messages = render_value(self.spec["messages"], ctx)
+        elif self.spec.get("prompt"):
+            raw_messages = [{"role": "user", "content": render(str(self.spec["prompt"]), ctx)}]
+        else:
+            value = cell.case.input
+            if isinstance(value, dict) and isinstance(value.get("messages"), list):
+                raw_messages = value["messages"]
+            elif isinstance(value, str):
+                raw_messages = [{"role": "user", "content": value}]
+            else:
+                raw_messages = [{"role": "user", "content": json.dumps(value, ensure_ascii=False)}]
+        messages: list[dict[str, Any]] = []
+        for i, m in enumerate(raw_messages):
+            if not isinstance(m, dict) or "role" not in m or "content" not in m:
+                raise TargetError(f"target {self.id!r}: messages[{i}] must be a mapping with role and content")
+            if m["role"] == "system":
+                system_parts.append(m["content"] if isinstance(m["content"], str) else json.dumps(m["content"]))
+            else:
+                messages.append(dict(m))
+        return ("\n\n".join(system_parts) if system_parts else None), messages
+
+    def cache_key(self, cell: Cell, run: RunContext) -> str | None:
+        """sha256 of provider, model, base URL, rendered body and repeat index — never the key."""
+        from .._cache import make_key
+
+        try:
+            request = self.render_request(cell, run)  # rendered again by invoke() on a miss: cheap, templates are compiled once
+        except TargetError:
+            return None  # invoke() reports it
+        return make_key("provider", self.provider, self.model, self.base_url, request["method"], request["url"], request["body"], cell.repeat)
+
+    def restore_cached(self, traj: Trajectory) -> None:
+        """Reprice a cached answer with today's pricing (a price added later applies to cached cells)."""
+        traj.cost_usd = self._cost(traj.usage)
+
+    async def invoke(self, cell: Cell, run: RunContext) -> Trajectory:
+        assert self.definition is not None and self.client is not None, "start() first"
+        request = self.render_request(cell, run)
+        client = self.client
+        limiter = self.limiter
+
+        async def attempt() -> HttpResponse:
+            if limiter is not None:
+                await limiter.acquire()
+            resp = await client.request_json(request["method"], request["url"], json=request["body"], headers=self.headers, raise_for_status=False)
+            if resp.status >= 400:
+                raise self._http_error(resp)
+            return resp
+
+        resp = await client.retrying(attempt, deadline=time.monotonic() + self.timeout_s)
+        data = resp.json_body()
+        public = {"method": request["method"], "url": request["url"], "headers": dict(self.public_headers), "body": request["body"]}
+        try:
+            traj = self._trajectory(data, resp)
+        except DefinitionError as exc:
+            raise TargetProtocolError(f"reading the response of provider {self.provider!r}: {exc}") from None
+        traj.request = public
+        return traj
+
+    # -- responses ---------------------------------------------------------------
+
+    def _trajectory(self, data: Any, resp: HttpResponse) -> Trajectory:
+        d = self.definition
+        assert d is not None
+        scope = {"response": data, "status": resp.status, "headers": dict(resp.headers)}
+        text = d.evaluate(("response", "text"), scope)
+        if text is None:
+            text = ""
+        elif not isinstance(text, str):
+            text = json.dumps(text, ensure_ascii=False) if isinstance(text, (dict, list)) else str(text)
+
+        calls: list[ToolCall] = []
+        ids: list[Any] = []
+        spec = d.response.get("tool_calls")
+        if spec:
+            items = d.evaluate(("response", "tool_calls", "items"), scope)
+            if items is None:
+                items = []
+            if not isinstance(items, list):
+                raise DefinitionError(f"{d.where('response', 'tool_calls', 'items')}: expected a list, got {type(items).__name__}")
+            for item in items:
+                item_scope = {**scope, "item": item}
+                name = d.evaluate(("response", "tool_calls", "name"), item_scope)
+                if not isinstance(name, str) or not name:
+                    raise DefinitionError(f"{d.where('response', 'tool_calls', 'name')}: a tool call has no name")
+                args = d.evaluate(("response", "tool_calls", "args"), item_scope) if "args" in spec else None
+                calls.append(ToolCall(name=name, args=args))
+                if "id" in spec:
+                    ids.append(d.evaluate(("response", "tool_calls", "id"), item_scope))
+
+        usage = Usage(
+            input_tokens=self._tokens(scope, "input_tokens"),
+            output_tokens=self._tokens(scope, "output_tokens"),
+            cache_hit_tokens=self._tokens(scope, "cached_tokens"),
+        )
+        raw: dict[str, Any] = {}
+        stop = d.evaluate(("response", "stop_reason"), scope)
+        if stop is not None:
+            raw["stop_reason"] = stop
+        if ids and any(i is not None for i in ids):
+            raw["tool_call_ids"] = ids
+        if len(resp.text) <= _MAX_RAW_CHARS:
+            raw["response"] = data
+        return Trajectory(text=text, tool_calls=calls, usage=usage, cost_usd=self._cost(usage), raw=raw or None)
+
+    def _tokens(self, scope: dict[str, Any], key: str) -> int:
+        d = self.definition
+        assert d is not None
+        if key not in (d.response.get("usage") or {}):
+            return 0
+        value = d.evaluate(("response", "usage", key), scope)
+        if value is None:
+            return 0
+        try:
+            return max(0, int(value))
+        except (TypeError, ValueError):
+            raise DefinitionError(f"{d.where('response', 'usage', key)}: expected a number of tokens, got {value!r}") from None
+
+    def _cost(self, usage: Usage) -> float | None:
+        if self.price is None:
+            return None
+        return self.price.cost(usage.input_tokens, usage.output_tokens, usage.cache_hit_tokens)
+
+    def _http_error(self, resp: HttpResponse) -> TargetError:
+        d = self.definition
+        assert d is not None
+        status, url = resp.status, shown_url(resp.url or self.url)  # no credentials or query string in messages
+        if status in (401, 403):
+            return classify_status(status, None, url=url, key_hint=self.key_hint)
+        kind = d.classify(status, resp.text)
+        message = None
+        if d.error_message and resp.json is not None:
+            try:
+                value = d.evaluate(("errors", "message"), {"response": resp.json, "status": status})
+            except DefinitionError:
+                value = None
+            if value is not None:
+                message = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+        message = _one_line(message) if message else _snippet(resp.text)
+        if self._redact is not None:
+            message = self._redact(message)
+        detail = f": {message}" if message else ""
+        if kind == "fatal":
+            hint = " (check base_url and model)" if status == 404 else ""
+            return TargetError(f"HTTP {status} from {url}{detail}{hint}")
+        retry_after = _retry_after(resp.headers, d.retry_after_header)
+        if kind == "rate_limited":
+            return TargetError(f"HTTP {status} rate limited by {url}{detail}", retryable=True, retry_after=retry_after)
+        return TargetError(f"HTTP {status} from {url}{detail}", retryable=True, retry_after=retry_after)
+
+
+def _retry_after(headers: Any, name: str) -> float | None:
+    if name.lower() == "retry-after":
+        return retry_after_from(headers)
+    return parse_retry_after(headers.get(name))
+
+
+def _one_line(text: str, limit: int = 200) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _normalize_tool(tool: Any, index: int, where: str) -> dict[str, Any]:
+    """A tool as ``{name, description?, parameters?}``, from that form, OpenAI's or Anthropic's."""
+    if not isinstance(tool, dict):
+        raise ConfigError(Issue(where, None, f"tools[{index}]", "a tool must be a mapping with a name"))
+    if tool.get("type") == "function" and isinstance(tool.get("function"), dict):
+        tool = tool["function"]
+    name = tool.get("name")
+    if not isinstance(name, str) or not name:
+        raise ConfigError(Issue(where, None, f"tools[{index}]", "a tool needs a name"))
+    out: dict[str, Any] = {"name": name}
+    if tool.get("description"):
+        out["description"] = str(tool["description"])
+    parameters = tool.get("parameters", tool.get("input_schema"))
+    if parameters is not None:
+        out["parameters"] = parameters
+    return out
