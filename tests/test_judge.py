@@ -1,0 +1,553 @@
+"""The judge: verdict parsing, scripted Python judges end to end through the CLI, and a fake provider judge.
+
+The scripted judges live in a ``judges.py`` written into each test project;
+they answer from ``case["metadata"]["judge"]`` (kind, criterion, output,
+sample) in every verdict form a model produces: JSON, fenced JSON, chatter
+around JSON, ``PASS``/``FAIL`` text, and garbage.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import shutil
+import socket
+import textwrap
+import threading
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+
+from evalx import Case, JudgeError, Trajectory
+from evalx._judge import Judge, same_model
+from evalx._verdict import parse_category, parse_verdict
+from evalx.assertions import AssertionContext
+from evalx.assertions._evaluate import evaluate_one
+from evalx.cli import main
+from evalx.targets import RunContext
+
+# -- parse_verdict --------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ('{"pass": true, "score": 0.9, "reason": "clear and correct"}', (True, 0.9, "clear and correct")),
+        ('```json\n{"pass": false, "score": 0.1, "reason": "wrong date"}\n```', (False, 0.1, "wrong date")),
+        ('Let me think.\nThe answer is fine.\n{"pass": true, "reason": "ok"} Hope that helps!', (True, None, "ok")),
+        ('{"verdict": "FAIL", "explanation": "rude"}', (False, None, "rude")),
+        ('{"score": "0.75", "reason": "close"}', (None, 0.75, "close")),
+        ("PASS: the summary covers every point", (True, None, "the summary covers every point")),
+        ("FAIL - it invents a refund window", (False, None, "it invents a refund window")),
+        ("**Verdict:** FAIL\nThe output never mentions the order.", (False, None, "The output never mentions the order.")),
+        ("After careful review, I'd say PASS because it is concise.", (True, None, "After careful review, I'd say PASS because it is concise.")),
+        ('{"outer": {"pass": true, "reason": "nested"}}', (True, None, "nested")),
+    ],
+)
+def test_parse_verdict_forms(text: str, expected: tuple[Any, ...]) -> None:
+    assert parse_verdict(text) == expected
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("", "empty"),
+        ("I think the output is quite good overall.", "unreadable"),
+        ('{"pass": "maybe", "reason": "?"}', "pass value"),
+        ('{"pass": true, "score": 7}', "outside 0..1"),
+        ('{"reason": "no verdict here", "pass": null}', "neither"),
+        ("It could be PASS or FAIL, hard to say.", "both PASS and FAIL"),
+    ],
+)
+def test_parse_verdict_garbage_is_an_error_keeping_the_raw_text(text: str, message: str) -> None:
+    with pytest.raises(JudgeError) as info:
+        parse_verdict(text)
+    assert message in str(info.value)
+    assert info.value.raw == text
+
+
+@pytest.mark.parametrize(
+    ("text", "category"),
+    [
+        ('{"category": "superset", "reason": "adds a detail"}', "superset"),
+        ('```\n{"choice": "(D)", "reason": "14 vs 30 days"}\n```', "disagrees"),
+        ("Category: same. Both say 30 days.", "same"),
+        ("The answer is (A) since it leaves out the express option.", "subset"),
+        ('{"category": "differ but factual"}', "immaterial"),
+    ],
+)
+def test_parse_category(text: str, category: str) -> None:
+    assert parse_category(text)[0] == category
+
+
+def test_parse_category_garbage() -> None:
+    with pytest.raises(JudgeError):
+        parse_category("no idea")
+    with pytest.raises(JudgeError):
+        parse_category('{"category": "mostly right"}')
+
+
+# -- a scripted Python judge, through the CLI --------------------------------------------
+
+AGENT = '''
+def answer(question):
+    return {
+        "say hello": "Hello there, dear user! How can I help?",
+        "say goodbye": "Goodbye.",
+        "be rude": "No. Go away.",
+    }.get(question, "I do not know.")
+'''
+
+JUDGES = '''
+import json
+
+CALLS = []
+
+def _meta(case):
+    return (case.get("metadata") or {}).get("judge") or {}
+
+def judge(prompt, case):
+    """JSON for 'is friendly', PASS/FAIL text for 'mentions the user'; a plain answer when graded itself."""
+    meta = _meta(case)
+    if not meta:
+        return "Hello there, dear user!"
+    CALLS.append(meta)
+    assert prompt.count("<output>") == 1 and meta["output"] in prompt
+    criterion, output = meta["criterion"], meta["output"]
+    if criterion == "is friendly":
+        ok = "go away" not in output.lower()
+        reason = "warm greeting" if ok else "it tells the user to go away"
+        return {"text": json.dumps({"pass": ok, "score": 1.0 if ok else 0.0, "reason": reason}),
+                "usage": {"input_tokens": 100, "output_tokens": 10}, "cost_usd": 0.001}
+    if criterion == "mentions the user":
+        return ("PASS - it says 'user'" if "user" in output else "FAIL - the user is never mentioned")
+    return "```json\\n" + json.dumps({"pass": True, "reason": "fenced " + criterion}) + "\\n```"
+
+def majority(prompt, case):
+    sample = _meta(case)["sample"]
+    verdict = ["PASS: looks good", "FAIL: too short", "PASS: fine"][sample % 3]
+    return "Sure! Here is my verdict.\\n" + verdict
+
+def raises(prompt, case):
+    raise RuntimeError("judge model overloaded")
+
+def garbage(prompt, case):
+    return "The output is... interesting. I have thoughts."
+'''
+
+CASES = [
+    {"id": "hello", "input": "say hello", "expectedKeywords": ["hello"], "expectedCharacteristics": ["is friendly", "mentions the user"]},
+    {"id": "missing-keyword", "input": "say goodbye", "expectedKeywords": ["farewell"], "expectedCharacteristics": ["is friendly"]},
+    {"id": "rude", "input": "be rude", "expectedKeywords": ["no"], "expectedCharacteristics": ["is friendly"]},
+]
+
+
+def write_project(root: Path, judge: str | None = "judges.py:judge", *, extra_targets: str = "", judge_extra: str = "", cases: Any = None) -> Path:
+    root.mkdir(parents=True, exist_ok=True)
+    (root / "agent.py").write_text(AGENT)
+    (root / "judges.py").write_text(JUDGES)
+    (root / "cases.json").write_text(json.dumps(cases if cases is not None else CASES, indent=1))
+    judge_block = ""
+    if judge is not None:
+        judge_block = f"judge:\n  target: judge\n{textwrap.indent(judge_extra, '  ')}"
+    (root / "evalconfig.yaml").write_text(
+        textwrap.dedent(
+            f"""\
+            version: 1
+            name: judged
+            defaults: {{targets: [bot], retries: 0}}
+            targets:
+              - {{id: bot, type: python, callable: agent.py:answer}}
+              - {{id: judge, type: python, callable: {judge or "judges.py:judge"}}}
+            """
+        )
+        + extra_targets
+        + "datasets:\n  - {id: golden, path: cases.json}\n"
+        + judge_block
+    )
+    return root
+
+
+def run(project: Path, monkeypatch: pytest.MonkeyPatch, *args: str):  # type: ignore[no-untyped-def]
+    monkeypatch.chdir(project)
+    return CliRunner().invoke(main, ["run", *args])
+
+
+def results(project: Path) -> dict[str, dict[str, Any]]:
+    (run_dir,) = list((project / "runs").iterdir())
+    rows = [json.loads(line) for line in (run_dir / "results.jsonl").read_text().splitlines()]
+    return {f"{r['target']}/{r['case_id']}": r for r in rows}
+
+
+def run_dir(project: Path) -> Path:
+    (only,) = list((project / "runs").iterdir())
+    return only
+
+
+def judged(row: dict[str, Any]) -> dict[str, Any]:
+    (a,) = [a for a in row["assertions"] if a["type"] == "llm_judge"]
+    return a
+
+
+def test_python_judge_end_to_end(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, junit_schema: Any) -> None:
+    project = write_project(tmp_path / "p")
+    res = run(project, monkeypatch, "--junit", "junit.xml")
+    assert res.exit_code == 1, res.output
+    rows = results(project)
+
+    hello = rows["bot/hello"]
+    assert hello["status"] == "pass"
+    verdict = judged(hello)
+    assert verdict["passed"] is True and verdict["reason"] == "all 2 characteristics hold"
+    criteria = {c["criterion"]: c for c in verdict["details"]["criteria"]}
+    assert criteria["is friendly"]["reason"] == "warm greeting"  # JSON verdict
+    assert criteria["mentions the user"]["reason"] == "it says 'user'"  # PASS text verdict
+    # judge tokens and cost are recorded per assertion and summed apart from the target's
+    assert verdict["details"]["calls"] == 2 and verdict["details"]["input_tokens"] == 100
+    assert verdict["details"]["cost_usd"] == pytest.approx(0.001)
+    assert hello["judge_cost_usd"] == pytest.approx(0.001) and hello["cost_usd"] is None
+    assert len(verdict["details"]["raw"]) == 2
+
+    # a keyword failure still fails, whatever the judge says
+    missing = rows["bot/missing-keyword"]
+    assert missing["status"] == "fail"
+    keywords = next(a for a in missing["assertions"] if a["type"] == "keywords")
+    assert keywords["passed"] is False and judged(missing)["passed"] is True
+
+    # the judge's reason, naming the characteristic, everywhere
+    rude = rows["bot/rude"]
+    assert rude["status"] == "fail"
+    reason = judged(rude)["reason"]
+    assert reason == "1 of 1 characteristic failed — 'is friendly': it tells the user to go away"
+    assert "it tells the user to go away" in res.stdout  # the failed-case list
+    junit = (project / "junit.xml").read_text()
+    assert "it tells the user to go away" in junit and "'is friendly'" in junit
+    junit_schema.validate(str(project / "junit.xml"))
+
+    summary = json.loads((run_dir(project) / "summary.json").read_text())
+    assert summary["judge"]["calls"] == 4 and summary["judge_cost_usd"] == pytest.approx(0.003)
+    assert "(+ $0.0030 judge)" in res.stdout
+    assert "same model" not in res.stderr  # the judge is another callable
+
+
+def test_no_judge_characteristics_are_inconclusive_and_cells_skipped(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    project = write_project(tmp_path / "p", judge=None)
+    monkeypatch.chdir(project)
+    validate = CliRunner().invoke(main, ["validate"])
+    assert validate.exit_code == 0
+    assert "3 model-graded assertions are used but no judge: is configured" in validate.stderr
+
+    res = run(project, monkeypatch)
+    assert res.exit_code == 1, res.output  # the keyword failure
+    rows = results(project)
+    for case in ("hello", "rude"):
+        assert rows[f"bot/{case}"]["status"] == "skipped"  # never fail
+        verdict = judged(rows[f"bot/{case}"])
+        assert verdict["passed"] is None and verdict["reason"] == "no judge configured" and "error" not in verdict
+    assert rows["bot/missing-keyword"]["status"] == "fail"
+    assert "Inconclusive" in res.stdout
+    assert "3 assertions could not be graded (no verdict, not failures): 3 no judge configured" in res.stdout
+    junit = (run_dir(project) / "junit.xml").read_text()
+    assert junit.count("<skipped") == 2
+
+
+def test_self_grading_warns_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # the graded target and the judge are the same callable (under two ids)
+    extra = "  - {id: self, type: python, callable: judges.py:judge}\n"
+    cases = [*CASES, *({**c, "id": c["id"] + "-again"} for c in CASES)]
+    project = write_project(tmp_path / "p", extra_targets=extra, cases=cases)
+    res = run(project, monkeypatch, "--target", "self", "--target", "bot")
+    assert res.stderr.count("same model") == 1, res.stderr
+    assert "judge 'judge' is the same model as the target it grades: 'self' (callable judges.py:judge)" in res.stderr
+    assert "allow_self_grading" in res.stderr
+
+    quiet = write_project(tmp_path / "q", extra_targets=extra, judge_extra="allow_self_grading: true\n")
+    res = run(quiet, monkeypatch, "--target", "self")
+    assert "same model" not in res.stderr
+
+
+def test_samples_take_the_majority(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    project = write_project(tmp_path / "p", judge="judges.py:majority", judge_extra="samples: 3\n", cases=CASES[:1])
+    res = run(project, monkeypatch)
+    verdict = judged(results(project)["bot/hello"])
+    assert res.exit_code == 0, res.output
+    assert verdict["passed"] is True  # PASS, FAIL, PASS for each characteristic
+    criteria = verdict["details"]["criteria"]
+    assert [c["reason"] for c in criteria] == ["looks good (2/3 samples passed)"] * 2
+    assert verdict["details"]["calls"] == 6
+
+
+def test_majority_ties_fail() -> None:
+    decision = Judge._majority(_decision(), [_vote(True), _vote(False)], 2)
+    assert decision.passed is False and "1/2 samples passed" in decision.reason
+    broken = Judge._majority(_decision(), [_vote(True), JudgeError("unreadable")], 2)
+    assert broken.passed is None and "1 of 2 judge samples failed" in (broken.error or "")
+    survived = Judge._majority(_decision(), [_vote(True), JudgeError("x"), _vote(True)], 3)
+    assert survived.passed is True
+
+
+@pytest.mark.parametrize(("judge", "message"), [("judges.py:raises", "judge model overloaded"), ("judges.py:garbage", "unreadable")])
+def test_a_broken_judge_is_an_assertion_error_not_a_fail(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, judge: str, message: str) -> None:
+    project = write_project(tmp_path / "p", judge=judge, cases=CASES[:1])
+    res = run(project, monkeypatch)
+    assert res.exit_code == 1
+    row = results(project)["bot/hello"]
+    verdict = judged(row)
+    assert verdict["passed"] is None and message in verdict["error"]
+    assert row["status"] == "error"  # nothing conclusive failed: the cell errs, it does not fail
+    if judge.endswith("garbage"):
+        assert verdict["details"]["raw"] == ["The output is... interesting. I have thoughts."] * 2
+    assert "Traceback" not in res.output
+
+
+def test_keyword_failure_wins_over_judge_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    project = write_project(tmp_path / "p", judge="judges.py:garbage", cases=[CASES[1]])
+    run(project, monkeypatch)
+    assert results(project)["bot/missing-keyword"]["status"] == "fail"
+
+
+def test_semantic_similar_and_factuality_with_a_scripted_judge(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    cases = [
+        {"id": "sim", "input": "say hello", "expected": "hello", "assert": [{"type": "semantic_similar"}]},
+        {"id": "dissim", "input": "say goodbye", "expected": "hello", "assert": [{"type": "semantic_similar", "threshold": 0.1}]},
+        {"id": "fact", "input": "say hello", "expected": "hello", "assert": [{"type": "factuality"}, {"type": "factuality", "pass_on": ["same"], "name": "strict"}]},
+        {"id": "emb", "input": "say goodbye", "expected": "hello", "assert": [{"type": "semantic_similar", "embedding": "embedder", "threshold": 0.5}]},
+    ]
+    project = write_project(
+        tmp_path / "p",
+        judge="judges.py:scorer",
+        cases=cases,
+        extra_targets="  - {id: embedder, type: python, callable: judges.py:embed}\n",
+    )
+    with (project / "judges.py").open("a") as f:
+        f.write(
+        '''
+def scorer(prompt, case):
+    meta = _meta(case)
+    if meta["kind"] == "semantic_similar":
+        return json.dumps({"score": 0.85 if "hello" in meta["output"].lower() else 0.2, "reason": "compared"})
+    return "Reasoning...\\nCategory: superset. It adds a question."
+
+def embed(text):
+    return {"embedding": [1.0, 0.0] if "hello" in text.lower() else [0.6, 0.8]}
+'''
+        )
+    run(project, monkeypatch)
+    rows = results(project)
+    sim = rows["bot/sim"]["assertions"][0]
+    assert sim["passed"] is True and sim["reason"] == "similarity 0.85 ≥ 0.8: compared"
+    dissim = rows["bot/dissim"]["assertions"][0]
+    assert dissim["passed"] is True and dissim["score"] == pytest.approx(0.2)  # per-assertion threshold 0.1
+    lenient, strict = rows["bot/fact"]["assertions"]
+    assert lenient["passed"] is True and lenient["reason"].startswith("superset: ")
+    assert lenient["details"]["category"] == "superset"
+    assert strict["passed"] is False and rows["bot/fact"]["status"] == "fail"
+    emb = rows["bot/emb"]["assertions"][0]
+    assert emb["passed"] is True and emb["details"]["cosine"] == pytest.approx(0.6)
+
+
+def test_per_assertion_judge_override_and_unknown_judge_target(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    cases = [{"id": "hello", "input": "say hello", "assert": [{"type": "llm_judge", "rubric": "r", "judge": {"target": "strict"}}]}]
+    extra = "  - {id: strict, type: python, callable: judges.py:garbage}\n"
+    project = write_project(tmp_path / "p", cases=cases, extra_targets=extra)
+    run(project, monkeypatch)
+    assert "unreadable" in results(project)["bot/hello"]["assertions"][0]["error"]  # the override's judge answered
+
+    cases[0]["assert"][0]["judge"] = {"target": "nobody"}
+    bad = write_project(tmp_path / "q", cases=cases)
+    monkeypatch.chdir(bad)
+    res = CliRunner().invoke(main, ["validate"])
+    assert res.exit_code == 2 and "llm_judge.judge.target: unknown target 'nobody'" in res.stderr
+
+
+def test_custom_prompt_template(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    project = write_project(
+        tmp_path / "p",
+        judge="judges.py:echo",
+        cases=CASES[:1],
+        judge_extra='prompt: "{{ kind }}|{{ criterion }}|{{ output }}|{{ case.id }}"\n',
+    )
+    with (project / "judges.py").open("a") as f:
+        f.write("\ndef echo(prompt, case):\n    return 'PASS: ' + prompt\n")
+    run(project, monkeypatch)
+    criteria = judged(results(project)["bot/hello"])["details"]["criteria"]
+    assert criteria[0]["reason"] == "llm_judge|is friendly|Hello there, dear user! How can I help?|hello"
+
+
+def test_same_model_rules() -> None:
+    a = {"type": "provider", "provider": "openai", "model": "gpt-4o-mini"}
+    assert same_model(a, {**a, "id": "x", "params": {"temperature": 1}}) == "openai/gpt-4o-mini"
+    assert same_model(a, {**a, "model": "gpt-4.1"}) is None
+    assert same_model(a, {**a, "provider": "anthropic"}) is None
+    assert same_model({"type": "python", "callable": "m:f"}, {"type": "python", "callable": "m:g"}, lambda ref: "same object") == "callable m:f"
+    assert same_model({"type": "engine", "url": "u"}, {"type": "python", "callable": "m:f"}) is None
+
+
+def test_direct_context_without_settings_target_is_inconclusive(tmp_path: Path) -> None:
+    judge = Judge(RunContext(run_id="r", config_dir=tmp_path), targets={}, defaults={"concurrency": 1, "timeout_s": 5})
+    ctx = AssertionContext(case=Case(id="c", input="q"), output=Trajectory(text="a"), judge=judge, judge_settings={})
+    result = asyncio.run(evaluate_one({"type": "llm_judge", "rubric": "r"}, ctx))
+    assert result["passed"] is None and result["reason"] == "no judge configured"
+
+
+def _decision() -> Any:
+    from evalx._judge import _Decision
+
+    return _Decision("c")
+
+
+def _vote(passed: bool) -> Any:
+    from evalx._judge import _Vote
+
+    return _Vote(passed, 1.0 if passed else 0.0, "looks good" if passed else "bad")
+
+
+# -- a fake OpenAI-compatible judge server ---------------------------------------------
+
+
+class FakeJudgeServer:
+    """aiohttp.web on 127.0.0.1 in a thread: a chat-completions endpoint answering canned verdicts.
+
+    The verdict form is picked by a marker in the graded output (the agent
+    echoes it): JSON, fenced, chatter, PASS/FAIL, garbage, or HTTP 500.
+    """
+
+    FORMS = {
+        "form-json": '{"pass": true, "score": 0.9, "reason": "json says fine"}',
+        "form-fenced": '```json\n{"pass": false, "score": 0.2, "reason": "fenced says no"}\n```',
+        "form-chatter": 'Let me look.\n\n{"pass": true, "reason": "chatter then json"}\nDone.',
+        "form-text": "FAIL: plain text says no",
+        "form-garbage": "Hmm, hard to tell honestly.",
+    }
+
+    def __init__(self) -> None:
+        self.bodies: list[dict[str, Any]] = []
+        self.port = 0
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._ready = threading.Event()
+
+    def start(self) -> FakeJudgeServer:
+        from aiohttp import web
+
+        sock = socket.socket()
+        sock.bind(("127.0.0.1", 0))
+        sock.listen(64)
+        sock.setblocking(False)
+        self.port = sock.getsockname()[1]
+
+        async def chat(request: web.Request) -> web.Response:
+            body = await request.json()
+            self.bodies.append(body)
+            prompt = body["messages"][-1]["content"]
+            if "form-500" in prompt:
+                return web.json_response({"error": {"message": "upstream overloaded"}}, status=500)
+            content = next((v for k, v in self.FORMS.items() if k in prompt), "PASS")
+            usage = {"prompt_tokens": 200, "completion_tokens": 20}
+            return web.json_response({"choices": [{"message": {"role": "assistant", "content": content}, "finish_reason": "stop"}], "usage": usage})
+
+        def serve() -> None:
+            loop = asyncio.new_event_loop()
+            self._loop = loop
+            app = web.Application()
+            app.router.add_post("/v1/chat/completions", chat)
+            runner = web.AppRunner(app, access_log=None)
+            loop.run_until_complete(runner.setup())
+            loop.run_until_complete(web.SockSite(runner, sock).start())
+            self._ready.set()
+            loop.run_forever()
+            loop.run_until_complete(runner.cleanup())
+            loop.close()
+
+        threading.Thread(target=serve, daemon=True).start()
+        assert self._ready.wait(10)
+        for _ in range(500):  # wait for the port to accept connections
+            try:
+                socket.create_connection(("127.0.0.1", self.port), timeout=0.2).close()
+                break
+            except OSError:
+                threading.Event().wait(0.01)
+        return self
+
+    def stop(self) -> None:
+        if self._loop is not None:
+            self._loop.call_soon_threadsafe(self._loop.stop)
+
+
+@pytest.fixture
+def judge_server():  # type: ignore[no-untyped-def]
+    server = FakeJudgeServer().start()
+    yield server
+    server.stop()
+
+
+def test_provider_judge_against_a_fake_openai_server(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, judge_server: FakeJudgeServer) -> None:
+    markers = ["form-json", "form-fenced", "form-chatter", "form-text", "form-garbage", "form-500"]
+    cases = [{"id": m, "input": m, "assert": [{"type": "llm_judge", "rubric": "is correct"}]} for m in markers]
+    project = tmp_path / "p"
+    project.mkdir()
+    (project / "agent.py").write_text("def echo(q):\n    return 'answer ' + q\n")
+    (project / "cases.json").write_text(json.dumps(cases))
+    (project / "evalconfig.yaml").write_text(
+        textwrap.dedent(
+            f"""\
+            version: 1
+            defaults: {{retries: 0}}
+            targets:
+              - {{id: bot, type: python, callable: agent.py:echo}}
+            datasets:
+              - {{id: d, path: cases.json}}
+            judge:
+              target:
+                type: provider
+                provider: openai
+                model: judge-model
+                base_url: http://127.0.0.1:{judge_server.port}/v1
+                api_key: sk-judge-SECRET-123456
+                pricing: {{input_per_mtok: 1.0, output_per_mtok: 2.0}}
+              temperature: 0
+            """
+        )
+    )
+    res = run(project, monkeypatch)
+    assert res.exit_code == 1, res.output
+    rows = {k.split("/")[1]: judged(v) for k, v in results(project).items()}
+    assert (rows["form-json"]["passed"], rows["form-json"]["reason"]) == (True, "json says fine")
+    assert (rows["form-fenced"]["passed"], rows["form-fenced"]["reason"]) == (False, "fenced says no")
+    assert (rows["form-chatter"]["passed"], rows["form-chatter"]["reason"]) == (True, "chatter then json")
+    assert (rows["form-text"]["passed"], rows["form-text"]["reason"]) == (False, "plain text says no")
+    garbage = rows["form-garbage"]
+    assert garbage["passed"] is None and "unreadable" in garbage["error"]
+    assert garbage["details"]["raw"] == ["Hmm, hard to tell honestly."]
+    failed = rows["form-500"]
+    assert failed["passed"] is None and "HTTP 500" in failed["error"] and "upstream overloaded" in failed["error"]
+
+    # tokens and cost per assertion: 200 in × $1/M + 20 out × $2/M
+    assert rows["form-json"]["details"]["input_tokens"] == 200
+    assert rows["form-json"]["details"]["cost_usd"] == pytest.approx(0.00024)
+    # the request: judge system prompt, temperature, JSON mode where the definition has one
+    body = judge_server.bodies[0]
+    assert body["model"] == "judge-model" and body["temperature"] == 0
+    assert body["response_format"] == {"type": "json_object"}
+    assert body["messages"][0]["role"] == "system" and "impartial" in body["messages"][0]["content"]
+    assert "sk-judge-SECRET" not in (run_dir(project) / "results.jsonl").read_text()
+
+    # a second run answers from the response cache: no new requests, cached: true
+    before = len(judge_server.bodies)
+    for old in (project / "runs").iterdir():
+        shutil.rmtree(old)
+    res = run(project, monkeypatch)
+    again = {k.split("/")[1]: judged(v) for k, v in results(project).items()}
+    assert len(judge_server.bodies) == before + 1  # only the failed (500) call is retried; errors are never cached
+    assert again["form-json"]["details"]["cached"] is True and again["form-json"]["reason"] == "json says fine"
+    assert "from the response cache" in res.stdout
+
+
+def test_the_judge_example_runs_offline(example_project: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(example_project)
+    res = CliRunner().invoke(main, ["run", "-c", "examples/judge/evalconfig.yaml", "-q"])
+    assert res.exit_code == 1, res.output  # support-bot-v2's regressions, caught by the judge
+    assert "factuality: disagrees: the reference says ['30'], the answer ['14']" in res.stdout
+    assert "missing ['Acme Store'] (0/3 samples passed)" in res.stdout
+    assert "Judge " in res.stdout and "same model" not in res.stderr
