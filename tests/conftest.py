@@ -35,3 +35,17 @@ def example_project(tmp_path: Path) -> Path:
     shutil.copy(REPO / "evalconfig.yaml", dst / "evalconfig.yaml")
     shutil.copytree(REPO / "examples", dst / "examples", ignore=shutil.ignore_patterns("__pycache__", "runs", ".evalx"))
     return dst
+
+
+@pytest.fixture(scope="session")
+def engine_server():  # type: ignore[no-untyped-def]
+    """The scripted agent Engine (tests/engine_server.py) on 127.0.0.1, keyed with ENGINE_TEST_KEY."""
+    from engine_server import EngineServer
+
+    server = EngineServer(key=ENGINE_TEST_KEY).start()
+    yield server
+    server.stop()
+
+
+#: the key the scripted engine expects; tests grep every output for it
+ENGINE_TEST_KEY = "ek-test-5f1c9a7e3b2d4c68"

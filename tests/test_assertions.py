@@ -411,9 +411,13 @@ def test_model_graded_without_judge_is_skipped(spec: dict[str, Any]) -> None:
     assert get_assertion(spec["type"]).model_graded  # type: ignore[union-attr]
 
 
-def test_model_graded_with_judge_is_not_implemented_yet() -> None:
-    result = check({"type": "llm_judge", "rubric": "r"}, ctx=make_ctx("x", judge=object()))
-    assert result["passed"] is None and result["reason"] == "judge not implemented yet"
+def test_model_graded_with_judge_asks_the_judge() -> None:
+    class Stub:
+        async def llm_judge(self, ctx: Any, **kw: Any) -> Verdict:
+            return Verdict.no(f"judged {kw['rubric']}")
+
+    result = check({"type": "llm_judge", "rubric": "r"}, ctx=make_ctx("x", judge=Stub()))
+    assert result["passed"] is False and result["reason"] == "judged r"  # the judge's own tests: test_judge.py
 
 
 def test_model_graded_config_mistakes_are_errors() -> None:
@@ -503,7 +507,7 @@ def test_schema_of_some_types() -> None:
     assert judge["properties"]["characteristics"] == {"type": "array", "items": {"type": "string"}}
 
     factuality = get_assertion("factuality").schema()  # type: ignore[union-attr]
-    assert factuality["properties"]["pass_on"]["items"] == {"enum": ["subset", "superset", "same", "disagrees"]}
+    assert factuality["properties"]["pass_on"]["items"] == {"enum": ["subset", "superset", "same", "disagrees", "immaterial"]}
 
 
 def test_schemas_are_valid_json_schema() -> None:

@@ -97,18 +97,20 @@ def sample() -> list[dict[str, Any]]:
 
 
 def test_public_api_is_pinned() -> None:
-    assert reports.__all__ == ["SummaryBuilder", "format_summary", "write_junit", "xml_safe"]
+    assert reports.__all__ == ["SummaryBuilder", "format_summary", "write_html", "write_junit", "xml_safe"]
 
 
 def test_layout_and_json_ready() -> None:
     summary = build(sample())
-    assert next(iter(summary)) == "version" and summary["version"] == 1
+    assert next(iter(summary)) == "version" and summary["version"] == 2
     assert list(summary) == [
         "version", "run_id", "name", "started_at", "finished_at", "duration_s",
-        "totals", "per_target", "per_category", "per_difficulty",
+        "repeat_pass_rule", "totals", "per_target", "per_category", "per_difficulty",
+        "matrix", "pairwise",
         "latency_ms", "ttft_ms", "tokens", "cache_hit_ratio",
         "cost_usd", "cost_missing_cells", "judge_cost_usd",
         "cached_cells", "response_cache_hit_ratio", "inconclusive_assertions",
+        "inconclusive_reasons", "judge",
         "repeats", "failures", "failures_total",
     ]  # fmt: skip
     assert json.loads(json.dumps(summary, allow_nan=False)) == summary
@@ -138,7 +140,7 @@ def test_all_skipped_has_no_rate() -> None:
 def test_empty_run() -> None:
     summary = build([])
     assert summary["totals"]["cells"] == 0 and summary["totals"]["pass_rate"] is None
-    assert summary["latency_ms"] == {"p50": None, "p95": None, "p99": None, "mean": None}
+    assert summary["latency_ms"] == {"p50": None, "p95": None, "p99": None, "mean": None, "total": None}
     assert summary["cost_usd"] is None and summary["response_cache_hit_ratio"] is None
     assert "0 cells" in format_summary(summary)
 
@@ -272,7 +274,7 @@ def test_repeats() -> None:
             index += 1
     repeats = build(cells)["repeats"]
     assert repeats["runs_per_case"] == 3 and repeats["flaky_cases"] == 1
-    assert repeats["flaky"] == [{"target": "rules", "dataset": "golden", "case_id": "flaky", "passed": 1, "runs": 3}]
+    assert repeats["flaky"] == [{"target": "rules", "dataset": "golden", "case_id": "flaky", "passed": 1, "runs": 3, "status": "fail"}]
     rules = repeats["per_target"]["rules"]
     assert rules["k"] == 3 and rules["cases"] == 2
     # pass@1 = mean(3/3, 1/3) = 2/3; pass@3 = mean(1, 1 - C(2,3)/C(3,3) = 1) = 1;
@@ -384,11 +386,15 @@ def test_format_color() -> None:
 def test_format_repeats_block() -> None:
     cells = [result("a", "pass" if r else "fail", index=r, repeat=r) for r in range(3)]
     text = format_summary(build(cells))
-    assert "Repeats (up to 3 runs a case):" in text
+    assert "Repeats (up to 3 runs a case; a case passes by repeat_pass_rule: majority):" in text
     row = next(
-        line for line in text.splitlines() if line.startswith("rules ") and "%" in line and "$" not in line and len(line.split()) == 7
+        line for line in text.splitlines() if line.startswith("rules ") and "%" in line and "$" not in line and len(line.split()) == 10
     )
-    assert row.split() == ["rules", "1", "3", "66.7%", "100.0%", "0.0%", "1"]
+    # 2 of 3 repeats passed: the case passes by majority (1 of 1 case); Wilson 1/1 = 20.7–100%
+    assert row.split() == ["rules", "1", "3", "1/1", "100.0%", "20.7–100.0%", "66.7%", "100.0%", "0.0%", "1"]
+    assert "Flaky cases (passed some repeats, not all):" in text
+    assert re.search(r"^  rules  golden/a  2/3  passes$", text, re.M)
+    assert "Flaky cases" not in format_summary(build(cells), flaky_list=False)
 
 
 def test_format_cost_formats() -> None:

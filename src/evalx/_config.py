@@ -265,6 +265,8 @@ def semantic_issues(config: Config, *, check_imports: bool = True) -> list[Issue
             problem = importable(t["callable"], config.base_dir)
             if problem:
                 issues.append(config.issue(("targets", i, "callable"), problem))
+        if t.get("type") == "provider" and isinstance(t.get("provider"), str):
+            issues.extend(_provider_issues(config, ("targets", i, "provider"), t["provider"]))
 
     def check_ref(path: KeyPath, ref: Any, what: str) -> None:
         if isinstance(ref, str) and ref not in target_ids:
@@ -304,7 +306,24 @@ def semantic_issues(config: Config, *, check_imports: bool = True) -> list[Issue
             problem = importable(spec["callable"], config.base_dir)
             if problem:
                 issues.append(config.issue(("assert", i, "callable"), problem))
+
+    from ._matrix import matrix_issues
+
+    issues += matrix_issues(config)
     return issues
+
+
+def _provider_issues(config: Config, path: KeyPath, name: str) -> list[Issue]:
+    """The provider a target names must exist, and its definition must be valid (errors name its FILE:LINE)."""
+    from ._providers import UnknownProvider, find_provider, providers_dir_of
+
+    try:
+        find_provider(name, providers_dir_of(config))
+    except UnknownProvider as exc:  # this config's error
+        return [config.issue(path, exc.reason)]
+    except ConfigError as exc:  # a broken definition: its issues name its own FILE:LINE
+        return list(exc.issues)
+    return []
 
 
 def _list(value: Any) -> list[Any]:

@@ -46,7 +46,7 @@ class ConfigError(EvalxError):
 
     def __init__(self, issues: list[Issue] | Issue | str) -> None:
         if isinstance(issues, str):
-            issues = [Issue("", None, "", issues)]
+            issues = [Issue(issues, None, "", "")]  # a pre-formatted line, printed as is
         elif isinstance(issues, Issue):
             issues = [issues]
         self.issues = issues

@@ -28,6 +28,7 @@ class TargetPlan:
     cells: list[Cell]
     concurrency: int
     timeout_s: float
+    cache: bool = False  # look cells up in (and store them to) run.cache
 
 
 @dataclass
@@ -55,6 +56,8 @@ class Executor:
         self.judge = judge
         self.judge_settings = judge_settings or {}
         self.stats = ExecutionStats()
+        #: asked before each cell starts: None to run it, else why it is skipped (the cost guard)
+        self.admit: Callable[[Cell], str | None] | None = None
 
     async def execute(self) -> ExecutionStats:
         workers: list[asyncio.Task[None]] = []
@@ -74,24 +77,52 @@ class Executor:
 
     async def _worker(self, plan: TargetPlan, cells: Any) -> None:
         for cell in cells:
+            reason = self.admit(cell) if self.admit is not None else None
+            if reason is not None:
+                self.on_result(self.skipped_cell(plan, cell, reason))
+                continue
             result = await self.run_cell(plan, cell)
             self.on_result(result)
+
+    def skipped_cell(self, plan: TargetPlan, cell: Cell, reason: str) -> dict[str, Any]:
+        """The result of a cell that was not run, so nothing goes silently missing."""
+        verdict = {"type": "not_run", "name": None, "passed": None, "score": 0.0, "reason": reason, "weight": 1.0}
+        result: dict[str, Any] = {
+            "version": RESULT_VERSION, "run_id": self.run.run_id, "index": cell.index, "target": plan.target.id,
+            "target_type": plan.target.type, "dataset": cell.dataset, "case_id": cell.case.id, "repeat": cell.repeat,
+            "category": cell.case.category, "difficulty": cell.case.difficulty, "tags": cell.case.tags,
+            "case_source": cell.case.source, "input": cell.case.input, "expected": cell.case.expected,
+            "status": "skipped", "score": None, "assertions": [verdict], "output": {}, "latency_ms": None,
+            "ttft_ms": None, "cost_usd": None, "judge_cost_usd": None, "cached": False, "error": None,
+            "traceback": None, "started_at": None, "skip_reason": reason,
+        }
+        return self.run.redactor.obj(result) if self.run.redactor else result
 
     async def run_cell(self, plan: TargetPlan, cell: Cell) -> dict[str, Any]:
         target = plan.target
         started_at = datetime.now(timezone.utc).isoformat(timespec="milliseconds")
         t0 = time.perf_counter()
-        try:
-            traj = await asyncio.wait_for(target.invoke(cell, self.run), plan.timeout_s)
-        except asyncio.TimeoutError:
-            traj = Trajectory(error=f"timed out after {plan.timeout_s:g}s")
-        except TargetError as exc:
-            traj = Trajectory(error=str(exc))
-        except Exception as exc:
-            traj = Trajectory(error=_one_line(exc), traceback=traceback.format_exc())
+        cache_key = self._cache_key(plan, cell)
+        hit = await self.run.cache.get(cache_key) if cache_key else None
+        if hit is not None:
+            traj = _from_cache(hit, target)
+        else:
+            try:
+                traj = await asyncio.wait_for(target.invoke(cell, self.run), plan.timeout_s)
+            except asyncio.TimeoutError:
+                traj = Trajectory(error=f"timed out after {plan.timeout_s:g}s")
+            except TargetError as exc:
+                traj = Trajectory(error=str(exc))
+            except Exception as exc:
+                traj = Trajectory(error=_one_line(exc), traceback=traceback.format_exc())
         latency = (time.perf_counter() - t0) * 1000.0
         if traj.latency_ms is None:
             traj.latency_ms = round(latency, 3)
+        if cache_key and hit is None and traj.error is None:  # errors are never cached
+            stored = traj.to_dict()
+            stored.pop("traceback", None)
+            stored.pop("cached", None)
+            self.run.cache.put(cache_key, self.run.redactor.obj(stored))
 
         asserts = [*self.global_asserts, *cell.case.asserts]
         if traj.error is None:
@@ -117,6 +148,7 @@ class Executor:
             "run_id": self.run.run_id,
             "index": cell.index,
             "target": target.id,
+            "target_type": target.type,
             "dataset": cell.dataset,
             "case_id": cell.case.id,
             "repeat": cell.repeat,
@@ -144,6 +176,32 @@ class Executor:
         if result["error"] is not None:
             self.stats.errors_by_target.setdefault(target.id, []).append(result["error"])
         return result
+
+    def _cache_key(self, plan: TargetPlan, cell: Cell) -> str | None:
+        """The cell's cache key when caching applies: the target's own ``cache_key``, else a generic one."""
+        if self.run.cache is None or not self.run.use_cache or not plan.cache:
+            return None
+        own = getattr(plan.target, "cache_key", None)
+        try:
+            if own is not None:
+                return own(cell, self.run)  # type: ignore[no-any-return]
+            from ._cache import make_key
+
+            case = cell.case.to_dict()
+            case.pop("source", None)
+            spec = self.run.redactor.obj(plan.target.spec)  # secrets masked: never part of a key
+            return make_key(plan.target.type, spec, case, cell.repeat)
+        except Exception:  # a key that cannot be made means "do not cache", never a failed cell
+            return None
+
+
+def _from_cache(stored: dict[str, Any], target: Target) -> Trajectory:
+    traj = Trajectory.from_dict(stored)
+    traj.cached = True
+    restore = getattr(target, "restore_cached", None)
+    if restore is not None:
+        restore(traj)
+    return traj
 
 
 def _one_line(exc: BaseException) -> str:

@@ -12,6 +12,7 @@ from typing import Any
 
 from ._config import Config
 from ._errors import ConfigError, DatasetError, Issue
+from ._matrix import Variant, expand
 from ._models import Case, Cell
 
 
@@ -30,9 +31,27 @@ class Plan:
     target_specs: list[dict[str, Any]]
     cases: dict[str, list[Case]]
     cells: list[Cell]
+    #: --matrix runs: every target of the run as a variant (id -> variant), in order
+    variants: dict[str, Variant] = field(default_factory=dict)
 
     def cells_for(self, target_id: str) -> list[Cell]:
         return [c for c in self.cells if c.target == target_id]
+
+    def base_id(self, target_id: str) -> str:
+        """The ``targets:`` id a run target comes from (a matrix variant's own target)."""
+        variant = self.variants.get(target_id)
+        return variant.target if variant is not None else target_id
+
+    @property
+    def base_target_ids(self) -> list[str]:
+        """The ``targets:`` entries this plan runs, each once, in order."""
+        return list(dict.fromkeys(self.base_id(t["id"]) for t in self.target_specs))
+
+    def matrix_summary(self) -> dict[str, Any] | None:
+        """What summary.json records of a matrix run: its variants."""
+        if not self.variants:
+            return None
+        return {"variants": [v.to_dict() for v in self.variants.values()]}
 
 
 def load_all_datasets(config: Config, only: list[str] | None = None) -> dict[str, list[Case]]:
@@ -80,6 +99,12 @@ def build_plan(config: Config, sel: Selection) -> Plan:
         if d not in known_ds:
             raise ConfigError(f"unknown dataset {d!r} in --dataset (known: {', '.join(known_ds)})")
     target_specs = select_targets(config, sel)
+    variants: dict[str, Variant] = {}
+    if sel.matrix:
+        # --target narrows which targets the matrix expands; provider ones become variants
+        expanded = expand(target_specs, config.data.get("matrix"))
+        variants = {v.id: v for v in expanded}
+        target_specs = [v.spec for v in expanded]
     cases = load_all_datasets(config, sel.datasets or None)
     default_repeat = int(config.defaults.get("repeat", 1))
     cells: list[Cell] = []
@@ -91,8 +116,9 @@ def build_plan(config: Config, sel: Selection) -> Plan:
                 continue
             repeat = sel.repeat or case.repeat or default_repeat
             for spec in target_specs:
-                if case.targets is not None and spec["id"] not in case.targets:
+                base = variants[spec["id"]].target if spec["id"] in variants else spec["id"]
+                if case.targets is not None and base not in case.targets:
                     continue
                 for r in range(repeat):
                     cells.append(Cell(len(cells), spec["id"], ds_id, case, r))
-    return Plan(target_specs, cases, cells)
+    return Plan(target_specs, cases, cells, variants)

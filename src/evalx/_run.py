@@ -21,7 +21,7 @@ from ._executor import Executor, ExecutionStats, TargetPlan
 from ._plan import Plan, Selection, build_plan
 from ._progress import Progress
 from ._store import ResultWriter, new_run_id, read_results, write_json
-from .targets import RunContext, build_target
+from .targets import RunContext, build_target, cache_enabled
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INCOMPLETE = 0, 1, 2, 3
 
@@ -36,6 +36,8 @@ class RunOptions:
     json_out: bool = False
     quiet: bool = False
     run_id: str | None = None
+    baseline: str | None = None  # a run id, a path or `latest`; overrides gates.baseline
+    resume: bool = False  # run_id names a stored run: run only its cells without a result
 
 
 @dataclass
@@ -56,12 +58,20 @@ def run(config: Config, options: RunOptions, *, out: TextIO | None = None, err: 
     out = out or sys.stdout
     err = err or sys.stderr
     plan = build_plan(config, options.selection)
-    config.check_env([t["id"] for t in plan.target_specs])
+    config.check_env(plan.base_target_ids)  # matrix variants need their target's variables
     run_id = options.run_id or new_run_id()
     run_dir = config.output_dir / run_id
+    from . import _resume
+
+    fingerprint = _resume.plan_fingerprint(config, plan)
+    previous: dict[str, Any] | None = None
+    if options.resume:
+        run_dir, previous = _resume.load_run_meta(run_id, config.output_dir)
+        for note in _resume.check_plan(previous, config, plan, fingerprint):
+            print(f"evalx: {note}", file=err)
     run_dir.mkdir(parents=True, exist_ok=True)
     started = datetime.now(timezone.utc)
-    meta = {
+    meta: dict[str, Any] = {
         "run_id": run_id,
         "name": config.name,
         "config": str(config.path),
@@ -77,8 +87,15 @@ def run(config: Config, options: RunOptions, *, out: TextIO | None = None, err: 
             "repeat": options.selection.repeat,
             "matrix": options.selection.matrix,
         },
+        "selection_args": _resume.selection_args(options.selection),
+        "plan_digest": fingerprint,
+        "started_unix": started.timestamp(),  # orders runs started within the same second
         "status": "running",
     }
+    if previous is not None:  # a resume keeps the run's identity and start
+        meta["started_at"] = previous.get("started_at", meta["started_at"])
+        meta["started_unix"] = previous.get("started_unix", meta["started_unix"])
+        meta["resumed_at"] = [*previous.get("resumed_at", []), started.isoformat(timespec="seconds")]
     write_json(run_dir / "run.json", meta)
     (run_dir / "config.yaml").write_text(
         "# the resolved config of this run; secrets are redacted\n"
@@ -88,17 +105,43 @@ def run(config: Config, options: RunOptions, *, out: TextIO | None = None, err: 
 
     from .reports import SummaryBuilder
 
-    summary_builder = SummaryBuilder(run_id, config.name, meta["started_at"])
-    writer = ResultWriter(run_dir)
-    progress = Progress(len(plan.cells), stream=err, quiet=options.quiet)
+    summary_builder = SummaryBuilder(
+        run_id,
+        config.name,
+        meta["started_at"],
+        repeat_pass_rule=str(config.defaults.get("repeat_pass_rule", "majority")),
+        matrix=plan.matrix_summary(),
+    )
+    writer = ResultWriter(run_dir, append=options.resume)  # append: a torn last line is dropped
+    todo = plan
+    done: list[dict[str, Any]] = []
+    if options.resume:
+        done = list(read_results(run_dir / "results.jsonl"))
+        _resume.check_results(done, plan)
+        for result in done:
+            summary_builder.add(result)
+        finished = writer.finished_indexes()
+        todo = Plan(plan.target_specs, plan.cases, [c for c in plan.cells if c.index not in finished], plan.variants)
+        print(f"evalx: resuming {run_id}: {len(finished)} of {len(plan.cells)} cells have results, running {len(todo.cells)}", file=err)
+    progress = Progress(len(todo.cells), stream=err, quiet=options.quiet)
+    from ._budget import CostGuard
+
+    limit = config.defaults.get("max_total_cost")
+    guard = CostGuard(limit) if limit is not None else None
+    if guard is not None:
+        for result in done:
+            guard.record(result)  # a resumed run has already spent this
 
     def on_result(result: dict[str, Any]) -> None:
         writer.write(result)
         summary_builder.add(result)
+        if guard is not None:
+            guard.record(result)
         progress.update(result["status"])
 
     t0 = time.monotonic()
-    stats = asyncio.run(_execute(config, plan, options, run_id, on_result))
+    admit = guard.admit if guard is not None else None
+    stats = asyncio.run(_execute(config, todo, options, run_id, on_result, err=err, admit=admit))
     duration = time.monotonic() - t0
     progress.close()
     writer.close(reorder=True)
@@ -109,21 +152,81 @@ def run(config: Config, options: RunOptions, *, out: TextIO | None = None, err: 
         round(duration, 3),
         extra={"config": str(config.path), "interrupted": stats.interrupted, "cells_planned": len(plan.cells)},
     )
-    exit_code = decide_exit(summary, stats, messages)
+    from . import _gates
+
+    if guard is not None:
+        summary["cost_guard"] = {"limit_usd": guard.limit, "spent_usd": round(guard.spent, 8), "skipped": guard.skipped,
+                                 "message": guard.message() if guard.tripped else None}
+    for warning in _gates.apply(config, summary, baseline_ref=options.baseline, run_dir=run_dir, run_id=run_id):
+        print(f"evalx: warning: {warning}", file=err)
+    exit_code = _gates.decide(decide_exit(summary, stats, messages), summary)
+    if guard is not None and guard.tripped:
+        messages.append(guard.message())
     meta.update(status="interrupted" if stats.interrupted else "complete", finished_at=summary.get("finished_at"), exit_code=exit_code)
     write_reports(run_dir, summary, name=config.name, run_id=run_id)
     write_json(run_dir / "run.json", meta)
     if options.junit:
         _copy(run_dir / "junit.xml", options.junit)
+    if options.html:
+        _copy(run_dir / "report.html", options.html)
     return RunOutcome(run_id, run_dir, summary, exit_code, messages)
 
 
 def write_reports(run_dir: Path, summary: dict[str, Any], *, name: str, run_id: str) -> None:
-    from .reports import format_summary, write_junit
+    from .reports import format_summary, write_html, write_junit
 
     write_json(run_dir / "summary.json", summary)
-    (run_dir / "summary.txt").write_text(format_summary(summary) + "\n", encoding="utf-8")
-    write_junit(read_results(run_dir / "results.jsonl"), run_dir / "junit.xml", name=name, run_id=run_id)
+    from ._gates import format_outcome
+
+    (run_dir / "summary.txt").write_text(format_summary(summary) + "\n" + format_outcome(summary), encoding="utf-8")
+    rule = str(summary.get("repeat_pass_rule") or "majority")  # recorded by the run: re-renders agree
+    write_junit(read_results(run_dir / "results.jsonl"), run_dir / "junit.xml", name=name, run_id=run_id, repeat_pass_rule=rule)
+    baseline = summary.get("baseline")
+    write_html(run_dir / "results.jsonl", summary, run_dir / "report.html", baseline=baseline if isinstance(baseline, dict) else None)
+
+
+def rebuild_reports(run_dir: Path) -> dict[str, Any]:
+    """Re-render a stored run's summary, JUnit XML and HTML report from its ``results.jsonl``.
+
+    The summary is rebuilt from the results (so it reflects every stored cell);
+    what only the run knew (duration, config, baseline...) comes from the
+    stored ``summary.json`` and ``run.json``.
+    """
+    from ._errors import EvalxError
+    from .reports import SummaryBuilder
+
+    if not (run_dir / "results.jsonl").is_file():
+        raise EvalxError(f"{run_dir}: no results.jsonl there, not a run directory")
+    meta, stored = _read_json_dict(run_dir / "run.json"), _read_json_dict(run_dir / "summary.json")
+    run_id = str(meta.get("run_id") or stored.get("run_id") or run_dir.name)
+    name = str(meta.get("name") or stored.get("name") or "")
+    from ._repeats import RULES
+
+    rule = stored.get("repeat_pass_rule")
+    builder = SummaryBuilder(
+        run_id,
+        name,
+        str(meta.get("started_at") or stored.get("started_at") or ""),
+        repeat_pass_rule=rule if rule in RULES else "majority",
+        matrix=stored.get("matrix") if isinstance(stored.get("matrix"), dict) else None,
+    )
+    for result in read_results(run_dir / "results.jsonl"):
+        builder.add(result)
+    duration = stored.get("duration_s")
+    finished = str(stored.get("finished_at") or meta.get("finished_at") or "")
+    summary = builder.finish(finished, float(duration) if isinstance(duration, (int, float)) else 0.0)
+    for key, value in stored.items():
+        summary.setdefault(key, value)  # extras the run added: config, interrupted, baseline...
+    write_reports(run_dir, summary, name=name, run_id=run_id)
+    return summary
+
+
+def _read_json_dict(path: Path) -> dict[str, Any]:
+    try:
+        value = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return value if isinstance(value, dict) else {}
 
 
 def _copy(src: Path, dst: Path) -> None:
@@ -131,11 +234,16 @@ def _copy(src: Path, dst: Path) -> None:
     shutil.copyfile(src, dst)
 
 
-async def _execute(config: Config, plan: Plan, options: RunOptions, run_id: str, on_result: Any) -> ExecutionStats:
+async def _execute(
+    config: Config, plan: Plan, options: RunOptions, run_id: str, on_result: Any, *, err: TextIO | None = None, admit: Any = None
+) -> ExecutionStats:
     defaults = config.defaults
     if options.concurrency:
         defaults["concurrency"] = options.concurrency
     ctx = RunContext(run_id=run_id, config_dir=config.base_dir, redactor=config.redactor, vars=config.vars, use_cache=options.use_cache)
+    from ._providers import providers_dir_of
+
+    ctx.providers_dir = providers_dir_of(config)
     plans = []
     for spec in plan.target_specs:
         cells = plan.cells_for(spec["id"])
@@ -143,10 +251,27 @@ async def _execute(config: Config, plan: Plan, options: RunOptions, run_id: str,
             continue
         target = build_target(spec, defaults=defaults)
         concurrency = options.concurrency or int(spec.get("concurrency", defaults["concurrency"]))
-        plans.append(TargetPlan(target, cells, concurrency, float(spec.get("timeout_s", defaults["timeout_s"]))))
-    for p in plans:
-        await p.target.start(ctx)
-    executor = Executor(plans, ctx, global_asserts=config.global_asserts, on_result=on_result)
+        timeout_s = float(spec.get("timeout_s", defaults["timeout_s"]))
+        plans.append(TargetPlan(target, cells, concurrency, timeout_s, cache=cache_enabled(spec, defaults)))
+    if options.use_cache and any(p.cache for p in plans):
+        from ._cache import ResponseCache, cache_path
+
+        ctx.cache = ResponseCache(cache_path(config.base_dir))
+    try:
+        for p in plans:
+            await p.target.start(ctx)
+    except BaseException:  # e.g. a provider with no API key: release what the others opened
+        for p in plans:
+            try:
+                await p.target.aclose()
+            except Exception:
+                pass
+        if ctx.cache is not None:
+            await ctx.cache.aclose()
+        raise
+    judge = _judge(config, plan, ctx, defaults, [p.target.id for p in plans], err)
+    executor = Executor(plans, ctx, global_asserts=config.global_asserts, on_result=on_result, judge=judge, judge_settings=judge.settings)
+    executor.admit = admit  # the cost guard: asked before each cell starts
     main = asyncio.current_task()
     loop = asyncio.get_running_loop()
     interrupted = False
@@ -176,9 +301,25 @@ async def _execute(config: Config, plan: Plan, options: RunOptions, run_id: str,
             loop.remove_signal_handler(sig)
         for p in plans:
             await p.target.aclose()
+        await judge.aclose()
+        if ctx.cache is not None:
+            await ctx.cache.aclose()
+            if ctx.cache.problem:
+                print(f"evalx: warning: response cache not used: {ctx.cache.problem}", file=sys.stderr)
     if interrupted:
         stats.interrupted = True
     return stats
+
+
+def _judge(config: Config, plan: Plan, ctx: RunContext, defaults: dict[str, Any], target_ids: list[str], err: TextIO | None) -> Any:
+    """The run's judge client (lazy: it starts a judge target on first use), bias-checked once up front."""
+    from ._judge import Judge, graded_target_ids
+
+    specs = {t["id"]: t for t in config.targets}
+    specs.update({t["id"]: t for t in plan.target_specs})  # matrix-expanded specs win
+    judge = Judge(ctx, targets=specs, defaults=defaults, settings=dict(config.data.get("judge") or {}), err=err)
+    judge.check_self_grading(graded_target_ids(plan.cells, config.global_asserts, target_ids))
+    return judge
 
 
 def _target_failures(stats: ExecutionStats) -> list[str]:
@@ -196,6 +337,8 @@ def decide_exit(summary: dict[str, Any], stats: ExecutionStats, target_failures:
     if stats.interrupted or target_failures:
         return EXIT_INCOMPLETE
     totals = summary["totals"]
-    if totals["fail"] or totals["error"]:
+    # with repeats a case fails or passes by repeat_pass_rule; without, case level == cell level
+    counts = totals.get("case_level") or totals
+    if counts["fail"] or counts["error"]:
         return EXIT_FAILED
     return EXIT_OK

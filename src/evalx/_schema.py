@@ -25,6 +25,11 @@ _RUN_SETTINGS: dict[str, Any] = {
     "concurrency": {**_POS_INT, "description": "Cells in flight at once, per target."},
     "timeout_s": {**_POS_NUM, "description": "Per-cell timeout in seconds."},
     "retries": {"type": "integer", "minimum": 0, "description": "Retries on transport errors, 429 and 5xx."},
+    "backoff_s": {
+        "type": "number",
+        "minimum": 0,
+        "description": "Base of the jittered exponential backoff between retries, in seconds (default 0.5).",
+    },
     "cache": {"type": "boolean", "description": "Cache responses (default: on for provider targets, off otherwise)."},
 }
 
@@ -35,7 +40,9 @@ _PRICING = {
         "output_per_mtok": {"type": "number", "minimum": 0},
         "cached_input_per_mtok": {"type": "number", "minimum": 0},
     },
+    "required": ["input_per_mtok", "output_per_mtok"],
     "additionalProperties": False,
+    "description": "USD per million tokens; overrides the provider definition's price for this model.",
 }
 
 _TARGET_COMMON: dict[str, Any] = {
@@ -62,7 +69,7 @@ _TARGETS: dict[str, dict[str, Any]] = {
             "url": {"type": "string", "description": "Base URL; evalx POSTs to {url}/execute."},
             "api_key": {"type": "string", "description": "Sent as X-Engine-Key; never written anywhere."},
             "headers": _STR_MAP,
-            "body": {"description": "Request body template (Jinja2 in every string)."},
+            "body": {"type": "object", "description": "Request body template (Jinja2 in every string); task_id is added."},
             "idle_timeout_s": {**_POS_NUM, "description": "Fail when the stream sends nothing for this long."},
             "end_event": {"type": "string", "description": "Event type that ends a complete stream (e.g. done)."},
             "max_events": {**_POS_INT, "description": "Events kept per cell in results (default 1000)."},
@@ -71,16 +78,25 @@ _TARGETS: dict[str, dict[str, Any]] = {
     },
     "provider": {
         "properties": {
-            "provider": {"type": "string", "description": "A provider definition name (providers/NAME.yaml)."},
+            "provider": {"type": "string", "description": "A provider definition name (providers/NAME.yaml, shipped or in providers_dir)."},
             "model": {"type": "string"},
-            "base_url": {"type": "string"},
-            "api_key": {"type": "string"},
+            "base_url": {"type": "string", "description": "Overrides the provider's base URL, e.g. http://localhost:8080/v1."},
+            "api_key": {"type": "string", "description": "Overrides the provider's key variable (e.g. OPENAI_API_KEY); never written anywhere."},
             "headers": _STR_MAP,
             "params": {"type": "object", "description": "Request parameters: temperature, max_tokens, ..."},
-            "system": {"type": "string"},
-            "prompt": {"type": "string", "description": "User message template (Jinja2 over case, vars)."},
-            "messages": {"type": "array", "items": {"type": "object"}},
-            "tools": {"type": "array", "items": {"type": "object"}},
+            "system": {"type": "string", "description": "System prompt template (a case's own system wins)."},
+            "prompt": {"type": "string", "description": "User message template (Jinja2 over case, vars); default: the case input."},
+            "messages": {
+                "type": "array",
+                "items": {"type": "object", "required": ["role", "content"]},
+                "description": "The conversation ({role, content} templates) instead of prompt.",
+            },
+            "tools": {
+                "type": "array",
+                "items": {"type": "object"},
+                "description": "Tools offered to the model: {name, description, parameters} (OpenAI and Anthropic forms are accepted too).",
+            },
+            "json_mode": {"type": "boolean", "description": "Ask for a JSON answer (the provider definition's json_mode params)."},
             "pricing": _PRICING,
             "rate_limit": {
                 "type": "object",
@@ -102,14 +118,18 @@ _GATE_SET: dict[str, Any] = {
 
 _JUDGE_SETTINGS: dict[str, Any] = {
     "target": {
-        "description": "A target id, or an inline provider target.",
-        "anyOf": [{"type": "string"}, {"$ref": "#/$defs/target"}],
+        "description": "The judge: a target id (provider, engine or python), or an inline target (its id is optional).",
+        "anyOf": [{"type": "string"}, {"$ref": "#/$defs/judge_target"}],
     },
-    "threshold": _FRACTION,
-    "prompt": {"type": "string", "description": "Jinja2 template with case, output, rubric, expected."},
-    "samples": {**_POS_INT, "description": "Ask N times and take the majority."},
-    "temperature": {"type": "number", "minimum": 0},
-    "allow_self_grading": {"type": "boolean"},
+    "threshold": {**_FRACTION, "description": "Pass mark for judge scores (default 0.8)."},
+    "prompt": {
+        "type": "string",
+        "description": "Jinja2 judge prompt replacing the default; in scope: kind, case, input, output, tool_calls, expected, "
+        "reference, rubric, characteristics, criterion, threshold.",
+    },
+    "samples": {**_POS_INT, "description": "Ask N times and take the majority (a tie fails)."},
+    "temperature": {"type": "number", "minimum": 0, "description": "Sampling temperature for a provider judge."},
+    "allow_self_grading": {"type": "boolean", "description": "Silence the same-model judge warning."},
 }
 
 
@@ -202,7 +222,11 @@ def config_schema() -> dict[str, Any]:
                 "type": "object",
                 "properties": {
                     "targets": {"type": "array", "items": {"type": "string"}},
-                    "params": {"type": "object", "additionalProperties": {"type": "array", "minItems": 1}},
+                    "params": {
+                        "type": "object",
+                        "additionalProperties": {"type": "array"},
+                        "description": "Axes: model sets a provider target's model, any other name params[name].",
+                    },
                     "include": {"type": "array", "items": {"type": "object"}},
                     "exclude": {"type": "array", "items": {"type": "object"}},
                 },
@@ -230,6 +254,7 @@ def config_schema() -> dict[str, Any]:
         "additionalProperties": False,
         "$defs": {
             "target": _target_schema(),
+            "judge_target": {**_target_schema(), "required": ["type"]},
             "dataset": dataset,
             "case": CASE_SCHEMA,
             "assertion": assertion,

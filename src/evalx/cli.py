@@ -100,14 +100,15 @@ def validate(config_path: Path, var: tuple[str, ...]) -> None:
             if not case.asserts and not n_global:
                 click.echo(f"warning: {case.source} case {case.id!r} has no assertion: it would pass on anything", err=True)
                 warnings += 1
-    from .assertions import get_assertion
+    from ._judge import check_judge_refs
 
-    graded = any(
-        (t := get_assertion(a["type"])) is not None and t.model_graded
-        for a in [*config.global_asserts, *(a for cs in cases.values() for c in cs for a in c.asserts)]
-    )
-    if graded and not config.data.get("judge"):
-        click.echo("warning: model-graded assertions are used but no judge: is configured; they will be inconclusive (skipped)", err=True)
+    unjudged = check_judge_refs(config, cases)  # raises ConfigError for an unknown per-assertion judge target
+    if unjudged:
+        click.echo(
+            f"warning: {unjudged} model-graded assertion{'s are' if unjudged != 1 else ' is'} used but no judge: is configured; "
+            "they will be inconclusive (skipped)",
+            err=True,
+        )
     click.echo(f"{config.file}: ok — {len(config.targets)} targets, {len(cases)} datasets, {n_cases} cases")
 
 
@@ -127,10 +128,14 @@ def validate(config_path: Path, var: tuple[str, ...]) -> None:
 @click.option("--var", multiple=True, metavar="KEY=VALUE", help="Set a template var.")
 @click.option("--dry-run", is_flag=True, help="List the cells that would run, run nothing.")
 @click.option("-q", "--quiet", is_flag=True, help="No progress, only the summary.")
+@click.option("--baseline", metavar="RUN|latest", help="Compare with this run (overrides gates.baseline).")
+@click.option("--resume", metavar="RUN", help="Finish a killed or interrupted run: run only its cells without a result.")
+@click.option("--markdown", type=click.Path(dir_okay=False, path_type=Path), help="Write a Markdown summary here (CI).")
 def run_cmd(
     config_path: Path, matrix: bool, targets: tuple[str, ...], datasets: tuple[str, ...], cases: tuple[str, ...],
     categories: tuple[str, ...], repeat: int | None, concurrency: int | None, no_cache: bool, junit: Path | None,
     html: Path | None, json_out: bool, var: tuple[str, ...], dry_run: bool, quiet: bool,
+    baseline: str | None, resume: str | None, markdown: Path | None,
 ) -> None:
     """Run the evals and write runs/<run_id>/."""
     from ._plan import Selection, build_plan
@@ -138,11 +143,19 @@ def run_cmd(
 
     config = _load(config_path, var)
     selection = Selection(list(targets), list(datasets), list(cases), list(categories), repeat, matrix)
+    run_id = None
+    if resume:
+        from ._resume import load_run_meta, resume_selection
+
+        _, meta = load_run_meta(resume, config.output_dir)
+        selection, run_id = resume_selection(meta, selection), str(meta["run_id"])
     if dry_run:
         plan = build_plan(config, selection)
-        _print_plan(plan)
+        _print_plan(plan, config)
         return
-    options = RunOptions(selection, concurrency, not no_cache, junit, html, json_out, quiet)
+    options = RunOptions(
+        selection, concurrency, not no_cache, junit, html, json_out, quiet, run_id=run_id, baseline=baseline, resume=bool(resume)
+    )
     outcome = run(config, options)
     if json_out:
         import json
@@ -151,31 +164,137 @@ def run_cmd(
     else:
         from .reports import format_summary
 
-        click.echo(format_summary(outcome.summary, color=sys.stdout.isatty()))
+        click.echo(format_summary(outcome.summary, color=sys.stdout.isatty(), flaky_list=not selection.matrix))
+        if selection.matrix:
+            from ._store import read_results
+            from .reports._matrix_view import format_matrix
+
+            results = read_results(outcome.run_dir / "results.jsonl")
+            click.echo(format_matrix(outcome.summary, results, color=sys.stdout.isatty()))
+        from ._gates import format_outcome
+
+        click.echo(format_outcome(outcome.summary), nl=False)
+    from ._ci import publish_markdown
+
+    publish_markdown(outcome.summary, markdown)
     for line in outcome.messages:
         click.secho(line, err=True, fg="red", bold=True)
     click.echo(f"results: {os.path.relpath(outcome.run_dir)}/", err=True)
     sys.exit(outcome.exit_code)
 
 
-def _print_plan(plan: Any) -> None:
+def _print_plan(plan: Any, config: Any = None) -> None:
     n_cases = len({(c.dataset, c.case.id) for c in plan.cells})
     targets = [t["id"] for t in plan.target_specs]
     click.echo(f"{len(plan.cells)} cells: {n_cases} cases × {len(targets)} targets ({', '.join(targets)})")
+    if plan.variants:
+        bases = plan.base_target_ids
+        click.echo(f"matrix: {len(bases)} targets → {len(plan.variants)} variants")
+        for variant in plan.variants.values():
+            as_is = not variant.values and variant.spec.get("type") != "provider"
+            click.echo(f"  {variant.id}" + ("  (takes no params: runs once, as is)" if as_is else ""))
     limit = 500
     for cell in plan.cells[:limit]:
         rep = f" #r{cell.repeat}" if cell.repeat else ""
         click.echo(f"  {cell.target:<20} {cell.dataset}/{cell.case.id}{rep}")
     if len(plan.cells) > limit:
         click.echo(f"  … and {len(plan.cells) - limit} more")
+    if config is not None:
+        from ._budget import estimate_cost, format_estimate
+
+        for line in format_estimate(estimate_cost(config, plan)):
+            click.echo(line)
 
 
 @main.command()
-def schema() -> None:
-    """Print the config JSON Schema."""
+@click.argument("run_ref", metavar="RUN")
+@config_option
+@click.option("--html", type=click.Path(dir_okay=False, path_type=Path), help="Also write the HTML report here.")
+@click.option("--junit", type=click.Path(dir_okay=False, path_type=Path), help="Also write JUnit XML here.")
+def report(run_ref: str, config_path: Path, html: Path | None, junit: Path | None) -> None:
+    """Re-render a stored run's summary, junit.xml and report.html.
+
+    RUN is a run id under the config's output dir, `latest`, or the path of a
+    run directory (which needs no config).
+    """
+    from ._run import _copy, rebuild_reports
+
+    run_dir = _find_run(run_ref, config_path)
+    rebuild_reports(run_dir)
+    written = [run_dir / name for name in ("summary.json", "summary.txt", "junit.xml", "report.html")]
+    if html:
+        _copy(run_dir / "report.html", html)
+        written.append(html)
+    if junit:
+        _copy(run_dir / "junit.xml", junit)
+        written.append(junit)
+    for path in written:
+        click.echo(f"wrote {os.path.relpath(path)}")
+
+
+def _find_run(run_ref: str, config_path: Path) -> Path:
+    direct = Path(run_ref)
+    if (direct / "results.jsonl").is_file():
+        return direct
+    if not config_path.is_file():
+        _fail(f"evalx report: {run_ref!r} is not a run directory, and there is no {config_path} to find runs in (pass -c FILE or a run's path)")
+    output_dir: Path = _load(config_path, check_imports=False).output_dir
+    if run_ref == "latest":
+        runs = sorted(p for p in output_dir.glob("*/results.jsonl") if p.is_file())
+        if not runs:
+            _fail(f"evalx report: no stored run in {os.path.relpath(output_dir)}/")
+        return runs[-1].parent
+    run_dir = output_dir / run_ref
+    if not (run_dir / "results.jsonl").is_file():
+        _fail(f"evalx report: no run {run_ref!r} in {os.path.relpath(output_dir)}/ (no results.jsonl there)")
+    return run_dir
+
+
+@main.command()
+@click.option("--provider", "provider_schema", is_flag=True, help="Print the provider definition schema instead.")
+def schema(provider_schema: bool) -> None:
+    """Print the config JSON Schema (or, with --provider, the providers/*.yaml one)."""
+    if provider_schema:
+        from ._providers import schema_json as provider_schema_json
+
+        click.echo(provider_schema_json(), nl=False)
+        return
     from ._schema import schema_json
 
     click.echo(schema_json(), nl=False)
+
+
+@main.command()
+@config_option
+def providers(config_path: Path) -> None:
+    """List provider definitions: shipped ones plus the config's providers_dir:."""
+    from tabulate import tabulate
+
+    from ._config import display_path
+    from ._errors import ConfigError
+    from ._providers import available, load_definition, providers_dir_of
+
+    user_dir = None
+    source = click.get_current_context().get_parameter_source("config_path")
+    if config_path.exists() or source != click.core.ParameterSource.DEFAULT:
+        user_dir = providers_dir_of(_load(config_path, check_imports=False))
+        if user_dir is not None and not user_dir.is_dir():
+            click.echo(f"warning: providers_dir {display_path(user_dir)} is not a directory", err=True)
+    rows, problems = [], []
+    for name, entry in available(user_dir).items():
+        try:
+            d = load_definition(entry.path, shipped=entry.shipped)
+        except ConfigError as exc:
+            problems.extend(str(i) for i in exc.issues)
+            rows.append([name, "(invalid: see below)", "", "", display_path(entry.path)])
+            continue
+        origin = "shipped" if entry.shipped else ("providers_dir, overrides shipped" if entry.overrides_shipped else "providers_dir")
+        rows.append([name, d.description, d.base_url or "", origin, display_path(entry.path)])
+    click.echo(tabulate(rows, headers=["provider", "description", "base_url", "from", "file"], tablefmt="simple"))
+    for line in problems:
+        click.echo(line, err=True)
+    if problems:
+        sys.exit(EXIT_USAGE)
 
 
 @main.command()
@@ -191,6 +310,83 @@ def init(directory: Path) -> None:
     for p in written:
         click.echo(f"created {p}")
     click.echo(f"next: cd {directory} && evalx run")
+
+
+def _output_dir(config_path: Path) -> Path:
+    """The config's runs directory (``./runs`` when there is no config here)."""
+    source = click.get_current_context().get_parameter_source("config_path")
+    if not config_path.exists() and source == click.core.ParameterSource.DEFAULT:
+        return Path("runs").resolve()
+    return Path(_load(config_path, check_imports=False).output_dir)
+
+
+@main.command(name="runs")
+@config_option
+@click.option("--json", "json_out", is_flag=True, help="Print the runs as JSON.")
+def runs_cmd(config_path: Path, json_out: bool) -> None:
+    """List stored runs under the config's output dir, newest first."""
+    from ._history import format_runs, list_runs
+
+    found = list_runs(_output_dir(config_path))
+    if json_out:
+        import json
+
+        click.echo(json.dumps([r.as_dict() for r in found], indent=2, ensure_ascii=False))
+    elif not found:
+        click.echo("no runs yet (evalx run writes them)", err=True)
+    else:
+        click.echo(format_runs(found))
+
+
+@main.command()
+@config_option
+@click.argument("run_a", metavar="RUN_A")
+@click.argument("run_b", metavar="RUN_B")
+@click.option("--json", "json_out", is_flag=True, help="Print the comparison as JSON.")
+@click.option("--markdown", "markdown_out", is_flag=True, help="Print the comparison as Markdown.")
+def compare(config_path: Path, run_a: str, run_b: str, json_out: bool, markdown_out: bool) -> None:
+    """Compare RUN_A (the baseline) with RUN_B: deltas and case-level changes.
+
+    Each RUN is a run id, a run directory, or `latest`.
+    """
+    from ._compare import compare_runs, format_comparison, markdown_comparison
+    from ._history import resolve_run
+
+    out_dir = _output_dir(config_path)
+    name = None
+    if "latest" in (run_a, run_b) and config_path.exists():
+        name = _load(config_path, check_imports=False).name
+    a, b = resolve_run(run_a, out_dir, name=name), resolve_run(run_b, out_dir, name=name)
+    result = compare_runs(a, b)
+    if json_out:
+        import json
+
+        click.echo(json.dumps(result, indent=2, ensure_ascii=False))
+    elif markdown_out:
+        click.echo(markdown_comparison(result))
+    else:
+        click.echo(format_comparison(result), nl=False)
+
+
+@main.command()
+@click.argument("traces", metavar="TRACE...", nargs=-1, required=True, type=click.Path(exists=True, path_type=Path))
+@click.option("--out", "out_dir", required=True, type=click.Path(file_okay=False, path_type=Path), help="Directory for the case files.")
+@click.option("--case", "case_ids", multiple=True, metavar="CASE", help="With a run directory: the case to capture (repeatable).")
+@click.option("--target", "target_id", metavar="ID", help="With a run directory: the target's cell to capture.")
+@click.option("--input", "input_text", metavar="TEXT", help="The user message, for an SSE transcript that does not carry it.")
+@click.option("--force", is_flag=True, help="Overwrite existing case files.")
+def capture(traces: tuple[Path, ...], out_dir: Path, case_ids: tuple[str, ...], target_id: str | None, input_text: str | None, force: bool) -> None:
+    """Turn failing production traces into eval case files (one YAML case a file).
+
+    TRACE is a trace summary JSON, an Engine SSE transcript, or a run directory
+    (with --case).
+    """
+    from ._capture import capture_all
+
+    for path, warnings in capture_all(list(traces), out_dir, cases=list(case_ids), target=target_id, input_text=input_text, force=force):
+        for w in warnings:
+            click.echo(f"warning: {w}", err=True)
+        click.echo(f"wrote {os.path.relpath(path)}")
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -1,8 +1,10 @@
 """Model-graded assertion types: a judge model decides.
 
-Without a judge configured each is inconclusive (``passed`` None), which
-makes the cell ``skipped`` rather than failed. Judging itself is not
-implemented yet; these register the types and their config schema.
+The judging itself lives in :mod:`evalx._judge` (one client per run, passed
+in as ``ctx.judge``). Without a judge each type is inconclusive (``passed``
+None, reason "no judge configured"), which makes the cell ``skipped`` rather
+than failed. A judge that cannot be reached or read makes the assertion an
+error, never a pass or a fail.
 """
 
 from __future__ import annotations
@@ -14,13 +16,7 @@ from ._registry import AssertionContext, assertion
 from .deterministic import value_or_expected
 
 _UNIT: dict[str, Any] = {"type": "number", "minimum": 0, "maximum": 1}
-_NOT_IMPLEMENTED = "judge not implemented yet"
-
-
-def _no_judge(ctx: AssertionContext) -> Verdict:
-    if ctx.judge is None:
-        return Verdict.inconclusive("no judge configured")
-    return Verdict.inconclusive(_NOT_IMPLEMENTED)
+NO_JUDGE = "no judge configured"
 
 
 @assertion("llm_judge", model_graded=True, schema={"threshold": _UNIT})
@@ -31,10 +27,13 @@ async def llm_judge(
     characteristics: list[str] | None = None,
     threshold: float | None = None,
 ) -> Verdict:
-    """A judge model grades the output against a rubric or a list of characteristics."""
+    """A judge model grades the output against a rubric or a list of characteristics (each graded on its own)."""
     if rubric is None and not characteristics:
         raise ValueError("llm_judge needs a 'rubric' or 'characteristics'")
-    return _no_judge(ctx)
+    if ctx.judge is None:
+        return Verdict.inconclusive(NO_JUDGE)
+    verdict: Verdict = await ctx.judge.llm_judge(ctx, rubric=rubric, characteristics=characteristics, threshold=threshold)
+    return verdict
 
 
 @assertion("semantic_similar", model_graded=True, schema={"threshold": _UNIT})
@@ -45,9 +44,12 @@ async def semantic_similar(
     threshold: float | None = None,
     embedding: str | None = None,
 ) -> Verdict:
-    """The output means the same as the value (default: the case's expected)."""
-    value_or_expected(ctx, value)
-    return _no_judge(ctx)
+    """The output means the same as the value (default: the case's expected): a judge's 0-1 score, or embeddings' cosine."""
+    expected = value_or_expected(ctx, value)
+    if ctx.judge is None:
+        return Verdict.inconclusive(NO_JUDGE)
+    verdict: Verdict = await ctx.judge.semantic_similar(ctx, expected=expected, threshold=threshold, embedding=embedding)
+    return verdict
 
 
 @assertion("factuality", model_graded=True)
@@ -55,8 +57,11 @@ async def factuality(
     ctx: AssertionContext,
     *,
     value: Any = None,
-    pass_on: list[Literal["subset", "superset", "same", "disagrees"]] | None = None,
+    pass_on: list[Literal["subset", "superset", "same", "disagrees", "immaterial"]] | None = None,
 ) -> Verdict:
-    """A judge compares the output's facts with the value (default: the case's expected)."""
-    value_or_expected(ctx, value)
-    return _no_judge(ctx)
+    """A judge compares the output's facts with the value (default: the case's expected): subset, superset, same, disagrees or immaterial."""
+    expected = value_or_expected(ctx, value)
+    if ctx.judge is None:
+        return Verdict.inconclusive(NO_JUDGE)
+    verdict: Verdict = await ctx.judge.factuality(ctx, expected=expected, pass_on=list(pass_on) if pass_on is not None else None)
+    return verdict

@@ -6,15 +6,23 @@ against it). Layout::
 
     <testsuites name tests failures errors time>   (the XSD allows no `skipped` here)
       <testsuite name=<target> tests failures errors skipped time timestamp>
-        <properties><property name="run_id" value=.../></properties>
-        <testcase classname="<dataset>.<category>" name="<case_id>[ #r<repeat>]" time>
-          <failure|error|skipped .../>     at most one, by the cell's status
-          <system-out>the output text, truncated</system-out>
+        <properties><property name="run_id"/><property name="repeat_pass_rule"/></properties>
+        <testcase classname="<dataset>.<category>" name="<case_id>" time>   one a case, repeats folded in
+          <failure|error|skipped .../>     at most one, by the case's status
+          <flakyFailure|flakyError .../>   a passing case: one per repeat that did not pass
+          <rerunFailure|rerunError .../>   a failing case: one per further repeat that did not pass
+          <system-out>the output text (with repeats: each repeat's outcome first), truncated</system-out>
         </testcase>
 
 A ``fail`` cell (an assertion did not hold) is a ``<failure>``; an ``error``
 cell (the target crashed, timed out, the transport failed) is an
-``<error>``; the two are never mixed. Characters XML 1.0 forbids (ANSI
+``<error>``; the two are never mixed. With repeats a case's status comes from
+``repeat_pass_rule`` (:mod:`evalx._repeats`): a passing case keeps its
+failed repeats as ``<flakyFailure>``/``<flakyError>`` (Surefire's "passed on a
+rerun"), a failing one gets one ``<failure>`` (or ``<error>``) whose message
+starts with ``k of N repeats passed``, plus ``<rerunFailure>``/``<rerunError>``
+for the other repeats that did not pass — all allowed by the XSD, and
+``tests`` still counts ``<testcase>`` elements. Characters XML 1.0 forbids (ANSI
 ``\\x1b``, NUL, lone surrogates...) are replaced by a visible ``#xNN`` on
 every attribute and text node, as pytest's junitxml does: left in, they make
 CI parsers read the file as zero tests, a false pass.
@@ -32,6 +40,8 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
+
+from .._repeats import DEFAULT_RULE, RULES, Tally, case_status
 
 __all__ = ["write_junit", "xml_safe"]
 
@@ -131,40 +141,123 @@ def _outcome(result: dict[str, Any]) -> ET.Element | None:
 
 
 @dataclass
-class _Case:
-    element: ET.Element
-    case_key: tuple[str, str]  # (dataset, case_id)
+class _Repeat:
+    """One cell of a test case: what its testcase (or flaky/rerun element) needs."""
+
     repeat: int
+    status: str
+    outcome: ET.Element | None  # <failure>, <error> or <skipped>; None for a pass
+    text: str | None  # the output text, clipped
+    seconds: float
     order: tuple[float, int]  # (matrix index, arrival) for a stable matrix order
+    classname: str
 
 
 @dataclass
 class _Suite:
     name: str
-    cases: list[_Case] = field(default_factory=list)
-    repeated: set[tuple[str, str]] = field(default_factory=set)
+    # (dataset, case_id) -> the case's repeats: one <testcase> each, whatever the repeat count
+    cases: dict[tuple[str, str], list[_Repeat]] = field(default_factory=dict)
     counts: dict[str, int] = field(default_factory=lambda: {"failures": 0, "errors": 0, "skipped": 0})
     seconds: float = 0.0
 
     @property
     def first(self) -> tuple[float, int]:
-        return min(c.order for c in self.cases)
+        return min(r.order for reps in self.cases.values() for r in reps)
 
 
-def _testcase(result: dict[str, Any], seconds: float) -> ET.Element:
+def _repeat(result: dict[str, Any], seconds: float, order: tuple[float, int]) -> _Repeat:
     dataset = result.get("dataset") or ""
     category = result.get("category") or "general"
     classname = f"{dataset}.{category}" if dataset else str(category)
-    # "name" first so it leads the attributes; the final value is set once repeats are known
-    case = _element("testcase", {"name": "", "classname": classname, "time": _fmt_time(seconds)})
-    outcome = _outcome(result)
-    if outcome is not None:
-        case.append(outcome)
     output = result.get("output")
     text = output.get("text") if isinstance(output, dict) else None
-    if text:
-        case.append(_element("system-out", {}, _clip(str(text), MAX_SYSTEM_OUT)))
-    return case
+    raw_repeat = result.get("repeat")
+    status = result.get("status")
+    return _Repeat(
+        repeat=raw_repeat if isinstance(raw_repeat, int) and not isinstance(raw_repeat, bool) else 0,
+        status=status if status in ("pass", "fail", "skipped") else "error",  # unknown: never a pass
+        outcome=_outcome(result),
+        text=_clip(str(text), MAX_SYSTEM_OUT) if text else None,
+        seconds=seconds,
+        order=order,
+        classname=classname,
+    )
+
+
+def _rerun(tag: str, rep: _Repeat) -> ET.Element:
+    """A <flakyFailure>/<flakyError>/<rerunFailure>/<rerunError> for one repeat (the XSD's rerunType)."""
+    outcome = rep.outcome
+    default_type = "AssertionFailed" if rep.status == "fail" else "TargetError"
+    message = outcome.get("message", "") if outcome is not None else ""
+    el = ET.Element(tag, {"message": xml_safe(f"repeat {rep.repeat}: {message}"), "type": (outcome.get("type") if outcome is not None else None) or default_type})
+    if outcome is not None and outcome.text:
+        el.append(_element("stackTrace", {}, outcome.text))
+    if rep.text:
+        el.append(_element("system-out", {}, rep.text))
+    return el
+
+
+def _repeats_testcase(name: str, reps: list[_Repeat], rule: str) -> tuple[ET.Element, str]:
+    """One <testcase> for a case's repeats, and its status by ``rule``.
+
+    A single run is written as it is. With repeats: a passing case carries a
+    <flakyFailure>/<flakyError> per repeat that did not pass; a failing (or
+    erroring) case carries one <failure> (or <error>) — the first such
+    repeat's, its message prefixed with the k/N count and the rule — plus a
+    <rerunFailure>/<rerunError> per other repeat that did not pass; a case
+    whose every repeat was inconclusive is <skipped>. <system-out> lists
+    every repeat's outcome, then the output text of the deciding repeat.
+    """
+    reps = sorted(reps, key=lambda r: (r.repeat, r.order))
+    case = _element("testcase", {"name": name, "classname": reps[0].classname, "time": _fmt_time(sum(r.seconds for r in reps))})
+    if len(reps) == 1:
+        only = reps[0]
+        if only.outcome is not None:
+            case.append(only.outcome)
+        if only.text:
+            case.append(_element("system-out", {}, only.text))
+        return case, only.status
+    tally = Tally()
+    for rep in reps:
+        tally.add(rep.status)
+    status = case_status(tally, rule)
+    counted = f"{tally.passed} of {tally.decided} repeats passed (repeat_pass_rule: {rule})"
+    if tally.skipped:
+        counted += f", {tally.skipped} inconclusive"
+    not_passing = [r for r in reps if r.status in ("fail", "error")]
+    shown = reps[0]
+    if status == "pass":
+        for rep in not_passing:
+            case.append(_rerun("flakyFailure" if rep.status == "fail" else "flakyError", rep))
+    elif status in ("fail", "error"):
+        main = next(r for r in not_passing if r.status == status)
+        shown = main
+        assert main.outcome is not None
+        verdict = _element(
+            main.outcome.tag,
+            {
+                "message": _clip(f"{counted}; repeat {main.repeat}: {main.outcome.get('message', '')}", MAX_MESSAGE),
+                "type": main.outcome.get("type") or "AssertionFailed",
+            },
+            main.outcome.text,
+        )
+        case.append(verdict)
+        for rep in not_passing:
+            if rep is not main:
+                case.append(_rerun("rerunFailure" if rep.status == "fail" else "rerunError", rep))
+    else:  # every repeat inconclusive
+        first = reps[0].outcome
+        reason = first.get("message", "inconclusive") if first is not None else "inconclusive"
+        case.append(_element("skipped", {"message": _clip(f"all {tally.runs} repeats inconclusive: {reason}", MAX_MESSAGE)}))
+    lines = [counted]
+    for rep in reps:
+        why = rep.outcome.get("message", "") if rep.outcome is not None else ""
+        lines.append(f"repeat {rep.repeat}: {rep.status}" + (f": {why}" if why else ""))
+    if shown.text:
+        lines += ["", f"output of repeat {shown.repeat}:", shown.text]
+    case.append(_element("system-out", {}, _clip("\n".join(lines), MAX_SYSTEM_OUT)))
+    return case, status
 
 
 def _timestamp(run_id: str) -> str:
@@ -185,15 +278,19 @@ def write_junit(
     name: str,
     run_id: str,
     timestamp: str | None = None,
+    repeat_pass_rule: str = DEFAULT_RULE,
 ) -> None:
     """Write the cells in ``results`` as JUnit XML to ``path`` (atomically).
 
-    One ``<testsuite>`` per target, one ``<testcase>`` per cell. Suites and
-    cases come out in matrix order (each result's ``index``), so the file
-    diffs cleanly between runs even when results arrived in completion order;
-    for results already in matrix order that is their first-seen order.
-    Only the finished ``<testcase>`` elements are held, grouped by target.
+    One ``<testsuite>`` per target, one ``<testcase>`` per case of that
+    target — its repeats folded in, passing or failing by ``repeat_pass_rule``
+    (``all``, ``majority`` or ``any``; a run records it in summary.json, so
+    re-rendering a stored run passes that value). Suites and cases come out in
+    matrix order (each result's ``index``), so the file diffs cleanly between
+    runs even when results arrived in completion order.
     """
+    if repeat_pass_rule not in RULES:
+        raise ValueError(f"unknown repeat_pass_rule {repeat_pass_rule!r} (one of {', '.join(RULES)})")
     stamp = timestamp or _timestamp(run_id)
     suites: dict[str, _Suite] = {}
     for arrival, result in enumerate(results):
@@ -202,25 +299,27 @@ def write_junit(
         if suite is None:
             suite = suites[target] = _Suite(target)
         seconds = _seconds(result.get("latency_ms"))
-        status = result.get("status")
-        if status == "fail":
-            suite.counts["failures"] += 1
-        elif status == "skipped":
-            suite.counts["skipped"] += 1
-        elif status != "pass":  # "error", or a status we do not know: never a silent pass
-            suite.counts["errors"] += 1
         suite.seconds += seconds
         case_key = (str(result.get("dataset") or ""), str(result.get("case_id") or ""))
-        raw_repeat = result.get("repeat")
-        repeat = raw_repeat if isinstance(raw_repeat, int) else 0
-        if repeat > 0:
-            suite.repeated.add(case_key)
         index = result.get("index")
         order = (float(index) if isinstance(index, int) else math.inf, arrival)
-        suite.cases.append(_Case(_testcase(result, seconds), case_key, repeat, order))
+        suite.cases.setdefault(case_key, []).append(_repeat(result, seconds, order))
 
     ordered = sorted(suites.values(), key=lambda s: s.first)
-    tests = sum(len(s.cases) for s in ordered)
+    built: list[tuple[_Suite, list[ET.Element]]] = []
+    for suite in ordered:
+        elements = []
+        for case_key, reps in sorted(suite.cases.items(), key=lambda kv: min(r.order for r in kv[1])):
+            element, status = _repeats_testcase(case_key[1], reps, repeat_pass_rule)
+            if status == "fail":
+                suite.counts["failures"] += 1
+            elif status == "error":
+                suite.counts["errors"] += 1
+            elif status == "skipped":
+                suite.counts["skipped"] += 1
+            elements.append(element)
+        built.append((suite, elements))
+    tests = sum(len(elements) for _, elements in built)
     root = _element(
         "testsuites",
         {
@@ -231,12 +330,12 @@ def write_junit(
             "time": _fmt_time(sum(s.seconds for s in ordered)),
         },
     )
-    for suite in ordered:
+    for suite, elements in built:
         suite_el = _element(
             "testsuite",
             {
                 "name": suite.name,
-                "tests": len(suite.cases),
+                "tests": len(elements),
                 "failures": suite.counts["failures"],
                 "errors": suite.counts["errors"],
                 "skipped": suite.counts["skipped"],
@@ -246,12 +345,8 @@ def write_junit(
         )
         properties = ET.SubElement(suite_el, "properties")
         properties.append(_element("property", {"name": "run_id", "value": run_id}))
-        for case in sorted(suite.cases, key=lambda c: c.order):
-            label = case.case_key[1]
-            if case.case_key in suite.repeated:  # repeats share a case id: tell them apart
-                label = f"{label} #r{case.repeat}"
-            case.element.set("name", xml_safe(label))
-            suite_el.append(case.element)
+        properties.append(_element("property", {"name": "repeat_pass_rule", "value": repeat_pass_rule}))
+        suite_el.extend(elements)
         root.append(suite_el)
 
     tree = ET.ElementTree(root)

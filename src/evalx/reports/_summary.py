@@ -14,19 +14,35 @@ import math
 import re
 from array import array
 from collections.abc import Iterable
+from operator import itemgetter
 from typing import Any
 
 from tabulate import tabulate  # type: ignore[import-untyped,unused-ignore]  # no stubs shipped
 
 from .. import _stats
-from .._models import RESULT_VERSION, STATUSES
+from .._models import STATUSES
+from .._repeats import DEFAULT_RULE, RULES, Tally, case_status, status_of
 
-__all__ = ["SummaryBuilder", "format_summary"]
+__all__ = ["SUMMARY_VERSION", "SummaryBuilder", "format_summary"]
+
+#: summary.json layout version (README, "summary.json"). 2 added case-level
+#: verdicts (repeat_pass_rule), pairwise comparisons, cost distributions, matrix.
+SUMMARY_VERSION = 2
 
 #: failing cells listed in summary.json (the first ones in matrix order)
 MAX_FAILURES = 200
 #: flaky cases listed in summary.json
 MAX_FLAKY = 50
+#: per-case repeat rows (k/N, verdict, pass@k) listed in summary.json
+MAX_CASE_ROWS = 1000
+#: target pairs compared in summary.json (in target order)
+MAX_PAIRS = 1000
+#: flaky cases listed in the text summary
+MAX_FLAKY_LINES = 20
+#: pairwise McNemar p-value under which a difference is claimed
+SIGNIFICANCE = 0.05
+#: distinct reasons of inconclusive assertions counted in summary.json
+MAX_INCONCLUSIVE_REASONS = 20
 #: failing cells listed in the text summary
 MAX_FAILURE_LINES = 30
 #: width a failure line is clipped to in the text summary
@@ -34,6 +50,59 @@ LINE_WIDTH = 120
 
 _Json = dict[str, Any]
 _PACK = 1 << 32
+# A case's repeats packed in one int, low bits first: four 32-bit counts (skipped,
+# errored, failed, passed), the case's first matrix index (40 bits) and its
+# (category, difficulty) group number. One int a case keeps 100k cases small.
+_ADD = {"skipped": 1, "error": _PACK, "fail": _PACK**2, "pass": _PACK**3}
+_ORDER_SHIFT = 128
+_ORDER_MAX = (1 << 40) - 1
+_GROUP_SHIFT = 168
+
+
+def _unpack(packed: int) -> tuple[Tally, int, int]:
+    """(tally, first matrix index, group number) of a packed case."""
+    mask = _PACK - 1
+    tally = Tally(packed >> 96 & mask, packed >> 64 & mask, packed >> 32 & mask, packed & mask)
+    return tally, (packed >> _ORDER_SHIFT) & _ORDER_MAX, packed >> _GROUP_SHIFT
+
+
+class _CaseCounts:
+    """Case-level verdicts (one per target and case, by repeat_pass_rule) for one group."""
+
+    __slots__ = ("counts", "flaky")
+
+    def __init__(self) -> None:
+        self.counts = dict.fromkeys(STATUSES, 0)
+        self.flaky = 0
+
+    def add(self, status: str, flaky: bool) -> None:
+        self.counts[status] += 1
+        self.flaky += flaky
+
+
+def _case_level(group: _CaseCounts | None) -> _Json:
+    """A group's case verdict counts with the case pass rate and its 95% Wilson interval."""
+    counts = group.counts if group is not None else dict.fromkeys(STATUSES, 0)
+    flaky = group.flaky if group is not None else 0
+    cases = sum(counts.values())
+    decided = cases - counts["skipped"]
+    rate = counts["pass"] / decided if decided else None
+    ci = list(_stats.wilson_interval(counts["pass"], decided)) if decided else None
+    return {"cases": cases, **counts, "flaky": flaky, "pass_rate": rate, "pass_rate_ci": ci}
+
+
+def _price_missing(result: dict[str, Any], used_tokens: bool) -> bool:
+    """A cell without a cost whose target bills per token: a provider (unless it errored) or an engine that used tokens.
+
+    Python callables are not priced, so they never count; results written
+    before ``target_type`` existed fall back to "it used tokens".
+    """
+    kind = result.get("target_type")
+    if kind == "python":
+        return False
+    if kind == "provider":  # answered (an output, no error) yet unpriced
+        return used_tokens or (not result.get("error") and bool(result.get("output")))
+    return used_tokens
 
 
 def _number(value: Any) -> float | None:
@@ -82,12 +151,13 @@ class _Counts:
 class _Target(_Counts):
     """A target's counters, plus what is reported per target only."""
 
-    __slots__ = ("cached", "cost", "cost_cells", "cost_missing", "judge_cells", "judge_cost", "latencies", "tokens", "ttfts")
+    __slots__ = ("cached", "cost", "cost_cells", "cost_missing", "costs", "judge_cells", "judge_cost", "latencies", "tokens", "ttfts")
 
     def __init__(self) -> None:
         super().__init__()
         self.latencies = array("d")  # 8 bytes a cell: the only per-cell memory kept
         self.ttfts = array("d")
+        self.costs = array("d")  # priced cells only: the cost distribution
         self.tokens = [0, 0, 0]  # input, output, cache hit
         self.cost = 0.0
         self.cost_cells = 0
@@ -104,6 +174,7 @@ def _latency_stats(values: Iterable[float]) -> _Json:
         "p95": _stats.percentile(data, 95),
         "p99": _stats.percentile(data, 99),
         "mean": _stats.mean(data),
+        "total": math.fsum(data) if data else None,
     }
 
 
@@ -135,19 +206,35 @@ class SummaryBuilder:
     run has repeats. Everything else is a running total.
     """
 
-    def __init__(self, run_id: str, name: str, started_at: str) -> None:
+    def __init__(
+        self,
+        run_id: str,
+        name: str,
+        started_at: str,
+        *,
+        repeat_pass_rule: str = DEFAULT_RULE,
+        matrix: dict[str, Any] | None = None,
+    ) -> None:
+        if repeat_pass_rule not in RULES:
+            raise ValueError(f"unknown repeat_pass_rule {repeat_pass_rule!r} (one of {', '.join(RULES)})")
         self.run_id = run_id
         self.name = name
         self.started_at = started_at
+        self.repeat_pass_rule = repeat_pass_rule
+        self.matrix = matrix  # a matrix run's variants, recorded as given
         self._totals = _Counts()
         self._targets: dict[str, _Target] = {}
         self._categories: dict[str, _Counts] = {}
         self._difficulties: dict[str, _Counts] = {}
-        # "target\x1fdataset\x1fcase_id" -> runs * _PACK + passes (decided runs only):
+        # "target\x1fdataset\x1fcase_id" -> the repeats' statuses packed by _ADD:
         # one int a case rather than a list, a third of the memory on big runs
         self._cases: dict[str, int] = {}
+        # (category, difficulty) -> group number packed into each case's int
+        self._groups: dict[tuple[str, str | None], int] = {}
         self._max_repeat = 0
         self._inconclusive = 0
+        self._inconclusive_reasons: dict[str, int] = {}  # reason -> count, at most MAX_INCONCLUSIVE_REASONS kept
+        self._judge = [0, 0, 0, 0]  # judge calls, input tokens, output tokens, cached calls
         # max-heap (negated order) of the first MAX_FAILURES failures in matrix order
         self._failures: list[tuple[float, int, _Json]] = []
         self._failures_total = 0
@@ -199,7 +286,8 @@ class SummaryBuilder:
         if cost is not None:
             target.cost += cost
             target.cost_cells += 1
-        elif tokens_in or tokens_out:  # it used a priced resource and we could not price it
+            target.costs.append(cost)
+        elif _price_missing(result, bool(tokens_in or tokens_out)):  # a priced resource we could not price
             target.cost_missing += 1
         judge_cost = _number(result.get("judge_cost_usd"))
         if judge_cost is not None:
@@ -209,15 +297,35 @@ class SummaryBuilder:
             target.cached += 1
 
         for assertion in result.get("assertions") or []:
-            if isinstance(assertion, dict) and assertion.get("passed") is None:
+            if not isinstance(assertion, dict):
+                continue
+            if assertion.get("passed") is None and not assertion.get("error"):
                 self._inconclusive += 1
+                why = str(assertion.get("reason") or "no verdict")
+                if why in self._inconclusive_reasons or len(self._inconclusive_reasons) < MAX_INCONCLUSIVE_REASONS:
+                    self._inconclusive_reasons[why] = self._inconclusive_reasons.get(why, 0) + 1
+            details = assertion.get("details")
+            if isinstance(details, dict) and "calls" in details:  # a model-graded assertion's judge usage
+                calls = _tokens(details.get("calls"))
+                self._judge[0] += calls
+                self._judge[1] += _tokens(details.get("input_tokens"))
+                self._judge[2] += _tokens(details.get("output_tokens"))
+                self._judge[3] += calls if details.get("cached") else 0
 
         repeat = result.get("repeat")
         if isinstance(repeat, int) and repeat > self._max_repeat:
             self._max_repeat = repeat
-        if status != "skipped":
-            key = f"{target_id}\x1f{result.get('dataset') or ''}\x1f{result.get('case_id') or ''}"
-            self._cases[key] = self._cases.get(key, 0) + _PACK + (status == "pass")
+        key = f"{target_id}\x1f{result.get('dataset') or ''}\x1f{result.get('case_id') or ''}"
+        position = int(min(order, _ORDER_MAX))
+        packed = self._cases.get(key)
+        if packed is None:
+            group = self._groups.setdefault((category, None if difficulty is None else str(difficulty)), len(self._groups))
+            packed = (group << _GROUP_SHIFT) | (position << _ORDER_SHIFT)
+        else:
+            first = (packed >> _ORDER_SHIFT) & _ORDER_MAX
+            if position < first:
+                packed -= (first - position) << _ORDER_SHIFT
+        self._cases[key] = packed + _ADD[status]
 
         if status in ("fail", "error"):
             self._failures_total += 1
@@ -234,38 +342,106 @@ class SummaryBuilder:
             if len(self._failures) > MAX_FAILURES:
                 heapq.heappop(self._failures)  # drops the latest in matrix order
 
+    def _tallies(self, target_order: list[str]) -> dict[str, list[tuple[str, str, Tally]]]:
+        """Each target's cases (dataset, case id, tally), in matrix order."""
+        rows: dict[str, list[tuple[int, str, str, Tally]]] = {t: [] for t in target_order}
+        for key, packed in self._cases.items():
+            target_id, dataset, case_id = key.split("\x1f", 2)
+            tally, first, _ = _unpack(packed)
+            rows.setdefault(target_id, []).append((first, dataset, case_id, tally))
+        return {t: [(d, c, tally) for _, d, c, tally in sorted(cases, key=itemgetter(0, 1, 2))] for t, cases in rows.items()}
+
     def _repeats(self, target_order: list[str]) -> _Json | None:
-        """pass@k, pass^k and flaky cases, when the run repeated its cases."""
+        """pass@k, pass^k, flaky cases and per-case k/N, when the run repeated its cases."""
         if self._max_repeat == 0:
             return None
-        per_case: dict[str, list[tuple[str, str, int, int]]] = {t: [] for t in target_order}
-        for key, packed in self._cases.items():
-            runs, passes = divmod(packed, _PACK)
-            target_id, dataset, case_id = key.split("\x1f", 2)
-            per_case[target_id].append((dataset, case_id, runs, passes))
+        rule = self.repeat_pass_rule
+        tallies = self._tallies(target_order)
         per_target: _Json = {}
         flaky: list[_Json] = []
-        for target_id, cases in per_case.items():
+        rows: list[_Json] = []
+        total_rows = 0
+        for target_id, all_cases in tallies.items():
+            cases = [(d, c, t) for d, c, t in all_cases if t.decided]  # all-skipped cases carry no evidence
             if not cases:
                 continue
             # k is the repeat count every case reached, so each estimate is defined
-            k = min(runs for _, _, runs, _ in cases)
-            flaky_here = sorted((d, c, r, p) for d, c, r, p in cases if 0 < p < r)
+            k = min(t.decided for _, _, t in cases)
+            flaky_here = [(d, c, t) for d, c, t in cases if t.flaky]
             per_target[target_id] = {
                 "cases": len(cases),
                 "k": k,
-                "pass_at_1": _stats.mean(p / r for _, _, r, p in cases),
-                "pass_at_k": _stats.mean(_stats.pass_at_k(r, p, k) for _, _, r, p in cases),
-                "pass_hat_k": _stats.mean(_stats.pass_hat_k(r, p, k) for _, _, r, p in cases),
+                "pass_at_1": _stats.mean(t.passed / t.decided for _, _, t in cases),
+                "pass_at_k": _stats.mean(_stats.pass_at_k(t.decided, t.passed, k) for _, _, t in cases),
+                "pass_hat_k": _stats.mean(_stats.pass_hat_k(t.decided, t.passed, k) for _, _, t in cases),
                 "flaky_cases": len(flaky_here),
             }
-            flaky.extend({"target": target_id, "dataset": d, "case_id": c, "passed": p, "runs": r} for d, c, r, p in flaky_here)
+            flaky.extend(
+                {"target": target_id, "dataset": d, "case_id": c, "passed": t.passed, "runs": t.decided, "status": case_status(t, rule)}
+                for d, c, t in flaky_here
+            )
+            for d, c, t in all_cases:
+                total_rows += 1
+                if len(rows) < MAX_CASE_ROWS:
+                    rows.append(
+                        {
+                            "target": target_id,
+                            "dataset": d,
+                            "case_id": c,
+                            "runs": t.decided,
+                            "passed": t.passed,
+                            "failed": t.failed,
+                            "errored": t.errored,
+                            "skipped": t.skipped,
+                            "status": case_status(t, rule),
+                            "flaky": t.flaky,
+                            "pass_at_k": _stats.pass_at_k(t.decided, t.passed, k) if t.decided >= k else None,
+                            "pass_hat_k": _stats.pass_hat_k(t.decided, t.passed, k) if t.decided >= k else None,
+                        }
+                    )
         return {
             "runs_per_case": self._max_repeat + 1,
+            "repeat_pass_rule": rule,
             "per_target": per_target,
             "flaky_cases": len(flaky),
             "flaky": flaky[:MAX_FLAKY],
+            "cases": rows,
+            "cases_total": total_rows,
         }
+
+    def _pairwise(self, target_order: list[str], verdicts: dict[str, dict[str, str]]) -> list[_Json]:
+        """Every pair of targets over the cases both decided: a 2×2 table and an exact McNemar test."""
+        pairs: list[_Json] = []
+        for i, a in enumerate(target_order):
+            for b in target_order[i + 1 :]:
+                if len(pairs) >= MAX_PAIRS:
+                    return pairs
+                va, vb = verdicts.get(a, {}), verdicts.get(b, {})
+                table = {"both_pass": 0, "only_a": 0, "only_b": 0, "both_fail": 0}
+                for case, sa in va.items():
+                    sb = vb.get(case)
+                    if sb is None or sa == "skipped" or sb == "skipped":
+                        continue
+                    pa, pb = sa == "pass", sb == "pass"
+                    table["both_pass" if pa and pb else "only_a" if pa else "only_b" if pb else "both_fail"] += 1
+                p_value = _stats.mcnemar_exact(table["only_a"], table["only_b"])
+                winner = None
+                if p_value < SIGNIFICANCE:
+                    winner = b if table["only_b"] > table["only_a"] else a
+                loser = (a if winner == b else b) if winner else None
+                pairs.append(
+                    {
+                        "a": a,
+                        "b": b,
+                        "cases": sum(table.values()),
+                        **table,
+                        "p_value": p_value,
+                        "significant": winner is not None,
+                        "winner": winner,
+                        "conclusion": f"{winner} beats {loser}" if winner else "no significant difference",
+                    }
+                )
+        return pairs
 
     def finish(self, finished_at: str, duration_s: float, extra: dict[str, Any] | None = None) -> dict[str, Any]:
         """The summary as a JSON-ready dict, ``"version"`` first.
@@ -274,15 +450,50 @@ class SummaryBuilder:
         level; it may not replace a key the builder computed.
         """
         targets = sorted(self._targets, key=lambda t: self._targets[t].first)
+        rule = self.repeat_pass_rule
+        group_names = {number: name for name, number in self._groups.items()}
+        # case-level verdicts: one per (target, case), by repeat_pass_rule; straight
+        # from the packed ints, as a 100k-case run must summarise in well under a second
+        verdicts: dict[str, dict[str, str]] = {t: {} for t in targets}  # only filled to compare targets
+        compare = len(targets) >= 2
+        all_cases = _CaseCounts()
+        case_counts = {t: _CaseCounts() for t in targets}
+        by_group = {number: _CaseCounts() for number in group_names}
+        mask = _PACK - 1
+        for key, packed in self._cases.items():
+            target_id, case_key = key.split("\x1f", 1)
+            passed, failed, errored = packed >> 96 & mask, packed >> 64 & mask, packed >> 32 & mask
+            status = status_of(passed, failed, errored, rule)
+            flaky = 0 < passed < passed + failed + errored
+            if compare:
+                verdicts[target_id][case_key] = status
+            case_counts[target_id].add(status, flaky)
+            all_cases.add(status, flaky)
+            by_group[packed >> _GROUP_SHIFT].add(status, flaky)
+        by_category: dict[str, _CaseCounts] = {}
+        by_difficulty: dict[str, _CaseCounts] = {}
+        for number, (category, difficulty) in group_names.items():
+            for bucket, key in ((by_category, category), (by_difficulty, difficulty)):
+                if key is None:
+                    continue
+                merged = bucket.setdefault(key, _CaseCounts())
+                for status, n in by_group[number].counts.items():
+                    merged.counts[status] += n
+                merged.flaky += by_group[number].flaky
         per_target: _Json = {}
         for target_id in targets:
             t = self._targets[target_id]
             per_target[target_id] = {
                 **t.as_dict(),
+                "case_level": _case_level(case_counts.get(target_id)),
                 "latency_ms": _latency_stats(t.latencies),
                 "ttft_ms": _latency_stats(t.ttfts),
                 "tokens": {"input": t.tokens[0], "output": t.tokens[1], "cache_hit": t.tokens[2]},
+                # prompt-cache tokens as a share of this target's input tokens
+                "cache_hit_ratio": t.tokens[2] / t.tokens[0] if t.tokens[0] else None,
                 "cost_usd": t.cost if t.cost_cells else None,
+                # per priced cell: the spread behind the total
+                "cost_usd_stats": {**_latency_stats(t.costs), "cells": t.cost_cells},
                 "cost_missing_cells": t.cost_missing,
                 "judge_cost_usd": t.judge_cost if t.judge_cells else None,
                 "cached_cells": t.cached,
@@ -294,21 +505,30 @@ class SummaryBuilder:
         tokens_cache = sum(t.tokens[2] for t in groups)
         cached = sum(t.cached for t in groups)
 
-        def ordered(counts: dict[str, _Counts]) -> _Json:
-            return {k: counts[k].as_dict() for k in sorted(counts, key=lambda k: counts[k].first)}
+        def ordered(counts: dict[str, _Counts], case_level: dict[str, _CaseCounts]) -> _Json:
+            return {
+                k: {**counts[k].as_dict(), "case_level": _case_level(case_level.get(k))}
+                for k in sorted(counts, key=lambda k: counts[k].first)
+            }
 
         failures = [entry for _, _, entry in sorted(self._failures, reverse=True)]
         summary: _Json = {
-            "version": RESULT_VERSION,
+            "version": SUMMARY_VERSION,
             "run_id": self.run_id,
             "name": self.name,
             "started_at": self.started_at,
             "finished_at": finished_at,
             "duration_s": duration_s,
-            "totals": self._totals.as_dict(),
+            "repeat_pass_rule": rule,
+            "totals": {
+                **self._totals.as_dict(),
+                "case_level": _case_level(all_cases),
+            },
             "per_target": per_target,
-            "per_category": ordered(self._categories),
-            "per_difficulty": ordered(self._difficulties),
+            "per_category": ordered(self._categories, by_category),
+            "per_difficulty": ordered(self._difficulties, by_difficulty),
+            "matrix": self.matrix,
+            "pairwise": self._pairwise(targets, verdicts) if len(targets) >= 2 else [],
             # overall percentiles from the per-target samples: no second copy kept while streaming
             "latency_ms": _latency_stats(v for t in groups for v in t.latencies),
             "ttft_ms": _latency_stats(v for t in groups for v in t.ttfts),
@@ -322,6 +542,9 @@ class SummaryBuilder:
             # cells answered from evalx's own response cache
             "response_cache_hit_ratio": cached / cells if cells else None,
             "inconclusive_assertions": self._inconclusive,
+            "inconclusive_reasons": dict(sorted(self._inconclusive_reasons.items(), key=lambda kv: -kv[1])),
+            # model-graded assertions' judge usage; its cost is judge_cost_usd, apart from the targets'
+            "judge": {"calls": self._judge[0], "input_tokens": self._judge[1], "output_tokens": self._judge[2], "cached_calls": self._judge[3]},
             "repeats": self._repeats(targets),
             "failures": failures,
             "failures_total": self._failures_total,
@@ -393,8 +616,28 @@ def _usd(value: float | None) -> str:
     return f"${value:,.2f}" if value >= 100 else f"${value:.4f}"
 
 
-def format_summary(summary: dict[str, Any], *, color: bool = False) -> str:
-    """The text shown at the end of a run and stored as ``summary.txt``."""
+def _flaky_lines(flaky: list[_Json], paint: Any) -> list[str]:
+    """``  target  dataset/case  k/N  verdict`` lines for flaky cases, aligned."""
+    if not flaky:
+        return []
+    labels = [f"{_one_line(f.get('dataset'))}/{_one_line(f.get('case_id'))}" for f in flaky]
+    width = max(len(_one_line(f["target"])) for f in flaky)
+    label_width = min(max(len(label) for label in labels), 60)
+    out = []
+    for f, label in zip(flaky, labels):
+        verdict = f.get("status")
+        mark = paint("passes", "green") if verdict == "pass" else paint("fails", "red") if verdict else ""
+        line = f"  {_one_line(f['target']).ljust(width)}  {_clip(label, label_width).ljust(label_width)}  {f['passed']}/{f['runs']}"
+        out.append(_clip(line, LINE_WIDTH) + (f"  {mark}" if mark else ""))
+    return out
+
+
+def format_summary(summary: dict[str, Any], *, color: bool = False, flaky_list: bool = True) -> str:
+    """The text shown at the end of a run and stored as ``summary.txt``.
+
+    ``flaky_list=False`` leaves out the names of flaky cases (the matrix view
+    of a ``--matrix`` run lists them itself).
+    """
 
     def paint(text: str, *styles: str) -> str:
         if not color or not styles:
@@ -449,6 +692,20 @@ def format_summary(summary: dict[str, Any], *, color: bool = False) -> str:
             )
         headers = ["target", "cells", "pass", "fail", "error", "skip", "pass rate", "p50", "p99", "tokens", "cost"]
         lines += ["", table(rows, headers)]
+        # streaming targets (engines, providers) report time to first token: show the
+        # latency/TTFT percentiles, tokens and prompt-cache share per target
+        if any(t.get("ttft_ms", {}).get("p50") is not None for t in per_target.values()):
+            rows = []
+            for target_id, t in per_target.items():
+                lat, ttft, tok = t["latency_ms"], t.get("ttft_ms") or {}, t["tokens"]
+                rows.append(
+                    [_one_line(target_id)]
+                    + [_ms(lat.get(p)) for p in ("p50", "p95", "p99")]
+                    + [_ms(ttft.get(p)) for p in ("p50", "p95", "p99")]
+                    + [_count(tok["input"]), _count(tok["output"]), _pct(t.get("cache_hit_ratio"))]
+                )
+            headers = ["target", "lat p50", "lat p95", "lat p99", "ttft p50", "ttft p95", "ttft p99", "tok in", "tok out", "cache hit"]
+            lines += ["", table(rows, headers)]
 
     for key, title in (("per_category", "category"), ("per_difficulty", "difficulty")):
         groups = summary.get(key) or {}
@@ -459,20 +716,33 @@ def format_summary(summary: dict[str, Any], *, color: bool = False) -> str:
 
     repeats = summary.get("repeats")
     if repeats and repeats.get("per_target"):
-        rows = [
-            [
-                _one_line(t),
-                str(r["cases"]),
-                str(r["k"]),
-                _pct(r["pass_at_1"]),
-                _pct(r["pass_at_k"]),
-                _pct(r["pass_hat_k"]),
-                str(r["flaky_cases"]),
-            ]
-            for t, r in repeats["per_target"].items()
-        ]
-        lines += ["", f"Repeats (up to {repeats['runs_per_case']} runs a case):"]
-        lines.append(table(rows, ["target", "cases", "k", "pass@1", "pass@k", "pass^k", "flaky"]))
+        rule = summary.get("repeat_pass_rule") or repeats.get("repeat_pass_rule") or "majority"
+        rows = []
+        for t, r in repeats["per_target"].items():
+            level = (per_target.get(t) or {}).get("case_level") or {}
+            decided = level.get("cases", 0) - level.get("skipped", 0)
+            rows.append(
+                [
+                    _one_line(t),
+                    str(r["cases"]),
+                    str(r["k"]),
+                    f"{level['pass']}/{decided} {_pct(level.get('pass_rate'))}" if level else "—",
+                    _ci(level.get("pass_rate_ci")),
+                    _pct(r["pass_at_1"]),
+                    _pct(r["pass_at_k"]),
+                    _pct(r["pass_hat_k"]),
+                    str(r["flaky_cases"]),
+                ]
+            )
+        lines += ["", f"Repeats (up to {repeats['runs_per_case']} runs a case; a case passes by repeat_pass_rule: {rule}):"]
+        lines.append(table(rows, ["target", "cases", "k", "cases passed", "95% CI", "pass@1", "pass@k", "pass^k", "flaky"]))
+        flaky = repeats.get("flaky") or []
+        if flaky and flaky_list:
+            lines += ["", "Flaky cases (passed some repeats, not all):"]
+            lines += _flaky_lines(flaky[:MAX_FLAKY_LINES], paint)
+            more = repeats.get("flaky_cases", len(flaky)) - min(len(flaky), MAX_FLAKY_LINES)
+            if more > 0:
+                lines.append(f"  … and {more} more (summary.json)")
 
     failures = summary.get("failures") or []
     total_failures = summary.get("failures_total", len(failures))
@@ -519,9 +789,22 @@ def format_summary(summary: dict[str, Any], *, color: bool = False) -> str:
         if tokens.get("cache_hit"):
             text += f" · {tokens['cache_hit']:,} prompt-cache hits ({_pct(summary.get('cache_hit_ratio'))} of input)"
         facts.append(("Tokens", text))
+    judge = summary.get("judge") or {}
+    if judge.get("calls"):
+        text = f"{judge['calls']:,} call{'s' if judge['calls'] != 1 else ''}"
+        if judge.get("input_tokens") or judge.get("output_tokens"):
+            text += f" · {judge['input_tokens']:,} in · {judge['output_tokens']:,} out"
+        if summary.get("judge_cost_usd") is not None:
+            text += f" · {_usd(summary['judge_cost_usd'])}"
+        if judge.get("cached_calls"):
+            text += f" · {judge['cached_calls']:,} from the response cache"
+        facts.append(("Judge", text))
     if summary.get("inconclusive_assertions"):
         n = summary["inconclusive_assertions"]
-        facts.append(("Inconclusive", f"{n} assertion{'s' if n != 1 else ''} could not decide (no verdict)"))
+        reasons = summary.get("inconclusive_reasons") or {}
+        why = "; ".join(f"{count} {_one_line(reason)}" for reason, count in list(reasons.items())[:3])
+        text = f"{n} assertion{'s' if n != 1 else ''} could not be graded (no verdict, not failures)" + (f": {why}" if why else "")
+        facts.append(("Inconclusive", paint(_clip(text, LINE_WIDTH), "yellow")))
     label_width = max(len(label) for label, _ in facts)
     lines += [f"{label.ljust(label_width)}  {value}" for label, value in facts]
     return "\n".join(lines) + "\n"

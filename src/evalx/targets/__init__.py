@@ -26,4 +26,13 @@ def build_target(spec: dict[str, Any], *, defaults: dict[str, Any]) -> Target:
     raise ValueError(f"unknown target type {kind!r}")
 
 
-__all__ = ["RunContext", "Target", "build_target", "task_id"]
+def cache_enabled(spec: dict[str, Any], defaults: dict[str, Any]) -> bool:
+    """Whether a target's cells go through the response cache: on for providers, opt-in (`cache: true`) otherwise."""
+    if spec.get("cache") is not None:
+        return bool(spec["cache"])
+    if defaults.get("cache") is not None:
+        return bool(defaults["cache"])
+    return spec.get("type") == "provider"
+
+
+__all__ = ["RunContext", "Target", "build_target", "cache_enabled", "task_id"]

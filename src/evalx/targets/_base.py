@@ -20,6 +20,7 @@ class RunContext:
     vars: dict[str, Any] = field(default_factory=dict)
     use_cache: bool = True
     cache: Any = None  # a ResponseCache when caching is on
+    providers_dir: Path | None = None  # the config's providers_dir:, resolved
 
 
 class Target(Protocol):
