@@ -473,10 +473,10 @@ class SummaryBuilder:
         by_category: dict[str, _CaseCounts] = {}
         by_difficulty: dict[str, _CaseCounts] = {}
         for number, (category, difficulty) in group_names.items():
-            for bucket, key in ((by_category, category), (by_difficulty, difficulty)):
-                if key is None:
+            for bucket, group_key in ((by_category, category), (by_difficulty, difficulty)):
+                if group_key is None:
                     continue
-                merged = bucket.setdefault(key, _CaseCounts())
+                merged = bucket.setdefault(group_key, _CaseCounts())
                 for status, n in by_group[number].counts.items():
                     merged.counts[status] += n
                 merged.flaky += by_group[number].flaky
