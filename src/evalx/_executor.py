@@ -9,17 +9,20 @@ starves a fast one. Every finished cell is scored, redacted and handed to
 from __future__ import annotations
 
 import asyncio
+import sys
 import time
 import traceback
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from typing import Any
+from typing import Any, TypeVar
 
 from ._errors import TargetError
 from ._models import RESULT_VERSION, Cell, Trajectory
 from .assertions import AssertionContext, cell_status, evaluate_case
 from .targets import RunContext, Target
+
+T = TypeVar("T")
 
 
 @dataclass
@@ -108,7 +111,7 @@ class Executor:
             traj = _from_cache(hit, target)
         else:
             try:
-                traj = await asyncio.wait_for(target.invoke(cell, self.run), plan.timeout_s)
+                traj = await _within(target.invoke(cell, self.run), plan.timeout_s)
             except asyncio.TimeoutError:
                 traj = Trajectory(error=f"timed out after {plan.timeout_s:g}s")
             except TargetError as exc:
@@ -193,6 +196,23 @@ class Executor:
             return make_key(plan.target.type, spec, case, cell.repeat)
         except Exception:  # a key that cannot be made means "do not cache", never a failed cell
             return None
+
+
+if sys.version_info >= (3, 11):
+
+    async def _within(aw: Awaitable[T], timeout_s: float) -> T:
+        """``aw`` with a deadline: ``asyncio.timeout`` in the worker's own task, no task per cell.
+
+        ``asyncio.wait_for`` wraps every cell in a new task; that was a measurable part of
+        evalx's per-cell cost (bench/RESULTS.md).
+        """
+        async with asyncio.timeout(timeout_s):
+            return await aw
+
+else:  # Python 3.10: no asyncio.timeout
+
+    async def _within(aw: Awaitable[T], timeout_s: float) -> T:
+        return await asyncio.wait_for(aw, timeout_s)
 
 
 def _from_cache(stored: dict[str, Any], target: Target) -> Trajectory:

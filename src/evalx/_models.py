@@ -6,7 +6,8 @@ reporters never reach back into the executor.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+import copy
+from dataclasses import dataclass, field
 from typing import Any
 
 RESULT_VERSION = 1
@@ -38,10 +39,42 @@ class Case:
     source: str = ""  # "file:line"
 
     def to_dict(self) -> dict[str, Any]:
-        """The case as a plain mapping (what a Python target's ``case=`` gets)."""
-        d = asdict(self)
-        d["assert"] = d.pop("asserts")
-        return d
+        """The case as a plain mapping (what a Python target's ``case=`` gets).
+
+        By hand (``dataclasses.asdict`` was a per-cell hot spot), with the same
+        result: a deep copy, so whoever gets it may change it freely.
+        """
+        return {
+            "id": self.id,
+            "input": _copied(self.input),
+            "dataset": self.dataset,
+            "expected": _copied(self.expected),
+            "category": self.category,
+            "difficulty": self.difficulty,
+            "tags": _copied(self.tags),
+            "vars": _copied(self.vars),
+            "description": self.description,
+            "notes": self.notes,
+            "metadata": _copied(self.metadata),
+            "threshold": self.threshold,
+            "repeat": self.repeat,
+            "targets": _copied(self.targets),
+            "system": self.system,
+            "source": self.source,
+            "assert": _copied(self.asserts),  # last, as asdict() + pop() had it
+        }
+
+
+_ATOMIC = (str, int, float, bool, type(None))
+
+
+def _copied(value: Any) -> Any:
+    """A deep copy of a case field; plain values (most of them) as they are."""
+    if isinstance(value, _ATOMIC):
+        return value
+    if isinstance(value, list) and all(isinstance(v, _ATOMIC) for v in value):
+        return list(value)
+    return copy.deepcopy(value)
 
 
 @dataclass

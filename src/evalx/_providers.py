@@ -17,7 +17,7 @@ from __future__ import annotations
 import fnmatch
 import json
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
@@ -305,6 +305,11 @@ class ProviderDefinition:
             node = node.get(part) if isinstance(node, dict) else None
         if not isinstance(node, str):
             return None
+        fast = _fast_path(node)
+        if fast is not None:
+            value = fast(scope)
+            if value is not _SLOW:
+                return _plain(value)
         try:
             value = _compile_expression(node)(**scope)
         except TemplateError as exc:
@@ -336,6 +341,53 @@ def _compile_template(source: str) -> Any:
 @lru_cache(maxsize=256)
 def _compile_expression(source: str) -> Any:
     return _RESPONSE_ENV.compile_expression(_strip_braces(source), undefined_to_none=True)
+
+
+#: ``response.choices[0].message.content or ""``: a name, then ``.field`` / ``[N]`` steps, then an optional ``or`` literal
+_PATH_EXPR = re.compile(r"\s*([A-Za-z_]\w*)((?:\s*(?:\.\s*[A-Za-z_]\w*|\[\s*\d+\s*\]))*)(?:\s+or\s+(\"\"|''|\[\]|none|None|0))?\s*")
+_STEP = re.compile(r"\.\s*([A-Za-z_]\w*)|\[\s*(\d+)\s*\]")
+_LITERALS: dict[str, Any] = {'""': "", "''": "", "[]": [], "none": None, "None": None, "0": 0}
+_SLOW = object()  # "the fast path cannot say: ask Jinja"
+
+
+@lru_cache(maxsize=256)
+def _fast_path(source: str) -> Callable[[dict[str, Any]], Any] | None:
+    """A plain-Python reader for the common response expressions, or None.
+
+    Rendering a Jinja expression costs a context per call, and a response is
+    read with ~6 of them: a per-cell hot spot (bench/RESULTS.md). The reader
+    only answers when every step is a plain hit — a key present in a dict
+    (and not a dict method's name, which Jinja would resolve to the method)
+    or an index inside a list — and returns ``_SLOW`` otherwise, so anything
+    missing or unusual is still evaluated by Jinja with its exact semantics.
+    """
+    m = _PATH_EXPR.fullmatch(_strip_braces(source))
+    if m is None:
+        return None
+    name, steps_text, literal = m.group(1), m.group(2), m.group(3)
+    steps: list[str | int] = [key if key else int(index) for key, index in _STEP.findall(steps_text)]
+    for step in steps:
+        if isinstance(step, str) and hasattr(dict, step):
+            return None
+    has_default = literal is not None
+    default = _LITERALS.get(literal or "", None)
+
+    def read(scope: dict[str, Any]) -> Any:
+        node = scope.get(name, _SLOW)
+        if node is _SLOW:
+            return _SLOW
+        for step in steps:
+            if isinstance(step, str):
+                if type(node) is not dict or step not in node:
+                    return _SLOW
+            elif type(node) is not list or step >= len(node):
+                return _SLOW
+            node = node[step]
+        if has_default:
+            return node or (list(default) if isinstance(default, list) else default)
+        return node
+
+    return read
 
 
 def _strip_braces(source: str) -> str:

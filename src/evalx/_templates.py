@@ -22,6 +22,11 @@ def _compile(source: str) -> Any:
     return _env.from_string(source)
 
 
+@lru_cache(maxsize=512)
+def _compile_expression(source: str) -> Any:
+    return _env.compile_expression(source, undefined_to_none=False)
+
+
 def render(source: str, context: dict[str, Any]) -> str:
     try:
         return str(_compile(source).render(**context))
@@ -41,7 +46,7 @@ def render_value(value: Any, context: dict[str, Any]) -> Any:
         stripped = value.strip()
         if stripped.startswith("{{") and stripped.endswith("}}") and stripped.count("{{") == 1:
             try:
-                return _env.compile_expression(stripped[2:-2].strip(), undefined_to_none=False)(**context)
+                return _compile_expression(stripped[2:-2].strip())(**context)
             except TemplateError as exc:
                 raise TemplateRenderError(f"template error: {exc}") from None
         return render(value, context)

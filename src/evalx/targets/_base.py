@@ -45,14 +45,25 @@ def task_id(run_id: str, cell: Cell) -> str:
 
 
 def template_context(cell: Cell, run: RunContext, spec: dict[str, Any]) -> dict[str, Any]:
-    import os
-
     return {
         "case": cell.case.to_dict(),
         "vars": {**run.vars, **(spec.get("vars") or {}), **cell.case.vars},
         "target": {k: v for k, v in spec.items() if k not in ("api_key", "headers")},
-        "env": dict(os.environ),
+        "env": _environ_snapshot(run),
         "repeat": cell.repeat,
         "task_id": task_id(run.run_id, cell),
         "run_id": run.run_id,
     }
+
+
+def _environ_snapshot(run: RunContext) -> dict[str, str]:
+    """``os.environ`` copied once per run, not once per cell (a per-cell hot spot).
+
+    Sharing it between cells is safe: templates render in an immutable sandbox.
+    """
+    snapshot: dict[str, str] | None = run.__dict__.get("_environ")
+    if snapshot is None:
+        import os
+
+        snapshot = run.__dict__["_environ"] = dict(os.environ)
+    return snapshot
