@@ -119,3 +119,17 @@ def test_paths_are_relative_to_the_config(tmp_path: Path, monkeypatch: pytest.Mo
     result = CliRunner().invoke(main, ["run", "-c", "sub/evalconfig.yaml", "-q"])
     assert result.exit_code == 0, result.output
     assert len(list((sub / "out").iterdir())) == 1
+
+
+def test_config_errors_never_quote_a_secret(tmp_path: Path) -> None:
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text(
+        "version: 1\n"
+        "targets:\n"
+        "  - {id: e, type: engine, url: 'http://127.0.0.1:1', api_key: '${SECRET_TOKEN}', headers: {X-Trace: ['${SECRET_TOKEN}']}}\n"
+        "datasets: [{id: d, cases: [{id: c, input: q, assert: [{type: completed}]}]}]\n"
+    )
+    result = CliRunner().invoke(main, ["validate", "-c", str(cfg)], env={"SECRET_TOKEN": "tok-abcdef123456"})
+    assert result.exit_code == 2
+    assert "targets[0].headers.X-Trace" in result.stderr
+    assert "tok-abcdef123456" not in result.output

@@ -7,6 +7,7 @@ each naming ``FILE:LINE key.path``.
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
 import importlib
 import os
@@ -163,6 +164,8 @@ def load_config(
     issues = schema_issues(config)
     issues += semantic_issues(config, check_imports=check_imports)
     issues.sort(key=lambda i: i.line or 0)
+    if redactor:  # a message may quote a value, and a value may be a secret
+        issues = [dataclasses.replace(i, message=redactor.text(i.message)) for i in issues]
     errors = [i for i in issues if not i.warning]
     if errors:
         raise ConfigError(errors)
