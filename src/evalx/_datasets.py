@@ -251,7 +251,7 @@ def _build_case(raw: _Raw, defaults: dict[str, Any], default_asserts: list[dict[
         if key not in CASE_FIELDS:
             errors.add(raw.file, raw.line_of((key,)), raw.path + (key,), unknown_field(str(key), CASE_FIELDS))
     known = {k: v for k, v in data.items() if k in CASE_FIELDS}
-    for err in _case_validator.iter_errors(known):
+    for err in () if _plainly_valid(known) else _case_validator.iter_errors(known):
         sub = tuple(err.absolute_path)
         message = err.message
         if not sub and err.validator == "anyOf":  # the input alternatives
@@ -274,6 +274,55 @@ def _build_case(raw: _Raw, defaults: dict[str, Any], default_asserts: list[dict[
     fields = expansion.fields
     asserts = copy.deepcopy(default_asserts + own_asserts) + [spec for spec, _ in expansion.generated]
     return Case(id=str(known["id"]), asserts=asserts, source=raw.source, **fields)
+
+
+def _is_str(v: Any) -> bool:
+    return isinstance(v, str)
+
+
+def _is_number(v: Any) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+
+def _is_strings(v: Any) -> bool:
+    return isinstance(v, list) and all(isinstance(x, str) for x in v)
+
+
+#: base fields whose schema is checked by hand; anything else goes to jsonschema
+_PLAIN_CHECKS: dict[str, Any] = {
+    "id": lambda v: (isinstance(v, str) and v != "") or _is_number(v),
+    "input": lambda v: isinstance(v, (str, dict)),
+    "expected": lambda v: True,
+    "category": _is_str,
+    "difficulty": _is_str,
+    "description": _is_str,
+    "notes": _is_str,
+    "system": _is_str,
+    "tags": _is_strings,
+    "targets": _is_strings,
+    "vars": lambda v: isinstance(v, dict),
+    "metadata": lambda v: isinstance(v, dict),
+    "assert": lambda v: isinstance(v, list),
+    "threshold": lambda v: _is_number(v) and 0 <= v <= 1,
+    "repeat": lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 1,
+}
+
+
+def _plainly_valid(known: dict[str, Any]) -> bool:
+    """True when the case surely passes ``_case_validator`` (which then need not run).
+
+    The schema walk was most of the cost of loading a large dataset. This
+    answers only for the common shape — base fields with plainly right
+    types, an ``id`` and an ``input`` — and says False for anything else
+    (shorthands, a doubtful type), which jsonschema then checks and words.
+    """
+    if "id" not in known or "input" not in known:
+        return False
+    for key, value in known.items():
+        check = _PLAIN_CHECKS.get(key)
+        if check is None or not check(value):
+            return False
+    return True
 
 
 def _merge(defaults: dict[str, Any], case: dict[str, Any]) -> dict[str, Any]:

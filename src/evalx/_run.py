@@ -141,7 +141,14 @@ def run(config: Config, options: RunOptions, *, out: TextIO | None = None, err: 
 
     t0 = time.monotonic()
     admit = guard.admit if guard is not None else None
-    stats = asyncio.run(_execute(config, todo, options, run_id, on_result, err=err, admit=admit))
+    try:
+        stats = asyncio.run(_execute(config, todo, options, run_id, on_result, err=err, admit=admit))
+    except BaseException:  # a target could not start (no API key...): say so in run.json, keep results
+        writer.close(reorder=False)
+        progress.close()
+        meta.update(status="failed")
+        write_json(run_dir / "run.json", meta)
+        raise
     duration = time.monotonic() - t0
     progress.close()
     writer.close(reorder=True)
