@@ -322,3 +322,13 @@ def test_write_replaces_atomically(tmp_path: Path) -> None:
 )
 def test_xml_safe(raw: Any, escaped: str) -> None:
     assert xml_safe(raw) == escaped
+
+
+def test_grading_error_is_an_error_naming_the_assertion(tmp_path: Path, schema: Any) -> None:
+    broken = {"type": "llm_judge", "name": None, "passed": None, "score": 0.0, "reason": "", "weight": 1.0, "error": "unreadable verdict"}
+    path = tmp_path / "junit.xml"
+    write_junit([result("a", "error", assertions=[broken])], path, name="n", run_id=RUN_ID)
+    schema.validate(str(path))
+    error = ET.parse(path).find(".//error")
+    assert error is not None and error.get("type") == "GradingError"
+    assert error.get("message") == "llm_judge: could not be evaluated: unreadable verdict"

@@ -252,6 +252,12 @@ def test_failure_reason_is_the_first_failing_assertion() -> None:
     assert failure["reason"] == "score 0.500 is below the case threshold"
 
 
+def test_failure_reason_of_an_assertion_that_could_not_be_evaluated() -> None:
+    broken = {"type": "llm_judge", "name": None, "passed": None, "score": 0.0, "reason": "", "error": "unreadable verdict: 'maybe'"}
+    [failure] = build([result("a", "error", assertions=[broken])])["failures"]
+    assert failure["reason"] == "llm_judge: could not be evaluated: unreadable verdict: 'maybe'"
+
+
 def test_failures_are_bounded_to_the_first_200_in_matrix_order() -> None:
     cells = [result(f"c{i}", "fail", index=i) for i in range(500)]
     summary = build(list(reversed(cells)))

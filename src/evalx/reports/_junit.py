@@ -133,6 +133,10 @@ def _outcome(result: dict[str, Any]) -> ET.Element | None:
     error = result.get("error") or output.get("error")
     if status != "error":
         error = f"unknown cell status {status!r}" + (f": {error}" if error else "")
+    broken = [a for a in assertions if a.get("error")]
+    if not error and broken:  # the target answered, but grading broke (e.g. an unreadable judge verdict)
+        message = "\n".join(f"{_label(a)}: could not be evaluated: {a['error']}" for a in broken)
+        return _element("error", {"message": _clip(message, MAX_MESSAGE), "type": "GradingError"}, message)
     message = str(error or "the target failed")
     match = _ERROR_TYPE.match(message)
     error_type = match.group(1) if match else "TargetError"

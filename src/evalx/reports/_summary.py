@@ -189,7 +189,12 @@ def _failure_reason(result: dict[str, Any], status: str) -> str:
     if status == "error":
         output = result.get("output")
         error = result.get("error") or (output.get("error") if isinstance(output, dict) else None)
-        return str(error or "the target failed")
+        if error:
+            return str(error)
+        for assertion in result.get("assertions") or []:  # the target answered; grading broke
+            if isinstance(assertion, dict) and assertion.get("error"):
+                return f"{_label(assertion)}: could not be evaluated: {assertion['error']}"
+        return "the target failed"
     for assertion in result.get("assertions") or []:
         if isinstance(assertion, dict) and assertion.get("passed") is False:
             reason = assertion.get("reason") or assertion.get("error")
