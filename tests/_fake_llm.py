@@ -5,6 +5,8 @@ and serves three API shapes at once:
 
 - OpenAI chat completions (``POST /v1/chat/completions``): text, tool calls
   (``arguments`` as a JSON string), usage with cached tokens;
+- OpenAI embeddings (``POST /v1/embeddings``): deterministic bag-of-words
+  vectors (:func:`embedding_for`), so cosine similarity is word overlap;
 - Anthropic messages (``POST /v1/messages``): ``x-api-key`` +
   ``anthropic-version``, top-level ``system``, ``text``/``tool_use`` blocks;
 - a made-up "acme" API (``POST /acme/generate``) for the "add a provider by
@@ -18,7 +20,9 @@ burst, ...) served before the normal answers.
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import json
+import re
 import socket
 import threading
 from collections import deque
@@ -63,6 +67,17 @@ def answer_for(question: str) -> str:
     return f"You said: {question}"
 
 
+EMBEDDING_DIMENSIONS = 512
+
+
+def embedding_for(text: str) -> list[float]:
+    """A bag-of-words vector: each lowercased word adds 1 at a slot picked by its md5 (no model, same every time)."""
+    vector = [0.0] * EMBEDDING_DIMENSIONS
+    for word in re.findall(r"[a-z0-9]+", text.lower()):
+        vector[int(hashlib.md5(word.encode()).hexdigest(), 16) % EMBEDDING_DIMENSIONS] += 1.0
+    return vector
+
+
 class FakeLLMServer:
     def __init__(self) -> None:
         self.requests: list[Logged] = []
@@ -100,6 +115,7 @@ class FakeLLMServer:
         self._loop = loop
         app = web.Application()
         app.router.add_post("/v1/chat/completions", self._openai)
+        app.router.add_post("/v1/embeddings", self._openai_embeddings)
         app.router.add_post("/v1/messages", self._anthropic)
         app.router.add_post("/acme/generate", self._acme)
         runner = web.AppRunner(app, access_log=None)
@@ -190,6 +206,27 @@ class FakeLLMServer:
                     "total_tokens": prompt_tokens + completion,
                     "prompt_tokens_details": {"cached_tokens": min(self.cached_tokens, prompt_tokens)},
                 },
+            }
+        )
+
+    async def _openai_embeddings(self, request: web.Request) -> web.Response:
+        body, canned = await self._log(request)
+        if canned is not None:
+            return canned
+        if request.headers.get("Authorization") != f"Bearer {OPENAI_KEY}":
+            sent = request.headers.get("Authorization", "")  # quoted back, as the real API does
+            return web.json_response({"error": {"message": f"Incorrect API key provided: {sent}", "code": "invalid_api_key"}}, status=401)
+        texts = body.get("input") if isinstance(body, dict) else None
+        texts = [texts] if isinstance(texts, str) else texts
+        if not texts or not all(isinstance(t, str) and t for t in texts):
+            return web.json_response({"error": {"message": "'$.input' is invalid: expected non-empty strings"}}, status=400)
+        tokens = sum(_words(t) for t in texts)
+        return web.json_response(
+            {
+                "object": "list",
+                "data": [{"object": "embedding", "index": i, "embedding": embedding_for(t)} for i, t in enumerate(texts)],
+                "model": body.get("model"),
+                "usage": {"prompt_tokens": tokens, "total_tokens": tokens},
             }
         )
 

@@ -13,6 +13,12 @@ Settings (``judge:`` merged with an assertion's own ``judge:``): ``target``,
 N), ``temperature`` (passed to provider targets' params), and
 ``allow_self_grading``.
 
+``semantic_similar`` with ``embedding: TARGET`` asks no judge: it compares the
+cosine of two embeddings from a target with an ``embed(text, run)`` method (a
+provider whose definition has ``embeddings:``) or a Python callable returning
+``{"embedding": [...]}``; those calls use the response cache (where the target
+caches) and are costed like judge calls.
+
 Reliability rules: a reply that cannot be read, or a judge call that fails
 after the target's retries, makes the assertion an ``error`` with the raw
 text kept in ``details``; it is never turned into a pass or a fail.
@@ -228,7 +234,8 @@ def check_judge_refs(config: Any, cases: dict[str, list[Case]]) -> int:
     """``evalx validate``'s judge checks: the number of model-graded assertions no judge will grade.
 
     Raises :class:`ConfigError` for a per-assertion ``judge.target`` or an
-    ``embedding:`` that names no target.
+    ``embedding:`` that names no target, and for an ``embedding:`` provider
+    target whose definition has no ``embeddings:`` request.
     """
     from ._errors import ConfigError, Issue
     from .assertions import get_assertion
@@ -239,6 +246,7 @@ def check_judge_refs(config: Any, cases: dict[str, list[Case]]) -> int:
     issues: list[Issue] = []
     entries: list[tuple[str, Case | None, dict[str, Any]]] = [("assert", None, a) for a in config.global_asserts]
     entries += [(case.source, case, a) for cs in cases.values() for case in cs for a in case.asserts]
+    cannot_embed = _providers_without_embeddings(config) if any(spec.get("embedding") for _, _, spec in entries) else {}
     for where, case, spec in entries:
         atype = get_assertion(str(spec.get("type")))
         if atype is None or not atype.model_graded:
@@ -249,11 +257,32 @@ def check_judge_refs(config: Any, cases: dict[str, list[Case]]) -> int:
         for key, ref in (("judge.target", override.get("target")), ("embedding", spec.get("embedding"))):
             if isinstance(ref, str) and ref not in known:
                 issues.append(Issue(f"{label}: {spec['type']}.{key}: unknown target {ref!r}", None, "", ""))
+        embedder = spec.get("embedding")
+        if isinstance(embedder, str) and embedder in cannot_embed:
+            issues.append(Issue(f"{label}: {spec['type']}.embedding: target {embedder!r} cannot produce embeddings: {cannot_embed[embedder]}", None, "", ""))
         if not has_global and override.get("target") is None and spec.get("embedding") is None:
             unjudged += 1
     if issues:
         raise ConfigError(issues)
     return unjudged
+
+
+def _providers_without_embeddings(config: Any) -> dict[str, str]:
+    """Provider target id → why it cannot embed, for targets whose definition has no ``embeddings:``."""
+    from ._errors import ConfigError
+    from ._providers import find_provider, providers_dir_of
+
+    out: dict[str, str] = {}
+    for target in config.targets:
+        if target.get("type") != "provider":
+            continue
+        try:
+            definition = find_provider(str(target.get("provider")), providers_dir_of(config))
+        except ConfigError:  # an unknown or broken provider is reported by the config checks
+            continue
+        if definition.embeddings is None:
+            out[str(target["id"])] = f"provider {definition.name!r} has no embeddings: section in its definition ({definition.file})"
+    return out
 
 
 class Judge:
@@ -659,18 +688,22 @@ class Judge:
     # ------------------------------------------------------------ embeddings
 
     async def _cosine(self, ctx: Any, expected: Any, limit: float, ref: str) -> Verdict:
-        """Cosine similarity of the output's and the reference's embeddings."""
+        """Cosine similarity of the output's and the reference's embeddings (the two asked for at once)."""
         details: dict[str, Any] = {"embedding": ref}
         calls: list[_Call] = []
+        if not ctx.output.text.strip():  # nothing to embed (OpenAI refuses an empty input): not similar
+            details.update(_usage(calls))
+            return Verdict(False, 0.0, "the output is empty: nothing to compare with the reference", details=details)
         try:
             spec = self._resolve_spec(ref)
             inst = await self._instance(copy.deepcopy(spec))
-            vectors = []
-            for text in (ctx.output.text, _text(expected)):
-                vector, call = await self._embed(inst, spec, text)
-                vectors.append(vector)
-                calls.append(call)
-            similarity = _cosine(vectors[0], vectors[1])
+            answers = await asyncio.gather(*(self._embed(inst, spec, text) for text in (ctx.output.text, _text(expected))), return_exceptions=True)
+            calls = [a[1] for a in answers if isinstance(a, tuple)]
+            failed = next((a for a in answers if isinstance(a, BaseException)), None)
+            if failed is not None:
+                raise failed
+            output_vector, expected_vector = (a[0] for a in answers if isinstance(a, tuple))
+            similarity = _cosine(output_vector, expected_vector)
         except JudgeError as exc:
             details.update(_usage(calls))
             return Verdict(None, 0.0, f"embedding error: {exc}", error=str(exc), details=details)
@@ -681,26 +714,23 @@ class Judge:
         return Verdict(passed, score, f"cosine similarity {similarity:.3f} {'≥' if passed else '<'} {limit:g}", details=details)
 
     async def _embed(self, inst: _Instance, spec: dict[str, Any], text: str) -> tuple[list[float], _Call]:
+        """One text's embedding, through the response cache like every judge call."""
         target = inst.target
         embed: Callable[..., Awaitable[Any]] | None = getattr(target, "embed", None)
         async with inst.semaphore:
             try:
-                if embed is not None:  # a provider target with an embeddings endpoint
-                    result = await asyncio.wait_for(embed(text, self.run), inst.timeout_s)
-                    vector, usage = (result if isinstance(result, tuple) else (result, {}))
-                    call = _Call(
-                        input_tokens=int(usage.get("input_tokens") or 0),
-                        cost_usd=usage.get("cost_usd"),
-                        cached=bool(usage.get("cached")),
-                    )
+                if embed is not None and getattr(target, "can_embed", True):  # a provider target with an embeddings request
+                    vector, call = await self._embed_call(inst, embed, text)
                 elif spec.get("type") == "python":  # fn(text) returns {"embedding": [...]}
                     case = Case(id="embedding-" + hashlib.sha256(text.encode()).hexdigest()[:12], input=text, dataset="judge")
                     case.metadata = {"judge": {"kind": "embedding"}}
-                    traj = await asyncio.wait_for(target.invoke(Cell(-1, str(spec.get("id")), "judge", case), self.run), inst.timeout_s)
+                    traj = await self._invoke(inst, Cell(-1, str(spec.get("id")), "judge", case))
+                    if traj.error:
+                        raise JudgeError(f"the embedding call failed: {traj.error}")
                     vector = (traj.raw or {}).get("embedding") if isinstance(traj.raw, dict) else None
                     call = _Call(input_tokens=traj.usage.input_tokens, cost_usd=traj.cost_usd, cached=traj.cached)
                 else:
-                    raise JudgeError(f"target {spec.get('id')!r} ({spec.get('type')}) cannot produce embeddings")
+                    raise JudgeError(_cannot_embed(spec, target))
             except asyncio.TimeoutError:
                 raise JudgeError(f"the embedding call timed out after {inst.timeout_s:g}s") from None
             except TargetError as exc:
@@ -712,6 +742,39 @@ class Judge:
         if not isinstance(vector, list) or not vector or not all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in vector):
             raise JudgeError(f"target {spec.get('id')!r} returned no embedding (a list of numbers)")
         return [float(x) for x in vector], call
+
+    async def _embed_call(self, inst: _Instance, embed: Callable[..., Awaitable[Any]], text: str) -> tuple[Any, _Call]:
+        """``target.embed(text, run)``, cached under the target's ``embedding_cache_key`` when it has one.
+
+        A hit is repriced with ``embedding_cost`` (today's prices, as cached cells are); failures are never stored.
+        """
+        target = inst.target
+        key = None
+        if inst.cache and getattr(target, "embedding_cache_key", None) is not None:
+            key = target.embedding_cache_key(text)
+        cache = self._cache() if key else None
+        if cache is not None and key is not None:
+            hit = await cache.get("judge:" + key)
+            if hit is not None and isinstance(hit.get("embedding"), list):
+                tokens = int(hit.get("input_tokens") or 0)
+                cost = target.embedding_cost(tokens) if getattr(target, "embedding_cost", None) is not None else hit.get("cost_usd")
+                return hit["embedding"], _Call(input_tokens=tokens, cost_usd=cost, cached=True)
+        result = await asyncio.wait_for(embed(text, self.run), inst.timeout_s)
+        vector, usage = result if isinstance(result, tuple) else (result, {})
+        call = _Call(input_tokens=int(usage.get("input_tokens") or 0), cost_usd=usage.get("cost_usd"), cached=bool(usage.get("cached")))
+        if cache is not None and key is not None and isinstance(vector, list):
+            cache.put("judge:" + key, {"embedding": vector, "input_tokens": call.input_tokens, "cost_usd": call.cost_usd})
+        return vector, call
+
+
+def _cannot_embed(spec: dict[str, Any], target: Any) -> str:
+    """Why the ``embedding:`` target cannot embed, naming the provider definition that lacks the request."""
+    name = f"target {spec.get('id')!r}"
+    if spec.get("type") == "provider":
+        definition = getattr(target, "definition", None)
+        where = f" ({definition.file})" if definition is not None else ""
+        return f"{name} cannot produce embeddings: provider {spec.get('provider')!r} has no embeddings: section in its definition{where}"
+    return f"{name} ({spec.get('type')}) cannot produce embeddings"
 
 
 class _CallFailed(JudgeError):

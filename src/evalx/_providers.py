@@ -4,7 +4,9 @@ A definition (``providers/NAME.yaml``, validated against
 ``schemas/provider.schema.json``) declares the base URL, how to authenticate,
 the request (a Jinja2 body template rendering to JSON), where text, tool calls
 and usage sit in the response (Jinja2 expressions over the decoded JSON), which
-errors mean rate-limited / retryable / fatal, and prices per model.
+errors mean rate-limited / retryable / fatal, prices per model and, optionally,
+an ``embeddings:`` request (body template, and where the vector and its token
+count sit in the response).
 
 Shipped definitions live in :func:`evalx._data.data_dir("providers")`; a
 config's ``providers_dir:`` adds more, and a user file overrides a shipped one
@@ -141,6 +143,23 @@ PROVIDER_SCHEMA: dict[str, Any] = {
             "properties": {"params": {"type": "object", "description": "Params merged in when a caller wants a JSON answer."}},
             "additionalProperties": False,
         },
+        "embeddings": {
+            "type": "object",
+            "description": "Optional: how to embed a text (semantic_similar's `embedding:` target). Without it the provider cannot embed.",
+            "properties": {
+                "method": {"enum": ["POST", "PUT", "GET"]},
+                "path": {"type": "string", "description": "Appended to base_url, e.g. /embeddings."},
+                "body": {"type": "string", "description": "Jinja2 template rendering to JSON; in scope: model, input (the text)."},
+                "vector": {**_EXPR, "description": "Expression over `response` giving the embedding, a list of numbers."},
+                "usage": {
+                    "type": "object",
+                    "properties": {"input_tokens": {**_EXPR, "description": "Tokens embedded (priced at the model's input price)."}},
+                    "additionalProperties": False,
+                },
+            },
+            "required": ["path", "body", "vector"],
+            "additionalProperties": False,
+        },
         "pricing": {
             "type": "object",
             "description": "Model name (or glob like 'gpt-4o-mini-*') → prices in USD per million tokens.",
@@ -220,6 +239,16 @@ class Price:
         return round(usd / 1_000_000, 10)
 
 
+@dataclass(frozen=True)
+class EmbeddingsRequest:
+    """A definition's ``embeddings:`` section; ``vector`` and ``usage`` are read with :meth:`ProviderDefinition.evaluate`."""
+
+    method: str
+    path: str
+    body: str
+    has_input_tokens: bool = False
+
+
 @dataclass
 class ErrorClass:
     statuses: frozenset[int] = frozenset()
@@ -253,6 +282,7 @@ class ProviderDefinition:
     retry_after_header: str = "Retry-After"
     json_mode_params: dict[str, Any] = field(default_factory=dict)
     pricing: dict[str, Price] = field(default_factory=dict)
+    embeddings: EmbeddingsRequest | None = None  # None: this provider cannot embed
 
     @property
     def file(self) -> str:
@@ -291,6 +321,18 @@ class ProviderDefinition:
             return json.loads(text)
         except ValueError as exc:
             raise DefinitionError(f"{self.where('request', 'body')}: did not render to JSON: {exc}") from None
+
+    def render_embeddings_body(self, scope: dict[str, Any]) -> Any:
+        """The embeddings request body for ``scope`` (``model``, ``input``); needs an ``embeddings:`` section."""
+        assert self.embeddings is not None, "no embeddings: section"
+        try:
+            text = _compile_template(self.embeddings.body).render(**scope)
+        except TemplateError as exc:
+            raise DefinitionError(f"{self.where('embeddings', 'body')}: template error: {exc}") from None
+        try:
+            return json.loads(text)
+        except ValueError as exc:
+            raise DefinitionError(f"{self.where('embeddings', 'body')}: did not render to JSON: {exc}") from None
 
     def render_auth(self, api_key: str) -> str:
         try:
@@ -367,7 +409,7 @@ def _fast_path(source: str) -> Callable[[dict[str, Any]], Any] | None:
     name, steps_text, literal = m.group(1), m.group(2), m.group(3)
     steps: list[str | int] = [key if key else int(index) for key, index in _STEP.findall(steps_text)]
     for step in steps:
-        if isinstance(step, str) and hasattr(dict, step):
+        if isinstance(step, str) and (hasattr(dict, step) or step.startswith("_")):
             return None
     has_default = literal is not None
     default = _LITERALS.get(literal or "", None)
@@ -377,11 +419,21 @@ def _fast_path(source: str) -> Callable[[dict[str, Any]], Any] | None:
         if node is _SLOW:
             return _SLOW
         for step in steps:
+            # a missing key, an index past the end or a step into None is undefined in Jinja
+            # (ChainableUndefined: it stays undefined to the end); any other miss asks Jinja
+            if node is None:
+                break
             if isinstance(step, str):
-                if type(node) is not dict or step not in node:
+                if type(node) is not dict:
                     return _SLOW
-            elif type(node) is not list or step >= len(node):
+                if step not in node:
+                    node = None
+                    break
+            elif type(node) is not list:
                 return _SLOW
+            elif step >= len(node):
+                node = None
+                break
             node = node[step]
         if has_default:
             return node or (list(default) if isinstance(default, list) else default)
@@ -478,6 +530,18 @@ def load_definition(path: Path, *, shipped: bool = False) -> ProviderDefinition:
         retry_after_header=errors.get("retry_after_header", "Retry-After"),
         json_mode_params=dict((data.get("json_mode") or {}).get("params") or {}),
         pricing={model: Price.from_mapping(p) for model, p in (data.get("pricing") or {}).items()},
+        embeddings=_embeddings_request(data.get("embeddings")),
+    )
+
+
+def _embeddings_request(spec: Any) -> EmbeddingsRequest | None:
+    if not spec:
+        return None
+    return EmbeddingsRequest(
+        method=spec.get("method", "POST"),
+        path=spec["path"],
+        body=spec["body"],
+        has_input_tokens="input_tokens" in (spec.get("usage") or {}),
     )
 
 
@@ -515,6 +579,11 @@ def _template_issues(loaded: Loaded) -> list[Issue]:
         for key, expr in (response.get(section) or {}).items():
             check_expression(("response", section, key), expr)
     check_expression(("errors", "message"), (data.get("errors") or {}).get("message"))
+    embeddings = data.get("embeddings") or {}
+    check_template(("embeddings", "body"), embeddings.get("body"))
+    check_expression(("embeddings", "vector"), embeddings.get("vector"))
+    for key, expr in (embeddings.get("usage") or {}).items():
+        check_expression(("embeddings", "usage", key), expr)
     for cls in ("rate_limited", "retryable", "fatal"):
         for i, pattern in enumerate(((data.get("errors") or {}).get(cls) or {}).get("body") or []):
             try:

@@ -6,7 +6,9 @@ read the answer; this module fills in the case: it renders ``system``,
 request through the shared HTTP layer (:mod:`evalx._http`: retries, Retry-After,
 jittered backoff), optionally paced by ``rate_limit: {rpm: N}``, and turns the
 response into a trajectory with a cost (usage × pricing; ``None`` when no
-price is known — never a silent 0).
+price is known — never a silent 0). A definition with an ``embeddings:``
+section also lets the target embed a text (:meth:`ProviderTarget.embed`), for
+``semantic_similar``'s ``embedding:``.
 """
 
 from __future__ import annotations
@@ -211,6 +213,78 @@ class ProviderTarget:
         traj.request = public
         return traj
 
+    # -- embeddings (semantic_similar's `embedding:` target) ---------------------
+
+    @property
+    def can_embed(self) -> bool:
+        """Whether the provider definition has an ``embeddings:`` request."""
+        return self.definition is not None and self.definition.embeddings is not None
+
+    def _embeddings_request(self, text: str) -> dict[str, Any]:
+        d = self.definition
+        assert d is not None, "start() first"
+        if d.embeddings is None:
+            raise TargetError(f"provider {self.provider!r} has no embeddings request ({d.file} has no embeddings: section)")
+        try:
+            body = d.render_embeddings_body({"model": self.model, "input": text})
+        except DefinitionError as exc:
+            raise TargetError(str(exc)) from None
+        return {"method": d.embeddings.method, "url": self.base_url + "/" + d.embeddings.path.lstrip("/"), "body": body}
+
+    def embedding_cache_key(self, text: str) -> str | None:
+        """sha256 of provider, model, base URL and the rendered embeddings request — never the key."""
+        from .._cache import make_key
+
+        try:
+            request = self._embeddings_request(text)
+        except TargetError:
+            return None  # embed() reports it
+        return make_key("embedding", self.provider, self.model, self.base_url, request["method"], request["url"], request["body"])
+
+    def embedding_cost(self, input_tokens: int) -> float | None:
+        """USD for embedding ``input_tokens`` (input price only); None when no price is known."""
+        return None if self.price is None else self.price.cost(input_tokens, 0)
+
+    async def embed(self, text: str, run: RunContext) -> tuple[list[float], dict[str, Any]]:
+        """The embedding of ``text`` and its usage ``{input_tokens, cost_usd}``, through the same client and retries as invoke()."""
+        assert self.definition is not None and self.client is not None, "start() first"
+        d = self.definition
+        request = self._embeddings_request(text)
+        client = self.client
+        limiter = self.limiter
+
+        async def attempt() -> HttpResponse:
+            if limiter is not None:
+                await limiter.acquire()
+            resp = await client.request_json(request["method"], request["url"], json=request["body"], headers=self.headers, raise_for_status=False)
+            if resp.status >= 400:
+                raise self._http_error(resp)
+            return resp
+
+        resp = await client.retrying(attempt, deadline=time.monotonic() + self.timeout_s)
+        scope = {"response": resp.json_body(), "status": resp.status, "headers": dict(resp.headers)}
+        try:
+            vector = d.evaluate(("embeddings", "vector"), scope)
+            if not isinstance(vector, list) or not vector or not all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in vector):
+                raise DefinitionError(f"{d.where('embeddings', 'vector')}: expected a non-empty list of numbers, got {_shape(vector)}")
+            tokens = self._embedding_tokens(scope)
+        except DefinitionError as exc:
+            raise TargetProtocolError(f"reading the embeddings response of provider {self.provider!r}: {exc}") from None
+        return [float(x) for x in vector], {"input_tokens": tokens, "cost_usd": self.embedding_cost(tokens)}
+
+    def _embedding_tokens(self, scope: dict[str, Any]) -> int:
+        d = self.definition
+        assert d is not None and d.embeddings is not None
+        if not d.embeddings.has_input_tokens:
+            return 0
+        value = d.evaluate(("embeddings", "usage", "input_tokens"), scope)
+        if value is None:
+            return 0
+        try:
+            return max(0, int(value))
+        except (TypeError, ValueError):
+            raise DefinitionError(f"{d.where('embeddings', 'usage', 'input_tokens')}: expected a number of tokens, got {value!r}") from None
+
     # -- responses ---------------------------------------------------------------
 
     def _trajectory(self, data: Any, resp: HttpResponse) -> Trajectory:
@@ -307,6 +381,14 @@ def _retry_after(headers: Any, name: str) -> float | None:
     if name.lower() == "retry-after":
         return retry_after_from(headers)
     return parse_retry_after(headers.get(name))
+
+
+def _shape(value: Any) -> str:
+    """What a response expression gave, briefly (not the value: an embedding can be thousands of numbers)."""
+    if isinstance(value, list):
+        odd = next((x for x in value if not isinstance(x, (int, float)) or isinstance(x, bool)), None)
+        return "an empty list" if not value else f"a list holding {type(odd).__name__}" if odd is not None else f"a list of {len(value)} numbers"
+    return "nothing" if value is None else type(value).__name__
 
 
 def _one_line(text: str, limit: int = 200) -> str:
