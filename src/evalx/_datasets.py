@@ -15,7 +15,7 @@ import io
 import json
 import re
 from bisect import bisect_right
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any
@@ -183,6 +183,7 @@ def load_dataset(
     defaults = {k: v for k, v in raw_defaults.items() if k != "assert"}
     default_asserts: list[dict[str, Any]] = list(raw_defaults.get("assert") or [])
 
+    raws: Iterable[_Raw]
     if "cases" in spec:
         raws = [
             _Raw(data, config_file, path_prefix + ("cases", i), config_line(("cases", i)),
@@ -415,7 +416,7 @@ def _kind(value: Any) -> str:
 
 def _read_path(
     spec_path: str, base_dir: Path, errors: _Errors, config_file: str, line: int | None, path_prefix: KeyPath
-) -> list[_Raw]:
+) -> Iterable[_Raw]:
     where = path_prefix + ("path",) if path_prefix else ()
     full = base_dir / spec_path
     shown = PurePosixPath(Path(spec_path).as_posix())
@@ -434,7 +435,7 @@ def _read_path(
     return _read_file(full, str(shown), errors)
 
 
-def _read_file(path: Path, shown: str, errors: _Errors) -> list[_Raw]:
+def _read_file(path: Path, shown: str, errors: _Errors) -> Iterable[_Raw]:
     try:
         text = path.read_text(encoding="utf-8-sig")
     except (OSError, UnicodeDecodeError) as exc:
@@ -442,7 +443,9 @@ def _read_file(path: Path, shown: str, errors: _Errors) -> list[_Raw]:
         return []
     suffix = path.suffix.lower()
     if suffix == ".jsonl":
-        return list(_read_jsonl(text, shown, errors))
+        # streamed: 100,000 raw cases held at once were ~100 MB of a run's peak RSS (bench/RESULTS.md);
+        # load_dataset reads them once and raises the parse errors after the loop
+        return _read_jsonl(text, shown, errors)
     if suffix == ".csv":
         return list(_read_csv(text, shown, errors))
     if suffix == ".json":

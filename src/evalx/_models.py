@@ -72,9 +72,11 @@ def _copied(value: Any) -> Any:
     """A deep copy of a case field; plain values (most of them) as they are."""
     if isinstance(value, _ATOMIC):
         return value
-    if isinstance(value, list) and all(isinstance(v, _ATOMIC) for v in value):
-        return list(value)
-    return copy.deepcopy(value)
+    if type(value) is dict:
+        return {k: _copied(v) for k, v in value.items()}
+    if type(value) is list:
+        return [_copied(v) for v in value]
+    return copy.deepcopy(value)  # anything else, as dataclasses.asdict would
 
 
 @dataclass
