@@ -81,7 +81,7 @@ class Config:
 
     @property
     def output_dir(self) -> Path:
-        out = (self.data.get("output") or {}).get("dir", "runs")
+        out = str((self.data.get("output") or {}).get("dir", "runs"))
         return (self.base_dir / out).resolve()
 
     def line(self, path: KeyPath) -> int | None:
@@ -207,7 +207,8 @@ def _describe(err: ValidationError) -> tuple[KeyPath, str]:
     path: KeyPath = tuple(err.absolute_path)
     v = err.validator
     if v == "additionalProperties":
-        allowed = list((err.schema.get("properties") or {}).keys())
+        schema = err.schema if isinstance(err.schema, dict) else {}
+        allowed = list((schema.get("properties") or {}).keys())
         extra = [k for k in err.instance if k not in allowed] if isinstance(err.instance, dict) else []
         if extra:
             key = extra[0]
@@ -216,7 +217,7 @@ def _describe(err: ValidationError) -> tuple[KeyPath, str]:
         missing = err.message.split("'")[1] if "'" in err.message else ""
         return (*path, missing) if missing else path, err.message
     if v == "enum" and path and path[-1] == "type":
-        choices = [str(c) for c in err.validator_value]
+        choices = [str(c) for c in err.validator_value] if isinstance(err.validator_value, list) else []
         what = "assertion type" if _is_assertion_path(path) else "type"
         return path, f"unknown {what} {err.instance!r}{_did_you_mean(str(err.instance), choices)}"
     if v == "const" and path and path[-1] == "version":

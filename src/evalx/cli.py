@@ -280,7 +280,8 @@ def providers(config_path: Path) -> None:
         user_dir = providers_dir_of(_load(config_path, check_imports=False))
         if user_dir is not None and not user_dir.is_dir():
             click.echo(f"warning: providers_dir {display_path(user_dir)} is not a directory", err=True)
-    rows, problems = [], []
+    rows: list[list[str]] = []
+    problems: list[str] = []
     for name, entry in available(user_dir).items():
         try:
             d = load_definition(entry.path, shipped=entry.shipped)

@@ -444,15 +444,14 @@ def _to_verdict(result: Any, name: str, threshold: float) -> Verdict:
         return Verdict(score >= threshold, score, f"{name} scored {_fmt(score)} (threshold {_fmt(threshold)})")
     if isinstance(result, dict):
         passed = result.get("pass", result.get("passed"))
-        score = result.get("score")
-        if passed is None and score is None:
+        raw_score = result.get("score")
+        if passed is None and raw_score is None:
             raise ValueError(f"{name} returned a dict without 'pass' or 'score'")
-        if score is not None:
-            score = _check_score(float(score), name)
+        dict_score = None if raw_score is None else _check_score(float(raw_score), name)
         if passed is None:
-            passed = score >= threshold
+            passed = dict_score is not None and dict_score >= threshold
         reason = str(result.get("reason") or f"{name} returned pass={bool(passed)}")
-        return Verdict(bool(passed), float(passed) if score is None else score, reason)
+        return Verdict(bool(passed), float(bool(passed)) if dict_score is None else dict_score, reason)
     raise TypeError(f"{name} returned {type(result).__name__}; expected bool, float, dict or Verdict")
 
 

@@ -18,11 +18,11 @@ def build_target(spec: dict[str, Any], *, defaults: dict[str, Any]) -> Target:
     if kind == "engine":
         from .engine import EngineTarget
 
-        return EngineTarget(spec, defaults=defaults)  # type: ignore[no-any-return]
+        return EngineTarget(spec, defaults=defaults)
     if kind == "provider":
         from .provider import ProviderTarget
 
-        return ProviderTarget(spec, defaults=defaults)  # type: ignore[no-any-return]
+        return ProviderTarget(spec, defaults=defaults)
     raise ValueError(f"unknown target type {kind!r}")
 
 
