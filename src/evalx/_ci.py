@@ -12,12 +12,11 @@ from pathlib import Path
 from typing import Any
 
 from ._compare import markdown_cases, md_escape
+from ._format import pct as _pct
 
 __all__ = ["markdown_summary", "publish_markdown"]
 
 
-def _pct(v: float | None) -> str:
-    return "—" if v is None else f"{v * 100:.1f}%"
 
 
 def markdown_summary(summary: dict[str, Any]) -> str:

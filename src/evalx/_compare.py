@@ -18,6 +18,7 @@ from typing import Any
 
 import yaml
 
+from ._format import ms as _ms, pct as _pct, usd as _usd
 from ._store import RESULTS, read_results
 
 __all__ = [
@@ -258,18 +259,10 @@ def _safe(text: Any, width: int = 160) -> str:
     return line if len(line) <= width else line[: width - 1] + "…"
 
 
-def _pct(v: float | None) -> str:
-    return "—" if v is None else f"{v * 100:.1f}%"
 
 
-def _usd(v: float | None) -> str:
-    return "—" if v is None else f"${v:.4f}"
 
 
-def _ms(v: float | None) -> str:
-    if v is None:
-        return "—"
-    return f"{v:.0f}ms" if v < 1000 else f"{v / 1000:.2f}s"
 
 
 def _int(v: float | None) -> str:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from pathlib import Path
 from typing import Any
+from ._format import pct as _pct
 
 __all__ = ["GATE_KEYS", "active_gates", "apply", "decide", "evaluate", "format_gate_report", "format_outcome", "prepare_baseline"]
 
@@ -59,8 +60,6 @@ def _result(gate: str, scope: str, value: Any, threshold: Any, held: bool | None
     return {"gate": gate, "scope": scope, "value": value, "threshold": threshold, "held": held, "detail": detail}
 
 
-def _pct(v: float | None) -> str:
-    return "—" if v is None else f"{v * 100:.1f}%"
 
 
 def _check(gate: str, threshold: Any, scope: str, figures: dict[str, Any], base: dict[str, Any] | None,

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from ._errors import EvalxError
+from ._format import ms as _ms, pct as _pct, usd as _usd
 
 __all__ = ["RunInfo", "RunNotFound", "format_runs", "list_runs", "read_run", "resolve_run"]
 
@@ -114,18 +115,10 @@ def resolve_run(ref: str, output_dir: Path, *, name: str | None = None, exclude:
     raise RunNotFound(f"no run {ref!r} (not a run id under {output_dir}, nor a run directory)")
 
 
-def _pct(rate: float | None) -> str:
-    return "—" if rate is None else f"{rate * 100:.1f}%"
 
 
-def _usd(value: float | None) -> str:
-    return "—" if value is None else f"${value:.4f}"
 
 
-def _ms(value: float | None) -> str:
-    if value is None:
-        return "—"
-    return f"{value:.0f}ms" if value < 1000 else f"{value / 1000:.2f}s"
 
 
 def format_runs(runs: list[RunInfo]) -> str:

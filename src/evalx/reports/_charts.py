@@ -8,6 +8,8 @@ Charts scale to their container through ``viewBox``.
 from __future__ import annotations
 
 import math
+
+from .._format import usd as _usd
 from collections.abc import Sequence
 
 from markupsafe import Markup, escape
@@ -231,8 +233,3 @@ def cost_per_target(
     body.append(f'<text x="{LABEL_W}" y="{y + 8:.1f}" class="tick">{escape(note)}</text>')
     return _svg(y + 14, body, "Cost per target" if priced else "Tokens per target")
 
-
-def _usd(value: float | None) -> str:
-    if value is None:
-        return "—"
-    return f"${value:,.2f}" if value >= 100 else f"${value:.4f}"

@@ -55,7 +55,7 @@ from .. import __version__
 from .._models import STATUSES
 from .._store import read_results
 from . import _charts
-from ._summary import _ci, _count, _duration, _ms, _pct, _usd
+from .._format import ci as _ci, count as _count, duration as _duration, ms as _ms, pct as _pct, usd as _usd
 
 __all__ = ["clean_text", "embed_json", "write_html"]
 

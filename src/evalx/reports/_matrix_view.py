@@ -23,7 +23,8 @@ from typing import Any
 from tabulate import SEPARATING_LINE, tabulate  # type: ignore[import-untyped,unused-ignore]  # no stubs shipped
 
 from .._repeats import DEFAULT_RULE, Tally, case_status
-from ._summary import _ci, _clip, _flaky_lines, _ms, _one_line, _pct, _usd
+from .._format import ci as _ci, clip as _clip, ms as _ms, pct as _pct, usd as _usd
+from ._summary import _flaky_lines, _one_line
 
 __all__ = ["format_matrix"]
 

@@ -20,6 +20,7 @@ from typing import Any
 from tabulate import tabulate  # type: ignore[import-untyped,unused-ignore]  # no stubs shipped
 
 from .. import _stats
+from .._format import ci as _ci, clip as _clip, count as _count, duration as _duration, ms as _ms, pct as _pct, usd as _usd
 from .._models import STATUSES
 from .._repeats import DEFAULT_RULE, RULES, Tally, case_status, status_of
 
@@ -578,47 +579,18 @@ def _one_line(text: Any) -> str:
     return " ".join(_CONTROL.sub(visible, str(text)).split())
 
 
-def _clip(text: str, width: int) -> str:
-    return text if len(text) <= width else text[: width - 1] + "…"
 
 
-def _pct(rate: float | None) -> str:
-    return "—" if rate is None else f"{rate * 100:.1f}%"
 
 
-def _ci(ci: list[float] | None) -> str:
-    return "—" if not ci else f"{ci[0] * 100:.1f}–{ci[1] * 100:.1f}%"
 
 
-def _ms(value: float | None) -> str:
-    if value is None:
-        return "—"
-    if value < 10:
-        return f"{value:.1f}ms"
-    if value < 1000:
-        return f"{value:.0f}ms"
-    if value < 60_000:
-        return f"{value / 1000:.2f}s"
-    minutes, seconds = divmod(value / 1000, 60)
-    return f"{minutes:.0f}m{seconds:04.1f}s"
 
 
-def _duration(seconds: float | None) -> str:
-    return "—" if seconds is None else _ms(seconds * 1000)
 
 
-def _count(n: int) -> str:
-    if n < 10_000:
-        return f"{n:,}"
-    if n < 1_000_000:
-        return f"{n / 1000:.1f}k"
-    return f"{n / 1_000_000:.1f}M"
 
 
-def _usd(value: float | None) -> str:
-    if value is None:
-        return "—"
-    return f"${value:,.2f}" if value >= 100 else f"${value:.4f}"
 
 
 def _flaky_lines(flaky: list[_Json], paint: Any) -> list[str]:
