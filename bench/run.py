@@ -66,14 +66,79 @@ EVALX_SRC = ""  # --evalx-src: run evalx from another source tree (a "before" co
 @dataclass
 class Proc:
     wall_s: float
-    maxrss_mb: float
+    maxrss_mb: float  # os.wait4: the largest of the process and the children it reaped (Linux)
     returncode: int
     stdout: str
     stderr: str
+    tree_rss_mb: float | None = None  # sampled: peak of the sum of RSS over the process and its descendants
+    tree_pss_mb: float | None = None  # sampled: peak of the sum of PSS (shared pages split between sharers)
+    processes: int = 1  # how many processes the tree had at most
 
 
-def run_process(cmd: list[str], *, cwd: Path | None = None) -> Proc:
-    """Run ``cmd`` to completion: wall time from spawn to exit and the child's own peak RSS (``os.wait4``)."""
+def _tree(pid: int) -> list[int]:
+    """``pid`` and its descendants (from /proc/PID/task/TID/children)."""
+    out, todo = [], [pid]
+    while todo:
+        p = todo.pop()
+        out.append(p)
+        try:
+            for task in os.listdir(f"/proc/{p}/task"):
+                with open(f"/proc/{p}/task/{task}/children") as f:
+                    todo.extend(int(c) for c in f.read().split())
+        except OSError:
+            continue
+    return out
+
+
+def _kb(path: str, field: str) -> int:
+    try:
+        with open(path) as f:
+            for line in f:
+                if line.startswith(field):
+                    return int(line.split()[1])
+    except OSError:
+        pass
+    return 0
+
+
+class TreeSampler:
+    """Samples the memory of a process tree every ``interval`` seconds, in a thread of the bench process.
+
+    A forked child starts with its parent's pages mapped (shared copy-on-write), so the sum of RSS
+    counts those pages once per process: an upper bound. PSS splits each shared page between the
+    processes that map it, so the sum of PSS is the tree's real footprint.
+    """
+
+    def __init__(self, pid: int, interval: float = 0.005) -> None:
+        import threading
+
+        self.pid, self.interval = pid, interval
+        self.rss = self.pss = 0
+        self.processes = 1
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            pids = _tree(self.pid)
+            rss = sum(_kb(f"/proc/{p}/status", "VmRSS:") for p in pids)
+            pss = sum(_kb(f"/proc/{p}/smaps_rollup", "Pss:") for p in pids)
+            self.rss, self.pss = max(self.rss, rss), max(self.pss, pss)
+            self.processes = max(self.processes, len(pids))
+            self._stop.wait(self.interval)
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join()
+
+
+def run_process(cmd: list[str], *, cwd: Path | None = None, sample_memory: bool = False) -> Proc:
+    """Run ``cmd`` to completion: wall time from spawn to exit and peak RSS.
+
+    ``os.wait4`` gives the largest peak RSS of the process and of the children it waited for;
+    with ``sample_memory`` the whole process tree is also sampled every 5 ms (:class:`TreeSampler`).
+    """
     import tempfile
 
     env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "ANTHROPIC_", "EVALX_"))}
@@ -83,12 +148,18 @@ def run_process(cmd: list[str], *, cwd: Path | None = None) -> Proc:
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
         t0 = time.perf_counter()
         p = subprocess.Popen(cmd, cwd=cwd, env=env, stdout=out, stderr=err, stdin=subprocess.DEVNULL)
-        _, status, usage = os.wait4(p.pid, 0)  # reaps the child: its rusage alone, not every child's
+        sampler = TreeSampler(p.pid) if sample_memory else None
+        _, status, usage = os.wait4(p.pid, 0)
         wall = time.perf_counter() - t0
+        if sampler is not None:
+            sampler.stop()
         p.returncode = os.waitstatus_to_exitcode(status)
         out.seek(0)
         err.seek(0)
-        return Proc(wall, usage.ru_maxrss / 1024, p.returncode, out.read().decode(errors="replace"), err.read().decode(errors="replace"))
+        proc = Proc(wall, usage.ru_maxrss / 1024, p.returncode, out.read().decode(errors="replace"), err.read().decode(errors="replace"))
+        if sampler is not None:
+            proc.tree_rss_mb, proc.tree_pss_mb, proc.processes = sampler.rss / 1024, sampler.pss / 1024, sampler.processes
+        return proc
 
 
 # -- generated configs ------------------------------------------------------------
@@ -128,11 +199,11 @@ output: {{dir: runs}}
     return config
 
 
-def evalx_run(config: Path, *extra: str) -> tuple[Proc, dict[str, Any]]:
+def evalx_run(config: Path, *extra: str, sample_memory: bool = False) -> tuple[Proc, dict[str, Any]]:
     runs = config.parent / "runs"
     if runs.exists():
         shutil.rmtree(runs)
-    proc = run_process([*EVALX, "run", "-c", str(config), "--no-cache", "-q", *extra], cwd=config.parent)
+    proc = run_process([*EVALX, "run", "-c", str(config), "--no-cache", "-q", *extra], cwd=config.parent, sample_memory=sample_memory)
     if proc.returncode != 0:
         raise SystemExit(f"evalx run failed ({proc.returncode}): {proc.stderr[-2000:]}")
     (run_dir,) = list(runs.iterdir())
@@ -241,12 +312,18 @@ def bench_memory(args: argparse.Namespace, rows: list[dict[str, Any]], extra: di
     n = args.scale(100_000)
     config = make_project("memory", "python", n, concurrency=8)
     validate = run_process([*EVALX, "validate", "-c", str(config)], cwd=config.parent)
-    proc, run = evalx_run(config)
+    proc, run = evalx_run(config, sample_memory=True)
     shutil.rmtree(config.parent / "runs")  # ~100 MB of results and reports
+    # judged on the largest of: wait4's peak (largest single process) and the sampled peak of the
+    # SUM of RSS over evalx and its children (shared pages counted in each: an upper bound)
+    peak = max(proc.maxrss_mb, proc.tree_rss_mb or 0.0)
     rows.append({
-        "benchmark": "memory: peak RSS of evalx run", "n": n, "evalx": round(proc.maxrss_mb, 1), "reference": round(validate.maxrss_mb, 1),
-        "unit": "MB", "ratio": None, "target": "<= 300 MB", "met": proc.maxrss_mb <= 300,
-        "note": f"reference: evalx validate (config + {n} cases loaded); run wall {proc.wall_s:.1f} s",
+        "benchmark": "memory: peak RSS of evalx run (+children)", "n": n, "evalx": round(peak, 1), "reference": round(validate.maxrss_mb, 1),
+        "unit": "MB", "ratio": None, "target": "<= 300 MB", "met": peak <= 300,
+        "note": (f"reference: evalx validate (config + {n} cases loaded); largest process {proc.maxrss_mb:.0f} MB (wait4), "
+                 f"sum of RSS over {proc.processes} processes {proc.tree_rss_mb or 0:.0f} MB, sum of PSS {proc.tree_pss_mb or 0:.0f} MB "
+                 f"(sampled every 5 ms); run wall {proc.wall_s:.1f} s"),
+        "maxrss_mb": round(proc.maxrss_mb, 1), "tree_rss_mb": round(proc.tree_rss_mb or 0, 1), "tree_pss_mb": round(proc.tree_pss_mb or 0, 1),
     })
     print(_line(rows[-1]), flush=True)
 
@@ -332,17 +409,22 @@ def bench_reports(args: argparse.Namespace, rows: list[dict[str, Any]], extra: d
     reports_pkg.write_junit, reports_pkg.write_html = timed("junit.xml", real_junit), timed("report.html", real_html)  # type: ignore[assignment]
     try:
         t0 = time.perf_counter()
-        write_reports(out, summary, name=summary.get("name", ""), run_id=summary["run_id"])
+        write_reports(out, summary, name=summary.get("name", ""), run_id=summary["run_id"], parallel=False)  # one after the other: each part timed
         all_reports = time.perf_counter() - t0
     finally:
         reports_pkg.write_junit, reports_pkg.write_html = real_junit, real_html  # type: ignore[assignment]
     timings["summary.json + summary.txt"] = all_reports - sum(parts.values())
     timings.update(parts)
     total = sum(timings.values())
+    # as `evalx report` writes them: report.html in a forked child while JUnit + summary are written here
+    t0 = time.perf_counter()
+    write_reports(out, summary, name=summary.get("name", ""), run_id=summary["run_id"])
+    parallel = time.perf_counter() - t0
     rows.append({
         "benchmark": "reports: results + summary + JUnit + HTML", "n": len(results), "evalx": round(total, 3), "reference": round(reference, 3),
         "unit": "s", "ratio": None, "target": "<= 5 s", "met": total <= 5.0,
-        "note": "; ".join(f"{k} {v:.2f} s" for k, v in timings.items()) + "; reference: json lines only",
+        "note": "; ".join(f"{k} {v:.2f} s" for k, v in timings.items())
+        + f"; the three reports with HTML on the second core {parallel:.2f} s; reference: json lines only",
     })
     print(_line(rows[-1]), flush=True)
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import random
 from dataclasses import asdict
 from typing import Any
@@ -122,3 +123,82 @@ def test_cell_timeout_still_fires_and_an_outer_cancel_still_cancels() -> None:
         raise AssertionError("the cancel was swallowed")
 
     asyncio.run(main())
+
+
+# -- the OpenAI request body without Jinja ------------------------------------------------
+
+
+def _random_value(rng: random.Random, depth: int = 0) -> Any:
+    roll = rng.random()
+    if depth < 3 and roll < 0.25:
+        return {rng.choice(["a", "model", "é", "k<>&"]) + str(i): _random_value(rng, depth + 1) for i in range(rng.randint(0, 3))}
+    if depth < 3 and roll < 0.4:
+        return [_random_value(rng, depth + 1) for _ in range(rng.randint(0, 3))]
+    if roll < 0.45:
+        return (1, "t")  # a tuple: tojson makes it a list
+    return rng.choice([None, 0, -3, 2.5, True, False, "", "x", 'q"uote\\', "😀\u2028", "{{ not a template }}"])
+
+
+def test_openai_body_fast_path_agrees_with_jinja() -> None:
+    from evalx._providers import OPENAI_BODY, _compile_template, _openai_body, find_provider
+
+    assert find_provider("openai", None).body == OPENAI_BODY  # the shipped body takes the fast path
+    rng = random.Random(7)
+    answered = 0
+    for _ in range(2000):
+        params_keys = rng.sample(["temperature", "max_tokens", "model", "messages", "tools", "response_format"], rng.randint(0, 3))
+        scope: dict[str, Any] = {
+            "model": rng.choice(["gpt-x", "m", 3]),
+            "messages": [{"role": rng.choice(["user", "assistant"]), "content": _random_value(rng)} for _ in range(rng.randint(0, 3))],
+            "system": rng.choice([None, "", "be brief", _random_value(rng)]),
+            "params": {k: _random_value(rng) for k in params_keys},
+            "tools": [{"name": f"t{i}", "parameters": _random_value(rng)} for i in range(rng.choice([0, 0, 1, 2]))],
+            "json_mode": False,
+        }
+        if rng.random() < 0.05:
+            scope["params"][1] = "a non-string key"  # Jinja renders invalid JSON: left to it
+        fast = _openai_body(scope)
+        try:
+            slow: Any = json.loads(_compile_template(OPENAI_BODY).render(**scope))
+        except ValueError:
+            slow = "invalid"
+        if fast is _SLOW:
+            continue
+        answered += 1
+        assert json.dumps(fast, sort_keys=False) == json.dumps(slow, sort_keys=False), scope
+    assert answered > 1500
+    assert _openai_body({"model": "m", "messages": "not a list", "system": None, "params": {}, "tools": []}) is _SLOW
+    assert _openai_body({"model": "m", "messages": []}) is _SLOW  # missing names: Jinja's StrictUndefined error
+
+
+def test_openai_body_fast_path_raises_what_tojson_raises() -> None:
+    import datetime
+
+    import pytest
+
+    from evalx._providers import OPENAI_BODY, _compile_template, _openai_body
+
+    scope = {"model": "m", "messages": [], "system": None, "params": {"when": datetime.date(2026, 1, 1)}, "tools": []}
+    with pytest.raises(TypeError) as fast:
+        _openai_body(scope)
+    with pytest.raises(TypeError) as slow:
+        _compile_template(OPENAI_BODY).render(**scope)
+    assert str(fast.value) == str(slow.value)
+
+
+# -- the HTML report's indented JSON ------------------------------------------------------
+
+
+def test_indented_json_is_json_dumps() -> None:
+    from evalx.reports._html import indented_json
+
+    rng = random.Random(11)
+    for _ in range(5000):
+        value = _random_value(rng)
+        value = {"v": value, "n": [float("nan"), float("inf"), -0.0, 10**30, 1e-7]} if rng.random() < 0.1 else value
+        assert indented_json(value) == json.dumps(value, ensure_ascii=False, indent=2, default=str)
+    deep: Any = 1
+    for _ in range(60):
+        deep = [deep]
+    for odd in ({1: 2}, {True: [1]}, {"a": object()}, deep, {"s": {1, 2}}):
+        assert indented_json(odd) == json.dumps(odd, ensure_ascii=False, indent=2, default=str)

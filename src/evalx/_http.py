@@ -335,6 +335,10 @@ async def retrying(
 # ------------------------------------------------------------------ responses
 
 
+#: request bodies: ``json.dumps(body, ensure_ascii=False, default=str)``, one encoder for all
+_BODY_ENCODER = _json.JSONEncoder(ensure_ascii=False, default=str)
+
+
 @dataclass
 class HttpResponse:
     """A whole response: status, headers (case-insensitive), text and parsed JSON (None if not JSON)."""
@@ -479,7 +483,7 @@ class HttpClient:
             return None, out
         if not any(k.lower() == "content-type" for k in out):
             out["Content-Type"] = "application/json"
-        return _json.dumps(json, ensure_ascii=False, default=str).encode("utf-8"), out
+        return _BODY_ENCODER.encode(json).encode("utf-8"), out
 
     async def request_json(
         self,

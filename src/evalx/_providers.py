@@ -25,7 +25,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from jinja2 import ChainableUndefined, StrictUndefined, TemplateError, TemplateSyntaxError
+from jinja2 import ChainableUndefined, StrictUndefined, TemplateError, TemplateSyntaxError, Undefined
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 from jsonschema import Draft202012Validator
 
@@ -283,6 +283,8 @@ class ProviderDefinition:
     json_mode_params: dict[str, Any] = field(default_factory=dict)
     pricing: dict[str, Price] = field(default_factory=dict)
     embeddings: EmbeddingsRequest | None = None  # None: this provider cannot embed
+    #: response expression path -> (its source, or None; its plain-Python reader, or None), looked up once
+    _expressions: dict[tuple[str, ...], tuple[Any, Callable[[dict[str, Any]], Any] | None]] = field(default_factory=dict, repr=False, compare=False)
 
     @property
     def file(self) -> str:
@@ -313,6 +315,10 @@ class ProviderDefinition:
     # -- rendering and extraction ----------------------------------------------
 
     def render_body(self, scope: dict[str, Any]) -> Any:
+        if self.body == OPENAI_BODY:
+            body = _openai_body(scope)
+            if body is not _SLOW:
+                return body
         try:
             text = _compile_template(self.body).render(**scope)
         except TemplateError as exc:
@@ -342,12 +348,15 @@ class ProviderDefinition:
 
     def evaluate(self, path: tuple[str, ...], scope: dict[str, Any]) -> Any:
         """Evaluate the response expression at ``path`` (e.g. ``("response", "text")``)."""
-        node: Any = self.loaded.data
-        for part in path:
-            node = node.get(part) if isinstance(node, dict) else None
+        found = self._expressions.get(path)
+        if found is None:
+            node: Any = self.loaded.data
+            for part in path:
+                node = node.get(part) if isinstance(node, dict) else None
+            found = self._expressions[path] = (node, _fast_path(node) if isinstance(node, str) else None)
+        node, fast = found
         if not isinstance(node, str):
             return None
-        fast = _fast_path(node)
         if fast is not None:
             value = fast(scope)
             if value is not _SLOW:
@@ -373,6 +382,49 @@ class ProviderDefinition:
         if status >= 500 or status == 408:
             return "retryable"
         return "fatal"
+
+
+#: providers/openai.yaml's request body (also what OpenAI-compatible definitions copy): built by
+#: :func:`_openai_body` without Jinja when a definition's body is exactly this text
+OPENAI_BODY = (
+    '{\n  "model": {{ model | tojson }},\n  "messages": {{ (([{"role": "system", "content": system}] if system else []) + messages) | tojson }}\n'
+    '  {%- if tools %},\n  "tools": [\n    {%- for t in tools %}{{ "," if not loop.first }}{"type": "function", "function": {{ t | tojson }}}{% endfor -%}\n'
+    "  ]\n  {%- endif %}\n  {%- for key, value in params.items() %},\n  {{ key | tojson }}: {{ value | tojson }}\n  {%- endfor %}\n}\n"
+)
+
+
+_OPENAI_SCOPE = frozenset({"model", "messages", "system", "params", "tools"})
+
+
+def _openai_body(scope: dict[str, Any]) -> Any:
+    """What :data:`OPENAI_BODY` renders to, then ``json.loads``, in plain Python; ``_SLOW`` for unusual scopes.
+
+    Rendering the body template cost a Jinja context and a JSON parse per
+    cell (bench/RESULTS.md). The dict is built as the template lays it out —
+    a params key repeating ``model``/``messages``/``tools`` replaces the value
+    in place, as ``json.loads`` keeps the last duplicate — and goes through
+    one ``json.dumps``/``json.loads`` round trip, so values are copied and
+    normalised (tuples to lists, keys to strings) and an unserialisable value
+    raises the same TypeError the template's ``tojson`` does. Anything the
+    template would treat differently (messages, tools or params of another
+    type, a params key that is not a string) is left to Jinja; a test checks
+    the two agree.
+    """
+    if not _OPENAI_SCOPE <= scope.keys():
+        return _SLOW  # the template's StrictUndefined error, from Jinja
+    messages, params, tools, system = scope["messages"], scope["params"], scope["tools"], scope["system"]
+    if type(messages) is not list or type(params) is not dict or type(tools) is not list:
+        return _SLOW
+    if not all(type(key) is str for key in params):
+        return _SLOW
+    body: dict[str, Any] = {
+        "model": scope["model"],
+        "messages": ([{"role": "system", "content": system}] if system else []) + messages,
+    }
+    if tools:
+        body["tools"] = [{"type": "function", "function": t} for t in tools]
+    body.update(params)
+    return json.loads(json.dumps(body, ensure_ascii=False))
 
 
 @lru_cache(maxsize=256)
@@ -451,8 +503,6 @@ def _strip_braces(source: str) -> str:
 
 def _plain(value: Any) -> Any:
     """Jinja undefined values (and those nested in lists) become None."""
-    from jinja2 import Undefined
-
     if isinstance(value, Undefined):
         return None
     if isinstance(value, list):

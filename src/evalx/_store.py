@@ -32,8 +32,13 @@ def _json_default(value: Any) -> Any:
     return repr(value)
 
 
+#: one encoder for every line (``json.dumps`` with options builds a new one per call)
+_ENCODER = json.JSONEncoder(ensure_ascii=False, default=_json_default, separators=(",", ":"))
+
+
 def dumps(value: Any) -> str:
-    return json.dumps(value, ensure_ascii=False, default=_json_default, separators=(",", ":"))
+    """``json.dumps(value, ensure_ascii=False, default=_json_default, separators=(",", ":"))``."""
+    return _ENCODER.encode(value)
 
 
 class ResultWriter:
@@ -71,6 +76,11 @@ class ResultWriter:
         self._file.write(line)
         self._file.flush()
         self._offsets.append((int(result["index"]), offset, len(line)))
+
+    @property
+    def lines(self) -> list[tuple[int, int, int]]:
+        """(index, offset, length) of every line in the file so far, in file order."""
+        return self._offsets
 
     @property
     def count(self) -> int:

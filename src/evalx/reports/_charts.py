@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 
 from .._format import usd as _usd
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from markupsafe import Markup, escape
 
@@ -119,7 +119,7 @@ def _nice_ms(value: float) -> str:
     return f"{value / 1000:g}s"
 
 
-def latency_distribution(targets: Sequence[str], latencies: dict[str, list[float]]) -> Markup:
+def latency_distribution(targets: Sequence[str], latencies: Mapping[str, Sequence[float]]) -> Markup:
     """Per target, a histogram of latencies on a shared log axis, with p50 and p95 marked."""
     drawn = [t for t in targets[:MAX_TARGETS] if latencies.get(t)]
     if not drawn:

@@ -5,7 +5,17 @@
 (:mod:`._charts`) and the cells embedded once as JSON in a
 ``<script type="application/json">`` that the page renders from. Nothing is
 fetched, so the file works from a CI artifact or an email attachment; a
-Content-Security-Policy forbids the network and every script but ours.
+Content-Security-Policy forbids the network and every script but ours (its
+hash covers report.js alone, never the data).
+
+The rows are never all in memory: each case and cell row is encoded as it is
+read into a spool (memory while small, a temporary file past
+:data:`SPOOL_BYTES`); the page (header and charts need only the summary and
+small per-target aggregates) is rendered around a marker, and the embedded
+JSON is streamed in its place, byte for byte what one ``embed_json`` of the
+whole payload gives. A case is numbered when first seen; a results file whose
+cases are not contiguous (a killed run's completion order) is read a second
+time with a full case index.
 
 Every string from a run (model output, case fields, errors) is untrusted:
 the template autoescapes; :func:`embed_json` escapes ``< > &`` and
@@ -42,6 +52,10 @@ import json
 import math
 import os
 import re
+import shutil
+import tempfile
+import uuid
+from array import array
 from collections.abc import Iterable
 from datetime import datetime
 from importlib import resources
@@ -78,6 +92,8 @@ LEAN_FACTOR = 20  # lean caps are the caps above divided by this
 LEAN_EVENTS = 0
 #: newly failing / passing entries embedded from a baseline
 MAX_CHANGES = 2_000
+#: encoded rows are kept in memory up to this many characters, then spilled to a temporary file
+SPOOL_BYTES = 4 * 1024 * 1024
 
 _Json = dict[str, Any]
 
@@ -100,6 +116,70 @@ def _visible(match: re.Match[str]) -> str:
     return "\ufffd"
 
 
+class _NotPlain(Exception):
+    """A value :func:`indented_json` leaves to ``json.dumps``."""
+
+
+def indented_json(value: Any) -> str:
+    """``json.dumps(value, ensure_ascii=False, indent=2, default=str)``, faster for plain JSON data.
+
+    With ``indent`` the json module encodes in pure Python (the C encoder takes
+    no indent), which made the request dict of every cell the HTML report's
+    largest cost (bench/RESULTS.md). Data read back from ``results.jsonl`` is
+    plain JSON — str-keyed dicts, lists, strings, numbers, booleans, None —
+    and is laid out here with the C string encoder; anything else (other key
+    types, other objects, deep nesting) goes to ``json.dumps`` itself. A test
+    checks the two agree.
+    """
+    try:
+        return _indented(value, "\n")
+    except _NotPlain:
+        return json.dumps(value, ensure_ascii=False, indent=2, default=str)
+
+
+_encode_str = json.encoder.encode_basestring  # the C version when available, as json.dumps(ensure_ascii=False) uses
+
+
+def _indented(value: Any, newline: str) -> str:
+    kind = type(value)
+    if kind is str:
+        return _encode_str(value)
+    if kind is dict:
+        if not value:
+            return "{}"
+        if len(newline) > 64:  # 32 levels deep: leave recursion limits and cycles to json
+            raise _NotPlain
+        inner = newline + "  "
+        parts = []
+        for key, item in value.items():
+            if type(key) is not str:
+                raise _NotPlain
+            parts.append(_encode_str(key) + ": " + _indented(item, inner))
+        return "{" + inner + ("," + inner).join(parts) + newline + "}"
+    if kind is list:
+        if not value:
+            return "[]"
+        if len(newline) > 64:
+            raise _NotPlain
+        inner = newline + "  "
+        return "[" + inner + ("," + inner).join([_indented(item, inner) for item in value]) + newline + "]"
+    if value is None:
+        return "null"
+    if value is True:
+        return "true"
+    if value is False:
+        return "false"
+    if kind is int:
+        return int.__repr__(value)
+    if kind is float:
+        if value != value:
+            return "NaN"
+        if value in (math.inf, -math.inf):
+            return "Infinity" if value > 0 else "-Infinity"
+        return float.__repr__(value)
+    raise _NotPlain
+
+
 def clean_text(value: Any) -> str:
     """Untrusted text made harmless to show: ANSI escapes removed, control characters visible.
 
@@ -112,7 +192,7 @@ def clean_text(value: Any) -> str:
         text = value
     else:
         try:
-            text = json.dumps(value, ensure_ascii=False, indent=2, default=str)
+            text = indented_json(value)
         except (TypeError, ValueError):
             text = str(value)
     if "\x1b" in text:
@@ -178,31 +258,82 @@ class _Embedder:
         return text
 
 
-class _ReportData:
-    """Everything the page needs, gathered in one pass over the results."""
+class _Rows:
+    """A JSON array's items, each encoded by :func:`embed_json` as it comes, in a spool."""
 
-    def __init__(self, target_order: Iterable[str]) -> None:
+    def __init__(self, spool_dir: Path | None) -> None:
+        self.count = 0
+        self.spool = tempfile.SpooledTemporaryFile(max_size=SPOOL_BYTES, mode="w+", encoding="utf-8", errors="replace", newline="\n", dir=None if spool_dir is None else str(spool_dir))
+
+    def add(self, row: _Json) -> None:
+        self.spool.write("," + embed_json(row) if self.count else embed_json(row))
+        self.count += 1
+
+    def copy_to(self, out: Any) -> None:
+        self.spool.seek(0)
+        shutil.copyfileobj(self.spool, out, 1 << 20)
+
+    def close(self) -> None:
+        self.spool.close()
+
+
+class _CasesNotContiguous(Exception):
+    """A case came back after another one started: number the cases with a full index instead."""
+
+
+class _ReportData:
+    """Everything the page needs, gathered in one pass over the results.
+
+    With ``index_cases=False`` only the current case is remembered (matrix
+    order keeps a case's cells together), plus the hashes of finished ones to
+    notice when that does not hold (:class:`_CasesNotContiguous`).
+    """
+
+    def __init__(self, target_order: Iterable[str], *, spool_dir: Path | None = None, index_cases: bool = True) -> None:
         self.embed = _Embedder()
         self.targets: dict[str, int] = {}
         for target in target_order:
             self.targets.setdefault(clean_text(target), len(self.targets))
+        self.index_cases = index_cases
         self.cases: dict[tuple[str, str], int] = {}
-        self.case_rows: list[_Json] = []
-        self.cells: list[_Json] = []
+        self.current_case: tuple[tuple[str, str], int] | None = None
+        self.finished_cases: set[int] = set()
+        self.case_rows = _Rows(spool_dir)
+        self.cells = _Rows(spool_dir)
         self.max_repeat = 0
         # for the charts: (category, target) -> [passed, decided]; target -> latencies
         self.by_category: dict[str, dict[str, list[int]]] = {}
-        self.latencies: dict[str, list[float]] = {}
+        self.latencies: dict[str, array[float]] = {}
+
+    def close(self) -> None:
+        self.case_rows.close()
+        self.cells.close()
+
+    def _case_index(self, result: _Json, dataset: str, case_id: str) -> int:
+        key = (dataset, case_id)
+        if self.index_cases:
+            c = self.cases.get(key)
+            if c is None:
+                c = self.cases[key] = self.case_rows.count
+                self.case_rows.add(self._case(result, dataset, case_id))
+            return c
+        if self.current_case is not None:
+            if self.current_case[0] == key:
+                return self.current_case[1]
+            self.finished_cases.add(hash(self.current_case[0]))
+        if hash(key) in self.finished_cases:  # (a hash collision only costs the second pass)
+            raise _CasesNotContiguous
+        c = self.case_rows.count
+        self.case_rows.add(self._case(result, dataset, case_id))
+        self.current_case = (key, c)
+        return c
 
     def add(self, result: _Json) -> None:
         target = clean_text(result.get("target") or "")
         t = self.targets.setdefault(target, len(self.targets))
         dataset = clean_text(result.get("dataset") or "")
         case_id = clean_text(result.get("case_id") or "")
-        c = self.cases.get((dataset, case_id))
-        if c is None:
-            c = self.cases[(dataset, case_id)] = len(self.case_rows)
-            self.case_rows.append(self._case(result, dataset, case_id))
+        c = self._case_index(result, dataset, case_id)
 
         status = result.get("status")
         status = status if status in STATUSES else "error"  # an unknown status must never read as a pass
@@ -271,7 +402,7 @@ class _ReportData:
                 cell["evN"] = len(events)
                 if output.get("events_truncated"):
                     cell["evT"] = 1  # the target already dropped some
-        self.cells.append(cell)
+        self.cells.add(cell)
 
         category = clean_text(result.get("category") or "general")
         if status != "skipped":
@@ -279,7 +410,10 @@ class _ReportData:
             counts[0] += status == "pass"
             counts[1] += 1
         if latency is not None and latency >= 0:
-            self.latencies.setdefault(target, []).append(latency)
+            values = self.latencies.get(target)
+            if values is None:
+                values = self.latencies[target] = array("d")
+            values.append(latency)
 
     def _case(self, result: _Json, dataset: str, case_id: str) -> _Json:
         row: _Json = {"d": dataset, "id": case_id}
@@ -500,6 +634,33 @@ def _header(summary: _Json, data: _ReportData) -> _Json:
     }
 
 
+def _gather(results_path: Path, summary: dict[str, Any], spool_dir: Path) -> _ReportData:
+    """One pass over ``results_path`` (two if its cases are not contiguous)."""
+    target_order = summary.get("per_target") or {}
+    data = _ReportData(target_order, spool_dir=spool_dir, index_cases=False)
+    if not results_path.exists():
+        return data
+    try:
+        for result in read_results(results_path):
+            if isinstance(result, dict):
+                data.add(result)
+        return data
+    except _CasesNotContiguous:
+        data.close()
+    except BaseException:
+        data.close()
+        raise
+    data = _ReportData(target_order, spool_dir=spool_dir, index_cases=True)
+    try:
+        for result in read_results(results_path):
+            if isinstance(result, dict):
+                data.add(result)
+    except BaseException:
+        data.close()
+        raise
+    return data
+
+
 def write_html(results_path: Path, summary: dict[str, Any], out: Path, *, baseline: dict[str, Any] | None = None) -> None:
     """Write the self-contained HTML report of the run in ``results_path`` to ``out``.
 
@@ -508,11 +669,15 @@ def write_html(results_path: Path, summary: dict[str, Any], out: Path, *, baseli
     "p99_ms", "newly_failing": [...], "newly_passing": [...]}`` (entries are
     ``{"target", "dataset", "case_id"}`` mappings or case ids).
     """
-    data = _ReportData(summary.get("per_target") or {})
-    if results_path.exists():
-        for result in read_results(results_path):
-            if isinstance(result, dict):
-                data.add(result)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    data = _gather(Path(results_path), summary, out.parent)
+    try:
+        _write_page(data, summary, out, baseline)
+    finally:
+        data.close()
+
+
+def _write_page(data: _ReportData, summary: dict[str, Any], out: Path, baseline: dict[str, Any] | None) -> None:
     header = _header(summary, data)
     versus = _baseline_view(baseline, summary)
     targets = list(data.targets)
@@ -529,37 +694,47 @@ def write_html(results_path: Path, summary: dict[str, Any], out: Path, *, baseli
             {t: per_target[t]["tokens"] for t in targets},
         ),
     }
-    payload = {
-        "v": 1,
-        "run_id": header["run_id"],
-        "targets": targets,
-        "colors": [_charts.color(i) for i in range(len(targets))],
-        "repeats": data.max_repeat > 0,
-        "lean": data.embed.lean,
-        "cases": data.case_rows,
-        "cells": data.cells,
-        "changes": versus["changes"] if versus else None,
-    }
+    # The payload is {"v", "run_id", "targets", "colors", "repeats", "lean", "cases", "cells", "changes"}:
+    # encoded around the two spooled arrays, it is exactly embed_json() of the whole dict.
+    head = embed_json(
+        {
+            "v": 1,
+            "run_id": header["run_id"],
+            "targets": targets,
+            "colors": [_charts.color(i) for i in range(len(targets))],
+            "repeats": data.max_repeat > 0,
+            "lean": data.embed.lean,
+        }
+    )
+    changes = embed_json(versus["changes"] if versus else None)
     js = _script(_template_file("report.js"))
-    script_hash = hashlib.sha256(js.encode("utf-8")).digest()
-    page = _environment().get_template("report.html.j2").generate(
+    script_hash = hashlib.sha256(js.encode("utf-8")).digest()  # our script only: the data is not code
+    marker = f"\x00evalx-data-{uuid.uuid4().hex}\x00"  # cannot come out of the escaped page text
+    page = _environment().get_template("report.html.j2").render(
         h=header,
         baseline=versus,
         charts=charts,
         css=_template_file("report.css"),
         js=Markup(js),
-        data_json=Markup(embed_json(payload)),
+        data_json=Markup(marker),
         script_hash=base64.b64encode(script_hash).decode("ascii"),
         version=__version__,
-        case_count=len(data.case_rows),
-        cell_count=len(data.cells),
+        case_count=data.case_rows.count,
+        cell_count=data.cells.count,
     )
-    out.parent.mkdir(parents=True, exist_ok=True)
+    before, found, after = page.partition(marker)
+    if not found or marker in after:
+        raise RuntimeError("report.html.j2 must place data_json exactly once")
     tmp = out.with_name(f".{out.name}.{os.getpid()}.tmp")  # same folder: the rename is atomic
     try:
         with open(tmp, "w", encoding="utf-8", errors="replace", newline="\n") as f:
-            for chunk in page:
-                f.write(chunk)
+            f.write(before)
+            f.write(head[:-1] + ',"cases":[')
+            data.case_rows.copy_to(f)
+            f.write('],"cells":[')
+            data.cells.copy_to(f)
+            f.write('],"changes":' + changes + "}")
+            f.write(after)
         os.replace(tmp, out)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)

@@ -26,6 +26,17 @@ for the other repeats that did not pass — all allowed by the XSD, and
 ``\\x1b``, NUL, lone surrogates...) are replaced by a visible ``#xNN`` on
 every attribute and text node, as pytest's junitxml does: left in, they make
 CI parsers read the file as zero tests, a false pass.
+
+The file is written as a stream, never held as a tree: results in matrix
+order (what a finished run's ``results.jsonl`` is) are folded one case at a
+time into a text buffer per target (in memory while small, spilled to a
+temporary file past :data:`SPOOL_BYTES`), and the buffers are joined under
+their ``<testsuite>`` headers once the counts are known, so memory stays
+O(targets + one case's repeats) however many cells a run has. Input in any
+other order (a killed run's completion-order file) is noticed on the fly and
+written again through the in-memory sort, with the same bytes. The serializer
+reproduces what ``xml.etree.ElementTree`` with ``ET.indent(space="  ")``
+writes, byte for byte (a test compares the two).
 """
 
 from __future__ import annotations
@@ -33,13 +44,13 @@ from __future__ import annotations
 import math
 import os
 import re
+import shutil
 import tempfile
-import xml.etree.ElementTree as ET
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import IO, Any, Union
 
 from .._repeats import DEFAULT_RULE, RULES, Tally, case_status
 
@@ -49,23 +60,97 @@ __all__ = ["write_junit", "xml_safe"]
 MAX_SYSTEM_OUT = 10_000
 #: longest message="" attribute; the element text keeps the whole story
 MAX_MESSAGE = 1_000
+#: a suite's testcases are kept in memory up to this many characters, then spilled to a temporary file
+SPOOL_BYTES = 4 * 1024 * 1024
 
 # Everything outside XML 1.0's Char production:
 # #x9 | #xA | #xD | [#x20-#xD7FF] | [#xE000-#xFFFD] | [#x10000-#x10FFFF]
 _ILLEGAL_XML_CHARS = re.compile("[^\u0009\u000a\u000d\u0020-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
 _RUN_ID_TIME = re.compile(r"^(\d{8}-\d{6})")
 _ERROR_TYPE = re.compile(r"^([A-Za-z_][\w.]*(?:Error|Exception|Timeout)):")
+INDENT = "  "
+
+ResultsSource = Union[Iterable[dict[str, Any]], str, "os.PathLike[str]"]
 
 
 def xml_safe(value: Any) -> str:
     """``value`` as text XML 1.0 can hold: each forbidden character becomes ``#xNN``."""
     text = "" if value is None else str(value)
+    if text.isascii() and text.isprintable():  # the common case: nothing to replace
+        return text
 
     def visible(match: re.Match[str]) -> str:
         code = ord(match.group())
         return f"#x{code:02X}" if code <= 0xFF else f"#x{code:04X}"
 
     return _ILLEGAL_XML_CHARS.sub(visible, text)
+
+
+def _escape_attrib(text: str) -> str:
+    """An attribute value as ElementTree escapes it (``& < > "`` and CR, LF, TAB as character references)."""
+    if "&" in text:
+        text = text.replace("&", "&amp;")
+    if "<" in text:
+        text = text.replace("<", "&lt;")
+    if ">" in text:
+        text = text.replace(">", "&gt;")
+    if '"' in text:
+        text = text.replace('"', "&quot;")
+    if "\r" in text:
+        text = text.replace("\r", "&#13;")
+    if "\n" in text:
+        text = text.replace("\n", "&#10;")
+    if "\t" in text:
+        text = text.replace("\t", "&#09;")
+    return text
+
+
+def _escape_text(text: str) -> str:
+    """Element text as ElementTree escapes it (``& < >``)."""
+    if "&" in text:
+        text = text.replace("&", "&amp;")
+    if "<" in text:
+        text = text.replace("<", "&lt;")
+    if ">" in text:
+        text = text.replace(">", "&gt;")
+    return text
+
+
+class _Element:
+    """A small stand-in for ``ET.Element``: a tag, attributes (already XML-safe), text and children."""
+
+    __slots__ = ("tag", "attrib", "text", "children")
+
+    def __init__(self, tag: str, attrib: dict[str, str], text: str | None = None) -> None:
+        self.tag = tag
+        self.attrib = attrib
+        self.text = text
+        self.children: list[_Element] = []
+
+    def get(self, key: str, default: str | None = None) -> str | None:
+        return self.attrib.get(key, default)
+
+    def append(self, child: _Element) -> None:
+        self.children.append(child)
+
+    def render(self, out: list[str], level: int) -> None:
+        """Append this element as ``ET.indent(space="  ")`` + ``ElementTree.write`` would write it at ``level``."""
+        out.append("<" + self.tag)
+        for key, value in self.attrib.items():
+            out.append(f' {key}="{_escape_attrib(value)}"')
+        if self.children:
+            # ET.indent replaces a parent's (empty) text and each child's tail with the indentation
+            assert not self.text, "an element with children has no text here"
+            out.append(">")
+            inner = "\n" + INDENT * (level + 1)
+            for child in self.children:
+                out.append(inner)
+                child.render(out, level + 1)
+            out.append("\n" + INDENT * level + "</" + self.tag + ">")
+        elif self.text:
+            out.append(">" + _escape_text(self.text) + "</" + self.tag + ">")
+        else:
+            out.append(" />")
 
 
 def _seconds(latency_ms: Any) -> float:
@@ -82,8 +167,8 @@ def _fmt_time(seconds: float) -> str:
     return f"{seconds:.3f}"
 
 
-def _element(tag: str, attrs: dict[str, Any], text: str | None = None) -> ET.Element:
-    el = ET.Element(tag, {k: xml_safe(v) for k, v in attrs.items()})
+def _element(tag: str, attrs: dict[str, Any], text: str | None = None) -> _Element:
+    el = _Element(tag, {k: xml_safe(v) for k, v in attrs.items()})
     if text:
         el.text = xml_safe(text)
     return el
@@ -106,14 +191,14 @@ def _line(assertion: dict[str, Any]) -> str:
     return f"{_label(assertion)}: {reason}" if reason else _label(assertion)
 
 
-def _outcome(result: dict[str, Any]) -> ET.Element | None:
+def _outcome(result: dict[str, Any]) -> _Element | None:
     """The <failure>, <error> or <skipped> child for a cell; None for a pass."""
     status = result.get("status")
+    if status == "pass":
+        return None
     assertions = [a for a in result.get("assertions") or [] if isinstance(a, dict)]
     raw_output = result.get("output")
     output: dict[str, Any] = raw_output if isinstance(raw_output, dict) else {}
-    if status == "pass":
-        return None
     if status == "fail":
         failing = [a for a in assertions if a.get("passed") is False]
         if failing:
@@ -150,24 +235,11 @@ class _Repeat:
 
     repeat: int
     status: str
-    outcome: ET.Element | None  # <failure>, <error> or <skipped>; None for a pass
+    outcome: _Element | None  # <failure>, <error> or <skipped>; None for a pass
     text: str | None  # the output text, clipped
     seconds: float
     order: tuple[float, int]  # (matrix index, arrival) for a stable matrix order
     classname: str
-
-
-@dataclass
-class _Suite:
-    name: str
-    # (dataset, case_id) -> the case's repeats: one <testcase> each, whatever the repeat count
-    cases: dict[tuple[str, str], list[_Repeat]] = field(default_factory=dict)
-    counts: dict[str, int] = field(default_factory=lambda: {"failures": 0, "errors": 0, "skipped": 0})
-    seconds: float = 0.0
-
-    @property
-    def first(self) -> tuple[float, int]:
-        return min(r.order for reps in self.cases.values() for r in reps)
 
 
 def _repeat(result: dict[str, Any], seconds: float, order: tuple[float, int]) -> _Repeat:
@@ -189,12 +261,12 @@ def _repeat(result: dict[str, Any], seconds: float, order: tuple[float, int]) ->
     )
 
 
-def _rerun(tag: str, rep: _Repeat) -> ET.Element:
+def _rerun(tag: str, rep: _Repeat) -> _Element:
     """A <flakyFailure>/<flakyError>/<rerunFailure>/<rerunError> for one repeat (the XSD's rerunType)."""
     outcome = rep.outcome
     default_type = "AssertionFailed" if rep.status == "fail" else "TargetError"
     message = outcome.get("message", "") if outcome is not None else ""
-    el = ET.Element(tag, {"message": xml_safe(f"repeat {rep.repeat}: {message}"), "type": (outcome.get("type") if outcome is not None else None) or default_type})
+    el = _Element(tag, {"message": xml_safe(f"repeat {rep.repeat}: {message}"), "type": (outcome.get("type") if outcome is not None else None) or default_type})
     if outcome is not None and outcome.text:
         el.append(_element("stackTrace", {}, outcome.text))
     if rep.text:
@@ -202,7 +274,7 @@ def _rerun(tag: str, rep: _Repeat) -> ET.Element:
     return el
 
 
-def _repeats_testcase(name: str, reps: list[_Repeat], rule: str) -> tuple[ET.Element, str]:
+def _repeats_testcase(name: str, reps: list[_Repeat], rule: str) -> tuple[_Element, str]:
     """One <testcase> for a case's repeats, and its status by ``rule``.
 
     A single run is written as it is. With repeats: a passing case carries a
@@ -275,8 +347,193 @@ def _timestamp(run_id: str) -> str:
     return datetime.now(timezone.utc).replace(tzinfo=None).isoformat(timespec="seconds")
 
 
+# ---------------------------------------------------------------- writing
+
+
+@dataclass
+class _Suite:
+    """One target's <testsuite>: its counts and its <testcase> elements, already rendered, in a spool."""
+
+    name: str
+    body: IO[str]
+    tests: int = 0
+    counts: dict[str, int] = field(default_factory=lambda: {"failures": 0, "errors": 0, "skipped": 0})
+    seconds: float = 0.0
+
+
+class _Disorder(Exception):
+    """The results are not in matrix order: stream them again through the in-memory sort."""
+
+
+class _SuiteWriter:
+    """Renders whole test cases, in the order given, into one spool per target."""
+
+    def __init__(self, rule: str, spool_dir: Path) -> None:
+        self.rule = rule
+        self.spool_dir = spool_dir
+        self.suites: dict[str, _Suite] = {}
+
+    def suite(self, target: str) -> _Suite:
+        suite = self.suites.get(target)
+        if suite is None:
+            body = tempfile.SpooledTemporaryFile(max_size=SPOOL_BYTES, mode="w+", encoding="utf-8", newline="\n", dir=str(self.spool_dir))
+            suite = self.suites[target] = _Suite(target, body)
+        return suite
+
+    def case(self, suite: _Suite, case_id: str, reps: list[_Repeat]) -> None:
+        element, status = _repeats_testcase(case_id, reps, self.rule)
+        if status == "fail":
+            suite.counts["failures"] += 1
+        elif status == "error":
+            suite.counts["errors"] += 1
+        elif status == "skipped":
+            suite.counts["skipped"] += 1
+        suite.tests += 1
+        out = ["\n" + INDENT * 2]
+        element.render(out, 2)
+        suite.body.write("".join(out))
+
+    def close(self) -> None:
+        for suite in self.suites.values():
+            suite.body.close()
+
+    def write(self, fh: IO[str], *, name: str, run_id: str, stamp: str, rule: str) -> None:
+        suites = list(self.suites.values())
+        root = _element(
+            "testsuites",
+            {
+                "name": name,
+                "tests": sum(s.tests for s in suites),
+                "failures": sum(s.counts["failures"] for s in suites),
+                "errors": sum(s.counts["errors"] for s in suites),
+                "time": _fmt_time(sum(s.seconds for s in suites)),
+            },
+        )
+        fh.write("<?xml version='1.0' encoding='utf-8'?>\n")
+        if not suites:  # ET.indent leaves a childless root alone: <testsuites ... />
+            out: list[str] = []
+            root.render(out, 0)
+            fh.write("".join(out) + "\n")
+            return
+        head: list[str] = []
+        root.render(head, 0)  # "<testsuites ... />": reopen it as a start tag
+        fh.write("".join(head)[: -len(" />")] + ">")
+        for suite in suites:
+            suite_el = _element(
+                "testsuite",
+                {
+                    "name": suite.name,
+                    "tests": suite.tests,
+                    "failures": suite.counts["failures"],
+                    "errors": suite.counts["errors"],
+                    "skipped": suite.counts["skipped"],
+                    "time": _fmt_time(suite.seconds),
+                    "timestamp": stamp,
+                },
+            )
+            properties = _Element("properties", {})
+            properties.append(_element("property", {"name": "run_id", "value": run_id}))
+            properties.append(_element("property", {"name": "repeat_pass_rule", "value": rule}))
+            suite_el.append(properties)
+            out = ["\n" + INDENT]
+            suite_el.render(out, 1)
+            rendered = "".join(out)
+            closing = "\n" + INDENT + "</testsuite>"
+            assert rendered.endswith(closing)
+            fh.write(rendered[: -len(closing)])
+            suite.body.seek(0)
+            shutil.copyfileobj(suite.body, fh, 1 << 20)
+            fh.write(closing)
+        fh.write("\n</testsuites>\n")
+
+
+def _order(result: dict[str, Any], arrival: int) -> tuple[float, int]:
+    index = result.get("index")
+    return (float(index) if isinstance(index, int) else math.inf, arrival)
+
+
+def _key(result: dict[str, Any]) -> tuple[str, str, str]:
+    return str(result.get("target") or ""), str(result.get("dataset") or ""), str(result.get("case_id") or "")
+
+
+class JUnitStream:
+    """Folds results given in matrix order into a :class:`_SuiteWriter`, one case at a time.
+
+    Matrix order here: every ``index`` an int, strictly increasing, and each
+    (target, dataset, case) group contiguous — a finished run's
+    ``results.jsonl``. Then a case is complete as soon as the next one starts,
+    and first appearance is the order the in-memory sort would give.
+    :meth:`add` raises :class:`_Disorder` on the first result that breaks it.
+    """
+
+    def __init__(self, writer: _SuiteWriter) -> None:
+        self.writer = writer
+        self.last = -1
+        self.arrival = 0
+        self.current: tuple[str, str, str] | None = None
+        self.reps: list[_Repeat] = []
+        self.suite: _Suite | None = None
+        self.done: set[int] = set()  # hashes of finished groups: a group seen again means disorder
+
+    def add(self, result: dict[str, Any]) -> None:
+        index = result.get("index")
+        if not isinstance(index, int) or isinstance(index, bool) or index <= self.last:
+            raise _Disorder
+        self.last = index
+        key = _key(result)
+        if key != self.current:
+            self._flush()
+            if hash(key) in self.done:  # (a hash collision only costs the slower path)
+                raise _Disorder
+            self.current, self.reps = key, []
+            self.suite = self.writer.suite(key[0])
+        assert self.suite is not None
+        seconds = _seconds(result.get("latency_ms"))
+        self.suite.seconds += seconds
+        self.reps.append(_repeat(result, seconds, (float(index), self.arrival)))
+        self.arrival += 1
+
+    def _flush(self) -> None:
+        if self.current is not None and self.suite is not None:
+            self.writer.case(self.suite, self.current[2], self.reps)
+            self.done.add(hash(self.current))
+            self.current, self.reps, self.suite = None, [], None
+
+    def finish(self, path: Path, *, name: str, run_id: str, timestamp: str | None = None, repeat_pass_rule: str = DEFAULT_RULE) -> None:
+        """Write the file (atomically) from what was added."""
+        self._flush()
+        _write_file(self.writer, Path(path), name=name, run_id=run_id, stamp=timestamp or _timestamp(run_id), rule=repeat_pass_rule)
+
+
+def _stream(results: Iterable[dict[str, Any]], writer: _SuiteWriter) -> None:
+    stream = JUnitStream(writer)
+    for result in results:
+        stream.add(result)
+    stream._flush()
+
+
+def _sorted(results: Iterable[dict[str, Any]], writer: _SuiteWriter) -> None:
+    """Any order: gather every case in memory, then write suites and cases in matrix order."""
+    groups: dict[str, dict[tuple[str, str], list[_Repeat]]] = {}
+    seconds_of: dict[str, float] = {}
+    for arrival, result in enumerate(results):
+        target, dataset, case_id = _key(result)
+        seconds = _seconds(result.get("latency_ms"))
+        seconds_of[target] = seconds_of.get(target, 0.0) + seconds
+        groups.setdefault(target, {}).setdefault((dataset, case_id), []).append(_repeat(result, seconds, _order(result, arrival)))
+
+    def first(cases: dict[tuple[str, str], list[_Repeat]]) -> tuple[float, int]:
+        return min(r.order for reps in cases.values() for r in reps)
+
+    for target, cases in sorted(groups.items(), key=lambda kv: first(kv[1])):
+        suite = writer.suite(target)
+        suite.seconds = seconds_of[target]
+        for (_, case_id), reps in sorted(cases.items(), key=lambda kv: min(r.order for r in kv[1])):
+            writer.case(suite, case_id, reps)
+
+
 def write_junit(
-    results: Iterable[dict[str, Any]],
+    results: ResultsSource,
     path: Path,
     *,
     name: str,
@@ -286,8 +543,11 @@ def write_junit(
 ) -> None:
     """Write the cells in ``results`` as JUnit XML to ``path`` (atomically).
 
-    One ``<testsuite>`` per target, one ``<testcase>`` per case of that
-    target — its repeats folded in, passing or failing by ``repeat_pass_rule``
+    ``results`` is a ``results.jsonl`` path (read as a stream, twice only if
+    it is not in matrix order) or the result dicts themselves (an iterator is
+    read into a list first, so it can be gone through again). One
+    ``<testsuite>`` per target, one ``<testcase>`` per case of that target —
+    its repeats folded in, passing or failing by ``repeat_pass_rule``
     (``all``, ``majority`` or ``any``; a run records it in summary.json, so
     re-rendering a stored run passes that value). Suites and cases come out in
     matrix order (each result's ``index``), so the file diffs cleanly between
@@ -295,74 +555,42 @@ def write_junit(
     """
     if repeat_pass_rule not in RULES:
         raise ValueError(f"unknown repeat_pass_rule {repeat_pass_rule!r} (one of {', '.join(RULES)})")
+    if isinstance(results, (str, os.PathLike)):
+        from .._store import read_results
+
+        source = Path(results)
+
+        def again() -> Iterable[dict[str, Any]]:
+            return (r for r in read_results(source) if isinstance(r, dict))
+    else:
+        items = results if isinstance(results, (list, tuple)) else list(results)
+
+        def again() -> Iterable[dict[str, Any]]:
+            return items
+
     stamp = timestamp or _timestamp(run_id)
-    suites: dict[str, _Suite] = {}
-    for arrival, result in enumerate(results):
-        target = str(result.get("target") or "")
-        suite = suites.get(target)
-        if suite is None:
-            suite = suites[target] = _Suite(target)
-        seconds = _seconds(result.get("latency_ms"))
-        suite.seconds += seconds
-        case_key = (str(result.get("dataset") or ""), str(result.get("case_id") or ""))
-        index = result.get("index")
-        order = (float(index) if isinstance(index, int) else math.inf, arrival)
-        suite.cases.setdefault(case_key, []).append(_repeat(result, seconds, order))
-
-    ordered = sorted(suites.values(), key=lambda s: s.first)
-    built: list[tuple[_Suite, list[ET.Element]]] = []
-    for suite in ordered:
-        elements = []
-        for case_key, reps in sorted(suite.cases.items(), key=lambda kv: min(r.order for r in kv[1])):
-            element, status = _repeats_testcase(case_key[1], reps, repeat_pass_rule)
-            if status == "fail":
-                suite.counts["failures"] += 1
-            elif status == "error":
-                suite.counts["errors"] += 1
-            elif status == "skipped":
-                suite.counts["skipped"] += 1
-            elements.append(element)
-        built.append((suite, elements))
-    tests = sum(len(elements) for _, elements in built)
-    root = _element(
-        "testsuites",
-        {
-            "name": name,
-            "tests": tests,
-            "failures": sum(s.counts["failures"] for s in ordered),
-            "errors": sum(s.counts["errors"] for s in ordered),
-            "time": _fmt_time(sum(s.seconds for s in ordered)),
-        },
-    )
-    for suite, elements in built:
-        suite_el = _element(
-            "testsuite",
-            {
-                "name": suite.name,
-                "tests": len(elements),
-                "failures": suite.counts["failures"],
-                "errors": suite.counts["errors"],
-                "skipped": suite.counts["skipped"],
-                "time": _fmt_time(suite.seconds),
-                "timestamp": stamp,
-            },
-        )
-        properties = ET.SubElement(suite_el, "properties")
-        properties.append(_element("property", {"name": "run_id", "value": run_id}))
-        properties.append(_element("property", {"name": "repeat_pass_rule", "value": repeat_pass_rule}))
-        suite_el.extend(elements)
-        root.append(suite_el)
-
-    tree = ET.ElementTree(root)
-    ET.indent(tree, space="  ")
     path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    writer = _SuiteWriter(repeat_pass_rule, path.parent)
+    try:
+        try:
+            _stream(again(), writer)
+        except _Disorder:
+            writer.close()
+            writer = _SuiteWriter(repeat_pass_rule, path.parent)
+            _sorted(again(), writer)
+        _write_file(writer, path, name=name, run_id=run_id, stamp=stamp, rule=repeat_pass_rule)
+    finally:
+        writer.close()
+
+
+def _write_file(writer: _SuiteWriter, path: Path, *, name: str, run_id: str, stamp: str, rule: str) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     # write beside the target and rename: CI never reads a half-written file
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
-        with os.fdopen(fd, "wb") as fh:
-            tree.write(fh, encoding="utf-8", xml_declaration=True)
-            fh.write(b"\n")
+        with open(fd, "w", encoding="utf-8", errors="xmlcharrefreplace", newline="\n") as fh:
+            writer.write(fh, name=name, run_id=run_id, stamp=stamp, rule=rule)
         os.chmod(tmp, 0o644)  # mkstemp makes it private; a report is meant to be read
         os.replace(tmp, path)
     except BaseException:

@@ -122,10 +122,12 @@ class ProviderTarget:
     def render_request(self, cell: Cell, run: RunContext) -> dict[str, Any]:
         """The request for one cell: ``{method, url, body}`` (headers live on the target)."""
         assert self.definition is not None, "start() first"
-        ctx = template_context(cell, run, self.spec)
+        ctx = _LazyContext(cell, run, self.spec)
         try:
             system, messages = self._messages(cell, ctx)
-            params = render_value(self.spec.get("params") or {}, ctx)
+            params = self.spec.get("params") or {}
+            if params:
+                params = render_value(params, ctx.get())
         except TemplateRenderError as exc:
             raise TargetError(f"target {self.id!r}: {exc}") from None
         if not isinstance(params, dict):
@@ -146,17 +148,17 @@ class ProviderTarget:
             raise TargetError(str(exc)) from None
         return {"method": self.definition.method, "url": self.url, "body": body}
 
-    def _messages(self, cell: Cell, ctx: dict[str, Any]) -> tuple[str | None, list[dict[str, Any]]]:
+    def _messages(self, cell: Cell, ctx: _LazyContext) -> tuple[str | None, list[dict[str, Any]]]:
         """``(system, messages)``: the conversation without system turns, and the system text."""
         system_parts: list[str] = []
         if cell.case.system:  # a case's own system prompt is the more specific one
             system_parts.append(str(cell.case.system))
         elif self.spec.get("system"):
-            system_parts.append(render(str(self.spec["system"]), ctx))
+            system_parts.append(render(str(self.spec["system"]), ctx.get()))
         if self.spec.get("messages"):
-            raw_messages = render_value(self.spec["messages"], ctx)
+            raw_messages = render_value(self.spec["messages"], ctx.get())
         elif self.spec.get("prompt"):
-            raw_messages = [{"role": "user", "content": render(str(self.spec["prompt"]), ctx)}]
+            raw_messages = [{"role": "user", "content": render(str(self.spec["prompt"]), ctx.get())}]
         else:
             value = cell.case.input
             if isinstance(value, dict) and isinstance(value.get("messages"), list):
@@ -375,6 +377,21 @@ class ProviderTarget:
         if kind == "rate_limited":
             return TargetError(f"HTTP {status} rate limited by {url}{detail}", retryable=True, retry_after=retry_after)
         return TargetError(f"HTTP {status} from {url}{detail}", retryable=True, retry_after=retry_after)
+
+
+class _LazyContext:
+    """A cell's template context, built on first use: a target without templates never pays for it."""
+
+    __slots__ = ("cell", "run", "spec", "_value")
+
+    def __init__(self, cell: Cell, run: RunContext, spec: dict[str, Any]) -> None:
+        self.cell, self.run, self.spec = cell, run, spec
+        self._value: dict[str, Any] | None = None
+
+    def get(self) -> dict[str, Any]:
+        if self._value is None:
+            self._value = template_context(self.cell, self.run, self.spec)
+        return self._value
 
 
 def _retry_after(headers: Any, name: str) -> float | None:

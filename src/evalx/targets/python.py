@@ -2,21 +2,21 @@
 
 Called as ``fn(input)``, plus ``case=`` (the case as a plain mapping) when the
 function declares a parameter named ``case``. Sync functions run in a
-bounded thread pool, async ones are awaited on the loop.
+bounded thread pool (:class:`._threads.SyncRunner`: quick calls stay on one
+thread), async ones are awaited on the loop.
 """
 
 from __future__ import annotations
 
-import asyncio
 import inspect
 from collections.abc import Mapping
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from .._config import resolve_callable
 from .._errors import TargetProtocolError
 from .._models import Cell, Trajectory
 from ._base import RunContext
+from ._threads import SyncRunner
 
 
 class PythonTarget:
@@ -29,7 +29,7 @@ class PythonTarget:
         self._fn: Any = None
         self._is_async = False
         self._wants_case = False
-        self._pool: ThreadPoolExecutor | None = None
+        self._pool: SyncRunner | None = None
 
     async def start(self, run: RunContext) -> None:
         self._fn = resolve_callable(self.spec["callable"], run.config_dir)
@@ -41,20 +41,20 @@ class PythonTarget:
             params = {}  # type: ignore[assignment]
         self._wants_case = "case" in params or any(p.kind is p.VAR_KEYWORD for p in params.values())
         if not self._is_async:
-            self._pool = ThreadPoolExecutor(max_workers=self.concurrency, thread_name_prefix=f"evalx-{self.id}")
+            self._pool = SyncRunner(self.concurrency, name=f"evalx-{self.id}")
 
     async def invoke(self, cell: Cell, run: RunContext) -> Trajectory:
         kwargs = {"case": cell.case.to_dict()} if self._wants_case else {}
         if self._is_async:
             value = await self._fn(cell.case.input, **kwargs)
         else:
-            loop = asyncio.get_running_loop()
-            value = await loop.run_in_executor(self._pool, lambda: self._fn(cell.case.input, **kwargs))
+            assert self._pool is not None, "start() first"
+            value = await self._pool.run(lambda: self._fn(cell.case.input, **kwargs))
         return to_trajectory(value, self.spec["callable"])
 
     async def aclose(self) -> None:
         if self._pool is not None:
-            self._pool.shutdown(wait=False, cancel_futures=True)
+            self._pool.close()
 
 
 def to_trajectory(value: Any, where: str) -> Trajectory:
