@@ -191,11 +191,10 @@ class ProviderTarget:
         """Reprice a cached answer with today's pricing (a price added later applies to cached cells)."""
         traj.cost_usd = self._cost(traj.usage)
 
-    async def invoke(self, cell: Cell, run: RunContext) -> Trajectory:
-        assert self.definition is not None and self.client is not None, "start() first"
-        request = self.render_request(cell, run)
-        client = self.client
-        limiter = self.limiter
+    async def _send(self, request: dict[str, Any]) -> HttpResponse:
+        """One request through the shared client: rate limit, retries with backoff, the definition's error mapping."""
+        client, limiter = self.client, self.limiter
+        assert client is not None, "start() first"
 
         async def attempt() -> HttpResponse:
             if limiter is not None:
@@ -205,7 +204,12 @@ class ProviderTarget:
                 raise self._http_error(resp)
             return resp
 
-        resp = await client.retrying(attempt, deadline=time.monotonic() + self.timeout_s)
+        return await client.retrying(attempt, deadline=time.monotonic() + self.timeout_s)
+
+    async def invoke(self, cell: Cell, run: RunContext) -> Trajectory:
+        assert self.definition is not None and self.client is not None, "start() first"
+        request = self.render_request(cell, run)
+        resp = await self._send(request)
         data = resp.json_body()
         public = {"method": request["method"], "url": request["url"], "headers": dict(self.public_headers), "body": request["body"]}
         try:
@@ -252,18 +256,7 @@ class ProviderTarget:
         assert self.definition is not None and self.client is not None, "start() first"
         d = self.definition
         request = self._embeddings_request(text)
-        client = self.client
-        limiter = self.limiter
-
-        async def attempt() -> HttpResponse:
-            if limiter is not None:
-                await limiter.acquire()
-            resp = await client.request_json(request["method"], request["url"], json=request["body"], headers=self.headers, raise_for_status=False)
-            if resp.status >= 400:
-                raise self._http_error(resp)
-            return resp
-
-        resp = await client.retrying(attempt, deadline=time.monotonic() + self.timeout_s)
+        resp = await self._send(request)
         scope = {"response": resp.json_body(), "status": resp.status, "headers": dict(resp.headers)}
         try:
             vector = d.evaluate(("embeddings", "vector"), scope)
