@@ -18,12 +18,14 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
-import socket
 import subprocess
 import sys
 import time
 from collections.abc import Awaitable, Callable
 from typing import Any
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from fake_server import free_port, wait_for_port  # noqa: E402  (a sibling script)
 
 BODY = {"model": "bench", "messages": [{"role": "user", "content": "hi"}]}
 
@@ -38,23 +40,6 @@ def serve(port: int) -> None:
     app = web.Application()
     app.router.add_post("/v1/echo", handle)
     web.run_app(app, host="127.0.0.1", port=port, print=None, access_log=None)
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def wait_for_port(port: int, timeout: float = 10.0) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        try:
-            with socket.create_connection(("127.0.0.1", port), timeout=0.2):
-                return
-        except OSError:
-            time.sleep(0.02)
-    raise SystemExit(f"server on port {port} did not start")
 
 
 async def drive(n: int, concurrency: int, send: Callable[[], Awaitable[Any]]) -> float:
