@@ -162,3 +162,17 @@ def test_init_scaffolds_a_working_project(tmp_path: Path, monkeypatch: pytest.Mo
 def test_version_and_help() -> None:
     assert CliRunner().invoke(main, ["--version"]).output.startswith("evalx, version ")
     assert "validate" in CliRunner().invoke(main, ["--help"]).output
+
+
+def test_a_lone_surrogate_in_an_answer_is_kept_not_a_crash(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, junit_schema) -> None:  # type: ignore[no-untyped-def]
+    (tmp_path / "bot.py").write_text("def answer(q):\n    return 'bad \\ud800 text'\n")
+    (tmp_path / "evalconfig.yaml").write_text(
+        "version: 1\ntargets: [{id: bot, type: python, callable: bot.py:answer}]\n"
+        "datasets: [{id: d, cases: [{id: a, input: x, assert: [{type: contains, value: bad}]}]}]\n"
+    )
+    res = run_cli(["run", "-q"], tmp_path, monkeypatch)
+    assert res.exit_code == 0, res.output
+    run_dir = only_run_dir(tmp_path)
+    (row,) = results(run_dir)
+    assert row["output"]["text"] == "bad \ud800 text"  # stored as a JSON escape, read back as is
+    junit_schema.validate(str(run_dir / "junit.xml"))

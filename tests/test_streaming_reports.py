@@ -288,3 +288,52 @@ def test_run_both_runs_a_failed_child_job_again_here(tmp_path: Path) -> None:
     assert marker.read_text() == "parent"
     with pytest.raises(RuntimeError):
         run_both(lambda: None, lambda: (_ for _ in ()).throw(RuntimeError("everywhere")), parallel=True)
+
+
+RENAME_DRIVER = """
+import json, random, sys
+from pathlib import Path
+sys.path.insert(0, sys.argv[2])
+from test_streaming_reports import RUN_ID, _results, _summary
+from evalx._follower import ReportFollower
+from evalx._store import ResultWriter
+import os, time
+real_open, parent = os.open, os.getpid()
+def slow_open(*args, **kwargs):  # a child on a loaded machine: it opens the file late
+    if os.getpid() != parent:
+        time.sleep(0.3)
+    return real_open(*args, **kwargs)
+os.open = slow_open
+run_dir = Path(sys.argv[1])
+follower = ReportFollower.start()
+assert follower is not None, "no fork here"
+results = _results(random.Random(3), cases=30, targets=2, repeats=1)
+writer = ResultWriter(run_dir)
+follower.begin(run_dir, cells=len(results), name="n", run_id=RUN_ID, repeat_pass_rule="majority")
+for result in reversed(results):  # completion order: close() renames a reordered copy over the file
+    writer.write(result)
+    follower.line(*writer.lines[-1])
+writer.close(reorder=True)
+follower.end(_summary(results), repeat_pass_rule="majority", baseline=None)
+print(json.dumps(follower.wait()))
+"""
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the report follower forks (Linux only)")
+def test_follower_reads_the_file_it_followed_even_after_the_final_rename(tmp_path: Path) -> None:
+    # The child imports the report writers before it opens results.jsonl; the parent here is
+    # done (and has renamed the reordered file over the original) long before that, unless
+    # begin() waits for the child to open the file. Without that wait the child read the new
+    # file at the old offsets and gave up (seen on a loaded machine).
+    env = {k: v for k, v in os.environ.items() if k != "EVALX_NO_FORK"}
+    proc = subprocess.run(
+        [sys.executable, "-c", RENAME_DRIVER, str(tmp_path), str(Path(__file__).parent)],
+        env=env, capture_output=True, text=True, timeout=120,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout.strip().splitlines()[-1]) is True  # the child wrote both files
+    followed = (tmp_path / "junit.xml").read_bytes()
+    from evalx._store import read_results
+
+    write_junit(read_results(tmp_path / "results.jsonl"), tmp_path / "again.xml", name="n", run_id=RUN_ID)
+    assert followed == (tmp_path / "again.xml").read_bytes()

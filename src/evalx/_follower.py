@@ -91,6 +91,20 @@ class ReportFollower:
     def begin(self, run_dir: Path, *, cells: int, name: str, run_id: str, repeat_pass_rule: str) -> None:
         """What the child follows: the run's directory, its cells (indexes 0..cells-1), its name, id and repeat rule."""
         self._message({"run_dir": str(run_dir), "cells": cells, "name": name, "run_id": run_id, "rule": repeat_pass_rule})
+        # Wait until the child has opened results.jsonl: the parent renames a reordered copy
+        # over it at the end, and a child that opened the file only after that (a loaded
+        # machine) would read the new file at the old offsets.
+        self._send(block=True)
+        if not self.alive:
+            self.abort()
+            return
+        os.set_blocking(self._records, False)
+        try:
+            opened = os.read(self._reply, 1) == b"o"
+        except OSError:
+            opened = False
+        if not opened:
+            self.abort()
 
     def _message(self, value: dict[str, Any]) -> None:
         if not self.alive:
@@ -109,6 +123,8 @@ class ReportFollower:
             self._send(block=False)
 
     def _send(self, *, block: bool) -> None:
+        if not self.alive:
+            return
         if block:
             os.set_blocking(self._records, True)
         try:
@@ -147,11 +163,15 @@ class ReportFollower:
         self._close()
 
     def _close(self) -> None:
+        # each fd is closed once: a number closed twice may by then be another open file's
         for fd in (self._records, self._reply):
+            if fd < 0:
+                continue
             try:
                 os.close(fd)
             except OSError:
                 pass
+        self._records = self._reply = -1
         if self.pid:
             try:
                 os.waitpid(self.pid, 0)
@@ -207,7 +227,10 @@ def _child(records_fd: int, reply: int) -> int:
     except EOFError:
         return 1  # the run stopped before it began
     run_dir, cells, name, run_id, rule = Path(begin["run_dir"]), int(begin["cells"]), begin["name"], begin["run_id"], begin["rule"]
-    results = open(run_dir / "results.jsonl", "rb")  # noqa: SIM115 -- the inode the parent appends to, even after its final rename
+    # the inode the parent appends to (even after its final rename), read with pread: no
+    # buffer of ours can hold bytes from before the parent's latest append
+    results = os.open(run_dir / "results.jsonl", os.O_RDONLY)
+    os.write(reply, b"o")  # opened: from now on the parent may rename a new file over this one
     junit_writer = _SuiteWriter(rule, run_dir)
     junit = JUnitStream(junit_writer)
     html = _ReportData((), spool_dir=run_dir, index_cases=False)
@@ -227,9 +250,8 @@ def _child(records_fd: int, reply: int) -> int:
             while following and due in waiting:
                 offset, length = waiting.pop(due)
                 due += 1
-                results.seek(offset)
                 try:
-                    result = json.loads(results.read(length))
+                    result = json.loads(os.pread(results, length, offset))
                     if not isinstance(result, dict):
                         raise ValueError("not a result")
                     junit.add(result)
@@ -251,6 +273,6 @@ def _child(records_fd: int, reply: int) -> int:
         os.write(reply, b"1")
         return 0
     finally:
-        results.close()
+        os.close(results)
         junit_writer.close()
         html.close()

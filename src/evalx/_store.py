@@ -71,7 +71,11 @@ class ResultWriter:
             self._file.truncate(good_end)
 
     def write(self, result: dict[str, Any]) -> None:
-        line = (dumps(result) + "\n").encode("utf-8")
+        text = dumps(result)
+        try:
+            line = (text + "\n").encode("utf-8")
+        except UnicodeEncodeError:  # a lone surrogate from a target: keep it, as a JSON \ud800 escape
+            line = (json.dumps(result, ensure_ascii=True, default=_json_default, separators=(",", ":")) + "\n").encode("ascii")
         offset = self._file.tell()
         self._file.write(line)
         self._file.flush()
