@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from ._errors import EvalxError
+from ._models import Case
 from ._plan import Selection
 
 __all__ = [
@@ -49,15 +50,23 @@ def plan_fingerprint(config: Any, plan: Any) -> str:
         h.update(json.dumps(value, sort_keys=True, default=str, ensure_ascii=False).encode())
         h.update(b"\x1e")
 
-    redact = config.redactor.obj  # a secret's value never goes into run.json, not even hashed
+    # a secret's value never goes into run.json, not even hashed
+    redact = config.redactor.obj if config.redactor else (lambda value: value)
     feed(redact(plan.target_specs))
     feed(redact(config.global_asserts))
     feed(redact(config.data.get("judge")))
+    case_digests: dict[int, str] = {}  # a case's cells (targets x repeats) share one digest
     for cell in plan.cells:
-        case = cell.case.to_dict()
-        case.pop("source", None)  # a line moved in the dataset file is the same case
-        feed([cell.index, cell.key, redact(case)])
+        digest = case_digests.get(id(cell.case))
+        if digest is None:
+            fields = {f: getattr(cell.case, f) for f in _CASE_FIELDS}  # not `source`: a moved line is the same case
+            text = json.dumps(redact(fields), sort_keys=True, default=str, ensure_ascii=False)
+            digest = case_digests[id(cell.case)] = hashlib.sha256(text.encode()).hexdigest()
+        feed([cell.index, cell.key, digest])
     return h.hexdigest()[:32]
+
+
+_CASE_FIELDS = tuple(f for f in Case.__dataclass_fields__ if f != "source")
 
 
 def load_run_meta(ref: str, output_dir: Path) -> tuple[Path, dict[str, Any]]:
