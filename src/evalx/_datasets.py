@@ -9,7 +9,6 @@ problems of a dataset are raised together in one :class:`DatasetError`.
 
 from __future__ import annotations
 
-import copy
 import csv
 import io
 import json
@@ -273,7 +272,8 @@ def _build_case(raw: _Raw, defaults: dict[str, Any], default_asserts: list[dict[
         return None
 
     fields = expansion.fields
-    asserts = copy.deepcopy(default_asserts + own_asserts) + [spec for spec, _ in expansion.generated]
+    # no copies: a case's values were just parsed for it, and assertion specs are never mutated
+    asserts = default_asserts + own_asserts + [spec for spec, _ in expansion.generated]
     return Case(id=str(known["id"]), asserts=asserts, source=raw.source, **fields)
 
 
@@ -328,7 +328,7 @@ def _plainly_valid(known: dict[str, Any]) -> bool:
 
 def _merge(defaults: dict[str, Any], case: dict[str, Any]) -> dict[str, Any]:
     """The case over the dataset's ``defaults:``: mappings merge, tags add up, the rest the case wins."""
-    merged = copy.deepcopy(defaults)
+    merged = dict(defaults)  # shallow: nothing downstream mutates a case's values
     for key, value in case.items():
         if key == "assert":
             continue
@@ -337,7 +337,7 @@ def _merge(defaults: dict[str, Any], case: dict[str, Any]) -> dict[str, Any]:
         elif key == "tags" and isinstance(merged.get(key), list):
             merged[key] = merged[key] + [t for t in value if t not in merged[key]]
         else:
-            merged[key] = copy.deepcopy(value)
+            merged[key] = value
     return merged
 
 
