@@ -133,3 +133,19 @@ def test_config_errors_never_quote_a_secret(tmp_path: Path) -> None:
     assert result.exit_code == 2
     assert "targets[0].headers.X-Trace" in result.stderr
     assert "tok-abcdef123456" not in result.output
+
+
+def test_validate_reports_config_and_dataset_errors_in_one_pass(tmp_path: Path) -> None:
+    (tmp_path / "d.jsonl").write_text('{"id": "a", "input": "x", "assert": [{"type": "completed"}]}\n{"id": "b" "input": "y"}\n')
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text(
+        "version: 1\n"
+        "targets: [{id: p, type: python, callable: nope.py:f}]\n"
+        "datasets: [{id: d, path: d.jsonl}, {id: e, path: missing.jsonl}]\n"
+    )
+    result = CliRunner().invoke(main, ["validate", "-c", str(cfg)])
+    assert result.exit_code == 2
+    lines = result.stderr.splitlines()
+    assert any("c.yaml:2 targets[0].callable: cannot import 'nope.py:f': no file " in line for line in lines)
+    assert "d.jsonl:2: invalid JSON: Expecting ',' delimiter (column 12)" in lines
+    assert any(line.endswith("datasets[1].path: missing dataset file missing.jsonl") for line in lines)

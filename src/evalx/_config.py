@@ -33,6 +33,8 @@ class Config:
     loaded: Loaded
     redactor: Redactor
     warnings: list[Issue] = field(default_factory=list)
+    #: with ``load_config(..., raise_errors=False)``: the errors found (else they are raised)
+    errors: list[Issue] = field(default_factory=list)
 
     @property
     def data(self) -> dict[str, Any]:
@@ -130,8 +132,14 @@ def load_config(
     env: Mapping[str, str] | None = None,
     var_overrides: Mapping[str, Any] | None = None,
     check_imports: bool = True,
+    raise_errors: bool = True,
 ) -> Config:
-    """Read and validate a config; raise :class:`ConfigError` with every issue."""
+    """Read and validate a config; raise :class:`ConfigError` with every issue.
+
+    ``raise_errors=False`` returns the config with its errors in ``errors``
+    (YAML that cannot be read at all still raises): ``evalx validate`` goes on
+    to check the datasets, so one pass reports everything.
+    """
     p = Path(path)
     shown = display_path(p)
     if not p.exists():
@@ -167,8 +175,9 @@ def load_config(
     if redactor:  # a message may quote a value, and a value may be a secret
         issues = [dataclasses.replace(i, message=redactor.text(i.message)) for i in issues]
     errors = [i for i in issues if not i.warning]
-    if errors:
+    if errors and raise_errors:
         raise ConfigError(errors)
+    config.errors = errors
     config.warnings.extend(i for i in issues if i.warning)
     return config
 

@@ -29,7 +29,7 @@ def _fail(lines: list[str] | str, code: int = EXIT_USAGE) -> NoReturn:
     sys.exit(code)
 
 
-def _load(config_path: Path, var: tuple[str, ...] = (), check_imports: bool = True) -> Any:
+def _load(config_path: Path, var: tuple[str, ...] = (), check_imports: bool = True, raise_errors: bool = True) -> Any:
     from ._config import load_config
     from ._errors import ConfigError
 
@@ -40,7 +40,7 @@ def _load(config_path: Path, var: tuple[str, ...] = (), check_imports: bool = Tr
             _fail(f"--var {item!r}: expected KEY=VALUE")
         overrides[key] = value
     try:
-        config = load_config(config_path, var_overrides=overrides, check_imports=check_imports)
+        config = load_config(config_path, var_overrides=overrides, check_imports=check_imports, raise_errors=raise_errors)
     except ConfigError as exc:
         _fail([str(i) for i in exc.issues])
     for w in config.warnings:
@@ -87,11 +87,23 @@ def main() -> None:
 @click.option("--var", multiple=True, metavar="KEY=VALUE", help="Set a template var.")
 def validate(config_path: Path, var: tuple[str, ...]) -> None:
     """Check a config (schema, references, datasets); exit 0 or 2."""
+    from ._errors import ConfigError
     from ._plan import load_all_datasets
 
-    config = _load(config_path, var)
-    config.check_env()
-    cases = load_all_datasets(config)
+    config = _load(config_path, var, raise_errors=False)
+    errors = [str(i) for i in config.errors]
+    try:
+        config.check_env()
+    except ConfigError as exc:
+        errors += [str(i) for i in exc.issues if str(i) not in errors]
+    cases = {}
+    if not any(i.path.startswith("datasets") for i in config.errors):  # the dataset specs are sound: read them
+        try:
+            cases = load_all_datasets(config)
+        except ConfigError as exc:
+            errors += [str(i) for i in exc.issues]
+    if errors:
+        _fail(errors)
     n_cases = sum(len(c) for c in cases.values())
     warnings = 0
     n_global = len(config.global_asserts)
