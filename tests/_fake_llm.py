@@ -26,9 +26,11 @@ import re
 import socket
 import threading
 from collections import deque
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+import pytest
 from aiohttp import web
 
 OPENAI_KEY = "sk-test-OPENAI-0123456789abcdef"
@@ -114,10 +116,7 @@ class FakeLLMServer:
         loop = asyncio.new_event_loop()
         self._loop = loop
         app = web.Application()
-        app.router.add_post("/v1/chat/completions", self._openai)
-        app.router.add_post("/v1/embeddings", self._openai_embeddings)
-        app.router.add_post("/v1/messages", self._anthropic)
-        app.router.add_post("/acme/generate", self._acme)
+        self.routes(app)
         runner = web.AppRunner(app, access_log=None)
         self._runner = runner
         loop.run_until_complete(runner.setup())
@@ -126,6 +125,13 @@ class FakeLLMServer:
         loop.run_forever()
         loop.run_until_complete(runner.cleanup())
         loop.close()
+
+    def routes(self, app: web.Application) -> None:
+        """The endpoints served; a test's own fake overrides this and keeps the rest."""
+        app.router.add_post("/v1/chat/completions", self._openai)
+        app.router.add_post("/v1/embeddings", self._openai_embeddings)
+        app.router.add_post("/v1/messages", self._anthropic)
+        app.router.add_post("/acme/generate", self._acme)
 
     def stop(self) -> None:
         if self._loop is not None:
@@ -284,3 +290,21 @@ def wait_for_port(port: int, host: str = "127.0.0.1", attempts: int = 500) -> No
             last = exc
             threading.Event().wait(0.01)
     raise RuntimeError(f"port {port} never accepted connections: {last}")
+
+
+# -- fixtures shared by the provider tests (import them into the test module) -------
+
+
+@pytest.fixture
+def server() -> Iterator[FakeLLMServer]:
+    s = FakeLLMServer().start()
+    yield s
+    s.stop()
+
+
+@pytest.fixture(autouse=True)
+def fast_backoff(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Millisecond backoff, and no provider key or URL from the developer's environment."""
+    monkeypatch.setenv("EVALX_BACKOFF_BASE_S", "0.001")
+    for var in ("OPENAI_API_KEY", "OPENAI_BASE_URL", "ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL"):
+        monkeypatch.delenv(var, raising=False)

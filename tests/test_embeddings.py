@@ -12,12 +12,11 @@ from __future__ import annotations
 import json
 import math
 import textwrap
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from _fake_llm import ANTHROPIC_KEY, OPENAI_KEY, Canned, FakeLLMServer, embedding_for
+from _fake_llm import ANTHROPIC_KEY, OPENAI_KEY, Canned, FakeLLMServer, embedding_for, fast_backoff, server  # noqa: F401  (fixtures)
 from click.testing import CliRunner
 
 from evalx._providers import find_provider, load_definition
@@ -47,18 +46,6 @@ CASES = [
 ]
 
 
-@pytest.fixture
-def server() -> Iterator[FakeLLMServer]:
-    s = FakeLLMServer().start()
-    yield s
-    s.stop()
-
-
-@pytest.fixture(autouse=True)
-def fast_backoff(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("EVALX_BACKOFF_BASE_S", "0.001")
-    for var in ("OPENAI_API_KEY", "OPENAI_BASE_URL", "ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL"):
-        monkeypatch.delenv(var, raising=False)
 
 
 def embedder(server: FakeLLMServer, *, provider: str = "openai", model: str = "text-embedding-3-small", api_key: str = OPENAI_KEY, extra: str = "") -> str:

@@ -11,13 +11,13 @@ from __future__ import annotations
 import asyncio
 import json
 import shutil
-import socket
 import textwrap
-import threading
 from pathlib import Path
 from typing import Any
 
 import pytest
+from _fake_llm import FakeLLMServer
+from aiohttp import web
 from click.testing import CliRunner
 
 from evalx import Case, JudgeError, Trajectory
@@ -407,8 +407,8 @@ def _vote(passed: bool) -> Any:
 # -- a fake OpenAI-compatible judge server ---------------------------------------------
 
 
-class FakeJudgeServer:
-    """aiohttp.web on 127.0.0.1 in a thread: a chat-completions endpoint answering canned verdicts.
+class FakeJudgeServer(FakeLLMServer):
+    """The fake LLM server (tests/_fake_llm.py) with a chat-completions endpoint answering canned verdicts.
 
     The verdict form is picked by a marker in the graded output (the agent
     echoes it): JSON, fenced, chatter, PASS/FAIL, garbage, or HTTP 500.
@@ -423,56 +423,21 @@ class FakeJudgeServer:
     }
 
     def __init__(self) -> None:
-        self.bodies: list[dict[str, Any]] = []
-        self.port = 0
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._ready = threading.Event()
+        super().__init__()
+        self.judge_bodies: list[dict[str, Any]] = []
 
-    def start(self) -> FakeJudgeServer:
-        from aiohttp import web
+    def routes(self, app: web.Application) -> None:
+        app.router.add_post("/v1/chat/completions", self._verdict)
 
-        sock = socket.socket()
-        sock.bind(("127.0.0.1", 0))
-        sock.listen(64)
-        sock.setblocking(False)
-        self.port = sock.getsockname()[1]
-
-        async def chat(request: web.Request) -> web.Response:
-            body = await request.json()
-            self.bodies.append(body)
-            prompt = body["messages"][-1]["content"]
-            if "form-500" in prompt:
-                return web.json_response({"error": {"message": "upstream overloaded"}}, status=500)
-            content = next((v for k, v in self.FORMS.items() if k in prompt), "PASS")
-            usage = {"prompt_tokens": 200, "completion_tokens": 20}
-            return web.json_response({"choices": [{"message": {"role": "assistant", "content": content}, "finish_reason": "stop"}], "usage": usage})
-
-        def serve() -> None:
-            loop = asyncio.new_event_loop()
-            self._loop = loop
-            app = web.Application()
-            app.router.add_post("/v1/chat/completions", chat)
-            runner = web.AppRunner(app, access_log=None)
-            loop.run_until_complete(runner.setup())
-            loop.run_until_complete(web.SockSite(runner, sock).start())
-            self._ready.set()
-            loop.run_forever()
-            loop.run_until_complete(runner.cleanup())
-            loop.close()
-
-        threading.Thread(target=serve, daemon=True).start()
-        assert self._ready.wait(10)
-        for _ in range(500):  # wait for the port to accept connections
-            try:
-                socket.create_connection(("127.0.0.1", self.port), timeout=0.2).close()
-                break
-            except OSError:
-                threading.Event().wait(0.01)
-        return self
-
-    def stop(self) -> None:
-        if self._loop is not None:
-            self._loop.call_soon_threadsafe(self._loop.stop)
+    async def _verdict(self, request: web.Request) -> web.Response:
+        body = await request.json()
+        self.judge_bodies.append(body)
+        prompt = body["messages"][-1]["content"]
+        if "form-500" in prompt:
+            return web.json_response({"error": {"message": "upstream overloaded"}}, status=500)
+        content = next((v for k, v in self.FORMS.items() if k in prompt), "PASS")
+        usage = {"prompt_tokens": 200, "completion_tokens": 20}
+        return web.json_response({"choices": [{"message": {"role": "assistant", "content": content}, "finish_reason": "stop"}], "usage": usage})
 
 
 @pytest.fixture
@@ -527,19 +492,19 @@ def test_provider_judge_against_a_fake_openai_server(tmp_path: Path, monkeypatch
     assert rows["form-json"]["details"]["input_tokens"] == 200
     assert rows["form-json"]["details"]["cost_usd"] == pytest.approx(0.00024)
     # the request: judge system prompt, temperature, JSON mode where the definition has one
-    body = judge_server.bodies[0]
+    body = judge_server.judge_bodies[0]
     assert body["model"] == "judge-model" and body["temperature"] == 0
     assert body["response_format"] == {"type": "json_object"}
     assert body["messages"][0]["role"] == "system" and "impartial" in body["messages"][0]["content"]
     assert "sk-judge-SECRET" not in (run_dir(project) / "results.jsonl").read_text()
 
     # a second run answers from the response cache: no new requests, cached: true
-    before = len(judge_server.bodies)
+    before = len(judge_server.judge_bodies)
     for old in (project / "runs").iterdir():
         shutil.rmtree(old)
     res = run(project, monkeypatch)
     again = {k.split("/")[1]: judged(v) for k, v in results(project).items()}
-    assert len(judge_server.bodies) == before + 1  # only the failed (500) call is retried; errors are never cached
+    assert len(judge_server.judge_bodies) == before + 1  # only the failed (500) call is retried; errors are never cached
     assert again["form-json"]["details"]["cached"] is True and again["form-json"]["reason"] == "json says fine"
     assert "from the response cache" in res.stdout
 

@@ -11,12 +11,11 @@ from __future__ import annotations
 import json
 import os
 import textwrap
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from _fake_llm import ANTHROPIC_KEY, OPENAI_KEY, Canned, FakeLLMServer
+from _fake_llm import ANTHROPIC_KEY, OPENAI_KEY, Canned, FakeLLMServer, fast_backoff, server  # noqa: F401  (fixtures)
 from click.testing import CliRunner
 
 from evalx.cli import main
@@ -41,18 +40,6 @@ datasets:
 """
 
 
-@pytest.fixture
-def server() -> Iterator[FakeLLMServer]:
-    s = FakeLLMServer().start()
-    yield s
-    s.stop()
-
-
-@pytest.fixture(autouse=True)
-def fast_backoff(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("EVALX_BACKOFF_BASE_S", "0.001")
-    for var in ("OPENAI_API_KEY", "OPENAI_BASE_URL", "ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL"):
-        monkeypatch.delenv(var, raising=False)
 
 
 def project(tmp_path: Path, body: str, cases: str = CASES) -> Path:

@@ -66,9 +66,6 @@ class Config:
                 return t
         raise KeyError(target_id)
 
-    def target_index(self, target_id: str) -> int:
-        return [t["id"] for t in self.targets].index(target_id)
-
     @property
     def datasets(self) -> list[dict[str, Any]]:
         return list(self.data["datasets"])

@@ -88,12 +88,7 @@ def xml_safe(value: Any) -> str:
 
 def _escape_attrib(text: str) -> str:
     """An attribute value as ElementTree escapes it (``& < > "`` and CR, LF, TAB as character references)."""
-    if "&" in text:
-        text = text.replace("&", "&amp;")
-    if "<" in text:
-        text = text.replace("<", "&lt;")
-    if ">" in text:
-        text = text.replace(">", "&gt;")
+    text = _escape_text(text)
     if '"' in text:
         text = text.replace('"', "&quot;")
     if "\r" in text:
