@@ -22,7 +22,9 @@ import tempfile
 import time
 from pathlib import Path
 
-from evalx.reports import SummaryBuilder, write_html
+from evalx.reports import write_html
+
+from evalx.results.summary import SummaryBuilder
 
 CHROMIUM = "/usr/bin/chromium"
 ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update", "--disable-sync", "--no-first-run"]

@@ -8,7 +8,7 @@ concurrencies, one fresh client per measurement, and prints requests/second:
 
 Candidates: bare ``httpx.AsyncClient``; httpx over the ``httpx-aiohttp``
 transport (if installed); bare ``aiohttp.ClientSession``; and evalx's own
-``evalx._http.HttpClient.request_json`` (aiohttp underneath, plus JSON
+``evalx.targets.transport.http.HttpClient.request_json`` (aiohttp underneath, plus JSON
 encode/decode and error mapping), which is what targets actually use.
 A benchmark, not a test: numbers depend on the machine.
 """
@@ -94,7 +94,7 @@ async def bench_aiohttp(url: str, n: int, c: int) -> float:
 
 
 async def bench_evalx(url: str, n: int, c: int) -> float:
-    from evalx._http import HttpClient
+    from evalx.targets.transport.http import HttpClient
 
     client = HttpClient(concurrency=c, retries=0)
     try:

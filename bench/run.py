@@ -350,9 +350,9 @@ def bench_startup(args: argparse.Namespace, rows: list[dict[str, Any]], extra: d
 
 def bench_reports(args: argparse.Namespace, rows: list[dict[str, Any]], extra: dict[str, Any]) -> None:
     """In-process: write the 10,000 results of a provider run again, then every report from them."""
-    from evalx._run import write_reports
-    from evalx._store import ResultWriter, dumps, read_results
-    from evalx.reports import SummaryBuilder
+    from evalx.execution.runner import write_reports
+    from evalx.results.store import ResultWriter, dumps, read_results
+    from evalx.results.summary import SummaryBuilder
 
     n = args.scale(10_000)
     source = extra.get("last_runs", {}).get("provider-c50")
@@ -388,8 +388,8 @@ def bench_reports(args: argparse.Namespace, rows: list[dict[str, Any]], extra: d
         builder.add(r)
     summary = builder.finish(stored.get("finished_at", ""), float(stored.get("duration_s", 0.0)))
     timings["summary (built)"] = time.perf_counter() - t0
-    import evalx.reports._html as html_mod
-    import evalx.reports._junit as junit_mod
+    import evalx.reports.html as html_mod
+    import evalx.reports.junit as junit_mod
 
     # write_reports does summary.json + summary.txt + junit.xml + report.html; time each part
     real_junit, real_html = junit_mod.write_junit, html_mod.write_html

@@ -11,8 +11,8 @@ import pytest
 
 from evalx import Case, ToolCall, Trajectory, Usage, Verdict
 from evalx.assertions import AssertionContext, assertion, cell_status, get_assertion
-from evalx.assertions import _registry
-from evalx.assertions._evaluate import evaluate_one
+from evalx.assertions import registry as _registry
+from evalx.assertions.evaluate import evaluate_one
 from evalx.assertions.deterministic import parse_path
 
 

@@ -9,8 +9,8 @@ import sys
 import textwrap
 from pathlib import Path
 
-from evalx._cache import ResponseCache, cache_path, make_key
-from evalx._ratelimit import RateLimiter
+from evalx.targets.transport.cache import ResponseCache, cache_path, make_key
+from evalx.targets.transport.ratelimit import RateLimiter
 
 SRC = Path(__file__).resolve().parents[1] / "src"
 
@@ -76,7 +76,7 @@ WRITER = textwrap.dedent(
     import sys
     sys.path.insert(0, {src!r})
     from pathlib import Path
-    from evalx._cache import ResponseCache
+    from evalx.targets.transport.cache import ResponseCache
     cache = ResponseCache(Path({path!r}))
     name = sys.argv[1]
     print("ready", flush=True)

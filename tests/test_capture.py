@@ -9,7 +9,7 @@ import pytest
 import yaml
 from click.testing import CliRunner
 
-from evalx._datasets import load_dataset
+from evalx.datasets.loader import load_dataset
 from evalx.cli import main
 
 TRACE = {

@@ -8,10 +8,10 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from evalx._config import load_config
-from evalx._errors import ConfigError
-from evalx._schema import schema_json
-from evalx._yaml import load_yaml
+from evalx.config.loader import load_config
+from evalx.errors import ConfigError
+from evalx.config.schema import schema_json
+from evalx.documents import load_yaml
 from evalx.cli import main
 
 HERE = Path(__file__).parent

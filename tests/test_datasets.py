@@ -12,8 +12,8 @@ import yaml
 from jsonschema import Draft202012Validator
 
 from evalx import DatasetError
-from evalx._datasets import CASE_FIELDS, CASE_SCHEMA, MAX_ERRORS, parse_yaml_with_lines, case_schema_document, load_dataset
-from evalx._models import Case
+from evalx.datasets.loader import CASE_FIELDS, CASE_SCHEMA, MAX_ERRORS, parse_yaml_with_lines, case_schema_document, load_dataset
+from evalx.models import Case
 
 DATA = Path(__file__).parent / "data" / "datasets"
 ROOT = Path(__file__).parent.parent

@@ -19,7 +19,7 @@ import pytest
 from _fake_llm import ANTHROPIC_KEY, OPENAI_KEY, Canned, FakeLLMServer, embedding_for, fast_backoff, server  # noqa: F401  (fixtures)
 from click.testing import CliRunner
 
-from evalx._providers import find_provider, load_definition
+from evalx.targets.definitions import find_provider, load_definition
 from evalx.cli import main
 
 EMBEDDINGS = "/v1/embeddings"
@@ -248,7 +248,7 @@ def test_openai_embeddings_request_and_pricing() -> None:
 
 
 def test_an_embeddings_section_is_validated(tmp_path: Path) -> None:
-    from evalx._errors import ConfigError
+    from evalx.errors import ConfigError
 
     path = tmp_path / "bad.yaml"
     path.write_text(

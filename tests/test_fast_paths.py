@@ -8,10 +8,10 @@ import random
 from dataclasses import asdict
 from typing import Any
 
-from evalx._datasets import _case_validator, _plainly_valid
-from evalx._models import Case
-from evalx._providers import _SLOW, _compile_expression, _fast_path, _plain
-from evalx._templates import render_value
+from evalx.datasets.loader import _case_validator, _plainly_valid
+from evalx.models import Case
+from evalx.targets.definitions import _SLOW, _compile_expression, _fast_path, _plain
+from evalx.templates import render_value
 
 EXPRESSIONS = [
     'response.choices[0].message.content or ""',
@@ -100,7 +100,7 @@ def test_a_single_expression_template_keeps_its_type_on_every_call() -> None:
 
 
 def test_cell_timeout_still_fires_and_an_outer_cancel_still_cancels() -> None:
-    from evalx._executor import _within
+    from evalx.execution.executor import _within
 
     async def slow() -> str:
         await asyncio.sleep(5)
@@ -140,7 +140,7 @@ def _random_value(rng: random.Random, depth: int = 0) -> Any:
 
 
 def test_openai_body_fast_path_agrees_with_jinja() -> None:
-    from evalx._providers import OPENAI_BODY, _compile_template, _openai_body, find_provider
+    from evalx.targets.definitions import OPENAI_BODY, _compile_template, _openai_body, find_provider
 
     assert find_provider("openai", None).body == OPENAI_BODY  # the shipped body takes the fast path
     rng = random.Random(7)
@@ -176,7 +176,7 @@ def test_openai_body_fast_path_raises_what_tojson_raises() -> None:
 
     import pytest
 
-    from evalx._providers import OPENAI_BODY, _compile_template, _openai_body
+    from evalx.targets.definitions import OPENAI_BODY, _compile_template, _openai_body
 
     scope = {"model": "m", "messages": [], "system": None, "params": {"when": datetime.date(2026, 1, 1)}, "tools": []}
     with pytest.raises(TypeError) as fast:
@@ -190,7 +190,7 @@ def test_openai_body_fast_path_raises_what_tojson_raises() -> None:
 
 
 def test_indented_json_is_json_dumps() -> None:
-    from evalx.reports._html import indented_json
+    from evalx.reports.html import indented_json
 
     rng = random.Random(11)
     for _ in range(5000):

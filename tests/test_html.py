@@ -23,8 +23,9 @@ import pytest
 from click.testing import CliRunner
 
 from evalx.cli import main
-from evalx.reports import SummaryBuilder, write_html
-from evalx.reports._html import TEXT_CAP, clean_text, embed_json
+from evalx.reports import write_html
+from evalx.results.summary import SummaryBuilder
+from evalx.reports.html import TEXT_CAP, clean_text, embed_json
 
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMIUM_ARGS = [

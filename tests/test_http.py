@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 from aiohttp import web
 
-from evalx._errors import TargetError, TargetTimeout
-from evalx._http import (
+from evalx.errors import TargetError, TargetTimeout
+from evalx.targets.transport.http import (
     Backoff,
     ConnectFailed,
     HttpClient,

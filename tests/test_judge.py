@@ -21,10 +21,10 @@ from aiohttp import web
 from click.testing import CliRunner
 
 from evalx import Case, JudgeError, Trajectory
-from evalx._judge import Judge, same_model
-from evalx._verdict import parse_category, parse_verdict
+from evalx.judge.judge import Judge, same_model
+from evalx.judge.verdict import parse_category, parse_verdict
 from evalx.assertions import AssertionContext
-from evalx.assertions._evaluate import evaluate_one
+from evalx.assertions.evaluate import evaluate_one
 from evalx.cli import main
 from evalx.targets import RunContext
 
@@ -393,13 +393,13 @@ def test_direct_context_without_settings_target_is_inconclusive(tmp_path: Path) 
 
 
 def _decision() -> Any:
-    from evalx._judge import _Decision
+    from evalx.judge.judge import _Decision
 
     return _Decision("c")
 
 
 def _vote(passed: bool) -> Any:
-    from evalx._judge import _Vote
+    from evalx.judge.judge import _Vote
 
     return _Vote(passed, 1.0 if passed else 0.0, "looks good" if passed else "bad")
 

@@ -14,13 +14,13 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
-from evalx._config import load_config
-from evalx._errors import ConfigError
-from evalx._matrix import combinations, expand, variant_id
-from evalx._plan import Selection, build_plan
+from evalx.config.loader import load_config
+from evalx.errors import ConfigError
+from evalx.config.matrix import combinations, expand, variant_id
+from evalx.execution.plan import Selection, build_plan
 from evalx.cli import main
-from evalx.reports import SummaryBuilder
-from evalx.reports._matrix_view import format_matrix
+from evalx.results.summary import SummaryBuilder
+from evalx.reports.matrix_view import format_matrix
 
 # --------------------------------------------------------------- expansion
 

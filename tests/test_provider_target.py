@@ -479,7 +479,7 @@ def test_real_openai_compatible_server(tmp_path: Path) -> None:
 
 
 def test_summary_counts_missing_prices_only_for_priced_target_types() -> None:
-    from evalx.reports import SummaryBuilder
+    from evalx.results.summary import SummaryBuilder
 
     def cell(i: int, kind: str | None, *, tokens: int = 0, error: str | None = None, output: bool = True) -> dict[str, Any]:
         usage = {"input_tokens": tokens, "output_tokens": tokens, "cache_hit_tokens": 0}

@@ -16,10 +16,10 @@ import pytest
 from click.testing import CliRunner
 from jsonschema import Draft202012Validator
 
-from evalx._data import data_dir
-from evalx._errors import ConfigError
-from evalx._providers import PROVIDER_SCHEMA, Price, available, find_provider, load_definition, schema_json, shipped_dir
-from evalx._yaml import load_yaml
+from evalx.shipped import data_dir
+from evalx.errors import ConfigError
+from evalx.targets.definitions import PROVIDER_SCHEMA, Price, available, find_provider, load_definition, schema_json, shipped_dir
+from evalx.documents import load_yaml
 from evalx.cli import main
 
 REPO = Path(__file__).resolve().parents[1]

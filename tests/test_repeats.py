@@ -11,9 +11,10 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
-from evalx._repeats import Tally, case_status, rule_passes
+from evalx.results.repeats import Tally, case_status, rule_passes
 from evalx.cli import main
-from evalx.reports import SummaryBuilder, write_junit
+from evalx.reports import write_junit
+from evalx.results.summary import SummaryBuilder
 
 RUN_ID = "20261126-101500-a1b2c3"
 
@@ -337,7 +338,7 @@ def test_repeat_pass_rule_all_fails_the_flaky_case(tmp_path: Path) -> None:
 
 
 def test_re_rendering_a_run_keeps_its_rule(tmp_path: Path) -> None:
-    from evalx._run import rebuild_reports
+    from evalx.execution.runner import rebuild_reports
 
     _, _, summary, run_dir = run_project(flaky_project(tmp_path, rule="all"))
     (run_dir / "junit.xml").unlink()

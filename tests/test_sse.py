@@ -6,7 +6,7 @@ import asyncio
 
 import pytest
 
-from evalx._sse import LineDecoder, SSEDecoder, ServerSentEvent, aiter_sse
+from evalx.targets.transport.sse import LineDecoder, SSEDecoder, ServerSentEvent, aiter_sse
 
 
 def parse(*chunks: str) -> list[ServerSentEvent]:

@@ -1,4 +1,4 @@
-"""evalx._stats against values worked out by hand (the working is in the comments)."""
+"""evalx.results.stats against values worked out by hand (the working is in the comments)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from evalx._stats import mcnemar_exact, mean, pass_at_k, pass_hat_k, percentile, wilson_interval
+from evalx.results.stats import mcnemar_exact, mean, pass_at_k, pass_hat_k, percentile, wilson_interval
 
 
 class TestMean:

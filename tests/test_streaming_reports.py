@@ -28,7 +28,7 @@ from typing import Any
 import pytest
 
 from evalx.reports import write_html, write_junit
-from evalx.reports._html import embed_json
+from evalx.reports.html import embed_json
 
 RUN_ID = "20261126-101500-a1b2c3"
 HOSTILE = "\x1b[31mred\x1b[0m NUL\x00 <script>alert('x')</script> & \"quotes\" tab\t\r\nline é 🎉 \ud800 \u2028"
@@ -88,7 +88,7 @@ def test_junit_stream_is_elementtree_byte_for_byte(tmp_path: Path, repeats: int)
 
 
 def test_junit_elements_render_as_elementtree_writes_them() -> None:
-    from evalx.reports._junit import _Element, _element
+    from evalx.reports.junit import _Element, _element
 
     rng = random.Random(8)
     texts = ["", "x", HOSTILE, "a\r\nb\tc", "  ", "]]>", "&amp;"]
@@ -114,7 +114,7 @@ def test_junit_elements_render_as_elementtree_writes_them() -> None:
 
 
 def test_junit_spills_big_suites_to_disk(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    import evalx.reports._junit as junit
+    import evalx.reports.junit as junit
 
     results = _results(random.Random(5), cases=30, targets=2, repeats=1)
     write_junit(results, tmp_path / "memory.xml", name="n", run_id=RUN_ID)
@@ -125,7 +125,7 @@ def test_junit_spills_big_suites_to_disk(tmp_path: Path, monkeypatch: pytest.Mon
 
 
 def _summary(results: list[dict[str, Any]]) -> dict[str, Any]:
-    from evalx.reports import SummaryBuilder
+    from evalx.results.summary import SummaryBuilder
 
     builder = SummaryBuilder(RUN_ID, "n", "2026-11-26T10:15:00+00:00")
     for r in results:
@@ -198,7 +198,7 @@ def _project(tmp_path: Path) -> Path:
 
 DRIVER = """
 import json, sys
-import evalx._follower as f
+import evalx.reports.follower as f
 seen = []
 wait = f.ReportFollower.wait
 def recorded(self):
@@ -238,7 +238,7 @@ def test_the_report_follower_writes_what_evalx_report_writes(tmp_path: Path) -> 
 def test_sync_runner_runs_blocking_calls_side_by_side_and_never_more() -> None:
     import asyncio
 
-    from evalx.targets._threads import SyncRunner
+    from evalx.targets.threads import SyncRunner
 
     width = 4
     barrier = threading.Barrier(width, timeout=10)  # passes only when `width` calls run at once
@@ -274,7 +274,7 @@ def test_sync_runner_runs_blocking_calls_side_by_side_and_never_more() -> None:
 
 
 def test_run_both_runs_a_failed_child_job_again_here(tmp_path: Path) -> None:
-    from evalx._parallel import run_both
+    from evalx.reports.parallel import run_both
 
     marker = tmp_path / "ran-in"
     parent = os.getpid()
@@ -295,8 +295,8 @@ import json, random, sys
 from pathlib import Path
 sys.path.insert(0, sys.argv[2])
 from test_streaming_reports import RUN_ID, _results, _summary
-from evalx._follower import ReportFollower
-from evalx._store import ResultWriter
+from evalx.reports.follower import ReportFollower
+from evalx.results.store import ResultWriter
 import os, time
 real_open, parent = os.open, os.getpid()
 def slow_open(*args, **kwargs):  # a child on a loaded machine: it opens the file late
@@ -333,7 +333,7 @@ def test_follower_reads_the_file_it_followed_even_after_the_final_rename(tmp_pat
     assert proc.returncode == 0, proc.stderr
     assert json.loads(proc.stdout.strip().splitlines()[-1]) is True  # the child wrote both files
     followed = (tmp_path / "junit.xml").read_bytes()
-    from evalx._store import read_results
+    from evalx.results.store import read_results
 
     write_junit(read_results(tmp_path / "results.jsonl"), tmp_path / "again.xml", name="n", run_id=RUN_ID)
     assert followed == (tmp_path / "again.xml").read_bytes()

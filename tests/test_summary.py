@@ -11,7 +11,8 @@ from typing import Any
 import pytest
 
 from evalx import reports
-from evalx.reports import SummaryBuilder, format_summary
+from evalx.reports import format_summary
+from evalx.results.summary import SummaryBuilder
 
 RUN_ID = "20261126-101500-a1b2c3"
 
@@ -97,7 +98,7 @@ def sample() -> list[dict[str, Any]]:
 
 
 def test_public_api_is_pinned() -> None:
-    assert reports.__all__ == ["SummaryBuilder", "format_summary", "write_html", "write_junit", "xml_safe"]
+    assert reports.__all__ == ["format_summary", "write_html", "write_junit", "xml_safe"]
 
 
 def test_layout_and_json_ready() -> None:

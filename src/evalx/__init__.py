@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from ._errors import ConfigError, DatasetError, EvalxError, JudgeError, TargetError, TargetProtocolError, TargetTimeout
-from ._models import Case, Cell, ToolCall, Trajectory, Usage, Verdict
-from .assertions import AssertionContext, assertion
+from evalx.errors import ConfigError, DatasetError, EvalxError, JudgeError, TargetError, TargetProtocolError, TargetTimeout
+from evalx.models import Case, Cell, ToolCall, Trajectory, Usage, Verdict
+from evalx.assertions import AssertionContext, assertion
 
 __version__ = "0.1.0"
 

@@ -1,3 +1,3 @@
-from .cli import main
+from evalx.cli import main
 
 main()

@@ -12,7 +12,7 @@ from typing import Any, NoReturn
 
 import click
 
-from . import __version__
+from evalx import __version__
 
 EXIT_USAGE = 2
 EXIT_INCOMPLETE = 3
@@ -30,8 +30,8 @@ def _fail(lines: list[str] | str, code: int = EXIT_USAGE) -> NoReturn:
 
 
 def _load(config_path: Path, var: tuple[str, ...] = (), check_imports: bool = True, raise_errors: bool = True) -> Any:
-    from ._config import load_config
-    from ._errors import ConfigError
+    from evalx.config.loader import load_config
+    from evalx.errors import ConfigError
 
     overrides = {}
     for item in var:
@@ -62,7 +62,7 @@ class _Group(click.Group):
             click.echo("evalx: interrupted", err=True)
             sys.exit(EXIT_INCOMPLETE)
         except Exception as exc:
-            from ._errors import ConfigError, EvalxError
+            from evalx.errors import ConfigError, EvalxError
 
             if isinstance(exc, ConfigError):
                 _fail([str(i) for i in exc.issues])
@@ -87,8 +87,8 @@ def main() -> None:
 @click.option("--var", multiple=True, metavar="KEY=VALUE", help="Set a template var.")
 def validate(config_path: Path, var: tuple[str, ...]) -> None:
     """Check a config (schema, references, datasets); exit 0 or 2."""
-    from ._errors import ConfigError
-    from ._plan import load_all_datasets
+    from evalx.errors import ConfigError
+    from evalx.execution.plan import load_all_datasets
 
     config = _load(config_path, var, raise_errors=False)
     errors = [str(i) for i in config.errors]
@@ -112,7 +112,7 @@ def validate(config_path: Path, var: tuple[str, ...]) -> None:
             if not case.asserts and not n_global:
                 click.echo(f"warning: {case.source} case {case.id!r} has no assertion: it would pass on anything", err=True)
                 warnings += 1
-    from ._judge import check_judge_refs
+    from evalx.judge.judge import check_judge_refs
 
     unjudged = check_judge_refs(config, cases)  # raises ConfigError for an unknown per-assertion judge target
     if unjudged:
@@ -150,14 +150,14 @@ def run_cmd(
     baseline: str | None, resume: str | None, markdown: Path | None,
 ) -> None:
     """Run the evals and write runs/<run_id>/."""
-    from ._plan import Selection, build_plan
-    from ._run import RunOptions, run
+    from evalx.execution.plan import Selection, build_plan
+    from evalx.execution.runner import RunOptions, run
 
     config = _load(config_path, var)
     selection = Selection(list(targets), list(datasets), list(cases), list(categories), repeat, matrix)
     run_id = None
     if resume:
-        from ._resume import load_run_meta, resume_selection
+        from evalx.execution.resume import load_run_meta, resume_selection
 
         _, meta = load_run_meta(resume, config.output_dir)
         selection, run_id = resume_selection(meta, selection), str(meta["run_id"])
@@ -174,19 +174,19 @@ def run_cmd(
 
         click.echo(json.dumps(outcome.summary, indent=2, ensure_ascii=False))
     else:
-        from .reports import format_summary
+        from evalx.reports import format_summary
 
         click.echo(format_summary(outcome.summary, color=sys.stdout.isatty(), flaky_list=not selection.matrix))
         if selection.matrix:
-            from ._store import read_results
-            from .reports._matrix_view import format_matrix
+            from evalx.results.store import read_results
+            from evalx.reports.matrix_view import format_matrix
 
             results = read_results(outcome.run_dir / "results.jsonl")
             click.echo(format_matrix(outcome.summary, results, color=sys.stdout.isatty()))
-        from ._gates import format_outcome
+        from evalx.results.gates import format_outcome
 
         click.echo(format_outcome(outcome.summary), nl=False)
-    from ._ci import publish_markdown
+    from evalx.reports.markdown import publish_markdown
 
     publish_markdown(outcome.summary, markdown)
     for line in outcome.messages:
@@ -212,7 +212,7 @@ def _print_plan(plan: Any, config: Any = None) -> None:
     if len(plan.cells) > limit:
         click.echo(f"  … and {len(plan.cells) - limit} more")
     if config is not None:
-        from ._budget import estimate_cost, format_estimate
+        from evalx.execution.budget import estimate_cost, format_estimate
 
         for line in format_estimate(estimate_cost(config, plan)):
             click.echo(line)
@@ -229,7 +229,7 @@ def report(run_ref: str, config_path: Path, html: Path | None, junit: Path | Non
     RUN is a run id under the config's output dir, `latest`, or the path of a
     run directory (which needs no config).
     """
-    from ._run import _copy, rebuild_reports
+    from evalx.execution.runner import _copy, rebuild_reports
 
     run_dir = _find_run(run_ref, config_path)
     rebuild_reports(run_dir)
@@ -267,11 +267,11 @@ def _find_run(run_ref: str, config_path: Path) -> Path:
 def schema(provider_schema: bool) -> None:
     """Print the config JSON Schema (or, with --provider, the providers/*.yaml one)."""
     if provider_schema:
-        from ._providers import schema_json as provider_schema_json
+        from evalx.targets.definitions import schema_json as provider_schema_json
 
         click.echo(provider_schema_json(), nl=False)
         return
-    from ._schema import schema_json
+    from evalx.config.schema import schema_json
 
     click.echo(schema_json(), nl=False)
 
@@ -282,9 +282,9 @@ def providers(config_path: Path) -> None:
     """List provider definitions: shipped ones plus the config's providers_dir:."""
     from tabulate import tabulate
 
-    from ._config import display_path
-    from ._errors import ConfigError
-    from ._providers import available, load_definition, providers_dir_of
+    from evalx.documents import display_path
+    from evalx.errors import ConfigError
+    from evalx.targets.definitions import available, load_definition, providers_dir_of
 
     user_dir = None
     source = click.get_current_context().get_parameter_source("config_path")
@@ -314,7 +314,7 @@ def providers(config_path: Path) -> None:
 @click.argument("directory", default=".", type=click.Path(file_okay=False, path_type=Path))
 def init(directory: Path) -> None:
     """Scaffold an evalconfig.yaml, a dataset and an example agent in DIRECTORY."""
-    from ._scaffold import scaffold
+    from evalx.config.scaffold import scaffold
 
     try:
         written = scaffold(directory)
@@ -338,7 +338,7 @@ def _output_dir(config_path: Path) -> Path:
 @click.option("--json", "json_out", is_flag=True, help="Print the runs as JSON.")
 def runs_cmd(config_path: Path, json_out: bool) -> None:
     """List stored runs under the config's output dir, newest first."""
-    from ._history import format_runs, list_runs
+    from evalx.results.history import format_runs, list_runs
 
     found = list_runs(_output_dir(config_path))
     if json_out:
@@ -362,8 +362,8 @@ def compare(config_path: Path, run_a: str, run_b: str, json_out: bool, markdown_
 
     Each RUN is a run id, a run directory, or `latest`.
     """
-    from ._compare import compare_runs, format_comparison, markdown_comparison
-    from ._history import resolve_run
+    from evalx.results.compare import compare_runs, format_comparison, markdown_comparison
+    from evalx.results.history import resolve_run
 
     out_dir = _output_dir(config_path)
     name = None
@@ -394,7 +394,7 @@ def capture(traces: tuple[Path, ...], out_dir: Path, case_ids: tuple[str, ...], 
     TRACE is a trace summary JSON, an Engine SSE transcript, or a run directory
     (with --case).
     """
-    from ._capture import capture_all
+    from evalx.datasets.capture import capture_all
 
     for path, warnings in capture_all(list(traces), out_dir, cases=list(case_ids), target=target_id, input_text=input_text, force=force):
         for w in warnings:

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from ._evaluate import evaluate_case, cell_status
-from ._registry import AssertionContext, AssertionType, assertion, get_assertion, registered
+from evalx.assertions.evaluate import evaluate_case, cell_status
+from evalx.assertions.registry import AssertionContext, AssertionType, assertion, get_assertion, registered
 
 __all__ = [
     "AssertionContext",

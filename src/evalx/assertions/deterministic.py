@@ -20,8 +20,8 @@ from typing import Any
 
 import jsonschema
 
-from .._models import Verdict
-from ._registry import AssertionContext, assertion
+from evalx.models import Verdict
+from evalx.assertions.registry import AssertionContext, assertion
 
 # -- helpers shared by the types below (and by trajectory.py) ----------------
 

@@ -1,6 +1,6 @@
 """Model-graded assertion types: a judge model decides.
 
-The judging itself lives in :mod:`evalx._judge` (one client per run, passed
+The judging itself lives in :mod:`evalx.judge.judge` (one client per run, passed
 in as ``ctx.judge``). Without a judge each type is inconclusive (``passed``
 None, reason "no judge configured"), which makes the cell ``skipped`` rather
 than failed. A judge that cannot be reached or read makes the assertion an
@@ -11,9 +11,9 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from .._models import Verdict
-from ._registry import AssertionContext, assertion
-from .deterministic import value_or_expected
+from evalx.models import Verdict
+from evalx.assertions.registry import AssertionContext, assertion
+from evalx.assertions.deterministic import value_or_expected
 
 _UNIT: dict[str, Any] = {"type": "number", "minimum": 0, "maximum": 1}
 NO_JUDGE = "no judge configured"

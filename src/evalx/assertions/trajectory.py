@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from .._models import Verdict
-from ._registry import AssertionContext, assertion
-from .deterministic import short
+from evalx.models import Verdict
+from evalx.assertions.registry import AssertionContext, assertion
+from evalx.assertions.deterministic import short
 
 _COUNT: dict[str, Any] = {"type": "integer", "minimum": 0}
 _AMOUNT: dict[str, Any] = {"type": "number", "minimum": 0}

@@ -1,9 +1,9 @@
-"""Reports rendered from a run's result dicts: summary, text, JUnit XML, HTML."""
+"""Reports rendered from a run's results: terminal text, JUnit XML, HTML, Markdown for CI."""
 
 from __future__ import annotations
 
-from ._html import write_html
-from ._junit import write_junit, xml_safe
-from ._summary import SummaryBuilder, format_summary
+from evalx.reports.html import write_html
+from evalx.reports.junit import write_junit, xml_safe
+from evalx.reports.text import format_summary
 
-__all__ = ["SummaryBuilder", "format_summary", "write_html", "write_junit", "xml_safe"]
+__all__ = ["format_summary", "write_html", "write_junit", "xml_safe"]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ._base import RunContext, Target, task_id
+from evalx.targets.base import RunContext, Target, task_id
 
 
 def build_target(spec: dict[str, Any], *, defaults: dict[str, Any]) -> Target:
@@ -12,15 +12,15 @@ def build_target(spec: dict[str, Any], *, defaults: dict[str, Any]) -> Target:
     concurrency = int(spec.get("concurrency", defaults["concurrency"]))
     kind = spec["type"]
     if kind == "python":
-        from .python import PythonTarget
+        from evalx.targets.python import PythonTarget
 
         return PythonTarget(spec, concurrency=concurrency)
     if kind == "engine":
-        from .engine import EngineTarget
+        from evalx.targets.engine import EngineTarget
 
         return EngineTarget(spec, defaults=defaults)
     if kind == "provider":
-        from .provider import ProviderTarget
+        from evalx.targets.provider import ProviderTarget
 
         return ProviderTarget(spec, defaults=defaults)
     raise ValueError(f"unknown target type {kind!r}")

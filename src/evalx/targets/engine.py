@@ -22,7 +22,7 @@ when the field is absent; data is JSON):
 Every event is kept in ``events`` (at most ``max_events`` and about 1 MB of
 data; past that ``events_truncated`` is set).
 
-Retries (``retries``, backoff from :mod:`evalx._http`): connection failures,
+Retries (``retries``, backoff from :mod:`evalx.targets.transport.http`): connection failures,
 429, 5xx and a stream that closes before sending anything are retried. A
 stream that already produced events is never replayed — the engine did work
 (maybe tool calls with side effects) under that task id — with one
@@ -37,12 +37,12 @@ import json
 import time
 from typing import Any
 
-from .._errors import TargetError, TargetProtocolError
-from .._http import Backoff, HttpClient, shown_url
-from .._models import Cell, ToolCall, Trajectory, Usage
-from .._sse import ServerSentEvent, SSEDecoder
-from .._templates import TemplateRenderError, render_value
-from ._base import RunContext, task_id, template_context
+from evalx.errors import TargetError, TargetProtocolError
+from evalx.targets.transport.http import Backoff, HttpClient, shown_url
+from evalx.models import Cell, ToolCall, Trajectory, Usage
+from evalx.targets.transport.sse import ServerSentEvent, SSEDecoder
+from evalx.templates import TemplateRenderError, render_value
+from evalx.targets.base import RunContext, task_id, template_context
 
 DEFAULT_END_EVENTS = ("done", "end", "complete")
 ITERATION_EVENTS = frozenset({"iteration", "turn", "iteration_start", "turn_start"})

@@ -1,9 +1,9 @@
 """Provider targets: a raw model behind a provider API, declared in ``providers/NAME.yaml``.
 
-The definition (see :mod:`evalx._providers`) says how to build the request and
+The definition (see :mod:`evalx.targets.definitions`) says how to build the request and
 read the answer; this module fills in the case: it renders ``system``,
 ``prompt`` (or ``messages``), ``params`` and ``tools`` for each cell, sends the
-request through the shared HTTP layer (:mod:`evalx._http`: retries, Retry-After,
+request through the shared HTTP layer (:mod:`evalx.targets.transport.http`: retries, Retry-After,
 jittered backoff), optionally paced by ``rate_limit: {rpm: N}``, and turns the
 response into a trajectory with a cost (usage × pricing; ``None`` when no
 price is known — never a silent 0). A definition with an ``embeddings:``
@@ -18,14 +18,14 @@ import os
 import time
 from typing import Any
 
-from .._errors import ConfigError, Issue, TargetError, TargetProtocolError
-from .._http import Backoff, HttpClient, HttpResponse, _snippet, classify_status, parse_retry_after, retry_after_from, shown_url
-from .._models import Cell, ToolCall, Trajectory, Usage
-from .._providers import DefinitionError, Price, ProviderDefinition, find_provider
-from .._ratelimit import RateLimiter
-from .._secrets import SECRET_KEYS, looks_secret_name
-from .._templates import TemplateRenderError, render, render_value
-from ._base import RunContext, template_context
+from evalx.errors import ConfigError, Issue, TargetError, TargetProtocolError
+from evalx.targets.transport.http import Backoff, HttpClient, HttpResponse, _snippet, classify_status, parse_retry_after, retry_after_from, shown_url
+from evalx.models import Cell, ToolCall, Trajectory, Usage
+from evalx.targets.definitions import DefinitionError, Price, ProviderDefinition, find_provider
+from evalx.targets.transport.ratelimit import RateLimiter
+from evalx.redaction import SECRET_KEYS, looks_secret_name
+from evalx.templates import TemplateRenderError, render, render_value
+from evalx.targets.base import RunContext, template_context
 
 #: a response body larger than this is not kept in the result's ``raw``
 _MAX_RAW_CHARS = 64_000
@@ -179,7 +179,7 @@ class ProviderTarget:
 
     def cache_key(self, cell: Cell, run: RunContext) -> str | None:
         """sha256 of provider, model, base URL, rendered body and repeat index — never the key."""
-        from .._cache import make_key
+        from evalx.targets.transport.cache import make_key
 
         try:
             request = self.render_request(cell, run)  # rendered again by invoke() on a miss: cheap, templates are compiled once
@@ -239,7 +239,7 @@ class ProviderTarget:
 
     def embedding_cache_key(self, text: str) -> str | None:
         """sha256 of provider, model, base URL and the rendered embeddings request — never the key."""
-        from .._cache import make_key
+        from evalx.targets.transport.cache import make_key
 
         try:
             request = self._embeddings_request(text)

@@ -12,11 +12,11 @@ import inspect
 from collections.abc import Mapping
 from typing import Any
 
-from .._config import resolve_callable
-from .._errors import TargetProtocolError
-from .._models import Cell, Trajectory
-from ._base import RunContext
-from ._threads import SyncRunner
+from evalx.usercode import resolve_callable
+from evalx.errors import TargetProtocolError
+from evalx.models import Cell, Trajectory
+from evalx.targets.base import RunContext
+from evalx.targets.threads import SyncRunner
 
 
 class PythonTarget:

@@ -1,0 +1,208 @@
+"""The assertion registry: one decorator registers a type.
+
+Built-in types register through :func:`assertion` exactly as a user's plugin
+would. The decorator reads the function's keyword-only parameters and their
+type hints; that parameter schema feeds the config JSON Schema, so the schema
+and the code cannot disagree.
+
+An assertion function looks like::
+
+    @assertion("contains")
+    def contains(ctx: AssertionContext, *, value: str | None = None) -> Verdict:
+        ...
+
+The first parameter is always the context; the rest are keyword-only and
+become the assertion's config keys. It returns a :class:`Verdict` (or is
+``async`` and returns one).
+"""
+
+from __future__ import annotations
+
+import inspect
+import types
+import typing
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Union
+
+from evalx.models import Case, Trajectory, Verdict
+
+#: keys every assertion accepts, whatever its type
+COMMON_KEYS: dict[str, dict[str, Any]] = {
+    "type": {"type": "string"},
+    "name": {"type": "string", "description": "A label shown in reports instead of the type."},
+    "weight": {"type": "number", "minimum": 0, "description": "Weight in the case's weighted score."},
+    "not": {"type": "boolean", "description": "Invert the assertion: it passes when the check fails."},
+    "description": {"type": "string"},
+}
+
+
+@dataclass
+class AssertionContext:
+    """What an assertion may look at."""
+
+    case: Case
+    output: Trajectory
+    config_dir: Path = field(default_factory=Path.cwd)
+    judge: Any = None  # a judge client when one is configured (model-graded types)
+    judge_settings: dict[str, Any] = field(default_factory=dict)
+    target: str = ""
+
+    @property
+    def text(self) -> str:
+        return self.output.text
+
+    @property
+    def expected(self) -> Any:
+        return self.case.expected
+
+
+AssertionFn = Callable[..., "Verdict | Awaitable[Verdict]"]
+
+
+@dataclass
+class AssertionType:
+    name: str
+    fn: AssertionFn
+    params: dict[str, dict[str, Any]]
+    required: list[str]
+    model_graded: bool = False
+    description: str = ""
+    is_async: bool = False
+    _schema: dict[str, Any] | None = field(default=None, repr=False, compare=False)
+    #: parameter name in the function for each config key (`not_` style names)
+    arg_names: dict[str, str] = field(default_factory=dict, repr=False, compare=False)
+
+    def schema(self) -> dict[str, Any]:
+        """The JSON Schema of one assertion of this type in a config (built once)."""
+        if self._schema is None:
+            self._schema = self._build_schema()
+        return self._schema
+
+    def _build_schema(self) -> dict[str, Any]:
+        props: dict[str, Any] = {k: dict(v) for k, v in COMMON_KEYS.items()}
+        props["type"] = {"const": self.name}
+        if self.model_graded:
+            props["judge"] = {"$ref": "#/$defs/judge_override"}
+        props.update(self.params)
+        out: dict[str, Any] = {
+            "type": "object",
+            "properties": props,
+            "required": ["type", *self.required],
+            "additionalProperties": False,
+        }
+        if self.description:
+            out["description"] = self.description
+        return out
+
+
+_REGISTRY: dict[str, AssertionType] = {}
+
+
+def assertion(
+    name: str,
+    *,
+    schema: dict[str, dict[str, Any]] | None = None,
+    model_graded: bool = False,
+) -> Callable[[AssertionFn], AssertionFn]:
+    """Register ``fn`` as the assertion type ``name``.
+
+    ``schema`` may refine the JSON Schema of named parameters (e.g. a value
+    that may be a string or a number); every key in it must be a parameter.
+    """
+
+    def register(fn: AssertionFn) -> AssertionFn:
+        if name in _REGISTRY:
+            raise ValueError(f"assertion type {name!r} is registered twice")
+        if name in COMMON_KEYS:
+            raise ValueError(f"{name!r} cannot be an assertion type name")
+        sig = inspect.signature(fn)
+        params = list(sig.parameters.values())
+        if not params or params[0].kind not in (params[0].POSITIONAL_ONLY, params[0].POSITIONAL_OR_KEYWORD):
+            raise TypeError(f"assertion {name!r}: the first parameter must be the context")
+        hints = typing.get_type_hints(fn)
+        props: dict[str, dict[str, Any]] = {}
+        required: list[str] = []
+        arg_names: dict[str, str] = {}
+        for p in params[1:]:
+            if p.kind is not p.KEYWORD_ONLY:
+                raise TypeError(f"assertion {name!r}: parameter {p.name!r} must be keyword-only (after *)")
+            if p.name in COMMON_KEYS or p.name == "judge":
+                raise TypeError(f"assertion {name!r}: parameter {p.name!r} clashes with a common key")
+            key = p.name.rstrip("_")  # `not_` style names for reserved words
+            arg_names[key] = p.name
+            props[key] = _schema_for(hints.get(p.name, Any))
+            if p.default is p.empty:
+                required.append(key)
+        for key, sub in (schema or {}).items():
+            if key not in props:
+                raise TypeError(f"assertion {name!r}: schema names {key!r}, which is not a parameter")
+            props[key] = sub
+        doc = inspect.getdoc(fn) or ""
+        _REGISTRY[name] = AssertionType(
+            name=name,
+            fn=fn,
+            params=props,
+            required=required,
+            model_graded=model_graded,
+            description=doc.split("\n\n")[0].replace("\n", " "),
+            is_async=inspect.iscoroutinefunction(fn),
+            arg_names=arg_names,
+        )
+        return fn
+
+    return register
+
+
+def get_assertion(name: str) -> AssertionType | None:
+    _load_builtins()
+    return _REGISTRY.get(name)
+
+
+def registered() -> dict[str, AssertionType]:
+    _load_builtins()
+    return dict(sorted(_REGISTRY.items()))
+
+
+_builtins_loaded = False
+
+
+def _load_builtins() -> None:
+    global _builtins_loaded
+    if _builtins_loaded:  # asked for every assertion of every cell: skip the import machinery
+        return
+    from evalx.assertions import builtin  # noqa: F401  (registers on import)
+
+    _builtins_loaded = True
+
+
+_PRIMITIVES: dict[Any, dict[str, Any]] = {
+    str: {"type": "string"},
+    int: {"type": "integer"},
+    float: {"type": "number"},
+    bool: {"type": "boolean"},
+    Any: {},
+    type(None): {"type": "null"},
+}
+
+
+def _schema_for(hint: Any) -> dict[str, Any]:
+    """A JSON Schema for a type hint; unknown hints accept anything."""
+    if hint in _PRIMITIVES:
+        return dict(_PRIMITIVES[hint])
+    origin = typing.get_origin(hint)
+    args = typing.get_args(hint)
+    if origin in (Union, types.UnionType):
+        non_null = [a for a in args if a is not type(None)]
+        if len(non_null) == 1:
+            return _schema_for(non_null[0])  # optional: absence is the None
+        return {"anyOf": [_schema_for(a) for a in non_null]}
+    if origin in (list, tuple, typing.Sequence) or hint in (list, tuple):
+        item = _schema_for(args[0]) if args else {}
+        return {"type": "array", "items": item} if item else {"type": "array"}
+    if origin is dict or hint is dict:
+        return {"type": "object"}
+    if origin is typing.Literal:
+        return {"enum": list(args)}
+    return {}

@@ -1,0 +1,290 @@
+"""Load, interpolate and validate ``evalconfig.yaml``.
+
+Parsing is separate from executing: :func:`load_config` returns a validated
+:class:`Config` or raises :class:`ConfigError` carrying every issue found,
+each naming ``FILE:LINE key.path``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import importlib
+import os
+import sys
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from jsonschema import Draft202012Validator
+from jsonschema.exceptions import ValidationError
+
+from evalx.errors import ConfigError, DatasetError, Issue
+from evalx.redaction import Redactor, looks_secret_name
+from evalx.documents import KeyPath, Loaded, describe_schema_error, did_you_mean, display_path, format_path, load_yaml, schema_error_leaves
+from evalx.usercode import resolve_callable
+
+DEFAULTS: dict[str, Any] = {"concurrency": 8, "timeout_s": 120, "retries": 3, "repeat": 1}
+
+
+@dataclass
+class Config:
+    path: Path
+    loaded: Loaded
+    redactor: Redactor
+    warnings: list[Issue] = field(default_factory=list)
+    #: with ``load_config(..., raise_errors=False)``: the errors found (else they are raised)
+    errors: list[Issue] = field(default_factory=list)
+
+    @property
+    def data(self) -> dict[str, Any]:
+        return self.loaded.data  # type: ignore[no-any-return]
+
+    @property
+    def base_dir(self) -> Path:
+        return self.path.parent
+
+    @property
+    def file(self) -> str:
+        return self.loaded.file
+
+    @property
+    def name(self) -> str:
+        return str(self.data.get("name") or self.path.parent.resolve().name)
+
+    @property
+    def defaults(self) -> dict[str, Any]:
+        return {**DEFAULTS, **(self.data.get("defaults") or {})}
+
+    @property
+    def targets(self) -> list[dict[str, Any]]:
+        return list(self.data["targets"])
+
+    def target(self, target_id: str) -> dict[str, Any]:
+        for t in self.targets:
+            if t["id"] == target_id:
+                return t
+        raise KeyError(target_id)
+
+    @property
+    def datasets(self) -> list[dict[str, Any]]:
+        return list(self.data["datasets"])
+
+    @property
+    def global_asserts(self) -> list[dict[str, Any]]:
+        return list(self.data.get("assert") or [])
+
+    @property
+    def vars(self) -> dict[str, Any]:
+        return dict(self.data.get("vars") or {})
+
+    @property
+    def output_dir(self) -> Path:
+        out = str((self.data.get("output") or {}).get("dir", "runs"))
+        return (self.base_dir / out).resolve()
+
+    def line(self, path: KeyPath) -> int | None:
+        return self.loaded.line_of(path)
+
+    def issue(self, path: KeyPath, message: str, *, warning: bool = False) -> Issue:
+        return Issue(self.file, self.line(path), format_path(path), message, warning)
+
+    def default_target_ids(self) -> list[str]:
+        ids = self.defaults.get("targets")
+        return list(ids) if ids else [t["id"] for t in self.targets]
+
+    def check_env(self, target_ids: Iterable[str] | None = None) -> None:
+        """Raise for variables that are unset but used by what will run.
+
+        A variable under ``targets[i]`` counts only when that target runs, so
+        ``--target offline`` works without the engine's key.
+        """
+        wanted = None if target_ids is None else set(target_ids)
+        judge = (self.data.get("judge") or {}).get("target")
+        if wanted is not None and isinstance(judge, str):
+            wanted.add(judge)
+        issues = []
+        for path, var in self.loaded.missing_env:
+            if path and path[0] == "targets" and wanted is not None and len(path) > 1:
+                idx = path[1]
+                if isinstance(idx, int) and self.targets[idx].get("id") not in wanted:
+                    continue
+            issues.append(self.issue(path, f"environment variable {var} is not set (use ${{{var}:-default}} for a default)"))
+        if issues:
+            raise ConfigError(issues)
+
+
+def load_config(
+    path: str | Path,
+    *,
+    env: Mapping[str, str] | None = None,
+    var_overrides: Mapping[str, Any] | None = None,
+    check_imports: bool = True,
+    raise_errors: bool = True,
+) -> Config:
+    """Read and validate a config; raise :class:`ConfigError` with every issue.
+
+    ``raise_errors=False`` returns the config with its errors in ``errors``
+    (YAML that cannot be read at all still raises): ``evalx validate`` goes on
+    to check the datasets, so one pass reports everything.
+    """
+    p = Path(path)
+    shown = display_path(p)
+    if not p.exists():
+        raise ConfigError(Issue(shown, None, "", "config file not found (create one with `evalx init`)"))
+    if p.is_dir():
+        raise ConfigError(Issue(shown, None, "", "is a directory, not a config file"))
+    try:
+        text = p.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(Issue(shown, None, "", f"cannot read config: {exc}")) from None
+    env = os.environ if env is None else env
+    loaded = load_yaml(text, shown, env=env)
+    if not isinstance(loaded.data, dict):
+        raise ConfigError(Issue(shown, loaded.line_of(()) or 1, "", "the config must be a mapping with targets: and datasets:"))
+    if var_overrides:
+        loaded.data["vars"] = {**(loaded.data.get("vars") or {}), **var_overrides}
+
+    redactor = Redactor()
+    for name, value in loaded.env_values.items():
+        if looks_secret_name(name) or name in (loaded.data.get("secrets") or []):
+            redactor.add(value)
+    for name in loaded.data.get("secrets") or []:
+        if isinstance(name, str) and env.get(name):
+            redactor.add(env[name])
+    config = Config(p.resolve(), loaded, redactor)
+    for t in loaded.data.get("targets") or []:
+        if isinstance(t, dict) and isinstance(t.get("api_key"), str):
+            redactor.add(t["api_key"])
+
+    issues = schema_issues(config)
+    issues += semantic_issues(config, check_imports=check_imports)
+    issues.sort(key=lambda i: i.line or 0)
+    if redactor:  # a message may quote a value, and a value may be a secret
+        issues = [dataclasses.replace(i, message=redactor.text(i.message)) for i in issues]
+    errors = [i for i in issues if not i.warning]
+    if errors and raise_errors:
+        raise ConfigError(errors)
+    config.errors = errors
+    config.warnings.extend(i for i in issues if i.warning)
+    return config
+
+
+# --- schema -----------------------------------------------------------------
+
+
+def schema_issues(config: Config) -> list[Issue]:
+    from evalx.config.schema import config_schema
+
+    validator = Draft202012Validator(config_schema())
+    issues: list[Issue] = []
+    seen: set[tuple[Any, ...]] = set()
+    for err in validator.iter_errors(config.data):
+        for leaf in schema_error_leaves(err):
+            path, message = describe_schema_error(leaf)
+            key = (path, message)
+            if key not in seen:
+                seen.add(key)
+                issues.append(config.issue(path, message))
+    issues.sort(key=lambda i: (i.line or 0, i.path))
+    return issues
+
+
+# --- semantics --------------------------------------------------------------
+
+
+def semantic_issues(config: Config, *, check_imports: bool = True) -> list[Issue]:
+    data = config.data
+    issues: list[Issue] = []
+    target_ids: dict[str, int] = {}
+    # the schema may have failed too: look only at entries well-formed enough to check
+    for i, t in enumerate(_entries(data.get("targets"))):
+        if t is None:
+            continue
+        if t["id"] in target_ids:
+            first = config.line(("targets", target_ids[t["id"]]))
+            issues.append(config.issue(("targets", i, "id"), f"duplicate target id {t['id']!r} (first at line {first})"))
+        else:
+            target_ids[t["id"]] = i
+        if t.get("type") == "python" and check_imports and isinstance(t.get("callable"), str):
+            problem = importable(t["callable"], config.base_dir)
+            if problem:
+                issues.append(config.issue(("targets", i, "callable"), problem))
+        if t.get("type") == "provider" and isinstance(t.get("provider"), str):
+            issues.extend(_provider_issues(config, ("targets", i, "provider"), t["provider"]))
+
+    def check_ref(path: KeyPath, ref: Any, what: str) -> None:
+        if isinstance(ref, str) and ref not in target_ids:
+            issues.append(config.issue(path, f"unknown target {ref!r} in {what}{did_you_mean(ref, target_ids)}"))
+
+    def section(key: str) -> dict[str, Any]:
+        value = data.get(key)
+        return value if isinstance(value, dict) else {}
+
+    for j, ref in enumerate(_list(section("defaults").get("targets"))):
+        check_ref(("defaults", "targets", j), ref, "defaults.targets")
+    for j, ref in enumerate(_list(section("matrix").get("targets"))):
+        check_ref(("matrix", "targets", j), ref, "matrix.targets")
+    judge = section("judge")
+    if "target" in judge:
+        check_ref(("judge", "target"), judge["target"], "judge.target")
+    gate_targets = section("gates").get("targets")
+    for gate_target in gate_targets if isinstance(gate_targets, dict) else {}:
+        check_ref(("gates", "targets", gate_target), gate_target, "gates.targets")
+
+    dataset_ids: dict[str, int] = {}
+    for i, d in enumerate(_entries(data.get("datasets"))):
+        if d is None:
+            continue
+        if d["id"] in dataset_ids:
+            first = config.line(("datasets", dataset_ids[d["id"]]))
+            issues.append(config.issue(("datasets", i, "id"), f"duplicate dataset id {d['id']!r} (first at line {first})"))
+        else:
+            dataset_ids[d["id"]] = i
+        if ("path" in d) == ("cases" in d):
+            issues.append(config.issue(("datasets", i), "a dataset needs exactly one of 'path' or 'cases'"))
+        for j, ref in enumerate(_list(d.get("targets"))):
+            check_ref(("datasets", i, "targets", j), ref, f"datasets[{i}].targets")
+
+    for i, spec in enumerate(_list(data.get("assert"))):
+        if isinstance(spec, dict) and spec.get("type") == "python" and check_imports and isinstance(spec.get("callable"), str):
+            problem = importable(spec["callable"], config.base_dir)
+            if problem:
+                issues.append(config.issue(("assert", i, "callable"), problem))
+
+    from evalx.config.matrix import matrix_issues
+
+    issues += matrix_issues(config)
+    return issues
+
+
+def _provider_issues(config: Config, path: KeyPath, name: str) -> list[Issue]:
+    """The provider a target names must exist, and its definition must be valid (errors name its FILE:LINE)."""
+    from evalx.targets.definitions import UnknownProvider, find_provider, providers_dir_of
+
+    try:
+        find_provider(name, providers_dir_of(config))
+    except UnknownProvider as exc:  # this config's error
+        return [config.issue(path, exc.reason)]
+    except ConfigError as exc:  # a broken definition: its issues name its own FILE:LINE
+        return list(exc.issues)
+    return []
+
+
+def _list(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else []
+
+
+def _entries(value: Any) -> list[dict[str, Any] | None]:
+    """Each list item that is a mapping with a string id, else None (keeps indexes)."""
+    return [v if isinstance(v, dict) and isinstance(v.get("id"), str) else None for v in _list(value)]
+
+
+def importable(ref: str, base_dir: Path) -> str | None:
+    """None when ``module:function`` (or ``file.py:function``) resolves; else why not."""
+    try:
+        resolve_callable(ref, base_dir)
+    except ImportError as exc:
+        return str(exc)
+    return None

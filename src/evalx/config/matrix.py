@@ -1,0 +1,260 @@
+"""Expand ``matrix:`` into target variants, the way GitHub Actions expands a job matrix.
+
+``params`` axes make a cartesian product of combinations (first axis
+outermost). ``exclude`` drops every combination that matches all the
+key/value pairs of an entry. ``include`` then walks its entries in order: an
+entry is merged into every combination whose *original* axis values it does
+not contradict (keys that are not axes are extra request params; they may
+overwrite what an earlier include added), and an entry that fits no
+combination becomes a combination of its own. With no axes at all, each
+``include`` entry is a combination.
+
+Each combination turns a provider target into a variant: ``model`` sets the
+target's ``model``, any other key sets ``params[key]``. Variants get readable,
+deterministic ids — ``mini[temperature=0.7]``, ``mini[model=gpt-4.1,temperature=0]``
+(``model`` first, then the other keys in alphabetical order) — so a variant
+keeps its id when the axes are reordered, and baselines still line up.
+Targets of other types take no params and run once, unchanged.
+"""
+
+from __future__ import annotations
+
+import copy
+import difflib
+import itertools
+import json
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from evalx.errors import Issue
+from evalx.documents import did_you_mean
+
+if TYPE_CHECKING:
+    from evalx.config.loader import Config
+
+__all__ = ["Variant", "combinations", "expand", "matrix_issues", "variant_id"]
+
+#: target types a matrix axis can apply to (the others take no request params)
+AXIS_TYPES = ("provider",)
+
+
+@dataclass
+class Variant:
+    """One target of a matrix run: a provider target with a combination applied, or a target as is."""
+
+    id: str
+    target: str  # the id of the target in targets:
+    values: dict[str, Any] = field(default_factory=dict)
+    spec: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"id": self.id, "target": self.target, "values": dict(self.values)}
+
+
+def _same(a: Any, b: Any) -> bool:
+    # YAML `true` must not equal `1`, nor `0` equal `false`; 0 and 0.0 are the same number
+    if isinstance(a, bool) or isinstance(b, bool):
+        return isinstance(a, bool) and isinstance(b, bool) and a is b
+    return bool(a == b)
+
+
+def _matches(combo: Mapping[str, Any], entry: Mapping[str, Any]) -> bool:
+    return all(key in combo and _same(combo[key], value) for key, value in entry.items())
+
+
+def combinations(
+    params: Mapping[str, list[Any]],
+    include: Iterable[Mapping[str, Any]] = (),
+    exclude: Iterable[Mapping[str, Any]] = (),
+) -> list[dict[str, Any]]:
+    """The combinations of a matrix, in a stable order, without duplicates.
+
+    GitHub Actions semantics: product of the axes, minus ``exclude`` matches,
+    then ``include`` extends the combinations it fits (never overwriting an
+    original axis value) or adds itself as a new one.
+    """
+    names = list(params)
+    original: list[dict[str, Any]] = []
+    if names:
+        for values in itertools.product(*(params[n] for n in names)):
+            original.append(dict(zip(names, values)))
+    excluded = [dict(e) for e in exclude]
+    original = [c for c in original if not any(_matches(c, e) for e in excluded)]
+    combos = [(c, frozenset(c)) for c in original]
+    added: list[dict[str, Any]] = []
+    for entry in include:
+        fitted = False
+        for combo, axes in combos:
+            if all(_same(combo[k], v) for k, v in entry.items() if k in axes):
+                combo.update(entry)
+                fitted = True
+        if not fitted:
+            added.append(dict(entry))
+    out: list[dict[str, Any]] = []
+    seen: set[str] = set()
+    for combo in [c for c, _ in combos] + added:
+        key = variant_id("", combo)
+        if key not in seen:
+            seen.add(key)
+            out.append(combo)
+    return out
+
+
+def _ordered(combo: Mapping[str, Any]) -> list[tuple[str, Any]]:
+    keys = sorted(combo, key=lambda k: (k != "model", k))
+    return [(k, combo[k]) for k in keys]
+
+
+def format_value(value: Any) -> str:
+    """An axis value as it appears in a variant id: strings bare, the rest as compact JSON."""
+    if isinstance(value, str):
+        return value
+    try:
+        return json.dumps(value, separators=(",", ":"), sort_keys=True, ensure_ascii=False)
+    except (TypeError, ValueError):
+        return str(value)
+
+
+def variant_id(target_id: str, combo: Mapping[str, Any]) -> str:
+    """``target[key=value,...]``, ``model`` first then the keys alphabetically; the bare id without a combination."""
+    if not combo:
+        return target_id
+    inner = ",".join(f"{k}={format_value(v)}" for k, v in _ordered(combo))
+    return f"{target_id}[{inner}]"
+
+
+def apply(spec: Mapping[str, Any], combo: Mapping[str, Any], new_id: str) -> dict[str, Any]:
+    """A copy of a provider target spec with ``combo`` applied and its id replaced."""
+    out = copy.deepcopy(dict(spec))
+    out["id"] = new_id
+    params = dict(out.get("params") or {})
+    for key, value in combo.items():
+        if key == "model":
+            out["model"] = value
+        else:
+            params[key] = copy.deepcopy(value)
+    if params or "params" in out:
+        out["params"] = params
+    return out
+
+
+def _section(matrix: Any) -> tuple[dict[str, list[Any]], list[dict[str, Any]], list[dict[str, Any]]]:
+    matrix = matrix if isinstance(matrix, dict) else {}
+    params = matrix.get("params")
+    params = {k: v for k, v in params.items() if isinstance(v, list)} if isinstance(params, dict) else {}
+    include = [e for e in matrix.get("include") or [] if isinstance(e, dict)]
+    exclude = [e for e in matrix.get("exclude") or [] if isinstance(e, dict)]
+    return params, include, exclude
+
+
+def expand(specs: Iterable[Mapping[str, Any]], matrix: Any) -> list[Variant]:
+    """The variants of ``specs`` (in order) under the ``matrix:`` section."""
+    params, include, exclude = _section(matrix)
+    combos = combinations(params, include, exclude) if (params or include) else []
+    variants: list[Variant] = []
+    for spec in specs:
+        if spec.get("type") not in AXIS_TYPES or not combos:
+            variants.append(Variant(str(spec["id"]), str(spec["id"]), {}, dict(spec)))
+            continue
+        for combo in combos:
+            vid = variant_id(str(spec["id"]), combo)
+            variants.append(Variant(vid, str(spec["id"]), dict(_ordered(combo)), apply(spec, combo, vid)))
+    return variants
+
+
+# --- validation -------------------------------------------------------------
+
+
+def matrix_targets(config: Config) -> list[dict[str, Any]]:
+    """The targets ``--matrix`` expands: ``matrix.targets``, else the default targets."""
+    by_id = {t.get("id"): t for t in config.data.get("targets") or [] if isinstance(t, dict)}
+    matrix = config.data.get("matrix")
+    listed = matrix.get("targets") if isinstance(matrix, dict) else None
+    defaults = config.data.get("defaults")
+    default_ids = defaults.get("targets") if isinstance(defaults, dict) else None
+    ids: list[Any]
+    if isinstance(listed, list) and listed:
+        ids = listed
+    elif isinstance(default_ids, list) and default_ids:
+        ids = default_ids
+    else:
+        ids = list(by_id)
+    return [by_id[i] for i in ids if isinstance(i, str) and i in by_id]
+
+
+def matrix_issues(config: Config) -> list[Issue]:
+    """Semantic problems of ``matrix:``, each naming its key path and line."""
+    matrix = config.data.get("matrix")
+    if not isinstance(matrix, dict):
+        return []
+    issues: list[Issue] = []
+    raw_params = matrix.get("params")
+    axes: dict[str, Any] = raw_params if isinstance(raw_params, dict) else {}
+    listed = matrix_targets(config)
+    kinds = sorted({str(t.get("type")) for t in listed})
+    applies = any(k in AXIS_TYPES for k in kinds)
+    where = "matrix.targets" if matrix.get("targets") else "the default targets"
+    no_params = (
+        f"{where} lists only {' and '.join(kinds)} targets, which take no params; "
+        "axes set a provider target's model and params"
+    )
+
+    for name, values in axes.items():
+        path = ("matrix", "params", name)
+        if isinstance(values, list) and not values:
+            issues.append(config.issue(path, f"axis {name!r} is empty: list at least one value"))
+        elif not applies and listed:
+            issues.append(config.issue(path, f"axis {name!r} applies to no target: {no_params}"))
+        elif name == "model" and isinstance(values, list):
+            for j, value in enumerate(values):
+                if not isinstance(value, str):
+                    issues.append(config.issue((*path, j), f"a model must be a string, not {format_value(value)}"))
+
+    axis_list = ", ".join(axes) or "none"
+    for j, entry in enumerate(matrix.get("exclude") or []):
+        if not isinstance(entry, dict):
+            continue
+        if not entry:
+            issues.append(config.issue(("matrix", "exclude", j), "an empty exclude entry would drop every combination"))
+        for key in entry:
+            if key not in axes:
+                issues.append(
+                    config.issue(
+                        ("matrix", "exclude", j, key),
+                        f"exclude key {key!r} names no axis (axes: {axis_list}){did_you_mean(str(key), axes)}",
+                    )
+                )
+    for j, entry in enumerate(matrix.get("include") or []):
+        if not isinstance(entry, dict):
+            continue
+        entry_path: tuple[str, str, int] = ("matrix", "include", j)
+        if not entry:
+            issues.append(config.issue(entry_path, "an empty include entry adds nothing"))
+            continue
+        if not applies and listed:
+            issues.append(config.issue(entry_path, f"include applies to no target: {no_params}"))
+            continue
+        if axes and not any(k in axes for k in entry):
+            hints = "".join(did_you_mean(str(k), axes) for k in entry)
+            issues.append(
+                config.issue(
+                    entry_path,
+                    f"include entry names no axis (axes: {axis_list}){hints}; "
+                    "it would extend every combination — set such params on the target instead",
+                )
+            )
+            continue
+        for key, value in entry.items():
+            if key not in axes and axes:
+                hint = did_you_mean(str(key), axes)
+                if hint:  # an extra param is fine; one that looks like a misspelt axis is not
+                    issues.append(config.issue((*entry_path, key), f"include key {key!r} names no axis{hint}"))
+            if key == "model" and not isinstance(value, str):
+                issues.append(config.issue((*entry_path, key), f"a model must be a string, not {format_value(value)}"))
+
+    if not issues and applies:
+        params, include, exclude = _section(matrix)
+        if params and not combinations(params, include, exclude):
+            issues.append(config.issue(("matrix", "exclude"), "exclude removes every combination: nothing would run"))
+    return issues

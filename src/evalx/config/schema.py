@@ -1,0 +1,269 @@
+"""The config JSON Schema, built from one source of truth.
+
+Assertion sub-schemas come from the assertion registry and the case schema
+from the dataset loader, so ``schemas/evalconfig.schema.json`` (written by
+``evalx schema``, pinned by a test) can never drift from the code.
+Targets and assertions dispatch on ``type:`` with ``if``/``then`` so a
+mistake is reported against the right sub-schema, not as a raw ``oneOf``.
+"""
+
+from __future__ import annotations
+
+import json
+from functools import lru_cache
+from typing import Any
+
+SCHEMA_ID = "https://evalx.dev/schemas/evalconfig.schema.json"
+
+_ID = {"type": "string", "pattern": r"^[A-Za-z0-9_][A-Za-z0-9_.:-]*$", "description": "An identifier: letters, digits, _ . : -"}
+_POS_INT = {"type": "integer", "minimum": 1}
+_POS_NUM = {"type": "number", "exclusiveMinimum": 0}
+_FRACTION = {"type": "number", "minimum": 0, "maximum": 1}
+_STR_MAP = {"type": "object", "additionalProperties": {"type": "string"}}
+
+_RUN_SETTINGS: dict[str, Any] = {
+    "concurrency": {**_POS_INT, "description": "Cells in flight at once, per target."},
+    "timeout_s": {**_POS_NUM, "description": "Per-cell timeout in seconds."},
+    "retries": {"type": "integer", "minimum": 0, "description": "Retries on transport errors, 429 and 5xx."},
+    "backoff_s": {
+        "type": "number",
+        "minimum": 0,
+        "description": "Base of the jittered exponential backoff between retries, in seconds (default 0.5).",
+    },
+    "cache": {"type": "boolean", "description": "Cache responses (default: on for provider targets, off otherwise)."},
+}
+
+_PRICING = {
+    "type": "object",
+    "properties": {
+        "input_per_mtok": {"type": "number", "minimum": 0},
+        "output_per_mtok": {"type": "number", "minimum": 0},
+        "cached_input_per_mtok": {"type": "number", "minimum": 0},
+    },
+    "required": ["input_per_mtok", "output_per_mtok"],
+    "additionalProperties": False,
+    "description": "USD per million tokens; overrides the provider definition's price for this model.",
+}
+
+_TARGET_COMMON: dict[str, Any] = {
+    "id": _ID,
+    "type": {"enum": ["python", "engine", "provider"]},
+    "description": {"type": "string"},
+    **_RUN_SETTINGS,
+    "vars": {"type": "object"},
+}
+
+_TARGETS: dict[str, dict[str, Any]] = {
+    "python": {
+        "properties": {
+            "callable": {
+                "type": "string",
+                "pattern": r"^[^:]+:[A-Za-z_][A-Za-z0-9_.]*$",
+                "description": "module:function or path/to/file.py:function (relative to the config).",
+            },
+        },
+        "required": ["callable"],
+    },
+    "engine": {
+        "properties": {
+            "url": {"type": "string", "description": "Base URL; evalx POSTs to {url}/execute."},
+            "api_key": {"type": "string", "description": "Sent as X-Engine-Key; never written anywhere."},
+            "headers": _STR_MAP,
+            "body": {"type": "object", "description": "Request body template (Jinja2 in every string); task_id is added."},
+            "idle_timeout_s": {**_POS_NUM, "description": "Fail when the stream sends nothing for this long."},
+            "end_event": {"type": "string", "description": "Event type that ends a complete stream (e.g. done)."},
+            "max_events": {**_POS_INT, "description": "Events kept per cell in results (default 1000)."},
+        },
+        "required": ["url"],
+    },
+    "provider": {
+        "properties": {
+            "provider": {"type": "string", "description": "A provider definition name (providers/NAME.yaml, shipped or in providers_dir)."},
+            "model": {"type": "string"},
+            "base_url": {"type": "string", "description": "Overrides the provider's base URL, e.g. http://localhost:8080/v1."},
+            "api_key": {"type": "string", "description": "Overrides the provider's key variable (e.g. OPENAI_API_KEY); never written anywhere."},
+            "headers": _STR_MAP,
+            "params": {"type": "object", "description": "Request parameters: temperature, max_tokens, ..."},
+            "system": {"type": "string", "description": "System prompt template (a case's own system wins)."},
+            "prompt": {"type": "string", "description": "User message template (Jinja2 over case, vars); default: the case input."},
+            "messages": {
+                "type": "array",
+                "items": {"type": "object", "required": ["role", "content"]},
+                "description": "The conversation ({role, content} templates) instead of prompt.",
+            },
+            "tools": {
+                "type": "array",
+                "items": {"type": "object"},
+                "description": "Tools offered to the model: {name, description, parameters} (OpenAI and Anthropic forms are accepted too).",
+            },
+            "json_mode": {"type": "boolean", "description": "Ask for a JSON answer (the provider definition's json_mode params)."},
+            "pricing": _PRICING,
+            "rate_limit": {
+                "type": "object",
+                "properties": {"rpm": _POS_NUM},
+                "additionalProperties": False,
+            },
+        },
+        "required": ["provider", "model"],
+    },
+}
+
+_GATE_SET: dict[str, Any] = {
+    "min_pass_rate": _FRACTION,
+    "max_pass_rate_drop": _FRACTION,
+    "no_new_failures": {"type": "boolean"},
+    "max_cost_increase": {"type": "number", "minimum": 0},
+    "max_p99_increase": {"type": "number", "minimum": 0},
+}
+
+_JUDGE_SETTINGS: dict[str, Any] = {
+    "target": {
+        "description": "The judge: a target id (provider, engine or python), or an inline target (its id is optional).",
+        "anyOf": [{"type": "string"}, {"$ref": "#/$defs/judge_target"}],
+    },
+    "threshold": {**_FRACTION, "description": "Pass mark for judge scores (default 0.8)."},
+    "prompt": {
+        "type": "string",
+        "description": "Jinja2 judge prompt replacing the default; in scope: kind, case, input, output, tool_calls, expected, "
+        "reference, rubric, characteristics, criterion, threshold.",
+    },
+    "samples": {**_POS_INT, "description": "Ask N times and take the majority (a tie fails)."},
+    "temperature": {"type": "number", "minimum": 0, "description": "Sampling temperature for a provider judge."},
+    "allow_self_grading": {"type": "boolean", "description": "Silence the same-model judge warning."},
+}
+
+
+def _target_schema() -> dict[str, Any]:
+    branches = []
+    for kind, sub in _TARGETS.items():
+        branches.append(
+            {
+                "if": {"properties": {"type": {"const": kind}}, "required": ["type"]},
+                "then": {
+                    "properties": {**_TARGET_COMMON, **sub["properties"]},
+                    "required": sub["required"],
+                    "additionalProperties": False,
+                },
+            }
+        )
+    return {
+        "type": "object",
+        "properties": {"id": _ID, "type": _TARGET_COMMON["type"]},
+        "required": ["id", "type"],
+        "allOf": branches,
+    }
+
+
+def _assertion_schema() -> tuple[dict[str, Any], dict[str, Any]]:
+    from evalx.assertions import registered
+
+    types = registered()
+    defs = {f"assert_{name}": t.schema() for name, t in types.items()}
+    dispatch = {
+        "type": "object",
+        "properties": {"type": {"enum": list(types)}},
+        "required": ["type"],
+        "allOf": [
+            {"if": {"properties": {"type": {"const": name}}, "required": ["type"]}, "then": {"$ref": f"#/$defs/assert_{name}"}}
+            for name in types
+        ],
+    }
+    return dispatch, defs
+
+
+@lru_cache(maxsize=1)
+def config_schema() -> dict[str, Any]:
+    from evalx.datasets.loader import CASE_SCHEMA
+
+    assertion, assertion_defs = _assertion_schema()
+    dataset = {
+        "type": "object",
+        "properties": {
+            "id": _ID,
+            "description": {"type": "string"},
+            "path": {"type": "string", "description": "A .jsonl/.json/.yaml/.csv file or a directory, relative to the config."},
+            "cases": {"type": "array", "items": {"$ref": "#/$defs/case"}},
+            "targets": {"type": "array", "items": {"type": "string"}, "description": "Targets this dataset applies to (default: all)."},
+            "defaults": {"type": "object", "description": "Fields merged under every case (category, tags, assert...)."},
+        },
+        "required": ["id"],
+        "additionalProperties": False,
+    }
+    gate_set = {"type": "object", "properties": _GATE_SET, "additionalProperties": False}
+    schema: dict[str, Any] = {
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        "$id": SCHEMA_ID,
+        "title": "evalx config (evalconfig.yaml)",
+        "type": "object",
+        "properties": {
+            "version": {"const": 1},
+            "name": {"type": "string"},
+            "description": {"type": "string"},
+            "defaults": {
+                "type": "object",
+                "properties": {
+                    **_RUN_SETTINGS,
+                    "repeat": {**_POS_INT, "description": "Samples per case and target."},
+                    "targets": {"type": "array", "items": {"type": "string"}, "description": "Targets `evalx run` uses without --matrix."},
+                    "idle_timeout_s": _POS_NUM,
+                    "max_total_cost": {"type": "number", "minimum": 0, "description": "Stop scheduling cells past this spend (USD)."},
+                    "repeat_pass_rule": {"enum": ["all", "majority", "any"]},
+                },
+                "additionalProperties": False,
+            },
+            "vars": {"type": "object", "description": "Values available to every template as `vars`."},
+            "secrets": {"type": "array", "items": {"type": "string"}, "description": "Env vars whose values are redacted everywhere."},
+            "providers_dir": {"type": "string"},
+            "targets": {"type": "array", "items": {"$ref": "#/$defs/target"}, "minItems": 1},
+            "datasets": {"type": "array", "items": {"$ref": "#/$defs/dataset"}, "minItems": 1},
+            "assert": {"type": "array", "items": {"$ref": "#/$defs/assertion"}},
+            "judge": {"type": "object", "properties": _JUDGE_SETTINGS, "additionalProperties": False},
+            "matrix": {
+                "type": "object",
+                "properties": {
+                    "targets": {"type": "array", "items": {"type": "string"}},
+                    "params": {
+                        "type": "object",
+                        "additionalProperties": {"type": "array"},
+                        "description": "Axes: model sets a provider target's model, any other name params[name].",
+                    },
+                    "include": {"type": "array", "items": {"type": "object"}},
+                    "exclude": {"type": "array", "items": {"type": "object"}},
+                },
+                "additionalProperties": False,
+            },
+            "gates": {
+                "type": "object",
+                "properties": {
+                    **_GATE_SET,
+                    "baseline": {"type": "string", "description": "A run id, a path, or `latest`."},
+                    "targets": {"type": "object", "additionalProperties": gate_set},
+                    "categories": {"type": "object", "additionalProperties": gate_set},
+                },
+                "additionalProperties": False,
+            },
+            "output": {
+                "type": "object",
+                "properties": {
+                    "dir": {"type": "string", "description": "Where runs are stored (default: runs)."},
+                },
+                "additionalProperties": False,
+            },
+        },
+        "required": ["targets", "datasets"],
+        "additionalProperties": False,
+        "$defs": {
+            "target": _target_schema(),
+            "judge_target": {**_target_schema(), "required": ["type"]},
+            "dataset": dataset,
+            "case": CASE_SCHEMA,
+            "assertion": assertion,
+            "judge_override": {"type": "object", "properties": {k: v for k, v in _JUDGE_SETTINGS.items()}, "additionalProperties": False},
+            **assertion_defs,
+        },
+    }
+    return schema
+
+
+def schema_json() -> str:
+    return json.dumps(config_schema(), indent=2, ensure_ascii=False) + "\n"

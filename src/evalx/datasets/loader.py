@@ -1,0 +1,646 @@
+"""Load a config's ``datasets:`` entry into validated :class:`Case` objects.
+
+A dataset is a file (``.jsonl``, ``.json``, ``.yaml``/``.yml``, ``.csv``), a
+directory of such files (one JSON file a case is the Engine harness layout),
+or cases written inline in the config. Every case remembers ``file:line``;
+every problem is reported as ``FILE:LINE key.path: message`` and all the
+problems of a dataset are raised together in one :class:`DatasetError`.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import re
+from bisect import bisect_right
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path, PurePosixPath
+from typing import Any
+
+import yaml
+from jsonschema import Draft202012Validator
+
+from evalx.errors import DatasetError
+from evalx.models import Case
+from evalx.datasets.shorthands import SHORTHAND_PROPERTIES, KeyPath, expand, unknown_field
+from evalx.documents import did_you_mean
+from evalx.assertions import get_assertion, registered
+
+__all__ = ["CASE_FIELDS", "CASE_SCHEMA", "MAX_ERRORS", "case_schema_document", "load_dataset", "parse_yaml_with_lines"]
+
+MAX_ERRORS = 20
+FILE_SUFFIXES = (".json", ".jsonl", ".yaml", ".yml", ".csv")
+
+_STRINGS: dict[str, Any] = {"type": "array", "items": {"type": "string"}}
+_BASE_PROPERTIES: dict[str, dict[str, Any]] = {
+    "id": {"type": ["string", "number"], "minLength": 1, "description": "Unique in its dataset; numbers become strings."},
+    "input": {"type": ["string", "object"], "description": "Text, or a mapping for structured targets."},
+    "expected": {"description": "What the assertions compare with; adds no check on its own."},
+    "category": {"type": "string", "default": "general"},
+    "difficulty": {"type": "string", "description": "Free text, e.g. easy|medium|hard|simple|edge."},
+    "tags": _STRINGS,
+    "vars": {"type": "object", "description": "Template variables for this case."},
+    "assert": {"type": "array", "items": {"$ref": "#/$defs/assertion"}},
+    "description": {"type": "string"},
+    "notes": {"type": "string"},
+    "metadata": {"type": "object"},
+    "threshold": {"type": "number", "minimum": 0, "maximum": 1, "description": "Pass when the weighted score reaches this."},
+    "repeat": {"type": "integer", "minimum": 1},
+    "targets": {**_STRINGS, "description": "Target ids this case runs on (default: the dataset's)."},
+    "system": {"type": "string", "description": "A system prompt for this case."},
+}
+_BASE_FIELDS = tuple(_BASE_PROPERTIES)
+
+#: every field a case may have, shorthands included
+CASE_FIELDS: tuple[str, ...] = _BASE_FIELDS + tuple(SHORTHAND_PROPERTIES)
+
+#: JSON Schema (2020-12) of one case as written in a file; ``#/$defs/assertion`` is the embedder's
+CASE_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {**_BASE_PROPERTIES, **SHORTHAND_PROPERTIES},
+    "required": ["id"],
+    "anyOf": [{"required": [name]} for name in ("input", "user_message", "question")],
+    "additionalProperties": False,
+}
+
+_STANDALONE_ASSERTION = {"type": "object", "required": ["type"], "properties": {"type": {"type": "string"}}}
+_JUDGE_OVERRIDE = {"type": "object"}  # settings merged over the config's judge:; the config schema refines it
+
+# Validation of case fields; assertions are checked one by one against their own type's schema.
+# assertion items are checked one by one against their own type (below), so the
+# case validator skips them: following the $ref per item costs more than the rest
+_case_validator = Draft202012Validator(
+    {**CASE_SCHEMA, "properties": {**CASE_SCHEMA["properties"], "assert": {"type": "array"}}, "$defs": {"assertion": {}}}
+)
+_defaults_validator = Draft202012Validator(
+    {"type": "object", "properties": CASE_SCHEMA["properties"], "$defs": {"assertion": {}}}
+)
+
+
+def case_schema_document() -> dict[str, Any]:
+    """CASE_SCHEMA as a standalone schema file (``schemas/case.schema.json``)."""
+    return {
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        "title": "evalx case",
+        **CASE_SCHEMA,
+        "$defs": {"assertion": _STANDALONE_ASSERTION},
+    }
+
+
+# ---------------------------------------------------------------------------- errors
+
+
+class _Errors:
+    """Collects ``FILE:LINE key.path: message`` lines, keeping the first MAX_ERRORS."""
+
+    def __init__(self) -> None:
+        self.lines: list[str] = []
+        self.dropped = 0
+
+    def add(self, file: str, line: int | None, path: KeyPath, message: str) -> None:
+        if len(self.lines) >= MAX_ERRORS:
+            self.dropped += 1
+            return
+        where = f"{file}:{line}" if line else file
+        key = format_path(path)
+        self.lines.append(f"{where} {key}: {message}" if key else f"{where}: {message}")
+
+    @property
+    def count(self) -> int:
+        return len(self.lines) + self.dropped
+
+    def raise_if_any(self) -> None:
+        if self.lines:
+            more = [f"... and {self.dropped} more"] if self.dropped else []
+            raise DatasetError("\n".join(self.lines + more))
+
+
+def format_path(path: KeyPath) -> str:
+    """``("cases", 3, "assert", 1)`` → ``cases[3].assert[1]``"""
+    out = ""
+    for part in path:
+        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
+    return out
+
+
+# ---------------------------------------------------------------------------- raw cases
+
+
+@dataclass
+class _Raw:
+    """One case as read, before validation, with what is needed to say where it is."""
+
+    data: Any
+    file: str  # as shown to people: relative to the config's folder
+    path: KeyPath  # key path shown in messages ("cases", 3)
+    line: int | None
+    native: KeyPath = ()  # where the case sits in its document, for ``positions``
+    positions: Mapping[KeyPath, int] = field(default_factory=dict)
+
+    def line_of(self, sub: KeyPath) -> int | None:
+        """The line of ``sub`` in this case: the deepest key path whose line is known."""
+        full = self.native + sub
+        for n in range(len(full), len(self.native), -1):
+            if full[:n] in self.positions:
+                return self.positions[full[:n]]
+        return self.line
+
+    @property
+    def source(self) -> str:
+        return f"{self.file}:{self.line}" if self.line else self.file
+
+
+def load_dataset(
+    spec: dict[str, Any],
+    *,
+    base_dir: Path,
+    config_file: str = "evalconfig.yaml",
+    line: int | None = None,
+    positions: Mapping[KeyPath, int] | None = None,
+    path_prefix: KeyPath = (),
+) -> list[Case]:
+    """The validated cases of one ``datasets:`` entry, in file order.
+
+    ``positions`` maps key paths of the config (``("datasets", 1, "cases", 0)``)
+    to lines, and ``path_prefix`` is this entry's key path (``("datasets", 1)``),
+    so problems with inline cases or ``defaults:`` point into the config.
+    Raises :class:`DatasetError` listing every problem found.
+    """
+    positions = positions or {}
+    dataset_id = str(spec.get("id", ""))
+    errors = _Errors()
+
+    def config_line(sub: KeyPath) -> int | None:
+        return positions.get(path_prefix + sub, line)
+
+    raw_defaults = spec.get("defaults") or {}
+    defaults_raw = _Raw(raw_defaults, config_file, path_prefix + ("defaults",), config_line(("defaults",)),
+                        path_prefix + ("defaults",), positions)
+    _check_defaults(defaults_raw, errors)
+    errors.raise_if_any()
+    defaults = {k: v for k, v in raw_defaults.items() if k != "assert"}
+    default_asserts: list[dict[str, Any]] = list(raw_defaults.get("assert") or [])
+
+    raws: Iterable[_Raw]
+    if "cases" in spec:
+        raws = [
+            _Raw(data, config_file, path_prefix + ("cases", i), config_line(("cases", i)),
+                 path_prefix + ("cases", i), positions)
+            for i, data in enumerate(spec["cases"] or [])
+        ]
+    elif "path" in spec:
+        raws = _read_path(str(spec["path"]), base_dir, errors, config_file, config_line(("path",)), path_prefix)
+    else:
+        errors.add(config_file, line, path_prefix, "a dataset needs 'path' or 'cases'")
+        raws = []
+
+    cases: list[Case] = []
+    first_seen: dict[str, str] = {}
+    for raw in raws:
+        case = _build_case(raw, defaults, default_asserts, errors)
+        case_id = _case_id(raw.data)
+        if case_id is not None:
+            if case_id in first_seen:
+                errors.add(raw.file, raw.line_of(("id",)), raw.path + ("id",),
+                           f"case id {case_id!r} is used twice (first at {first_seen[case_id]})")
+            else:
+                first_seen[case_id] = raw.source
+        if case is not None:
+            case.dataset = dataset_id
+            if case.targets is None and spec.get("targets") is not None:
+                case.targets = list(spec["targets"])
+            cases.append(case)
+    errors.raise_if_any()
+    return cases
+
+
+def _case_id(data: Any) -> str | None:
+    if isinstance(data, dict) and isinstance(data.get("id"), (str, int, float)) and not isinstance(data["id"], bool):
+        return str(data["id"])
+    return None
+
+
+def _check_defaults(raw: _Raw, errors: _Errors) -> None:
+    if not isinstance(raw.data, dict):
+        errors.add(raw.file, raw.line, raw.path, f"must be a mapping, not {_kind(raw.data)}")
+        return
+    for key in raw.data:
+        if key not in CASE_FIELDS or key == "id":
+            errors.add(raw.file, raw.line_of((key,)), raw.path + (key,), unknown_field(str(key), CASE_FIELDS))
+    known = {k: v for k, v in raw.data.items() if k in CASE_FIELDS}
+    for err in _defaults_validator.iter_errors(known):
+        sub = tuple(err.absolute_path)
+        errors.add(raw.file, raw.line_of(sub), raw.path + sub, err.message)
+    asserts = known.get("assert")
+    for i, spec in enumerate(asserts if isinstance(asserts, list) else []):
+        _check_assertion(spec, raw, ("assert", i), errors, generated=False)
+
+
+# ---------------------------------------------------------------------------- one case
+
+
+def _build_case(raw: _Raw, defaults: dict[str, Any], default_asserts: list[dict[str, Any]], errors: _Errors) -> Case | None:
+    """Validate one raw case and build it, or report why not (and return None)."""
+    before = errors.count
+    data = raw.data
+    if not isinstance(data, dict):
+        errors.add(raw.file, raw.line, raw.path, f"a case must be a mapping, not {_kind(data)}")
+        return None
+    for key in data:
+        if key not in CASE_FIELDS:
+            errors.add(raw.file, raw.line_of((key,)), raw.path + (key,), unknown_field(str(key), CASE_FIELDS))
+    known = {k: v for k, v in data.items() if k in CASE_FIELDS}
+    for err in () if _plainly_valid(known) else _case_validator.iter_errors(known):
+        sub = tuple(err.absolute_path)
+        message = err.message
+        if not sub and err.validator == "anyOf":  # the input alternatives
+            message = "'input' is a required property"
+        errors.add(raw.file, raw.line_of(sub), raw.path + sub, message)
+    own_asserts: list[Any] = known["assert"] if isinstance(known.get("assert"), list) else []
+    for i, spec in enumerate(own_asserts):
+        _check_assertion(spec, raw, ("assert", i), errors, generated=False)
+    if errors.count > before:
+        return None
+
+    expansion = expand(_merge(defaults, known), base_fields=_BASE_FIELDS)
+    for sub, message in expansion.errors:
+        errors.add(raw.file, raw.line_of(sub), raw.path + sub, message)
+    for spec, origin in expansion.generated:
+        _check_assertion(spec, raw, origin, errors, generated=True)
+    if errors.count > before:
+        return None
+
+    fields = expansion.fields
+    # no copies: a case's values were just parsed for it, and assertion specs are never mutated
+    asserts = default_asserts + own_asserts + [spec for spec, _ in expansion.generated]
+    return Case(id=str(known["id"]), asserts=asserts, source=raw.source, **fields)
+
+
+def _is_str(v: Any) -> bool:
+    return isinstance(v, str)
+
+
+def _is_number(v: Any) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+
+def _is_strings(v: Any) -> bool:
+    return isinstance(v, list) and all(isinstance(x, str) for x in v)
+
+
+#: base fields whose schema is checked by hand; anything else goes to jsonschema
+_PLAIN_CHECKS: dict[str, Any] = {
+    "id": lambda v: (isinstance(v, str) and v != "") or _is_number(v),
+    "input": lambda v: isinstance(v, (str, dict)),
+    "expected": lambda v: True,
+    "category": _is_str,
+    "difficulty": _is_str,
+    "description": _is_str,
+    "notes": _is_str,
+    "system": _is_str,
+    "tags": _is_strings,
+    "targets": _is_strings,
+    "vars": lambda v: isinstance(v, dict),
+    "metadata": lambda v: isinstance(v, dict),
+    "assert": lambda v: isinstance(v, list),
+    "threshold": lambda v: _is_number(v) and 0 <= v <= 1,
+    "repeat": lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 1,
+}
+
+
+def _plainly_valid(known: dict[str, Any]) -> bool:
+    """True when the case surely passes ``_case_validator`` (which then need not run).
+
+    The schema walk was most of the cost of loading a large dataset. This
+    answers only for the common shape — base fields with plainly right
+    types, an ``id`` and an ``input`` — and says False for anything else
+    (shorthands, a doubtful type), which jsonschema then checks and words.
+    """
+    if "id" not in known or "input" not in known:
+        return False
+    for key, value in known.items():
+        check = _PLAIN_CHECKS.get(key)
+        if check is None or not check(value):
+            return False
+    return True
+
+
+def _merge(defaults: dict[str, Any], case: dict[str, Any]) -> dict[str, Any]:
+    """The case over the dataset's ``defaults:``: mappings merge, tags add up, the rest the case wins."""
+    merged = dict(defaults)  # shallow: nothing downstream mutates a case's values
+    for key, value in case.items():
+        if key == "assert":
+            continue
+        if key in ("vars", "metadata") and isinstance(merged.get(key), dict):
+            merged[key] = {**merged[key], **value}
+        elif key == "tags" and isinstance(merged.get(key), list):
+            merged[key] = merged[key] + [t for t in value if t not in merged[key]]
+        else:
+            merged[key] = value
+    return merged
+
+
+def _check_assertion(spec: Any, raw: _Raw, sub: KeyPath, errors: _Errors, *, generated: bool) -> None:
+    """Dispatch on ``type:`` and validate against that type's own schema.
+
+    Problems in an assertion made from a shorthand are reported at the
+    shorthand's key (``cases[2].required_tools``), which is what the person wrote.
+    """
+
+    def report(inner: KeyPath, message: str) -> None:
+        where = sub if generated else sub + inner
+        errors.add(raw.file, raw.line_of(where), raw.path + where, message)
+
+    # golden sets repeat the same few assertions thousands of times: check each once
+    fingerprint = _fingerprint(spec)
+    if fingerprint is not None and fingerprint in _valid_specs:
+        return
+    before = errors.count
+
+    if not isinstance(spec, dict):
+        report((), f"an assertion must be a mapping, not {_kind(spec)}")
+        return
+    kind = spec.get("type")
+    if kind is None:
+        report((), "'type' is a required property")
+        return
+    if not isinstance(kind, str):
+        report(("type",), f"{kind!r} is not of type 'string'")
+        return
+    atype = get_assertion(kind)
+    if atype is None:
+        report(("type",), f"unknown assertion type {kind!r}{did_you_mean(kind, list(registered()))}")
+        return
+    schema = atype.schema()
+    allowed = list(schema.get("properties", {}))
+    for key in spec:
+        if key not in allowed:
+            report((key,), unknown_field(str(key), allowed))
+    for err in _assertion_validator(kind, schema).iter_errors(spec):
+        if err.validator == "additionalProperties":
+            continue  # reported above, with a suggestion
+        report(tuple(err.absolute_path), err.message)
+    if fingerprint is not None and errors.count == before and len(_valid_specs) < 10_000:
+        _valid_specs.add(fingerprint)
+
+
+_validators: dict[str, tuple[dict[str, Any], Draft202012Validator]] = {}
+
+
+_valid_specs: set[str] = set()
+
+
+def _fingerprint(spec: Any) -> str | None:
+    try:
+        return json.dumps(spec, sort_keys=True)
+    except (TypeError, ValueError):
+        return None
+
+
+def _assertion_validator(kind: str, schema: dict[str, Any]) -> Draft202012Validator:
+    cached = _validators.get(kind)
+    if cached is None or cached[0] is not schema:
+        cached = (schema, Draft202012Validator({**schema, "$defs": {"judge_override": _JUDGE_OVERRIDE}}))
+        _validators[kind] = cached
+    return cached[1]
+
+
+def _kind(value: Any) -> str:
+    names = {dict: "a mapping", list: "a list", str: "a string", type(None): "null", bool: "a boolean"}
+    return names.get(type(value), type(value).__name__)
+
+
+# ---------------------------------------------------------------------------- files
+
+
+def _read_path(
+    spec_path: str, base_dir: Path, errors: _Errors, config_file: str, line: int | None, path_prefix: KeyPath
+) -> Iterable[_Raw]:
+    where = path_prefix + ("path",) if path_prefix else ()
+    full = base_dir / spec_path
+    shown = PurePosixPath(Path(spec_path).as_posix())
+    if full.is_dir():
+        files = sorted(p for p in full.iterdir() if p.is_file() and p.suffix.lower() in FILE_SUFFIXES)
+        if not files:
+            errors.add(config_file, line, where, f"no case files ({', '.join(FILE_SUFFIXES)}) in directory {shown}")
+        return [raw for f in files for raw in _read_file(f, str(shown / f.name), errors)]
+    if not full.exists():
+        errors.add(config_file, line, where, f"missing dataset file {shown}")
+        return []
+    if full.suffix.lower() not in FILE_SUFFIXES:
+        errors.add(config_file, line, where,
+                   f"unsupported dataset format {full.suffix!r} in {shown} (use .jsonl, .json, .yaml, .yml, .csv or a directory)")
+        return []
+    return _read_file(full, str(shown), errors)
+
+
+def _read_file(path: Path, shown: str, errors: _Errors) -> Iterable[_Raw]:
+    try:
+        text = path.read_text(encoding="utf-8-sig")
+    except (OSError, UnicodeDecodeError) as exc:
+        errors.add(shown, None, (), f"cannot read: {exc}")
+        return []
+    suffix = path.suffix.lower()
+    if suffix == ".jsonl":
+        # streamed: 100,000 raw cases held at once were ~100 MB of a run's peak RSS (bench/RESULTS.md);
+        # load_dataset reads them once and raises the parse errors after the loop
+        return _read_jsonl(text, shown, errors)
+    if suffix == ".csv":
+        return list(_read_csv(text, shown, errors))
+    if suffix == ".json":
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as exc:
+            errors.add(shown, exc.lineno, (), f"invalid JSON: {exc.msg} (column {exc.colno})")
+            return []
+        return _split_cases(data, _json_positions(text), shown, errors)
+    try:
+        data, positions = parse_yaml_with_lines(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        errors.add(shown, mark.line + 1 if mark else None, (), f"invalid YAML: {problem}")
+        return []
+    return _split_cases(data, positions, shown, errors)
+
+
+def _split_cases(data: Any, positions: dict[KeyPath, int], shown: str, errors: _Errors) -> list[_Raw]:
+    """A document holds a list of cases, ``{cases: [...]}``, or one case."""
+    if data is None:
+        return []
+    if isinstance(data, list):
+        return [_Raw(c, shown, ("cases", i), positions.get((i,)), (i,), positions) for i, c in enumerate(data)]
+    if not isinstance(data, dict):
+        errors.add(shown, 1, (), f"expected a list of cases, one case or {{cases: [...]}}, not {_kind(data)}")
+        return []
+    if "cases" not in data:  # one case a file (the Engine harness layout)
+        return [_Raw(data, shown, (), positions.get((), 1), (), positions)]
+    for key in data:
+        if key != "cases":
+            errors.add(shown, positions.get((key,)), (key,), f"unknown top-level key {key!r} (only 'cases' may sit beside the cases)")
+    cases = data["cases"]
+    if not isinstance(cases, list):
+        errors.add(shown, positions.get(("cases",)), ("cases",), f"must be a list of cases, not {_kind(cases)}")
+        return []
+    return [_Raw(c, shown, ("cases", i), positions.get(("cases", i)), ("cases", i), positions) for i, c in enumerate(cases)]
+
+
+def _read_jsonl(text: str, shown: str, errors: _Errors) -> Iterator[_Raw]:
+    index = 0
+    for lineno, line in enumerate(text.split("\n"), 1):
+        stripped = line.strip()
+        if not stripped or stripped.startswith(("//", "#")):
+            continue
+        try:
+            data = json.loads(stripped)
+        except json.JSONDecodeError as exc:
+            column = exc.colno + len(line) - len(line.lstrip())
+            errors.add(shown, lineno, (), f"invalid JSON: {exc.msg} (column {column})")
+        else:
+            yield _Raw(data, shown, ("cases", index), lineno)
+        index += 1
+
+
+# CSV cells are text: these columns hold JSON when they look like it, lists when split, numbers when parsed.
+_JSON_CELLS = frozenset({"assert", "vars", "metadata"})  # must be JSON
+_MAYBE_JSON_CELLS = frozenset({"input", "expected", "expected_answer", "expected_output", "expectedOutput", "mockElements"})
+_LIST_CELLS = {
+    "tags": ",;", "targets": ",;", "required_tools": ",;", "forbidden_tools": ",;",
+    "expectedKeywords": ",;", "expected_keywords": ",;",
+    "expectedCharacteristics": ";", "expected_characteristics": ";",  # sentences may hold commas
+}
+_NUMBER_CELLS: dict[str, type] = {"threshold": float, "repeat": int, "max_tokens": int, "max_iterations": int}
+
+
+def _read_csv(text: str, shown: str, errors: _Errors) -> Iterator[_Raw]:
+    reader = csv.reader(io.StringIO(text, newline=""))
+    try:
+        header = [h.strip() for h in next(reader)]
+    except StopIteration:
+        return
+    for name in header:
+        if name not in CASE_FIELDS:
+            errors.add(shown, 1, (name,), unknown_field(name, CASE_FIELDS))
+    index, last_line = 0, reader.line_num
+    for row in reader:
+        start, last_line = last_line + 1, reader.line_num
+        if not any(cell.strip() for cell in row):
+            continue
+        if len(row) > len(header):
+            errors.add(shown, start, ("cases", index), f"row has {len(row)} cells but the header has {len(header)}")
+        case: dict[str, Any] = {}
+        for name, cell in zip(header, row):
+            if name not in CASE_FIELDS or not cell.strip():
+                continue
+            try:
+                case[name] = _csv_cell(name, cell)
+            except json.JSONDecodeError as exc:
+                errors.add(shown, start, ("cases", index, name), f"invalid JSON: {exc.msg} (column {exc.colno})")
+        yield _Raw(case, shown, ("cases", index), start)
+        index += 1
+
+
+def _csv_cell(name: str, cell: str) -> Any:
+    text = cell.strip()
+    looks_json = text.startswith(("[", "{"))
+    if name in _JSON_CELLS or (looks_json and name in _LIST_CELLS):
+        return json.loads(text)
+    if looks_json and name in _MAYBE_JSON_CELLS:
+        try:
+            return json.loads(text)
+        except json.JSONDecodeError:
+            return cell  # "[INST] ..." is text, not broken JSON
+    if name in _LIST_CELLS:
+        seps = _LIST_CELLS[name]
+        sep = ";" if ";" in text or seps == ";" else ","
+        return [part.strip() for part in text.split(sep) if part.strip()]
+    if name in _NUMBER_CELLS:
+        try:
+            return _NUMBER_CELLS[name](text)
+        except ValueError:
+            return cell  # the schema check says what is wrong
+    return cell
+
+
+# ---------------------------------------------------------------------------- positions
+
+
+def _json_positions(text: str) -> dict[KeyPath, int]:
+    """The line of every value (and, for object members, of the key) in valid JSON text."""
+    newlines = [m.start() for m in re.finditer("\n", text)]
+    decoder = json.JSONDecoder()
+    positions: dict[KeyPath, int] = {}
+
+    def line_of(i: int) -> int:
+        return bisect_right(newlines, i - 1) + 1
+
+    def skip(i: int) -> int:
+        while i < len(text) and text[i] in " \t\r\n":
+            i += 1
+        return i
+
+    def walk(i: int, path: KeyPath) -> int:
+        i = skip(i)
+        positions[path] = line_of(i)
+        opener = text[i]
+        if opener not in "[{":
+            return decoder.raw_decode(text, i)[1]
+        closer, i, index = ("]" if opener == "[" else "}"), skip(i + 1), 0
+        while text[i] != closer:
+            if opener == "{":
+                key_line = line_of(i)
+                key, i = decoder.raw_decode(text, i)
+                i = walk(skip(i) + 1, path + (key,))  # past the ':'
+                positions[path + (key,)] = key_line
+            else:
+                i = walk(i, path + (index,))
+                index += 1
+            i = skip(i)
+            if text[i] == ",":
+                i = skip(i + 1)
+        return i + 1
+
+    walk(0, ())
+    return positions
+
+
+def parse_yaml_with_lines(text: str) -> tuple[Any, dict[KeyPath, int]]:
+    """Parse YAML (safe) and record the line of every value and mapping key.
+
+    libyaml is used when present (several times faster); a document it
+    rejects is parsed again in pure Python so error texts do not depend on
+    how PyYAML was installed.
+    """
+    try:
+        node, data = _compose(getattr(yaml, "CSafeLoader", yaml.SafeLoader), text)
+    except yaml.YAMLError:
+        node, data = _compose(yaml.SafeLoader, text)
+    positions: dict[KeyPath, int] = {}
+
+    def walk(n: yaml.Node, path: KeyPath, depth: int) -> None:
+        positions[path] = n.start_mark.line + 1
+        if depth > 50:  # aliases can make cycles
+            return
+        if isinstance(n, yaml.MappingNode):
+            for key_node, value_node in n.value:
+                key = key_node.value if isinstance(key_node, yaml.ScalarNode) else str(key_node.start_mark)
+                walk(value_node, path + (key,), depth + 1)
+                positions[path + (key,)] = key_node.start_mark.line + 1
+        elif isinstance(n, yaml.SequenceNode):
+            for i, item in enumerate(n.value):
+                walk(item, path + (i,), depth + 1)
+
+    if node is not None:
+        walk(node, (), 0)
+    return data, positions
+
+
+def _compose(loader_class: Any, text: str) -> tuple[yaml.Node | None, Any]:
+    loader = loader_class(text)
+    try:
+        node = loader.get_single_node()
+        return node, (loader.construct_document(node) if node is not None else None)
+    finally:
+        loader.dispose()

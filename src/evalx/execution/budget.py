@@ -1,0 +1,166 @@
+"""Spend: the cost guard (``defaults.max_total_cost``) and the ``--dry-run`` estimate.
+
+The guard is asked before each cell starts. It counts what finished cells
+spent (target ``cost_usd`` + ``judge_cost_usd``) and, so that cells in flight
+are not forgotten, assumes each started-but-unfinished cell and the next one
+cost the mean of the finished ones. Once that would pass the limit, no new
+cell starts: the rest become ``skipped`` results saying why.
+
+The estimate prices each provider cell from its target's price (a target's
+``pricing:`` or its provider definition's, per model) with input tokens
+guessed from the prompt's length (about 4 characters a token) and output
+tokens at the ``max_tokens`` limit — an upper bound, when a limit is set.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+__all__ = ["CostEstimate", "CostGuard", "estimate_cost", "format_estimate"]
+
+CHARS_PER_TOKEN = 4
+_OUTPUT_LIMIT_KEYS = ("max_tokens", "max_completion_tokens", "max_output_tokens", "num_predict")
+
+
+class CostGuard:
+    """Decides whether the next cell may start under ``max_total_cost`` (USD)."""
+
+    def __init__(self, limit: float) -> None:
+        self.limit = float(limit)
+        self.spent = 0.0
+        self.finished = 0
+        self.in_flight = 0
+        self.skipped = 0
+
+    @property
+    def tripped(self) -> bool:
+        return self.skipped > 0
+
+    def reason(self) -> str:
+        return f"not run: spend ${self.spent:.4f} reached defaults.max_total_cost ${self.limit:.4f}"
+
+    def admit(self, cell: Any = None) -> str | None:
+        """None when the cell may start, else the reason it is skipped."""
+        per_cell = self.spent / self.finished if self.finished else 0.0
+        projected = self.spent + per_cell * (self.in_flight + 1)
+        if self.spent >= self.limit or (per_cell > 0 and projected > self.limit):
+            self.skipped += 1
+            return self.reason()
+        self.in_flight += 1
+        return None
+
+    def record(self, result: dict[str, Any]) -> None:
+        """Count a finished cell (call for every result, skipped ones included)."""
+        if result.get("skip_reason"):
+            return  # a cell the guard itself skipped never started
+        self.in_flight = max(0, self.in_flight - 1)
+        self.finished += 1
+        for key in ("cost_usd", "judge_cost_usd"):
+            value = result.get(key)
+            if isinstance(value, (int, float)) and not isinstance(value, bool):
+                self.spent += float(value)
+
+    def message(self) -> str:
+        return (f"cost guard: spend ${self.spent:.4f} reached defaults.max_total_cost ${self.limit:.4f}; "
+                f"{self.skipped} cell{'s' if self.skipped != 1 else ''} not run (skipped)")
+
+
+@dataclass
+class TargetEstimate:
+    target: str
+    cells: int
+    cost_usd: float | None = None
+    input_tokens: int = 0
+    output_tokens: int | None = 0
+    note: str = ""
+
+
+@dataclass
+class CostEstimate:
+    targets: list[TargetEstimate] = field(default_factory=list)
+    limit: float | None = None
+
+    @property
+    def total(self) -> float | None:
+        known = [t.cost_usd for t in self.targets if t.cost_usd is not None]
+        return sum(known) if known else None
+
+    @property
+    def complete(self) -> bool:
+        return all(t.cost_usd is not None and not t.note for t in self.targets)
+
+
+def _text_len(value: Any) -> int:
+    if value is None:
+        return 0
+    if isinstance(value, str):
+        return len(value)
+    return len(json.dumps(value, default=str))
+
+
+def _price_of(spec: dict[str, Any], config: Any) -> Any:
+    from evalx.targets.definitions import Price, find_provider, providers_dir_of
+
+    if isinstance(spec.get("pricing"), dict):
+        try:
+            return Price.from_mapping(spec["pricing"])
+        except (KeyError, TypeError, ValueError):
+            return None
+    try:
+        definition = find_provider(str(spec.get("provider")), providers_dir_of(config))
+    except Exception:  # an unknown provider is reported when the run starts, not by the estimate
+        return None
+    return definition.price(str(spec.get("model") or ""))
+
+
+def estimate_cost(config: Any, plan: Any) -> CostEstimate:
+    """What the plan would spend at most, per target, before anything runs."""
+    estimate = CostEstimate(limit=(config.defaults or {}).get("max_total_cost"))
+    for spec in plan.target_specs:
+        cells = plan.cells_for(spec["id"])
+        est = TargetEstimate(spec["id"], len(cells))
+        estimate.targets.append(est)
+        if spec.get("type") != "provider":
+            est.note = f"no price known for {spec.get('type')} targets"
+            est.cost_usd = None
+            continue
+        price = _price_of(spec, config)
+        if price is None:
+            est.note = f"no price known for {spec.get('provider')}/{spec.get('model')} (set pricing: on the target)"
+            est.cost_usd = None
+            continue
+        params = spec.get("params") or {}
+        limit = next((params[k] for k in _OUTPUT_LIMIT_KEYS if isinstance(params.get(k), int)), None)
+        fixed = _text_len(spec.get("system")) + _text_len(spec.get("prompt"))
+        for cell in cells:
+            est.input_tokens += (fixed + _text_len(cell.case.input) + _text_len(cell.case.system)) // CHARS_PER_TOKEN + 1
+        if limit is None:
+            est.output_tokens = None
+            est.note = "no max_tokens in params: output tokens not bounded, input only"
+            est.cost_usd = price.cost(est.input_tokens, 0)
+        else:
+            est.output_tokens = limit * len(cells)
+            est.cost_usd = price.cost(est.input_tokens, est.output_tokens)
+    return estimate
+
+
+def format_estimate(estimate: CostEstimate) -> list[str]:
+    lines = ["Estimated cost (upper bound: input from prompt length, output at max_tokens):"]
+    for t in estimate.targets:
+        if t.cost_usd is None:
+            lines.append(f"  {t.target:<20} {t.cells} cells  — {t.note}")
+            continue
+        out = "?" if t.output_tokens is None else f"{t.output_tokens:,}"
+        note = f"  ({t.note})" if t.note else ""
+        lines.append(f"  {t.target:<20} {t.cells} cells  ~{t.input_tokens:,} in · {out} out  ≤ ${t.cost_usd:.4f}{note}")
+    total = estimate.total
+    head = "  total: " + ("no priced target" if total is None else f"≤ ${total:.4f}" + ("" if estimate.complete else " (priced targets only)"))
+    if estimate.limit is not None:
+        head += f"; defaults.max_total_cost ${float(estimate.limit):.4f}"
+        if total is not None and total > float(estimate.limit):
+            head += " — the run may stop early and skip the rest"
+    lines.append(head)
+    lines.append("  judge calls (model-graded assertions) are not included")
+    return lines

@@ -1,0 +1,235 @@
+"""Run cells concurrently: per-target worker pools, per-cell timeouts.
+
+Each target gets ``concurrency`` workers pulling from its own list of cells,
+so memory stays flat whatever the number of cells, and a slow target never
+starves a fast one. Every finished cell is scored, redacted and handed to
+``on_result`` straight away (which appends it to ``results.jsonl``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+import time
+import traceback
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from typing import Any, TypeVar
+
+from evalx.errors import TargetError
+from evalx.models import RESULT_VERSION, Cell, Trajectory
+from evalx.assertions import AssertionContext, cell_status, evaluate_case
+from evalx.targets import RunContext, Target
+
+T = TypeVar("T")
+
+
+@dataclass
+class TargetPlan:
+    target: Target
+    cells: list[Cell]
+    concurrency: int
+    timeout_s: float
+    cache: bool = False  # look cells up in (and store them to) run.cache
+
+
+@dataclass
+class ExecutionStats:
+    errors_by_target: dict[str, list[str]] = field(default_factory=dict)
+    cells_by_target: dict[str, int] = field(default_factory=dict)
+    interrupted: bool = False
+
+
+class Executor:
+    def __init__(
+        self,
+        plans: list[TargetPlan],
+        run: RunContext,
+        *,
+        global_asserts: list[dict[str, Any]],
+        on_result: Callable[[dict[str, Any]], None],
+        judge: Any = None,
+        judge_settings: dict[str, Any] | None = None,
+    ) -> None:
+        self.plans = plans
+        self.run = run
+        self.global_asserts = global_asserts
+        self.on_result = on_result
+        self.judge = judge
+        self.judge_settings = judge_settings or {}
+        self.stats = ExecutionStats()
+        #: asked before each cell starts: None to run it, else why it is skipped (the cost guard)
+        self.admit: Callable[[Cell], str | None] | None = None
+
+    async def execute(self) -> ExecutionStats:
+        workers: list[asyncio.Task[None]] = []
+        for plan in self.plans:
+            it = iter(plan.cells)
+            n = max(1, min(plan.concurrency, len(plan.cells)))
+            for _ in range(n):
+                workers.append(asyncio.create_task(self._worker(plan, it)))
+        try:
+            await asyncio.gather(*workers)
+        except asyncio.CancelledError:
+            self.stats.interrupted = True
+            for w in workers:
+                w.cancel()
+            await asyncio.gather(*workers, return_exceptions=True)
+        return self.stats
+
+    async def _worker(self, plan: TargetPlan, cells: Any) -> None:
+        for cell in cells:
+            reason = self.admit(cell) if self.admit is not None else None
+            if reason is not None:
+                self.on_result(self.skipped_cell(plan, cell, reason))
+                continue
+            result = await self.run_cell(plan, cell)
+            self.on_result(result)
+
+    def skipped_cell(self, plan: TargetPlan, cell: Cell, reason: str) -> dict[str, Any]:
+        """The result of a cell that was not run, so nothing goes silently missing."""
+        verdict = {"type": "not_run", "name": None, "passed": None, "score": 0.0, "reason": reason, "weight": 1.0}
+        result: dict[str, Any] = {
+            "version": RESULT_VERSION, "run_id": self.run.run_id, "index": cell.index, "target": plan.target.id,
+            "target_type": plan.target.type, "dataset": cell.dataset, "case_id": cell.case.id, "repeat": cell.repeat,
+            "category": cell.case.category, "difficulty": cell.case.difficulty, "tags": cell.case.tags,
+            "case_source": cell.case.source, "input": cell.case.input, "expected": cell.case.expected,
+            "status": "skipped", "score": None, "assertions": [verdict], "output": {}, "latency_ms": None,
+            "ttft_ms": None, "cost_usd": None, "judge_cost_usd": None, "cached": False, "error": None,
+            "traceback": None, "started_at": None, "skip_reason": reason,
+        }
+        return self.run.redactor.obj(result) if self.run.redactor else result
+
+    async def run_cell(self, plan: TargetPlan, cell: Cell) -> dict[str, Any]:
+        target = plan.target
+        started_at = datetime.now(timezone.utc).isoformat(timespec="milliseconds")
+        t0 = time.perf_counter()
+        cache_key = self._cache_key(plan, cell)
+        hit = await self.run.cache.get(cache_key) if cache_key else None
+        if hit is not None:
+            traj = _from_cache(hit, target)
+        else:
+            try:
+                traj = await _within(target.invoke(cell, self.run), plan.timeout_s)
+            except asyncio.TimeoutError:
+                traj = Trajectory(error=f"timed out after {plan.timeout_s:g}s")
+            except TargetError as exc:
+                traj = Trajectory(error=str(exc))
+            except Exception as exc:
+                traj = Trajectory(error=_one_line(exc), traceback=traceback.format_exc())
+        latency = (time.perf_counter() - t0) * 1000.0
+        if traj.latency_ms is None:
+            traj.latency_ms = round(latency, 3)
+        if cache_key and hit is None and traj.error is None:  # errors are never cached
+            stored = traj.to_dict()
+            stored.pop("traceback", None)
+            stored.pop("cached", None)
+            self.run.cache.put(cache_key, self.run.redactor.obj(stored))
+
+        asserts = [*self.global_asserts, *cell.case.asserts]
+        if traj.error is None:
+            ctx = AssertionContext(
+                case=cell.case,
+                output=traj,
+                config_dir=self.run.config_dir,
+                judge=self.judge,
+                judge_settings=self.judge_settings,
+                target=target.id,
+            )
+            assertions = await evaluate_case(asserts, ctx)
+        else:
+            assertions = []
+        self.stats.cells_by_target[target.id] = self.stats.cells_by_target.get(target.id, 0) + 1
+        status, score = cell_status(assertions, threshold=cell.case.threshold, target_error=traj.error)
+        judge_cost = _judge_cost(assertions)
+        output = traj.to_dict()
+        tb = output.pop("traceback", None)
+        cached = bool(output.pop("cached", False))
+        result: dict[str, Any] = {
+            "version": RESULT_VERSION,
+            "run_id": self.run.run_id,
+            "index": cell.index,
+            "target": target.id,
+            "target_type": target.type,
+            "dataset": cell.dataset,
+            "case_id": cell.case.id,
+            "repeat": cell.repeat,
+            "category": cell.case.category,
+            "difficulty": cell.case.difficulty,
+            "tags": cell.case.tags,
+            "case_source": cell.case.source,
+            "input": cell.case.input,
+            "expected": cell.case.expected,
+            "status": status,
+            "score": None if score is None else round(score, 6),
+            "assertions": assertions,
+            "output": output,
+            "latency_ms": traj.latency_ms,
+            "ttft_ms": traj.ttft_ms,
+            "cost_usd": traj.cost_usd,
+            "judge_cost_usd": judge_cost,
+            "cached": cached,
+            "error": traj.error,
+            "traceback": tb,
+            "started_at": started_at,
+        }
+        if self.run.redactor:
+            result = self.run.redactor.obj(result)
+        if result["error"] is not None:
+            self.stats.errors_by_target.setdefault(target.id, []).append(result["error"])
+        return result
+
+    def _cache_key(self, plan: TargetPlan, cell: Cell) -> str | None:
+        """The cell's cache key when caching applies: the target's own ``cache_key``, else a generic one."""
+        if self.run.cache is None or not self.run.use_cache or not plan.cache:
+            return None
+        own = getattr(plan.target, "cache_key", None)
+        try:
+            if own is not None:
+                return own(cell, self.run)  # type: ignore[no-any-return]
+            from evalx.targets.transport.cache import make_key
+
+            case = cell.case.to_dict()
+            case.pop("source", None)
+            spec = self.run.redactor.obj(plan.target.spec)  # secrets masked: never part of a key
+            return make_key(plan.target.type, spec, case, cell.repeat)
+        except Exception:  # a key that cannot be made means "do not cache", never a failed cell
+            return None
+
+
+if sys.version_info >= (3, 11):
+
+    async def _within(aw: Awaitable[T], timeout_s: float) -> T:
+        """``aw`` with a deadline: ``asyncio.timeout`` in the worker's own task, no task per cell.
+
+        ``asyncio.wait_for`` wraps every cell in a new task; that was a measurable part of
+        evalx's per-cell cost (bench/RESULTS.md).
+        """
+        async with asyncio.timeout(timeout_s):
+            return await aw
+
+else:  # Python 3.10: no asyncio.timeout
+
+    async def _within(aw: Awaitable[T], timeout_s: float) -> T:
+        return await asyncio.wait_for(aw, timeout_s)
+
+
+def _from_cache(stored: dict[str, Any], target: Target) -> Trajectory:
+    traj = Trajectory.from_dict(stored)
+    traj.cached = True
+    restore = getattr(target, "restore_cached", None)
+    if restore is not None:
+        restore(traj)
+    return traj
+
+
+def _one_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    first = text[0] if text else ""
+    return f"{type(exc).__name__}: {first}" if first else type(exc).__name__
+
+
+def _judge_cost(assertions: list[dict[str, Any]]) -> float | None:
+    costs = [a["details"].get("cost_usd") for a in assertions if a.get("details") and a["details"].get("cost_usd") is not None]
+    return round(sum(costs), 8) if costs else None

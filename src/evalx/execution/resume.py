@@ -1,0 +1,140 @@
+"""Resume a run that was killed or interrupted: run only the cells without a result.
+
+``run.json`` records the run's selection and a fingerprint of its planned
+cells (their keys, the cases' content, the target specs, the global
+assertions and the judge). A resume rebuilds the plan from that selection and
+refuses when the fingerprint differs: the cells would not be the same cells.
+Other config changes (``gates:``, descriptions...) are allowed, with a note.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+from pathlib import Path
+from typing import Any
+
+from evalx.errors import EvalxError
+from evalx.models import Case
+from evalx.execution.plan import Selection
+
+__all__ = [
+    "ResumeError", "check_plan", "check_results", "load_run_meta", "plan_fingerprint", "resume_selection", "selection_args",
+    "selection_from_meta",
+]
+
+
+class ResumeError(EvalxError):
+    """A run cannot be resumed (unknown, or its cells changed)."""
+
+
+def selection_args(selection: Selection) -> dict[str, Any]:
+    """The selection as stored in ``run.json`` (every field, by its own name)."""
+    return dataclasses.asdict(selection)
+
+
+def selection_from_meta(meta: dict[str, Any]) -> Selection:
+    stored = meta.get("selection_args")
+    if not isinstance(stored, dict):
+        raise ResumeError(f"run {meta.get('run_id')!r} predates resumable runs (its run.json has no selection_args)")
+    names = {f.name for f in dataclasses.fields(Selection)}
+    return Selection(**{k: v for k, v in stored.items() if k in names})
+
+
+def plan_fingerprint(config: Any, plan: Any) -> str:
+    """A digest of everything that decides what the cells are and how they are scored."""
+    h = hashlib.sha256()
+
+    def feed(value: Any) -> None:
+        h.update(json.dumps(value, sort_keys=True, default=str, ensure_ascii=False).encode())
+        h.update(b"\x1e")
+
+    # a secret's value never goes into run.json, not even hashed
+    redact = config.redactor.obj if config.redactor else (lambda value: value)
+    feed(redact(plan.target_specs))
+    feed(redact(config.global_asserts))
+    feed(redact(config.data.get("judge")))
+    case_digests: dict[int, str] = {}  # a case's cells (targets x repeats) share one digest
+    for cell in plan.cells:
+        digest = case_digests.get(id(cell.case))
+        if digest is None:
+            fields = {f: getattr(cell.case, f) for f in _CASE_FIELDS}  # not `source`: a moved line is the same case
+            text = json.dumps(redact(fields), sort_keys=True, default=str, ensure_ascii=False)
+            digest = case_digests[id(cell.case)] = hashlib.sha256(text.encode()).hexdigest()
+        feed([cell.index, cell.key, digest])
+    return h.hexdigest()[:32]
+
+
+_CASE_FIELDS = tuple(f for f in Case.__dataclass_fields__ if f != "source")
+
+
+def load_run_meta(ref: str, output_dir: Path) -> tuple[Path, dict[str, Any]]:
+    """The directory and ``run.json`` of run ``ref`` (an id under ``output_dir`` or a path)."""
+    from evalx.results.history import RunNotFound, resolve_run
+
+    try:
+        run_dir = resolve_run(ref, output_dir)
+    except RunNotFound as exc:
+        raise ResumeError(f"--resume: {exc}") from None
+    try:
+        meta = json.loads((run_dir / "run.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise ResumeError(f"--resume: cannot read {run_dir / 'run.json'}: {exc}") from None
+    if not isinstance(meta, dict) or not meta.get("run_id"):
+        raise ResumeError(f"--resume: {run_dir / 'run.json'} is not a run's metadata")
+    return run_dir, meta
+
+
+def check_plan(meta: dict[str, Any], config: Any, plan: Any, fingerprint: str) -> list[str]:
+    """Raise :class:`ResumeError` when the cells changed; return notes for allowed changes."""
+    run_id = meta.get("run_id")
+    if meta.get("name") and meta["name"] != config.name:
+        raise ResumeError(f"cannot resume {run_id}: it is a run of config {meta['name']!r}, not {config.name!r}")
+    if meta.get("plan_digest") is None:
+        raise ResumeError(f"cannot resume {run_id}: its run.json has no plan fingerprint (made by an older evalx)")
+    if meta["plan_digest"] != fingerprint:
+        before, now = meta.get("cells"), len(plan.cells)
+        what = f"{before} planned cells then, {now} now" if before != now else "the same number of cells, but cases, targets, assertions or the judge differ"
+        raise ResumeError(
+            f"cannot resume {run_id}: the config or datasets changed in ways that alter its cells ({what}); "
+            "restore them, or start a new run"
+        )
+    notes = []
+    from evalx.execution.runner import config_hash
+
+    if meta.get("config_hash") and meta["config_hash"] != config_hash(config):
+        notes.append(f"the config changed since {run_id} started, but not its cells; resuming")
+    return notes
+
+
+def check_results(results: list[dict[str, Any]], plan: Any) -> None:
+    """Every stored result must be the planned cell at its index (same target, dataset, case, repeat)."""
+    cells = plan.cells
+    for r in results:
+        i = r.get("index")
+        if not isinstance(i, int) or not 0 <= i < len(cells):
+            raise ResumeError(f"results.jsonl has a result for cell {i!r}, which the plan does not have; start a new run")
+        c = cells[i]
+        if (r.get("target"), r.get("dataset"), r.get("case_id"), r.get("repeat")) != (c.target, c.dataset, c.case.id, c.repeat):
+            raise ResumeError(
+                f"results.jsonl cell {i} is {r.get('target')} {r.get('dataset')}/{r.get('case_id')}, "
+                f"but the plan has {c.target} {c.dataset}/{c.case.id} there; start a new run"
+            )
+
+
+def resume_selection(meta: dict[str, Any], given: Selection) -> Selection:
+    """The stored run's selection; options given with ``--resume`` must agree with it."""
+    stored = selection_from_meta(meta)
+    if given != Selection() and given != stored:
+        raise ResumeError(
+            f"--resume {meta['run_id']} runs that run's own selection ({_describe(stored)}); "
+            f"the options given select {_describe(given)} — drop them, or start a new run"
+        )
+    return stored
+
+
+def _describe(sel: Selection) -> str:
+    parts = [f"{f.name}={getattr(sel, f.name)!r}" for f in dataclasses.fields(Selection)
+             if getattr(sel, f.name) not in (None, False, [], ())]
+    return ", ".join(parts) or "everything"

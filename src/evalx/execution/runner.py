@@ -1,0 +1,429 @@
+"""One eval run from start to finish: plan, execute, store, report, decide the exit status."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import gc
+import hashlib
+import json
+import shutil
+import signal
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, TextIO
+
+import yaml
+
+from evalx.config.loader import Config
+from evalx.execution.executor import Executor, ExecutionStats, TargetPlan
+from evalx.execution.plan import Plan, Selection, build_plan
+from evalx.execution.progress import Progress
+from evalx.results.store import ResultWriter, new_run_id, read_results, write_json
+from evalx.targets import RunContext, build_target, cache_enabled
+
+EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INCOMPLETE = 0, 1, 2, 3
+
+
+@dataclass
+class RunOptions:
+    selection: Selection = field(default_factory=Selection)
+    concurrency: int | None = None
+    use_cache: bool = True
+    junit: Path | None = None
+    html: Path | None = None
+    json_out: bool = False
+    quiet: bool = False
+    run_id: str | None = None
+    baseline: str | None = None  # a run id, a path or `latest`; overrides gates.baseline
+    resume: bool = False  # run_id names a stored run: run only its cells without a result
+
+
+@dataclass
+class RunOutcome:
+    run_id: str
+    run_dir: Path
+    summary: dict[str, Any]
+    exit_code: int
+    messages: list[str] = field(default_factory=list)
+
+
+def config_hash(config: Config) -> str:
+    text = json.dumps(config.data, sort_keys=True, default=str)
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def run(config: Config, options: RunOptions, *, out: TextIO | None = None, err: TextIO | None = None) -> RunOutcome:
+    from evalx.reports.follower import ReportFollower
+
+    # forked first, before the cases are loaded, so the child holds little memory of its own (bench/RESULTS.md)
+    follower = ReportFollower.start()
+    try:
+        return _run(config, options, out=out, err=err, follower=follower)
+    finally:
+        if follower is not None:
+            follower.abort()  # a no-op once the reports were written
+
+
+def _run(config: Config, options: RunOptions, *, out: TextIO | None, err: TextIO | None, follower: Any) -> RunOutcome:
+    out = out or sys.stdout
+    err = err or sys.stderr
+    plan = build_plan(config, options.selection)
+    config.check_env(plan.base_target_ids)  # matrix variants need their target's variables
+    run_id = options.run_id or new_run_id()
+    run_dir = config.output_dir / run_id
+    from evalx.execution import resume as _resume
+
+    fingerprint = _resume.plan_fingerprint(config, plan)
+    previous: dict[str, Any] | None = None
+    if options.resume:
+        run_dir, previous = _resume.load_run_meta(run_id, config.output_dir)
+        for note in _resume.check_plan(previous, config, plan, fingerprint):
+            print(f"evalx: {note}", file=err)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    started = datetime.now(timezone.utc)
+    meta: dict[str, Any] = {
+        "run_id": run_id,
+        "name": config.name,
+        "config": str(config.path),
+        "config_hash": config_hash(config),
+        "started_at": started.isoformat(timespec="seconds"),
+        "targets": [t["id"] for t in plan.target_specs],
+        "cells": len(plan.cells),
+        "selection": {
+            "targets": options.selection.targets,
+            "datasets": options.selection.datasets,
+            "cases": options.selection.case_globs,
+            "categories": options.selection.categories,
+            "repeat": options.selection.repeat,
+            "matrix": options.selection.matrix,
+        },
+        "selection_args": _resume.selection_args(options.selection),
+        "plan_digest": fingerprint,
+        "started_unix": started.timestamp(),  # orders runs started within the same second
+        "status": "running",
+    }
+    if previous is not None:  # a resume keeps the run's identity and start
+        meta["started_at"] = previous.get("started_at", meta["started_at"])
+        meta["started_unix"] = previous.get("started_unix", meta["started_unix"])
+        meta["resumed_at"] = [*previous.get("resumed_at", []), started.isoformat(timespec="seconds")]
+    write_json(run_dir / "run.json", meta)
+    (run_dir / "config.yaml").write_text(
+        "# the resolved config of this run; secrets are redacted\n"
+        + yaml.safe_dump(config.redactor.obj(config.data), sort_keys=False, allow_unicode=True),
+        encoding="utf-8",
+    )
+
+    from evalx.results.summary import SummaryBuilder
+
+    summary_builder = SummaryBuilder(
+        run_id,
+        config.name,
+        meta["started_at"],
+        repeat_pass_rule=str(config.defaults.get("repeat_pass_rule", "majority")),
+        matrix=plan.matrix_summary(),
+    )
+    writer = ResultWriter(run_dir, append=options.resume)  # append: a torn last line is dropped
+    todo = plan
+    done: list[dict[str, Any]] = []
+    if options.resume:
+        done = list(read_results(run_dir / "results.jsonl"))
+        _resume.check_results(done, plan)
+        for result in done:
+            summary_builder.add(result)
+        finished = writer.finished_indexes()
+        todo = Plan(plan.target_specs, plan.cases, [c for c in plan.cells if c.index not in finished], plan.variants)
+        print(f"evalx: resuming {run_id}: {len(finished)} of {len(plan.cells)} cells have results, running {len(todo.cells)}", file=err)
+    progress = Progress(len(todo.cells), stream=err, quiet=options.quiet)
+    from evalx.execution.budget import CostGuard
+
+    limit = config.defaults.get("max_total_cost")
+    guard = CostGuard(limit) if limit is not None else None
+    if guard is not None:
+        for result in done:
+            guard.record(result)  # a resumed run has already spent this
+
+    def on_result(result: dict[str, Any]) -> None:
+        writer.write(result)
+        if follower is not None:
+            follower.line(*writer.lines[-1])
+        summary_builder.add(result)
+        if guard is not None:
+            guard.record(result)
+        progress.update(result["status"])
+
+    t0 = time.monotonic()
+    admit = guard.admit if guard is not None else None
+    rule = str(config.defaults.get("repeat_pass_rule", "majority"))
+    try:
+        with _quiet_collector():
+            if follower is not None:
+                follower.begin(run_dir, cells=len(plan.cells), name=config.name, run_id=run_id, repeat_pass_rule=rule)
+                for line in writer.lines:  # a resumed run's earlier results
+                    follower.line(*line)
+            stats = asyncio.run(_execute(config, todo, options, run_id, on_result, err=err, admit=admit))
+    except BaseException:  # a target could not start (no API key...): say so in run.json, keep results
+        writer.close(reorder=False)
+        progress.close()
+        meta.update(status="failed")
+        write_json(run_dir / "run.json", meta)
+        raise
+    duration = time.monotonic() - t0
+    progress.close()
+    writer.close(reorder=True)
+
+    messages = _target_failures(stats)
+    summary = summary_builder.finish(
+        datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        round(duration, 3),
+        extra={"config": str(config.path), "interrupted": stats.interrupted, "cells_planned": len(plan.cells)},
+    )
+    from evalx.results import gates as _gates
+
+    if guard is not None:
+        summary["cost_guard"] = {"limit_usd": guard.limit, "spent_usd": round(guard.spent, 8), "skipped": guard.skipped,
+                                 "message": guard.message() if guard.tripped else None}
+    for warning in _gates.apply(config, summary, baseline_ref=options.baseline, run_dir=run_dir, run_id=run_id):
+        print(f"evalx: warning: {warning}", file=err)
+    exit_code = _gates.decide(decide_exit(summary, stats, messages), summary)
+    if guard is not None and guard.tripped:
+        messages.append(guard.message())
+    meta.update(status="interrupted" if stats.interrupted else "complete", finished_at=summary.get("finished_at"), exit_code=exit_code)
+    write_reports(run_dir, summary, name=config.name, run_id=run_id, follower=follower)
+    write_json(run_dir / "run.json", meta)
+    if options.junit:
+        _copy(run_dir / "junit.xml", options.junit)
+    if options.html:
+        _copy(run_dir / "report.html", options.html)
+    return RunOutcome(run_id, run_dir, summary, exit_code, messages)
+
+
+@contextlib.contextmanager
+def _quiet_collector() -> Iterator[None]:
+    """Keep the cyclic garbage collector off the run's hot path while cells execute.
+
+    The config, cases and plan are alive for the whole run, yet every full
+    collection walked them all again (~10% of a 10,000-cell provider run,
+    bench/RESULTS.md): they are frozen out of the collector's view, and young
+    collections run every 10,000 allocations instead of 700. Both are undone
+    afterwards; reference counting frees everything as before.
+    """
+    threshold = gc.get_threshold()
+    gc.freeze()
+    gc.set_threshold(max(threshold[0], 10_000), *threshold[1:])
+    try:
+        yield
+    finally:
+        gc.set_threshold(*threshold)
+        gc.unfreeze()
+
+
+def write_reports(
+    run_dir: Path, summary: dict[str, Any], *, name: str, run_id: str, parallel: bool | None = None, follower: Any = None
+) -> None:
+    """summary.json, summary.txt, junit.xml and report.html of a run.
+
+    With a ``follower`` (:mod:`evalx.reports.follower`) JUnit and HTML were built
+    while the cells ran, and only their headers are left to write. Otherwise
+    the HTML report is written by a forked child on the idle second core while
+    this process writes the rest (:mod:`evalx.reports.parallel`; one after the other
+    where forking is not safe, or with ``parallel=False``). Every reader
+    streams ``results.jsonl``: memory does not grow with the number of cells.
+    """
+    from evalx.reports.parallel import run_both
+    from evalx.reports import write_html, write_junit
+
+    results = run_dir / "results.jsonl"
+    raw_baseline = summary.get("baseline")
+    baseline = raw_baseline if isinstance(raw_baseline, dict) else None
+    rule = str(summary.get("repeat_pass_rule") or "majority")  # recorded by the run: re-renders agree
+
+    def html() -> None:
+        write_html(results, summary, run_dir / "report.html", baseline=baseline)
+
+    def junit() -> None:
+        write_junit(results, run_dir / "junit.xml", name=name, run_id=run_id, repeat_pass_rule=rule)
+
+    def texts() -> None:
+        from evalx.results.gates import format_outcome
+        from evalx.reports import format_summary
+
+        write_json(run_dir / "summary.json", summary)
+        (run_dir / "summary.txt").write_text(format_summary(summary) + "\n" + format_outcome(summary), encoding="utf-8")
+
+    if follower is not None:
+        follower.end(summary, repeat_pass_rule=rule, baseline=baseline)
+        texts()
+        if follower.wait():
+            return
+        run_both(junit, html, parallel=parallel)
+        return
+
+    def rest() -> None:
+        texts()
+        junit()
+
+    run_both(rest, html, parallel=parallel)
+
+
+def rebuild_reports(run_dir: Path) -> dict[str, Any]:
+    """Re-render a stored run's summary, JUnit XML and HTML report from its ``results.jsonl``.
+
+    The summary is rebuilt from the results (so it reflects every stored cell);
+    what only the run knew (duration, config, baseline...) comes from the
+    stored ``summary.json`` and ``run.json``.
+    """
+    from evalx.errors import EvalxError
+    from evalx.results.summary import SummaryBuilder
+
+    if not (run_dir / "results.jsonl").is_file():
+        raise EvalxError(f"{run_dir}: no results.jsonl there, not a run directory")
+    meta, stored = _read_json_dict(run_dir / "run.json"), _read_json_dict(run_dir / "summary.json")
+    run_id = str(meta.get("run_id") or stored.get("run_id") or run_dir.name)
+    name = str(meta.get("name") or stored.get("name") or "")
+    from evalx.results.repeats import RULES
+
+    rule = stored.get("repeat_pass_rule")
+    builder = SummaryBuilder(
+        run_id,
+        name,
+        str(meta.get("started_at") or stored.get("started_at") or ""),
+        repeat_pass_rule=rule if rule in RULES else "majority",
+        matrix=stored.get("matrix") if isinstance(stored.get("matrix"), dict) else None,
+    )
+    for result in read_results(run_dir / "results.jsonl"):
+        builder.add(result)
+    duration = stored.get("duration_s")
+    finished = str(stored.get("finished_at") or meta.get("finished_at") or "")
+    summary = builder.finish(finished, float(duration) if isinstance(duration, (int, float)) else 0.0)
+    for key, value in stored.items():
+        summary.setdefault(key, value)  # extras the run added: config, interrupted, baseline...
+    write_reports(run_dir, summary, name=name, run_id=run_id)
+    return summary
+
+
+def _read_json_dict(path: Path) -> dict[str, Any]:
+    try:
+        value = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return value if isinstance(value, dict) else {}
+
+
+def _copy(src: Path, dst: Path) -> None:
+    dst.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(src, dst)
+
+
+async def _execute(
+    config: Config, plan: Plan, options: RunOptions, run_id: str, on_result: Any, *, err: TextIO | None = None, admit: Any = None
+) -> ExecutionStats:
+    defaults = config.defaults
+    if options.concurrency:
+        defaults["concurrency"] = options.concurrency
+    ctx = RunContext(run_id=run_id, config_dir=config.base_dir, redactor=config.redactor, vars=config.vars, use_cache=options.use_cache)
+    from evalx.targets.definitions import providers_dir_of
+
+    ctx.providers_dir = providers_dir_of(config)
+    plans = []
+    for spec in plan.target_specs:
+        cells = plan.cells_for(spec["id"])
+        if not cells:
+            continue
+        target = build_target(spec, defaults=defaults)
+        concurrency = options.concurrency or int(spec.get("concurrency", defaults["concurrency"]))
+        timeout_s = float(spec.get("timeout_s", defaults["timeout_s"]))
+        plans.append(TargetPlan(target, cells, concurrency, timeout_s, cache=cache_enabled(spec, defaults)))
+    if options.use_cache and any(p.cache for p in plans):
+        from evalx.targets.transport.cache import ResponseCache, cache_path
+
+        ctx.cache = ResponseCache(cache_path(config.base_dir))
+    try:
+        for p in plans:
+            await p.target.start(ctx)
+    except BaseException:  # e.g. a provider with no API key: release what the others opened
+        for p in plans:
+            try:
+                await p.target.aclose()
+            except Exception:
+                pass
+        if ctx.cache is not None:
+            await ctx.cache.aclose()
+        raise
+    judge = _judge(config, plan, ctx, defaults, [p.target.id for p in plans], err)
+    executor = Executor(plans, ctx, global_asserts=config.global_asserts, on_result=on_result, judge=judge, judge_settings=judge.settings)
+    executor.admit = admit  # the cost guard: asked before each cell starts
+    main = asyncio.current_task()
+    loop = asyncio.get_running_loop()
+    interrupted = False
+
+    def stop() -> None:
+        nonlocal interrupted
+        if interrupted:  # a second Ctrl-C: stop waiting for anything
+            raise KeyboardInterrupt
+        interrupted = True
+        if main is not None:
+            main.cancel()
+
+    installed = []
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        try:
+            loop.add_signal_handler(sig, stop)
+            installed.append(sig)
+        except (NotImplementedError, RuntimeError, ValueError):
+            pass
+    try:
+        stats = await executor.execute()
+    except asyncio.CancelledError:
+        stats = executor.stats
+        stats.interrupted = True
+    finally:
+        for sig in installed:
+            loop.remove_signal_handler(sig)
+        for p in plans:
+            await p.target.aclose()
+        await judge.aclose()
+        if ctx.cache is not None:
+            await ctx.cache.aclose()
+            if ctx.cache.problem:
+                print(f"evalx: warning: response cache not used: {ctx.cache.problem}", file=sys.stderr)
+    if interrupted:
+        stats.interrupted = True
+    return stats
+
+
+def _judge(config: Config, plan: Plan, ctx: RunContext, defaults: dict[str, Any], target_ids: list[str], err: TextIO | None) -> Any:
+    """The run's judge client (lazy: it starts a judge target on first use), bias-checked once up front."""
+    from evalx.judge.judge import Judge, graded_target_ids
+
+    specs = {t["id"]: t for t in config.targets}
+    specs.update({t["id"]: t for t in plan.target_specs})  # matrix-expanded specs win
+    judge = Judge(ctx, targets=specs, defaults=defaults, settings=dict(config.data.get("judge") or {}), err=err)
+    judge.check_self_grading(graded_target_ids(plan.cells, config.global_asserts, target_ids))
+    return judge
+
+
+def _target_failures(stats: ExecutionStats) -> list[str]:
+    """One loud line for a target whose every cell errored, not N identical ones."""
+    lines = []
+    for target, errors in stats.errors_by_target.items():
+        if errors and len(errors) == stats.cells_by_target.get(target, 0):
+            distinct = sorted(set(errors), key=errors.index)
+            detail = distinct[0] if len(distinct) == 1 else f"{distinct[0]} (and {len(distinct) - 1} other errors)"
+            lines.append(f"target {target!r}: every cell failed ({len(errors)}): {detail}")
+    return lines
+
+
+def decide_exit(summary: dict[str, Any], stats: ExecutionStats, target_failures: list[str]) -> int:
+    if stats.interrupted or target_failures:
+        return EXIT_INCOMPLETE
+    totals = summary["totals"]
+    # with repeats a case fails or passes by repeat_pass_rule; without, case level == cell level
+    counts = totals.get("case_level") or totals
+    if counts["fail"] or counts["error"]:
+        return EXIT_FAILED
+    return EXIT_OK

@@ -1,0 +1,741 @@
+"""The HTML report: one self-contained page to read a run or a matrix.
+
+:func:`write_html` reads ``results.jsonl`` once, line by line, and writes
+``report.html``: inline CSS and JS (``templates/``), inline SVG charts
+(:mod:`._charts`) and the cells embedded once as JSON in a
+``<script type="application/json">`` that the page renders from. Nothing is
+fetched, so the file works from a CI artifact or an email attachment; a
+Content-Security-Policy forbids the network and every script but ours (its
+hash covers report.js alone, never the data).
+
+The rows are never all in memory: each case and cell row is encoded as it is
+read into a spool (memory while small, a temporary file past
+:data:`SPOOL_BYTES`); the page (header and charts need only the summary and
+small per-target aggregates) is rendered around a marker, and the embedded
+JSON is streamed in its place, byte for byte what one ``embed_json`` of the
+whole payload gives. A case is numbered when first seen; a results file whose
+cases are not contiguous (a killed run's completion order) is read a second
+time with a full case index.
+
+Every string from a run (model output, case fields, errors) is untrusted:
+the template autoescapes; :func:`embed_json` escapes ``< > &`` and
+U+2028/U+2029 so ``</script>`` in data cannot end the script; the page only
+ever sets ``textContent``. ANSI escapes are stripped and other control
+characters shown as symbols (NUL becomes ``␀``). Long texts are clipped to a
+cap with their full length recorded (the page says so and offers "show all"
+up to the cap), and past :data:`BUDGET` characters of text the remaining
+cells are embedded leaner, so a 10,000-cell report stays a file a browser
+opens in a second.
+
+Embedded data (short keys: it is repeated for every cell)::
+
+    {"v": 1, "run_id": str, "targets": [id, ...], "repeats": bool,
+     "cases": [{"d": dataset, "id": case_id, "cat", "dif", "tags": [...],
+                "in": input, "ex": expected, "src": "file:line"}, ...],
+     "cells": [{"c": case index, "t": target index, "r": repeat, "s": status,
+                "sc": score, "ms": latency, "tt": ttft, "usd": cost,
+                "jusd": judge cost, "tk": [in, out, cache_hit], "it": iterations,
+                "ca": cached, "x": text, "rq": request, "tc": [[name, args, result]],
+                "a": [[passed, type, name, score, reason, details, error]],
+                "e": error, "tb": traceback, "ev": [event, ...]}, ...],
+     "changes": {"failing": [[target, dataset, case_id]], "passing": [...]}}
+
+A clipped field ``k`` comes with ``kN``, the full length in characters;
+absent fields are null or empty.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import math
+import os
+import re
+import shutil
+import tempfile
+import uuid
+from array import array
+from collections.abc import Iterable
+from datetime import datetime
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import jinja2
+from markupsafe import Markup
+
+from evalx import __version__
+from evalx.models import STATUSES
+from evalx.results.store import read_results
+from evalx.reports import charts as _charts
+from evalx.figures import ci as _ci, count as _count, duration as _duration, ms as _ms, pct as _pct, usd as _usd
+
+__all__ = ["clean_text", "embed_json", "write_html"]
+
+#: characters of each long text field (output, input, traceback...) kept per cell
+TEXT_CAP = 20_000
+#: characters of a rendered request kept
+REQUEST_CAP = 8_000
+#: characters of one tool call's args / result kept
+TOOL_CAP = 2_000
+#: tool calls kept per cell
+MAX_TOOL_CALLS = 100
+#: characters of an assertion's reason / judge details kept
+REASON_CAP = 4_000
+#: engine events kept per cell, and characters of each
+MAX_EVENTS = 200
+EVENT_CAP = 1_000
+#: characters of text embedded at full caps; later cells use the lean caps below
+BUDGET = 16_000_000
+LEAN_FACTOR = 20  # lean caps are the caps above divided by this
+LEAN_EVENTS = 0
+#: newly failing / passing entries embedded from a baseline
+MAX_CHANGES = 2_000
+#: encoded rows are kept in memory up to this many characters, then spilled to a temporary file
+SPOOL_BYTES = 4 * 1024 * 1024
+
+_Json = dict[str, Any]
+
+# CSI (colours, cursor), OSC (titles, hyperlinks) and two-character escapes
+_ANSI = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)?|\x1b[@-Z\\-_]")
+_CONTROL = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\ud800-\udfff]")
+_NEWLINES = re.compile(r"\r\n?")
+_SURROGATE = re.compile("[\ud800-\udfff]")
+# what must never appear raw inside a <script> element: it could close it, open
+# a comment, or (U+2028/9) end a line in older JavaScript parsers
+_SCRIPT_UNSAFE = {ord("<"): "\\u003c", ord(">"): "\\u003e", ord("&"): "\\u0026", 0x2028: "\\u2028", 0x2029: "\\u2029"}
+
+
+def _visible(match: re.Match[str]) -> str:
+    code = ord(match.group())
+    if code < 0x20:
+        return chr(0x2400 + code)  # the Control Pictures block: NUL -> ␀, ESC -> ␛
+    if code == 0x7F:
+        return "\u2421"
+    return "\ufffd"
+
+
+class _NotPlain(Exception):
+    """A value :func:`indented_json` leaves to ``json.dumps``."""
+
+
+def indented_json(value: Any) -> str:
+    """``json.dumps(value, ensure_ascii=False, indent=2, default=str)``, faster for plain JSON data.
+
+    With ``indent`` the json module encodes in pure Python (the C encoder takes
+    no indent), which made the request dict of every cell the HTML report's
+    largest cost (bench/RESULTS.md). Data read back from ``results.jsonl`` is
+    plain JSON — str-keyed dicts, lists, strings, numbers, booleans, None —
+    and is laid out here with the C string encoder; anything else (other key
+    types, other objects, deep nesting) goes to ``json.dumps`` itself. A test
+    checks the two agree.
+    """
+    try:
+        return _indented(value, "\n")
+    except _NotPlain:
+        return json.dumps(value, ensure_ascii=False, indent=2, default=str)
+
+
+_encode_str = json.encoder.encode_basestring  # the C version when available, as json.dumps(ensure_ascii=False) uses
+
+
+def _indented(value: Any, newline: str) -> str:
+    kind = type(value)
+    if kind is str:
+        return _encode_str(value)
+    if kind is dict:
+        if not value:
+            return "{}"
+        if len(newline) > 64:  # 32 levels deep: leave recursion limits and cycles to json
+            raise _NotPlain
+        inner = newline + "  "
+        parts = []
+        for key, item in value.items():
+            if type(key) is not str:
+                raise _NotPlain
+            parts.append(_encode_str(key) + ": " + _indented(item, inner))
+        return "{" + inner + ("," + inner).join(parts) + newline + "}"
+    if kind is list:
+        if not value:
+            return "[]"
+        if len(newline) > 64:
+            raise _NotPlain
+        inner = newline + "  "
+        return "[" + inner + ("," + inner).join([_indented(item, inner) for item in value]) + newline + "]"
+    if value is None:
+        return "null"
+    if value is True:
+        return "true"
+    if value is False:
+        return "false"
+    if kind is int:
+        return int.__repr__(value)
+    if kind is float:
+        if value != value:
+            return "NaN"
+        if value in (math.inf, -math.inf):
+            return "Infinity" if value > 0 else "-Infinity"
+        return float.__repr__(value)
+    raise _NotPlain
+
+
+def clean_text(value: Any) -> str:
+    """Untrusted text made harmless to show: ANSI escapes removed, control characters visible.
+
+    Newlines and tabs stay; CRLF becomes LF; lone surrogates become U+FFFD.
+    Values that are not strings become their JSON (indented) or ``str()``.
+    """
+    if value is None:
+        return ""
+    if isinstance(value, str):
+        text = value
+    else:
+        try:
+            text = indented_json(value)
+        except (TypeError, ValueError):
+            text = str(value)
+    if "\x1b" in text:
+        text = _ANSI.sub("", text)
+    if "\r" in text:
+        text = _NEWLINES.sub("\n", text)
+    return _CONTROL.sub(_visible, text)
+
+
+def embed_json(value: Any) -> str:
+    """``value`` as JSON that is safe inside ``<script type="application/json">``.
+
+    ``<``, ``>``, ``&``, U+2028 and U+2029 become ``\\uXXXX`` escapes (JSON.parse
+    reads them back unchanged), so no string in the data can end the element.
+    """
+    text = json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False, default=str)
+    text = text.translate(_SCRIPT_UNSAFE)
+    return _SURROGATE.sub(lambda _: "\\ufffd", text)
+
+
+def _num(value: Any) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    return float(value) if math.isfinite(value) else None
+
+
+def _int(value: Any) -> int:
+    number = _num(value)
+    return int(number) if number is not None and number > 0 else 0
+
+
+class _Embedder:
+    """Clips texts to the caps and counts what was embedded, to stay within the budget."""
+
+    def __init__(self) -> None:
+        self.used = 0
+
+    @property
+    def lean(self) -> bool:
+        return self.used > BUDGET
+
+    def cap(self, cap: int) -> int:
+        return max(200, cap // LEAN_FACTOR) if self.lean else cap
+
+    def put(self, into: _Json, key: str, value: Any, cap: int) -> None:
+        """``into[key]`` = the cleaned text, clipped; ``into[key + "N"]`` = full length when clipped."""
+        if value is None or value == "" or value == [] or value == {}:
+            return
+        text = clean_text(value)
+        limit = self.cap(cap)
+        if len(text) > limit:
+            into[key + "N"] = len(text)
+            text = text[:limit]
+        self.used += len(text)
+        into[key] = text
+
+    def text(self, value: Any, cap: int) -> str:
+        text = clean_text(value)
+        limit = self.cap(cap)
+        if len(text) > limit:
+            text = text[: limit - 1] + "…"
+        self.used += len(text)
+        return text
+
+
+class _Rows:
+    """A JSON array's items, each encoded by :func:`embed_json` as it comes, in a spool."""
+
+    def __init__(self, spool_dir: Path | None) -> None:
+        self.count = 0
+        self.spool = tempfile.SpooledTemporaryFile(max_size=SPOOL_BYTES, mode="w+", encoding="utf-8", errors="replace", newline="\n", dir=None if spool_dir is None else str(spool_dir))
+
+    def add(self, row: _Json) -> None:
+        self.spool.write("," + embed_json(row) if self.count else embed_json(row))
+        self.count += 1
+
+    def copy_to(self, out: Any) -> None:
+        self.spool.seek(0)
+        shutil.copyfileobj(self.spool, out, 1 << 20)
+
+    def close(self) -> None:
+        self.spool.close()
+
+
+class _CasesNotContiguous(Exception):
+    """A case came back after another one started: number the cases with a full index instead."""
+
+
+class _ReportData:
+    """Everything the page needs, gathered in one pass over the results.
+
+    With ``index_cases=False`` only the current case is remembered (matrix
+    order keeps a case's cells together), plus the hashes of finished ones to
+    notice when that does not hold (:class:`_CasesNotContiguous`).
+    """
+
+    def __init__(self, target_order: Iterable[str], *, spool_dir: Path | None = None, index_cases: bool = True) -> None:
+        self.embed = _Embedder()
+        self.targets: dict[str, int] = {}
+        for target in target_order:
+            self.targets.setdefault(clean_text(target), len(self.targets))
+        self.index_cases = index_cases
+        self.cases: dict[tuple[str, str], int] = {}
+        self.current_case: tuple[tuple[str, str], int] | None = None
+        self.finished_cases: set[int] = set()
+        self.case_rows = _Rows(spool_dir)
+        self.cells = _Rows(spool_dir)
+        self.max_repeat = 0
+        # for the charts: (category, target) -> [passed, decided]; target -> latencies
+        self.by_category: dict[str, dict[str, list[int]]] = {}
+        self.latencies: dict[str, array[float]] = {}
+
+    def close(self) -> None:
+        self.case_rows.close()
+        self.cells.close()
+
+    def _case_index(self, result: _Json, dataset: str, case_id: str) -> int:
+        key = (dataset, case_id)
+        if self.index_cases:
+            c = self.cases.get(key)
+            if c is None:
+                c = self.cases[key] = self.case_rows.count
+                self.case_rows.add(self._case(result, dataset, case_id))
+            return c
+        if self.current_case is not None:
+            if self.current_case[0] == key:
+                return self.current_case[1]
+            self.finished_cases.add(hash(self.current_case[0]))
+        if hash(key) in self.finished_cases:  # (a hash collision only costs the second pass)
+            raise _CasesNotContiguous
+        c = self.case_rows.count
+        self.case_rows.add(self._case(result, dataset, case_id))
+        self.current_case = (key, c)
+        return c
+
+    def add(self, result: _Json) -> None:
+        target = clean_text(result.get("target") or "")
+        t = self.targets.setdefault(target, len(self.targets))
+        dataset = clean_text(result.get("dataset") or "")
+        case_id = clean_text(result.get("case_id") or "")
+        c = self._case_index(result, dataset, case_id)
+
+        status = result.get("status")
+        status = status if status in STATUSES else "error"  # an unknown status must never read as a pass
+        output = result.get("output")
+        output = output if isinstance(output, dict) else {}
+        repeat = result.get("repeat")
+        repeat = repeat if isinstance(repeat, int) and not isinstance(repeat, bool) and repeat >= 0 else 0
+        self.max_repeat = max(self.max_repeat, repeat)
+
+        cell: _Json = {"c": c, "t": t, "s": status}
+        if repeat:
+            cell["r"] = repeat
+        latency = _num(result.get("latency_ms"))
+        latency = latency if latency is not None else _num(output.get("latency_ms"))
+        for key, value in (
+            ("sc", _num(result.get("score"))),
+            ("ms", latency),
+            ("tt", _num(result.get("ttft_ms")) if result.get("ttft_ms") is not None else _num(output.get("ttft_ms"))),
+            ("usd", _num(result.get("cost_usd")) if result.get("cost_usd") is not None else _num(output.get("cost_usd"))),
+            ("jusd", _num(result.get("judge_cost_usd"))),
+            ("it", _num(output.get("iterations"))),
+        ):
+            if value is not None:
+                cell[key] = round(value, 8) if key in ("usd", "jusd") else round(value, 3)
+        usage = output.get("usage")
+        if isinstance(usage, dict):
+            tokens = [_int(usage.get("input_tokens")), _int(usage.get("output_tokens")), _int(usage.get("cache_hit_tokens"))]
+            if any(tokens):
+                cell["tk"] = tokens
+        if result.get("cached"):
+            cell["ca"] = 1
+
+        embed = self.embed
+        embed.put(cell, "x", output.get("text"), TEXT_CAP)
+        embed.put(cell, "rq", output.get("request"), REQUEST_CAP)
+        calls = output.get("tool_calls")
+        if isinstance(calls, list) and calls:
+            kept = []
+            for call in calls[:MAX_TOOL_CALLS]:
+                if isinstance(call, dict):
+                    name = call.get("name", call.get("tool"))
+                    kept.append(
+                        [
+                            embed.text(name if name is not None else "?", 200),
+                            embed.text(call.get("args", call.get("arguments")), TOOL_CAP) if call.get("args", call.get("arguments")) is not None else None,
+                            embed.text(call.get("result"), TOOL_CAP) if call.get("result") is not None else None,
+                        ]
+                    )
+                else:
+                    kept.append([embed.text(call, 200), None, None])
+            cell["tc"] = kept
+            if len(calls) > len(kept):
+                cell["tcN"] = len(calls)
+        assertions = result.get("assertions")
+        if isinstance(assertions, list) and assertions:
+            cell["a"] = [self._assertion(a) for a in assertions if isinstance(a, dict)]
+        error = result.get("error") or output.get("error")
+        embed.put(cell, "e", error, REASON_CAP)
+        embed.put(cell, "tb", result.get("traceback") or output.get("traceback"), TEXT_CAP)
+        events = output.get("events")
+        if isinstance(events, list) and events:
+            limit = LEAN_EVENTS if embed.lean else MAX_EVENTS
+            if limit:
+                cell["ev"] = [embed.text(_one_line_json(e), EVENT_CAP) for e in events[:limit]]
+            if len(events) > limit or output.get("events_truncated"):
+                cell["evN"] = len(events)
+                if output.get("events_truncated"):
+                    cell["evT"] = 1  # the target already dropped some
+        self.cells.add(cell)
+
+        category = clean_text(result.get("category") or "general")
+        if status != "skipped":
+            counts = self.by_category.setdefault(category, {}).setdefault(target, [0, 0])
+            counts[0] += status == "pass"
+            counts[1] += 1
+        if latency is not None and latency >= 0:
+            values = self.latencies.get(target)
+            if values is None:
+                values = self.latencies[target] = array("d")
+            values.append(latency)
+
+    def _case(self, result: _Json, dataset: str, case_id: str) -> _Json:
+        row: _Json = {"d": dataset, "id": case_id}
+        if result.get("category"):
+            row["cat"] = clean_text(result["category"])
+        if result.get("difficulty") is not None:
+            row["dif"] = clean_text(result["difficulty"])
+        tags = result.get("tags")
+        if isinstance(tags, list) and tags:
+            row["tags"] = [clean_text(t) for t in tags[:50]]
+        self.embed.put(row, "in", result.get("input"), TEXT_CAP)
+        self.embed.put(row, "ex", result.get("expected"), TEXT_CAP)
+        if result.get("case_source"):
+            row["src"] = clean_text(result["case_source"])
+        return row
+
+    def _assertion(self, a: _Json) -> list[Any]:
+        passed = a.get("passed")
+        details = a.get("details")
+        if isinstance(details, dict):
+            # the judge's words are what a reader wants; figures like cost are elsewhere
+            details = {k: v for k, v in details.items() if v not in (None, "", [], {})} or None
+        return [
+            passed if isinstance(passed, bool) else None,
+            self.embed.text(a.get("type") or "assertion", 200),
+            self.embed.text(a["name"], 200) if a.get("name") else None,
+            _num(a.get("score")),
+            self.embed.text(a.get("reason"), REASON_CAP) if a.get("reason") else None,
+            self.embed.text(details, REASON_CAP) if details else None,
+            self.embed.text(a.get("error"), REASON_CAP) if a.get("error") else None,
+        ]
+
+
+def _one_line_json(event: Any) -> str:
+    if isinstance(event, str):
+        return event
+    try:
+        return json.dumps(event, ensure_ascii=False, default=str)
+    except (TypeError, ValueError):
+        return str(event)
+
+
+# ---------------------------------------------------------------- baseline
+
+
+def _change(entry: Any) -> list[str | None] | None:
+    """A newly failing / passing entry as [target, dataset, case_id]; strings are case ids."""
+    if isinstance(entry, str):
+        return [None, None, clean_text(entry)]
+    if isinstance(entry, dict):
+        case_id = entry.get("case_id", entry.get("case", entry.get("id")))
+        if case_id is None:
+            return None
+        target, dataset = entry.get("target"), entry.get("dataset")
+        return [
+            clean_text(target) if target is not None else None,
+            clean_text(dataset) if dataset is not None else None,
+            clean_text(case_id),
+        ]
+    return None
+
+
+def _relative(now: float | None, before: float | None) -> float | None:
+    if now is None or before is None or before == 0:
+        return None
+    return (now - before) / before
+
+
+def _baseline_view(baseline: _Json | None, summary: _Json) -> _Json | None:
+    """The header's "versus baseline" block: deltas and case-level changes."""
+    if not isinstance(baseline, dict):
+        return None
+    totals = summary.get("totals") or {}
+    rate_now, rate_before = _num(totals.get("pass_rate")), _num(baseline.get("pass_rate"))
+    cost_now, cost_before = _num(summary.get("cost_usd")), _num(baseline.get("cost_usd"))
+    p99_now = _num((summary.get("latency_ms") or {}).get("p99"))
+    p99_before = _num(baseline.get("p99_ms"))
+    failing = [c for c in map(_change, (baseline.get("newly_failing") or [])[:MAX_CHANGES]) if c]
+    passing = [c for c in map(_change, (baseline.get("newly_passing") or [])[:MAX_CHANGES]) if c]
+
+    def label(change: list[str | None]) -> str:
+        case = "/".join(x for x in change[1:] if x)
+        return f"{case} · {change[0]}" if change[0] else case
+
+    rate_delta = rate_now - rate_before if rate_now is not None and rate_before is not None else None
+    return {
+        "run_id": clean_text(baseline.get("run_id") or "baseline"),
+        "pass_rate": _pct(rate_before),
+        "pass_rate_delta": None if rate_delta is None else f"{rate_delta * 100:+.1f} pts",
+        "pass_rate_tone": _tone(rate_delta, higher_is_better=True),
+        "cost": _usd(cost_before),
+        "cost_delta": _signed_pct(_relative(cost_now, cost_before)),
+        "cost_tone": _tone(_relative(cost_now, cost_before), higher_is_better=False),
+        "p99": _ms(p99_before),
+        "p99_delta": _signed_pct(_relative(p99_now, p99_before)),
+        "p99_tone": _tone(_relative(p99_now, p99_before), higher_is_better=False),
+        "newly_failing": [label(c) for c in failing],
+        "newly_passing": [label(c) for c in passing],
+        "newly_failing_total": len(baseline.get("newly_failing") or []),
+        "newly_passing_total": len(baseline.get("newly_passing") or []),
+        "changes": {"failing": failing, "passing": passing},
+    }
+
+
+def _signed_pct(value: float | None) -> str | None:
+    return None if value is None else f"{value * 100:+.1f}%"
+
+
+def _tone(delta: float | None, *, higher_is_better: bool) -> str:
+    if delta is None or abs(delta) < 1e-9:
+        return "neutral"
+    return "good" if (delta > 0) == higher_is_better else "bad"
+
+
+# ---------------------------------------------------------------- rendering
+
+
+def _template_file(name: str) -> str:
+    return (resources.files("evalx.reports") / "templates" / name).read_text(encoding="utf-8")
+
+
+def _environment() -> jinja2.Environment:
+    env = jinja2.Environment(
+        loader=jinja2.FunctionLoader(lambda name: _template_file(name)),
+        autoescape=True,
+        undefined=jinja2.StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
+    env.filters.update(pct=_pct, ci=_ci, ms=_ms, usd=_usd, count=_count, duration=_duration, when=_when)
+    return env
+
+
+def _when(iso: Any) -> str:
+    """``2026-11-26T01:58:01+00:00`` as ``2026-11-26 01:58:01 UTC``."""
+    if not isinstance(iso, str) or not iso:
+        return "—"
+    try:
+        moment = datetime.fromisoformat(iso)
+    except ValueError:
+        return clean_text(iso)
+    zone = moment.tzname() or ""
+    return moment.strftime("%Y-%m-%d %H:%M:%S") + (f" {'UTC' if zone in ('UTC', 'UTC+00:00') else zone}" if zone else "")
+
+
+def _script(js: str) -> str:
+    # Our own code goes inside <script> raw: it must not be able to close it.
+    lowered = js.lower()
+    if "</script" in lowered or "<!--" in lowered:
+        raise ValueError("report.js must not contain '</script' or '<!--'")
+    return js
+
+
+def _header(summary: _Json, data: _ReportData) -> _Json:
+    totals = dict(summary.get("totals") or {})
+    for key in (*STATUSES, "cells"):
+        totals.setdefault(key, 0)
+    per_target = summary.get("per_target") or {}
+    repeats = summary.get("repeats") or {}
+    rows = []
+    for index, target in enumerate(data.targets):
+        t = per_target.get(target) or {}
+        rep = (repeats.get("per_target") or {}).get(target) if isinstance(repeats, dict) else None
+        if isinstance(rep, dict):  # only what the table shows; tolerate fields a newer summary lacks
+            rep = {
+                "k": _num(rep.get("k")),
+                "pass_at_k": _num(rep.get("pass_at_k")),
+                "pass_hat_k": _num(rep.get("pass_hat_k")),
+                "flaky_cases": _int(rep.get("flaky_cases")),
+            }
+        else:
+            rep = None
+        tokens = t.get("tokens") or {}
+        latency = t.get("latency_ms") or {}
+        rows.append(
+            {
+                "id": target,
+                "color": _charts.color(index),
+                "cells": t.get("cells", 0),
+                "pass": t.get("pass", 0),
+                "fail": t.get("fail", 0),
+                "error": t.get("error", 0),
+                "skipped": t.get("skipped", 0),
+                "pass_rate": _num(t.get("pass_rate")),
+                "pass_rate_ci": t.get("pass_rate_ci"),
+                "p50": _num(latency.get("p50")),
+                "p95": _num(latency.get("p95")),
+                "p99": _num(latency.get("p99")),
+                "tokens": _int(tokens.get("input")) + _int(tokens.get("output")),
+                "cost": _num(t.get("cost_usd")),
+                "judge_cost": _num(t.get("judge_cost_usd")),
+                "repeats": rep,
+            }
+        )
+    status = "interrupted" if summary.get("interrupted") else "failing" if totals["fail"] or totals["error"] else "passing"
+    tokens = summary.get("tokens") or {}
+    return {
+        "run_id": clean_text(summary.get("run_id") or ""),
+        "name": clean_text(summary.get("name") or ""),
+        "config": clean_text(summary.get("config") or ""),
+        "started_at": summary.get("started_at"),
+        "duration_s": _num(summary.get("duration_s")),
+        "status": status,
+        "totals": totals,
+        "targets": rows,
+        "latency": {k: _num((summary.get("latency_ms") or {}).get(k)) for k in ("p50", "p95", "p99")},
+        "ttft": {k: _num((summary.get("ttft_ms") or {}).get(k)) for k in ("p50", "p95", "p99")},
+        "tokens": {k: _int(tokens.get(k)) for k in ("input", "output", "cache_hit")},
+        "cache_hit_ratio": _num(summary.get("cache_hit_ratio")),
+        "cached_cells": _int(summary.get("cached_cells")),
+        "response_cache_hit_ratio": _num(summary.get("response_cache_hit_ratio")),
+        "cost": _num(summary.get("cost_usd")),
+        "judge_cost": _num(summary.get("judge_cost_usd")),
+        "cost_missing": _int(summary.get("cost_missing_cells")),
+        "inconclusive": _int(summary.get("inconclusive_assertions")),
+        "repeats": repeats if isinstance(repeats, dict) and repeats else None,
+        "cells_planned": _int(summary.get("cells_planned")),
+    }
+
+
+def _gather(results_path: Path, summary: dict[str, Any], spool_dir: Path) -> _ReportData:
+    """One pass over ``results_path`` (two if its cases are not contiguous)."""
+    target_order = summary.get("per_target") or {}
+    data = _ReportData(target_order, spool_dir=spool_dir, index_cases=False)
+    if not results_path.exists():
+        return data
+    try:
+        for result in read_results(results_path):
+            if isinstance(result, dict):
+                data.add(result)
+        return data
+    except _CasesNotContiguous:
+        data.close()
+    except BaseException:
+        data.close()
+        raise
+    data = _ReportData(target_order, spool_dir=spool_dir, index_cases=True)
+    try:
+        for result in read_results(results_path):
+            if isinstance(result, dict):
+                data.add(result)
+    except BaseException:
+        data.close()
+        raise
+    return data
+
+
+def write_html(results_path: Path, summary: dict[str, Any], out: Path, *, baseline: dict[str, Any] | None = None) -> None:
+    """Write the self-contained HTML report of the run in ``results_path`` to ``out``.
+
+    ``summary`` is the run's ``summary.json`` content; ``baseline``, when the
+    run was compared with one, is ``{"run_id", "pass_rate", "cost_usd",
+    "p99_ms", "newly_failing": [...], "newly_passing": [...]}`` (entries are
+    ``{"target", "dataset", "case_id"}`` mappings or case ids).
+    """
+    out.parent.mkdir(parents=True, exist_ok=True)
+    data = _gather(Path(results_path), summary, out.parent)
+    try:
+        _write_page(data, summary, out, baseline)
+    finally:
+        data.close()
+
+
+def _write_page(data: _ReportData, summary: dict[str, Any], out: Path, baseline: dict[str, Any] | None) -> None:
+    header = _header(summary, data)
+    versus = _baseline_view(baseline, summary)
+    targets = list(data.targets)
+    category_order = [clean_text(c) for c in (summary.get("per_category") or {})]
+    categories = category_order + [c for c in data.by_category if c not in category_order]
+    per_target = {row["id"]: row for row in header["targets"]}
+    charts = {
+        "category": _charts.pass_rate_by_category(categories, targets, data.by_category),
+        "latency": _charts.latency_distribution(targets, data.latencies),
+        "cost": _charts.cost_per_target(
+            targets,
+            {t: per_target[t]["cost"] for t in targets},
+            {t: per_target[t]["judge_cost"] for t in targets},
+            {t: per_target[t]["tokens"] for t in targets},
+        ),
+    }
+    # The payload is {"v", "run_id", "targets", "colors", "repeats", "lean", "cases", "cells", "changes"}:
+    # encoded around the two spooled arrays, it is exactly embed_json() of the whole dict.
+    head = embed_json(
+        {
+            "v": 1,
+            "run_id": header["run_id"],
+            "targets": targets,
+            "colors": [_charts.color(i) for i in range(len(targets))],
+            "repeats": data.max_repeat > 0,
+            "lean": data.embed.lean,
+        }
+    )
+    changes = embed_json(versus["changes"] if versus else None)
+    js = _script(_template_file("report.js"))
+    script_hash = hashlib.sha256(js.encode("utf-8")).digest()  # our script only: the data is not code
+    marker = f"\x00evalx-data-{uuid.uuid4().hex}\x00"  # cannot come out of the escaped page text
+    page = _environment().get_template("report.html.j2").render(
+        h=header,
+        baseline=versus,
+        charts=charts,
+        css=_template_file("report.css"),
+        js=Markup(js),
+        data_json=Markup(marker),
+        script_hash=base64.b64encode(script_hash).decode("ascii"),
+        version=__version__,
+        case_count=data.case_rows.count,
+        cell_count=data.cells.count,
+    )
+    before, found, after = page.partition(marker)
+    if not found or marker in after:
+        raise RuntimeError("report.html.j2 must place data_json exactly once")
+    tmp = out.with_name(f".{out.name}.{os.getpid()}.tmp")  # same folder: the rename is atomic
+    try:
+        with open(tmp, "w", encoding="utf-8", errors="replace", newline="\n") as f:
+            f.write(before)
+            f.write(head[:-1] + ',"cases":[')
+            data.case_rows.copy_to(f)
+            f.write('],"cells":[')
+            data.cells.copy_to(f)
+            f.write('],"changes":' + changes + "}")
+            f.write(after)
+        os.replace(tmp, out)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise

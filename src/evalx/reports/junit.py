@@ -1,0 +1,593 @@
+"""JUnit XML for CI, written from a run's result dicts.
+
+The file targets the Jenkins xUnit plugin's ``junit-10.xsd`` (a copy lives at
+``shared/conformance/junit-10.xsd``; the test suite validates real output
+against it). Layout::
+
+    <testsuites name tests failures errors time>   (the XSD allows no `skipped` here)
+      <testsuite name=<target> tests failures errors skipped time timestamp>
+        <properties><property name="run_id"/><property name="repeat_pass_rule"/></properties>
+        <testcase classname="<dataset>.<category>" name="<case_id>" time>   one a case, repeats folded in
+          <failure|error|skipped .../>     at most one, by the case's status
+          <flakyFailure|flakyError .../>   a passing case: one per repeat that did not pass
+          <rerunFailure|rerunError .../>   a failing case: one per further repeat that did not pass
+          <system-out>the output text (with repeats: each repeat's outcome first), truncated</system-out>
+        </testcase>
+
+A ``fail`` cell (an assertion did not hold) is a ``<failure>``; an ``error``
+cell (the target crashed, timed out, the transport failed) is an
+``<error>``; the two are never mixed. With repeats a case's status comes from
+``repeat_pass_rule`` (:mod:`evalx.results.repeats`): a passing case keeps its
+failed repeats as ``<flakyFailure>``/``<flakyError>`` (Surefire's "passed on a
+rerun"), a failing one gets one ``<failure>`` (or ``<error>``) whose message
+starts with ``k of N repeats passed``, plus ``<rerunFailure>``/``<rerunError>``
+for the other repeats that did not pass — all allowed by the XSD, and
+``tests`` still counts ``<testcase>`` elements. Characters XML 1.0 forbids (ANSI
+``\\x1b``, NUL, lone surrogates...) are replaced by a visible ``#xNN`` on
+every attribute and text node, as pytest's junitxml does: left in, they make
+CI parsers read the file as zero tests, a false pass.
+
+The file is written as a stream, never held as a tree: results in matrix
+order (what a finished run's ``results.jsonl`` is) are folded one case at a
+time into a text buffer per target (in memory while small, spilled to a
+temporary file past :data:`SPOOL_BYTES`), and the buffers are joined under
+their ``<testsuite>`` headers once the counts are known, so memory stays
+O(targets + one case's repeats) however many cells a run has. Input in any
+other order (a killed run's completion-order file) is noticed on the fly and
+written again through the in-memory sort, with the same bytes. The serializer
+reproduces what ``xml.etree.ElementTree`` with ``ET.indent(space="  ")``
+writes, byte for byte (a test compares the two).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import re
+import shutil
+import tempfile
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import IO, Any, Union
+
+from evalx.results.repeats import DEFAULT_RULE, RULES, Tally, case_status
+
+__all__ = ["write_junit", "xml_safe"]
+
+#: longest <system-out> kept per test case, in characters
+MAX_SYSTEM_OUT = 10_000
+#: longest message="" attribute; the element text keeps the whole story
+MAX_MESSAGE = 1_000
+#: a suite's testcases are kept in memory up to this many characters, then spilled to a temporary file
+SPOOL_BYTES = 4 * 1024 * 1024
+
+# Everything outside XML 1.0's Char production:
+# #x9 | #xA | #xD | [#x20-#xD7FF] | [#xE000-#xFFFD] | [#x10000-#x10FFFF]
+_ILLEGAL_XML_CHARS = re.compile("[^\u0009\u000a\u000d\u0020-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
+_RUN_ID_TIME = re.compile(r"^(\d{8}-\d{6})")
+_ERROR_TYPE = re.compile(r"^([A-Za-z_][\w.]*(?:Error|Exception|Timeout)):")
+INDENT = "  "
+
+ResultsSource = Union[Iterable[dict[str, Any]], str, "os.PathLike[str]"]
+
+
+def xml_safe(value: Any) -> str:
+    """``value`` as text XML 1.0 can hold: each forbidden character becomes ``#xNN``."""
+    text = "" if value is None else str(value)
+    if text.isascii() and text.isprintable():  # the common case: nothing to replace
+        return text
+
+    def visible(match: re.Match[str]) -> str:
+        code = ord(match.group())
+        return f"#x{code:02X}" if code <= 0xFF else f"#x{code:04X}"
+
+    return _ILLEGAL_XML_CHARS.sub(visible, text)
+
+
+def _escape_attrib(text: str) -> str:
+    """An attribute value as ElementTree escapes it (``& < > "`` and CR, LF, TAB as character references)."""
+    text = _escape_text(text)
+    if '"' in text:
+        text = text.replace('"', "&quot;")
+    if "\r" in text:
+        text = text.replace("\r", "&#13;")
+    if "\n" in text:
+        text = text.replace("\n", "&#10;")
+    if "\t" in text:
+        text = text.replace("\t", "&#09;")
+    return text
+
+
+def _escape_text(text: str) -> str:
+    """Element text as ElementTree escapes it (``& < >``)."""
+    if "&" in text:
+        text = text.replace("&", "&amp;")
+    if "<" in text:
+        text = text.replace("<", "&lt;")
+    if ">" in text:
+        text = text.replace(">", "&gt;")
+    return text
+
+
+class _Element:
+    """A small stand-in for ``ET.Element``: a tag, attributes (already XML-safe), text and children."""
+
+    __slots__ = ("tag", "attrib", "text", "children")
+
+    def __init__(self, tag: str, attrib: dict[str, str], text: str | None = None) -> None:
+        self.tag = tag
+        self.attrib = attrib
+        self.text = text
+        self.children: list[_Element] = []
+
+    def get(self, key: str, default: str | None = None) -> str | None:
+        return self.attrib.get(key, default)
+
+    def append(self, child: _Element) -> None:
+        self.children.append(child)
+
+    def render(self, out: list[str], level: int) -> None:
+        """Append this element as ``ET.indent(space="  ")`` + ``ElementTree.write`` would write it at ``level``."""
+        out.append("<" + self.tag)
+        for key, value in self.attrib.items():
+            out.append(f' {key}="{_escape_attrib(value)}"')
+        if self.children:
+            # ET.indent replaces a parent's (empty) text and each child's tail with the indentation
+            assert not self.text, "an element with children has no text here"
+            out.append(">")
+            inner = "\n" + INDENT * (level + 1)
+            for child in self.children:
+                out.append(inner)
+                child.render(out, level + 1)
+            out.append("\n" + INDENT * level + "</" + self.tag + ">")
+        elif self.text:
+            out.append(">" + _escape_text(self.text) + "</" + self.tag + ">")
+        else:
+            out.append(" />")
+
+
+def _seconds(latency_ms: Any) -> float:
+    """Latency in seconds; anything unusable (None, NaN, negative) counts as 0."""
+    if isinstance(latency_ms, bool) or not isinstance(latency_ms, (int, float)):
+        return 0.0
+    if not math.isfinite(latency_ms) or latency_ms < 0:
+        return 0.0
+    return float(latency_ms) / 1000.0
+
+
+def _fmt_time(seconds: float) -> str:
+    # plain decimal always: the XSD's SUREFIRE_TIME pattern rejects `1e-05`
+    return f"{seconds:.3f}"
+
+
+def _element(tag: str, attrs: dict[str, Any], text: str | None = None) -> _Element:
+    el = _Element(tag, {k: xml_safe(v) for k, v in attrs.items()})
+    if text:
+        el.text = xml_safe(text)
+    return el
+
+
+def _clip(text: str, limit: int) -> str:
+    if len(text) <= limit:
+        return text
+    return f"{text[:limit]}… [{len(text) - limit} more characters]"
+
+
+def _label(assertion: dict[str, Any]) -> str:
+    kind = str(assertion.get("type") or "assertion")
+    name = assertion.get("name")
+    return f"{kind} ({name})" if name else kind
+
+
+def _line(assertion: dict[str, Any]) -> str:
+    reason = assertion.get("reason") or assertion.get("error") or ""
+    return f"{_label(assertion)}: {reason}" if reason else _label(assertion)
+
+
+def _outcome(result: dict[str, Any]) -> _Element | None:
+    """The <failure>, <error> or <skipped> child for a cell; None for a pass."""
+    status = result.get("status")
+    if status == "pass":
+        return None
+    assertions = [a for a in result.get("assertions") or [] if isinstance(a, dict)]
+    raw_output = result.get("output")
+    output: dict[str, Any] = raw_output if isinstance(raw_output, dict) else {}
+    if status == "fail":
+        failing = [a for a in assertions if a.get("passed") is False]
+        if failing:
+            first = failing[0]
+            message = str(first.get("reason") or first.get("error") or f"{_label(first)} did not hold")
+            text = "\n".join(_line(a) for a in failing)
+        else:  # a weighted score under the case threshold, no single culprit
+            score = result.get("score")
+            message = f"score {score:.3f} is below the case threshold" if isinstance(score, (int, float)) else "failed"
+            text = message
+        return _element("failure", {"message": _clip(message, MAX_MESSAGE), "type": "AssertionFailed"}, text)
+    if status == "skipped":
+        inconclusive = [a for a in assertions if a.get("passed") is None]
+        message = _line(inconclusive[0]) if inconclusive else "inconclusive"
+        return _element("skipped", {"message": _clip(message, MAX_MESSAGE)})
+    # "error", and any status this writer does not know: never report it as passing
+    error = result.get("error") or output.get("error")
+    if status != "error":
+        error = f"unknown cell status {status!r}" + (f": {error}" if error else "")
+    broken = [a for a in assertions if a.get("error")]
+    if not error and broken:  # the target answered, but grading broke (e.g. an unreadable judge verdict)
+        message = "\n".join(f"{_label(a)}: could not be evaluated: {a['error']}" for a in broken)
+        return _element("error", {"message": _clip(message, MAX_MESSAGE), "type": "GradingError"}, message)
+    message = str(error or "the target failed")
+    match = _ERROR_TYPE.match(message)
+    error_type = match.group(1) if match else "TargetError"
+    traceback = result.get("traceback") or output.get("traceback")
+    return _element("error", {"message": _clip(message, MAX_MESSAGE), "type": error_type}, str(traceback or message))
+
+
+@dataclass
+class _Repeat:
+    """One cell of a test case: what its testcase (or flaky/rerun element) needs."""
+
+    repeat: int
+    status: str
+    outcome: _Element | None  # <failure>, <error> or <skipped>; None for a pass
+    text: str | None  # the output text, clipped
+    seconds: float
+    order: tuple[float, int]  # (matrix index, arrival) for a stable matrix order
+    classname: str
+
+
+def _repeat(result: dict[str, Any], seconds: float, order: tuple[float, int]) -> _Repeat:
+    dataset = result.get("dataset") or ""
+    category = result.get("category") or "general"
+    classname = f"{dataset}.{category}" if dataset else str(category)
+    output = result.get("output")
+    text = output.get("text") if isinstance(output, dict) else None
+    raw_repeat = result.get("repeat")
+    status = result.get("status")
+    return _Repeat(
+        repeat=raw_repeat if isinstance(raw_repeat, int) and not isinstance(raw_repeat, bool) else 0,
+        status=status if status in ("pass", "fail", "skipped") else "error",  # unknown: never a pass
+        outcome=_outcome(result),
+        text=_clip(str(text), MAX_SYSTEM_OUT) if text else None,
+        seconds=seconds,
+        order=order,
+        classname=classname,
+    )
+
+
+def _rerun(tag: str, rep: _Repeat) -> _Element:
+    """A <flakyFailure>/<flakyError>/<rerunFailure>/<rerunError> for one repeat (the XSD's rerunType)."""
+    outcome = rep.outcome
+    default_type = "AssertionFailed" if rep.status == "fail" else "TargetError"
+    message = outcome.get("message", "") if outcome is not None else ""
+    el = _Element(tag, {"message": xml_safe(f"repeat {rep.repeat}: {message}"), "type": (outcome.get("type") if outcome is not None else None) or default_type})
+    if outcome is not None and outcome.text:
+        el.append(_element("stackTrace", {}, outcome.text))
+    if rep.text:
+        el.append(_element("system-out", {}, rep.text))
+    return el
+
+
+def _repeats_testcase(name: str, reps: list[_Repeat], rule: str) -> tuple[_Element, str]:
+    """One <testcase> for a case's repeats, and its status by ``rule``.
+
+    A single run is written as it is. With repeats: a passing case carries a
+    <flakyFailure>/<flakyError> per repeat that did not pass; a failing (or
+    erroring) case carries one <failure> (or <error>) — the first such
+    repeat's, its message prefixed with the k/N count and the rule — plus a
+    <rerunFailure>/<rerunError> per other repeat that did not pass; a case
+    whose every repeat was inconclusive is <skipped>. <system-out> lists
+    every repeat's outcome, then the output text of the deciding repeat.
+    """
+    reps = sorted(reps, key=lambda r: (r.repeat, r.order))
+    case = _element("testcase", {"name": name, "classname": reps[0].classname, "time": _fmt_time(sum(r.seconds for r in reps))})
+    if len(reps) == 1:
+        only = reps[0]
+        if only.outcome is not None:
+            case.append(only.outcome)
+        if only.text:
+            case.append(_element("system-out", {}, only.text))
+        return case, only.status
+    tally = Tally()
+    for rep in reps:
+        tally.add(rep.status)
+    status = case_status(tally, rule)
+    counted = f"{tally.passed} of {tally.decided} repeats passed (repeat_pass_rule: {rule})"
+    if tally.skipped:
+        counted += f", {tally.skipped} inconclusive"
+    not_passing = [r for r in reps if r.status in ("fail", "error")]
+    shown = reps[0]
+    if status == "pass":
+        for rep in not_passing:
+            case.append(_rerun("flakyFailure" if rep.status == "fail" else "flakyError", rep))
+    elif status in ("fail", "error"):
+        main = next(r for r in not_passing if r.status == status)
+        shown = main
+        assert main.outcome is not None
+        verdict = _element(
+            main.outcome.tag,
+            {
+                "message": _clip(f"{counted}; repeat {main.repeat}: {main.outcome.get('message', '')}", MAX_MESSAGE),
+                "type": main.outcome.get("type") or "AssertionFailed",
+            },
+            main.outcome.text,
+        )
+        case.append(verdict)
+        for rep in not_passing:
+            if rep is not main:
+                case.append(_rerun("rerunFailure" if rep.status == "fail" else "rerunError", rep))
+    else:  # every repeat inconclusive
+        first = reps[0].outcome
+        reason = first.get("message", "inconclusive") if first is not None else "inconclusive"
+        case.append(_element("skipped", {"message": _clip(f"all {tally.runs} repeats inconclusive: {reason}", MAX_MESSAGE)}))
+    lines = [counted]
+    for rep in reps:
+        why = rep.outcome.get("message", "") if rep.outcome is not None else ""
+        lines.append(f"repeat {rep.repeat}: {rep.status}" + (f": {why}" if why else ""))
+    if shown.text:
+        lines += ["", f"output of repeat {shown.repeat}:", shown.text]
+    case.append(_element("system-out", {}, _clip("\n".join(lines), MAX_SYSTEM_OUT)))
+    return case, status
+
+
+def _timestamp(run_id: str) -> str:
+    # the run id starts with the run's start time; fall back to now
+    match = _RUN_ID_TIME.match(run_id)
+    if match:
+        try:
+            return datetime.strptime(match.group(1), "%Y%m%d-%H%M%S").isoformat()
+        except ValueError:
+            pass
+    return datetime.now(timezone.utc).replace(tzinfo=None).isoformat(timespec="seconds")
+
+
+# ---------------------------------------------------------------- writing
+
+
+@dataclass
+class _Suite:
+    """One target's <testsuite>: its counts and its <testcase> elements, already rendered, in a spool."""
+
+    name: str
+    body: IO[str]
+    tests: int = 0
+    counts: dict[str, int] = field(default_factory=lambda: {"failures": 0, "errors": 0, "skipped": 0})
+    seconds: float = 0.0
+
+
+class _Disorder(Exception):
+    """The results are not in matrix order: stream them again through the in-memory sort."""
+
+
+class _SuiteWriter:
+    """Renders whole test cases, in the order given, into one spool per target."""
+
+    def __init__(self, rule: str, spool_dir: Path) -> None:
+        self.rule = rule
+        self.spool_dir = spool_dir
+        self.suites: dict[str, _Suite] = {}
+
+    def suite(self, target: str) -> _Suite:
+        suite = self.suites.get(target)
+        if suite is None:
+            body = tempfile.SpooledTemporaryFile(max_size=SPOOL_BYTES, mode="w+", encoding="utf-8", newline="\n", dir=str(self.spool_dir))
+            suite = self.suites[target] = _Suite(target, body)
+        return suite
+
+    def case(self, suite: _Suite, case_id: str, reps: list[_Repeat]) -> None:
+        element, status = _repeats_testcase(case_id, reps, self.rule)
+        if status == "fail":
+            suite.counts["failures"] += 1
+        elif status == "error":
+            suite.counts["errors"] += 1
+        elif status == "skipped":
+            suite.counts["skipped"] += 1
+        suite.tests += 1
+        out = ["\n" + INDENT * 2]
+        element.render(out, 2)
+        suite.body.write("".join(out))
+
+    def close(self) -> None:
+        for suite in self.suites.values():
+            suite.body.close()
+
+    def write(self, fh: IO[str], *, name: str, run_id: str, stamp: str, rule: str) -> None:
+        suites = list(self.suites.values())
+        root = _element(
+            "testsuites",
+            {
+                "name": name,
+                "tests": sum(s.tests for s in suites),
+                "failures": sum(s.counts["failures"] for s in suites),
+                "errors": sum(s.counts["errors"] for s in suites),
+                "time": _fmt_time(sum(s.seconds for s in suites)),
+            },
+        )
+        fh.write("<?xml version='1.0' encoding='utf-8'?>\n")
+        if not suites:  # ET.indent leaves a childless root alone: <testsuites ... />
+            out: list[str] = []
+            root.render(out, 0)
+            fh.write("".join(out) + "\n")
+            return
+        head: list[str] = []
+        root.render(head, 0)  # "<testsuites ... />": reopen it as a start tag
+        fh.write("".join(head)[: -len(" />")] + ">")
+        for suite in suites:
+            suite_el = _element(
+                "testsuite",
+                {
+                    "name": suite.name,
+                    "tests": suite.tests,
+                    "failures": suite.counts["failures"],
+                    "errors": suite.counts["errors"],
+                    "skipped": suite.counts["skipped"],
+                    "time": _fmt_time(suite.seconds),
+                    "timestamp": stamp,
+                },
+            )
+            properties = _Element("properties", {})
+            properties.append(_element("property", {"name": "run_id", "value": run_id}))
+            properties.append(_element("property", {"name": "repeat_pass_rule", "value": rule}))
+            suite_el.append(properties)
+            out = ["\n" + INDENT]
+            suite_el.render(out, 1)
+            rendered = "".join(out)
+            closing = "\n" + INDENT + "</testsuite>"
+            assert rendered.endswith(closing)
+            fh.write(rendered[: -len(closing)])
+            suite.body.seek(0)
+            shutil.copyfileobj(suite.body, fh, 1 << 20)
+            fh.write(closing)
+        fh.write("\n</testsuites>\n")
+
+
+def _order(result: dict[str, Any], arrival: int) -> tuple[float, int]:
+    index = result.get("index")
+    return (float(index) if isinstance(index, int) else math.inf, arrival)
+
+
+def _key(result: dict[str, Any]) -> tuple[str, str, str]:
+    return str(result.get("target") or ""), str(result.get("dataset") or ""), str(result.get("case_id") or "")
+
+
+class JUnitStream:
+    """Folds results given in matrix order into a :class:`_SuiteWriter`, one case at a time.
+
+    Matrix order here: every ``index`` an int, strictly increasing, and each
+    (target, dataset, case) group contiguous — a finished run's
+    ``results.jsonl``. Then a case is complete as soon as the next one starts,
+    and first appearance is the order the in-memory sort would give.
+    :meth:`add` raises :class:`_Disorder` on the first result that breaks it.
+    """
+
+    def __init__(self, writer: _SuiteWriter) -> None:
+        self.writer = writer
+        self.last = -1
+        self.arrival = 0
+        self.current: tuple[str, str, str] | None = None
+        self.reps: list[_Repeat] = []
+        self.suite: _Suite | None = None
+        self.done: set[int] = set()  # hashes of finished groups: a group seen again means disorder
+
+    def add(self, result: dict[str, Any]) -> None:
+        index = result.get("index")
+        if not isinstance(index, int) or isinstance(index, bool) or index <= self.last:
+            raise _Disorder
+        self.last = index
+        key = _key(result)
+        if key != self.current:
+            self._flush()
+            if hash(key) in self.done:  # (a hash collision only costs the slower path)
+                raise _Disorder
+            self.current, self.reps = key, []
+            self.suite = self.writer.suite(key[0])
+        assert self.suite is not None
+        seconds = _seconds(result.get("latency_ms"))
+        self.suite.seconds += seconds
+        self.reps.append(_repeat(result, seconds, (float(index), self.arrival)))
+        self.arrival += 1
+
+    def _flush(self) -> None:
+        if self.current is not None and self.suite is not None:
+            self.writer.case(self.suite, self.current[2], self.reps)
+            self.done.add(hash(self.current))
+            self.current, self.reps, self.suite = None, [], None
+
+    def finish(self, path: Path, *, name: str, run_id: str, timestamp: str | None = None, repeat_pass_rule: str = DEFAULT_RULE) -> None:
+        """Write the file (atomically) from what was added."""
+        self._flush()
+        _write_file(self.writer, Path(path), name=name, run_id=run_id, stamp=timestamp or _timestamp(run_id), rule=repeat_pass_rule)
+
+
+def _stream(results: Iterable[dict[str, Any]], writer: _SuiteWriter) -> None:
+    stream = JUnitStream(writer)
+    for result in results:
+        stream.add(result)
+    stream._flush()
+
+
+def _sorted(results: Iterable[dict[str, Any]], writer: _SuiteWriter) -> None:
+    """Any order: gather every case in memory, then write suites and cases in matrix order."""
+    groups: dict[str, dict[tuple[str, str], list[_Repeat]]] = {}
+    seconds_of: dict[str, float] = {}
+    for arrival, result in enumerate(results):
+        target, dataset, case_id = _key(result)
+        seconds = _seconds(result.get("latency_ms"))
+        seconds_of[target] = seconds_of.get(target, 0.0) + seconds
+        groups.setdefault(target, {}).setdefault((dataset, case_id), []).append(_repeat(result, seconds, _order(result, arrival)))
+
+    def first(cases: dict[tuple[str, str], list[_Repeat]]) -> tuple[float, int]:
+        return min(r.order for reps in cases.values() for r in reps)
+
+    for target, cases in sorted(groups.items(), key=lambda kv: first(kv[1])):
+        suite = writer.suite(target)
+        suite.seconds = seconds_of[target]
+        for (_, case_id), reps in sorted(cases.items(), key=lambda kv: min(r.order for r in kv[1])):
+            writer.case(suite, case_id, reps)
+
+
+def write_junit(
+    results: ResultsSource,
+    path: Path,
+    *,
+    name: str,
+    run_id: str,
+    timestamp: str | None = None,
+    repeat_pass_rule: str = DEFAULT_RULE,
+) -> None:
+    """Write the cells in ``results`` as JUnit XML to ``path`` (atomically).
+
+    ``results`` is a ``results.jsonl`` path (read as a stream, twice only if
+    it is not in matrix order) or the result dicts themselves (an iterator is
+    read into a list first, so it can be gone through again). One
+    ``<testsuite>`` per target, one ``<testcase>`` per case of that target —
+    its repeats folded in, passing or failing by ``repeat_pass_rule``
+    (``all``, ``majority`` or ``any``; a run records it in summary.json, so
+    re-rendering a stored run passes that value). Suites and cases come out in
+    matrix order (each result's ``index``), so the file diffs cleanly between
+    runs even when results arrived in completion order.
+    """
+    if repeat_pass_rule not in RULES:
+        raise ValueError(f"unknown repeat_pass_rule {repeat_pass_rule!r} (one of {', '.join(RULES)})")
+    if isinstance(results, (str, os.PathLike)):
+        from evalx.results.store import read_results
+
+        source = Path(results)
+
+        def again() -> Iterable[dict[str, Any]]:
+            return (r for r in read_results(source) if isinstance(r, dict))
+    else:
+        items = results if isinstance(results, (list, tuple)) else list(results)
+
+        def again() -> Iterable[dict[str, Any]]:
+            return items
+
+    stamp = timestamp or _timestamp(run_id)
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    writer = _SuiteWriter(repeat_pass_rule, path.parent)
+    try:
+        try:
+            _stream(again(), writer)
+        except _Disorder:
+            writer.close()
+            writer = _SuiteWriter(repeat_pass_rule, path.parent)
+            _sorted(again(), writer)
+        _write_file(writer, path, name=name, run_id=run_id, stamp=stamp, rule=repeat_pass_rule)
+    finally:
+        writer.close()
+
+
+def _write_file(writer: _SuiteWriter, path: Path, *, name: str, run_id: str, stamp: str, rule: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    # write beside the target and rename: CI never reads a half-written file
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with open(fd, "w", encoding="utf-8", errors="xmlcharrefreplace", newline="\n") as fh:
+            writer.write(fh, name=name, run_id=run_id, stamp=stamp, rule=rule)
+        os.chmod(tmp, 0o644)  # mkstemp makes it private; a report is meant to be read
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise

@@ -1,0 +1,86 @@
+"""A run's Markdown summary for CI: the headline, the gates and the newly failing cases.
+
+Written to ``--markdown PATH`` and appended to ``$GITHUB_STEP_SUMMARY`` when
+that is set (GitHub Actions shows it on the run's page). Model output is
+untrusted: every cell is one line with ``|``, ``<`` and ``>`` escaped.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+from evalx.results.compare import markdown_cases, md_escape
+from evalx.figures import pct as _pct
+
+__all__ = ["markdown_summary", "publish_markdown"]
+
+
+
+
+def markdown_summary(summary: dict[str, Any]) -> str:
+    totals = summary.get("totals") or {}
+    gates = summary.get("gates") or {}
+    if gates.get("active"):
+        icon = "✅" if gates.get("passed") else "❌"
+    else:
+        icon = "✅" if not (totals.get("fail") or totals.get("error")) else "❌"
+    name = f" — {md_escape(summary['name'])}" if summary.get("name") else ""
+    cost = summary.get("cost_usd")
+    p99 = (summary.get("latency_ms") or {}).get("p99")
+    lines = [
+        f"## {icon} evalx run `{md_escape(summary.get('run_id', ''))}`{name}",
+        "",
+        f"**Pass rate {_pct(totals.get('pass_rate'))}** · {totals.get('cells', 0)} cells: {totals.get('pass', 0)} pass · "
+        f"{totals.get('fail', 0)} fail · {totals.get('error', 0)} error · {totals.get('skipped', 0)} skipped"
+        + (f" · cost ${cost:.4f}" if isinstance(cost, (int, float)) else "")
+        + (f" · p99 {p99:.0f}ms" if isinstance(p99, (int, float)) else ""),
+        "",
+    ]
+    per_target = summary.get("per_target") or {}
+    if len(per_target) > 1:
+        lines += ["| target | cells | pass rate |", "|---|--:|--:|"]
+        lines += [f"| {md_escape(t)} | {v.get('cells', 0)} | {_pct(v.get('pass_rate'))} |" for t, v in per_target.items()]
+        lines.append("")
+    comparison = summary.get("comparison")
+    if comparison:
+        o = comparison["overall"]
+        lines.append(
+            f"vs. baseline `{md_escape(comparison['a']['run_id'])}`: pass rate {_pct(o['pass_rate']['a'])} → {_pct(o['pass_rate']['b'])}, "
+            f"{comparison['newly_failing_total']} newly failing, {comparison['newly_passing_total']} newly passing"
+        )
+        lines.append("")
+    for w in gates.get("warnings") or []:
+        lines += [f"> ⚠️ {md_escape(w, 300)}", ""]
+    if gates.get("results"):
+        lines += ["| gate | scope | result | detail |", "|---|---|---|---|"]
+        for r in gates["results"]:
+            word = "✅ held" if r["held"] else "❌ breached" if r["held"] is False else "n/a"
+            lines.append(f"| `{r['gate']}` | {md_escape(r['scope'])} | {word} | {md_escape(r['detail'], 300)} |")
+        lines.append("")
+    if comparison:
+        lines += markdown_cases("Newly failing", comparison["newly_failing"], comparison["newly_failing_total"])
+    elif summary.get("failures"):
+        failures = summary["failures"]
+        lines += markdown_cases("Failing cells", failures, summary.get("failures_total", len(failures)))
+    guard = summary.get("cost_guard") or {}
+    if guard.get("skipped"):
+        lines += [f"> 💸 {md_escape(guard.get('message', ''), 300)}", ""]
+    return "\n".join(lines) + "\n"
+
+
+def publish_markdown(summary: dict[str, Any], path: Path | None) -> list[Path]:
+    """Write ``path`` (if given) and append to ``$GITHUB_STEP_SUMMARY`` (if set)."""
+    text = markdown_summary(summary)
+    written = []
+    if path is not None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text, encoding="utf-8")
+        written.append(path)
+    step = os.environ.get("GITHUB_STEP_SUMMARY")
+    if step:
+        with open(step, "a", encoding="utf-8") as f:
+            f.write(text + "\n")
+        written.append(Path(step))
+    return written

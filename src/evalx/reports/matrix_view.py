@@ -1,0 +1,250 @@
+"""The terminal view of a ``--matrix`` run: cases × target variants, side by side.
+
+Rows are cases (matrix order), columns are the run's targets (a provider
+target's variants each get one). A cell shows ✓ pass, ✗ fail, E error, – not
+run or inconclusive; with repeats it shows ``k/N`` and the case verdict by
+``repeat_pass_rule``. A footer gives, per column, the pass rate with its 95%
+Wilson interval, cost and p50/p99 latency; then come the pairwise comparison
+lines (exact McNemar) and the flaky cases. Everything but the case rows comes
+from ``summary.json``, so the view agrees with it by construction.
+
+Wide matrices stay readable: headers split a variant id at ``[`` onto two
+lines and shorten each in the middle; a table still wider than the terminal
+becomes a per-target table with a note saying so.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+from collections.abc import Iterable
+from typing import Any
+
+from tabulate import SEPARATING_LINE, tabulate  # type: ignore[import-untyped,unused-ignore]  # no stubs shipped
+
+from evalx.results.repeats import DEFAULT_RULE, Tally, case_status
+from evalx.figures import ci as _ci, clip as _clip, ms as _ms, pct as _pct, usd as _usd
+from evalx.reports.text import flaky_lines, one_line
+
+__all__ = ["format_matrix"]
+
+#: case rows shown; the rest are counted
+MAX_ROWS = 50
+#: widest header line of a column (a variant id's part), in characters
+MAX_COLUMN = 22
+#: widest case label
+MAX_LABEL = 40
+#: pairwise comparison lines shown (significant ones first)
+MAX_PAIR_LINES = 12
+#: flaky cases listed
+MAX_FLAKY_LINES = 20
+
+_SGR = re.compile(r"\x1b\[[0-9;]*m")
+_ANSI = {"red": "31", "green": "32", "yellow": "33", "bold": "1", "dim": "2"}
+_MARK = {"pass": "✓", "fail": "✗", "error": "E", "skipped": "–"}
+
+
+def _shorten(text: str, width: int) -> str:
+    """``text`` cut in the middle to ``width`` characters, keeping both ends (where variants differ)."""
+    if len(text) <= width:
+        return text
+    keep = width - 1
+    head = (keep + 1) // 2
+    return text[:head] + "…" + text[len(text) - (keep - head) :]
+
+
+def _header(target_id: str) -> tuple[str, bool]:
+    """A column header: the target on one line, its ``[params]`` on the next; and whether it was shortened."""
+    safe = one_line(target_id)
+    base, bracket, rest = safe.partition("[")
+    parts = [base, bracket + rest] if bracket else [base]
+    shown = [_shorten(p, MAX_COLUMN) for p in parts]
+    return "\n".join(shown), shown != parts
+
+
+def _visible_width(text: str) -> int:
+    return max((len(_SGR.sub("", line)) for line in text.splitlines()), default=0)
+
+
+class _Rows:
+    """Per-case tallies for the first MAX_ROWS cases (by matrix index), and a count of all cases."""
+
+    def __init__(self) -> None:
+        self.kept: dict[tuple[str, str], tuple[float, dict[str, Tally]]] = {}
+        self.others: set[int] = set()
+        self.datasets: set[str] = set()
+
+    def add(self, result: dict[str, Any]) -> None:
+        key = (str(result.get("dataset") or ""), str(result.get("case_id") or ""))
+        index = result.get("index")
+        order = float(index) if isinstance(index, int) and not isinstance(index, bool) else float("inf")
+        self.datasets.add(key[0])
+        entry = self.kept.get(key)
+        if entry is None:
+            if len(self.kept) >= MAX_ROWS:
+                self.others.add(hash(key))
+                return
+            entry = self.kept[key] = (order, {})
+        elif order < entry[0]:
+            entry = self.kept[key] = (order, entry[1])
+        entry[1].setdefault(str(result.get("target") or ""), Tally()).add(str(result.get("status")))
+
+    @property
+    def total(self) -> int:
+        return len(self.kept) + len(self.others)
+
+    def ordered(self) -> list[tuple[tuple[str, str], dict[str, Tally]]]:
+        return [(key, tallies) for key, (_, tallies) in sorted(self.kept.items(), key=lambda kv: (kv[1][0], kv[0]))]
+
+
+def _columns(summary: dict[str, Any]) -> list[str]:
+    per_target = list((summary.get("per_target") or {}).keys())
+    matrix = summary.get("matrix") or {}
+    declared = [v["id"] for v in matrix.get("variants") or [] if isinstance(v, dict) and v.get("id") in per_target]
+    return declared + [t for t in per_target if t not in declared]
+
+
+def format_matrix(
+    summary: dict[str, Any],
+    results: Iterable[dict[str, Any]],
+    *,
+    color: bool = False,
+    width: int | None = None,
+) -> str:
+    """The matrix view text for a run's ``summary`` and its ``results`` (``results.jsonl`` lines)."""
+
+    def paint(text: str, *styles: str) -> str:
+        if not color or not styles:
+            return text
+        return f"\x1b[{';'.join(_ANSI[s] for s in styles)}m{text}\x1b[0m"
+
+    width = width or shutil.get_terminal_size((100, 24)).columns
+    rule = str(summary.get("repeat_pass_rule") or DEFAULT_RULE)
+    columns = _columns(summary)
+    per_target = summary.get("per_target") or {}
+    repeats = summary.get("repeats") or None
+    rows = _Rows()
+    for result in results:
+        rows.add(result)
+
+    def cell(tally: Tally | None) -> str:
+        if tally is None or tally.decided == 0:
+            return paint(_MARK["skipped"], "dim")
+        status = case_status(tally, rule)
+        style = "green" if status == "pass" else "red"
+        if tally.runs == 1:
+            return paint(_MARK[status], style)
+        text = f"{tally.passed}/{tally.decided} {_MARK[status]}"
+        return paint(text, "yellow" if tally.flaky and status == "pass" else style)
+
+    headers: list[str] = ["case"]
+    shortened = False
+    for target_id in columns:
+        head, cut = _header(target_id)
+        headers.append(head)
+        shortened = shortened or cut
+    several = len(rows.datasets) > 1
+    body: list[list[str]] = []
+    for (dataset, case_id), tallies in rows.ordered():
+        label = f"{dataset}/{case_id}" if several else case_id
+        body.append([_clip(one_line(label), MAX_LABEL)] + [cell(tallies.get(t)) for t in columns])
+
+    def figures(target_id: str) -> dict[str, str]:
+        t = per_target.get(target_id) or {}
+        level = t.get("case_level") or {}
+        decided = level.get("cases", 0) - level.get("skipped", 0)
+        latency = t.get("latency_ms") or {}
+        return {
+            "pass rate": _pct(t.get("pass_rate")),
+            "95% CI": _ci(t.get("pass_rate_ci")),
+            f"cases ({rule})": f"{level.get('pass', 0)}/{decided}" if level else "—",
+            "cases 95% CI": _ci(level.get("pass_rate_ci")),
+            "flaky": str(level.get("flaky", 0)),
+            "cost": _usd(t.get("cost_usd")),
+            "p50": _ms(latency.get("p50")),
+            "p99": _ms(latency.get("p99")),
+        }
+
+    footer_keys = ["pass rate", "95% CI"]
+    if repeats:
+        footer_keys += [f"cases ({rule})", "cases 95% CI", "flaky"]
+    footer_keys += ["cost", "p50", "p99"]
+    per_column = {t: figures(t) for t in columns}
+    footer = [[key] + [per_column[t][key] for t in columns] for key in footer_keys]
+    table = str(
+        tabulate(
+            [*body, SEPARATING_LINE, *footer],
+            headers=headers,
+            tablefmt="simple",
+            disable_numparse=True,
+            colalign=["left"] + ["center"] * len(columns),
+        )
+    )
+
+    title = paint(f"Matrix: {rows.total} cases × {len(columns)} targets", "bold")
+    if repeats:
+        title += f" · up to {repeats.get('runs_per_case')} runs a case, a case passes by repeat_pass_rule: {rule}"
+    lines = [title]
+    if _visible_width(table) <= width:
+        lines.append(table)
+        if rows.total > len(rows.kept):
+            lines.append(f"… and {rows.total - len(rows.kept)} more cases (every cell is in results.jsonl)")
+        legend = "✓ pass · ✗ fail · E error · – not run or inconclusive"
+        if repeats:
+            legend = "k/N repeats passed, then the case verdict: " + legend
+        lines.append(paint(legend, "dim"))
+        if shortened:
+            lines.append("columns: " + ", ".join(one_line(t) for t in columns))
+    else:
+        summary_rows = [
+            [_clip(one_line(t), MAX_LABEL)] + [per_column[t][key] for key in footer_keys] for t in columns
+        ]
+        narrow = str(
+            tabulate(
+                summary_rows,
+                headers=["target", *footer_keys],
+                tablefmt="simple",
+                disable_numparse=True,
+                colalign=["left"] + ["right"] * len(footer_keys),
+            )
+        )
+        lines.append(narrow)
+        lines.append(
+            paint(
+                f"(the case × target table is {_visible_width(table)} columns wide, wider than this terminal's {width}: "
+                "figures per target instead; every cell is in results.jsonl and report.html)",
+                "dim",
+            )
+        )
+
+    pairs = summary.get("pairwise") or []
+    if pairs:
+        lines += ["", "Pairwise (cases both decided; exact McNemar test, significant when p < 0.05):"]
+        shown = sorted(pairs, key=lambda p: (not p.get("significant"), p.get("p_value", 1.0)))[:MAX_PAIR_LINES]
+        shown.sort(key=pairs.index)  # back to target order: a stable listing
+        for p in shown:
+            a, b = one_line(p["a"]), one_line(p["b"])
+            conclusion = str(p.get("conclusion") or "")
+            verdict = paint(conclusion, "bold") if p.get("significant") else conclusion
+            lines.append(
+                _clip(
+                    f"  {a} vs {b}: {p['cases']} cases · both ✓ {p['both_pass']} · only {a} {p['only_a']} · "
+                    f"only {b} {p['only_b']} · both ✗ {p['both_fail']} · p = {p['p_value']:.3g}",
+                    200,
+                )
+                + f" → {verdict}"
+            )
+        if len(pairs) > len(shown):
+            lines.append(f"  … and {len(pairs) - len(shown)} more pairs (summary.json)")
+
+    flaky = (repeats or {}).get("flaky") or []
+    if repeats:
+        total = repeats.get("flaky_cases", len(flaky))
+        if flaky:
+            lines += ["", f"Flaky cases ({total}: passed some repeats, not all):"]
+            lines += flaky_lines(flaky[:MAX_FLAKY_LINES], paint)
+            if total > min(len(flaky), MAX_FLAKY_LINES):
+                lines.append(f"  … and {total - min(len(flaky), MAX_FLAKY_LINES)} more (summary.json)")
+        else:
+            lines += ["", "Flaky cases: none"]
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,242 @@
+"""The terminal and ``summary.txt`` text of a run's summary (``summary.json``'s content)."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from tabulate import tabulate  # type: ignore[import-untyped,unused-ignore]  # no stubs shipped
+
+from evalx.figures import ci as _ci, clip as _clip, count as _count, duration as _duration, ms as _ms, pct as _pct, usd as _usd
+
+__all__ = ["flaky_lines", "format_summary", "one_line"]
+
+_Json = dict[str, Any]
+
+#: flaky cases listed in the text summary
+MAX_FLAKY_LINES = 20
+#: failing cases listed in the text summary
+MAX_FAILURE_LINES = 30
+LINE_WIDTH = 120
+
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\ud800-\udfff]")
+_SGR = re.compile(r"\x1b\[[0-9;]*m")
+_ANSI = {"red": "31", "green": "32", "yellow": "33", "bold": "1", "dim": "2"}
+
+
+def one_line(text: Any) -> str:
+    """Untrusted text made safe for one terminal line: no escapes, no newlines."""
+
+    def visible(match: re.Match[str]) -> str:
+        char = match.group()
+        return " " if char in "\n\r\t" else f"\\x{ord(char):02x}" if ord(char) <= 0xFF else f"\\u{ord(char):04x}"
+
+    return " ".join(_CONTROL.sub(visible, str(text)).split())
+
+
+
+
+
+
+
+
+
+
+
+
+
+
+
+
+def flaky_lines(flaky: list[_Json], paint: Any) -> list[str]:
+    """``  target  dataset/case  k/N  verdict`` lines for flaky cases, aligned."""
+    if not flaky:
+        return []
+    labels = [f"{one_line(f.get('dataset'))}/{one_line(f.get('case_id'))}" for f in flaky]
+    width = max(len(one_line(f["target"])) for f in flaky)
+    label_width = min(max(len(label) for label in labels), 60)
+    out = []
+    for f, label in zip(flaky, labels):
+        verdict = f.get("status")
+        mark = paint("passes", "green") if verdict == "pass" else paint("fails", "red") if verdict else ""
+        line = f"  {one_line(f['target']).ljust(width)}  {_clip(label, label_width).ljust(label_width)}  {f['passed']}/{f['runs']}"
+        out.append(_clip(line, LINE_WIDTH) + (f"  {mark}" if mark else ""))
+    return out
+
+
+def format_summary(summary: dict[str, Any], *, color: bool = False, flaky_list: bool = True) -> str:
+    """The text shown at the end of a run and stored as ``summary.txt``.
+
+    ``flaky_list=False`` leaves out the names of flaky cases (the matrix view
+    of a ``--matrix`` run lists them itself).
+    """
+
+    def paint(text: str, *styles: str) -> str:
+        if not color or not styles:
+            return text
+        codes = ";".join(_ANSI[s] for s in styles)
+        return f"\x1b[{codes}m{text}\x1b[0m"
+
+    def counts_row(c: _Json) -> list[str]:
+        return [
+            str(c["cells"]),
+            paint(str(c["pass"]), "green") if c["pass"] else "0",
+            paint(str(c["fail"]), "red") if c["fail"] else "0",
+            paint(str(c["error"]), "red") if c["error"] else "0",
+            paint(str(c["skipped"]), "yellow") if c["skipped"] else "0",
+            _pct(c["pass_rate"]),
+        ]
+
+    def table(rows: list[list[str]], headers: list[str], numeric_from: int = 1) -> str:
+        # "plain" with the header as a row, plus a rule sized to each column: tabulate's
+        # header padding would otherwise add two blanks to every column
+        widths = [max(len(_SGR.sub("", str(row[i]))) for row in [headers, *rows]) for i in range(len(headers))]
+        rule = ["─" * w for w in widths]
+        align = ["left"] * numeric_from + ["right"] * (len(headers) - numeric_from)
+        return str(tabulate([headers, rule, *rows], tablefmt="plain", disable_numparse=True, colalign=align))
+
+    totals = summary["totals"]
+    lines = [
+        paint(f"Run {summary['run_id']}", "bold") + (f"  {one_line(summary['name'])}" if summary.get("name") else ""),
+        f"{totals['cells']} cells: "
+        + " · ".join(
+            [
+                paint(f"{totals['pass']} pass", "green"),
+                paint(f"{totals['fail']} fail", "red") if totals["fail"] else "0 fail",
+                paint(f"{totals['error']} error", "red") if totals["error"] else "0 error",
+                paint(f"{totals['skipped']} skipped", "yellow") if totals["skipped"] else "0 skipped",
+            ]
+        ),
+        f"Pass rate {paint(_pct(totals['pass_rate']), 'bold')}"
+        + (f"  (95% CI {_ci(totals['pass_rate_ci'])})" if totals.get("pass_rate_ci") else "")
+        + ("  skipped cells excluded" if totals["skipped"] else ""),
+    ]
+
+    per_target = summary.get("per_target") or {}
+    if per_target:
+        rows = []
+        for target_id, t in per_target.items():
+            tokens = t["tokens"]["input"] + t["tokens"]["output"]
+            rows.append(
+                [one_line(target_id)]
+                + counts_row(t)
+                + [_ms(t["latency_ms"]["p50"]), _ms(t["latency_ms"]["p99"]), _count(tokens), _usd(t["cost_usd"])]
+            )
+        headers = ["target", "cells", "pass", "fail", "error", "skip", "pass rate", "p50", "p99", "tokens", "cost"]
+        lines += ["", table(rows, headers)]
+        # streaming targets (engines, providers) report time to first token: show the
+        # latency/TTFT percentiles, tokens and prompt-cache share per target
+        if any(t.get("ttft_ms", {}).get("p50") is not None for t in per_target.values()):
+            rows = []
+            for target_id, t in per_target.items():
+                lat, ttft, tok = t["latency_ms"], t.get("ttft_ms") or {}, t["tokens"]
+                rows.append(
+                    [one_line(target_id)]
+                    + [_ms(lat.get(p)) for p in ("p50", "p95", "p99")]
+                    + [_ms(ttft.get(p)) for p in ("p50", "p95", "p99")]
+                    + [_count(tok["input"]), _count(tok["output"]), _pct(t.get("cache_hit_ratio"))]
+                )
+            headers = ["target", "lat p50", "lat p95", "lat p99", "ttft p50", "ttft p95", "ttft p99", "tok in", "tok out", "cache hit"]
+            lines += ["", table(rows, headers)]
+
+    for key, title in (("per_category", "category"), ("per_difficulty", "difficulty")):
+        groups = summary.get(key) or {}
+        if groups:
+            rows = [[one_line(name)] + counts_row(c) + [_ci(c["pass_rate_ci"])] for name, c in groups.items()]
+            headers = [title, "cells", "pass", "fail", "error", "skip", "pass rate", "95% CI"]
+            lines += ["", table(rows, headers)]
+
+    repeats = summary.get("repeats")
+    if repeats and repeats.get("per_target"):
+        rule = summary.get("repeat_pass_rule") or repeats.get("repeat_pass_rule") or "majority"
+        rows = []
+        for t, r in repeats["per_target"].items():
+            level = (per_target.get(t) or {}).get("case_level") or {}
+            decided = level.get("cases", 0) - level.get("skipped", 0)
+            rows.append(
+                [
+                    one_line(t),
+                    str(r["cases"]),
+                    str(r["k"]),
+                    f"{level['pass']}/{decided} {_pct(level.get('pass_rate'))}" if level else "—",
+                    _ci(level.get("pass_rate_ci")),
+                    _pct(r["pass_at_1"]),
+                    _pct(r["pass_at_k"]),
+                    _pct(r["pass_hat_k"]),
+                    str(r["flaky_cases"]),
+                ]
+            )
+        lines += ["", f"Repeats (up to {repeats['runs_per_case']} runs a case; a case passes by repeat_pass_rule: {rule}):"]
+        lines.append(table(rows, ["target", "cases", "k", "cases passed", "95% CI", "pass@1", "pass@k", "pass^k", "flaky"]))
+        flaky = repeats.get("flaky") or []
+        if flaky and flaky_list:
+            lines += ["", "Flaky cases (passed some repeats, not all):"]
+            lines += flaky_lines(flaky[:MAX_FLAKY_LINES], paint)
+            more = repeats.get("flaky_cases", len(flaky)) - min(len(flaky), MAX_FLAKY_LINES)
+            if more > 0:
+                lines.append(f"  … and {more} more (summary.json)")
+
+    failures = summary.get("failures") or []
+    total_failures = summary.get("failures_total", len(failures))
+    if failures:
+        shown = failures[:MAX_FAILURE_LINES]
+        width = max(len(one_line(f["target"])) for f in shown)
+        lines += ["", "Failed cases:"]
+        for f in shown:
+            case = f"{one_line(f.get('category') or 'general')}/{one_line(f.get('case_id'))}"
+            if isinstance(f.get("repeat"), int) and f["repeat"] > 0:
+                case += f" #r{f['repeat']}"
+            reason = one_line(f.get("reason") or "")
+            if f.get("status") == "error":
+                reason = f"error: {reason}"
+            line = _clip(f"  {one_line(f['target']).ljust(width)}  {case} — {reason}", LINE_WIDTH)
+            lines.append(paint(line, "red") if f.get("status") == "error" else line)
+        if total_failures > len(shown):
+            lines.append(f"  … and {total_failures - len(shown)} more")
+
+    lines.append("")
+    cost = _usd(summary.get("cost_usd"))
+    if summary.get("judge_cost_usd") is not None:
+        cost += f" (+ {_usd(summary['judge_cost_usd'])} judge)"
+    missing = summary.get("cost_missing_cells") or 0
+    if missing:
+        cost += paint(f" · prices missing for {missing} cell{'s' if missing != 1 else ''}", "yellow")
+    latency = summary.get("latency_ms") or {}
+    facts = [
+        ("Cost", cost),
+        ("Duration", _duration(summary.get("duration_s"))),
+        ("Latency", f"p50 {_ms(latency.get('p50'))} · p95 {_ms(latency.get('p95'))} · p99 {_ms(latency.get('p99'))}"),
+    ]
+    cells = totals["cells"]
+    if summary.get("cached_cells"):
+        facts.append(
+            (
+                "Cache",
+                f"{summary['cached_cells']} of {cells} cells from the response cache ({_pct(summary.get('response_cache_hit_ratio'))})",
+            )
+        )
+    tokens = summary.get("tokens") or {}
+    if tokens.get("input") or tokens.get("output"):
+        text = f"{tokens['input']:,} in · {tokens['output']:,} out"
+        if tokens.get("cache_hit"):
+            text += f" · {tokens['cache_hit']:,} prompt-cache hits ({_pct(summary.get('cache_hit_ratio'))} of input)"
+        facts.append(("Tokens", text))
+    judge = summary.get("judge") or {}
+    if judge.get("calls"):
+        text = f"{judge['calls']:,} call{'s' if judge['calls'] != 1 else ''}"
+        if judge.get("input_tokens") or judge.get("output_tokens"):
+            text += f" · {judge['input_tokens']:,} in · {judge['output_tokens']:,} out"
+        if summary.get("judge_cost_usd") is not None:
+            text += f" · {_usd(summary['judge_cost_usd'])}"
+        if judge.get("cached_calls"):
+            text += f" · {judge['cached_calls']:,} from the response cache"
+        facts.append(("Judge", text))
+    if summary.get("inconclusive_assertions"):
+        n = summary["inconclusive_assertions"]
+        reasons = summary.get("inconclusive_reasons") or {}
+        why = "; ".join(f"{count} {one_line(reason)}" for reason, count in list(reasons.items())[:3])
+        text = f"{n} assertion{'s' if n != 1 else ''} could not be graded (no verdict, not failures)" + (f": {why}" if why else "")
+        facts.append(("Inconclusive", paint(_clip(text, LINE_WIDTH), "yellow")))
+    label_width = max(len(label) for label, _ in facts)
+    lines += [f"{label.ljust(label_width)}  {value}" for label, value in facts]
+    return "\n".join(lines) + "\n"

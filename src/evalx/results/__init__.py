@@ -1,0 +1,1 @@
+"""Results: the stored run (``results.jsonl``, ``summary.json``), aggregation, statistics, comparison and gates."""

@@ -1,0 +1,414 @@
+"""Compare two stored runs: headline deltas per target and case-level changes.
+
+A *case* is (target, dataset, case id). With repeats, each case gets one
+verdict from its cells under the run's ``repeat_pass_rule`` (decided by
+:mod:`evalx.results.repeats`, as everywhere else), so a flaky case that passed 2
+of 3 times is compared as a case, not as three cells. Run A is the baseline,
+run B the new run; deltas are B − A.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from evalx.figures import ms as _ms, pct as _pct, usd as _usd
+from evalx.results.store import RESULTS, read_results
+
+__all__ = [
+    "CaseVerdict",
+    "baseline_view",
+    "case_verdicts",
+    "compare_runs",
+    "format_comparison",
+    "format_vs_previous",
+    "markdown_comparison",
+]
+
+#: cases listed in each of newly failing / newly passing / flaky changed
+MAX_CASES = 200
+
+_FAILING = ("fail", "error")
+
+
+@dataclass
+class CaseVerdict:
+    target: str
+    dataset: str
+    case_id: str
+    category: str
+    runs: int = 0  # decided cells (skipped excluded)
+    passes: int = 0
+    errors: int = 0
+    cells: int = 0
+    reason: str | None = None  # why the first failing cell failed
+    status: str = "skipped"
+
+    @property
+    def flaky(self) -> bool:
+        return 0 < self.passes < self.runs
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "target": self.target,
+            "dataset": self.dataset,
+            "case_id": self.case_id,
+            "category": self.category,
+            "status": self.status,
+            "passed": self.passes,
+            "runs": self.runs,
+            "reason": self.reason,
+        }
+
+
+def _failure_reason(result: dict[str, Any]) -> str:
+    if result.get("status") == "error":
+        raw = result.get("output")
+        output: dict[str, Any] = raw if isinstance(raw, dict) else {}
+        return str(result.get("error") or output.get("error") or "the target failed")
+    for a in result.get("assertions") or []:
+        if isinstance(a, dict) and a.get("passed") is False:
+            label = a.get("name") or a.get("type") or "assertion"
+            why = a.get("reason") or a.get("error")
+            return f"{label}: {why}" if why else f"{label} did not hold"
+    return "failed"
+
+
+def _rule_of(run_dir: Path) -> str:
+    """The run's ``repeat_pass_rule``: as its summary recorded it, else from the config it stored."""
+    from evalx.results.repeats import DEFAULT_RULE, RULES
+
+    try:
+        rule = json.loads((run_dir / "summary.json").read_text(encoding="utf-8")).get("repeat_pass_rule")
+    except (OSError, ValueError, AttributeError):
+        rule = None
+    if rule not in RULES:
+        try:
+            data = yaml.safe_load((run_dir / "config.yaml").read_text(encoding="utf-8"))
+            rule = ((data or {}).get("defaults") or {}).get("repeat_pass_rule")
+        except (OSError, yaml.YAMLError, AttributeError):
+            rule = None
+    return rule if rule in RULES else DEFAULT_RULE
+
+
+def case_verdicts(run_dir: Path, rule: str | None = None) -> dict[tuple[str, str, str], CaseVerdict]:
+    """One verdict a (target, dataset, case id), from a run's ``results.jsonl``."""
+    rule = rule or _rule_of(run_dir)
+    cases: dict[tuple[str, str, str], CaseVerdict] = {}
+    path = run_dir / RESULTS
+    if not path.is_file():
+        return cases
+    for r in read_results(path):
+        key = (str(r.get("target") or ""), str(r.get("dataset") or ""), str(r.get("case_id") or ""))
+        v = cases.get(key)
+        if v is None:
+            v = cases[key] = CaseVerdict(*key, category=str(r.get("category") or "general"))
+        v.cells += 1
+        status = r.get("status")
+        if status == "skipped":
+            continue
+        v.runs += 1
+        if status == "pass":
+            v.passes += 1
+        else:
+            v.errors += status == "error"
+            if v.reason is None:
+                v.reason = _failure_reason(r)
+    from evalx.results.repeats import status_of
+
+    for v in cases.values():
+        v.status = status_of(v.passes, v.runs - v.passes - v.errors, v.errors, rule)
+    return cases
+
+
+def _summary_of(run_dir: Path) -> dict[str, Any]:
+    try:
+        data = json.loads((run_dir / "summary.json").read_text(encoding="utf-8"))
+        if isinstance(data, dict):
+            return data
+    except (OSError, ValueError):
+        pass
+    # no summary (a killed run): rebuild it from the results
+    from evalx.results.summary import SummaryBuilder
+
+    builder = SummaryBuilder(run_dir.name, "", "")
+    if (run_dir / RESULTS).is_file():
+        for r in read_results(run_dir / RESULTS):
+            builder.add(r)
+    return builder.finish("", 0.0)
+
+
+def _num(value: Any) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        return None
+    return float(value)
+
+
+def _metric(a: Any, b: Any) -> dict[str, float | None]:
+    a, b = _num(a), _num(b)
+    delta = None if a is None or b is None else b - a
+    relative = None if delta is None or not a else delta / abs(a)
+    return {"a": a, "b": b, "delta": delta, "relative": relative}
+
+
+def _figures(s: dict[str, Any]) -> dict[str, Any]:
+    latency = s.get("latency_ms") or {}
+    tokens = s.get("tokens") or {}
+    totals = s.get("totals") or s  # a per-target entry carries its counts at the top
+    return {
+        "pass_rate": totals.get("pass_rate"),
+        "cost_usd": s.get("cost_usd"),
+        "p50_ms": latency.get("p50"),
+        "p99_ms": latency.get("p99"),
+        "tokens_input": tokens.get("input"),
+        "tokens_output": tokens.get("output"),
+    }
+
+
+def _deltas(a: dict[str, Any], b: dict[str, Any]) -> dict[str, dict[str, float | None]]:
+    fa, fb = _figures(a), _figures(b)
+    return {k: _metric(fa[k], fb[k]) for k in fa}
+
+
+def _run_header(run_dir: Path, summary: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "run_id": summary.get("run_id") or run_dir.name,
+        "path": str(run_dir),
+        "name": summary.get("name"),
+        "started_at": summary.get("started_at"),
+    }
+
+
+def compare_runs(a_dir: Path, b_dir: Path, *, b_summary: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Compare baseline run ``a_dir`` with run ``b_dir`` (``b_summary`` when it is not written yet)."""
+    sa = _summary_of(a_dir)
+    sb = b_summary if b_summary is not None else _summary_of(b_dir)
+    va, vb = case_verdicts(a_dir), case_verdicts(b_dir)
+
+    newly_failing, newly_passing, flaky_changed = [], [], []
+    for key, now in vb.items():
+        before = va.get(key)
+        if before is None:
+            continue
+        if now.status in _FAILING and before.status not in _FAILING:
+            # skipped → fail counts too: the case was not failing before (e.g. it had no judge)
+            newly_failing.append({**now.as_dict(), "was": before.status})
+        elif now.status == "pass" and before.status in _FAILING:
+            newly_passing.append({**now.as_dict(), "was": before.status, "reason": before.reason})
+        if (before.flaky != now.flaky) and (before.runs > 1 or now.runs > 1):
+            flaky_changed.append({**now.as_dict(), "was_flaky": before.flaky, "now_flaky": now.flaky,
+                                  "was_passed": before.passes, "was_runs": before.runs})
+    new_cases = [k for k in vb if k not in va]
+    removed = [k for k in va if k not in vb]
+
+    per_target = {}
+    ta, tb = sa.get("per_target") or {}, sb.get("per_target") or {}
+    for target in [*tb, *(t for t in ta if t not in tb)]:
+        per_target[target] = {
+            "in_a": target in ta,
+            "in_b": target in tb,
+            **_deltas(ta.get(target) or {}, tb.get(target) or {}),
+        }
+    ca, cb = sa.get("per_category") or {}, sb.get("per_category") or {}
+    per_category = {c: {"pass_rate": _metric((ca.get(c) or {}).get("pass_rate"), cb[c].get("pass_rate"))} for c in cb if c in ca}
+    return {
+        "a": _run_header(a_dir, sa),
+        "b": _run_header(b_dir, sb),
+        "overall": _deltas(sa, sb),
+        "per_target": per_target,
+        "per_category": per_category,
+        "newly_failing": newly_failing[:MAX_CASES],
+        "newly_failing_total": len(newly_failing),
+        "newly_passing": newly_passing[:MAX_CASES],
+        "newly_passing_total": len(newly_passing),
+        "flaky_changed": flaky_changed[:MAX_CASES],
+        "flaky_changed_total": len(flaky_changed),
+        "new_cases": len(new_cases),
+        "new_cases_failing": sum(1 for k in new_cases if vb[k].status in _FAILING),
+        "removed_cases": len(removed),
+    }
+
+
+def baseline_view(comparison: dict[str, Any]) -> dict[str, Any]:
+    """The ``baseline`` a report shows: the baseline's figures and the case changes."""
+    overall = comparison["overall"]
+    return {
+        "run_id": comparison["a"]["run_id"],
+        "pass_rate": overall["pass_rate"]["a"],
+        "cost_usd": overall["cost_usd"]["a"],
+        "p99_ms": overall["p99_ms"]["a"],
+        "newly_failing": comparison["newly_failing"],
+        "newly_passing": comparison["newly_passing"],
+    }
+
+
+# ---------------------------------------------------------------- rendering
+
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+
+
+def _safe(text: Any, width: int = 160) -> str:
+    """Untrusted text (reasons quote model output) as one clean terminal line."""
+    line = " ".join(_CONTROL.sub(" ", str(text)).split())
+    return line if len(line) <= width else line[: width - 1] + "…"
+
+
+
+
+
+
+
+
+def _int(v: float | None) -> str:
+    return "—" if v is None else f"{v:,.0f}"
+
+
+_FORMATS = {"pass_rate": _pct, "cost_usd": _usd, "p50_ms": _ms, "p99_ms": _ms, "tokens_input": _int, "tokens_output": _int}
+_LABELS = {"pass_rate": "pass rate", "cost_usd": "cost", "p50_ms": "p50", "p99_ms": "p99",
+           "tokens_input": "tokens in", "tokens_output": "tokens out"}
+
+
+def _delta(key: str, m: dict[str, float | None]) -> str:
+    d = m["delta"]
+    if d is None:
+        return "—"
+    if key == "pass_rate":
+        return f"{d * 100:+.1f}pp"
+    sign = "+" if d >= 0 else "-"
+    text = {"cost_usd": f"{sign}${abs(d):.4f}", "p50_ms": f"{sign}{_ms(abs(d))}", "p99_ms": f"{sign}{_ms(abs(d))}"}.get(key, f"{d:+,.0f}")
+    if m["relative"] is not None:
+        text += f" ({m['relative'] * 100:+.0f}%)"
+    return text
+
+
+def _case_line(c: dict[str, Any]) -> str:
+    return f"{c['target']}  {c['dataset']}/{c['case_id']}"
+
+
+def _runs_suffix(c: dict[str, Any]) -> str:
+    return f" [{c['passed']}/{c['runs']} passed]" if c.get("runs", 0) > 1 else ""
+
+
+def format_comparison(cmp: dict[str, Any]) -> str:
+    from tabulate import tabulate  # type: ignore[import-untyped,unused-ignore]
+
+    a, b = cmp["a"], cmp["b"]
+    lines = [f"Comparing {a['run_id']} (A, baseline) → {b['run_id']} (B)", ""]
+    rows = [[_LABELS[k], _FORMATS[k](m["a"]), _FORMATS[k](m["b"]), _delta(k, m)] for k, m in cmp["overall"].items()]
+    lines.append(str(tabulate(rows, headers=["overall", "A", "B", "Δ"], tablefmt="simple", disable_numparse=True,
+                              colalign=["left", "right", "right", "right"])))
+    if cmp["per_target"]:
+        rows = []
+        for t, m in cmp["per_target"].items():
+            note = "" if m["in_a"] and m["in_b"] else (" (only in B)" if m["in_b"] else " (only in A)")
+            rows.append([_safe(t, 40) + note]
+                        + [f"{_FORMATS[k](m[k]['a'])} → {_FORMATS[k](m[k]['b'])}" for k in ("pass_rate",)]
+                        + [_delta(k, m[k]) for k in ("pass_rate", "cost_usd", "p50_ms", "p99_ms", "tokens_input", "tokens_output")])
+        lines += ["", str(tabulate(rows, headers=["target", "pass rate", "Δ pass", "Δ cost", "Δ p50", "Δ p99", "Δ tokens in", "Δ tokens out"],
+                                   tablefmt="simple", disable_numparse=True))]
+    for key, title in (("newly_failing", "Newly failing"), ("newly_passing", "Newly passing")):
+        items, total = cmp[key], cmp[f"{key}_total"]
+        lines += ["", f"{title} ({total}):" if total else f"{title}: none"]
+        for c in items:
+            why = f" — {_safe(c['reason'])}" if c.get("reason") else ""
+            was = " (was failing: " if key == "newly_passing" else ""
+            if was:
+                lines.append(f"  {_safe(_case_line(c), 100)}{_runs_suffix(c)}{was}{_safe(c.get('reason') or c['was'])})")
+            else:
+                lines.append(f"  {_safe(_case_line(c), 100)}{_runs_suffix(c)}{why}")
+        if total > len(items):
+            lines.append(f"  … and {total - len(items)} more")
+    if cmp["flaky_changed_total"]:
+        lines += ["", f"Flaky status changed ({cmp['flaky_changed_total']}):"]
+        for c in cmp["flaky_changed"]:
+            change = "now flaky" if c["now_flaky"] else "no longer flaky"
+            lines.append(f"  {_safe(_case_line(c), 100)}: {change} ({c['was_passed']}/{c['was_runs']} → {c['passed']}/{c['runs']} passed)")
+    extra = []
+    if cmp["new_cases"]:
+        extra.append(f"{cmp['new_cases']} cases only in B ({cmp['new_cases_failing']} failing)")
+    if cmp["removed_cases"]:
+        extra.append(f"{cmp['removed_cases']} cases only in A")
+    if extra:
+        lines += ["", "; ".join(extra)]
+    return "\n".join(lines) + "\n"
+
+
+def _arrow(key: str, m: dict[str, float | None], *, higher_is_better: bool) -> str:
+    fmt = _FORMATS[key]
+    d = m["delta"]
+    if m["a"] is None or m["b"] is None or d is None:
+        return f"{fmt(m['a'])} → {fmt(m['b'])}"
+    if abs(d) < 1e-12:
+        verdict = "no change"
+    else:
+        better = (d > 0) == higher_is_better
+        verdict = _delta(key, m) + ("" if better else ", regression")
+    return f"{fmt(m['a'])} → {fmt(m['b'])} ({verdict})"
+
+
+def format_vs_previous(cmp: dict[str, Any]) -> str:
+    """The short block printed after a run's summary when it has a baseline."""
+    o = cmp["overall"]
+    lines = [
+        f"vs. previous run ({cmp['a']['run_id']}):",
+        f"  Pass rate: {_arrow('pass_rate', o['pass_rate'], higher_is_better=True)}",
+        f"  Cost: {_arrow('cost_usd', o['cost_usd'], higher_is_better=False)}",
+        f"  P99: {_arrow('p99_ms', o['p99_ms'], higher_is_better=False)}",
+        f"  Cases: {cmp['newly_failing_total']} newly failing, {cmp['newly_passing_total']} newly passing",
+    ]
+    for c in cmp["newly_failing"][:20]:
+        why = f" — {_safe(c['reason'], 100)}" if c.get("reason") else ""
+        lines.append(f"    ✗ {_safe(_case_line(c), 80)}{why}")
+    for c in cmp["newly_passing"][:20]:
+        lines.append(f"    ✓ {_safe(_case_line(c), 80)}")
+    return "\n".join(lines) + "\n"
+
+
+def md_escape(text: Any, width: int = 200) -> str:
+    """Text for a Markdown table cell: one line, no pipes, no HTML."""
+    s = _safe(text, width)
+    for a, b in (("&", "&amp;"), ("<", "&lt;"), (">", "&gt;"), ("|", "\\|"), ("`", "'")):
+        s = s.replace(a, b)
+    return s
+
+
+def markdown_cases(title: str, items: list[dict[str, Any]], total: int, *, reason_key: str = "reason") -> list[str]:
+    if not total:
+        return []
+    lines = [f"**{title} ({total})**", "", "| target | case | reason |", "|---|---|---|"]
+    for c in items[:50]:
+        lines.append(f"| {md_escape(c['target'])} | {md_escape(c['dataset'])}/{md_escape(c['case_id'])}{_runs_suffix(c)} "
+                     f"| {md_escape(c.get(reason_key) or c.get('was') or '')} |")
+    if total > min(len(items), 50):
+        lines.append(f"| … | {total - min(len(items), 50)} more | |")
+    return lines + [""]
+
+
+def markdown_comparison(cmp: dict[str, Any]) -> str:
+    a, b = cmp["a"], cmp["b"]
+    lines = [f"### evalx compare: `{md_escape(a['run_id'])}` → `{md_escape(b['run_id'])}`", "",
+             "| | A | B | Δ |", "|---|--:|--:|--:|"]
+    for k, m in cmp["overall"].items():
+        lines.append(f"| {_LABELS[k]} | {_FORMATS[k](m['a'])} | {_FORMATS[k](m['b'])} | {_delta(k, m)} |")
+    lines.append("")
+    if cmp["per_target"]:
+        lines += ["| target | pass rate A → B | Δ cost | Δ p99 |", "|---|--:|--:|--:|"]
+        for t, m in cmp["per_target"].items():
+            lines.append(f"| {md_escape(t)} | {_pct(m['pass_rate']['a'])} → {_pct(m['pass_rate']['b'])} "
+                         f"| {_delta('cost_usd', m['cost_usd'])} | {_delta('p99_ms', m['p99_ms'])} |")
+        lines.append("")
+    lines += markdown_cases("Newly failing", cmp["newly_failing"], cmp["newly_failing_total"])
+    lines += markdown_cases("Newly passing", cmp["newly_passing"], cmp["newly_passing_total"])
+    if cmp["flaky_changed_total"]:
+        lines += [f"**Flaky status changed ({cmp['flaky_changed_total']})**", ""]
+        for c in cmp["flaky_changed"][:50]:
+            lines.append(f"- {md_escape(c['target'])} {md_escape(c['dataset'])}/{md_escape(c['case_id'])}: "
+                         + ("now flaky" if c["now_flaky"] else "no longer flaky"))
+        lines.append("")
+    return "\n".join(lines)

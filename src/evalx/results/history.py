@@ -1,0 +1,141 @@
+"""Stored runs: list them newest first and resolve ``RUN`` (an id, a path or ``latest``).
+
+A run is a directory holding ``run.json`` (metadata, status) and, once it
+ended, ``summary.json``. ``latest`` is the newest *completed* run of the same
+config name, never the run being made.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from evalx.errors import EvalxError
+from evalx.figures import ms as _ms, pct as _pct, usd as _usd
+
+__all__ = ["RunInfo", "RunNotFound", "format_runs", "list_runs", "read_run", "resolve_run"]
+
+LATEST = "latest"
+
+
+class RunNotFound(EvalxError):
+    """A RUN argument names no stored run."""
+
+
+@dataclass
+class RunInfo:
+    run_id: str
+    path: Path
+    name: str | None
+    status: str
+    started_at: str | None
+    started_unix: float | None
+    config_hash: str | None
+    cells: int | None
+    pass_rate: float | None
+    cost_usd: float | None
+    p99_ms: float | None
+    duration_s: float | None
+
+    @property
+    def complete(self) -> bool:
+        return self.status == "complete"
+
+    def as_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["path"] = str(self.path)
+        return d
+
+
+def _read_json(path: Path) -> dict[str, Any] | None:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def read_run(run_dir: Path) -> RunInfo | None:
+    """A run's headline figures, or None when ``run_dir`` holds no run."""
+    meta = _read_json(run_dir / "run.json")
+    summary = _read_json(run_dir / "summary.json")
+    if meta is None and summary is None:
+        return None
+    meta = meta or {}
+    summary = summary or {}
+    totals = summary.get("totals") or {}
+    status = str(meta.get("status") or ("complete" if summary else "unknown"))
+    if status == "running" and not summary:
+        status = "running/killed"  # no summary: still running, or it died without one (resume it)
+    return RunInfo(
+        run_id=str(meta.get("run_id") or summary.get("run_id") or run_dir.name),
+        path=run_dir,
+        name=meta.get("name") or summary.get("name"),
+        status=status,
+        started_at=meta.get("started_at") or summary.get("started_at"),
+        started_unix=meta.get("started_unix") if isinstance(meta.get("started_unix"), (int, float)) else None,
+        config_hash=meta.get("config_hash"),
+        cells=totals.get("cells", meta.get("cells")),
+        pass_rate=totals.get("pass_rate"),
+        cost_usd=summary.get("cost_usd"),
+        p99_ms=(summary.get("latency_ms") or {}).get("p99"),
+        duration_s=summary.get("duration_s"),
+    )
+
+
+def list_runs(output_dir: Path, *, name: str | None = None) -> list[RunInfo]:
+    """Every run under ``output_dir`` (of config ``name`` when given), newest first."""
+    if not output_dir.is_dir():
+        return []
+    runs = []
+    for child in output_dir.iterdir():
+        if child.is_dir():
+            info = read_run(child)
+            if info is not None and (name is None or info.name == name):
+                runs.append(info)
+    # started_at is UTC to the second; started_unix orders runs started within one second
+    runs.sort(key=lambda r: (r.started_at or "", r.started_unix or 0.0, r.run_id), reverse=True)
+    return runs
+
+
+def resolve_run(ref: str, output_dir: Path, *, name: str | None = None, exclude: str | None = None) -> Path:
+    """The directory of run ``ref``: ``latest``, a run id under ``output_dir``, or a path."""
+    if ref == LATEST:
+        for info in list_runs(output_dir, name=name):
+            if info.complete and info.run_id != exclude and (info.path / "results.jsonl").is_file():
+                return info.path
+        which = f" of {name!r}" if name else ""
+        raise RunNotFound(f"no completed run{which} under {output_dir} to use as `latest`")
+    candidates = [output_dir / ref, Path(ref)]
+    for path in candidates:
+        if path.is_dir() and ((path / "run.json").is_file() or (path / "results.jsonl").is_file()):
+            return path.resolve()
+    raise RunNotFound(f"no run {ref!r} (not a run id under {output_dir}, nor a run directory)")
+
+
+
+
+
+
+
+
+def format_runs(runs: list[RunInfo]) -> str:
+    from tabulate import tabulate  # type: ignore[import-untyped,unused-ignore]
+
+    rows = [
+        [
+            r.run_id,
+            r.name or "—",
+            r.status,
+            "—" if r.cells is None else str(r.cells),
+            _pct(r.pass_rate),
+            _usd(r.cost_usd),
+            _ms(r.p99_ms),
+            "—" if r.duration_s is None else f"{r.duration_s:.1f}s",
+        ]
+        for r in runs
+    ]
+    headers = ["run", "name", "status", "cells", "pass rate", "cost", "p99", "duration"]
+    return str(tabulate(rows, headers=headers, tablefmt="simple", disable_numparse=True, colalign=["left"] * 3 + ["right"] * 5))

@@ -1,0 +1,558 @@
+"""A run's summary: aggregated cell by cell from result dicts.
+
+:class:`SummaryBuilder` reads results as they stream (from the executor or
+``results.jsonl``) and keeps only counters and latencies, never the results
+themselves, so a 100,000-cell run summarises in a few megabytes.
+:func:`finish <SummaryBuilder.finish>` returns ``summary.json``'s content;
+:func:`evalx.reports.text.format_summary` turns it into text.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+import re
+from array import array
+from collections.abc import Iterable
+from operator import itemgetter
+from typing import Any
+
+
+from evalx.results import stats as _stats
+from evalx.figures import ci as _ci, ms as _ms, pct as _pct, usd as _usd
+from evalx.models import STATUSES
+from evalx.results.repeats import DEFAULT_RULE, RULES, Tally, case_status, status_of
+
+__all__ = ["SUMMARY_VERSION", "SummaryBuilder"]
+
+#: summary.json layout version (README, "summary.json"). 2 added case-level
+#: verdicts (repeat_pass_rule), pairwise comparisons, cost distributions, matrix.
+SUMMARY_VERSION = 2
+
+#: failing cells listed in summary.json (the first ones in matrix order)
+MAX_FAILURES = 200
+#: flaky cases listed in summary.json
+MAX_FLAKY = 50
+#: per-case repeat rows (k/N, verdict, pass@k) listed in summary.json
+MAX_CASE_ROWS = 1000
+#: target pairs compared in summary.json (in target order)
+MAX_PAIRS = 1000
+#: pairwise McNemar p-value under which a difference is claimed
+SIGNIFICANCE = 0.05
+#: distinct reasons of inconclusive assertions counted in summary.json
+MAX_INCONCLUSIVE_REASONS = 20
+
+_Json = dict[str, Any]
+_PACK = 1 << 32
+# A case's repeats packed in one int, low bits first: four 32-bit counts (skipped,
+# errored, failed, passed), the case's first matrix index (40 bits) and its
+# (category, difficulty) group number. One int a case keeps 100k cases small.
+_ADD = {"skipped": 1, "error": _PACK, "fail": _PACK**2, "pass": _PACK**3}
+_ORDER_SHIFT = 128
+_ORDER_MAX = (1 << 40) - 1
+_GROUP_SHIFT = 168
+
+
+def _unpack(packed: int) -> tuple[Tally, int, int]:
+    """(tally, first matrix index, group number) of a packed case."""
+    mask = _PACK - 1
+    tally = Tally(packed >> 96 & mask, packed >> 64 & mask, packed >> 32 & mask, packed & mask)
+    return tally, (packed >> _ORDER_SHIFT) & _ORDER_MAX, packed >> _GROUP_SHIFT
+
+
+class _CaseCounts:
+    """Case-level verdicts (one per target and case, by repeat_pass_rule) for one group."""
+
+    __slots__ = ("counts", "flaky")
+
+    def __init__(self) -> None:
+        self.counts = dict.fromkeys(STATUSES, 0)
+        self.flaky = 0
+
+    def add(self, status: str, flaky: bool) -> None:
+        self.counts[status] += 1
+        self.flaky += flaky
+
+
+def _case_level(group: _CaseCounts | None) -> _Json:
+    """A group's case verdict counts with the case pass rate and its 95% Wilson interval."""
+    counts = group.counts if group is not None else dict.fromkeys(STATUSES, 0)
+    flaky = group.flaky if group is not None else 0
+    cases = sum(counts.values())
+    decided = cases - counts["skipped"]
+    rate = counts["pass"] / decided if decided else None
+    ci = list(_stats.wilson_interval(counts["pass"], decided)) if decided else None
+    return {"cases": cases, **counts, "flaky": flaky, "pass_rate": rate, "pass_rate_ci": ci}
+
+
+def _price_missing(result: dict[str, Any], used_tokens: bool) -> bool:
+    """A cell without a cost whose target bills per token: a provider (unless it errored) or an engine that used tokens.
+
+    Python callables are not priced, so they never count; results written
+    before ``target_type`` existed fall back to "it used tokens".
+    """
+    kind = result.get("target_type")
+    if kind == "python":
+        return False
+    if kind == "provider":  # answered (an output, no error) yet unpriced
+        return used_tokens or (not result.get("error") and bool(result.get("output")))
+    return used_tokens
+
+
+def _number(value: Any) -> float | None:
+    """A finite float, or None for None, bools, NaN and anything not a number."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    return float(value) if math.isfinite(value) else None
+
+
+def _either(result: dict[str, Any], output: dict[str, Any], key: str) -> float | None:
+    """A figure from the result, else from its trajectory (older or partial lines)."""
+    value = _number(result.get(key))
+    return value if value is not None else _number(output.get(key))
+
+
+def _tokens(value: Any) -> int:
+    number = _number(value)
+    return int(number) if number is not None and number > 0 else 0
+
+
+class _Counts:
+    """Cells by status for one group (a target, a category, a difficulty...)."""
+
+    __slots__ = ("by_status", "first")
+
+    def __init__(self) -> None:
+        self.by_status = dict.fromkeys(STATUSES, 0)
+        self.first = math.inf  # lowest matrix index seen: groups list in matrix order
+
+    def add(self, status: str, order: float) -> None:
+        self.by_status[status] += 1
+        self.first = min(self.first, order)
+
+    def as_dict(self) -> _Json:
+        cells = sum(self.by_status.values())
+        passed = self.by_status["pass"]
+        # Pass rate rule: pass / (cells - skipped). A skipped cell was
+        # inconclusive (nothing failed, something could not be decided, e.g. no
+        # judge), so it is evidence neither way; errors count against the rate.
+        decided = cells - self.by_status["skipped"]
+        rate = passed / decided if decided else None
+        ci = list(_stats.wilson_interval(passed, decided)) if decided else None
+        return {"cells": cells, **self.by_status, "pass_rate": rate, "pass_rate_ci": ci}
+
+
+class _Target(_Counts):
+    """A target's counters, plus what is reported per target only."""
+
+    __slots__ = ("cached", "cost", "cost_cells", "cost_missing", "costs", "judge_cells", "judge_cost", "latencies", "tokens", "ttfts")
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.latencies = array("d")  # 8 bytes a cell: the only per-cell memory kept
+        self.ttfts = array("d")
+        self.costs = array("d")  # priced cells only: the cost distribution
+        self.tokens = [0, 0, 0]  # input, output, cache hit
+        self.cost = 0.0
+        self.cost_cells = 0
+        self.cost_missing = 0
+        self.judge_cost = 0.0
+        self.judge_cells = 0
+        self.cached = 0
+
+
+def _latency_stats(values: Iterable[float]) -> _Json:
+    data = sorted(values)
+    return {
+        "p50": _stats.percentile(data, 50),
+        "p95": _stats.percentile(data, 95),
+        "p99": _stats.percentile(data, 99),
+        "mean": _stats.mean(data),
+        "total": math.fsum(data) if data else None,
+    }
+
+
+def _label(assertion: dict[str, Any]) -> str:
+    kind = str(assertion.get("type") or "assertion")
+    name = assertion.get("name")
+    return f"{kind} ({name})" if name else kind
+
+
+def _failure_reason(result: dict[str, Any], status: str) -> str:
+    """The one line that says why a cell failed: its first failing assertion, or its error."""
+    if status == "error":
+        output = result.get("output")
+        error = result.get("error") or (output.get("error") if isinstance(output, dict) else None)
+        if error:
+            return str(error)
+        for assertion in result.get("assertions") or []:  # the target answered; grading broke
+            if isinstance(assertion, dict) and assertion.get("error"):
+                return f"{_label(assertion)}: could not be evaluated: {assertion['error']}"
+        return "the target failed"
+    for assertion in result.get("assertions") or []:
+        if isinstance(assertion, dict) and assertion.get("passed") is False:
+            reason = assertion.get("reason") or assertion.get("error")
+            return f"{_label(assertion)}: {reason}" if reason else f"{_label(assertion)} did not hold"
+    score = _number(result.get("score"))
+    return f"score {score:.3f} is below the case threshold" if score is not None else "failed"
+
+
+class SummaryBuilder:
+    """Accumulates a run's summary one result dict at a time.
+
+    Memory per cell is a latency (and a TTFT) as 8-byte floats; per case
+    (target, dataset, case id) two counters, for pass@k and flakiness when a
+    run has repeats. Everything else is a running total.
+    """
+
+    def __init__(
+        self,
+        run_id: str,
+        name: str,
+        started_at: str,
+        *,
+        repeat_pass_rule: str = DEFAULT_RULE,
+        matrix: dict[str, Any] | None = None,
+    ) -> None:
+        if repeat_pass_rule not in RULES:
+            raise ValueError(f"unknown repeat_pass_rule {repeat_pass_rule!r} (one of {', '.join(RULES)})")
+        self.run_id = run_id
+        self.name = name
+        self.started_at = started_at
+        self.repeat_pass_rule = repeat_pass_rule
+        self.matrix = matrix  # a matrix run's variants, recorded as given
+        self._totals = _Counts()
+        self._targets: dict[str, _Target] = {}
+        self._categories: dict[str, _Counts] = {}
+        self._difficulties: dict[str, _Counts] = {}
+        # "target\x1fdataset\x1fcase_id" -> the repeats' statuses packed by _ADD:
+        # one int a case rather than a list, a third of the memory on big runs
+        self._cases: dict[str, int] = {}
+        # (category, difficulty) -> group number packed into each case's int
+        self._groups: dict[tuple[str, str | None], int] = {}
+        self._max_repeat = 0
+        self._inconclusive = 0
+        self._inconclusive_reasons: dict[str, int] = {}  # reason -> count, at most MAX_INCONCLUSIVE_REASONS kept
+        self._judge = [0, 0, 0, 0]  # judge calls, input tokens, output tokens, cached calls
+        # max-heap (negated order) of the first MAX_FAILURES failures in matrix order
+        self._failures: list[tuple[float, int, _Json]] = []
+        self._failures_total = 0
+        self._seen = 0
+
+    def add(self, result: dict[str, Any]) -> None:
+        """Count one cell's result (a ``results.jsonl`` line, parsed)."""
+        arrival = self._seen
+        self._seen += 1
+        status = result.get("status")
+        if status not in STATUSES:
+            status = "error"  # an unknown status must never read as a pass
+        assert isinstance(status, str)
+        index = result.get("index")
+        order = float(index) if isinstance(index, int) and not isinstance(index, bool) else math.inf
+
+        target_id = str(result.get("target") or "")
+        category = str(result.get("category") or "general")
+        difficulty = result.get("difficulty")
+
+        self._totals.add(status, order)
+        target = self._targets.get(target_id)
+        if target is None:
+            target = self._targets[target_id] = _Target()
+        target.add(status, order)
+        self._categories.setdefault(category, _Counts()).add(status, order)
+        if difficulty is not None:
+            self._difficulties.setdefault(str(difficulty), _Counts()).add(status, order)
+
+        output = result.get("output")
+        output = output if isinstance(output, dict) else {}
+
+        latency = _either(result, output, "latency_ms")
+        if latency is not None and latency >= 0:
+            target.latencies.append(latency)
+        ttft = _either(result, output, "ttft_ms")
+        if ttft is not None and ttft >= 0:
+            target.ttfts.append(ttft)
+
+        usage = output.get("usage")
+        usage = usage if isinstance(usage, dict) else {}
+        tokens_in = _tokens(usage.get("input_tokens"))
+        tokens_out = _tokens(usage.get("output_tokens"))
+        target.tokens[0] += tokens_in
+        target.tokens[1] += tokens_out
+        target.tokens[2] += _tokens(usage.get("cache_hit_tokens"))
+
+        cost = _either(result, output, "cost_usd")
+        if cost is not None:
+            target.cost += cost
+            target.cost_cells += 1
+            target.costs.append(cost)
+        elif _price_missing(result, bool(tokens_in or tokens_out)):  # a priced resource we could not price
+            target.cost_missing += 1
+        judge_cost = _number(result.get("judge_cost_usd"))
+        if judge_cost is not None:
+            target.judge_cost += judge_cost
+            target.judge_cells += 1
+        if result.get("cached"):
+            target.cached += 1
+
+        for assertion in result.get("assertions") or []:
+            if not isinstance(assertion, dict):
+                continue
+            if assertion.get("passed") is None and not assertion.get("error"):
+                self._inconclusive += 1
+                why = str(assertion.get("reason") or "no verdict")
+                if why in self._inconclusive_reasons or len(self._inconclusive_reasons) < MAX_INCONCLUSIVE_REASONS:
+                    self._inconclusive_reasons[why] = self._inconclusive_reasons.get(why, 0) + 1
+            details = assertion.get("details")
+            if isinstance(details, dict) and "calls" in details:  # a model-graded assertion's judge usage
+                calls = _tokens(details.get("calls"))
+                self._judge[0] += calls
+                self._judge[1] += _tokens(details.get("input_tokens"))
+                self._judge[2] += _tokens(details.get("output_tokens"))
+                self._judge[3] += calls if details.get("cached") else 0
+
+        repeat = result.get("repeat")
+        if isinstance(repeat, int) and repeat > self._max_repeat:
+            self._max_repeat = repeat
+        key = f"{target_id}\x1f{result.get('dataset') or ''}\x1f{result.get('case_id') or ''}"
+        position = int(min(order, _ORDER_MAX))
+        packed = self._cases.get(key)
+        if packed is None:
+            group = self._groups.setdefault((category, None if difficulty is None else str(difficulty)), len(self._groups))
+            packed = (group << _GROUP_SHIFT) | (position << _ORDER_SHIFT)
+        else:
+            first = (packed >> _ORDER_SHIFT) & _ORDER_MAX
+            if position < first:
+                packed -= (first - position) << _ORDER_SHIFT
+        self._cases[key] = packed + _ADD[status]
+
+        if status in ("fail", "error"):
+            self._failures_total += 1
+            entry: _Json = {
+                "target": target_id,
+                "dataset": result.get("dataset"),
+                "case_id": result.get("case_id"),
+                "repeat": repeat,
+                "category": result.get("category"),
+                "status": status,
+                "reason": _failure_reason(result, status),
+            }
+            heapq.heappush(self._failures, (-order, -arrival, entry))
+            if len(self._failures) > MAX_FAILURES:
+                heapq.heappop(self._failures)  # drops the latest in matrix order
+
+    def _tallies(self, target_order: list[str]) -> dict[str, list[tuple[str, str, Tally]]]:
+        """Each target's cases (dataset, case id, tally), in matrix order."""
+        rows: dict[str, list[tuple[int, str, str, Tally]]] = {t: [] for t in target_order}
+        for key, packed in self._cases.items():
+            target_id, dataset, case_id = key.split("\x1f", 2)
+            tally, first, _ = _unpack(packed)
+            rows.setdefault(target_id, []).append((first, dataset, case_id, tally))
+        return {t: [(d, c, tally) for _, d, c, tally in sorted(cases, key=itemgetter(0, 1, 2))] for t, cases in rows.items()}
+
+    def _repeats(self, target_order: list[str]) -> _Json | None:
+        """pass@k, pass^k, flaky cases and per-case k/N, when the run repeated its cases."""
+        if self._max_repeat == 0:
+            return None
+        rule = self.repeat_pass_rule
+        tallies = self._tallies(target_order)
+        per_target: _Json = {}
+        flaky: list[_Json] = []
+        rows: list[_Json] = []
+        total_rows = 0
+        for target_id, all_cases in tallies.items():
+            cases = [(d, c, t) for d, c, t in all_cases if t.decided]  # all-skipped cases carry no evidence
+            if not cases:
+                continue
+            # k is the repeat count every case reached, so each estimate is defined
+            k = min(t.decided for _, _, t in cases)
+            flaky_here = [(d, c, t) for d, c, t in cases if t.flaky]
+            per_target[target_id] = {
+                "cases": len(cases),
+                "k": k,
+                "pass_at_1": _stats.mean(t.passed / t.decided for _, _, t in cases),
+                "pass_at_k": _stats.mean(_stats.pass_at_k(t.decided, t.passed, k) for _, _, t in cases),
+                "pass_hat_k": _stats.mean(_stats.pass_hat_k(t.decided, t.passed, k) for _, _, t in cases),
+                "flaky_cases": len(flaky_here),
+            }
+            flaky.extend(
+                {"target": target_id, "dataset": d, "case_id": c, "passed": t.passed, "runs": t.decided, "status": case_status(t, rule)}
+                for d, c, t in flaky_here
+            )
+            for d, c, t in all_cases:
+                total_rows += 1
+                if len(rows) < MAX_CASE_ROWS:
+                    rows.append(
+                        {
+                            "target": target_id,
+                            "dataset": d,
+                            "case_id": c,
+                            "runs": t.decided,
+                            "passed": t.passed,
+                            "failed": t.failed,
+                            "errored": t.errored,
+                            "skipped": t.skipped,
+                            "status": case_status(t, rule),
+                            "flaky": t.flaky,
+                            "pass_at_k": _stats.pass_at_k(t.decided, t.passed, k) if t.decided >= k else None,
+                            "pass_hat_k": _stats.pass_hat_k(t.decided, t.passed, k) if t.decided >= k else None,
+                        }
+                    )
+        return {
+            "runs_per_case": self._max_repeat + 1,
+            "repeat_pass_rule": rule,
+            "per_target": per_target,
+            "flaky_cases": len(flaky),
+            "flaky": flaky[:MAX_FLAKY],
+            "cases": rows,
+            "cases_total": total_rows,
+        }
+
+    def _pairwise(self, target_order: list[str], verdicts: dict[str, dict[str, str]]) -> list[_Json]:
+        """Every pair of targets over the cases both decided: a 2×2 table and an exact McNemar test."""
+        pairs: list[_Json] = []
+        for i, a in enumerate(target_order):
+            for b in target_order[i + 1 :]:
+                if len(pairs) >= MAX_PAIRS:
+                    return pairs
+                va, vb = verdicts.get(a, {}), verdicts.get(b, {})
+                table = {"both_pass": 0, "only_a": 0, "only_b": 0, "both_fail": 0}
+                for case, sa in va.items():
+                    sb = vb.get(case)
+                    if sb is None or sa == "skipped" or sb == "skipped":
+                        continue
+                    pa, pb = sa == "pass", sb == "pass"
+                    table["both_pass" if pa and pb else "only_a" if pa else "only_b" if pb else "both_fail"] += 1
+                p_value = _stats.mcnemar_exact(table["only_a"], table["only_b"])
+                winner = None
+                if p_value < SIGNIFICANCE:
+                    winner = b if table["only_b"] > table["only_a"] else a
+                loser = (a if winner == b else b) if winner else None
+                pairs.append(
+                    {
+                        "a": a,
+                        "b": b,
+                        "cases": sum(table.values()),
+                        **table,
+                        "p_value": p_value,
+                        "significant": winner is not None,
+                        "winner": winner,
+                        "conclusion": f"{winner} beats {loser}" if winner else "no significant difference",
+                    }
+                )
+        return pairs
+
+    def finish(self, finished_at: str, duration_s: float, extra: dict[str, Any] | None = None) -> dict[str, Any]:
+        """The summary as a JSON-ready dict, ``"version"`` first.
+
+        ``extra`` (a baseline comparison, gate results...) is added at the top
+        level; it may not replace a key the builder computed.
+        """
+        targets = sorted(self._targets, key=lambda t: self._targets[t].first)
+        rule = self.repeat_pass_rule
+        group_names = {number: name for name, number in self._groups.items()}
+        # case-level verdicts: one per (target, case), by repeat_pass_rule; straight
+        # from the packed ints, as a 100k-case run must summarise in well under a second
+        verdicts: dict[str, dict[str, str]] = {t: {} for t in targets}  # only filled to compare targets
+        compare = len(targets) >= 2
+        all_cases = _CaseCounts()
+        case_counts = {t: _CaseCounts() for t in targets}
+        by_group = {number: _CaseCounts() for number in group_names}
+        mask = _PACK - 1
+        for key, packed in self._cases.items():
+            target_id, case_key = key.split("\x1f", 1)
+            passed, failed, errored = packed >> 96 & mask, packed >> 64 & mask, packed >> 32 & mask
+            status = status_of(passed, failed, errored, rule)
+            flaky = 0 < passed < passed + failed + errored
+            if compare:
+                verdicts[target_id][case_key] = status
+            case_counts[target_id].add(status, flaky)
+            all_cases.add(status, flaky)
+            by_group[packed >> _GROUP_SHIFT].add(status, flaky)
+        by_category: dict[str, _CaseCounts] = {}
+        by_difficulty: dict[str, _CaseCounts] = {}
+        for number, (category, difficulty) in group_names.items():
+            for bucket, group_key in ((by_category, category), (by_difficulty, difficulty)):
+                if group_key is None:
+                    continue
+                merged = bucket.setdefault(group_key, _CaseCounts())
+                for status, n in by_group[number].counts.items():
+                    merged.counts[status] += n
+                merged.flaky += by_group[number].flaky
+        per_target: _Json = {}
+        for target_id in targets:
+            t = self._targets[target_id]
+            per_target[target_id] = {
+                **t.as_dict(),
+                "case_level": _case_level(case_counts.get(target_id)),
+                "latency_ms": _latency_stats(t.latencies),
+                "ttft_ms": _latency_stats(t.ttfts),
+                "tokens": {"input": t.tokens[0], "output": t.tokens[1], "cache_hit": t.tokens[2]},
+                # prompt-cache tokens as a share of this target's input tokens
+                "cache_hit_ratio": t.tokens[2] / t.tokens[0] if t.tokens[0] else None,
+                "cost_usd": t.cost if t.cost_cells else None,
+                # per priced cell: the spread behind the total
+                "cost_usd_stats": {**_latency_stats(t.costs), "cells": t.cost_cells},
+                "cost_missing_cells": t.cost_missing,
+                "judge_cost_usd": t.judge_cost if t.judge_cells else None,
+                "cached_cells": t.cached,
+            }
+
+        groups = self._targets.values()
+        cells = sum(self._totals.by_status.values())
+        tokens_in = sum(t.tokens[0] for t in groups)
+        tokens_cache = sum(t.tokens[2] for t in groups)
+        cached = sum(t.cached for t in groups)
+
+        def ordered(counts: dict[str, _Counts], case_level: dict[str, _CaseCounts]) -> _Json:
+            return {
+                k: {**counts[k].as_dict(), "case_level": _case_level(case_level.get(k))}
+                for k in sorted(counts, key=lambda k: counts[k].first)
+            }
+
+        failures = [entry for _, _, entry in sorted(self._failures, reverse=True)]
+        summary: _Json = {
+            "version": SUMMARY_VERSION,
+            "run_id": self.run_id,
+            "name": self.name,
+            "started_at": self.started_at,
+            "finished_at": finished_at,
+            "duration_s": duration_s,
+            "repeat_pass_rule": rule,
+            "totals": {
+                **self._totals.as_dict(),
+                "case_level": _case_level(all_cases),
+            },
+            "per_target": per_target,
+            "per_category": ordered(self._categories, by_category),
+            "per_difficulty": ordered(self._difficulties, by_difficulty),
+            "matrix": self.matrix,
+            "pairwise": self._pairwise(targets, verdicts) if len(targets) >= 2 else [],
+            # overall percentiles from the per-target samples: no second copy kept while streaming
+            "latency_ms": _latency_stats(v for t in groups for v in t.latencies),
+            "ttft_ms": _latency_stats(v for t in groups for v in t.ttfts),
+            "tokens": {"input": tokens_in, "output": sum(t.tokens[1] for t in groups), "cache_hit": tokens_cache},
+            # prompt-cache tokens as a share of input tokens
+            "cache_hit_ratio": tokens_cache / tokens_in if tokens_in else None,
+            "cost_usd": sum(t.cost for t in groups) if any(t.cost_cells for t in groups) else None,
+            "cost_missing_cells": sum(t.cost_missing for t in groups),
+            "judge_cost_usd": sum(t.judge_cost for t in groups) if any(t.judge_cells for t in groups) else None,
+            "cached_cells": cached,
+            # cells answered from evalx's own response cache
+            "response_cache_hit_ratio": cached / cells if cells else None,
+            "inconclusive_assertions": self._inconclusive,
+            "inconclusive_reasons": dict(sorted(self._inconclusive_reasons.items(), key=lambda kv: -kv[1])),
+            # model-graded assertions' judge usage; its cost is judge_cost_usd, apart from the targets'
+            "judge": {"calls": self._judge[0], "input_tokens": self._judge[1], "output_tokens": self._judge[2], "cached_calls": self._judge[3]},
+            "repeats": self._repeats(targets),
+            "failures": failures,
+            "failures_total": self._failures_total,
+        }
+        for key, value in (extra or {}).items():
+            if key in summary:
+                raise ValueError(f"summary extra key {key!r} would replace a computed field")
+            summary[key] = value
+        return summary
+
+
+# ---------------------------------------------------------------- rendering

@@ -1,0 +1,69 @@
+"""What every target implements, and what a run passes down to it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+from evalx.models import Cell, Trajectory
+from evalx.redaction import Redactor
+
+
+@dataclass
+class RunContext:
+    """Shared, read-only facts about the run a target takes part in."""
+
+    run_id: str
+    config_dir: Path
+    redactor: Redactor = field(default_factory=Redactor)
+    vars: dict[str, Any] = field(default_factory=dict)
+    use_cache: bool = True
+    cache: Any = None  # a ResponseCache when caching is on
+    providers_dir: Path | None = None  # the config's providers_dir:, resolved
+
+
+class Target(Protocol):
+    id: str
+    type: str
+    spec: dict[str, Any]
+
+    async def start(self, run: RunContext) -> None:
+        """Create shared resources (one HTTP client per target, a thread pool...)."""
+
+    async def invoke(self, cell: Cell, run: RunContext) -> Trajectory:
+        """Turn one cell's case into a trajectory, or raise TargetError."""
+
+    async def aclose(self) -> None:
+        """Release what start() created."""
+
+
+def task_id(run_id: str, cell: Cell) -> str:
+    """A fresh id per cell so an agent's memory never bleeds between cases."""
+    tid = f"eval-{run_id}-{cell.case.id}"
+    return f"{tid}-r{cell.repeat}" if cell.repeat else tid
+
+
+def template_context(cell: Cell, run: RunContext, spec: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "case": cell.case.to_dict(),
+        "vars": {**run.vars, **(spec.get("vars") or {}), **cell.case.vars},
+        "target": {k: v for k, v in spec.items() if k not in ("api_key", "headers")},
+        "env": _environ_snapshot(run),
+        "repeat": cell.repeat,
+        "task_id": task_id(run.run_id, cell),
+        "run_id": run.run_id,
+    }
+
+
+def _environ_snapshot(run: RunContext) -> dict[str, str]:
+    """``os.environ`` copied once per run, not once per cell (a per-cell hot spot).
+
+    Sharing it between cells is safe: templates render in an immutable sandbox.
+    """
+    snapshot: dict[str, str] | None = run.__dict__.get("_environ")
+    if snapshot is None:
+        import os
+
+        snapshot = run.__dict__["_environ"] = dict(os.environ)
+    return snapshot

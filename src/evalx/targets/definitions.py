@@ -1,0 +1,693 @@
+"""Provider definitions: one YAML file a provider, no Python.
+
+A definition (``providers/NAME.yaml``, validated against
+``schemas/provider.schema.json``) declares the base URL, how to authenticate,
+the request (a Jinja2 body template rendering to JSON), where text, tool calls
+and usage sit in the response (Jinja2 expressions over the decoded JSON), which
+errors mean rate-limited / retryable / fatal, prices per model and, optionally,
+an ``embeddings:`` request (body template, and where the vector and its token
+count sit in the response).
+
+Shipped definitions live in :func:`evalx.shipped.data_dir("providers")`; a
+config's ``providers_dir:`` adds more, and a user file overrides a shipped one
+of the same name. Every problem in a definition is reported as
+``FILE:LINE key.path: message``.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import json
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+from jinja2 import ChainableUndefined, StrictUndefined, TemplateError, TemplateSyntaxError, Undefined
+from jinja2.sandbox import ImmutableSandboxedEnvironment
+from jsonschema import Draft202012Validator
+
+from evalx.shipped import data_dir
+from evalx.errors import ConfigError, Issue
+from evalx.documents import KeyPath, Loaded, format_path, load_yaml
+
+PROVIDER_SCHEMA_ID = "https://evalx.dev/schemas/provider.schema.json"
+
+_EXPR = {"type": "string", "description": "A Jinja2 expression over the decoded response JSON (`response`)."}
+_STATUS_LIST = {"type": "array", "items": {"type": "integer", "minimum": 100, "maximum": 599}}
+_ERROR_CLASS = {
+    "type": "object",
+    "properties": {
+        "status": {**_STATUS_LIST, "description": "HTTP statuses in this class."},
+        "body": {
+            "type": "array",
+            "items": {"type": "string"},
+            "description": "Regular expressions; an error body matching one is in this class.",
+        },
+    },
+    "additionalProperties": False,
+}
+_PRICE = {
+    "type": "object",
+    "properties": {
+        "input_per_mtok": {"type": "number", "minimum": 0, "description": "USD per million input tokens."},
+        "output_per_mtok": {"type": "number", "minimum": 0, "description": "USD per million output tokens."},
+        "cached_input_per_mtok": {
+            "type": "number",
+            "minimum": 0,
+            "description": "USD per million input tokens served from the provider's prompt cache (default: the input price).",
+        },
+    },
+    "required": ["input_per_mtok", "output_per_mtok"],
+    "additionalProperties": False,
+}
+
+PROVIDER_SCHEMA: dict[str, Any] = {
+    "$schema": "https://json-schema.org/draft/2020-12/schema",
+    "$id": PROVIDER_SCHEMA_ID,
+    "title": "evalx provider definition (providers/NAME.yaml)",
+    "type": "object",
+    "properties": {
+        "name": {"type": "string", "pattern": r"^[A-Za-z0-9_][A-Za-z0-9_.-]*$", "description": "Must equal the file name without .yaml."},
+        "description": {"type": "string"},
+        "base_url": {"type": "string", "description": "Default base URL; ${VAR:-default} reads the environment."},
+        "auth": {
+            "type": "object",
+            "properties": {
+                "header": {"type": "string", "description": "Header carrying the key, e.g. Authorization or x-api-key."},
+                "value": {"type": "string", "description": "Jinja2 template with `api_key`, e.g. 'Bearer {{ api_key }}'."},
+                "env": {"type": "string", "description": "Environment variable read when a target sets no api_key."},
+                "required": {"type": "boolean", "description": "Refuse to run without a key (default false: local servers need none)."},
+            },
+            "required": ["header"],
+            "additionalProperties": False,
+        },
+        "headers": {"type": "object", "additionalProperties": {"type": "string"}, "description": "Extra headers on every request."},
+        "request": {
+            "type": "object",
+            "properties": {
+                "method": {"enum": ["POST", "PUT", "GET"]},
+                "path": {"type": "string", "description": "Appended to base_url."},
+                "body": {
+                    "type": "string",
+                    "description": "Jinja2 template rendering to JSON; in scope: model, messages, system, params, tools, json_mode.",
+                },
+            },
+            "required": ["path", "body"],
+            "additionalProperties": False,
+        },
+        "response": {
+            "type": "object",
+            "properties": {
+                "text": _EXPR,
+                "tool_calls": {
+                    "type": "object",
+                    "properties": {
+                        "items": {**_EXPR, "description": "Expression giving the list of tool calls."},
+                        "name": {**_EXPR, "description": "Expression over `item` (one call) giving its name."},
+                        "args": {**_EXPR, "description": "Expression over `item` giving its arguments (`| fromjson` decodes a JSON string)."},
+                        "id": {**_EXPR, "description": "Expression over `item` giving the call id."},
+                    },
+                    "required": ["items", "name"],
+                    "additionalProperties": False,
+                },
+                "usage": {
+                    "type": "object",
+                    "properties": {
+                        "input_tokens": {**_EXPR, "description": "All input tokens, including those served from the prompt cache."},
+                        "output_tokens": _EXPR,
+                        "cached_tokens": {**_EXPR, "description": "Input tokens served from the provider's prompt cache."},
+                    },
+                    "additionalProperties": False,
+                },
+                "stop_reason": _EXPR,
+            },
+            "required": ["text"],
+            "additionalProperties": False,
+        },
+        "errors": {
+            "type": "object",
+            "properties": {
+                "message": {**_EXPR, "description": "Expression giving the error message from an error body."},
+                "rate_limited": {**_ERROR_CLASS, "description": "Retried after Retry-After (or a backoff)."},
+                "retryable": {**_ERROR_CLASS, "description": "Retried with jittered backoff."},
+                "fatal": {**_ERROR_CLASS, "description": "Never retried; checked first (e.g. insufficient_quota on a 429)."},
+                "retry_after_header": {"type": "string", "description": "Header naming seconds to wait (default Retry-After)."},
+            },
+            "additionalProperties": False,
+        },
+        "json_mode": {
+            "type": "object",
+            "properties": {"params": {"type": "object", "description": "Params merged in when a caller wants a JSON answer."}},
+            "additionalProperties": False,
+        },
+        "embeddings": {
+            "type": "object",
+            "description": "Optional: how to embed a text (semantic_similar's `embedding:` target). Without it the provider cannot embed.",
+            "properties": {
+                "method": {"enum": ["POST", "PUT", "GET"]},
+                "path": {"type": "string", "description": "Appended to base_url, e.g. /embeddings."},
+                "body": {"type": "string", "description": "Jinja2 template rendering to JSON; in scope: model, input (the text)."},
+                "vector": {**_EXPR, "description": "Expression over `response` giving the embedding, a list of numbers."},
+                "usage": {
+                    "type": "object",
+                    "properties": {"input_tokens": {**_EXPR, "description": "Tokens embedded (priced at the model's input price)."}},
+                    "additionalProperties": False,
+                },
+            },
+            "required": ["path", "body", "vector"],
+            "additionalProperties": False,
+        },
+        "pricing": {
+            "type": "object",
+            "description": "Model name (or glob like 'gpt-4o-mini-*') → prices in USD per million tokens.",
+            "additionalProperties": _PRICE,
+        },
+    },
+    "required": ["request", "response"],
+    "additionalProperties": False,
+}
+
+
+def schema_json() -> str:
+    return json.dumps(PROVIDER_SCHEMA, indent=2, ensure_ascii=False) + "\n"
+
+
+# --- templates ----------------------------------------------------------------
+
+
+def _fromjson(value: Any) -> Any:
+    """Decode a JSON string; anything else (or invalid JSON) passes through unchanged."""
+    if isinstance(value, (str, bytes)):
+        try:
+            return json.loads(value)
+        except ValueError:
+            return value
+    return value
+
+
+def _tojson(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False)
+
+
+def _make_env(undefined: type) -> ImmutableSandboxedEnvironment:
+    env = ImmutableSandboxedEnvironment(undefined=undefined, keep_trailing_newline=True, autoescape=False)
+    env.filters["tojson"] = _tojson
+    env.filters["fromjson"] = _fromjson
+    return env
+
+
+# request templates: an undefined name is an error (a typo must not drop a field)
+_REQUEST_ENV = _make_env(StrictUndefined)
+# response expressions: a missing field is None (a response without tool calls is normal)
+_RESPONSE_ENV = _make_env(ChainableUndefined)
+
+
+class UnknownProvider(ConfigError):
+    """No definition has this name; ``reason`` is the message without a location."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+class DefinitionError(ValueError):
+    """A definition template failed at run time; ``where`` names FILE:LINE key.path."""
+
+
+# --- the definition -----------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Price:
+    input_per_mtok: float
+    output_per_mtok: float
+    cached_input_per_mtok: float | None = None
+
+    @classmethod
+    def from_mapping(cls, d: Mapping[str, Any]) -> Price:
+        cached = d.get("cached_input_per_mtok")
+        return cls(float(d["input_per_mtok"]), float(d["output_per_mtok"]), None if cached is None else float(cached))
+
+    def cost(self, input_tokens: int, output_tokens: int, cached_tokens: int = 0) -> float:
+        """USD for one call; ``input_tokens`` includes the ``cached_tokens``."""
+        cached = min(max(cached_tokens, 0), input_tokens)
+        cached_price = self.input_per_mtok if self.cached_input_per_mtok is None else self.cached_input_per_mtok
+        usd = (input_tokens - cached) * self.input_per_mtok + cached * cached_price + output_tokens * self.output_per_mtok
+        return round(usd / 1_000_000, 10)
+
+
+@dataclass(frozen=True)
+class EmbeddingsRequest:
+    """A definition's ``embeddings:`` section; ``vector`` and ``usage`` are read with :meth:`ProviderDefinition.evaluate`."""
+
+    method: str
+    path: str
+    body: str
+    has_input_tokens: bool = False
+
+
+@dataclass
+class ErrorClass:
+    statuses: frozenset[int] = frozenset()
+    patterns: tuple[re.Pattern[str], ...] = ()
+
+    def matches(self, status: int, body: str) -> bool:
+        return status in self.statuses or any(p.search(body) for p in self.patterns)
+
+
+@dataclass
+class ProviderDefinition:
+    name: str
+    source: Path
+    shipped: bool
+    loaded: Loaded
+    description: str = ""
+    base_url: str | None = None
+    auth_header: str | None = None
+    auth_value: str = "{{ api_key }}"
+    auth_env: str | None = None
+    auth_required: bool = False
+    headers: dict[str, str] = field(default_factory=dict)
+    method: str = "POST"
+    path: str = ""
+    body: str = ""
+    response: dict[str, Any] = field(default_factory=dict)
+    error_message: str | None = None
+    rate_limited: ErrorClass = field(default_factory=ErrorClass)
+    retryable: ErrorClass = field(default_factory=ErrorClass)
+    fatal: ErrorClass = field(default_factory=ErrorClass)
+    retry_after_header: str = "Retry-After"
+    json_mode_params: dict[str, Any] = field(default_factory=dict)
+    pricing: dict[str, Price] = field(default_factory=dict)
+    embeddings: EmbeddingsRequest | None = None  # None: this provider cannot embed
+    #: response expression path -> (its source, or None; its plain-Python reader, or None), looked up once
+    _expressions: dict[tuple[str, ...], tuple[Any, Callable[[dict[str, Any]], Any] | None]] = field(default_factory=dict, repr=False, compare=False)
+
+    @property
+    def file(self) -> str:
+        return self.loaded.file
+
+    def where(self, *path: str | int) -> str:
+        """``FILE:LINE key.path`` for a key of this definition."""
+        line = self.loaded.line_of(tuple(path))
+        return f"{self.file}:{line} {format_path(tuple(path))}" if line else f"{self.file} {format_path(tuple(path))}"
+
+    def missing_env(self, *path: str | int) -> str | None:
+        """The unset variable used under ``path`` (e.g. base_url), if any."""
+        for p, var in self.loaded.missing_env:
+            if p[: len(path)] == tuple(path):
+                return var
+        return None
+
+    def price(self, model: str) -> Price | None:
+        """The price of ``model``: an exact key, else the longest matching glob."""
+        if model in self.pricing:
+            return self.pricing[model]
+        globs = sorted((k for k in self.pricing if any(c in k for c in "*?[")), key=len, reverse=True)
+        for pattern in globs:
+            if fnmatch.fnmatchcase(model, pattern):
+                return self.pricing[pattern]
+        return None
+
+    # -- rendering and extraction ----------------------------------------------
+
+    def render_body(self, scope: dict[str, Any]) -> Any:
+        if self.body == OPENAI_BODY:
+            body = _openai_body(scope)
+            if body is not _SLOW:
+                return body
+        try:
+            text = _compile_template(self.body).render(**scope)
+        except TemplateError as exc:
+            raise DefinitionError(f"{self.where('request', 'body')}: template error: {exc}") from None
+        try:
+            return json.loads(text)
+        except ValueError as exc:
+            raise DefinitionError(f"{self.where('request', 'body')}: did not render to JSON: {exc}") from None
+
+    def render_embeddings_body(self, scope: dict[str, Any]) -> Any:
+        """The embeddings request body for ``scope`` (``model``, ``input``); needs an ``embeddings:`` section."""
+        assert self.embeddings is not None, "no embeddings: section"
+        try:
+            text = _compile_template(self.embeddings.body).render(**scope)
+        except TemplateError as exc:
+            raise DefinitionError(f"{self.where('embeddings', 'body')}: template error: {exc}") from None
+        try:
+            return json.loads(text)
+        except ValueError as exc:
+            raise DefinitionError(f"{self.where('embeddings', 'body')}: did not render to JSON: {exc}") from None
+
+    def render_auth(self, api_key: str) -> str:
+        try:
+            return str(_compile_template(self.auth_value).render(api_key=api_key))
+        except TemplateError as exc:
+            raise DefinitionError(f"{self.where('auth', 'value')}: template error: {exc}") from None
+
+    def evaluate(self, path: tuple[str, ...], scope: dict[str, Any]) -> Any:
+        """Evaluate the response expression at ``path`` (e.g. ``("response", "text")``)."""
+        found = self._expressions.get(path)
+        if found is None:
+            node: Any = self.loaded.data
+            for part in path:
+                node = node.get(part) if isinstance(node, dict) else None
+            found = self._expressions[path] = (node, _fast_path(node) if isinstance(node, str) else None)
+        node, fast = found
+        if not isinstance(node, str):
+            return None
+        if fast is not None:
+            value = fast(scope)
+            if value is not _SLOW:
+                return _plain(value)
+        try:
+            value = _compile_expression(node)(**scope)
+        except TemplateError as exc:
+            raise DefinitionError(f"{self.where(*path)}: {exc}") from None
+        except (TypeError, ValueError, KeyError, IndexError, AttributeError) as exc:
+            raise DefinitionError(f"{self.where(*path)}: {type(exc).__name__}: {exc}") from None
+        return _plain(value)
+
+    def classify(self, status: int, body: str) -> str:
+        """``fatal``, ``rate_limited``, ``retryable`` — definition first, then HTTP defaults."""
+        if self.fatal.matches(status, body):
+            return "fatal"
+        if self.rate_limited.matches(status, body):
+            return "rate_limited"
+        if self.retryable.matches(status, body):
+            return "retryable"
+        if status == 429:
+            return "rate_limited"
+        if status >= 500 or status == 408:
+            return "retryable"
+        return "fatal"
+
+
+#: providers/openai.yaml's request body (also what OpenAI-compatible definitions copy): built by
+#: :func:`_openai_body` without Jinja when a definition's body is exactly this text
+OPENAI_BODY = (
+    '{\n  "model": {{ model | tojson }},\n  "messages": {{ (([{"role": "system", "content": system}] if system else []) + messages) | tojson }}\n'
+    '  {%- if tools %},\n  "tools": [\n    {%- for t in tools %}{{ "," if not loop.first }}{"type": "function", "function": {{ t | tojson }}}{% endfor -%}\n'
+    "  ]\n  {%- endif %}\n  {%- for key, value in params.items() %},\n  {{ key | tojson }}: {{ value | tojson }}\n  {%- endfor %}\n}\n"
+)
+
+
+_OPENAI_SCOPE = frozenset({"model", "messages", "system", "params", "tools"})
+
+
+def _openai_body(scope: dict[str, Any]) -> Any:
+    """What :data:`OPENAI_BODY` renders to, then ``json.loads``, in plain Python; ``_SLOW`` for unusual scopes.
+
+    Rendering the body template cost a Jinja context and a JSON parse per
+    cell (bench/RESULTS.md). The dict is built as the template lays it out —
+    a params key repeating ``model``/``messages``/``tools`` replaces the value
+    in place, as ``json.loads`` keeps the last duplicate — and goes through
+    one ``json.dumps``/``json.loads`` round trip, so values are copied and
+    normalised (tuples to lists, keys to strings) and an unserialisable value
+    raises the same TypeError the template's ``tojson`` does. Anything the
+    template would treat differently (messages, tools or params of another
+    type, a params key that is not a string) is left to Jinja; a test checks
+    the two agree.
+    """
+    if not _OPENAI_SCOPE <= scope.keys():
+        return _SLOW  # the template's StrictUndefined error, from Jinja
+    messages, params, tools, system = scope["messages"], scope["params"], scope["tools"], scope["system"]
+    if type(messages) is not list or type(params) is not dict or type(tools) is not list:
+        return _SLOW
+    if not all(type(key) is str for key in params):
+        return _SLOW
+    body: dict[str, Any] = {
+        "model": scope["model"],
+        "messages": ([{"role": "system", "content": system}] if system else []) + messages,
+    }
+    if tools:
+        body["tools"] = [{"type": "function", "function": t} for t in tools]
+    body.update(params)
+    return json.loads(json.dumps(body, ensure_ascii=False))
+
+
+@lru_cache(maxsize=256)
+def _compile_template(source: str) -> Any:
+    return _REQUEST_ENV.from_string(source)
+
+
+@lru_cache(maxsize=256)
+def _compile_expression(source: str) -> Any:
+    return _RESPONSE_ENV.compile_expression(_strip_braces(source), undefined_to_none=True)
+
+
+#: ``response.choices[0].message.content or ""``: a name, then ``.field`` / ``[N]`` steps, then an optional ``or`` literal
+_PATH_EXPR = re.compile(r"\s*([A-Za-z_]\w*)((?:\s*(?:\.\s*[A-Za-z_]\w*|\[\s*\d+\s*\]))*)(?:\s+or\s+(\"\"|''|\[\]|none|None|0))?\s*")
+_STEP = re.compile(r"\.\s*([A-Za-z_]\w*)|\[\s*(\d+)\s*\]")
+_LITERALS: dict[str, Any] = {'""': "", "''": "", "[]": [], "none": None, "None": None, "0": 0}
+_SLOW = object()  # "the fast path cannot say: ask Jinja"
+
+
+@lru_cache(maxsize=256)
+def _fast_path(source: str) -> Callable[[dict[str, Any]], Any] | None:
+    """A plain-Python reader for the common response expressions, or None.
+
+    Rendering a Jinja expression costs a context per call, and a response is
+    read with ~6 of them: a per-cell hot spot (bench/RESULTS.md). The reader
+    only answers when every step is a plain hit — a key present in a dict
+    (and not a dict method's name, which Jinja would resolve to the method)
+    or an index inside a list — and returns ``_SLOW`` otherwise, so anything
+    missing or unusual is still evaluated by Jinja with its exact semantics.
+    """
+    m = _PATH_EXPR.fullmatch(_strip_braces(source))
+    if m is None:
+        return None
+    name, steps_text, literal = m.group(1), m.group(2), m.group(3)
+    steps: list[str | int] = [key if key else int(index) for key, index in _STEP.findall(steps_text)]
+    for step in steps:
+        if isinstance(step, str) and (hasattr(dict, step) or step.startswith("_")):
+            return None
+    has_default = literal is not None
+    default = _LITERALS.get(literal or "", None)
+
+    def read(scope: dict[str, Any]) -> Any:
+        node = scope.get(name, _SLOW)
+        if node is _SLOW:
+            return _SLOW
+        for step in steps:
+            # a missing key, an index past the end or a step into None is undefined in Jinja
+            # (ChainableUndefined: it stays undefined to the end); any other miss asks Jinja
+            if node is None:
+                break
+            if isinstance(step, str):
+                if type(node) is not dict:
+                    return _SLOW
+                if step not in node:
+                    node = None
+                    break
+            elif type(node) is not list:
+                return _SLOW
+            elif step >= len(node):
+                node = None
+                break
+            node = node[step]
+        if has_default:
+            return node or (list(default) if isinstance(default, list) else default)
+        return node
+
+    return read
+
+
+def _strip_braces(source: str) -> str:
+    s = source.strip()
+    if s.startswith("{{") and s.endswith("}}") and s.count("{{") == 1:
+        return s[2:-2].strip()
+    return s
+
+
+def _plain(value: Any) -> Any:
+    """Jinja undefined values (and those nested in lists) become None."""
+    if isinstance(value, Undefined):
+        return None
+    if isinstance(value, list):
+        return [_plain(v) for v in value]
+    return value
+
+
+# --- loading ------------------------------------------------------------------
+
+
+def shipped_dir() -> Path:
+    return data_dir("providers")
+
+
+def _issue(loaded: Loaded, path: KeyPath, message: str) -> Issue:
+    return Issue(loaded.file, loaded.line_of(path), format_path(path), message)
+
+
+def _display(path: Path) -> str:
+    from evalx.documents import display_path
+
+    return display_path(path)
+
+
+def load_definition(path: Path, *, shipped: bool = False) -> ProviderDefinition:
+    """Read and validate one provider file; raise :class:`ConfigError` naming FILE:LINE."""
+    shown = _display(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(Issue(shown, None, "", f"cannot read provider definition: {exc}")) from None
+    loaded = load_yaml(text, shown)
+    if not isinstance(loaded.data, dict):
+        raise ConfigError(Issue(shown, loaded.line_of(()) or 1, "", "a provider definition must be a mapping with request: and response:"))
+    from evalx.documents import describe_schema_error, schema_error_leaves
+
+    issues: list[Issue] = []
+    for err in Draft202012Validator(PROVIDER_SCHEMA).iter_errors(loaded.data):
+        for leaf in schema_error_leaves(err):
+            key, message = describe_schema_error(leaf)
+            issues.append(_issue(loaded, key, message))
+    data = loaded.data
+    stem = path.stem
+    if isinstance(data.get("name"), str) and data["name"] != stem:
+        issues.append(_issue(loaded, ("name",), f"name {data['name']!r} must match the file name {stem!r}"))
+    if not issues:
+        issues += _template_issues(loaded)
+    if issues:
+        issues.sort(key=lambda i: i.line or 0)
+        raise ConfigError(issues)
+
+    auth = data.get("auth") or {}
+    errors = data.get("errors") or {}
+    request = data["request"]
+    return ProviderDefinition(
+        name=stem,
+        source=path,
+        shipped=shipped,
+        loaded=loaded,
+        description=str(data.get("description") or ""),
+        base_url=data.get("base_url"),
+        auth_header=auth.get("header"),
+        auth_value=auth.get("value", "{{ api_key }}"),
+        auth_env=auth.get("env"),
+        auth_required=bool(auth.get("required", False)),
+        headers=dict(data.get("headers") or {}),
+        method=request.get("method", "POST"),
+        path=request["path"],
+        body=request["body"],
+        response=data["response"],
+        error_message=errors.get("message"),
+        rate_limited=_error_class(errors.get("rate_limited")),
+        retryable=_error_class(errors.get("retryable")),
+        fatal=_error_class(errors.get("fatal")),
+        retry_after_header=errors.get("retry_after_header", "Retry-After"),
+        json_mode_params=dict((data.get("json_mode") or {}).get("params") or {}),
+        pricing={model: Price.from_mapping(p) for model, p in (data.get("pricing") or {}).items()},
+        embeddings=_embeddings_request(data.get("embeddings")),
+    )
+
+
+def _embeddings_request(spec: Any) -> EmbeddingsRequest | None:
+    if not spec:
+        return None
+    return EmbeddingsRequest(
+        method=spec.get("method", "POST"),
+        path=spec["path"],
+        body=spec["body"],
+        has_input_tokens="input_tokens" in (spec.get("usage") or {}),
+    )
+
+
+def _error_class(spec: Any) -> ErrorClass:
+    spec = spec or {}
+    return ErrorClass(frozenset(spec.get("status") or ()), tuple(re.compile(p) for p in spec.get("body") or ()))
+
+
+def _template_issues(loaded: Loaded) -> list[Issue]:
+    """Compile every template and expression now, so a typo names its line before any request."""
+    data = loaded.data
+    issues: list[Issue] = []
+
+    def check_template(path: KeyPath, source: Any) -> None:
+        if isinstance(source, str):
+            try:
+                _REQUEST_ENV.parse(source)
+            except TemplateSyntaxError as exc:
+                line = (loaded.line_of(path) or 0) + (exc.lineno if isinstance(source, str) and "\n" in source else 0)
+                issues.append(Issue(loaded.file, line or None, format_path(path), f"template syntax error: {exc.message}"))
+
+    def check_expression(path: KeyPath, source: Any) -> None:
+        if isinstance(source, str):
+            try:
+                _compile_expression(source)
+            except TemplateSyntaxError as exc:
+                issues.append(_issue(loaded, path, f"expression syntax error: {exc.message}"))
+
+    check_template(("request", "body"), data["request"].get("body"))
+    check_template(("auth", "value"), (data.get("auth") or {}).get("value"))
+    response = data["response"]
+    check_expression(("response", "text"), response.get("text"))
+    check_expression(("response", "stop_reason"), response.get("stop_reason"))
+    for section in ("tool_calls", "usage"):
+        for key, expr in (response.get(section) or {}).items():
+            check_expression(("response", section, key), expr)
+    check_expression(("errors", "message"), (data.get("errors") or {}).get("message"))
+    embeddings = data.get("embeddings") or {}
+    check_template(("embeddings", "body"), embeddings.get("body"))
+    check_expression(("embeddings", "vector"), embeddings.get("vector"))
+    for key, expr in (embeddings.get("usage") or {}).items():
+        check_expression(("embeddings", "usage", key), expr)
+    for cls in ("rate_limited", "retryable", "fatal"):
+        for i, pattern in enumerate(((data.get("errors") or {}).get(cls) or {}).get("body") or []):
+            try:
+                re.compile(pattern)
+            except re.error as exc:
+                issues.append(_issue(loaded, ("errors", cls, "body", i), f"invalid regular expression: {exc}"))
+    return issues
+
+
+# --- finding definitions --------------------------------------------------------
+
+
+def providers_dir_of(config: Any) -> Path | None:
+    """The config's ``providers_dir:`` resolved against the config's folder, if set."""
+    value = config.data.get("providers_dir")
+    return (config.base_dir / value).resolve() if isinstance(value, str) and value else None
+
+
+def _files(directory: Path | None) -> dict[str, Path]:
+    if directory is None or not directory.is_dir():
+        return {}
+    out: dict[str, Path] = {}
+    for p in sorted(directory.iterdir()):
+        if p.suffix in (".yaml", ".yml") and p.is_file() and p.stem not in out:
+            out[p.stem] = p
+    return out
+
+
+@dataclass
+class ProviderEntry:
+    name: str
+    path: Path
+    shipped: bool
+    overrides_shipped: bool = False
+
+
+def available(user_dir: Path | None = None) -> dict[str, ProviderEntry]:
+    """Every provider name found, a user directory's file winning over a shipped one."""
+    entries = {name: ProviderEntry(name, p, True) for name, p in _files(shipped_dir()).items()}
+    for name, p in _files(user_dir).items():
+        entries[name] = ProviderEntry(name, p, False, overrides_shipped=name in entries)
+    return dict(sorted(entries.items()))
+
+
+def find_provider(name: str, user_dir: Path | None = None) -> ProviderDefinition:
+    """Load the definition called ``name``; raise :class:`ConfigError` if unknown or invalid."""
+    entries = available(user_dir)
+    entry = entries.get(name)
+    if entry is None:
+        import difflib
+
+        close = difflib.get_close_matches(name, list(entries), n=1, cutoff=0.6)
+        hint = f" (did you mean {close[0]!r}?)" if close else ""
+        where = f"; looked in {_display(user_dir)} and the shipped providers" if user_dir else ""
+        known = ", ".join(entries) or "none"
+        raise UnknownProvider(f"unknown provider {name!r}{hint}{where}; known: {known}")
+    return load_definition(entry.path, shipped=entry.shipped)

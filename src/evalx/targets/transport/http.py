@@ -1,0 +1,580 @@
+"""The one HTTP layer every remote target uses (engine now, providers next).
+
+A target makes ONE :class:`HttpClient` in ``start()`` and closes it in
+``aclose()``; its connection pool is as large as the target's concurrency.
+Every failure comes out as a :class:`~evalx.errors.TargetError` with one
+human line (never a secret, never a traceback), and ``retryable`` set for
+what is worth another try: transport errors, 408, 429 and 5xx.
+
+The whole API::
+
+    client = HttpClient(concurrency=8, retries=3, backoff=Backoff.from_settings(spec, defaults))
+
+    # a JSON request/response; raises classify_status(...) for HTTP >= 400
+    resp = await client.retrying(lambda: client.request_json("POST", url, json=body, headers=h))
+    resp.status, resp.headers, resp.text, resp.json      # json: parsed, or None
+
+    # a streamed response, line by line (CRLF / LF / CR), idle timeout per read
+    async with client.stream("POST", url, json=body, headers=h, idle_timeout_s=30) as sresp:
+        await sresp.raise_for_status()                   # 4xx/5xx -> classify_status(...)
+        async for line in sresp.lines(): ...
+
+    await client.aclose()
+
+- :func:`retrying` (and :meth:`HttpClient.retrying`, which adds the client's
+  settings and "this host is down" bookkeeping) retries ``TargetError``\\ s
+  with ``retryable=True`` at most ``retries`` times, waiting ``Retry-After``
+  (seconds or an HTTP date) when the server gave one, else a jittered,
+  capped exponential backoff (:class:`Backoff`). It gives up early when the
+  next wait would pass a ``deadline`` (the cell's timeout).
+- :func:`classify_status` turns an error status into the right error:
+  401/403 say the key is wrong or missing (never printing it), 404 asks to
+  check the URL, 429/5xx are retryable, other 4xx quote the server's message.
+- :class:`ConnectFailed` (a ``TargetError``) is raised when no connection
+  could be made: ``cannot connect to http://127.0.0.1:9/execute: connection
+  refused``. Once a client that never reached its host has given up on a
+  cell, the following cells fail at once with the same line instead of
+  retrying again (a target that is down is reported once, quickly).
+
+Why aiohttp underneath: measured on a 2-core machine against a local
+aiohttp server (``bench/http_clients.py``, 2,000 requests, concurrency 50),
+a bare ``httpx.AsyncClient`` manages ~265 req/s and degrades as concurrency
+grows (encode/httpx#3215), httpx over the ``httpx-aiohttp`` transport
+~2,000 req/s, bare aiohttp ~7,700 req/s. evalx as a whole must reach 0.4x
+the bare aiohttp loop, so aiohttp is the transport and a core dependency.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import codecs
+import email.utils
+import json as _json
+import os
+import random
+import time
+import urllib.parse
+import urllib.request
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from typing import Any, TypeVar
+
+import aiohttp
+
+from evalx.errors import TargetError, TargetProtocolError, TargetTimeout
+from evalx.targets.transport.sse import LineDecoder
+
+__all__ = [
+    "Backoff",
+    "ConnectFailed",
+    "HttpClient",
+    "HttpResponse",
+    "StreamResponse",
+    "classify_status",
+    "parse_retry_after",
+    "retry_after_from",
+    "retrying",
+    "shown_url",
+]
+
+T = TypeVar("T")
+
+#: environment variable overriding the default backoff base (seconds); tests set it small
+BACKOFF_ENV = "EVALX_BACKOFF_BASE_S"
+USER_AGENT = "evalx"
+#: characters of an error body quoted in a message
+SNIPPET = 200
+
+
+class ConnectFailed(TargetError):
+    """No TCP/TLS connection could be made (refused, unresolvable, timed out)."""
+
+
+# ------------------------------------------------------------------ backoff
+
+
+@dataclass(frozen=True)
+class Backoff:
+    """How long to wait before retry number ``attempt + 1``.
+
+    Without ``Retry-After``: "equal jitter" exponential backoff, a uniform
+    draw in ``[d/2, d]`` with ``d = min(max_s, base_s * 2**attempt)``.
+    With it: the server's wait (capped at ``max_retry_after_s``) plus up to
+    10% jitter, so clients told the same moment do not all return at once.
+    """
+
+    base_s: float = 0.5
+    max_s: float = 30.0
+    max_retry_after_s: float = 120.0
+
+    def delay(self, attempt: int, retry_after: float | None = None) -> float:
+        if retry_after is not None and retry_after >= 0:
+            wait = min(retry_after, self.max_retry_after_s)
+            return wait + random.uniform(0, min(1.0, wait * 0.1))
+        d = min(self.max_s, self.base_s * (2**attempt))
+        return random.uniform(d / 2, d)
+
+    @classmethod
+    def from_settings(cls, *settings: Mapping[str, Any]) -> Backoff:
+        """``backoff_s`` from the first mapping that has it (a target, then defaults), else the env, else 0.5 s."""
+        for s in settings:
+            if s.get("backoff_s") is not None:
+                return cls(base_s=float(s["backoff_s"]))
+        env = os.environ.get(BACKOFF_ENV)
+        if env:
+            try:
+                return cls(base_s=max(0.0, float(env)))
+            except ValueError:
+                pass
+        return cls()
+
+
+def parse_retry_after(value: str | None, *, now: float | None = None) -> float | None:
+    """Seconds to wait from a ``Retry-After`` value: delay-seconds (a float is accepted) or an HTTP-date."""
+    if value is None:
+        return None
+    value = value.strip()
+    if not value:
+        return None
+    try:
+        seconds = float(value)
+    except ValueError:
+        try:
+            when = email.utils.parsedate_to_datetime(value)
+        except (TypeError, ValueError, IndexError):
+            return None
+        if when is None:
+            return None
+        if when.tzinfo is None:
+            when = when.replace(tzinfo=timezone.utc)
+        current = datetime.now(timezone.utc).timestamp() if now is None else now
+        return max(0.0, when.timestamp() - current)
+    return max(0.0, seconds) if seconds == seconds else None  # NaN is not a wait
+
+
+def retry_after_from(headers: Mapping[str, str] | None) -> float | None:
+    """The server's requested wait: ``retry-after-ms`` (OpenAI-style) or ``Retry-After``."""
+    if not headers:
+        return None
+    ms = headers.get("retry-after-ms")
+    if ms:
+        try:
+            return max(0.0, float(ms) / 1000.0)
+        except ValueError:
+            pass
+    return parse_retry_after(headers.get("retry-after"))
+
+
+# ------------------------------------------------------------------ errors
+
+
+def shown_url(url: str) -> str:
+    """``url`` as messages show it: no user:password@, no query string (keys sometimes ride there)."""
+    try:
+        parts = urllib.parse.urlsplit(url)
+    except ValueError:
+        return url
+    host = parts.hostname or ""
+    if ":" in host:
+        host = f"[{host}]"
+    try:
+        port = parts.port
+    except ValueError:
+        port = None
+    netloc = f"{host}:{port}" if port else host
+    return urllib.parse.urlunsplit((parts.scheme, netloc, parts.path, "", "")) if netloc else url
+
+
+def _snippet(body: str | bytes | None) -> str:
+    """A short one-line quote of an error body, preferring a JSON error message."""
+    if body is None:
+        return ""
+    if isinstance(body, bytes):
+        body = body.decode("utf-8", "replace")
+    text = body.strip()
+    try:
+        data = _json.loads(text) if text[:1] in "{[" else None
+    except ValueError:
+        data = None
+    if isinstance(data, dict):
+        err = data.get("error")
+        if isinstance(err, dict):
+            err = err.get("message") or err.get("code") or err
+        msg = err if isinstance(err, str) else data.get("message") or data.get("detail")
+        if isinstance(msg, str) and msg.strip():
+            text = msg
+    text = " ".join(text.split())
+    return text if len(text) <= SNIPPET else text[: SNIPPET - 1] + "…"
+
+
+def classify_status(
+    status: int,
+    body: str | bytes | None = None,
+    *,
+    url: str,
+    headers: Mapping[str, str] | None = None,
+    key_hint: str = "api_key",
+) -> TargetError:
+    """The error for an HTTP error status (call for status >= 400).
+
+    ``key_hint`` names where the key comes from (``api_key``, ``X-Engine-Key``...)
+    for 401/403 messages; the key itself and the body of an auth error are
+    never quoted (servers sometimes echo the credential back).
+    """
+    if status in (401, 403):
+        url = shown_url(url)
+        what = "unauthorized" if status == 401 else "forbidden"
+        return TargetError(f"HTTP {status} {what} from {url}: the API key is wrong or missing (check {key_hint})")
+    url = shown_url(url)
+    quote = _snippet(body)
+    detail = f": {quote}" if quote else ""
+    if status == 429:
+        return TargetError(
+            f"HTTP 429 rate limited by {url}{detail}", retryable=True, retry_after=retry_after_from(headers)
+        )
+    if status == 408 or status >= 500:
+        return TargetError(f"HTTP {status} from {url}{detail}", retryable=True, retry_after=retry_after_from(headers))
+    if status == 404:
+        return TargetError(f"HTTP 404 not found: {url} (check the url){detail}")
+    return TargetError(f"HTTP {status} from {url}{detail}")
+
+
+def _connect_reason(exc: BaseException) -> str:
+    os_error = getattr(exc, "os_error", None) or exc
+    if isinstance(os_error, ConnectionRefusedError):
+        return "connection refused"
+    if type(exc).__name__ == "ClientConnectorDNSError" or "name resolution" in str(exc).lower() or "nodename" in str(exc):
+        return "host name not found"
+    if isinstance(exc, aiohttp.ClientConnectorCertificateError):
+        return "TLS certificate not trusted"
+    if isinstance(exc, aiohttp.ClientSSLError):
+        return "TLS handshake failed"
+    strerror = getattr(os_error, "strerror", None)
+    return str(strerror or os_error or type(exc).__name__).strip().lower() or "connection failed"
+
+
+def transport_error(exc: BaseException, url: str, *, phase: str = "request", timeout_s: float | None = None) -> TargetError:
+    """A transport exception as a one-line ``TargetError`` (retryable where a retry may help)."""
+    if isinstance(exc, TargetError):
+        return exc
+    url = shown_url(url)
+    limit = f" {timeout_s:g}s" if timeout_s else ""
+    if isinstance(exc, aiohttp.ConnectionTimeoutError):
+        return ConnectFailed(f"cannot connect to {url}: timed out", retryable=True)
+    if isinstance(exc, aiohttp.ClientConnectorError):
+        return ConnectFailed(f"cannot connect to {url}: {_connect_reason(exc)}", retryable=True)
+    if isinstance(exc, (aiohttp.SocketTimeoutError, aiohttp.ServerTimeoutError, asyncio.TimeoutError)):
+        if phase == "stream":
+            return TargetTimeout(f"stream from {url} idle for more than{limit}")
+        return TargetTimeout(f"no response from {url} within{limit}")
+    if isinstance(exc, aiohttp.ServerDisconnectedError):
+        if phase == "stream":
+            return TargetError(f"{url} closed the connection in the middle of the stream", retryable=True)
+        return TargetError(f"{url} closed the connection without answering", retryable=True)
+    if isinstance(exc, aiohttp.ClientPayloadError):
+        return TargetError(f"the response from {url} broke off before its end", retryable=True)
+    if isinstance(exc, aiohttp.InvalidURL):
+        return TargetError(f"invalid url: {url}")
+    if isinstance(exc, aiohttp.ClientResponseError):
+        return TargetProtocolError(f"{url} sent an invalid HTTP response: {exc.message}")
+    if isinstance(exc, (aiohttp.ClientError, OSError)):
+        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+        return TargetError(f"HTTP {phase} to {url} failed: {first}", retryable=True)
+    raise exc
+
+
+# ------------------------------------------------------------------ retries
+
+
+def _give_up(exc: TargetError, note: str) -> TargetError:
+    exc.args = (f"{exc.args[0] if exc.args else exc} ({note})",)
+    exc.retryable = False
+    return exc
+
+
+async def retrying(
+    call: Callable[[], Awaitable[T]],
+    *,
+    retries: int,
+    backoff: Backoff | None = None,
+    deadline: float | None = None,
+    on_retry: Callable[[int, TargetError, float], None] | None = None,
+) -> T:
+    """``await call()``, retrying retryable failures at most ``retries`` times.
+
+    Retried: ``TargetError(retryable=True)`` (transport errors, 408, 429, 5xx
+    from this module; anything a target marks so), and raw aiohttp/OS
+    errors. ``deadline`` (``time.monotonic()`` seconds) stops retrying when
+    the next wait would pass it. The error that ends the loop is raised with
+    a note of how many retries were made.
+    """
+    backoff = backoff or Backoff()
+    attempt = 0
+    while True:
+        try:
+            return await call()
+        except (aiohttp.ClientError, OSError) as raw:
+            exc: TargetError = transport_error(raw, "the server")
+        except TargetError as err:
+            exc = err
+        if not exc.retryable:
+            raise exc
+        if attempt >= retries:
+            raise _give_up(exc, f"after {retries} {'retry' if retries == 1 else 'retries'}") if retries else _give_up(exc, "no retries")
+        wait = backoff.delay(attempt, exc.retry_after)
+        if deadline is not None and time.monotonic() + wait >= deadline:
+            raise _give_up(exc, f"after {attempt} {'retry' if attempt == 1 else 'retries'}; the next would pass the timeout")
+        if on_retry is not None:
+            on_retry(attempt + 1, exc, wait)
+        await asyncio.sleep(wait)
+        attempt += 1
+
+
+# ------------------------------------------------------------------ responses
+
+
+#: request bodies: ``json.dumps(body, ensure_ascii=False, default=str)``, one encoder for all
+_BODY_ENCODER = _json.JSONEncoder(ensure_ascii=False, default=str)
+
+
+@dataclass
+class HttpResponse:
+    """A whole response: status, headers (case-insensitive), text and parsed JSON (None if not JSON)."""
+
+    status: int
+    headers: Mapping[str, str]
+    text: str
+    json: Any = None
+    url: str = ""
+
+    @property
+    def ok(self) -> bool:
+        return self.status < 400
+
+    def json_body(self) -> Any:
+        """The parsed JSON, or a TargetProtocolError saying the body is not JSON."""
+        if self.json is None:
+            raise TargetProtocolError(f"{shown_url(self.url)} answered with a body that is not JSON: {_snippet(self.text) or '(empty)'}")
+        return self.json
+
+
+@dataclass
+class StreamResponse:
+    """A response being streamed: status and headers now, the body as lines or chunks."""
+
+    status: int
+    headers: Mapping[str, str]
+    url: str
+    idle_timeout_s: float | None
+    _resp: aiohttp.ClientResponse = field(repr=False)
+
+    @property
+    def content_type(self) -> str:
+        return self.headers.get("content-type", "").partition(";")[0].strip().lower()
+
+    async def raise_for_status(self, *, key_hint: str = "api_key") -> None:
+        """Raise :func:`classify_status`'s error for HTTP >= 400 (quoting a bit of the body)."""
+        if self.status < 400:
+            return
+        body = b""
+        if self.status not in (401, 403):
+            try:
+                body = await asyncio.wait_for(self._resp.content.read(4096), self.idle_timeout_s or 10.0)
+            except (aiohttp.ClientError, OSError, asyncio.TimeoutError):
+                body = b""
+        raise classify_status(self.status, body, url=self.url, headers=self.headers, key_hint=key_hint)
+
+    async def chunks(self) -> AsyncIterator[bytes]:
+        """Raw body chunks as they arrive; an idle read past ``idle_timeout_s`` raises TargetTimeout."""
+        content = self._resp.content
+        while True:
+            try:
+                chunk = await content.readany()
+            except (aiohttp.ClientError, OSError, asyncio.TimeoutError) as exc:
+                raise transport_error(exc, self.url, phase="stream", timeout_s=self.idle_timeout_s) from None
+            if not chunk:
+                return
+            yield chunk
+
+    async def lines(self) -> AsyncIterator[str]:
+        """Decoded (UTF-8, invalid bytes replaced) lines split on CRLF, LF or CR, without line ends.
+
+        A last line without a line end is yielded too.
+        """
+        decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+        splitter = LineDecoder()
+        async for chunk in self.chunks():
+            for line in splitter.decode(decoder.decode(chunk)):
+                yield line
+        for line in splitter.decode(decoder.decode(b"", final=True)) + splitter.flush():
+            yield line
+
+    async def read(self) -> bytes:
+        chunks = [c async for c in self.chunks()]
+        return b"".join(chunks)
+
+
+# ------------------------------------------------------------------ the client
+
+
+class HttpClient:
+    """One pooled HTTP client per target.
+
+    ``concurrency`` caps open connections (match the target's concurrency).
+    ``connect_timeout_s`` bounds each connection attempt; ``timeout_s`` (if
+    given) bounds a whole :meth:`request_json`. Create it inside the event
+    loop (a target's ``start()``); close it with :meth:`aclose`.
+    """
+
+    def __init__(
+        self,
+        *,
+        concurrency: int = 8,
+        retries: int = 3,
+        backoff: Backoff | None = None,
+        connect_timeout_s: float = 10.0,
+        timeout_s: float | None = None,
+        headers: Mapping[str, str] | None = None,
+    ) -> None:
+        self.concurrency = max(1, int(concurrency))
+        self.retries = max(0, int(retries))
+        self.backoff = backoff or Backoff()
+        self.connect_timeout_s = connect_timeout_s
+        self.timeout_s = timeout_s
+        self._headers = {"User-Agent": USER_AGENT, **(headers or {})}
+        self._session: aiohttp.ClientSession | None = None
+        self._reached = False  # some request got an HTTP response
+        self._down: str | None = None  # the give-up line once the host was found unreachable
+        self._proxies = {k: v for k, v in urllib.request.getproxies().items() if k in ("http", "https")}
+        self._proxy_for: dict[str, str | None] = {}
+
+    def _proxy(self, url: str) -> str | None:
+        """The proxy for ``url`` from HTTP(S)_PROXY / NO_PROXY (as httpx does), looked up once per URL."""
+        if not self._proxies:
+            return None
+        if url not in self._proxy_for:
+            parts = urllib.parse.urlsplit(url)
+            proxy = self._proxies.get(parts.scheme)
+            if proxy and parts.hostname and urllib.request.proxy_bypass(parts.hostname):
+                proxy = None
+            self._proxy_for[url] = proxy
+        return self._proxy_for[url]
+
+    def _get_session(self) -> aiohttp.ClientSession:
+        if self._session is None or self._session.closed:
+            connector = aiohttp.TCPConnector(limit=self.concurrency, limit_per_host=0, ttl_dns_cache=300)
+            self._session = aiohttp.ClientSession(
+                connector=connector,
+                headers=self._headers,
+                timeout=aiohttp.ClientTimeout(total=None, sock_connect=self.connect_timeout_s),
+                # aiohttp's trust_env re-reads the environment on every request (it halves
+                # throughput); proxies are resolved once per URL in _proxy() instead
+                trust_env=False,
+                raise_for_status=False,
+            )
+        return self._session
+
+    @staticmethod
+    def _encode(json: Any, headers: Mapping[str, str] | None) -> tuple[bytes | None, dict[str, str]]:
+        out = dict(headers or {})
+        if json is None:
+            return None, out
+        if not any(k.lower() == "content-type" for k in out):
+            out["Content-Type"] = "application/json"
+        return _BODY_ENCODER.encode(json).encode("utf-8"), out
+
+    async def request_json(
+        self,
+        method: str,
+        url: str,
+        *,
+        json: Any = None,
+        headers: Mapping[str, str] | None = None,
+        timeout_s: float | None = None,
+        raise_for_status: bool = True,
+        key_hint: str = "api_key",
+    ) -> HttpResponse:
+        """Send a request (``json`` as the body) and read the whole answer.
+
+        With ``raise_for_status`` (the default) HTTP >= 400 raises
+        :func:`classify_status`'s error, so :func:`retrying` sees 429/5xx.
+        """
+        data, hdrs = self._encode(json, headers)
+        limit = timeout_s if timeout_s is not None else self.timeout_s
+        timeout = aiohttp.ClientTimeout(total=limit, sock_connect=self.connect_timeout_s)
+        try:
+            request = self._get_session().request(method, url, data=data, headers=hdrs, timeout=timeout, proxy=self._proxy(url))
+            async with request as resp:
+                self._reached = True
+                raw = await resp.read()
+                status, resp_headers, charset = resp.status, resp.headers, resp.charset or "utf-8"
+
+        except (aiohttp.ClientError, OSError, asyncio.TimeoutError) as exc:
+            raise transport_error(exc, url, timeout_s=limit) from None
+        try:
+            text = raw.decode(charset, "replace")
+        except LookupError:  # a charset Python does not know
+            text = raw.decode("utf-8", "replace")
+        parsed = None
+        if text.strip():
+            try:
+                parsed = _json.loads(text)
+            except ValueError:
+                parsed = None
+        if raise_for_status and status >= 400:
+            raise classify_status(status, text, url=url, headers=resp_headers, key_hint=key_hint)
+        return HttpResponse(status, resp_headers, text, parsed, url)
+
+    @asynccontextmanager
+    async def stream(
+        self,
+        method: str,
+        url: str,
+        *,
+        json: Any = None,
+        headers: Mapping[str, str] | None = None,
+        idle_timeout_s: float | None = None,
+    ) -> AsyncIterator[StreamResponse]:
+        """Send a request and stream the answer; the status is NOT checked (call ``raise_for_status``).
+
+        ``idle_timeout_s`` bounds the wait for the response headers and each
+        read of the body (a stream that goes quiet raises TargetTimeout).
+        """
+        data, hdrs = self._encode(json, headers)
+        timeout = aiohttp.ClientTimeout(total=None, sock_connect=self.connect_timeout_s, sock_read=idle_timeout_s)
+        try:
+            resp = await self._get_session().request(method, url, data=data, headers=hdrs, timeout=timeout, proxy=self._proxy(url))
+        except (aiohttp.ClientError, OSError, asyncio.TimeoutError) as exc:
+            raise transport_error(exc, url, timeout_s=idle_timeout_s) from None
+        self._reached = True
+        try:
+            yield StreamResponse(resp.status, resp.headers, url, idle_timeout_s, resp)
+        finally:
+            if resp.content.at_eof():
+                resp.release()
+            else:  # cut short: the connection is in an unknown state, do not reuse it
+                resp.close()
+
+    async def retrying(self, call: Callable[[], Awaitable[T]], *, deadline: float | None = None, retries: int | None = None) -> T:
+        """:func:`retrying` with this client's retries and backoff.
+
+        A client that has never had an answer from its host and gave up on a
+        connection failure remembers it: later calls fail at once with the
+        same line, so a target that is down costs one round of retries, not
+        one per cell.
+        """
+        if self._down is not None and not self._reached:
+            raise ConnectFailed(self._down)
+        try:
+            return await retrying(call, retries=self.retries if retries is None else retries, backoff=self.backoff, deadline=deadline)
+        except ConnectFailed as exc:
+            if not self._reached:
+                self._down = str(exc)
+            raise
+
+    async def aclose(self) -> None:
+        if self._session is not None and not self._session.closed:
+            await self._session.close()
+        self._session = None
