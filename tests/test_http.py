@@ -77,15 +77,6 @@ def test_backoff_is_jittered_exponential_and_capped() -> None:
     assert 60.0 <= b.delay(0, retry_after=600.0) <= 61.0  # capped
 
 
-def test_backoff_from_settings(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.delenv("EVALX_BACKOFF_BASE_S", raising=False)
-    assert Backoff.from_settings({}).base_s == 0.5
-    monkeypatch.setenv("EVALX_BACKOFF_BASE_S", "0.01")
-    assert Backoff.from_settings({}, {}).base_s == 0.01
-    assert Backoff.from_settings({"backoff_s": 2}, {"backoff_s": 3}).base_s == 2.0
-    assert Backoff.from_settings({}, {"backoff_s": 3}).base_s == 3.0
-
-
 def test_classify_status() -> None:
     url = "http://user:pw@h:8/execute?key=sekrit"
     e401 = classify_status(401, '{"error": "bad key sekrit"}', url=url, key_hint="api_key, sent as X-Engine-Key")

@@ -25,7 +25,9 @@ from evalx.redaction import Redactor, looks_secret_name
 from evalx.documents import KeyPath, Loaded, describe_schema_error, did_you_mean, display_path, format_path, load_yaml, schema_error_leaves
 from evalx.usercode import resolve_callable
 
-DEFAULTS: dict[str, Any] = {"concurrency": 8, "timeout_s": 120, "retries": 3, "repeat": 1}
+#: built-in values of the run-wide ``defaults:`` keys; the target settings' (concurrency, timeout_s,
+#: retries...) live in :class:`evalx.targets.TargetSettings`, resolved by :func:`evalx.targets.resolve_settings`
+DEFAULTS: dict[str, Any] = {"repeat": 1}
 
 
 @dataclass
@@ -55,6 +57,7 @@ class Config:
 
     @property
     def defaults(self) -> dict[str, Any]:
+        """The ``defaults:`` section over :data:`DEFAULTS` (a fresh dict: changing it changes nothing)."""
         return {**DEFAULTS, **(self.data.get("defaults") or {})}
 
     @property

@@ -1,9 +1,14 @@
 """Run cells concurrently: per-target worker pools, per-cell timeouts.
 
-Each target gets ``concurrency`` workers pulling from its own list of cells,
+Each target gets ``concurrency`` workers (its resolved
+:class:`~evalx.targets.TargetSettings`) pulling from its own list of cells,
 so memory stays flat whatever the number of cells, and a slow target never
-starves a fast one. Every finished cell is scored, redacted and handed to
-``on_result`` straight away (which appends it to ``results.jsonl``).
+starves a fast one. The worker pool is the only queue a cell waits in: a
+target's connection or thread pool is as large as its workers. A cell starts
+when a worker takes it, its cache lookup missed and the target's rate limit
+(``pacer``) let it go; its ``timeout_s`` and latency count from then. Every
+finished cell is scored, redacted and handed to ``on_result`` straight away
+(which appends it to ``results.jsonl``).
 """
 
 from __future__ import annotations
@@ -20,18 +25,20 @@ from typing import Any, TypeVar
 from evalx.errors import TargetError
 from evalx.models import RESULT_VERSION, Cell, Trajectory
 from evalx.assertions import AssertionContext, cell_status, evaluate_case
-from evalx.targets import RunContext, Target
+from evalx.targets import RunContext, Target, TargetSettings
 
 T = TypeVar("T")
 
 
 @dataclass
 class TargetPlan:
+    """One target's cells and the settings they run under (resolved once per run)."""
+
     target: Target
     cells: list[Cell]
-    concurrency: int
-    timeout_s: float
-    cache: bool = False  # look cells up in (and store them to) run.cache
+    settings: TargetSettings
+    #: the target's ``pacer`` (rate limit), looked up once when the run starts
+    pacer: Callable[[], Awaitable[None]] | None = field(default=None, init=False)
 
 
 @dataclass
@@ -65,8 +72,9 @@ class Executor:
     async def execute(self) -> ExecutionStats:
         workers: list[asyncio.Task[None]] = []
         for plan in self.plans:
+            plan.pacer = getattr(plan.target, "pacer", None)
             it = iter(plan.cells)
-            n = max(1, min(plan.concurrency, len(plan.cells)))
+            n = max(1, min(plan.settings.concurrency, len(plan.cells)))
             for _ in range(n):
                 workers.append(asyncio.create_task(self._worker(plan, it)))
         try:
@@ -103,17 +111,21 @@ class Executor:
 
     async def run_cell(self, plan: TargetPlan, cell: Cell) -> dict[str, Any]:
         target = plan.target
-        started_at = datetime.now(timezone.utc).isoformat(timespec="milliseconds")
-        t0 = time.perf_counter()
         cache_key = self._cache_key(plan, cell)
         hit = await self.run.cache.get(cache_key) if cache_key else None
+        if hit is None and plan.pacer is not None:
+            await plan.pacer()  # the target's rate limit: waiting for a turn is not the cell's time
+        # the cell starts now: its timeout and latency count from here
+        started_at = datetime.now(timezone.utc).isoformat(timespec="milliseconds")
+        t0 = time.perf_counter()
         if hit is not None:
             traj = _from_cache(hit, target)
         else:
+            timeout_s = plan.settings.timeout_s
             try:
-                traj = await _within(target.invoke(cell, self.run), plan.timeout_s)
+                traj = await _within(target.invoke(cell, self.run), timeout_s)
             except asyncio.TimeoutError:
-                traj = Trajectory(error=f"timed out after {plan.timeout_s:g}s")
+                traj = Trajectory(error=f"timed out after {timeout_s:g}s")
             except TargetError as exc:
                 traj = Trajectory(error=str(exc))
             except Exception as exc:
@@ -182,7 +194,7 @@ class Executor:
 
     def _cache_key(self, plan: TargetPlan, cell: Cell) -> str | None:
         """The cell's cache key when caching applies: the target's own ``cache_key``, else a generic one."""
-        if self.run.cache is None or not self.run.use_cache or not plan.cache:
+        if self.run.cache is None or not plan.settings.cache:
             return None
         own = getattr(plan.target, "cache_key", None)
         try:

@@ -24,7 +24,7 @@ from evalx.execution.executor import Executor, ExecutionStats, TargetPlan
 from evalx.execution.plan import Plan, Selection, build_plan
 from evalx.execution.progress import Progress
 from evalx.results.store import ResultWriter, new_run_id, read_results, write_json
-from evalx.targets import RunContext, build_target, cache_enabled
+from evalx.targets import RunContext, build_target, resolve_settings
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INCOMPLETE = 0, 1, 2, 3
 
@@ -322,10 +322,8 @@ def _copy(src: Path, dst: Path) -> None:
 async def _execute(
     config: Config, plan: Plan, options: RunOptions, run_id: str, on_result: Any, *, err: TextIO | None = None, admit: Any = None
 ) -> ExecutionStats:
-    defaults = config.defaults
-    if options.concurrency:
-        defaults["concurrency"] = options.concurrency
-    ctx = RunContext(run_id=run_id, config_dir=config.base_dir, redactor=config.redactor, vars=config.vars, use_cache=options.use_cache)
+    defaults, command_line = config.defaults, _command_line(options)
+    ctx = RunContext(run_id=run_id, config_dir=config.base_dir, redactor=config.redactor, vars=config.vars)
     from evalx.targets.definitions import providers_dir_of
 
     ctx.providers_dir = providers_dir_of(config)
@@ -334,11 +332,9 @@ async def _execute(
         cells = plan.cells_for(spec["id"])
         if not cells:
             continue
-        target = build_target(spec, defaults=defaults)
-        concurrency = options.concurrency or int(spec.get("concurrency", defaults["concurrency"]))
-        timeout_s = float(spec.get("timeout_s", defaults["timeout_s"]))
-        plans.append(TargetPlan(target, cells, concurrency, timeout_s, cache=cache_enabled(spec, defaults)))
-    if options.use_cache and any(p.cache for p in plans):
+        settings = resolve_settings(spec, defaults, command_line)  # once per target and run
+        plans.append(TargetPlan(build_target(spec, settings), cells, settings))
+    if any(p.settings.cache for p in plans):
         from evalx.targets.transport.cache import ResponseCache, cache_path
 
         ctx.cache = ResponseCache(cache_path(config.base_dir))
@@ -354,7 +350,7 @@ async def _execute(
         if ctx.cache is not None:
             await ctx.cache.aclose()
         raise
-    judge = _judge(config, plan, ctx, defaults, [p.target.id for p in plans], err)
+    judge = _judge(config, plan, ctx, command_line, [p.target.id for p in plans], err)
     executor = Executor(plans, ctx, global_asserts=config.global_asserts, on_result=on_result, judge=judge, judge_settings=judge.settings)
     executor.admit = admit  # the cost guard: asked before each cell starts
     main = asyncio.current_task()
@@ -396,13 +392,27 @@ async def _execute(
     return stats
 
 
-def _judge(config: Config, plan: Plan, ctx: RunContext, defaults: dict[str, Any], target_ids: list[str], err: TextIO | None) -> Any:
+def _command_line(options: RunOptions) -> dict[str, Any]:
+    """The target settings ``evalx run``'s flags set: the top layer of :func:`evalx.targets.resolve_settings`."""
+    out: dict[str, Any] = {}
+    if options.concurrency:
+        out["concurrency"] = options.concurrency
+    if not options.use_cache:
+        out["cache"] = False
+    return out
+
+
+def _judge(
+    config: Config, plan: Plan, ctx: RunContext, command_line: dict[str, Any], target_ids: list[str], err: TextIO | None
+) -> Any:
     """The run's judge client (lazy: it starts a judge target on first use), bias-checked once up front."""
     from evalx.judge.judge import Judge, graded_target_ids
 
     specs = {t["id"]: t for t in config.targets}
     specs.update({t["id"]: t for t in plan.target_specs})  # matrix-expanded specs win
-    judge = Judge(ctx, targets=specs, defaults=defaults, settings=dict(config.data.get("judge") or {}), err=err)
+    judge = Judge(
+        ctx, targets=specs, defaults=config.defaults, command_line=command_line, settings=dict(config.data.get("judge") or {}), err=err
+    )
     judge.check_self_grading(graded_target_ids(plan.cells, config.global_asserts, target_ids))
     return judge
 

@@ -11,7 +11,13 @@ run), even when the same target is also being evaluated.
 Settings (``judge:`` merged with an assertion's own ``judge:``): ``target``,
 ``threshold`` (0.8), ``prompt`` (a Jinja2 override), ``samples`` (majority of
 N), ``temperature`` (passed to provider targets' params), and
-``allow_self_grading``.
+``allow_self_grading``. A judge target runs under its own target settings
+(concurrency, timeout_s, retries, backoff_s, cache, rate_limit), resolved once
+per judge target by :func:`evalx.targets.resolve_settings` with the same rule
+as every target: command line > the judge target's entry (or the inline
+``judge.target`` mapping) > ``defaults:`` > built-in. ``judge:`` itself holds
+no such setting. A judge call's timeout counts from the moment it starts: after
+it got one of the judge target's ``concurrency`` slots and its rate limit let it go.
 
 ``semantic_similar`` with ``embedding: TARGET`` asks no judge: it compares the
 cosine of two embeddings from a target with an ``embed(text, run)`` method (a
@@ -33,12 +39,13 @@ import json
 import math
 import statistics
 import sys
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, TextIO
 
 from evalx.errors import JudgeError, TargetError
 from evalx.models import Case, Cell, Trajectory, Verdict
+from evalx.targets.settings import TargetSettings
 from evalx.templates import TemplateRenderError, render
 from evalx.judge.verdict import FACTUALITY_CATEGORIES, parse_category, parse_verdict
 
@@ -152,13 +159,15 @@ class _Decision:
 
 
 class _Instance:
-    """A started judge target and the limits it is called under."""
+    """A started judge target and the limits it is called under (its resolved settings)."""
 
-    def __init__(self, target: Any, concurrency: int, timeout_s: float, *, cache: bool = False) -> None:
+    def __init__(self, target: Any, settings: TargetSettings) -> None:
         self.target = target
-        self.semaphore = asyncio.Semaphore(max(1, concurrency))
-        self.timeout_s = timeout_s
-        self.cache = cache
+        #: the only queue a judge call waits in; the target's connection pool is as large
+        self.semaphore = asyncio.Semaphore(settings.concurrency)
+        self.timeout_s = settings.timeout_s
+        self.cache = settings.cache
+        self.pacer: Callable[[], Awaitable[None]] | None = getattr(target, "pacer", None)
 
 
 def judge_spec(spec: dict[str, Any], temperature: float | None = None, *, json_mode: bool = True) -> dict[str, Any]:
@@ -293,13 +302,15 @@ class Judge:
         run: Any,
         *,
         targets: dict[str, dict[str, Any]],
-        defaults: dict[str, Any],
+        defaults: Mapping[str, Any],
+        command_line: Mapping[str, Any] | None = None,
         settings: dict[str, Any] | None = None,
         err: TextIO | None = None,
     ) -> None:
         self.run = run  # the RunContext judge calls are made in
         self.targets = targets  # id -> spec, of every target a judge or graded cell may name
-        self.defaults = defaults
+        self.defaults = defaults  # the config's defaults: section
+        self.command_line = command_line or {}  # target settings set by `evalx run`'s flags
         self.settings = settings or {}
         self.err = err
         self._instances: dict[str, _Instance | JudgeError] = {}
@@ -343,27 +354,22 @@ class Judge:
         return inst
 
     async def _start(self, spec: dict[str, Any]) -> _Instance | JudgeError:
-        from evalx.targets import build_target
+        from evalx.targets import build_target, resolve_settings
 
         try:
-            target = build_target(spec, defaults=self.defaults)
+            settings = resolve_settings(spec, self.defaults, self.command_line)  # once per judge target and run
+            target = build_target(spec, settings)
             await target.start(self.run)
         except (TargetError, ImportError, ValueError) as exc:
             return JudgeError(f"judge target {spec.get('id')!r} could not start: {exc}")
         except Exception as exc:
             return JudgeError(f"judge target {spec.get('id')!r} could not start: {type(exc).__name__}: {exc}")
-        concurrency = int(spec.get("concurrency", self.defaults.get("concurrency", 8)))
-        timeout_s = float(spec.get("timeout_s", self.defaults.get("timeout_s", 120)))
-        from evalx.targets import cache_enabled
-
-        return _Instance(target, concurrency, timeout_s, cache=cache_enabled(spec, self.defaults))
+        return _Instance(target, settings)
 
     # ------------------------------------------------------------ response cache
 
     def _cache(self) -> Any:
-        """The run's response cache, or one opened for the judge when only the judge caches."""
-        if not getattr(self.run, "use_cache", False):
-            return None
+        """The run's response cache, or one opened for the judge when only the judge caches (asked only when it does)."""
         if getattr(self.run, "cache", None) is not None:
             return self.run.cache
         if self._own_cache is None:
@@ -402,6 +408,8 @@ class Judge:
                 if restore is not None:
                     restore(traj)
                 return traj
+        if inst.pacer is not None:
+            await inst.pacer()  # the rate limit: not the call's time
         traj = await asyncio.wait_for(inst.target.invoke(cell, self.run), inst.timeout_s)
         if cache is not None and key is not None and traj.error is None:
             stored = traj.to_dict()
@@ -759,6 +767,8 @@ class Judge:
                 tokens = int(hit.get("input_tokens") or 0)
                 cost = target.embedding_cost(tokens) if getattr(target, "embedding_cost", None) is not None else hit.get("cost_usd")
                 return hit["embedding"], _Call(input_tokens=tokens, cost_usd=cost, cached=True)
+        if inst.pacer is not None:
+            await inst.pacer()  # the rate limit: not the call's time
         result = await asyncio.wait_for(embed(text, self.run), inst.timeout_s)
         vector, usage = result if isinstance(result, tuple) else (result, {})
         call = _Call(input_tokens=int(usage.get("input_tokens") or 0), cost_usd=usage.get("cost_usd"), cached=bool(usage.get("cached")))

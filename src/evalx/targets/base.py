@@ -8,6 +8,7 @@ from typing import Any, Protocol
 
 from evalx.models import Cell, Trajectory
 from evalx.redaction import Redactor
+from evalx.targets.settings import TargetSettings
 
 
 @dataclass
@@ -18,15 +19,23 @@ class RunContext:
     config_dir: Path
     redactor: Redactor = field(default_factory=Redactor)
     vars: dict[str, Any] = field(default_factory=dict)
-    use_cache: bool = True
-    cache: Any = None  # a ResponseCache when caching is on
+    cache: Any = None  # a ResponseCache when some target caches (``TargetSettings.cache``)
     providers_dir: Path | None = None  # the config's providers_dir:, resolved
 
 
 class Target(Protocol):
+    """A target, built from its spec and its resolved settings (:func:`evalx.targets.build_target`).
+
+    A target may also have ``pacer``: None, or (set by ``start()``) an
+    ``async () -> None`` a caller awaits before each ``invoke()`` — the wait
+    for the target's rate limit. It is not the cell's time: the cell's
+    timeout starts after it.
+    """
+
     id: str
     type: str
     spec: dict[str, Any]
+    settings: TargetSettings
 
     async def start(self, run: RunContext) -> None:
         """Create shared resources (one HTTP client per target, a thread pool...)."""

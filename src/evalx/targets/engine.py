@@ -43,6 +43,7 @@ from evalx.models import Cell, ToolCall, Trajectory, Usage
 from evalx.targets.transport.sse import ServerSentEvent, SSEDecoder
 from evalx.templates import TemplateRenderError, render_value
 from evalx.targets.base import RunContext, task_id, template_context
+from evalx.targets.settings import TargetSettings
 
 DEFAULT_END_EVENTS = ("done", "end", "complete")
 ITERATION_EVENTS = frozenset({"iteration", "turn", "iteration_start", "turn_start"})
@@ -61,17 +62,12 @@ class EngineRateLimited(TargetError):
 class EngineTarget:
     type = "engine"
 
-    def __init__(self, spec: dict[str, Any], *, defaults: dict[str, Any]) -> None:
+    def __init__(self, spec: dict[str, Any], settings: TargetSettings) -> None:
         self.id = spec["id"]
         self.spec = spec
-        self.concurrency = int(spec.get("concurrency", defaults["concurrency"]))
-        self.timeout_s = float(spec.get("timeout_s", defaults["timeout_s"]))
-        self.retries = int(spec.get("retries", defaults["retries"]))
-        idle = spec.get("idle_timeout_s", defaults.get("idle_timeout_s"))
-        self.idle_timeout_s = float(idle) if idle is not None else self.timeout_s
+        self.settings = settings
         self.end_event: str | None = spec.get("end_event") or None
         self.max_events = int(spec.get("max_events", DEFAULT_MAX_EVENTS))
-        self.backoff = Backoff.from_settings(spec, defaults)
         self.url = str(spec["url"]).rstrip("/") + "/execute"
         self.shown = shown_url(self.url)
         headers = {"Accept": "text/event-stream", "Cache-Control": "no-store", **(spec.get("headers") or {})}
@@ -81,7 +77,8 @@ class EngineTarget:
         self._client: HttpClient | None = None
 
     async def start(self, run: RunContext) -> None:
-        self._client = HttpClient(concurrency=self.concurrency, retries=self.retries, backoff=self.backoff)
+        s = self.settings
+        self._client = HttpClient(concurrency=s.concurrency, retries=s.retries, backoff=Backoff(base_s=s.backoff_s))
 
     async def aclose(self) -> None:
         if self._client is not None:
@@ -111,7 +108,7 @@ class EngineTarget:
             raise RuntimeError("EngineTarget.invoke() before start()")
         client = self._client
         t0 = time.perf_counter()
-        deadline = time.monotonic() + self.timeout_s
+        deadline = time.monotonic() + self.settings.timeout_s
         retried: list[str] = []
         try:
             body = self.body(cell, run)
@@ -137,7 +134,7 @@ class EngineTarget:
 
     async def _attempt(self, client: HttpClient, body: dict[str, Any], t0: float) -> Trajectory:
         run = _Collector(t0, self.max_events)
-        async with client.stream("POST", self.url, json=body, headers=self.headers, idle_timeout_s=self.idle_timeout_s) as resp:
+        async with client.stream("POST", self.url, json=body, headers=self.headers, idle_timeout_s=self.settings.idle_timeout_s) as resp:
             await resp.raise_for_status(key_hint=f"api_key, sent as {KEY_HEADER}")
             ctype = resp.content_type
             if ctype and ctype != "text/event-stream" and ctype != "text/plain":

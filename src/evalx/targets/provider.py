@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import os
 import time
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from evalx.errors import ConfigError, Issue, TargetError, TargetProtocolError
@@ -26,6 +27,7 @@ from evalx.targets.transport.ratelimit import RateLimiter
 from evalx.redaction import SECRET_KEYS, looks_secret_name
 from evalx.templates import TemplateRenderError, render, render_value
 from evalx.targets.base import RunContext, template_context
+from evalx.targets.settings import TargetSettings
 
 #: a response body larger than this is not kept in the result's ``raw``
 _MAX_RAW_CHARS = 64_000
@@ -34,15 +36,12 @@ _MAX_RAW_CHARS = 64_000
 class ProviderTarget:
     type = "provider"
 
-    def __init__(self, spec: dict[str, Any], *, defaults: dict[str, Any]) -> None:
+    def __init__(self, spec: dict[str, Any], settings: TargetSettings) -> None:
         self.id = spec["id"]
         self.spec = spec
+        self.settings = settings
         self.provider = str(spec["provider"])
         self.model = str(spec["model"])
-        self.concurrency = int(spec.get("concurrency", defaults["concurrency"]))
-        self.retries = int(spec.get("retries", defaults["retries"]))
-        self.timeout_s = float(spec.get("timeout_s", defaults["timeout_s"]))
-        self.backoff = Backoff.from_settings(spec, defaults)
         self.json_mode = bool(spec.get("json_mode", False))
         self.definition: ProviderDefinition | None = None
         self.base_url = ""
@@ -55,6 +54,9 @@ class ProviderTarget:
         self.price: Price | None = None
         self.client: HttpClient | None = None
         self.limiter: RateLimiter | None = None
+        #: awaited before each invoke()/embed() when a rate limit is set (see :meth:`_wait_turn`)
+        self.pacer: Callable[[], Awaitable[None]] | None = None
+        self._prepaid = 0  # rate-limit slots taken by pacer() and not yet used by a request
         self._redact: Any = None
 
     # -- lifecycle ---------------------------------------------------------------
@@ -108,9 +110,17 @@ class ProviderTarget:
         else:
             self.price = definition.price(self.model)
 
-        rpm = (self.spec.get("rate_limit") or {}).get("rpm")
-        self.limiter = RateLimiter(float(rpm)) if rpm else None
-        self.client = HttpClient(concurrency=self.concurrency, retries=self.retries, backoff=self.backoff, timeout_s=self.timeout_s)
+        s = self.settings
+        self.limiter = RateLimiter(s.rate_limit_rpm) if s.rate_limit_rpm else None
+        self.pacer = self._wait_turn if self.limiter is not None else None
+        self.client = HttpClient(concurrency=s.concurrency, retries=s.retries, backoff=Backoff(base_s=s.backoff_s), timeout_s=s.timeout_s)
+
+    async def _wait_turn(self) -> None:
+        """Wait for the rate limit's next slot, before the cell's clock starts; its first request uses that slot."""
+        assert self.limiter is not None
+        await self.limiter.acquire()
+        # a cell that fails before sending (a template error) leaves its slot unused: never bank more than a round of them
+        self._prepaid = min(self._prepaid + 1, self.settings.concurrency)
 
     async def aclose(self) -> None:
         if self.client is not None:
@@ -198,13 +208,16 @@ class ProviderTarget:
 
         async def attempt() -> HttpResponse:
             if limiter is not None:
-                await limiter.acquire()
+                if self._prepaid:  # a slot pacer() took before the cell started
+                    self._prepaid -= 1
+                else:  # a retry, or a caller that did not wait its turn first
+                    await limiter.acquire()
             resp = await client.request_json(request["method"], request["url"], json=request["body"], headers=self.headers, raise_for_status=False)
             if resp.status >= 400:
                 raise self._http_error(resp)
             return resp
 
-        return await client.retrying(attempt, deadline=time.monotonic() + self.timeout_s)
+        return await client.retrying(attempt, deadline=time.monotonic() + self.settings.timeout_s)
 
     async def invoke(self, cell: Cell, run: RunContext) -> Trajectory:
         assert self.definition is not None and self.client is not None, "start() first"

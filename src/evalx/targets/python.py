@@ -16,16 +16,17 @@ from evalx.usercode import resolve_callable
 from evalx.errors import TargetProtocolError
 from evalx.models import Cell, Trajectory
 from evalx.targets.base import RunContext
+from evalx.targets.settings import TargetSettings
 from evalx.targets.threads import SyncRunner
 
 
 class PythonTarget:
     type = "python"
 
-    def __init__(self, spec: dict[str, Any], *, concurrency: int) -> None:
+    def __init__(self, spec: dict[str, Any], settings: TargetSettings) -> None:
         self.id = spec["id"]
         self.spec = spec
-        self.concurrency = concurrency
+        self.settings = settings
         self._fn: Any = None
         self._is_async = False
         self._wants_case = False
@@ -41,7 +42,8 @@ class PythonTarget:
             params = {}  # type: ignore[assignment]
         self._wants_case = "case" in params or any(p.kind is p.VAR_KEYWORD for p in params.values())
         if not self._is_async:
-            self._pool = SyncRunner(self.concurrency, name=f"evalx-{self.id}")
+            # as many threads as the executor has workers for this target: a started call never queues
+            self._pool = SyncRunner(self.settings.concurrency, name=f"evalx-{self.id}")
 
     async def invoke(self, cell: Cell, run: RunContext) -> Trajectory:
         kwargs = {"case": cell.case.to_dict()} if self._wants_case else {}

@@ -1,14 +1,17 @@
 """The one HTTP layer every remote target uses (engine now, providers next).
 
 A target makes ONE :class:`HttpClient` in ``start()`` and closes it in
-``aclose()``; its connection pool is as large as the target's concurrency.
+``aclose()``; its connection pool is as large as the target's resolved
+concurrency (:class:`~evalx.targets.settings.TargetSettings`), the number of
+cells the executor runs at once, so a started cell never waits for a
+connection: waiting is done before a cell starts, never on its clock.
 Every failure comes out as a :class:`~evalx.errors.TargetError` with one
 human line (never a secret, never a traceback), and ``retryable`` set for
 what is worth another try: transport errors, 408, 429 and 5xx.
 
 The whole API::
 
-    client = HttpClient(concurrency=8, retries=3, backoff=Backoff.from_settings(spec, defaults))
+    client = HttpClient(concurrency=settings.concurrency, retries=settings.retries, backoff=Backoff(base_s=settings.backoff_s))
 
     # a JSON request/response; raises classify_status(...) for HTTP >= 400
     resp = await client.retrying(lambda: client.request_json("POST", url, json=body, headers=h))
@@ -50,7 +53,6 @@ import asyncio
 import codecs
 import email.utils
 import json as _json
-import os
 import random
 import time
 import urllib.parse
@@ -81,8 +83,6 @@ __all__ = [
 
 T = TypeVar("T")
 
-#: environment variable overriding the default backoff base (seconds); tests set it small
-BACKOFF_ENV = "EVALX_BACKOFF_BASE_S"
 USER_AGENT = "evalx"
 #: characters of an error body quoted in a message
 SNIPPET = 200
@@ -115,20 +115,6 @@ class Backoff:
             return wait + random.uniform(0, min(1.0, wait * 0.1))
         d = min(self.max_s, self.base_s * (2**attempt))
         return random.uniform(d / 2, d)
-
-    @classmethod
-    def from_settings(cls, *settings: Mapping[str, Any]) -> Backoff:
-        """``backoff_s`` from the first mapping that has it (a target, then defaults), else the env, else 0.5 s."""
-        for s in settings:
-            if s.get("backoff_s") is not None:
-                return cls(base_s=float(s["backoff_s"]))
-        env = os.environ.get(BACKOFF_ENV)
-        if env:
-            try:
-                return cls(base_s=max(0.0, float(env)))
-            except ValueError:
-                pass
-        return cls()
 
 
 def parse_retry_after(value: str | None, *, now: float | None = None) -> float | None:
@@ -422,7 +408,8 @@ class StreamResponse:
 class HttpClient:
     """One pooled HTTP client per target.
 
-    ``concurrency`` caps open connections (match the target's concurrency).
+    ``concurrency`` caps open connections: give the target's resolved
+    concurrency (the executor's workers for it), so requests never queue here.
     ``connect_timeout_s`` bounds each connection attempt; ``timeout_s`` (if
     given) bounds a whole :meth:`request_json`. Create it inside the event
     loop (a target's ``start()``); close it with :meth:`aclose`.

@@ -1,0 +1,120 @@
+"""A target's run settings, resolved once per run: command line > target > ``defaults:`` > built-in.
+
+Every setting a target runs under — how many cells at once, the per-cell
+timeout, retries and their backoff, the stream idle timeout, the response
+cache, the rate limit — is read here and nowhere else.
+:func:`resolve_settings` looks each one up in three layers, the first that
+sets it (to anything but null) wins:
+
+1. the command line (``evalx run --concurrency N``; ``--no-cache`` sets
+   ``cache`` off);
+2. the target's own entry under ``targets:`` (for the judge: the judge
+   target's entry, or the inline ``judge.target`` mapping);
+3. the config's ``defaults:`` section;
+
+and falls back to the built-in value (:class:`TargetSettings`' field
+defaults; ``backoff_s`` reads ``EVALX_BACKOFF_BASE_S`` first, ``idle_timeout_s``
+falls back to the resolved ``timeout_s``, ``cache`` is on for provider targets
+and off otherwise). The runner resolves each target once and hands the
+:class:`TargetSettings` to the target and to the executor; the judge resolves
+its targets with the same function and the same command line.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+__all__ = ["BACKOFF_ENV", "SETTING_KEYS", "TargetSettings", "resolve_settings"]
+
+#: environment variable overriding the built-in backoff base (seconds); tests set it small
+BACKOFF_ENV = "EVALX_BACKOFF_BASE_S"
+
+
+@dataclass(frozen=True, slots=True)
+class TargetSettings:
+    """How one target's cells run. Built by :func:`resolve_settings`; the defaults here are the built-in values."""
+
+    #: cells of this target in flight at once: the executor's workers, and the size of the target's
+    #: HTTP connection pool and thread pool (so a started cell never waits in another queue)
+    concurrency: int = 8
+    #: seconds a cell may take, counted from the moment it starts (a worker took it and the rate limit let it go)
+    timeout_s: float = 120.0
+    #: retries of one cell's retryable failures (transport errors, 408, 429, 5xx)
+    retries: int = 3
+    #: base of the jittered exponential backoff between retries, in seconds
+    backoff_s: float = 0.5
+    #: engine targets: fail when the stream sends nothing for this long (seconds); defaults to ``timeout_s``
+    idle_timeout_s: float = 120.0
+    #: look cells up in (and store them to) the response cache
+    cache: bool = False
+    #: provider targets' ``rate_limit: {rpm: N}``: requests per minute, None for no limit
+    rate_limit_rpm: float | None = None
+
+
+#: the keys a layer may set (``rate_limit`` is the ``{rpm: N}`` mapping)
+SETTING_KEYS = frozenset({"concurrency", "timeout_s", "retries", "backoff_s", "idle_timeout_s", "cache", "rate_limit"})
+
+
+def resolve_settings(
+    spec: Mapping[str, Any],
+    defaults: Mapping[str, Any] | None = None,
+    command_line: Mapping[str, Any] | None = None,
+) -> TargetSettings:
+    """The settings of the target ``spec`` (its ``targets:`` entry) under ``defaults:`` and the command line.
+
+    ``command_line`` holds what flags set, with the same keys as a target
+    (``{"concurrency": 20}``, ``{"cache": False}`` for ``--no-cache``); an
+    unknown key there is a programming error (ValueError).
+    """
+    cli = command_line or {}
+    unknown = set(cli) - SETTING_KEYS
+    if unknown:
+        raise ValueError(f"unknown command-line settings: {', '.join(sorted(unknown))}")
+    layers = (cli, spec, defaults or {})
+
+    def pick(key: str) -> Any:
+        for layer in layers:
+            value = layer.get(key)
+            if value is not None:
+                return value
+        return None
+
+    built_in = _BUILT_IN
+    concurrency = pick("concurrency")
+    timeout_s = pick("timeout_s")
+    retries = pick("retries")
+    backoff_s = pick("backoff_s")
+    idle = pick("idle_timeout_s")
+    cache = pick("cache")
+    rpm = None
+    for layer in layers:
+        rate_limit = layer.get("rate_limit")
+        if isinstance(rate_limit, Mapping) and rate_limit.get("rpm") is not None:
+            rpm = float(rate_limit["rpm"])
+            break
+    timeout = float(timeout_s) if timeout_s is not None else built_in.timeout_s
+    return TargetSettings(
+        concurrency=max(1, int(concurrency)) if concurrency is not None else built_in.concurrency,
+        timeout_s=timeout,
+        retries=max(0, int(retries)) if retries is not None else built_in.retries,
+        backoff_s=max(0.0, float(backoff_s)) if backoff_s is not None else _backoff_from_env(built_in.backoff_s),
+        idle_timeout_s=float(idle) if idle is not None else timeout,
+        cache=bool(cache) if cache is not None else spec.get("type") == "provider",
+        rate_limit_rpm=rpm if rpm is not None and rpm > 0 else None,
+    )
+
+
+_BUILT_IN = TargetSettings()
+
+
+def _backoff_from_env(fallback: float) -> float:
+    env = os.environ.get(BACKOFF_ENV)
+    if env:
+        try:
+            return max(0.0, float(env))
+        except ValueError:
+            pass
+    return fallback
