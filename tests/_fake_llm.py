@@ -14,7 +14,9 @@ and serves three API shapes at once:
 
 Every request is logged (method, path, headers, JSON body) for assertions.
 ``script(...)`` queues canned error responses (429 with Retry-After, a 500
-burst, ...) served before the normal answers.
+burst, ...) served before the normal answers. ``hold_s`` makes every answer
+take that long; ``peak_in_flight`` is the most requests it was answering at
+once, ``arrivals`` when each request came in (``time.monotonic()``).
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ import json
 import re
 import socket
 import threading
+import time
 from collections import deque
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -85,6 +88,10 @@ class FakeLLMServer:
         self.requests: list[Logged] = []
         self.canned: deque[Canned] = deque()
         self.cached_tokens = 0  # reported as prompt-cache hits by the OpenAI shape
+        self.hold_s = 0.0  # every answer takes this long
+        self.in_flight = 0
+        self.peak_in_flight = 0
+        self.arrivals: list[float] = []
         self._lock = threading.Lock()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._runner: web.AppRunner | None = None
@@ -115,7 +122,7 @@ class FakeLLMServer:
     def _serve(self, sock: socket.socket) -> None:
         loop = asyncio.new_event_loop()
         self._loop = loop
-        app = web.Application()
+        app = web.Application(middlewares=[self._count_in_flight])
         self.routes(app)
         runner = web.AppRunner(app, access_log=None)
         self._runner = runner
@@ -132,6 +139,19 @@ class FakeLLMServer:
         app.router.add_post("/v1/embeddings", self._openai_embeddings)
         app.router.add_post("/v1/messages", self._anthropic)
         app.router.add_post("/acme/generate", self._acme)
+
+    @web.middleware
+    async def _count_in_flight(self, request: web.Request, handler: Any) -> web.StreamResponse:
+        """Every request: counted while it is answered, held ``hold_s`` first."""
+        self.arrivals.append(time.monotonic())
+        self.in_flight += 1
+        self.peak_in_flight = max(self.peak_in_flight, self.in_flight)
+        try:
+            if self.hold_s:
+                await asyncio.sleep(self.hold_s)
+            return await handler(request)  # type: ignore[no-any-return]
+        finally:
+            self.in_flight -= 1
 
     def stop(self) -> None:
         if self._loop is not None:

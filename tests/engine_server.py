@@ -13,7 +13,9 @@ request body, so one server covers every case of a run:
 
 Scenarios that fail "then succeed" count attempts per ``task_id``. With a
 ``key``, a request without the right ``X-Engine-Key`` gets 401. Every request
-(path, headers, body) is recorded in :attr:`EngineServer.requests`.
+(path, headers, body) is recorded in :attr:`EngineServer.requests`;
+:attr:`EngineServer.peak_in_flight` is the most requests it answered at once
+(reset it before a run that measures it).
 """
 
 from __future__ import annotations
@@ -127,6 +129,8 @@ class EngineServer:
         self.key = key
         self.requests: list[dict[str, Any]] = []
         self.attempts: Counter[str] = Counter()
+        self.in_flight = 0
+        self.peak_in_flight = 0
         self._sock = socket.socket()
         self._sock.bind(("127.0.0.1", 0))
         self.port = int(self._sock.getsockname()[1])
@@ -187,7 +191,12 @@ class EngineServer:
         handler = SCENARIOS.get(str(name or "normal"))
         if handler is None:
             return web.json_response({"error": f"unknown scenario {name!r}"}, status=422)
-        return await handler(call)
+        self.in_flight += 1
+        self.peak_in_flight = max(self.peak_in_flight, self.in_flight)
+        try:
+            return await handler(call)
+        finally:
+            self.in_flight -= 1
 
 
 # ---------------------------------------------------------------- scenarios
@@ -198,6 +207,13 @@ async def normal(call: Call) -> web.StreamResponse:
     await call.open()
     await call.normal_events()
     return await call.end()
+
+
+@scenario("hold")
+async def hold(call: Call) -> web.StreamResponse:
+    """A normal run that starts answering after ``hold_s`` seconds (body key, default 0.2)."""
+    await asyncio.sleep(float(call.body.get("hold_s", 0.2)))
+    return await normal(call)
 
 
 @scenario("echo")
