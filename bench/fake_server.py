@@ -1,6 +1,6 @@
 """A fast local fake model server for the benchmarks (aiohttp.web, 127.0.0.1).
 
-    python bench/fake_server.py [--port 8123] [--latency-ms 0] [--workers 1] [--capacity]
+    python bench/fake_server.py [--port 8123] [--latency-ms 0] [--workers 1] [--echo] [--capacity]
 
 Serves, with an optional artificial latency (``asyncio.sleep``, so it costs
 no CPU and a latency-bound run is limited by the latency alone):
@@ -10,6 +10,10 @@ no CPU and a latency-bound run is limited by the latency alone):
   ``prompt_tokens``/``completion_tokens``/``prompt_tokens_details``);
 - ``POST /execute`` — an engine run as Server-Sent Events: three
   ``text_delta`` events, one ``tool_call``, one ``usage`` and ``done``;
+- with ``--echo``, the chat answer ends with ``Reference: <x>.``, where
+  ``<x>`` is the text in the last parentheses of the request body (the
+  bench's inputs end with ``(case N)``), so each case can assert something of
+  its own that only the right answer contains;
 - ``GET /stats`` — requests served and CPU seconds spent by this process, so
   a benchmark can show how busy the server was (CPU µs per request → the
   capacity of one server process).
@@ -61,20 +65,30 @@ _EVENTS: list[tuple[str, dict[str, Any]]] = [
     ("usage", {"input_tokens": 21, "output_tokens": 11, "cache_hit_tokens": 0}),
     ("done", {"iterations": 2}),
 ]
+
+
+def echo_response(body: bytes) -> bytes:
+    """CHAT_RESPONSE with ``Reference: <x>.`` appended to the content (``<x>``: the request's last ``(...)``)."""
+    end = body.rfind(b")")
+    start = body.rfind(b"(", 0, end) if end > 0 else -1
+    token = body[start + 1 : end] if start >= 0 and end - start <= 65 and b'"' not in body[start:end] and b"\\" not in body[start:end] else b"?"
+    return CHAT_RESPONSE.replace(b'business days."', b'business days. Reference: ' + token + b'."', 1)
+
+
 SSE_RESPONSE = "".join(f"event: {kind}\ndata: {json.dumps(data)}\n\n" for kind, data in _EVENTS).encode()
 
 
-def make_app(latency_s: float) -> Any:
+def make_app(latency_s: float, echo: bool = False) -> Any:
     from aiohttp import web
 
     stats = {"requests": 0}
 
     async def chat(request: web.Request) -> web.Response:
-        await request.read()
+        body = await request.read()
         stats["requests"] += 1
         if latency_s:
             await asyncio.sleep(latency_s)
-        return web.Response(body=CHAT_RESPONSE, content_type="application/json")
+        return web.Response(body=echo_response(body) if echo else CHAT_RESPONSE, content_type="application/json")
 
     async def execute(request: web.Request) -> web.StreamResponse:
         await request.read()
@@ -98,11 +112,11 @@ def make_app(latency_s: float) -> Any:
     return app
 
 
-def serve(port: int, latency_ms: float, reuse_port: bool) -> None:
+def serve(port: int, latency_ms: float, reuse_port: bool, echo: bool = False) -> None:
     from aiohttp import web
 
     async def main() -> None:
-        runner = web.AppRunner(make_app(latency_ms / 1000.0), access_log=None, handle_signals=True)
+        runner = web.AppRunner(make_app(latency_ms / 1000.0, echo), access_log=None, handle_signals=True)
         await runner.setup()
         site = web.TCPSite(runner, "127.0.0.1", port, reuse_port=reuse_port or None, backlog=1024)
         await site.start()
@@ -134,8 +148,9 @@ def wait_for_port(port: int, timeout: float = 15.0) -> None:
 class FakeServer:
     """The fake server in subprocess(es): ``with FakeServer(latency_ms=200) as s: s.url``."""
 
-    def __init__(self, *, latency_ms: float = 0.0, workers: int = 1, port: int | None = None) -> None:
+    def __init__(self, *, latency_ms: float = 0.0, workers: int = 1, port: int | None = None, echo: bool = False) -> None:
         self.latency_ms = latency_ms
+        self.echo = echo
         self.workers = workers
         self.port = port or free_port()
         self.procs: list[subprocess.Popen[bytes]] = []
@@ -148,6 +163,8 @@ class FakeServer:
         cmd = [sys.executable, str(Path(__file__).resolve()), "--port", str(self.port), "--latency-ms", str(self.latency_ms), "--serve"]
         if self.workers > 1:
             cmd.append("--reuse-port")
+        if self.echo:
+            cmd.append("--echo")
         for _ in range(self.workers):
             self.procs.append(subprocess.Popen(cmd, stdin=subprocess.DEVNULL))
             if len(self.procs) == 1:
@@ -201,18 +218,19 @@ def main() -> None:
     parser.add_argument("--port", type=int, default=8123)
     parser.add_argument("--latency-ms", type=float, default=0.0)
     parser.add_argument("--workers", type=int, default=1, help="processes sharing the port (SO_REUSEPORT)")
+    parser.add_argument("--echo", action="store_true", help="end each chat answer with 'Reference: <the request's last (...)>.'")
     parser.add_argument("--capacity", action="store_true", help="measure and print the server's capacity, then exit")
     parser.add_argument("--serve", action="store_true", help=argparse.SUPPRESS)  # one worker process
     parser.add_argument("--reuse-port", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.serve:
-        serve(args.port, args.latency_ms, args.reuse_port)
+        serve(args.port, args.latency_ms, args.reuse_port, args.echo)
         return
     if args.capacity:
         for kind in ("provider", "engine"):
             print(json.dumps(measure_capacity(kind, workers=args.workers)))
         return
-    with FakeServer(latency_ms=args.latency_ms, workers=args.workers, port=args.port) as server:
+    with FakeServer(latency_ms=args.latency_ms, workers=args.workers, port=args.port, echo=args.echo) as server:
         print(f"fake server on {server.url} (latency {args.latency_ms:g} ms, {args.workers} process(es)); Ctrl-C stops it", flush=True)
         try:
             while True:

@@ -12,6 +12,12 @@ its own process:
   latency, concurrency 10 and 50, against ``bench/bare_loop.py`` (a bare
   aiohttp loop, also a whole process) on the same server, same N, same
   concurrency; cells/s and the ratio (target >= 0.4 at concurrency 50);
+- provider_distinct: the throughput measure at concurrency 50 with **each
+  case its own assertion**: case i asserts ``contains: "Reference: case i."``,
+  which the fake server (``--echo``) puts in the answer to case i only, so
+  10,000 distinct specs are validated, scored and really pass (the throughput
+  projects repeat one spec, which a cache makes free); against the bare loop
+  on the same echoing server (target ratio >= 0.4);
 - latency-bound: 1,000 provider cells at 200 ms server latency, concurrency
   50; the run phase (``duration_s`` in summary.json: first cell started to
   last result written) and the whole process against the ideal
@@ -73,6 +79,7 @@ class Proc:
     tree_rss_mb: float | None = None  # sampled: peak of the sum of RSS over the process and its descendants
     tree_pss_mb: float | None = None  # sampled: peak of the sum of PSS (shared pages split between sharers)
     processes: int = 1  # how many processes the tree had at most
+    cpu_s: float = 0.0  # user + system CPU seconds of the process and the children it reaped (os.wait4)
 
 
 def _tree(pid: int) -> list[int]:
@@ -156,7 +163,8 @@ def run_process(cmd: list[str], *, cwd: Path | None = None, sample_memory: bool 
         p.returncode = os.waitstatus_to_exitcode(status)
         out.seek(0)
         err.seek(0)
-        proc = Proc(wall, usage.ru_maxrss / 1024, p.returncode, out.read().decode(errors="replace"), err.read().decode(errors="replace"))
+        proc = Proc(wall, usage.ru_maxrss / 1024, p.returncode, out.read().decode(errors="replace"), err.read().decode(errors="replace"),
+                    cpu_s=usage.ru_utime + usage.ru_stime)
         if sampler is not None:
             proc.tree_rss_mb, proc.tree_pss_mb, proc.processes = sampler.rss / 1024, sampler.pss / 1024, sampler.processes
         return proc
@@ -165,15 +173,20 @@ def run_process(cmd: list[str], *, cwd: Path | None = None, sample_memory: bool 
 # -- generated configs ------------------------------------------------------------
 
 
-def make_project(name: str, kind: str, n: int, *, url: str = "", concurrency: int = 50) -> Path:
-    """A config + dataset of ``n`` cases for one target of ``kind`` (provider, engine, python); returns the config path."""
+def make_project(name: str, kind: str, n: int, *, url: str = "", concurrency: int = 50, distinct: bool = False) -> Path:
+    """A config + dataset of ``n`` cases for one target of ``kind`` (provider, engine, python); returns the config path.
+
+    ``distinct``: case i asserts ``contains: "Reference: case i."`` (what the echoing fake server answers
+    to case i) instead of every case asserting ``contains: "4"``.
+    """
     d = WORK / name
     if d.exists():
         shutil.rmtree(d)
     d.mkdir(parents=True)
     with open(d / "cases.jsonl", "w", encoding="utf-8") as f:
         for i in range(n):
-            f.write(json.dumps({"id": f"case-{i:06d}", "input": f"What is 2 + 2? (case {i})", "category": f"cat-{i % 7}", "assert": [{"type": "contains", "value": "4"}]}) + "\n")
+            check = {"type": "contains", "value": f"Reference: case {i}."} if distinct else {"type": "contains", "value": "4"}
+            f.write(json.dumps({"id": f"case-{i:06d}", "input": f"What is 2 + 2? (case {i})", "category": f"cat-{i % 7}", "assert": [check]}) + "\n")
     if kind == "provider":
         target = f"{{id: model, type: provider, provider: openai, model: bench-model, base_url: '{url}/v1'}}"
     elif kind == "engine":
@@ -259,6 +272,35 @@ def bench_throughput(args: argparse.Namespace, rows: list[dict[str, Any]], extra
                     "samples": {"evalx": [round(x, 1) for x in evalx_rates], "reference": [round(x, 1) for x in bare_rates]},
                 })
                 print(_line(rows[-1]), flush=True)
+
+
+def bench_provider_distinct(args: argparse.Namespace, rows: list[dict[str, Any]], extra: dict[str, Any]) -> None:
+    """Throughput at c=50 with a distinct ``contains`` value per case, against the bare loop on the same echoing server."""
+    n, c = args.scale(10_000), 50
+    with FakeServer(echo=True) as server:
+        bare_loop(server.url, "provider", 500, 10)  # warm-up
+        config = make_project(f"provider-distinct-c{c}", "provider", n, url=server.url, concurrency=c, distinct=True)
+        evalx_rates, bare_rates, ratios, cpu = [], [], [], []
+        for _ in range(args.repeats):  # interleaved: each ratio is evalx over the bare loop of the same round
+            before = server.stats()
+            proc, _ = evalx_run(config)
+            served = server.stats()["requests"] - before["requests"]
+            assert served == n, f"server saw {served} requests for {n} cells"
+            bproc, _ = bare_loop(server.url, "provider", n, c)
+            cpu.append((proc.cpu_s, bproc.cpu_s))
+            evalx_rates.append(n / proc.wall_s)
+            bare_rates.append(n / bproc.wall_s)
+            ratios.append(evalx_rates[-1] / bare_rates[-1])
+    ev, ba, ratio = statistics.median(evalx_rates), statistics.median(bare_rates), statistics.median(ratios)
+    rows.append({
+        "benchmark": f"throughput provider distinct asserts c={c}", "n": n, "evalx": round(ev, 1), "reference": round(ba, 1), "unit": "cells/s",
+        "ratio": round(ratio, 3), "target": "ratio >= 0.4", "met": ratio >= 0.4,
+        "note": "each case its own contains value; median of same-round ratios " + ", ".join(f"{r:.3f}" for r in ratios)
+        + "; CPU s evalx/bare " + ", ".join(f"{e:.2f}/{b:.2f}" for e, b in cpu) + f"; load {os.getloadavg()[0]:.2f}; bare aiohttp loop, same echoing server",
+        "samples": {"evalx": [round(x, 1) for x in evalx_rates], "reference": [round(x, 1) for x in bare_rates], "ratios": [round(r, 3) for r in ratios],
+                    "cpu_s": [[round(e, 3), round(b, 3)] for e, b in cpu]},
+    })
+    print(_line(rows[-1]), flush=True)
 
 
 def bench_latency(args: argparse.Namespace, rows: list[dict[str, Any]], extra: dict[str, Any]) -> None:
@@ -431,6 +473,7 @@ def bench_reports(args: argparse.Namespace, rows: list[dict[str, Any]], extra: d
 
 BENCHMARKS = {
     "throughput": bench_throughput,
+    "provider_distinct": bench_provider_distinct,
     "latency": bench_latency,
     "python": bench_python,
     "memory": bench_memory,
@@ -480,7 +523,11 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, help="measurements per pair (median/best taken); default 3, 1 with --quick")
     parser.add_argument("--evalx-src", help="run `python -m evalx` with PYTHONPATH=DIR (measure another source tree, e.g. before a fix)")
     parser.add_argument("--out", type=Path, default=OUT / "results.json", help="where to write the JSON (default bench/out/results.json)")
+    parser.add_argument("--work", type=Path, help="where the generated projects go (default bench/out/work; give each concurrent bench run its own)")
     args = parser.parse_args()
+    if args.work:
+        global WORK
+        WORK = args.work.resolve()
     if args.evalx_src:
         global EVALX, EVALX_SRC
         EVALX, EVALX_SRC = [sys.executable, "-m", "evalx"], str(Path(args.evalx_src).resolve())

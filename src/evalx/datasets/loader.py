@@ -27,6 +27,7 @@ from evalx.models import Case
 from evalx.datasets.shorthands import SHORTHAND_PROPERTIES, KeyPath, expand, unknown_field
 from evalx.documents import did_you_mean
 from evalx.assertions import get_assertion, registered
+from evalx.assertions.plain import plainly_valid
 
 __all__ = ["CASE_FIELDS", "CASE_SCHEMA", "MAX_ERRORS", "case_schema_document", "load_dataset", "parse_yaml_with_lines"]
 
@@ -353,6 +354,11 @@ def _check_assertion(spec: Any, raw: _Raw, sub: KeyPath, errors: _Errors, *, gen
         where = sub if generated else sub + inner
         errors.add(raw.file, raw.line_of(where), raw.path + where, message)
 
+    # the common case, distinct specs included: a plain-Python check that the spec surely fits its type
+    if isinstance(spec, dict) and isinstance(spec.get("type"), str):
+        atype = get_assertion(spec["type"])
+        if atype is not None and plainly_valid(atype, spec):
+            return
     # golden sets repeat the same few assertions thousands of times: check each once
     fingerprint = _fingerprint(spec)
     if fingerprint is not None and fingerprint in _valid_specs:
