@@ -306,7 +306,7 @@ def test_python_import_failures_are_errors(checks_dir: Path) -> None:
     ctx = make_ctx("x", config_dir=checks_dir)
     assert "error" in check({"type": "python", "callable": "no_such_module_xyz:f"}, ctx=ctx)
     assert "error" in check({"type": "python", "callable": "checks/missing.py:f"}, ctx=ctx)
-    assert "no function 'nope'" in check({"type": "python", "callable": "checks/mychecks.py:nope"}, ctx=ctx)["error"]
+    assert "has no attribute 'nope'" in check({"type": "python", "callable": "checks/mychecks.py:nope"}, ctx=ctx)["error"]
     assert "must look like" in check({"type": "python", "callable": "just_a_name"}, ctx=ctx)["error"]
 
 

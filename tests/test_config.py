@@ -146,6 +146,6 @@ def test_validate_reports_config_and_dataset_errors_in_one_pass(tmp_path: Path) 
     result = CliRunner().invoke(main, ["validate", "-c", str(cfg)])
     assert result.exit_code == 2
     lines = result.stderr.splitlines()
-    assert any("c.yaml:2 targets[0].callable: cannot import 'nope.py:f': no file " in line for line in lines)
+    assert any("c.yaml:2 targets[0].callable: cannot import 'nope.py': no file " in line for line in lines)
     assert "d.jsonl:2: invalid JSON: Expecting ',' delimiter (column 12)" in lines
     assert any(line.endswith("datasets[1].path: missing dataset file missing.jsonl") for line in lines)

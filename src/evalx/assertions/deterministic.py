@@ -7,21 +7,16 @@ evaluator reports as an assertion error.
 
 from __future__ import annotations
 
-import hashlib
-import importlib
-import importlib.util
 import inspect
 import json
 import re
-import sys
-from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import jsonschema
 
-from evalx.models import Verdict
 from evalx.assertions.registry import AssertionContext, assertion
+from evalx.models import Verdict
+from evalx.usercode import resolve_callable
 
 # -- helpers shared by the types below (and by trajectory.py) ----------------
 
@@ -373,43 +368,6 @@ def json_path(ctx: AssertionContext, *, path: str, value: Any = _MISSING) -> Ver
 
 # -- custom -------------------------------------------------------------------
 
-_loaded_files: dict[Path, ModuleType] = {}
-
-
-def _load_callable(spec: str, config_dir: Path) -> Any:
-    where, sep, name = spec.rpartition(":")
-    if not sep or not where or not name:
-        raise ValueError(f"callable {spec!r} must look like 'module:function' or 'file.py:function'")
-    if where.endswith(".py") or "/" in where or "\\" in where:
-        module = _load_file(config_dir / where)
-    else:
-        if str(config_dir) not in sys.path:
-            sys.path.insert(0, str(config_dir))
-        module = importlib.import_module(where)
-    fn = getattr(module, name, None)
-    if fn is None or not callable(fn):
-        raise ValueError(f"{where} has no function {name!r}")
-    return fn
-
-
-def _load_file(path: Path) -> ModuleType:
-    path = path.resolve()
-    if path in _loaded_files:
-        return _loaded_files[path]
-    if not path.is_file():
-        raise FileNotFoundError(f"no such file: {path}")
-    # a name unique to the path, so two checks.py files in different dirs do not collide
-    mod_name = f"_evalx_custom_{path.stem}_{hashlib.sha1(str(path).encode()).hexdigest()[:8]}"
-    spec = importlib.util.spec_from_file_location(mod_name, path)
-    if spec is None or spec.loader is None:
-        raise ImportError(f"cannot import {path}")
-    module = importlib.util.module_from_spec(spec)
-    if str(path.parent) not in sys.path:
-        sys.path.insert(0, str(path.parent))  # so the file can import its neighbours
-    spec.loader.exec_module(module)
-    _loaded_files[path] = module
-    return module
-
 
 def _accepts_config(fn: Any) -> bool:
     params = inspect.signature(fn).parameters.values()
@@ -424,8 +382,8 @@ async def python(
     config: dict[str, Any] | None = None,
     threshold: float = 0.5,
 ) -> Verdict:
-    """A custom check ``fn(output, ctx)`` named as "module:function" or "file.py:function"."""
-    fn = _load_callable(callable, ctx.config_dir)
+    """A custom check ``fn(output, ctx)`` named as "module:function", "file.py:function" or "file.py:Class.method"."""
+    fn = resolve_callable(callable, ctx.config_dir)
     if config is not None and not _accepts_config(fn):
         raise TypeError(f"{callable} does not take a 'config' keyword")
     result = fn(ctx.text, ctx, config=config) if config is not None else fn(ctx.text, ctx)

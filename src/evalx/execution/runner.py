@@ -25,6 +25,7 @@ from evalx.execution.plan import Plan, Selection, build_plan
 from evalx.execution.progress import Progress
 from evalx.results.store import ResultWriter, new_run_id, read_results, write_json
 from evalx.targets import RunContext, build_target, resolve_settings
+from evalx.usercode import user_code_on_path
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INCOMPLETE = 0, 1, 2, 3
 
@@ -160,7 +161,7 @@ def _run(config: Config, options: RunOptions, *, out: TextIO | None, err: TextIO
     admit = guard.admit if guard is not None else None
     rule = str(config.defaults.get("repeat_pass_rule", "majority"))
     try:
-        with _quiet_collector():
+        with _quiet_collector(), user_code_on_path(config.base_dir):  # user code may import lazily while it runs
             if follower is not None:
                 follower.begin(run_dir, cells=len(plan.cells), name=config.name, run_id=run_id, repeat_pass_rule=rule)
                 for line in writer.lines:  # a resumed run's earlier results
