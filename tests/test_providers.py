@@ -370,6 +370,7 @@ def test_wheel_contains_schemas_and_providers(wheel: Path) -> None:
         assert f"evalx/_data/providers/{name}.yaml" in names
     assert "evalx/_data/schemas/provider.schema.json" in names
     assert "evalx/_data/schemas/evalconfig.schema.json" in names
+    assert "evalx/py.typed" in names  # PEP 561: plugin and target authors' type checkers read evalx's hints
 
 
 def test_installed_wheel_lists_shipped_providers_from_anywhere(wheel: Path, tmp_path: Path) -> None:

@@ -1,10 +1,15 @@
-"""evalx: a declarative eval runner for LLM apps and agents."""
+"""evalx: a declarative eval runner for LLM apps and agents.
+
+This module is the public API: what plugin and target authors import
+(docs/plugins.md). ``__all__`` is curated and pinned by a test; everything
+else (``evalx.config``, ``evalx.execution``...) is internal.
+"""
 
 from __future__ import annotations
 
+from evalx.assertions import AssertionContext, assertion
 from evalx.errors import ConfigError, DatasetError, EvalxError, JudgeError, TargetError, TargetProtocolError, TargetTimeout
 from evalx.models import Case, Cell, ToolCall, Trajectory, Usage, Verdict
-from evalx.assertions import AssertionContext, assertion
 
 __version__ = "0.1.0"
 

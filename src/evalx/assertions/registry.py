@@ -14,6 +14,11 @@ An assertion function looks like::
 The first parameter is always the context; the rest are keyword-only and
 become the assertion's config keys. It returns a :class:`Verdict` (or is
 ``async`` and returns one).
+
+Plugins (:mod:`evalx.plugins`) register the same way; the entry-point group
+``evalx.plugins`` is imported the first time the registry is asked, after
+the built-ins. A name registered twice is an error, unless it is the same
+function imported a second time (a plugin file also imported by a target).
 """
 
 from __future__ import annotations
@@ -98,6 +103,7 @@ class AssertionType:
 
 
 _REGISTRY: dict[str, AssertionType] = {}
+_generation = 0
 
 
 def assertion(
@@ -113,8 +119,12 @@ def assertion(
     """
 
     def register(fn: AssertionFn) -> AssertionFn:
-        if name in _REGISTRY:
-            raise ValueError(f"assertion type {name!r} is registered twice")
+        if not getattr(fn, "__module__", "").startswith("evalx.assertions."):
+            _load_builtins()  # a plugin: the built-ins first, so taking one of their names is caught here
+        existing = _REGISTRY.get(name)
+        if existing is not None and not _same_definition(existing.fn, fn):
+            where = f"{getattr(existing.fn, '__module__', '?')}.{getattr(existing.fn, '__qualname__', '?')}"
+            raise ValueError(f"assertion type {name!r} is already registered (by {where})")
         if name in COMMON_KEYS:
             raise ValueError(f"{name!r} cannot be an assertion type name")
         sig = inspect.signature(fn)
@@ -150,9 +160,28 @@ def assertion(
             is_async=inspect.iscoroutinefunction(fn),
             arg_names=arg_names,
         )
+        global _generation
+        _generation += 1
         return fn
 
     return register
+
+
+def _same_definition(a: AssertionFn, b: AssertionFn) -> bool:
+    """The same function imported twice (a plugin file listed in ``plugins:`` and imported by a target module)."""
+    code_a, code_b = getattr(a, "__code__", None), getattr(b, "__code__", None)
+    return (
+        code_a is not None
+        and code_b is not None
+        and getattr(a, "__qualname__", None) == getattr(b, "__qualname__", None)
+        and code_a.co_filename == code_b.co_filename
+        and code_a.co_firstlineno == code_b.co_firstlineno
+    )
+
+
+def generation() -> int:
+    """A number that changes whenever a type is registered (the config schema is rebuilt then)."""
+    return _generation
 
 
 def get_assertion(name: str) -> AssertionType | None:
@@ -165,6 +194,17 @@ def registered() -> dict[str, AssertionType]:
     return dict(sorted(_REGISTRY.items()))
 
 
+def check_entry_point_plugins() -> None:
+    """The built-ins, then the ``evalx.plugins`` entry points; raise :class:`ConfigError` naming each plugin that failed."""
+    from evalx.errors import ConfigError
+    from evalx.plugins import load_entry_points
+
+    _load_builtins()
+    issues = load_entry_points()
+    if issues:
+        raise ConfigError(issues)
+
+
 _builtins_loaded = False
 
 
@@ -175,6 +215,9 @@ def _load_builtins() -> None:
     from evalx.assertions import builtin  # noqa: F401  (registers on import)
 
     _builtins_loaded = True
+    from evalx.plugins import load_entry_points
+
+    load_entry_points()  # the `evalx.plugins` group, once; a failure is raised by load_config and `evalx schema`
 
 
 _PRIMITIVES: dict[Any, dict[str, Any]] = {

@@ -23,6 +23,8 @@ from jsonschema.exceptions import ValidationError
 from evalx.errors import ConfigError, DatasetError, Issue
 from evalx.redaction import Redactor, looks_secret_name
 from evalx.documents import KeyPath, Loaded, describe_schema_error, did_you_mean, display_path, format_path, load_yaml, schema_error_leaves
+from evalx.assertions.registry import check_entry_point_plugins
+from evalx.plugins import import_config_plugins
 from evalx.usercode import resolve_callable
 
 #: built-in values of the run-wide ``defaults:`` keys; the target settings' (concurrency, timeout_s,
@@ -130,22 +132,15 @@ def load_config(
 
     ``raise_errors=False`` returns the config with its errors in ``errors``
     (YAML that cannot be read at all still raises): ``evalx validate`` goes on
-    to check the datasets, so one pass reports everything.
+    to check the datasets, so one pass reports everything. The config's
+    ``plugins:`` are imported first, whatever ``check_imports`` says (the
+    schema needs their types); one that fails raises at once, since the rest
+    would only repeat "unknown assertion type".
     """
     p = Path(path)
-    shown = display_path(p)
-    if not p.exists():
-        raise ConfigError(Issue(shown, None, "", "config file not found (create one with `evalx init`)"))
-    if p.is_dir():
-        raise ConfigError(Issue(shown, None, "", "is a directory, not a config file"))
-    try:
-        text = p.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ConfigError(Issue(shown, None, "", f"cannot read config: {exc}")) from None
     env = os.environ if env is None else env
-    loaded = load_yaml(text, shown, env=env)
-    if not isinstance(loaded.data, dict):
-        raise ConfigError(Issue(shown, loaded.line_of(()) or 1, "", "the config must be a mapping with targets: and datasets:"))
+    loaded = _read_yaml(p, env)
+    load_plugins_of(loaded, p.resolve().parent)
     if var_overrides:
         loaded.data["vars"] = {**(loaded.data.get("vars") or {}), **var_overrides}
 
@@ -172,6 +167,34 @@ def load_config(
     config.errors = errors
     config.warnings.extend(i for i in issues if i.warning)
     return config
+
+
+def _read_yaml(p: Path, env: Mapping[str, str]) -> Loaded:
+    shown = display_path(p)
+    if not p.exists():
+        raise ConfigError(Issue(shown, None, "", "config file not found (create one with `evalx init`)"))
+    if p.is_dir():
+        raise ConfigError(Issue(shown, None, "", "is a directory, not a config file"))
+    try:
+        text = p.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(Issue(shown, None, "", f"cannot read config: {exc}")) from None
+    loaded = load_yaml(text, shown, env=env)
+    if not isinstance(loaded.data, dict):
+        raise ConfigError(Issue(shown, loaded.line_of(()) or 1, "", "the config must be a mapping with targets: and datasets:"))
+    return loaded
+
+
+def load_plugins(path: str | Path) -> None:
+    """Import a config's ``plugins:`` (and the entry-point plugins) without checking the rest: ``evalx schema -c``."""
+    p = Path(path)
+    load_plugins_of(_read_yaml(p, os.environ), p.resolve().parent)
+
+
+def load_plugins_of(loaded: Loaded, base_dir: Path) -> None:
+    """Before the schema is built (it must know their types): the built-ins, the entry points, the config's ``plugins:``."""
+    check_entry_point_plugins()
+    import_config_plugins(loaded, base_dir)
 
 
 # --- schema -----------------------------------------------------------------

@@ -1,8 +1,9 @@
 """The config JSON Schema, built from one source of truth.
 
-Assertion sub-schemas come from the assertion registry and the case schema
-from the dataset loader, so ``schemas/evalconfig.schema.json`` (written by
-``evalx schema``, pinned by a test) can never drift from the code.
+Assertion sub-schemas come from the assertion registry (built-ins and the
+plugins loaded so far: the schema is rebuilt when a type registers) and the
+case schema from the dataset loader, so ``schemas/evalconfig.schema.json``
+(written by ``evalx schema``, pinned by a test) can never drift from the code.
 Targets and assertions dispatch on ``type:`` with ``if``/``then`` so a
 mistake is reported against the right sub-schema, not as a raw ``oneOf``.
 """
@@ -10,7 +11,6 @@ mistake is reported against the right sub-schema, not as a raw ``oneOf``.
 from __future__ import annotations
 
 import json
-from functools import lru_cache
 from typing import Any
 
 SCHEMA_ID = "https://evalx.dev/schemas/evalconfig.schema.json"
@@ -171,8 +171,21 @@ def _assertion_schema() -> tuple[dict[str, Any], dict[str, Any]]:
     return dispatch, defs
 
 
-@lru_cache(maxsize=1)
+_cached: tuple[int, dict[str, Any]] | None = None
+
+
 def config_schema() -> dict[str, Any]:
+    """The config JSON Schema for the assertion types registered now (built-ins and loaded plugins)."""
+    global _cached
+    from evalx.assertions.registry import generation, registered
+
+    registered()  # the built-ins and the entry-point plugins, before the generation is read
+    if _cached is None or _cached[0] != generation():
+        _cached = (generation(), _build_schema())
+    return _cached[1]
+
+
+def _build_schema() -> dict[str, Any]:
     from evalx.datasets.loader import CASE_SCHEMA
 
     assertion, assertion_defs = _assertion_schema()
@@ -213,6 +226,12 @@ def config_schema() -> dict[str, Any]:
             },
             "vars": {"type": "object", "description": "Values available to every template as `vars`."},
             "secrets": {"type": "array", "items": {"type": "string"}, "description": "Env vars whose values are redacted everywhere."},
+            "plugins": {
+                "type": "array",
+                "items": {"type": "string", "minLength": 1},
+                "description": "Modules that register assertion types, imported before the config is checked: "
+                ".py files relative to the config, or module names (docs/plugins.md).",
+            },
             "providers_dir": {"type": "string"},
             "targets": {"type": "array", "items": {"$ref": "#/$defs/target"}, "minItems": 1},
             "datasets": {"type": "array", "items": {"$ref": "#/$defs/dataset"}, "minItems": 1},
