@@ -64,11 +64,11 @@ def result(
     }
 
 
-def build(results: list[dict[str, Any]], **extra: Any) -> dict[str, Any]:
+def build(results: list[dict[str, Any]]) -> dict[str, Any]:
     builder = SummaryBuilder(RUN_ID, "support-agent", "2026-11-26T10:15:00Z")
     for r in results:
         builder.add(r)
-    return builder.finish("2026-11-26T10:16:01Z", 61.5, extra or None)
+    return dict(builder.finish("2026-11-26T10:16:01Z", 61.5))
 
 
 def sample() -> list[dict[str, Any]]:
@@ -290,13 +290,6 @@ def test_repeats() -> None:
     assert rules["pass_at_k"] == pytest.approx(1.0)
     assert rules["pass_hat_k"] == pytest.approx(0.5)
     assert build(sample())["repeats"] is None
-
-
-def test_extra_is_added_but_never_overwrites() -> None:
-    summary = build(sample(), baseline={"run_id": "x"})
-    assert list(summary)[-1] == "baseline"
-    with pytest.raises(ValueError, match="totals"):
-        build(sample(), totals={})
 
 
 def _many(n: int) -> Iterator[dict[str, Any]]:

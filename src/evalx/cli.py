@@ -13,9 +13,7 @@ from typing import Any, NoReturn
 import click
 
 from evalx import __version__
-
-EXIT_USAGE = 2
-EXIT_INCOMPLETE = 3
+from evalx.results.outcome import EXIT_INCOMPLETE, EXIT_USAGE
 
 config_option = click.option(
     "-c", "--config", "config_path", default="evalconfig.yaml", show_default=True, type=click.Path(dir_okay=False, path_type=Path),
@@ -263,29 +261,15 @@ def _find_run(run_ref: str, config_path: Path) -> Path:
 
 
 @main.command()
-@click.option(
-    "-c", "--config", "config_path", type=click.Path(dir_okay=False, path_type=Path),
-    help="Include the assertion types this config's plugins: register.",
-)
 @click.option("--provider", "provider_schema", is_flag=True, help="Print the provider definition schema instead.")
-def schema(config_path: Path | None, provider_schema: bool) -> None:
-    """Print the config JSON Schema (or, with --provider, the providers/*.yaml one).
-
-    It knows the built-in assertion types, those of installed plugins (the
-    evalx.plugins entry points) and, with -c, those of the config's plugins:.
-    """
+def schema(provider_schema: bool) -> None:
+    """Print the config JSON Schema (or, with --provider, the providers/*.yaml one)."""
     if provider_schema:
         from evalx.targets.definitions import schema_json as provider_schema_json
 
         click.echo(provider_schema_json(), nl=False)
         return
-    from evalx.assertions.registry import check_entry_point_plugins
-    from evalx.config.loader import load_plugins
     from evalx.config.schema import schema_json
-
-    check_entry_point_plugins()  # a broken installed plugin is an error here too (exit 2)
-    if config_path is not None:
-        load_plugins(config_path)
 
     click.echo(schema_json(), nl=False)
 

@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import inspect
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from evalx.models import Verdict
 from evalx.assertions.registry import COMMON_KEYS, AssertionContext, get_assertion
 
+if TYPE_CHECKING:  # types only: `import evalx` (the CLI's startup) must not pay for the results model
+    from evalx.results.model import AssertionRecord, Status
 
-async def evaluate_case(asserts: list[dict[str, Any]], ctx: AssertionContext) -> list[dict[str, Any]]:
+
+async def evaluate_case(asserts: list[dict[str, Any]], ctx: AssertionContext) -> list[AssertionRecord]:
     """Evaluate every assertion in order; one that breaks is an assertion error, never a crash."""
     results = []
     for spec in asserts:
@@ -17,7 +20,7 @@ async def evaluate_case(asserts: list[dict[str, Any]], ctx: AssertionContext) ->
     return results
 
 
-async def evaluate_one(spec: dict[str, Any], ctx: AssertionContext) -> dict[str, Any]:
+async def evaluate_one(spec: dict[str, Any], ctx: AssertionContext) -> AssertionRecord:
     kind = spec["type"]
     atype = get_assertion(kind)
     weight = float(spec.get("weight", 1.0))
@@ -52,7 +55,7 @@ async def evaluate_one(spec: dict[str, Any], ctx: AssertionContext) -> dict[str,
             f"not: {verdict.reason}" if verdict.reason else "not",
             details=verdict.details,
         )
-    out: dict[str, Any] = {
+    out: AssertionRecord = {
         "type": kind,
         "name": spec.get("name"),
         "passed": verdict.passed,
@@ -69,7 +72,7 @@ async def evaluate_one(spec: dict[str, Any], ctx: AssertionContext) -> dict[str,
     return out
 
 
-def cell_status(assertions: list[dict[str, Any]], *, threshold: float | None = None, target_error: str | None = None) -> tuple[str, float | None]:
+def cell_status(assertions: list[AssertionRecord], *, threshold: float | None = None, target_error: str | None = None) -> tuple[Status, float | None]:
     """The cell's status and weighted score.
 
     error: the target broke, or an assertion could not be evaluated;

@@ -19,15 +19,18 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import yaml
 
 from evalx.errors import EvalxError
+
+if TYPE_CHECKING:
+    from evalx.results.model import CellOutput
 
 __all__ = ["CaptureError", "Trace", "capture_all", "case_from_trace", "read_traces", "write_case"]
 
@@ -133,7 +136,7 @@ def _from_sse(text: str, source: str, stem: str) -> Trace:
 
 
 def _from_run(run_dir: Path, case_id: str, target: str | None) -> Trace:
-    from evalx.results.compare import _failure_reason
+    from evalx.results.model import failure_reason
     from evalx.results.store import RESULTS, read_results
 
     if not (run_dir / RESULTS).is_file():
@@ -144,16 +147,17 @@ def _from_run(run_dir: Path, case_id: str, target: str | None) -> Trace:
         raise CaptureError(f"{run_dir}: no cell of case {case_id!r}{which}")
     failing = [r for r in cells if r.get("status") in ("fail", "error")]
     cell = (failing or cells)[0]
-    raw_output, raw_usage = cell.get("output"), (cell.get("output") or {}).get("usage") if isinstance(cell.get("output"), dict) else None
-    output: dict[str, Any] = raw_output if isinstance(raw_output, dict) else {}
-    usage: dict[str, Any] = raw_usage if isinstance(raw_usage, dict) else {}
+    raw_output = cell.get("output")
+    output: CellOutput = raw_output if isinstance(raw_output, dict) else {}
+    raw_usage = output.get("usage")
+    usage: Mapping[str, Any] = raw_usage if isinstance(raw_usage, dict) else {}
     tokens: int = sum(int(usage.get(k) or 0) for k in ("input_tokens", "output_tokens"))
     run_id = str(cell.get("run_id") or run_dir.name)
     return Trace(
         trace_id=f"{run_id}/{cell.get('target')}/{case_id}/r{cell.get('repeat', 0)}",
         user_message=cell.get("input"),
         final_answer=output.get("text") or None,
-        failure_reason=_failure_reason(cell) if cell.get("status") in ("fail", "error") else None,
+        failure_reason=failure_reason(cell) if cell.get("status") in ("fail", "error") else None,
         tokens_used=tokens,
         tool_calls=[str(c["name"]) for c in output.get("tool_calls") or [] if isinstance(c, dict) and c.get("name")],
         source=f"{run_dir.name} {cell.get('target')} {cell.get('dataset')}/{case_id}",

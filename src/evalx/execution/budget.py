@@ -18,6 +18,8 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
+from evalx.results.model import CellResult
+
 __all__ = ["CostEstimate", "CostGuard", "estimate_cost", "format_estimate"]
 
 CHARS_PER_TOKEN = 4
@@ -51,14 +53,13 @@ class CostGuard:
         self.in_flight += 1
         return None
 
-    def record(self, result: dict[str, Any]) -> None:
+    def record(self, result: CellResult) -> None:
         """Count a finished cell (call for every result, skipped ones included)."""
         if result.get("skip_reason"):
             return  # a cell the guard itself skipped never started
         self.in_flight = max(0, self.in_flight - 1)
         self.finished += 1
-        for key in ("cost_usd", "judge_cost_usd"):
-            value = result.get(key)
+        for value in (result.get("cost_usd"), result.get("judge_cost_usd")):
             if isinstance(value, (int, float)) and not isinstance(value, bool):
                 self.spent += float(value)
 

@@ -20,11 +20,12 @@ import traceback
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 from evalx.errors import TargetError
-from evalx.models import RESULT_VERSION, Cell, Trajectory
+from evalx.models import Cell, Trajectory
 from evalx.assertions import AssertionContext, cell_status, evaluate_case
+from evalx.results.model import AssertionRecord, CellOutput, CellResult, cell_result, not_run
 from evalx.targets import RunContext, Target, TargetSettings
 
 T = TypeVar("T")
@@ -55,7 +56,7 @@ class Executor:
         run: RunContext,
         *,
         global_asserts: list[dict[str, Any]],
-        on_result: Callable[[dict[str, Any]], None],
+        on_result: Callable[[CellResult], None],
         judge: Any = None,
         judge_settings: dict[str, Any] | None = None,
     ) -> None:
@@ -95,21 +96,16 @@ class Executor:
             result = await self.run_cell(plan, cell)
             self.on_result(result)
 
-    def skipped_cell(self, plan: TargetPlan, cell: Cell, reason: str) -> dict[str, Any]:
+    def skipped_cell(self, plan: TargetPlan, cell: Cell, reason: str) -> CellResult:
         """The result of a cell that was not run, so nothing goes silently missing."""
-        verdict = {"type": "not_run", "name": None, "passed": None, "score": 0.0, "reason": reason, "weight": 1.0}
-        result: dict[str, Any] = {
-            "version": RESULT_VERSION, "run_id": self.run.run_id, "index": cell.index, "target": plan.target.id,
-            "target_type": plan.target.type, "dataset": cell.dataset, "case_id": cell.case.id, "repeat": cell.repeat,
-            "category": cell.case.category, "difficulty": cell.case.difficulty, "tags": cell.case.tags,
-            "case_source": cell.case.source, "input": cell.case.input, "expected": cell.case.expected,
-            "status": "skipped", "score": None, "assertions": [verdict], "output": {}, "latency_ms": None,
-            "ttft_ms": None, "cost_usd": None, "judge_cost_usd": None, "cached": False, "error": None,
-            "traceback": None, "started_at": None, "skip_reason": reason,
-        }
+        target = plan.target
+        result = cell_result(
+            self.run.run_id, cell.index, target.id, target.type, cell.case, cell.dataset, cell.repeat,
+            "skipped", None, [not_run(reason)], {}, skip_reason=reason,
+        )  # fmt: skip
         return self.run.redactor.obj(result) if self.run.redactor else result
 
-    async def run_cell(self, plan: TargetPlan, cell: Cell) -> dict[str, Any]:
+    async def run_cell(self, plan: TargetPlan, cell: Cell) -> CellResult:
         target = plan.target
         cache_key = self._cache_key(plan, cell)
         hit = await self.run.cache.get(cache_key) if cache_key else None
@@ -158,34 +154,11 @@ class Executor:
         output = traj.to_dict()
         tb = output.pop("traceback", None)
         cached = bool(output.pop("cached", False))
-        result: dict[str, Any] = {
-            "version": RESULT_VERSION,
-            "run_id": self.run.run_id,
-            "index": cell.index,
-            "target": target.id,
-            "target_type": target.type,
-            "dataset": cell.dataset,
-            "case_id": cell.case.id,
-            "repeat": cell.repeat,
-            "category": cell.case.category,
-            "difficulty": cell.case.difficulty,
-            "tags": cell.case.tags,
-            "case_source": cell.case.source,
-            "input": cell.case.input,
-            "expected": cell.case.expected,
-            "status": status,
-            "score": None if score is None else round(score, 6),
-            "assertions": assertions,
-            "output": output,
-            "latency_ms": traj.latency_ms,
-            "ttft_ms": traj.ttft_ms,
-            "cost_usd": traj.cost_usd,
-            "judge_cost_usd": judge_cost,
-            "cached": cached,
-            "error": traj.error,
-            "traceback": tb,
-            "started_at": started_at,
-        }
+        result = cell_result(
+            self.run.run_id, cell.index, target.id, target.type, cell.case, cell.dataset, cell.repeat,
+            status, score, assertions, cast(CellOutput, output), traj.latency_ms, traj.ttft_ms, traj.cost_usd,
+            judge_cost, cached, traj.error, tb, started_at,
+        )  # fmt: skip
         if self.run.redactor:
             result = self.run.redactor.obj(result)
         if result["error"] is not None:
@@ -242,6 +215,6 @@ def _one_line(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {first}" if first else type(exc).__name__
 
 
-def _judge_cost(assertions: list[dict[str, Any]]) -> float | None:
-    costs = [a["details"].get("cost_usd") for a in assertions if a.get("details") and a["details"].get("cost_usd") is not None]
+def _judge_cost(assertions: list[AssertionRecord]) -> float | None:
+    costs = [d["cost_usd"] for a in assertions if (d := a.get("details")) and d.get("cost_usd") is not None]
     return round(sum(costs), 8) if costs else None

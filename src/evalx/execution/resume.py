@@ -18,6 +18,7 @@ from typing import Any
 from evalx.errors import EvalxError
 from evalx.models import Case
 from evalx.execution.plan import Selection
+from evalx.results.model import CellResult
 
 __all__ = [
     "ResumeError", "check_plan", "check_results", "load_run_meta", "plan_fingerprint", "resume_selection", "selection_args",
@@ -45,9 +46,10 @@ def selection_from_meta(meta: dict[str, Any]) -> Selection:
 def plan_fingerprint(config: Any, plan: Any) -> str:
     """A digest of everything that decides what the cells are and how they are scored."""
     h = hashlib.sha256()
+    encode = _ENCODER.encode
 
     def feed(value: Any) -> None:
-        h.update(json.dumps(value, sort_keys=True, default=str, ensure_ascii=False).encode())
+        h.update(encode(value).encode())
         h.update(b"\x1e")
 
     # a secret's value never goes into run.json, not even hashed
@@ -60,13 +62,15 @@ def plan_fingerprint(config: Any, plan: Any) -> str:
         digest = case_digests.get(id(cell.case))
         if digest is None:
             fields = {f: getattr(cell.case, f) for f in _CASE_FIELDS}  # not `source`: a moved line is the same case
-            text = json.dumps(redact(fields), sort_keys=True, default=str, ensure_ascii=False)
+            text = encode(redact(fields))
             digest = case_digests[id(cell.case)] = hashlib.sha256(text.encode()).hexdigest()
         feed([cell.index, cell.key, digest])
     return h.hexdigest()[:32]
 
 
 _CASE_FIELDS = tuple(f for f in Case.__dataclass_fields__ if f != "source")
+#: ``json.dumps(value, sort_keys=True, default=str, ensure_ascii=False)``, without building an encoder per call
+_ENCODER = json.JSONEncoder(sort_keys=True, default=str, ensure_ascii=False)
 
 
 def load_run_meta(ref: str, output_dir: Path) -> tuple[Path, dict[str, Any]]:
@@ -108,7 +112,7 @@ def check_plan(meta: dict[str, Any], config: Any, plan: Any, fingerprint: str) -
     return notes
 
 
-def check_results(results: list[dict[str, Any]], plan: Any) -> None:
+def check_results(results: list[CellResult], plan: Any) -> None:
     """Every stored result must be the planned cell at its index (same target, dataset, case, repeat)."""
     cells = plan.cells
     for r in results:

@@ -23,11 +23,11 @@ from evalx.config.loader import Config
 from evalx.execution.executor import Executor, ExecutionStats, TargetPlan
 from evalx.execution.plan import Plan, Selection, build_plan
 from evalx.execution.progress import Progress
+from evalx.results.model import CellResult, CostGuardReport, RunSummary
+from evalx.results.outcome import RunFacts, decide_exit, finish_summary
 from evalx.results.store import ResultWriter, new_run_id, read_results, write_json
 from evalx.targets import RunContext, build_target, resolve_settings
 from evalx.usercode import user_code_on_path
-
-EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INCOMPLETE = 0, 1, 2, 3
 
 
 @dataclass
@@ -48,7 +48,7 @@ class RunOptions:
 class RunOutcome:
     run_id: str
     run_dir: Path
-    summary: dict[str, Any]
+    summary: RunSummary
     exit_code: int
     messages: list[str] = field(default_factory=list)
 
@@ -130,7 +130,7 @@ def _run(config: Config, options: RunOptions, *, out: TextIO | None, err: TextIO
     )
     writer = ResultWriter(run_dir, append=options.resume)  # append: a torn last line is dropped
     todo = plan
-    done: list[dict[str, Any]] = []
+    done: list[CellResult] = []
     if options.resume:
         done = list(read_results(run_dir / "results.jsonl"))
         _resume.check_results(done, plan)
@@ -148,7 +148,7 @@ def _run(config: Config, options: RunOptions, *, out: TextIO | None, err: TextIO
         for result in done:
             guard.record(result)  # a resumed run has already spent this
 
-    def on_result(result: dict[str, Any]) -> None:
+    def on_result(result: CellResult) -> None:
         writer.write(result)
         if follower is not None:
             follower.line(*writer.lines[-1])
@@ -178,19 +178,22 @@ def _run(config: Config, options: RunOptions, *, out: TextIO | None, err: TextIO
     writer.close(reorder=True)
 
     messages = _target_failures(stats)
-    summary = summary_builder.finish(
-        datetime.now(timezone.utc).isoformat(timespec="seconds"),
-        round(duration, 3),
-        extra={"config": str(config.path), "interrupted": stats.interrupted, "cells_planned": len(plan.cells)},
-    )
-    from evalx.results import gates as _gates
-
+    cost_guard: CostGuardReport | None = None
     if guard is not None:
-        summary["cost_guard"] = {"limit_usd": guard.limit, "spent_usd": round(guard.spent, 8), "skipped": guard.skipped,
-                                 "message": guard.message() if guard.tripped else None}
-    for warning in _gates.apply(config, summary, baseline_ref=options.baseline, run_dir=run_dir, run_id=run_id):
+        cost_guard = {"limit_usd": guard.limit, "spent_usd": round(guard.spent, 8), "skipped": guard.skipped,
+                      "message": guard.message() if guard.tripped else None}
+    figures = summary_builder.finish(datetime.now(timezone.utc).isoformat(timespec="seconds"), round(duration, 3))
+    summary, warnings = finish_summary(
+        figures,
+        RunFacts(config=str(config.path), interrupted=stats.interrupted, cells_planned=len(plan.cells), cost_guard=cost_guard),
+        gates=config.data.get("gates"),
+        baseline_ref=options.baseline,
+        output_dir=config.output_dir,
+        run_dir=run_dir,
+    )
+    for warning in warnings:
         print(f"evalx: warning: {warning}", file=err)
-    exit_code = _gates.decide(decide_exit(summary, stats, messages), summary)
+    exit_code = decide_exit(summary, target_failed=bool(messages))
     if guard is not None and guard.tripped:
         messages.append(guard.message())
     meta.update(status="interrupted" if stats.interrupted else "complete", finished_at=summary.get("finished_at"), exit_code=exit_code)
@@ -224,7 +227,7 @@ def _quiet_collector() -> Iterator[None]:
 
 
 def write_reports(
-    run_dir: Path, summary: dict[str, Any], *, name: str, run_id: str, parallel: bool | None = None, follower: Any = None
+    run_dir: Path, summary: RunSummary, *, name: str, run_id: str, parallel: bool | None = None, follower: Any = None
 ) -> None:
     """summary.json, summary.txt, junit.xml and report.html of a run.
 
@@ -239,8 +242,7 @@ def write_reports(
     from evalx.reports import write_html, write_junit
 
     results = run_dir / "results.jsonl"
-    raw_baseline = summary.get("baseline")
-    baseline = raw_baseline if isinstance(raw_baseline, dict) else None
+    baseline = summary.get("baseline")
     rule = str(summary.get("repeat_pass_rule") or "majority")  # recorded by the run: re-renders agree
 
     def html() -> None:
@@ -271,7 +273,7 @@ def write_reports(
     run_both(rest, html, parallel=parallel)
 
 
-def rebuild_reports(run_dir: Path) -> dict[str, Any]:
+def rebuild_reports(run_dir: Path) -> RunSummary:
     """Re-render a stored run's summary, JUnit XML and HTML report from its ``results.jsonl``.
 
     The summary is rebuilt from the results (so it reflects every stored cell);
@@ -279,6 +281,7 @@ def rebuild_reports(run_dir: Path) -> dict[str, Any]:
     stored ``summary.json`` and ``run.json``.
     """
     from evalx.errors import EvalxError
+    from evalx.results.outcome import restore_summary
     from evalx.results.summary import SummaryBuilder
 
     if not (run_dir / "results.jsonl").is_file():
@@ -300,9 +303,8 @@ def rebuild_reports(run_dir: Path) -> dict[str, Any]:
         builder.add(result)
     duration = stored.get("duration_s")
     finished = str(stored.get("finished_at") or meta.get("finished_at") or "")
-    summary = builder.finish(finished, float(duration) if isinstance(duration, (int, float)) else 0.0)
-    for key, value in stored.items():
-        summary.setdefault(key, value)  # extras the run added: config, interrupted, baseline...
+    figures = builder.finish(finished, float(duration) if isinstance(duration, (int, float)) else 0.0)
+    summary = restore_summary(figures, stored)  # what only the run knew: config, interrupted, baseline...
     write_reports(run_dir, summary, name=name, run_id=run_id)
     return summary
 
@@ -428,13 +430,3 @@ def _target_failures(stats: ExecutionStats) -> list[str]:
             lines.append(f"target {target!r}: every cell failed ({len(errors)}): {detail}")
     return lines
 
-
-def decide_exit(summary: dict[str, Any], stats: ExecutionStats, target_failures: list[str]) -> int:
-    if stats.interrupted or target_failures:
-        return EXIT_INCOMPLETE
-    totals = summary["totals"]
-    # with repeats a case fails or passes by repeat_pass_rule; without, case level == cell level
-    counts = totals.get("case_level") or totals
-    if counts["fail"] or counts["error"]:
-        return EXIT_FAILED
-    return EXIT_OK

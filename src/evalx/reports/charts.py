@@ -8,11 +8,11 @@ Charts scale to their container through ``viewBox``.
 from __future__ import annotations
 
 import math
-
-from evalx.figures import usd as _usd
 from collections.abc import Mapping, Sequence
 
 from markupsafe import Markup, escape
+
+from evalx.figures import usd as _usd
 
 __all__ = ["color", "cost_per_target", "latency_distribution", "pass_rate_by_category"]
 

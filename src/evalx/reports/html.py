@@ -56,7 +56,7 @@ import shutil
 import tempfile
 import uuid
 from array import array
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from datetime import datetime
 from importlib import resources
 from pathlib import Path
@@ -66,10 +66,15 @@ import jinja2
 from markupsafe import Markup
 
 from evalx import __version__
-from evalx.models import STATUSES
-from evalx.results.store import read_results
+from evalx.figures import ci as _ci
+from evalx.figures import count as _count
+from evalx.figures import duration as _duration
+from evalx.figures import ms as _ms
+from evalx.figures import pct as _pct
+from evalx.figures import usd as _usd
 from evalx.reports import charts as _charts
-from evalx.figures import ci as _ci, count as _count, duration as _duration, ms as _ms, pct as _pct, usd as _usd
+from evalx.results.model import STATUSES, AssertionRecord, BaselineView, CellResult, RunSummary
+from evalx.results.store import read_results
 
 __all__ = ["clean_text", "embed_json", "write_html"]
 
@@ -309,7 +314,7 @@ class _ReportData:
         self.case_rows.close()
         self.cells.close()
 
-    def _case_index(self, result: _Json, dataset: str, case_id: str) -> int:
+    def _case_index(self, result: CellResult, dataset: str, case_id: str) -> int:
         key = (dataset, case_id)
         if self.index_cases:
             c = self.cases.get(key)
@@ -328,7 +333,7 @@ class _ReportData:
         self.current_case = (key, c)
         return c
 
-    def add(self, result: _Json) -> None:
+    def add(self, result: CellResult) -> None:
         target = clean_text(result.get("target") or "")
         t = self.targets.setdefault(target, len(self.targets))
         dataset = clean_text(result.get("dataset") or "")
@@ -415,7 +420,7 @@ class _ReportData:
                 values = self.latencies[target] = array("d")
             values.append(latency)
 
-    def _case(self, result: _Json, dataset: str, case_id: str) -> _Json:
+    def _case(self, result: CellResult, dataset: str, case_id: str) -> _Json:
         row: _Json = {"d": dataset, "id": case_id}
         if result.get("category"):
             row["cat"] = clean_text(result["category"])
@@ -430,7 +435,7 @@ class _ReportData:
             row["src"] = clean_text(result["case_source"])
         return row
 
-    def _assertion(self, a: _Json) -> list[Any]:
+    def _assertion(self, a: AssertionRecord) -> list[Any]:
         passed = a.get("passed")
         details = a.get("details")
         if isinstance(details, dict):
@@ -482,7 +487,7 @@ def _relative(now: float | None, before: float | None) -> float | None:
     return (now - before) / before
 
 
-def _baseline_view(baseline: _Json | None, summary: _Json) -> _Json | None:
+def _baseline_view(baseline: BaselineView | None, summary: RunSummary) -> _Json | None:
     """The header's "versus baseline" block: deltas and case-level changes."""
     if not isinstance(baseline, dict):
         return None
@@ -567,25 +572,26 @@ def _script(js: str) -> str:
     return js
 
 
-def _header(summary: _Json, data: _ReportData) -> _Json:
+def _header(summary: RunSummary, data: _ReportData) -> _Json:
     totals = dict(summary.get("totals") or {})
     for key in (*STATUSES, "cells"):
         totals.setdefault(key, 0)
     per_target = summary.get("per_target") or {}
-    repeats = summary.get("repeats") or {}
+    repeats = summary.get("repeats")
+    repeat_rows = repeats.get("per_target") if isinstance(repeats, dict) else None
     rows = []
     for index, target in enumerate(data.targets):
-        t = per_target.get(target) or {}
-        rep = (repeats.get("per_target") or {}).get(target) if isinstance(repeats, dict) else None
-        if isinstance(rep, dict):  # only what the table shows; tolerate fields a newer summary lacks
+        # a target with results but no figures (a summary from elsewhere) shows zeros
+        t: Mapping[str, Any] = per_target.get(target) or {}
+        found = repeat_rows.get(target) if isinstance(repeat_rows, dict) else None
+        rep = None
+        if isinstance(found, dict):  # only what the table shows; tolerate fields a newer summary lacks
             rep = {
-                "k": _num(rep.get("k")),
-                "pass_at_k": _num(rep.get("pass_at_k")),
-                "pass_hat_k": _num(rep.get("pass_hat_k")),
-                "flaky_cases": _int(rep.get("flaky_cases")),
+                "k": _num(found.get("k")),
+                "pass_at_k": _num(found.get("pass_at_k")),
+                "pass_hat_k": _num(found.get("pass_hat_k")),
+                "flaky_cases": _int(found.get("flaky_cases")),
             }
-        else:
-            rep = None
         tokens = t.get("tokens") or {}
         latency = t.get("latency_ms") or {}
         rows.append(
@@ -634,7 +640,7 @@ def _header(summary: _Json, data: _ReportData) -> _Json:
     }
 
 
-def _gather(results_path: Path, summary: dict[str, Any], spool_dir: Path) -> _ReportData:
+def _gather(results_path: Path, summary: RunSummary, spool_dir: Path) -> _ReportData:
     """One pass over ``results_path`` (two if its cases are not contiguous)."""
     target_order = summary.get("per_target") or {}
     data = _ReportData(target_order, spool_dir=spool_dir, index_cases=False)
@@ -661,7 +667,7 @@ def _gather(results_path: Path, summary: dict[str, Any], spool_dir: Path) -> _Re
     return data
 
 
-def write_html(results_path: Path, summary: dict[str, Any], out: Path, *, baseline: dict[str, Any] | None = None) -> None:
+def write_html(results_path: Path, summary: RunSummary, out: Path, *, baseline: BaselineView | None = None) -> None:
     """Write the self-contained HTML report of the run in ``results_path`` to ``out``.
 
     ``summary`` is the run's ``summary.json`` content; ``baseline``, when the
@@ -677,7 +683,7 @@ def write_html(results_path: Path, summary: dict[str, Any], out: Path, *, baseli
         data.close()
 
 
-def _write_page(data: _ReportData, summary: dict[str, Any], out: Path, baseline: dict[str, Any] | None) -> None:
+def _write_page(data: _ReportData, summary: RunSummary, out: Path, baseline: BaselineView | None) -> None:
     header = _header(summary, data)
     versus = _baseline_view(baseline, summary)
     targets = list(data.targets)

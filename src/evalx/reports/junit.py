@@ -1,4 +1,4 @@
-"""JUnit XML for CI, written from a run's result dicts.
+"""JUnit XML for CI, written from a run's cell results (:class:`~evalx.results.model.CellResult`).
 
 The file targets the Jenkins xUnit plugin's ``junit-10.xsd`` (a copy lives at
 ``shared/conformance/junit-10.xsd``; the test suite validates real output
@@ -52,6 +52,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import IO, Any, Union
 
+from evalx.results.model import AssertionRecord, CellOutput, CellResult
 from evalx.results.repeats import DEFAULT_RULE, RULES, Tally, case_status
 
 __all__ = ["write_junit", "xml_safe"]
@@ -70,7 +71,7 @@ _RUN_ID_TIME = re.compile(r"^(\d{8}-\d{6})")
 _ERROR_TYPE = re.compile(r"^([A-Za-z_][\w.]*(?:Error|Exception|Timeout)):")
 INDENT = "  "
 
-ResultsSource = Union[Iterable[dict[str, Any]], str, "os.PathLike[str]"]
+ResultsSource = Union[Iterable[CellResult], str, "os.PathLike[str]"]
 
 
 def xml_safe(value: Any) -> str:
@@ -114,7 +115,7 @@ def _escape_text(text: str) -> str:
 class _Element:
     """A small stand-in for ``ET.Element``: a tag, attributes (already XML-safe), text and children."""
 
-    __slots__ = ("tag", "attrib", "text", "children")
+    __slots__ = ("attrib", "children", "tag", "text")
 
     def __init__(self, tag: str, attrib: dict[str, str], text: str | None = None) -> None:
         self.tag = tag
@@ -175,25 +176,25 @@ def _clip(text: str, limit: int) -> str:
     return f"{text[:limit]}… [{len(text) - limit} more characters]"
 
 
-def _label(assertion: dict[str, Any]) -> str:
+def _label(assertion: AssertionRecord) -> str:
     kind = str(assertion.get("type") or "assertion")
     name = assertion.get("name")
     return f"{kind} ({name})" if name else kind
 
 
-def _line(assertion: dict[str, Any]) -> str:
+def _line(assertion: AssertionRecord) -> str:
     reason = assertion.get("reason") or assertion.get("error") or ""
     return f"{_label(assertion)}: {reason}" if reason else _label(assertion)
 
 
-def _outcome(result: dict[str, Any]) -> _Element | None:
+def _outcome(result: CellResult) -> _Element | None:
     """The <failure>, <error> or <skipped> child for a cell; None for a pass."""
     status = result.get("status")
     if status == "pass":
         return None
     assertions = [a for a in result.get("assertions") or [] if isinstance(a, dict)]
     raw_output = result.get("output")
-    output: dict[str, Any] = raw_output if isinstance(raw_output, dict) else {}
+    output: CellOutput = raw_output if isinstance(raw_output, dict) else {}
     if status == "fail":
         failing = [a for a in assertions if a.get("passed") is False]
         if failing:
@@ -237,7 +238,7 @@ class _Repeat:
     classname: str
 
 
-def _repeat(result: dict[str, Any], seconds: float, order: tuple[float, int]) -> _Repeat:
+def _repeat(result: CellResult, seconds: float, order: tuple[float, int]) -> _Repeat:
     dataset = result.get("dataset") or ""
     category = result.get("category") or "general"
     classname = f"{dataset}.{category}" if dataset else str(category)
@@ -442,12 +443,12 @@ class _SuiteWriter:
         fh.write("\n</testsuites>\n")
 
 
-def _order(result: dict[str, Any], arrival: int) -> tuple[float, int]:
+def _order(result: CellResult, arrival: int) -> tuple[float, int]:
     index = result.get("index")
     return (float(index) if isinstance(index, int) else math.inf, arrival)
 
 
-def _key(result: dict[str, Any]) -> tuple[str, str, str]:
+def _key(result: CellResult) -> tuple[str, str, str]:
     return str(result.get("target") or ""), str(result.get("dataset") or ""), str(result.get("case_id") or "")
 
 
@@ -470,7 +471,7 @@ class JUnitStream:
         self.suite: _Suite | None = None
         self.done: set[int] = set()  # hashes of finished groups: a group seen again means disorder
 
-    def add(self, result: dict[str, Any]) -> None:
+    def add(self, result: CellResult) -> None:
         index = result.get("index")
         if not isinstance(index, int) or isinstance(index, bool) or index <= self.last:
             raise _Disorder
@@ -500,14 +501,14 @@ class JUnitStream:
         _write_file(self.writer, Path(path), name=name, run_id=run_id, stamp=timestamp or _timestamp(run_id), rule=repeat_pass_rule)
 
 
-def _stream(results: Iterable[dict[str, Any]], writer: _SuiteWriter) -> None:
+def _stream(results: Iterable[CellResult], writer: _SuiteWriter) -> None:
     stream = JUnitStream(writer)
     for result in results:
         stream.add(result)
     stream._flush()
 
 
-def _sorted(results: Iterable[dict[str, Any]], writer: _SuiteWriter) -> None:
+def _sorted(results: Iterable[CellResult], writer: _SuiteWriter) -> None:
     """Any order: gather every case in memory, then write suites and cases in matrix order."""
     groups: dict[str, dict[tuple[str, str], list[_Repeat]]] = {}
     seconds_of: dict[str, float] = {}
@@ -555,12 +556,12 @@ def write_junit(
 
         source = Path(results)
 
-        def again() -> Iterable[dict[str, Any]]:
+        def again() -> Iterable[CellResult]:
             return (r for r in read_results(source) if isinstance(r, dict))
     else:
         items = results if isinstance(results, (list, tuple)) else list(results)
 
-        def again() -> Iterable[dict[str, Any]]:
+        def again() -> Iterable[CellResult]:
             return items
 
     stamp = timestamp or _timestamp(run_id)

@@ -9,23 +9,23 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any
 
-from evalx.results.compare import markdown_cases, md_escape
 from evalx.figures import pct as _pct
+from evalx.results.compare import markdown_cases, md_escape
+from evalx.results.model import RunSummary
 
 __all__ = ["markdown_summary", "publish_markdown"]
 
 
 
 
-def markdown_summary(summary: dict[str, Any]) -> str:
-    totals = summary.get("totals") or {}
-    gates = summary.get("gates") or {}
-    if gates.get("active"):
-        icon = "✅" if gates.get("passed") else "❌"
+def markdown_summary(summary: RunSummary) -> str:
+    totals = summary["totals"]
+    gates = summary.get("gates")
+    if gates and gates["active"]:
+        icon = "✅" if gates["passed"] else "❌"
     else:
-        icon = "✅" if not (totals.get("fail") or totals.get("error")) else "❌"
+        icon = "✅" if not (totals["fail"] or totals["error"]) else "❌"
     name = f" — {md_escape(summary['name'])}" if summary.get("name") else ""
     cost = summary.get("cost_usd")
     p99 = (summary.get("latency_ms") or {}).get("p99")
@@ -51,9 +51,9 @@ def markdown_summary(summary: dict[str, Any]) -> str:
             f"{comparison['newly_failing_total']} newly failing, {comparison['newly_passing_total']} newly passing"
         )
         lines.append("")
-    for w in gates.get("warnings") or []:
+    for w in (gates["warnings"] if gates else []):
         lines += [f"> ⚠️ {md_escape(w, 300)}", ""]
-    if gates.get("results"):
+    if gates and gates["results"]:
         lines += ["| gate | scope | result | detail |", "|---|---|---|---|"]
         for r in gates["results"]:
             word = "✅ held" if r["held"] else "❌ breached" if r["held"] is False else "n/a"
@@ -64,13 +64,13 @@ def markdown_summary(summary: dict[str, Any]) -> str:
     elif summary.get("failures"):
         failures = summary["failures"]
         lines += markdown_cases("Failing cells", failures, summary.get("failures_total", len(failures)))
-    guard = summary.get("cost_guard") or {}
-    if guard.get("skipped"):
-        lines += [f"> 💸 {md_escape(guard.get('message', ''), 300)}", ""]
+    guard = summary.get("cost_guard")
+    if guard and guard["skipped"]:
+        lines += [f"> 💸 {md_escape(guard['message'] or '', 300)}", ""]
     return "\n".join(lines) + "\n"
 
 
-def publish_markdown(summary: dict[str, Any], path: Path | None) -> list[Path]:
+def publish_markdown(summary: RunSummary, path: Path | None) -> list[Path]:
     """Write ``path`` (if given) and append to ``$GITHUB_STEP_SUMMARY`` (if set)."""
     text = markdown_summary(summary)
     written = []

@@ -18,13 +18,17 @@ from __future__ import annotations
 import re
 import shutil
 from collections.abc import Iterable
-from typing import Any
 
 from tabulate import SEPARATING_LINE, tabulate  # type: ignore[import-untyped,unused-ignore]  # no stubs shipped
 
-from evalx.results.repeats import DEFAULT_RULE, Tally, case_status
-from evalx.figures import ci as _ci, clip as _clip, ms as _ms, pct as _pct, usd as _usd
+from evalx.figures import ci as _ci
+from evalx.figures import clip as _clip
+from evalx.figures import ms as _ms
+from evalx.figures import pct as _pct
+from evalx.figures import usd as _usd
 from evalx.reports.text import flaky_lines, one_line
+from evalx.results.model import CellResult, RunSummary
+from evalx.results.repeats import DEFAULT_RULE, Tally, case_status
 
 __all__ = ["format_matrix"]
 
@@ -74,7 +78,7 @@ class _Rows:
         self.others: set[int] = set()
         self.datasets: set[str] = set()
 
-    def add(self, result: dict[str, Any]) -> None:
+    def add(self, result: CellResult) -> None:
         key = (str(result.get("dataset") or ""), str(result.get("case_id") or ""))
         index = result.get("index")
         order = float(index) if isinstance(index, int) and not isinstance(index, bool) else float("inf")
@@ -97,16 +101,17 @@ class _Rows:
         return [(key, tallies) for key, (_, tallies) in sorted(self.kept.items(), key=lambda kv: (kv[1][0], kv[0]))]
 
 
-def _columns(summary: dict[str, Any]) -> list[str]:
+def _columns(summary: RunSummary) -> list[str]:
     per_target = list((summary.get("per_target") or {}).keys())
-    matrix = summary.get("matrix") or {}
-    declared = [v["id"] for v in matrix.get("variants") or [] if isinstance(v, dict) and v.get("id") in per_target]
+    matrix = summary.get("matrix")
+    variants = matrix.get("variants") or [] if matrix else []
+    declared = [v["id"] for v in variants if isinstance(v, dict) and v.get("id") in per_target]
     return declared + [t for t in per_target if t not in declared]
 
 
 def format_matrix(
-    summary: dict[str, Any],
-    results: Iterable[dict[str, Any]],
+    summary: RunSummary,
+    results: Iterable[CellResult],
     *,
     color: bool = False,
     width: int | None = None,
@@ -150,16 +155,16 @@ def format_matrix(
         body.append([_clip(one_line(label), MAX_LABEL)] + [cell(tallies.get(t)) for t in columns])
 
     def figures(target_id: str) -> dict[str, str]:
-        t = per_target.get(target_id) or {}
-        level = t.get("case_level") or {}
-        decided = level.get("cases", 0) - level.get("skipped", 0)
-        latency = t.get("latency_ms") or {}
+        t = per_target[target_id]  # columns are the summary's targets
+        level = t.get("case_level")
+        decided = level["cases"] - level["skipped"] if level else 0
+        latency = t["latency_ms"]
         return {
             "pass rate": _pct(t.get("pass_rate")),
             "95% CI": _ci(t.get("pass_rate_ci")),
             f"cases ({rule})": f"{level.get('pass', 0)}/{decided}" if level else "—",
-            "cases 95% CI": _ci(level.get("pass_rate_ci")),
-            "flaky": str(level.get("flaky", 0)),
+            "cases 95% CI": _ci(level.get("pass_rate_ci") if level else None),
+            "flaky": str(level.get("flaky", 0) if level else 0),
             "cost": _usd(t.get("cost_usd")),
             "p50": _ms(latency.get("p50")),
             "p99": _ms(latency.get("p99")),
@@ -237,7 +242,7 @@ def format_matrix(
         if len(pairs) > len(shown):
             lines.append(f"  … and {len(pairs) - len(shown)} more pairs (summary.json)")
 
-    flaky = (repeats or {}).get("flaky") or []
+    flaky = (repeats.get("flaky") if repeats else None) or []
     if repeats:
         total = repeats.get("flaky_cases", len(flaky))
         if flaky:

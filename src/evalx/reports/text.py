@@ -3,15 +3,24 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from typing import Any
 
 from tabulate import tabulate  # type: ignore[import-untyped,unused-ignore]  # no stubs shipped
 
-from evalx.figures import ci as _ci, clip as _clip, count as _count, duration as _duration, ms as _ms, pct as _pct, usd as _usd
+from evalx.figures import ci as _ci
+from evalx.figures import clip as _clip
+from evalx.figures import count as _count
+from evalx.figures import duration as _duration
+from evalx.figures import ms as _ms
+from evalx.figures import pct as _pct
+from evalx.figures import usd as _usd
+from evalx.results.model import CellCounts, Distribution, FlakyCase, RunSummary
 
 __all__ = ["flaky_lines", "format_summary", "one_line"]
 
-_Json = dict[str, Any]
+#: paints text with ANSI styles (``paint("3 fail", "red")``), or returns it as it is
+Paint = Callable[..., str]
 
 #: flaky cases listed in the text summary
 MAX_FLAKY_LINES = 20
@@ -48,7 +57,16 @@ def one_line(text: Any) -> str:
 
 
 
-def flaky_lines(flaky: list[_Json], paint: Any) -> list[str]:
+_NO_FIGURES: Distribution = {"p50": None, "p95": None, "p99": None, "mean": None, "total": None}
+
+
+def _percentiles(figures: Distribution | None) -> list[str]:
+    """p50, p95 and p99 of a latency distribution, formatted."""
+    figures = figures or _NO_FIGURES
+    return [_ms(figures.get("p50")), _ms(figures.get("p95")), _ms(figures.get("p99"))]
+
+
+def flaky_lines(flaky: list[FlakyCase], paint: Paint) -> list[str]:
     """``  target  dataset/case  k/N  verdict`` lines for flaky cases, aligned."""
     if not flaky:
         return []
@@ -56,7 +74,7 @@ def flaky_lines(flaky: list[_Json], paint: Any) -> list[str]:
     width = max(len(one_line(f["target"])) for f in flaky)
     label_width = min(max(len(label) for label in labels), 60)
     out = []
-    for f, label in zip(flaky, labels):
+    for f, label in zip(flaky, labels, strict=True):
         verdict = f.get("status")
         mark = paint("passes", "green") if verdict == "pass" else paint("fails", "red") if verdict else ""
         line = f"  {one_line(f['target']).ljust(width)}  {_clip(label, label_width).ljust(label_width)}  {f['passed']}/{f['runs']}"
@@ -64,7 +82,7 @@ def flaky_lines(flaky: list[_Json], paint: Any) -> list[str]:
     return out
 
 
-def format_summary(summary: dict[str, Any], *, color: bool = False, flaky_list: bool = True) -> str:
+def format_summary(summary: RunSummary, *, color: bool = False, flaky_list: bool = True) -> str:
     """The text shown at the end of a run and stored as ``summary.txt``.
 
     ``flaky_list=False`` leaves out the names of flaky cases (the matrix view
@@ -77,7 +95,7 @@ def format_summary(summary: dict[str, Any], *, color: bool = False, flaky_list: 
         codes = ";".join(_ANSI[s] for s in styles)
         return f"\x1b[{codes}m{text}\x1b[0m"
 
-    def counts_row(c: _Json) -> list[str]:
+    def counts_row(c: CellCounts) -> list[str]:
         return [
             str(c["cells"]),
             paint(str(c["pass"]), "green") if c["pass"] else "0",
@@ -126,21 +144,20 @@ def format_summary(summary: dict[str, Any], *, color: bool = False, flaky_list: 
         lines += ["", table(rows, headers)]
         # streaming targets (engines, providers) report time to first token: show the
         # latency/TTFT percentiles, tokens and prompt-cache share per target
-        if any(t.get("ttft_ms", {}).get("p50") is not None for t in per_target.values()):
+        if any((t.get("ttft_ms") or _NO_FIGURES).get("p50") is not None for t in per_target.values()):
             rows = []
             for target_id, t in per_target.items():
-                lat, ttft, tok = t["latency_ms"], t.get("ttft_ms") or {}, t["tokens"]
+                tok = t["tokens"]
                 rows.append(
                     [one_line(target_id)]
-                    + [_ms(lat.get(p)) for p in ("p50", "p95", "p99")]
-                    + [_ms(ttft.get(p)) for p in ("p50", "p95", "p99")]
+                    + _percentiles(t["latency_ms"])
+                    + _percentiles(t.get("ttft_ms"))
                     + [_count(tok["input"]), _count(tok["output"]), _pct(t.get("cache_hit_ratio"))]
                 )
             headers = ["target", "lat p50", "lat p95", "lat p99", "ttft p50", "ttft p95", "ttft p99", "tok in", "tok out", "cache hit"]
             lines += ["", table(rows, headers)]
 
-    for key, title in (("per_category", "category"), ("per_difficulty", "difficulty")):
-        groups = summary.get(key) or {}
+    for title, groups in (("category", summary.get("per_category")), ("difficulty", summary.get("per_difficulty"))):
         if groups:
             rows = [[one_line(name)] + counts_row(c) + [_ci(c["pass_rate_ci"])] for name, c in groups.items()]
             headers = [title, "cells", "pass", "fail", "error", "skip", "pass rate", "95% CI"]
@@ -150,16 +167,16 @@ def format_summary(summary: dict[str, Any], *, color: bool = False, flaky_list: 
     if repeats and repeats.get("per_target"):
         rule = summary.get("repeat_pass_rule") or repeats.get("repeat_pass_rule") or "majority"
         rows = []
-        for t, r in repeats["per_target"].items():
-            level = (per_target.get(t) or {}).get("case_level") or {}
-            decided = level.get("cases", 0) - level.get("skipped", 0)
+        for target_id, r in repeats["per_target"].items():
+            level = per_target[target_id].get("case_level") if target_id in per_target else None
+            decided = level["cases"] - level["skipped"] if level else 0
             rows.append(
                 [
-                    one_line(t),
+                    one_line(target_id),
                     str(r["cases"]),
                     str(r["k"]),
                     f"{level['pass']}/{decided} {_pct(level.get('pass_rate'))}" if level else "—",
-                    _ci(level.get("pass_rate_ci")),
+                    _ci(level.get("pass_rate_ci") if level else None),
                     _pct(r["pass_at_1"]),
                     _pct(r["pass_at_k"]),
                     _pct(r["pass_hat_k"]),
@@ -215,11 +232,11 @@ def format_summary(summary: dict[str, Any], *, color: bool = False, flaky_list: 
                 f"{summary['cached_cells']} of {cells} cells from the response cache ({_pct(summary.get('response_cache_hit_ratio'))})",
             )
         )
-    tokens = summary.get("tokens") or {}
-    if tokens.get("input") or tokens.get("output"):
-        text = f"{tokens['input']:,} in · {tokens['output']:,} out"
-        if tokens.get("cache_hit"):
-            text += f" · {tokens['cache_hit']:,} prompt-cache hits ({_pct(summary.get('cache_hit_ratio'))} of input)"
+    used = summary.get("tokens")
+    if used and (used.get("input") or used.get("output")):
+        text = f"{used['input']:,} in · {used['output']:,} out"
+        if used.get("cache_hit"):
+            text += f" · {used['cache_hit']:,} prompt-cache hits ({_pct(summary.get('cache_hit_ratio'))} of input)"
         facts.append(("Tokens", text))
     judge = summary.get("judge") or {}
     if judge.get("calls"):

@@ -12,13 +12,30 @@ from __future__ import annotations
 import json
 import math
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import yaml
 
-from evalx.figures import ms as _ms, pct as _pct, usd as _usd
+from evalx.figures import ms as _ms
+from evalx.figures import pct as _pct
+from evalx.figures import usd as _usd
+from evalx.results.model import (
+    BaselineView,
+    CaseChange,
+    Comparison,
+    FailureRow,
+    FlakyChange,
+    Metric,
+    RunHeader,
+    RunSummary,
+    SummaryFigures,
+    TargetDelta,
+    TargetFigures,
+    failure_reason,
+)
 from evalx.results.store import RESULTS, read_results
 
 __all__ = [
@@ -54,7 +71,23 @@ class CaseVerdict:
     def flaky(self) -> bool:
         return 0 < self.passes < self.runs
 
-    def as_dict(self) -> dict[str, Any]:
+    def change(self, was: CaseVerdict) -> CaseChange:
+        """This case (the new run's verdict) as a newly failing or newly passing entry; ``was`` is the baseline's."""
+        return {
+            "target": self.target,
+            "dataset": self.dataset,
+            "case_id": self.case_id,
+            "category": self.category,
+            "status": self.status,
+            "passed": self.passes,
+            "runs": self.runs,
+            # why it fails now; for a newly passing case, why it failed before
+            "reason": was.reason if self.status == "pass" else self.reason,
+            "was": was.status,
+        }
+
+    def flaky_change(self, was: CaseVerdict) -> FlakyChange:
+        """This case as a "flaky status changed" entry; ``was`` is the baseline's verdict."""
         return {
             "target": self.target,
             "dataset": self.dataset,
@@ -64,20 +97,11 @@ class CaseVerdict:
             "passed": self.passes,
             "runs": self.runs,
             "reason": self.reason,
+            "was_flaky": was.flaky,
+            "now_flaky": self.flaky,
+            "was_passed": was.passes,
+            "was_runs": was.runs,
         }
-
-
-def _failure_reason(result: dict[str, Any]) -> str:
-    if result.get("status") == "error":
-        raw = result.get("output")
-        output: dict[str, Any] = raw if isinstance(raw, dict) else {}
-        return str(result.get("error") or output.get("error") or "the target failed")
-    for a in result.get("assertions") or []:
-        if isinstance(a, dict) and a.get("passed") is False:
-            label = a.get("name") or a.get("type") or "assertion"
-            why = a.get("reason") or a.get("error")
-            return f"{label}: {why}" if why else f"{label} did not hold"
-    return "failed"
 
 
 def _rule_of(run_dir: Path) -> str:
@@ -119,7 +143,7 @@ def case_verdicts(run_dir: Path, rule: str | None = None) -> dict[tuple[str, str
         else:
             v.errors += status == "error"
             if v.reason is None:
-                v.reason = _failure_reason(r)
+                v.reason = failure_reason(r)
     from evalx.results.repeats import status_of
 
     for v in cases.values():
@@ -127,11 +151,11 @@ def case_verdicts(run_dir: Path, rule: str | None = None) -> dict[tuple[str, str
     return cases
 
 
-def _summary_of(run_dir: Path) -> dict[str, Any]:
+def _summary_of(run_dir: Path) -> SummaryFigures:
     try:
         data = json.loads((run_dir / "summary.json").read_text(encoding="utf-8"))
         if isinstance(data, dict):
-            return data
+            return cast(RunSummary, data)  # as stored: readers below tolerate missing keys
     except (OSError, ValueError):
         pass
     # no summary (a killed run): rebuild it from the results
@@ -150,33 +174,63 @@ def _num(value: Any) -> float | None:
     return float(value)
 
 
-def _metric(a: Any, b: Any) -> dict[str, float | None]:
+def _metric(a: Any, b: Any) -> Metric:
     a, b = _num(a), _num(b)
     delta = None if a is None or b is None else b - a
     relative = None if delta is None or not a else delta / abs(a)
     return {"a": a, "b": b, "delta": delta, "relative": relative}
 
 
-def _figures(s: dict[str, Any]) -> dict[str, Any]:
-    latency = s.get("latency_ms") or {}
-    tokens = s.get("tokens") or {}
-    totals = s.get("totals") or s  # a per-target entry carries its counts at the top
+#: the figures compared, in the order shown
+FIGURES = ("pass_rate", "cost_usd", "p50_ms", "p99_ms", "tokens_input", "tokens_output")
+
+
+def _figures(pass_rate: float | None, s: SummaryFigures | TargetFigures | None) -> dict[str, float | None]:
+    """The compared figures (:data:`FIGURES`) of a run's summary or of one target (None: a target the run did not have).
+
+    Read with care: a stored summary may come from an older evalx.
+    """
+    if s is None:
+        return dict.fromkeys(FIGURES)
+    latency, tokens = s.get("latency_ms"), s.get("tokens")
     return {
-        "pass_rate": totals.get("pass_rate"),
+        "pass_rate": pass_rate,
         "cost_usd": s.get("cost_usd"),
-        "p50_ms": latency.get("p50"),
-        "p99_ms": latency.get("p99"),
-        "tokens_input": tokens.get("input"),
-        "tokens_output": tokens.get("output"),
+        "p50_ms": latency.get("p50") if latency else None,
+        "p99_ms": latency.get("p99") if latency else None,
+        "tokens_input": tokens.get("input") if tokens else None,
+        "tokens_output": tokens.get("output") if tokens else None,
     }
 
 
-def _deltas(a: dict[str, Any], b: dict[str, Any]) -> dict[str, dict[str, float | None]]:
-    fa, fb = _figures(a), _figures(b)
-    return {k: _metric(fa[k], fb[k]) for k in fa}
+def _run_figures(s: SummaryFigures) -> dict[str, float | None]:
+    totals = s.get("totals")
+    return _figures(totals.get("pass_rate") if totals else None, s)
 
 
-def _run_header(run_dir: Path, summary: dict[str, Any]) -> dict[str, Any]:
+def _target_figures(t: TargetFigures | None) -> dict[str, float | None]:
+    return _figures(t.get("pass_rate") if t else None, t)
+
+
+def _deltas(fa: dict[str, float | None], fb: dict[str, float | None]) -> dict[str, Metric]:
+    return {k: _metric(fa[k], fb[k]) for k in FIGURES}
+
+
+def _target_delta(a: TargetFigures | None, b: TargetFigures | None) -> TargetDelta:
+    d = _deltas(_target_figures(a), _target_figures(b))
+    return {
+        "in_a": a is not None,
+        "in_b": b is not None,
+        "pass_rate": d["pass_rate"],
+        "cost_usd": d["cost_usd"],
+        "p50_ms": d["p50_ms"],
+        "p99_ms": d["p99_ms"],
+        "tokens_input": d["tokens_input"],
+        "tokens_output": d["tokens_output"],
+    }
+
+
+def _run_header(run_dir: Path, summary: SummaryFigures) -> RunHeader:
     return {
         "run_id": summary.get("run_id") or run_dir.name,
         "path": str(run_dir),
@@ -185,42 +239,37 @@ def _run_header(run_dir: Path, summary: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def compare_runs(a_dir: Path, b_dir: Path, *, b_summary: dict[str, Any] | None = None) -> dict[str, Any]:
+def compare_runs(a_dir: Path, b_dir: Path, *, b_summary: SummaryFigures | None = None) -> Comparison:
     """Compare baseline run ``a_dir`` with run ``b_dir`` (``b_summary`` when it is not written yet)."""
     sa = _summary_of(a_dir)
     sb = b_summary if b_summary is not None else _summary_of(b_dir)
     va, vb = case_verdicts(a_dir), case_verdicts(b_dir)
 
-    newly_failing, newly_passing, flaky_changed = [], [], []
+    newly_failing: list[CaseChange] = []
+    newly_passing: list[CaseChange] = []
+    flaky_changed: list[FlakyChange] = []
     for key, now in vb.items():
         before = va.get(key)
         if before is None:
             continue
         if now.status in _FAILING and before.status not in _FAILING:
             # skipped → fail counts too: the case was not failing before (e.g. it had no judge)
-            newly_failing.append({**now.as_dict(), "was": before.status})
+            newly_failing.append(now.change(before))
         elif now.status == "pass" and before.status in _FAILING:
-            newly_passing.append({**now.as_dict(), "was": before.status, "reason": before.reason})
+            newly_passing.append(now.change(before))
         if (before.flaky != now.flaky) and (before.runs > 1 or now.runs > 1):
-            flaky_changed.append({**now.as_dict(), "was_flaky": before.flaky, "now_flaky": now.flaky,
-                                  "was_passed": before.passes, "was_runs": before.runs})
+            flaky_changed.append(now.flaky_change(before))
     new_cases = [k for k in vb if k not in va]
     removed = [k for k in va if k not in vb]
 
-    per_target = {}
     ta, tb = sa.get("per_target") or {}, sb.get("per_target") or {}
-    for target in [*tb, *(t for t in ta if t not in tb)]:
-        per_target[target] = {
-            "in_a": target in ta,
-            "in_b": target in tb,
-            **_deltas(ta.get(target) or {}, tb.get(target) or {}),
-        }
+    per_target = {target: _target_delta(ta.get(target), tb.get(target)) for target in [*tb, *(t for t in ta if t not in tb)]}
     ca, cb = sa.get("per_category") or {}, sb.get("per_category") or {}
-    per_category = {c: {"pass_rate": _metric((ca.get(c) or {}).get("pass_rate"), cb[c].get("pass_rate"))} for c in cb if c in ca}
+    per_category = {c: {"pass_rate": _metric(ca[c].get("pass_rate"), cb[c].get("pass_rate"))} for c in cb if c in ca}
     return {
         "a": _run_header(a_dir, sa),
         "b": _run_header(b_dir, sb),
-        "overall": _deltas(sa, sb),
+        "overall": _deltas(_run_figures(sa), _run_figures(sb)),
         "per_target": per_target,
         "per_category": per_category,
         "newly_failing": newly_failing[:MAX_CASES],
@@ -235,7 +284,7 @@ def compare_runs(a_dir: Path, b_dir: Path, *, b_summary: dict[str, Any] | None =
     }
 
 
-def baseline_view(comparison: dict[str, Any]) -> dict[str, Any]:
+def baseline_view(comparison: Comparison) -> BaselineView:
     """The ``baseline`` a report shows: the baseline's figures and the case changes."""
     overall = comparison["overall"]
     return {
@@ -274,7 +323,7 @@ _LABELS = {"pass_rate": "pass rate", "cost_usd": "cost", "p50_ms": "p50", "p99_m
            "tokens_input": "tokens in", "tokens_output": "tokens out"}
 
 
-def _delta(key: str, m: dict[str, float | None]) -> str:
+def _delta(key: str, m: Metric) -> str:
     d = m["delta"]
     if d is None:
         return "—"
@@ -287,15 +336,20 @@ def _delta(key: str, m: dict[str, float | None]) -> str:
     return text
 
 
-def _case_line(c: dict[str, Any]) -> str:
+def _target_metrics(m: TargetDelta) -> list[tuple[str, Metric]]:
+    return [("pass_rate", m["pass_rate"]), ("cost_usd", m["cost_usd"]), ("p50_ms", m["p50_ms"]), ("p99_ms", m["p99_ms"]),
+            ("tokens_input", m["tokens_input"]), ("tokens_output", m["tokens_output"])]
+
+
+def _case_line(c: CaseChange | FlakyChange) -> str:
     return f"{c['target']}  {c['dataset']}/{c['case_id']}"
 
 
-def _runs_suffix(c: dict[str, Any]) -> str:
+def _runs_suffix(c: CaseChange | FlakyChange | Mapping[str, Any]) -> str:
     return f" [{c['passed']}/{c['runs']} passed]" if c.get("runs", 0) > 1 else ""
 
 
-def format_comparison(cmp: dict[str, Any]) -> str:
+def format_comparison(cmp: Comparison) -> str:
     from tabulate import tabulate  # type: ignore[import-untyped,unused-ignore]
 
     a, b = cmp["a"], cmp["b"]
@@ -305,15 +359,17 @@ def format_comparison(cmp: dict[str, Any]) -> str:
                               colalign=["left", "right", "right", "right"])))
     if cmp["per_target"]:
         rows = []
-        for t, m in cmp["per_target"].items():
-            note = "" if m["in_a"] and m["in_b"] else (" (only in B)" if m["in_b"] else " (only in A)")
+        for t, td in cmp["per_target"].items():
+            note = "" if td["in_a"] and td["in_b"] else (" (only in B)" if td["in_b"] else " (only in A)")
             rows.append([_safe(t, 40) + note]
-                        + [f"{_FORMATS[k](m[k]['a'])} → {_FORMATS[k](m[k]['b'])}" for k in ("pass_rate",)]
-                        + [_delta(k, m[k]) for k in ("pass_rate", "cost_usd", "p50_ms", "p99_ms", "tokens_input", "tokens_output")])
+                        + [f"{_pct(td['pass_rate']['a'])} → {_pct(td['pass_rate']['b'])}"]
+                        + [_delta(k, metric) for k, metric in _target_metrics(td)])
         lines += ["", str(tabulate(rows, headers=["target", "pass rate", "Δ pass", "Δ cost", "Δ p50", "Δ p99", "Δ tokens in", "Δ tokens out"],
                                    tablefmt="simple", disable_numparse=True))]
-    for key, title in (("newly_failing", "Newly failing"), ("newly_passing", "Newly passing")):
-        items, total = cmp[key], cmp[f"{key}_total"]
+    for key, title, items, total in (
+        ("newly_failing", "Newly failing", cmp["newly_failing"], cmp["newly_failing_total"]),
+        ("newly_passing", "Newly passing", cmp["newly_passing"], cmp["newly_passing_total"]),
+    ):
         lines += ["", f"{title} ({total}):" if total else f"{title}: none"]
         for c in items:
             why = f" — {_safe(c['reason'])}" if c.get("reason") else ""
@@ -326,9 +382,9 @@ def format_comparison(cmp: dict[str, Any]) -> str:
             lines.append(f"  … and {total - len(items)} more")
     if cmp["flaky_changed_total"]:
         lines += ["", f"Flaky status changed ({cmp['flaky_changed_total']}):"]
-        for c in cmp["flaky_changed"]:
-            change = "now flaky" if c["now_flaky"] else "no longer flaky"
-            lines.append(f"  {_safe(_case_line(c), 100)}: {change} ({c['was_passed']}/{c['was_runs']} → {c['passed']}/{c['runs']} passed)")
+        for f in cmp["flaky_changed"]:
+            change = "now flaky" if f["now_flaky"] else "no longer flaky"
+            lines.append(f"  {_safe(_case_line(f), 100)}: {change} ({f['was_passed']}/{f['was_runs']} → {f['passed']}/{f['runs']} passed)")
     extra = []
     if cmp["new_cases"]:
         extra.append(f"{cmp['new_cases']} cases only in B ({cmp['new_cases_failing']} failing)")
@@ -339,7 +395,7 @@ def format_comparison(cmp: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _arrow(key: str, m: dict[str, float | None], *, higher_is_better: bool) -> str:
+def _arrow(key: str, m: Metric, *, higher_is_better: bool) -> str:
     fmt = _FORMATS[key]
     d = m["delta"]
     if m["a"] is None or m["b"] is None or d is None:
@@ -352,7 +408,7 @@ def _arrow(key: str, m: dict[str, float | None], *, higher_is_better: bool) -> s
     return f"{fmt(m['a'])} → {fmt(m['b'])} ({verdict})"
 
 
-def format_vs_previous(cmp: dict[str, Any]) -> str:
+def format_vs_previous(cmp: Comparison) -> str:
     """The short block printed after a run's summary when it has a baseline."""
     o = cmp["overall"]
     lines = [
@@ -378,19 +434,19 @@ def md_escape(text: Any, width: int = 200) -> str:
     return s
 
 
-def markdown_cases(title: str, items: list[dict[str, Any]], total: int, *, reason_key: str = "reason") -> list[str]:
+def markdown_cases(title: str, items: list[CaseChange] | list[FailureRow], total: int) -> list[str]:
     if not total:
         return []
     lines = [f"**{title} ({total})**", "", "| target | case | reason |", "|---|---|---|"]
     for c in items[:50]:
         lines.append(f"| {md_escape(c['target'])} | {md_escape(c['dataset'])}/{md_escape(c['case_id'])}{_runs_suffix(c)} "
-                     f"| {md_escape(c.get(reason_key) or c.get('was') or '')} |")
+                     f"| {md_escape(c.get('reason') or c.get('was') or '')} |")
     if total > min(len(items), 50):
         lines.append(f"| … | {total - min(len(items), 50)} more | |")
     return lines + [""]
 
 
-def markdown_comparison(cmp: dict[str, Any]) -> str:
+def markdown_comparison(cmp: Comparison) -> str:
     a, b = cmp["a"], cmp["b"]
     lines = [f"### evalx compare: `{md_escape(a['run_id'])}` → `{md_escape(b['run_id'])}`", "",
              "| | A | B | Δ |", "|---|--:|--:|--:|"]
@@ -399,16 +455,16 @@ def markdown_comparison(cmp: dict[str, Any]) -> str:
     lines.append("")
     if cmp["per_target"]:
         lines += ["| target | pass rate A → B | Δ cost | Δ p99 |", "|---|--:|--:|--:|"]
-        for t, m in cmp["per_target"].items():
-            lines.append(f"| {md_escape(t)} | {_pct(m['pass_rate']['a'])} → {_pct(m['pass_rate']['b'])} "
-                         f"| {_delta('cost_usd', m['cost_usd'])} | {_delta('p99_ms', m['p99_ms'])} |")
+        for t, td in cmp["per_target"].items():
+            lines.append(f"| {md_escape(t)} | {_pct(td['pass_rate']['a'])} → {_pct(td['pass_rate']['b'])} "
+                         f"| {_delta('cost_usd', td['cost_usd'])} | {_delta('p99_ms', td['p99_ms'])} |")
         lines.append("")
     lines += markdown_cases("Newly failing", cmp["newly_failing"], cmp["newly_failing_total"])
     lines += markdown_cases("Newly passing", cmp["newly_passing"], cmp["newly_passing_total"])
     if cmp["flaky_changed_total"]:
         lines += [f"**Flaky status changed ({cmp['flaky_changed_total']})**", ""]
-        for c in cmp["flaky_changed"][:50]:
-            lines.append(f"- {md_escape(c['target'])} {md_escape(c['dataset'])}/{md_escape(c['case_id'])}: "
-                         + ("now flaky" if c["now_flaky"] else "no longer flaky"))
+        for f in cmp["flaky_changed"][:50]:
+            lines.append(f"- {md_escape(f['target'])} {md_escape(f['dataset'])}/{md_escape(f['case_id'])}: "
+                         + ("now flaky" if f["now_flaky"] else "no longer flaky"))
         lines.append("")
     return "\n".join(lines)

@@ -11,18 +11,21 @@ against the pass rate); a breach exits 1.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
-from evalx.figures import pct as _pct
 
-__all__ = ["GATE_KEYS", "active_gates", "apply", "decide", "evaluate", "format_gate_report", "format_outcome", "prepare_baseline"]
+from evalx.figures import pct as _pct
+from evalx.results.model import CaseChange, Comparison, GateReport, GateResult, Metric, RunSummary, SummaryFigures
+
+__all__ = ["GATE_KEYS", "active_gates", "evaluate", "format_gate_report", "format_outcome", "prepare_baseline"]
 
 GATE_KEYS = ("min_pass_rate", "max_pass_rate_drop", "no_new_failures", "max_cost_increase", "max_p99_increase")
 _BASELINE_GATES = GATE_KEYS[1:]
 _EPS = 1e-9
 
 
-def _set_of(values: dict[str, Any] | None) -> dict[str, Any]:
+def _set_of(values: Mapping[str, Any] | None) -> dict[str, Any]:
     """The gates a mapping switches on (``no_new_failures: false`` is off)."""
     out = {}
     for key in GATE_KEYS:
@@ -33,14 +36,14 @@ def _set_of(values: dict[str, Any] | None) -> dict[str, Any]:
     return out
 
 
-def active_gates(gates: dict[str, Any] | None) -> bool:
+def active_gates(gates: Mapping[str, Any] | None) -> bool:
     gates = gates or {}
     return bool(_set_of(gates)) or any(_set_of(v) for group in ("targets", "categories") for v in (gates.get(group) or {}).values())
 
 
 def prepare_baseline(
-    ref: str | None, output_dir: Path, *, name: str, run_id: str, run_dir: Path, summary: dict[str, Any]
-) -> tuple[dict[str, Any] | None, str | None]:
+    ref: str | None, output_dir: Path, *, name: str, run_id: str, run_dir: Path, summary: SummaryFigures
+) -> tuple[Comparison | None, str | None]:
     """Compare the run with baseline ``ref``: (comparison, None), or (None, a warning)."""
     if not ref:
         return None, None
@@ -56,17 +59,14 @@ def prepare_baseline(
     return compare_runs(base_dir, run_dir, b_summary=summary), None
 
 
-def _result(gate: str, scope: str, value: Any, threshold: Any, held: bool | None, detail: str) -> dict[str, Any]:
+def _result(gate: str, scope: str, value: float | None, threshold: Any, held: bool | None, detail: str) -> GateResult:
     return {"gate": gate, "scope": scope, "value": value, "threshold": threshold, "held": held, "detail": detail}
 
 
-
-
-def _check(gate: str, threshold: Any, scope: str, figures: dict[str, Any], base: dict[str, Any] | None,
-           failing: list[dict[str, Any]] | None) -> dict[str, Any]:
-    """One gate on one scope. ``base`` is the scope's comparison (None: no baseline for it)."""
+def _check(gate: str, threshold: Any, scope: str, rate: float | None, base: Mapping[str, Metric] | None,
+           failing: list[CaseChange] | None) -> GateResult:
+    """One gate on one scope, whose pass rate is ``rate``. ``base`` is the scope's comparison (None: no baseline for it)."""
     if gate == "min_pass_rate":
-        rate = figures.get("pass_rate")
         if rate is None:
             return _result(gate, scope, None, threshold, None, "no decided cells")
         return _result(gate, scope, rate, threshold, rate + _EPS >= threshold, f"pass rate {_pct(rate)} (min {_pct(threshold)})")
@@ -78,15 +78,15 @@ def _check(gate: str, threshold: Any, scope: str, figures: dict[str, Any], base:
         detail = "no newly failing case" if not n else f"{n} newly failing: " + ", ".join(names[:5]) + (" …" if n > 5 else "")
         return _result(gate, scope, n, 0, n == 0, detail)
     if gate == "max_pass_rate_drop":
-        m = base.get("pass_rate") or {}
-        if m.get("a") is None or m.get("b") is None:
+        m = base.get("pass_rate")
+        if m is None or m["a"] is None or m["b"] is None:
             return _result(gate, scope, None, threshold, None, "no pass rate to compare")
         drop = m["a"] - m["b"]
         return _result(gate, scope, drop, threshold, drop <= threshold + _EPS,
                        f"pass rate {_pct(m['a'])} → {_pct(m['b'])} (drop {drop * 100:+.1f}pp, max {threshold * 100:.1f}pp)")
     key = "cost_usd" if gate == "max_cost_increase" else "p99_ms"
-    m = base.get(key) or {}
-    if m.get("relative") is None:
+    m = base.get(key)
+    if m is None or m["relative"] is None or m["a"] is None or m["b"] is None:
         why = "no cost recorded" if key == "cost_usd" else "no latency recorded"
         return _result(gate, scope, None, threshold, None, f"{why} in both runs (or zero before)")
     rel = m["relative"]
@@ -95,14 +95,14 @@ def _check(gate: str, threshold: Any, scope: str, figures: dict[str, Any], base:
                    f"{before} → {after} ({rel * 100:+.1f}%, max +{threshold * 100:.0f}%)")
 
 
-def evaluate(gates: dict[str, Any] | None, summary: dict[str, Any], comparison: dict[str, Any] | None,
-             *, baseline_ref: str | None = None, warnings: list[str] | None = None) -> dict[str, Any]:
+def evaluate(gates: Mapping[str, Any] | None, summary: SummaryFigures, comparison: Comparison | None,
+             *, baseline_ref: str | None = None, warnings: list[str] | None = None) -> GateReport:
     """The gate report stored as ``summary.json["gates"]``."""
     gates = gates or {}
-    results: list[dict[str, Any]] = []
+    results: list[GateResult] = []
     global_set = _set_of(gates)
     overrides = gates.get("targets") or {}
-    newly = (comparison or {}).get("newly_failing") or []
+    newly = comparison["newly_failing"] if comparison is not None else []
     for target, figures in (summary.get("per_target") or {}).items():
         effective = {**global_set, **_set_of(overrides.get(target))}
         for key, value in (overrides.get(target) or {}).items():
@@ -110,18 +110,19 @@ def evaluate(gates: dict[str, Any] | None, summary: dict[str, Any], comparison: 
                 effective.pop(key, None)  # an override may switch a global gate off
         if not effective:
             continue
-        base = None
+        base: dict[str, Metric] | None = None
         if comparison is not None:
             entry = comparison["per_target"].get(target)
-            base = entry if entry and entry.get("in_a") else None
+            if entry is not None and entry["in_a"]:
+                base = {"pass_rate": entry["pass_rate"], "cost_usd": entry["cost_usd"], "p99_ms": entry["p99_ms"]}
         failing = [c for c in newly if c["target"] == target]
         for gate, threshold in effective.items():
-            results.append(_check(gate, threshold, f"target {target}", figures, base, failing))
+            results.append(_check(gate, threshold, f"target {target}", figures.get("pass_rate"), base, failing))
     for category, values in (gates.get("categories") or {}).items():
-        figures = (summary.get("per_category") or {}).get(category)
+        group = (summary.get("per_category") or {}).get(category)
         for gate, threshold in _set_of(values).items():
             scope = f"category {category}"
-            if figures is None:
+            if group is None:
                 results.append(_result(gate, scope, None, threshold, None, "no cells in this category"))
                 continue
             base = None
@@ -131,11 +132,11 @@ def evaluate(gates: dict[str, Any] | None, summary: dict[str, Any], comparison: 
                 results.append(_result(gate, scope, None, threshold, None, "not measured per category"))
                 continue
             failing = [c for c in newly if c.get("category") == category]
-            results.append(_check(gate, threshold, scope, {"pass_rate": figures.get("pass_rate")}, base, failing))
+            results.append(_check(gate, threshold, scope, group.get("pass_rate"), base, failing))
     breached = sum(1 for r in results if r["held"] is False)
     return {
         "active": bool(results),
-        "baseline": (comparison or {}).get("a", {}).get("run_id"),
+        "baseline": comparison["a"]["run_id"] if comparison is not None else None,
         "baseline_ref": baseline_ref,
         "warnings": list(warnings or []),
         "results": results,
@@ -147,7 +148,7 @@ def evaluate(gates: dict[str, Any] | None, summary: dict[str, Any], comparison: 
 # ---------------------------------------------------------------- rendering
 
 
-def format_gate_report(report: dict[str, Any]) -> str:
+def format_gate_report(report: GateReport | None) -> str:
     if not report or not report.get("results"):
         return ""
     width_gate = max(len(r["gate"]) for r in report["results"])
@@ -162,7 +163,7 @@ def format_gate_report(report: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def format_outcome(summary: dict[str, Any]) -> str:
+def format_outcome(summary: RunSummary) -> str:
     """The "vs. previous run" block and the gate report, for the terminal and summary.txt."""
     parts = []
     comparison = summary.get("comparison")
@@ -175,33 +176,5 @@ def format_outcome(summary: dict[str, Any]) -> str:
         parts.append(format_gate_report(gates))
     budget = summary.get("cost_guard")
     if budget and budget.get("skipped"):
-        parts.append(budget["message"] + "\n")
+        parts.append(f"{budget['message'] or ''}\n")
     return "\n".join(parts)
-
-
-def apply(config: Any, summary: dict[str, Any], *, baseline_ref: str | None, run_dir: Path, run_id: str) -> list[str]:
-    """Compare with the baseline and evaluate the gates; add both to ``summary``. Returns warnings."""
-    from evalx.results.compare import baseline_view
-
-    gates = config.data.get("gates") or {}
-    ref = baseline_ref or gates.get("baseline")
-    comparison, warning = prepare_baseline(ref, config.output_dir, name=config.name, run_id=run_id, run_dir=run_dir, summary=summary)
-    warnings = [warning] if warning else []
-    if comparison is not None:
-        summary["comparison"] = comparison
-        summary["baseline"] = baseline_view(comparison)
-    if active_gates(gates):
-        summary["gates"] = evaluate(gates, summary, comparison, baseline_ref=ref, warnings=warnings)
-    return warnings
-
-
-def decide(exit_code: int, summary: dict[str, Any]) -> int:
-    """The exit status once gates and the cost guard are known (3, incomplete, always stays)."""
-    if exit_code == 3:
-        return exit_code
-    gates = summary.get("gates")
-    if gates and gates.get("active"):
-        exit_code = 0 if gates["passed"] else 1
-    if (summary.get("cost_guard") or {}).get("skipped"):
-        exit_code = max(exit_code, 1)
-    return exit_code

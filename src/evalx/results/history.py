@@ -13,7 +13,9 @@ from pathlib import Path
 from typing import Any
 
 from evalx.errors import EvalxError
-from evalx.figures import ms as _ms, pct as _pct, usd as _usd
+from evalx.figures import ms as _ms
+from evalx.figures import pct as _pct
+from evalx.figures import usd as _usd
 
 __all__ = ["RunInfo", "RunNotFound", "format_runs", "list_runs", "read_run", "resolve_run"]
 

@@ -16,6 +16,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import IO, Any
 
+from evalx.results.model import CellResult
+
 RESULTS = "results.jsonl"
 
 
@@ -70,7 +72,7 @@ class ResultWriter:
         if good_end < self.path.stat().st_size:
             self._file.truncate(good_end)
 
-    def write(self, result: dict[str, Any]) -> None:
+    def write(self, result: CellResult) -> None:
         text = dumps(result)
         try:
             line = (text + "\n").encode("utf-8")
@@ -110,8 +112,12 @@ class ResultWriter:
         os.replace(tmp, self.path)
 
 
-def read_results(path: Path) -> Iterator[dict[str, Any]]:
-    """Yield every complete result line; a torn last line is dropped."""
+def read_results(path: Path) -> Iterator[CellResult]:
+    """Yield every complete result line; a torn last line is dropped.
+
+    Lines are parsed, not validated: a line from an older evalx (or edited by
+    hand) may lack keys or hold other types, and readers check before use.
+    """
     with open(path, "rb") as f:
         for raw in f:
             if not raw.endswith(b"\n"):

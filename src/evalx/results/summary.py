@@ -1,9 +1,11 @@
-"""A run's summary: aggregated cell by cell from result dicts.
+"""A run's summary figures, aggregated cell by cell from :class:`~evalx.results.model.CellResult` lines.
 
 :class:`SummaryBuilder` reads results as they stream (from the executor or
 ``results.jsonl``) and keeps only counters and latencies, never the results
 themselves, so a 100,000-cell run summarises in a few megabytes.
-:func:`finish <SummaryBuilder.finish>` returns ``summary.json``'s content;
+:func:`finish <SummaryBuilder.finish>` returns the figures
+(:class:`~evalx.results.model.SummaryFigures`); :mod:`evalx.results.outcome`
+adds what only the run knew to make ``summary.json``;
 :func:`evalx.reports.text.format_summary` turns it into text.
 """
 
@@ -11,23 +13,35 @@ from __future__ import annotations
 
 import heapq
 import math
-import re
 from array import array
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from operator import itemgetter
-from typing import Any
-
+from typing import Any, cast
 
 from evalx.results import stats as _stats
-from evalx.figures import ci as _ci, ms as _ms, pct as _pct, usd as _usd
-from evalx.models import STATUSES
+from evalx.results.model import (
+    STATUSES,
+    SUMMARY_VERSION,
+    CaseCounts,
+    CaseRow,
+    CellCounts,
+    CellOutput,
+    CellResult,
+    Distribution,
+    FailureRow,
+    FlakyCase,
+    GroupFigures,
+    MatrixInfo,
+    PairwiseRow,
+    RepeatFigures,
+    RepeatsSummary,
+    SummaryFigures,
+    TargetFigures,
+    failure_reason,
+)
 from evalx.results.repeats import DEFAULT_RULE, RULES, Tally, case_status, status_of
 
 __all__ = ["SUMMARY_VERSION", "SummaryBuilder"]
-
-#: summary.json layout version (README, "summary.json"). 2 added case-level
-#: verdicts (repeat_pass_rule), pairwise comparisons, cost distributions, matrix.
-SUMMARY_VERSION = 2
 
 #: failing cells listed in summary.json (the first ones in matrix order)
 MAX_FAILURES = 200
@@ -42,7 +56,6 @@ SIGNIFICANCE = 0.05
 #: distinct reasons of inconclusive assertions counted in summary.json
 MAX_INCONCLUSIVE_REASONS = 20
 
-_Json = dict[str, Any]
 _PACK = 1 << 32
 # A case's repeats packed in one int, low bits first: four 32-bit counts (skipped,
 # errored, failed, passed), the case's first matrix index (40 bits) and its
@@ -66,7 +79,7 @@ class _CaseCounts:
     __slots__ = ("counts", "flaky")
 
     def __init__(self) -> None:
-        self.counts = dict.fromkeys(STATUSES, 0)
+        self.counts: dict[str, int] = dict.fromkeys(STATUSES, 0)
         self.flaky = 0
 
     def add(self, status: str, flaky: bool) -> None:
@@ -74,18 +87,27 @@ class _CaseCounts:
         self.flaky += flaky
 
 
-def _case_level(group: _CaseCounts | None) -> _Json:
+def _case_level(group: _CaseCounts | None) -> CaseCounts:
     """A group's case verdict counts with the case pass rate and its 95% Wilson interval."""
-    counts = group.counts if group is not None else dict.fromkeys(STATUSES, 0)
+    counts: dict[str, int] = group.counts if group is not None else dict.fromkeys(STATUSES, 0)
     flaky = group.flaky if group is not None else 0
     cases = sum(counts.values())
     decided = cases - counts["skipped"]
     rate = counts["pass"] / decided if decided else None
     ci = list(_stats.wilson_interval(counts["pass"], decided)) if decided else None
-    return {"cases": cases, **counts, "flaky": flaky, "pass_rate": rate, "pass_rate_ci": ci}
+    return {
+        "cases": cases,
+        "pass": counts["pass"],
+        "fail": counts["fail"],
+        "error": counts["error"],
+        "skipped": counts["skipped"],
+        "flaky": flaky,
+        "pass_rate": rate,
+        "pass_rate_ci": ci,
+    }
 
 
-def _price_missing(result: dict[str, Any], used_tokens: bool) -> bool:
+def _price_missing(result: CellResult, used_tokens: bool) -> bool:
     """A cell without a cost whose target bills per token: a provider (unless it errored) or an engine that used tokens.
 
     Python callables are not priced, so they never count; results written
@@ -106,7 +128,7 @@ def _number(value: Any) -> float | None:
     return float(value) if math.isfinite(value) else None
 
 
-def _either(result: dict[str, Any], output: dict[str, Any], key: str) -> float | None:
+def _either(result: CellResult, output: CellOutput, key: str) -> float | None:
     """A figure from the result, else from its trajectory (older or partial lines)."""
     value = _number(result.get(key))
     return value if value is not None else _number(output.get(key))
@@ -123,14 +145,14 @@ class _Counts:
     __slots__ = ("by_status", "first")
 
     def __init__(self) -> None:
-        self.by_status = dict.fromkeys(STATUSES, 0)
+        self.by_status: dict[str, int] = dict.fromkeys(STATUSES, 0)
         self.first = math.inf  # lowest matrix index seen: groups list in matrix order
 
     def add(self, status: str, order: float) -> None:
         self.by_status[status] += 1
         self.first = min(self.first, order)
 
-    def as_dict(self) -> _Json:
+    def as_dict(self) -> CellCounts:
         cells = sum(self.by_status.values())
         passed = self.by_status["pass"]
         # Pass rate rule: pass / (cells - skipped). A skipped cell was
@@ -139,7 +161,16 @@ class _Counts:
         decided = cells - self.by_status["skipped"]
         rate = passed / decided if decided else None
         ci = list(_stats.wilson_interval(passed, decided)) if decided else None
-        return {"cells": cells, **self.by_status, "pass_rate": rate, "pass_rate_ci": ci}
+        counts = self.by_status
+        return {
+            "cells": cells,
+            "pass": passed,
+            "fail": counts["fail"],
+            "error": counts["error"],
+            "skipped": counts["skipped"],
+            "pass_rate": rate,
+            "pass_rate_ci": ci,
+        }
 
 
 class _Target(_Counts):
@@ -161,7 +192,7 @@ class _Target(_Counts):
         self.cached = 0
 
 
-def _latency_stats(values: Iterable[float]) -> _Json:
+def _latency_stats(values: Iterable[float]) -> Distribution:
     data = sorted(values)
     return {
         "p50": _stats.percentile(data, 50),
@@ -170,31 +201,6 @@ def _latency_stats(values: Iterable[float]) -> _Json:
         "mean": _stats.mean(data),
         "total": math.fsum(data) if data else None,
     }
-
-
-def _label(assertion: dict[str, Any]) -> str:
-    kind = str(assertion.get("type") or "assertion")
-    name = assertion.get("name")
-    return f"{kind} ({name})" if name else kind
-
-
-def _failure_reason(result: dict[str, Any], status: str) -> str:
-    """The one line that says why a cell failed: its first failing assertion, or its error."""
-    if status == "error":
-        output = result.get("output")
-        error = result.get("error") or (output.get("error") if isinstance(output, dict) else None)
-        if error:
-            return str(error)
-        for assertion in result.get("assertions") or []:  # the target answered; grading broke
-            if isinstance(assertion, dict) and assertion.get("error"):
-                return f"{_label(assertion)}: could not be evaluated: {assertion['error']}"
-        return "the target failed"
-    for assertion in result.get("assertions") or []:
-        if isinstance(assertion, dict) and assertion.get("passed") is False:
-            reason = assertion.get("reason") or assertion.get("error")
-            return f"{_label(assertion)}: {reason}" if reason else f"{_label(assertion)} did not hold"
-    score = _number(result.get("score"))
-    return f"score {score:.3f} is below the case threshold" if score is not None else "failed"
 
 
 class SummaryBuilder:
@@ -212,7 +218,7 @@ class SummaryBuilder:
         started_at: str,
         *,
         repeat_pass_rule: str = DEFAULT_RULE,
-        matrix: dict[str, Any] | None = None,
+        matrix: MatrixInfo | dict[str, Any] | None = None,
     ) -> None:
         if repeat_pass_rule not in RULES:
             raise ValueError(f"unknown repeat_pass_rule {repeat_pass_rule!r} (one of {', '.join(RULES)})")
@@ -220,7 +226,7 @@ class SummaryBuilder:
         self.name = name
         self.started_at = started_at
         self.repeat_pass_rule = repeat_pass_rule
-        self.matrix = matrix  # a matrix run's variants, recorded as given
+        self.matrix = cast("MatrixInfo | None", matrix)  # a matrix run's variants, recorded as given
         self._totals = _Counts()
         self._targets: dict[str, _Target] = {}
         self._categories: dict[str, _Counts] = {}
@@ -235,11 +241,11 @@ class SummaryBuilder:
         self._inconclusive_reasons: dict[str, int] = {}  # reason -> count, at most MAX_INCONCLUSIVE_REASONS kept
         self._judge = [0, 0, 0, 0]  # judge calls, input tokens, output tokens, cached calls
         # max-heap (negated order) of the first MAX_FAILURES failures in matrix order
-        self._failures: list[tuple[float, int, _Json]] = []
+        self._failures: list[tuple[float, int, FailureRow]] = []
         self._failures_total = 0
         self._seen = 0
 
-    def add(self, result: dict[str, Any]) -> None:
+    def add(self, result: CellResult) -> None:
         """Count one cell's result (a ``results.jsonl`` line, parsed)."""
         arrival = self._seen
         self._seen += 1
@@ -273,8 +279,8 @@ class SummaryBuilder:
         if ttft is not None and ttft >= 0:
             target.ttfts.append(ttft)
 
-        usage = output.get("usage")
-        usage = usage if isinstance(usage, dict) else {}
+        raw_usage = output.get("usage")
+        usage: Mapping[str, Any] = raw_usage if isinstance(raw_usage, dict) else {}
         tokens_in = _tokens(usage.get("input_tokens"))
         tokens_out = _tokens(usage.get("output_tokens"))
         target.tokens[0] += tokens_in
@@ -328,14 +334,14 @@ class SummaryBuilder:
 
         if status in ("fail", "error"):
             self._failures_total += 1
-            entry: _Json = {
+            entry: FailureRow = {
                 "target": target_id,
                 "dataset": result.get("dataset"),
                 "case_id": result.get("case_id"),
                 "repeat": repeat,
                 "category": result.get("category"),
                 "status": status,
-                "reason": _failure_reason(result, status),
+                "reason": failure_reason(result, status),
             }
             heapq.heappush(self._failures, (-order, -arrival, entry))
             if len(self._failures) > MAX_FAILURES:
@@ -350,15 +356,15 @@ class SummaryBuilder:
             rows.setdefault(target_id, []).append((first, dataset, case_id, tally))
         return {t: [(d, c, tally) for _, d, c, tally in sorted(cases, key=itemgetter(0, 1, 2))] for t, cases in rows.items()}
 
-    def _repeats(self, target_order: list[str]) -> _Json | None:
+    def _repeats(self, target_order: list[str]) -> RepeatsSummary | None:
         """pass@k, pass^k, flaky cases and per-case k/N, when the run repeated its cases."""
         if self._max_repeat == 0:
             return None
         rule = self.repeat_pass_rule
         tallies = self._tallies(target_order)
-        per_target: _Json = {}
-        flaky: list[_Json] = []
-        rows: list[_Json] = []
+        per_target: dict[str, RepeatFigures] = {}
+        flaky: list[FlakyCase] = []
+        rows: list[CaseRow] = []
         total_rows = 0
         for target_id, all_cases in tallies.items():
             cases = [(d, c, t) for d, c, t in all_cases if t.decided]  # all-skipped cases carry no evidence
@@ -408,9 +414,9 @@ class SummaryBuilder:
             "cases_total": total_rows,
         }
 
-    def _pairwise(self, target_order: list[str], verdicts: dict[str, dict[str, str]]) -> list[_Json]:
+    def _pairwise(self, target_order: list[str], verdicts: dict[str, dict[str, str]]) -> list[PairwiseRow]:
         """Every pair of targets over the cases both decided: a 2×2 table and an exact McNemar test."""
-        pairs: list[_Json] = []
+        pairs: list[PairwiseRow] = []
         for i, a in enumerate(target_order):
             for b in target_order[i + 1 :]:
                 if len(pairs) >= MAX_PAIRS:
@@ -433,7 +439,10 @@ class SummaryBuilder:
                         "a": a,
                         "b": b,
                         "cases": sum(table.values()),
-                        **table,
+                        "both_pass": table["both_pass"],
+                        "only_a": table["only_a"],
+                        "only_b": table["only_b"],
+                        "both_fail": table["both_fail"],
                         "p_value": p_value,
                         "significant": winner is not None,
                         "winner": winner,
@@ -442,11 +451,11 @@ class SummaryBuilder:
                 )
         return pairs
 
-    def finish(self, finished_at: str, duration_s: float, extra: dict[str, Any] | None = None) -> dict[str, Any]:
-        """The summary as a JSON-ready dict, ``"version"`` first.
+    def finish(self, finished_at: str, duration_s: float) -> SummaryFigures:
+        """The summary's figures as a JSON-ready dict, ``"version"`` first.
 
-        ``extra`` (a baseline comparison, gate results...) is added at the top
-        level; it may not replace a key the builder computed.
+        What only the run knows (config, interrupted, baseline, gates...) is
+        added by :func:`evalx.results.outcome.finish_summary`.
         """
         targets = sorted(self._targets, key=lambda t: self._targets[t].first)
         rule = self.repeat_pass_rule
@@ -479,7 +488,7 @@ class SummaryBuilder:
                 for status, n in by_group[number].counts.items():
                     merged.counts[status] += n
                 merged.flaky += by_group[number].flaky
-        per_target: _Json = {}
+        per_target: dict[str, TargetFigures] = {}
         for target_id in targets:
             t = self._targets[target_id]
             per_target[target_id] = {
@@ -504,14 +513,14 @@ class SummaryBuilder:
         tokens_cache = sum(t.tokens[2] for t in groups)
         cached = sum(t.cached for t in groups)
 
-        def ordered(counts: dict[str, _Counts], case_level: dict[str, _CaseCounts]) -> _Json:
+        def ordered(counts: dict[str, _Counts], case_level: dict[str, _CaseCounts]) -> dict[str, GroupFigures]:
             return {
                 k: {**counts[k].as_dict(), "case_level": _case_level(case_level.get(k))}
                 for k in sorted(counts, key=lambda k: counts[k].first)
             }
 
         failures = [entry for _, _, entry in sorted(self._failures, reverse=True)]
-        summary: _Json = {
+        summary: SummaryFigures = {
             "version": SUMMARY_VERSION,
             "run_id": self.run_id,
             "name": self.name,
@@ -548,10 +557,6 @@ class SummaryBuilder:
             "failures": failures,
             "failures_total": self._failures_total,
         }
-        for key, value in (extra or {}).items():
-            if key in summary:
-                raise ValueError(f"summary extra key {key!r} would replace a computed field")
-            summary[key] = value
         return summary
 
 

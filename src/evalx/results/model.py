@@ -1,0 +1,763 @@
+"""The results format, declared once: a cell result (a ``results.jsonl`` line) and a run summary (``summary.json``).
+
+This module is where a reader learns what evalx writes. The executor builds
+every cell result with :func:`cell_result`, whatever its status; every reader
+(the summary, compare, gates, history, capture, each report) takes
+:class:`CellResult` and :class:`RunSummary`; ``docs/results-format.md`` is
+the prose version of this file. Tests check that every key a real run writes
+is declared here, and that every required key is written.
+
+Why ``TypedDict`` (measured with ``python bench/result_model.py``: build one
+provider-like result, encode it to a line, decode it back, read the fields the
+summary reads, for 100,000 results; best of 5 rounds, µs per result, on the
+shared 2-core machine of bench/RESULTS.md, three runs)::
+
+    representation                   build  encode  decode  read   total       vs TypedDict
+    TypedDict (a dict; stdlib json)   3.1     9.1    12.0   0.9    25.1/25.6/26.5  1.00
+    dataclass(slots=True)             3.4    10.6    15.0   0.8    29.8/29.8/31.0  1.17
+    msgspec.Struct (msgspec.json)     2.2     1.3     5.8   0.6     9.9/10.0/10.3  0.39
+    TypedDict + msgspec.json codec    3.1     1.4     9.3   1.0    14.8/15.1/15.4  0.59
+
+A ``TypedDict`` costs nothing at run time (it is a dict: the line written is
+byte for byte what evalx wrote before, and readers stay tolerant of older or
+hand-edited lines). ``dataclass(slots=True)`` is slower than the dict it
+replaces, because the encoder needs a dict anyway. ``msgspec.Struct`` is
+fastest, but most of its gain is msgspec's JSON codec, which a dict gets too
+(last row); what the Struct itself adds over that is ~5 µs a result, under 1%
+of a provider cell's ~700 µs end to end (bench/RESULTS.md) — not a clear win
+for a new dependency, strict decoding that rejects older lines, and a
+redactor and every reader rewritten for attributes. So: ``TypedDict``. The
+codec is a separate choice (see bench/result_model.py).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal, TypedDict
+
+from evalx.models import Case
+
+__all__ = [
+    "RESULT_VERSION",
+    "STATUSES",
+    "SUMMARY_VERSION",
+    "AssertionRecord",
+    "BaselineView",
+    "CaseChange",
+    "CaseCounts",
+    "CaseRow",
+    "CellCounts",
+    "CellOutput",
+    "CellResult",
+    "Comparison",
+    "CostDistribution",
+    "CostGuardReport",
+    "Distribution",
+    "FailureRow",
+    "FlakyCase",
+    "FlakyChange",
+    "GateReport",
+    "GateResult",
+    "GroupFigures",
+    "JudgeUsage",
+    "MatrixInfo",
+    "MatrixVariant",
+    "Metric",
+    "PairwiseRow",
+    "RepeatFigures",
+    "RepeatsSummary",
+    "RunHeader",
+    "RunSummary",
+    "Status",
+    "SummaryFigures",
+    "TargetDelta",
+    "TargetFigures",
+    "Tokens",
+    "ToolCallRecord",
+    "UsageRecord",
+    "cell_result",
+    "failure_reason",
+    "not_run",
+]
+
+#: ``version`` of every ``results.jsonl`` line; bumped when a line's layout changes
+RESULT_VERSION = 1
+#: ``version`` of ``summary.json``. 2 added case-level verdicts (repeat_pass_rule),
+#: pairwise comparisons, cost distributions and the matrix.
+SUMMARY_VERSION = 2
+
+Status = Literal["pass", "fail", "error", "skipped"]
+#: cell statuses, in the order reports list them
+STATUSES: tuple[Status, ...] = ("pass", "fail", "error", "skipped")
+
+
+# ---------------------------------------------------------------- results.jsonl
+
+
+#: keys an assertion record has only when they apply (functional syntax: ``not`` is a Python keyword)
+_AssertionExtras = TypedDict(
+    "_AssertionExtras",
+    {
+        "not": bool,  # true when the assertion was negated with `not: true`
+        "error": str,  # the assertion itself broke (an unreadable judge verdict, a check that raised): the cell errors
+        "details": dict[str, Any],  # more to say: a judge's raw text, calls, tokens, cost_usd, cached...
+    },
+    total=False,
+)
+
+
+class AssertionRecord(_AssertionExtras):
+    """What one assertion concluded about a cell (an item of ``CellResult.assertions``).
+
+    Besides the keys below, ``not`` (true: negated with ``not: true``),
+    ``error`` (the assertion itself broke: the cell errors) and ``details``
+    (a judge's raw text, ``calls``, tokens, ``cost_usd``, ``cached``...)
+    appear when they apply.
+    """
+
+    type: str
+    """The assertion type (``contains``, ``llm_judge``...); ``not_run`` for a cell that was not run."""
+    name: str | None
+    """The assertion's ``name:`` from the config, if it has one."""
+    passed: bool | None
+    """True held, False did not hold, None inconclusive (e.g. no judge) or broken (see ``error``)."""
+    score: float
+    """0..1, rounded to 6 places; feeds the cell's weighted score."""
+    reason: str
+    """Why, in words (``expected 'refund'``, the judge's reasoning...)."""
+    weight: float
+    """The assertion's weight in the cell's weighted score (``weight:``, default 1)."""
+
+
+class ToolCallRecord(TypedDict):
+    """One tool call the target made, in order."""
+
+    name: str
+    args: Any
+    """The arguments, as the target gave them (usually a mapping)."""
+    result: Any
+    """What the tool returned, when the target reported it."""
+
+
+class UsageRecord(TypedDict):
+    """Tokens the target used for the cell."""
+
+    input_tokens: int
+    output_tokens: int
+    cache_hit_tokens: int
+    """Input tokens served from the provider's prompt cache."""
+
+
+class CellOutput(TypedDict, total=False):
+    """What the target produced (its trajectory); empty (``{}``) for a cell that was not run."""
+
+    text: str
+    """The final answer text."""
+    tool_calls: list[ToolCallRecord]
+    usage: UsageRecord
+    iterations: int | None
+    """Agent loop iterations, when the target reports them (engines)."""
+    events: list[Any]
+    """The raw stream events an engine sent (up to ``max_events``)."""
+    events_truncated: bool
+    """True when the target dropped events past ``max_events``."""
+    latency_ms: float | None
+    ttft_ms: float | None
+    cost_usd: float | None
+    error: str | None
+    """The target's error, as in ``CellResult.error``."""
+    request: Any
+    """The rendered request sent (provider / engine), secrets removed."""
+    raw: Any
+    """Anything else the target returned."""
+
+
+class _CellResultKeys(TypedDict):
+    """The keys every ``results.jsonl`` line has, in the order they are written."""
+
+    version: int
+    """:data:`RESULT_VERSION` of the line's layout; first, so a reader can tell."""
+    run_id: str
+    """The run's id (``YYYYMMDD-HHMMSS-<6 hex>``)."""
+    index: int
+    """The cell's position in matrix order (case, target, repeat); the file is in this order once the run ends."""
+    target: str
+    """The target's id (a matrix variant's id, ``base[param=value]``, in a ``--matrix`` run)."""
+    target_type: str
+    """The target's kind: ``python``, ``engine``, ``provider``..."""
+    dataset: str
+    """The dataset's id."""
+    case_id: str
+    """The case's id within its dataset."""
+    repeat: int
+    """Which repeat of the case this is, from 0."""
+    category: str
+    """The case's category (``general`` unless set)."""
+    difficulty: str | None
+    """The case's difficulty, if set."""
+    tags: list[str]
+    """The case's tags."""
+    case_source: str
+    """Where the case was read: ``file:line``."""
+    input: Any
+    """The case's input, as in the dataset (secrets masked)."""
+    expected: Any
+    """The case's expected value, if any."""
+    status: Status
+    """``pass`` every assertion held · ``fail`` a conclusive assertion failed (or the weighted score is under the
+    case threshold) · ``error`` the target broke, or an assertion could not be evaluated · ``skipped`` nothing failed
+    but something was inconclusive, or the cell was not run (``skip_reason``)."""
+    score: float | None
+    """The weighted score of the conclusive assertions (0..1, 6 places); None when none was conclusive or the target errored."""
+    assertions: list[AssertionRecord]
+    """Every assertion's verdict, in config order (global ``assert:`` first); empty when the target errored."""
+    output: CellOutput
+    """The target's trajectory (without its traceback, which is ``traceback``, and ``cached``)."""
+    latency_ms: float | None
+    """Wall time of the target call in ms (the target's own figure when it reports one); None if not run."""
+    ttft_ms: float | None
+    """Time to first token in ms (streaming engines and providers)."""
+    cost_usd: float | None
+    """What the target call cost, when priced; None when not priced (the summary counts unpriced provider cells)."""
+    judge_cost_usd: float | None
+    """What the model-graded assertions' judge calls cost, summed; None when there were none or unpriced."""
+    cached: bool
+    """True when the output came from evalx's response cache (``run.cache``), not a fresh call."""
+    error: str | None
+    """Why the target failed (one line: a timeout, an HTTP error, an exception); None when it answered."""
+    traceback: str | None
+    """A Python target's traceback when it raised."""
+    started_at: str | None
+    """When the cell started (ISO 8601, UTC, ms); None when it was not run."""
+
+
+class CellResult(_CellResultKeys, total=False):
+    """One line of ``results.jsonl``: one case run against one target, one repeat.
+
+    Every key of :class:`_CellResultKeys` (above, in the order written) and,
+    only on a cell that was not run, ``skip_reason``. Readers should still
+    treat a line from an older evalx (or edited by hand) with care: ``.get``
+    and a type check before use.
+    """
+
+    skip_reason: str
+    """Only on a cell that was not run: why (the cost guard stopped the run)."""
+
+
+def not_run(reason: str) -> AssertionRecord:
+    """The one assertion of a cell that was not run, saying why."""
+    return {"type": "not_run", "name": None, "passed": None, "score": 0.0, "reason": reason, "weight": 1.0}
+
+
+def cell_result(
+    run_id: str,
+    index: int,
+    target: str,
+    target_type: str,
+    case: Case,
+    dataset: str,
+    repeat: int,
+    status: Status,
+    score: float | None,
+    assertions: list[AssertionRecord],
+    output: CellOutput,
+    latency_ms: float | None = None,
+    ttft_ms: float | None = None,
+    cost_usd: float | None = None,
+    judge_cost_usd: float | None = None,
+    cached: bool = False,
+    error: str | None = None,
+    traceback: str | None = None,
+    started_at: str | None = None,
+    skip_reason: str | None = None,
+) -> CellResult:
+    """A cell's result, whatever its status: the one place a ``results.jsonl`` line is built.
+
+    ``case`` is the :class:`evalx.models.Case` the cell ran; its fields are
+    taken as they are (no copy: the line is encoded straight away). Positional
+    parameters and one dict literal: this runs for every cell.
+    """
+    result: CellResult = {
+        "version": RESULT_VERSION,
+        "run_id": run_id,
+        "index": index,
+        "target": target,
+        "target_type": target_type,
+        "dataset": dataset,
+        "case_id": case.id,
+        "repeat": repeat,
+        "category": case.category,
+        "difficulty": case.difficulty,
+        "tags": case.tags,
+        "case_source": case.source,
+        "input": case.input,
+        "expected": case.expected,
+        "status": status,
+        "score": None if score is None else round(score, 6),
+        "assertions": assertions,
+        "output": output,
+        "latency_ms": latency_ms,
+        "ttft_ms": ttft_ms,
+        "cost_usd": cost_usd,
+        "judge_cost_usd": judge_cost_usd,
+        "cached": cached,
+        "error": error,
+        "traceback": traceback,
+        "started_at": started_at,
+    }
+    if skip_reason is not None:
+        result["skip_reason"] = skip_reason
+    return result
+
+
+def _label(assertion: AssertionRecord) -> str:
+    kind = str(assertion.get("type") or "assertion")
+    name = assertion.get("name")
+    return f"{kind} ({name})" if name else kind
+
+
+def _number(value: object) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    return float(value)
+
+
+def failure_reason(result: CellResult, status: str | None = None) -> str:
+    """The one line that says why a cell failed or errored: its error, or its first failing assertion.
+
+    ``status`` overrides the result's own (the summary reads an unknown
+    status as ``error``). Used by the summary's failure list, ``evalx
+    compare`` and ``evalx capture``, so all three say the same thing.
+    """
+    status = status if status is not None else result.get("status")
+    assertions = [a for a in result.get("assertions") or [] if isinstance(a, dict)]
+    if status == "error":
+        output = result.get("output")
+        error = result.get("error") or (output.get("error") if isinstance(output, dict) else None)
+        if error:
+            return str(error)
+        for assertion in assertions:  # the target answered; grading broke
+            if assertion.get("error"):
+                return f"{_label(assertion)}: could not be evaluated: {assertion.get('error')}"
+        return "the target failed"
+    for assertion in assertions:
+        if assertion.get("passed") is False:
+            reason = assertion.get("reason") or assertion.get("error")
+            return f"{_label(assertion)}: {reason}" if reason else f"{_label(assertion)} did not hold"
+    score = _number(result.get("score"))
+    return f"score {score:.3f} is below the case threshold" if score is not None else "failed"
+
+
+# ---------------------------------------------------------------- summary.json: figures
+
+#: cells by status in a group; ``pass_rate`` = pass / (cells − skipped), None when nothing was decided;
+#: ``pass_rate_ci`` its 95% Wilson interval [lo, hi]
+CellCounts = TypedDict(
+    "CellCounts",
+    {
+        "cells": int,
+        "pass": int,
+        "fail": int,
+        "error": int,
+        "skipped": int,
+        "pass_rate": float | None,
+        "pass_rate_ci": list[float] | None,
+    },
+)
+
+#: case-level verdicts in a group: one per (target, case) by ``repeat_pass_rule``; ``flaky`` cases passed some
+#: repeats, not all; ``pass_rate`` = passing cases / decided cases, with its 95% Wilson interval
+CaseCounts = TypedDict(
+    "CaseCounts",
+    {
+        "cases": int,
+        "pass": int,
+        "fail": int,
+        "error": int,
+        "skipped": int,
+        "flaky": int,
+        "pass_rate": float | None,
+        "pass_rate_ci": list[float] | None,
+    },
+)
+
+
+class GroupFigures(CellCounts):
+    """A group's cell counts (``totals``, a category, a difficulty) and its case-level verdicts."""
+
+    case_level: CaseCounts
+
+
+class Distribution(TypedDict):
+    """Percentiles of a figure over cells (ms for latency, USD for cost); None when no cell had it."""
+
+    p50: float | None
+    p95: float | None
+    p99: float | None
+    mean: float | None
+    total: float | None
+
+
+class CostDistribution(Distribution):
+    """The spread of the cost over priced cells."""
+
+    cells: int
+    """How many cells were priced."""
+
+
+class Tokens(TypedDict):
+    """Tokens summed over cells."""
+
+    input: int
+    output: int
+    cache_hit: int
+    """Input tokens served from a provider's prompt cache."""
+
+
+class TargetFigures(GroupFigures):
+    """One target's figures (``per_target.<id>``)."""
+
+    latency_ms: Distribution
+    ttft_ms: Distribution
+    tokens: Tokens
+    cache_hit_ratio: float | None
+    """Prompt-cache tokens as a share of input tokens."""
+    cost_usd: float | None
+    """Total cost of the priced cells; None when none was priced."""
+    cost_usd_stats: CostDistribution
+    cost_missing_cells: int
+    """Cells of a priced resource evalx could not price (no price known for the model)."""
+    judge_cost_usd: float | None
+    """What the judge cost for this target's cells, apart from ``cost_usd``."""
+    cached_cells: int
+    """Cells answered from evalx's response cache."""
+
+
+class MatrixVariant(TypedDict):
+    """One variant of a ``--matrix`` run."""
+
+    id: str
+    """The variant's target id, ``base[param=value,...]``."""
+    target: str
+    """The base target's id."""
+    values: dict[str, Any]
+    """The parameter values of this variant."""
+
+
+class MatrixInfo(TypedDict):
+    """A ``--matrix`` run's variants, as planned."""
+
+    variants: list[MatrixVariant]
+
+
+class PairwiseRow(TypedDict):
+    """Two targets compared over the cases both decided: a 2×2 table of case verdicts and a McNemar test."""
+
+    a: str
+    b: str
+    cases: int
+    """Cases both targets decided."""
+    both_pass: int
+    only_a: int
+    only_b: int
+    both_fail: int
+    p_value: float
+    """Exact McNemar test on ``only_a`` vs ``only_b``."""
+    significant: bool
+    """``p_value`` < 0.05."""
+    winner: str | None
+    conclusion: str
+    """``B beats A`` or ``no significant difference``."""
+
+
+class JudgeUsage(TypedDict):
+    """The model-graded assertions' judge usage (its cost is ``judge_cost_usd``)."""
+
+    calls: int
+    input_tokens: int
+    output_tokens: int
+    cached_calls: int
+    """Judge calls answered from evalx's response cache."""
+
+
+class RepeatFigures(TypedDict):
+    """One target's repeat statistics over its decided cases."""
+
+    cases: int
+    k: int
+    """The repeat count every case reached: each estimate is defined for it."""
+    pass_at_1: float | None
+    pass_at_k: float | None
+    """Chance that at least one of k runs passes (unbiased estimator)."""
+    pass_hat_k: float | None
+    """pass^k: chance that all k runs pass."""
+    flaky_cases: int
+
+
+class FlakyCase(TypedDict):
+    """A case that passed some repeats, not all."""
+
+    target: str
+    dataset: str
+    case_id: str
+    passed: int
+    runs: int
+    """Decided repeats (skipped excluded)."""
+    status: str
+    """The case's verdict by ``repeat_pass_rule``."""
+
+
+class CaseRow(TypedDict):
+    """One case's repeats against one target."""
+
+    target: str
+    dataset: str
+    case_id: str
+    runs: int
+    passed: int
+    failed: int
+    errored: int
+    skipped: int
+    status: str
+    """The case's verdict by ``repeat_pass_rule``."""
+    flaky: bool
+    pass_at_k: float | None
+    pass_hat_k: float | None
+
+
+class RepeatsSummary(TypedDict):
+    """Repeat statistics, when the run repeated its cases."""
+
+    runs_per_case: int
+    repeat_pass_rule: str
+    per_target: dict[str, RepeatFigures]
+    flaky_cases: int
+    flaky: list[FlakyCase]
+    """The first 50 flaky cases."""
+    cases: list[CaseRow]
+    """The first 1,000 cases (in matrix order)."""
+    cases_total: int
+
+
+class FailureRow(TypedDict):
+    """A failing or erroring cell in ``failures``."""
+
+    target: str
+    dataset: str
+    case_id: str
+    repeat: int
+    category: str
+    status: str
+    """``fail`` or ``error``."""
+    reason: str
+    """:func:`failure_reason` of the cell."""
+
+
+# ---------------------------------------------------------------- summary.json: what the run adds
+
+
+class CostGuardReport(TypedDict):
+    """The cost guard (``defaults.max_total_cost``): its limit, what was spent, and what it stopped."""
+
+    limit_usd: float
+    spent_usd: float
+    skipped: int
+    """Cells not started because the limit was reached (each is a ``skipped`` result with ``skip_reason``)."""
+    message: str | None
+    """What the run said when the guard tripped; None when it did not."""
+
+
+class Metric(TypedDict):
+    """One figure in a baseline run (``a``) and this run (``b``): ``delta`` = b − a, ``relative`` = delta / |a|."""
+
+    a: float | None
+    b: float | None
+    delta: float | None
+    relative: float | None
+
+
+class RunHeader(TypedDict):
+    """Which run a side of a comparison is."""
+
+    run_id: str
+    path: str
+    name: str | None
+    started_at: str | None
+
+
+class TargetDelta(TypedDict):
+    """One target's figures compared between the two runs."""
+
+    in_a: bool
+    in_b: bool
+    pass_rate: Metric
+    cost_usd: Metric
+    p50_ms: Metric
+    p99_ms: Metric
+    tokens_input: Metric
+    tokens_output: Metric
+
+
+class CaseChange(TypedDict):
+    """A case whose verdict changed between the runs (newly failing or newly passing)."""
+
+    target: str
+    dataset: str
+    case_id: str
+    category: str
+    status: str
+    """The case's verdict in the new run."""
+    passed: int
+    runs: int
+    reason: str | None
+    """Why it fails now (newly failing), or why it failed before (newly passing)."""
+    was: str
+    """The case's verdict in the baseline."""
+
+
+class FlakyChange(TypedDict):
+    """A repeated case that became flaky, or stopped being flaky."""
+
+    target: str
+    dataset: str
+    case_id: str
+    category: str
+    status: str
+    passed: int
+    runs: int
+    reason: str | None
+    was_flaky: bool
+    now_flaky: bool
+    was_passed: int
+    was_runs: int
+
+
+class Comparison(TypedDict):
+    """This run compared with a baseline run (``--baseline`` / ``gates.baseline``); what ``evalx compare`` shows."""
+
+    a: RunHeader
+    """The baseline."""
+    b: RunHeader
+    """This run."""
+    overall: dict[str, Metric]
+    """``pass_rate``, ``cost_usd``, ``p50_ms``, ``p99_ms``, ``tokens_input``, ``tokens_output``."""
+    per_target: dict[str, TargetDelta]
+    per_category: dict[str, dict[str, Metric]]
+    """``{category: {pass_rate: Metric}}`` for categories in both runs."""
+    newly_failing: list[CaseChange]
+    newly_failing_total: int
+    newly_passing: list[CaseChange]
+    newly_passing_total: int
+    flaky_changed: list[FlakyChange]
+    flaky_changed_total: int
+    new_cases: int
+    new_cases_failing: int
+    removed_cases: int
+
+
+class BaselineView(TypedDict):
+    """What the reports show of the baseline: its headline figures and the case changes."""
+
+    run_id: str
+    pass_rate: float | None
+    cost_usd: float | None
+    p99_ms: float | None
+    newly_failing: list[CaseChange]
+    newly_passing: list[CaseChange]
+
+
+class GateResult(TypedDict):
+    """One gate checked on one scope."""
+
+    gate: str
+    """``min_pass_rate``, ``max_pass_rate_drop``, ``no_new_failures``, ``max_cost_increase`` or ``max_p99_increase``."""
+    scope: str
+    """``target <id>`` or ``category <name>``."""
+    value: float | None
+    threshold: float
+    held: bool | None
+    """False: breached (exit 1); None: n/a (no baseline, no decided cells...)."""
+    detail: str
+
+
+class GateReport(TypedDict):
+    """The ``gates:`` of the config, evaluated: when ``active``, they decide the exit status."""
+
+    active: bool
+    baseline: str | None
+    """The baseline run's id, when there was one."""
+    baseline_ref: str | None
+    """What named it (``latest``, a run id, a path)."""
+    warnings: list[str]
+    results: list[GateResult]
+    breached: int
+    passed: bool
+
+
+class SummaryFigures(TypedDict):
+    """What :class:`evalx.results.summary.SummaryBuilder` aggregates from the results: ``summary.json``'s first keys."""
+
+    version: int
+    """:data:`SUMMARY_VERSION`."""
+    run_id: str
+    name: str
+    """The config's ``name:``."""
+    started_at: str
+    finished_at: str
+    duration_s: float
+    """First cell started to last result written, in seconds."""
+    repeat_pass_rule: str
+    """``all``, ``majority`` or ``any``: the rule the case-level verdicts used."""
+    totals: GroupFigures
+    per_target: dict[str, TargetFigures]
+    """Targets in matrix order."""
+    per_category: dict[str, GroupFigures]
+    per_difficulty: dict[str, GroupFigures]
+    matrix: MatrixInfo | None
+    """A ``--matrix`` run's variants; None otherwise."""
+    pairwise: list[PairwiseRow]
+    """Every pair of targets, in target order (empty with one target)."""
+    latency_ms: Distribution
+    ttft_ms: Distribution
+    tokens: Tokens
+    cache_hit_ratio: float | None
+    cost_usd: float | None
+    cost_missing_cells: int
+    judge_cost_usd: float | None
+    cached_cells: int
+    response_cache_hit_ratio: float | None
+    """Cells from evalx's response cache as a share of all cells."""
+    inconclusive_assertions: int
+    """Assertions with no verdict (not failures), e.g. model-graded ones without a judge."""
+    inconclusive_reasons: dict[str, int]
+    """Why, with counts, most frequent first (at most 20 distinct reasons)."""
+    judge: JudgeUsage
+    repeats: RepeatsSummary | None
+    """None without repeats."""
+    failures: list[FailureRow]
+    """The first 200 failing or erroring cells in matrix order."""
+    failures_total: int
+
+
+class RunSummary(SummaryFigures, total=False):
+    """``summary.json``: the figures (:class:`SummaryFigures`), then what only the run knew.
+
+    A run writes ``config``, ``interrupted`` and ``cells_planned`` always, and
+    ``cost_guard``, ``comparison``, ``baseline`` and ``gates`` when they apply;
+    a summary rebuilt from results alone (``evalx compare`` of a killed run)
+    has none of them. Built in one place: :func:`evalx.results.outcome.finish_summary`.
+    """
+
+    config: str
+    """The config file the run used."""
+    interrupted: bool
+    """True when the run was interrupted (Ctrl-C, SIGTERM): it exits 3."""
+    cells_planned: int
+    """Cells the run planned (a killed or interrupted run has fewer results)."""
+    cost_guard: CostGuardReport
+    """Only with ``defaults.max_total_cost``."""
+    comparison: Comparison
+    """Only with a baseline."""
+    baseline: BaselineView
+    """Only with a baseline."""
+    gates: GateReport
+    """Only when ``gates:`` sets a gate."""

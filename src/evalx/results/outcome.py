@@ -1,0 +1,121 @@
+"""A run's outcome: ``summary.json`` assembled in one place, and the exit status decided in one place.
+
+The exit statuses (DESIGN.md "Exit status"), decided by :func:`decide_exit`
+and nowhere else:
+
+- 0 :data:`EXIT_OK`: nothing failed or errored (skipped is fine), gates held;
+- 1 :data:`EXIT_FAILED`: a case failed or errored (with repeats: its
+  ``repeat_pass_rule`` verdict) — or, when ``gates:`` sets a gate, a gate
+  breached (then the gates decide, errors counting against the pass rate);
+  or the cost guard stopped the run;
+- 2 :data:`EXIT_USAGE`: a config or usage error, nothing ran (the CLI);
+- 3 :data:`EXIT_INCOMPLETE`: the run could not complete (interrupted, or
+  every cell of a target errored); neither gates nor anything else change it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, cast
+
+if TYPE_CHECKING:  # the CLI imports the exit codes at startup: keep this module light
+    from evalx.results.model import CostGuardReport, RunSummary, SummaryFigures
+
+__all__ = [
+    "EXIT_FAILED",
+    "EXIT_INCOMPLETE",
+    "EXIT_OK",
+    "EXIT_USAGE",
+    "RUN_KEYS",
+    "RunFacts",
+    "decide_exit",
+    "finish_summary",
+    "restore_summary",
+]
+
+EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INCOMPLETE = 0, 1, 2, 3
+
+#: the keys of summary.json only a run knows (after the figures), in the order written
+RUN_KEYS = ("config", "interrupted", "cells_planned", "cost_guard", "comparison", "baseline", "gates")
+
+
+@dataclass(frozen=True)
+class RunFacts:
+    """What only the run knows, for ``summary.json``."""
+
+    config: str
+    """The config file's path."""
+    interrupted: bool
+    cells_planned: int
+    cost_guard: CostGuardReport | None = None
+    """With ``defaults.max_total_cost``: the guard's report."""
+
+
+def finish_summary(
+    figures: SummaryFigures,
+    facts: RunFacts,
+    *,
+    gates: Mapping[str, Any] | None,
+    baseline_ref: str | None,
+    output_dir: Path,
+    run_dir: Path,
+) -> tuple[RunSummary, list[str]]:
+    """The run's whole ``summary.json`` and its warnings: figures, facts, baseline comparison and gates.
+
+    ``gates`` is the config's ``gates:``; ``baseline_ref`` (``--baseline``)
+    overrides its ``baseline``. A baseline that cannot be found is a warning,
+    never an error: gates that need one are then n/a.
+    """
+    from evalx.results import gates as _gates
+    from evalx.results.compare import baseline_view
+
+    gates = gates or {}
+    ref = baseline_ref or gates.get("baseline")
+    comparison, warning = _gates.prepare_baseline(
+        ref, output_dir, name=figures["name"], run_id=figures["run_id"], run_dir=run_dir, summary=figures
+    )
+    warnings = [warning] if warning else []
+    # figures come from SummaryBuilder.finish, which writes none of the run's keys (mypy cannot know it)
+    summary: RunSummary = {
+        **figures,  # type: ignore[typeddict-item]
+        "config": facts.config,
+        "interrupted": facts.interrupted,
+        "cells_planned": facts.cells_planned,
+    }
+    if facts.cost_guard is not None:
+        summary["cost_guard"] = facts.cost_guard
+    if comparison is not None:
+        summary["comparison"] = comparison
+        summary["baseline"] = baseline_view(comparison)
+    if _gates.active_gates(gates):
+        summary["gates"] = _gates.evaluate(gates, figures, comparison, baseline_ref=ref, warnings=warnings)
+    return summary, warnings
+
+
+def restore_summary(figures: SummaryFigures, stored: Mapping[str, Any]) -> RunSummary:
+    """A rebuilt summary (``evalx report``): fresh figures, and what the run knew from its stored ``summary.json``."""
+    kept = {key: stored[key] for key in RUN_KEYS if key in stored}  # as the run wrote them
+    return cast("RunSummary", {**figures, **kept})
+
+
+def decide_exit(summary: RunSummary, *, target_failed: bool = False) -> int:
+    """The run's exit status (the table in this module's docstring).
+
+    ``target_failed``: every cell of some target errored (the run could not
+    complete). The rest is read from the finished ``summary``.
+    """
+    if summary.get("interrupted") or target_failed:
+        return EXIT_INCOMPLETE
+    gates = summary.get("gates")
+    if gates is not None and gates["active"]:
+        code = EXIT_OK if gates["passed"] else EXIT_FAILED
+    else:
+        # with repeats a case passes or fails by repeat_pass_rule; without, case level == cell level
+        cases = summary["totals"]["case_level"]
+        code = EXIT_FAILED if cases["fail"] or cases["error"] else EXIT_OK
+    guard = summary.get("cost_guard")
+    if guard is not None and guard["skipped"]:
+        code = EXIT_FAILED
+    return code
