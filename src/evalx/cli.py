@@ -261,15 +261,29 @@ def _find_run(run_ref: str, config_path: Path) -> Path:
 
 
 @main.command()
+@click.option(
+    "-c", "--config", "config_path", type=click.Path(dir_okay=False, path_type=Path),
+    help="Include the assertion types this config's plugins: register.",
+)
 @click.option("--provider", "provider_schema", is_flag=True, help="Print the provider definition schema instead.")
-def schema(provider_schema: bool) -> None:
-    """Print the config JSON Schema (or, with --provider, the providers/*.yaml one)."""
+def schema(config_path: Path | None, provider_schema: bool) -> None:
+    """Print the config JSON Schema (or, with --provider, the providers/*.yaml one).
+
+    It knows the built-in assertion types, those of installed plugins (the
+    evalx.plugins entry points) and, with -c, those of the config's plugins:.
+    """
     if provider_schema:
         from evalx.targets.definitions import schema_json as provider_schema_json
 
         click.echo(provider_schema_json(), nl=False)
         return
+    from evalx.assertions.registry import check_entry_point_plugins
+    from evalx.config.loader import load_plugins
     from evalx.config.schema import schema_json
+
+    check_entry_point_plugins()  # a broken installed plugin is an error here too (exit 2)
+    if config_path is not None:
+        load_plugins(config_path)
 
     click.echo(schema_json(), nl=False)
 
