@@ -12,7 +12,8 @@ import yaml
 from jsonschema import Draft202012Validator
 
 from evalx import DatasetError
-from evalx.datasets.loader import CASE_FIELDS, CASE_SCHEMA, MAX_ERRORS, parse_yaml_with_lines, case_schema_document, load_dataset
+from evalx.datasets.loader import CASE_FIELDS, CASE_SCHEMA, MAX_ERRORS, case_schema_document, load_dataset
+from evalx.documents import load_yaml
 from evalx.models import Case
 
 DATA = Path(__file__).parent / "data" / "datasets"
@@ -262,6 +263,11 @@ datasets:
 """
 
 
+def parse_yaml_with_lines(text: str) -> tuple[Any, Any]:
+    loaded = load_yaml(text, "evalconfig.yaml", interpolate=False)
+    return loaded.data, loaded.lines
+
+
 def test_inline_cases_report_config_lines() -> None:
     data, positions = parse_yaml_with_lines(CONFIG)
     spec = dict(data["datasets"][1])
@@ -446,3 +452,80 @@ def test_schema_file_is_current_and_accepts_every_sample_case() -> None:
     for raw in raw_cases:
         assert list(validator.iter_errors(raw)) == [], raw["id"]
     assert not validator.is_valid({"id": "a", "input": "x", "expectd": "y"})
+
+
+# ---------------------------------------------------------------------------- duplicate keys (one loader: evalx.documents)
+
+_TWICE = {
+    # a case with `assert:` written twice: last-wins would keep only the passing one
+    "cases.yaml": (
+        "- id: a\n  input: what is 2+2?\n  assert:\n    - {type: contains, value: '5'}\n  assert:\n    - {type: contains, value: '4'}\n",
+        "cases.yaml:5 cases[0].assert: duplicate key 'assert'",
+    ),
+    "cases.json": (
+        '[\n  {"id": "a", "input": "what is 2+2?",\n   "assert": [{"type": "contains", "value": "5"}],\n'
+        '   "assert": [{"type": "contains", "value": "4"}]}\n]\n',
+        "cases.json:4 cases[0].assert: duplicate key 'assert'",
+    ),
+    "cases.jsonl": (
+        '{"id": "ok", "input": "x", "assert": [{"type": "contains", "value": "4"}]}\n'
+        '{"id": "a", "input": "what is 2+2?", "assert": [{"type": "contains", "value": "5"}], "assert": [{"type": "contains", "value": "4"}]}\n',
+        "cases.jsonl:2 cases[1].assert: duplicate key 'assert'",
+    ),
+}
+
+
+@pytest.mark.parametrize("name", sorted(_TWICE))
+def test_a_key_written_twice_in_a_dataset_is_an_error(tmp_path: Path, name: str) -> None:
+    text, expected = _TWICE[name]
+    (tmp_path / name).write_text(text)
+    with pytest.raises(DatasetError) as info:
+        load_dataset({"id": "d", "path": name}, base_dir=tmp_path)
+    assert str(info.value) == expected
+
+
+@pytest.mark.parametrize("name", sorted(_TWICE))
+def test_validate_and_run_exit_2_on_a_key_written_twice(tmp_path: Path, name: str) -> None:
+    from click.testing import CliRunner
+
+    from evalx.cli import main
+
+    text, expected = _TWICE[name]
+    (tmp_path / name).write_text(text)
+    (tmp_path / "agent.py").write_text("def answer(q):\n    return '4'\n")
+    cfg = tmp_path / "evalconfig.yaml"
+    cfg.write_text(f"targets: [{{id: bot, type: python, callable: agent.py:answer}}]\ndatasets: [{{id: d, path: {name}}}]\n")
+    for command in (["validate"], ["run", "-q"]):
+        result = CliRunner().invoke(main, [*command, "-c", str(cfg)])
+        assert result.exit_code == 2, (command, result.output)
+        assert result.stderr.rstrip("\n").endswith(expected), (command, result.stderr)
+        assert "Traceback" not in result.output
+    assert not (tmp_path / "runs").exists() or not list((tmp_path / "runs").glob("*/results.jsonl"))
+
+
+def test_yaml_merge_keys_override_without_being_duplicates(tmp_path: Path) -> None:
+    write(tmp_path, "cases.yaml", """
+        - &base {id: a, input: x, category: maths, tags: [t]}
+        - <<: *base
+          id: b
+          category: logic
+        - <<: [{id: c, input: first}, {id: z, input: second, difficulty: hard}]
+    """)
+    cases = load_dataset({"id": "d", "path": "cases.yaml"}, base_dir=tmp_path)
+    assert [(c.id, c.input, c.category) for c in cases] == [("a", "x", "maths"), ("b", "x", "logic"), ("c", "first", "general")]
+    assert cases[2].difficulty == "hard"  # merged from the second mapping; the first wins where both say
+    assert [c.source for c in cases] == ["cases.yaml:1", "cases.yaml:2", "cases.yaml:5"]
+
+
+def test_json_lines_are_found_lazily_and_deep_ones_only_for_errors(tmp_path: Path) -> None:
+    write(tmp_path, "cases.json", """
+        {"cases": [
+          {"id": "a", "input": "x"},
+          {"id": "b", "input": "y",
+           "assert": [{"type": "contains", "value": "y"},
+                      {"type": "contains", "valeu": "y"}]}
+        ]}
+    """)
+    with pytest.raises(DatasetError) as info:
+        load_dataset({"id": "d", "path": "cases.json"}, base_dir=tmp_path)
+    assert str(info.value) == "cases.json:5 cases[1].assert[1].valeu: unknown field 'valeu' (did you mean 'value'?)"

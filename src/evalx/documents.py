@@ -1,18 +1,30 @@
-"""YAML loading that remembers where every value came from.
+"""The one loader of YAML and JSON documents that remembers where every value came from.
 
-``load_yaml`` returns plain Python data plus a map from key path (a tuple of
+Configs, provider definitions and dataset files all come through here.
+Each loader returns plain Python data plus a map from key path (a tuple of
 keys and list indexes) to the 1-based line it was written on, so every error
-can say ``evalconfig.yaml:14 targets[2].url: ...``. ``${VAR}`` and
-``${VAR:-default}`` in string values are replaced from the environment while
-loading; ``$${`` stands for a literal ``${``.
+can say ``evalconfig.yaml:14 targets[2].url: ...``. A key written twice in
+one mapping (YAML) or object (JSON) is an error naming its file and line,
+never a silent last-wins. Problems are raised as :class:`DocumentError`.
+
+- :func:`load_yaml`: ``${VAR}`` and ``${VAR:-default}`` in string values are
+  replaced from the environment while loading (configs; datasets turn it
+  off); ``$${`` stands for a literal ``${``. libyaml composes when present
+  (several times faster); a document it rejects is parsed again in pure
+  Python so error texts do not depend on how PyYAML was installed.
+- :func:`load_json`: a JSON file, or one line of a JSONL file
+  (``first_line``). ``json.loads`` parses (in C); the lines are found only
+  when asked, and only as deep as asked (a dataset asks for each case's
+  line; deeper lines are needed only for an error message).
 """
 
 from __future__ import annotations
 
 import difflib
+import json
 import os
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -30,7 +42,7 @@ _VAR = re.compile(r"\$(\$)?\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
 @dataclass
 class Loaded:
     data: Any
-    lines: dict[KeyPath, int]
+    lines: Mapping[KeyPath, int]
     file: str
     #: variables used but unset, with the key path that used them
     missing_env: list[tuple[KeyPath, str]] = field(default_factory=list)
@@ -47,7 +59,26 @@ class Loaded:
         return self.lines.get((), None)
 
 
+@dataclass(frozen=True)
+class Problem:
+    """One thing wrong with a document: its line, the key path inside the document, and what."""
+
+    line: int | None
+    path: KeyPath
+    message: str
+
+
+class DocumentError(ConfigError):
+    """A document cannot be read; ``problems`` keep their key paths as tuples, for callers that re-root them."""
+
+    def __init__(self, file: str, problems: list[Problem]) -> None:
+        self.file = file
+        self.problems = problems
+        super().__init__([Issue(file, p.line, format_path(p.path), p.message) for p in problems])
+
+
 def format_path(path: KeyPath) -> str:
+    """``("targets", 2, "url")`` → ``targets[2].url``"""
     out = ""
     for part in path:
         if isinstance(part, int):
@@ -57,43 +88,101 @@ def format_path(path: KeyPath) -> str:
     return out
 
 
+# ---------------------------------------------------------------------------- YAML
+
+_STR_TAG = "tag:yaml.org,2002:str"
+_MERGE_TAG = "tag:yaml.org,2002:merge"
+
+
 class _Builder:
-    def __init__(self, file: str, env: Mapping[str, str], interpolate: bool) -> None:
-        self.file = file
+    """Builds plain data from a YAML node tree, recording lines, duplicate keys and ``${VAR}`` uses."""
+
+    def __init__(self, env: Mapping[str, str], interpolate: bool) -> None:
         self.env = env
         self.interpolate = interpolate
         self.lines: dict[KeyPath, int] = {}
         self.missing: list[tuple[KeyPath, str]] = []
         self.env_values: dict[str, str] = {}
         self.constructor = yaml.SafeLoader("")  # only its constructor methods are used
-        self.issues: list[Issue] = []
+        self.scalars = self.constructor.yaml_constructors
+        self.problems: list[Problem] = []
+        self.open: set[int] = set()  # collections being built: an alias back into one is a cycle
 
     def build(self, node: yaml.Node, path: KeyPath) -> Any:
         self.lines[path] = node.start_mark.line + 1
-        if isinstance(node, yaml.MappingNode):
-            self.constructor.flatten_mapping(node)
-            out: dict[Any, Any] = {}
-            for key_node, value_node in node.value:
-                key = self.constructor.construct_object(key_node, deep=True)
-                if not isinstance(key, (str, int, float, bool)) or key is None:
-                    self.issues.append(Issue(self.file, key_node.start_mark.line + 1, format_path(path), "mapping keys must be plain values"))
-                    continue
-                key = str(key) if not isinstance(key, str) else key
-                if key in out:
-                    self.issues.append(
-                        Issue(self.file, key_node.start_mark.line + 1, format_path((*path, key)), f"duplicate key {key!r}")
-                    )
-                self.lines[(*path, key)] = key_node.start_mark.line + 1
+        if isinstance(node, yaml.ScalarNode):
+            if node.tag == _STR_TAG:
+                value: Any = node.value
+            else:
+                make = self.scalars.get(node.tag)
+                value = make(self.constructor, node) if make is not None else self.constructor.construct_object(node, deep=True)
+            if self.interpolate and isinstance(value, str) and "$" in value:
+                value = self.substitute(value, path)
+            return value
+        if id(node) in self.open:
+            self.problems.append(Problem(node.start_mark.line + 1, path, "an alias refers to the collection it is in (a cycle)"))
+            return None
+        self.open.add(id(node))
+        try:
+            if isinstance(node, yaml.SequenceNode):
+                return [self.build(item, (*path, i)) for i, item in enumerate(node.value)]
+            if isinstance(node, yaml.MappingNode):
+                return self.mapping(node, path)
+            return self.constructor.construct_object(node, deep=True)
+        finally:
+            self.open.discard(id(node))
+
+    def mapping(self, node: yaml.MappingNode, path: KeyPath) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        merged, own = self.pairs(node, set())
+        for key_node, value_node in merged:  # `<<: *base` values first: the mapping's own keys override them
+            key = self.key(key_node, path)
+            if key is not None:
                 out[key] = self.build(value_node, (*path, key))
-                # a key's own line is more useful than its value's for errors
                 self.lines[(*path, key)] = key_node.start_mark.line + 1
-            return out
-        if isinstance(node, yaml.SequenceNode):
-            return [self.build(item, (*path, i)) for i, item in enumerate(node.value)]
-        value = self.constructor.construct_object(node, deep=True)
-        if isinstance(value, str) and self.interpolate and "$" in value:
-            value = self.substitute(value, path)
-        return value
+        own_keys: set[str] = set()
+        for key_node, value_node in own:
+            key = self.key(key_node, path)
+            if key is None:
+                continue
+            line = key_node.start_mark.line + 1
+            if key in own_keys:
+                self.problems.append(Problem(line, (*path, key), f"duplicate key {key!r}"))
+            own_keys.add(key)
+            out[key] = self.build(value_node, (*path, key))
+            self.lines[(*path, key)] = line  # a key's own line is more useful than its value's for errors
+        return out
+
+    def pairs(self, node: yaml.MappingNode, merging: set[int]) -> tuple[list[tuple[yaml.Node, yaml.Node]], list[tuple[yaml.Node, yaml.Node]]]:
+        """The pairs ``<<`` merges in (an earlier source wins over a later one) and the mapping's own pairs.
+
+        PyYAML's ``flatten_mapping`` rewrites the node in place, which would
+        make a merged key look written twice when an alias builds it again.
+        """
+        merged: list[tuple[yaml.Node, yaml.Node]] = []
+        own: list[tuple[yaml.Node, yaml.Node]] = []
+        merging = merging | {id(node)}
+        for key_node, value_node in node.value:
+            if key_node.tag != _MERGE_TAG:
+                own.append((key_node, value_node))
+                continue
+            sources = value_node.value if isinstance(value_node, yaml.SequenceNode) else [value_node]
+            for source in reversed(sources):  # the first source wins: it is merged last
+                if not isinstance(source, yaml.MappingNode) or id(source) in merging:
+                    self.problems.append(Problem(source.start_mark.line + 1, (), "'<<' merges a mapping, or a list of mappings (not in a cycle)"))
+                    continue
+                m, o = self.pairs(source, merging)
+                merged.extend(m + o)
+        return merged, own
+
+    def key(self, key_node: yaml.Node, path: KeyPath) -> str | None:
+        if isinstance(key_node, yaml.ScalarNode) and key_node.tag == _STR_TAG:
+            return str(key_node.value)
+        raw = self.constructor.construct_object(key_node, deep=True) if isinstance(key_node, yaml.ScalarNode) else None
+        if not isinstance(raw, (str, int, float, bool)):
+            self.problems.append(Problem(key_node.start_mark.line + 1, path, "mapping keys must be plain values"))
+            return None
+        return str(raw)
 
     def substitute(self, text: str, path: KeyPath) -> str:
         def repl(m: re.Match[str]) -> str:
@@ -112,28 +201,175 @@ class _Builder:
         return _VAR.sub(repl, text)
 
 
-def load_yaml(text: str, file: str, *, env: Mapping[str, str] | None = None, interpolate: bool = True) -> Loaded:
-    """Parse ``text``; raise :class:`ConfigError` naming the line on a syntax error."""
+def _compose(text: str) -> yaml.Node | None:
+    fast = getattr(yaml, "CSafeLoader", None)
+    if fast is not None:
+        try:
+            return _compose_with(fast, text)
+        except yaml.YAMLError:
+            pass  # parsed again below, for the pure-Python error text
+    return _compose_with(yaml.SafeLoader, text)
+
+
+def _compose_with(loader_class: Any, text: str) -> yaml.Node | None:
+    loader = loader_class(text)
     try:
-        node = yaml.compose(text, Loader=yaml.SafeLoader)
+        node: yaml.Node | None = loader.get_single_node()
+        return node
+    finally:
+        loader.dispose()
+
+
+def load_yaml(text: str, file: str, *, env: Mapping[str, str] | None = None, interpolate: bool = True) -> Loaded:
+    """Parse ``text``; raise :class:`DocumentError` naming the line of a syntax error or a duplicate key."""
+    try:
+        node = _compose(text)
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
-        line = mark.line + 1 if mark else None
-        problem = exc.problem or exc.context or "invalid YAML"
-        raise ConfigError(Issue(file, line, "", f"YAML syntax error: {problem}")) from None
+        problem = exc.problem or exc.context or "not YAML"
+        raise DocumentError(file, [Problem(mark.line + 1 if mark else None, (), f"invalid YAML: {problem}")]) from None
     except yaml.YAMLError as exc:
-        raise ConfigError(Issue(file, None, "", f"YAML syntax error: {exc}")) from None
+        raise DocumentError(file, [Problem(None, (), f"invalid YAML: {exc}")]) from None
     if node is None:
         return Loaded(None, {}, file)
-    builder = _Builder(file, os.environ if env is None else env, interpolate)
+    builder = _Builder(os.environ if env is None else env, interpolate)
     try:
         data = builder.build(node, ())
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
-        raise ConfigError(Issue(file, mark.line + 1 if mark else None, "", f"YAML error: {getattr(exc, 'problem', exc)}")) from None
-    if builder.issues:
-        raise ConfigError(builder.issues)
+        problem = getattr(exc, "problem", None) or str(exc)
+        raise DocumentError(file, [Problem(mark.line + 1 if mark else None, (), f"invalid YAML: {problem}")]) from None
+    if builder.problems:
+        raise DocumentError(file, builder.problems)
     return Loaded(data, builder.lines, file, builder.missing, builder.env_values)
+
+
+# ---------------------------------------------------------------------------- JSON
+
+
+class _DuplicateKey(Exception):
+    pass
+
+
+def _object(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    out = dict(pairs)
+    if len(out) != len(pairs):
+        raise _DuplicateKey
+    return out
+
+
+_decoder = json.JSONDecoder(object_pairs_hook=_object)
+
+
+def load_json(text: str, file: str, *, first_line: int = 1) -> Loaded:
+    """Parse JSON ``text`` (a file, or a JSONL line starting at ``first_line``); raise :class:`DocumentError`."""
+    try:
+        data = _decoder.decode(text)
+    except json.JSONDecodeError as exc:
+        line = exc.lineno + first_line - 1
+        raise DocumentError(file, [Problem(line, (), f"invalid JSON: {exc.msg} (column {exc.colno})")]) from None
+    except _DuplicateKey:
+        _, duplicates = _json_walk(text, None, first_line)
+        raise DocumentError(file, [Problem(line, path, f"duplicate key {path[-1]!r}") for line, path in duplicates]) from None
+    except RecursionError:
+        raise DocumentError(file, [Problem(first_line, (), "invalid JSON: nested too deeply")]) from None
+    return Loaded(data, _JsonLines(text, first_line), file)
+
+
+class _JsonLines(Mapping[KeyPath, int]):
+    """The lines of a JSON document, found when first asked and only as deep as asked."""
+
+    _CASE_DEPTH = 2  # ("cases", 3): deeper than this, a caller wants an error's line: find them all, once
+
+    def __init__(self, text: str, first_line: int) -> None:
+        self._text = text
+        self._first_line = first_line
+        self._depth = -1
+        self._lines: dict[KeyPath, int] = {}
+
+    def _upto(self, depth: int | None) -> dict[KeyPath, int]:
+        if depth is not None and depth > self._CASE_DEPTH:
+            depth = None
+        if self._depth is not None and (depth is None or depth > self._depth):
+            self._lines, _ = _json_walk(self._text, depth, self._first_line)
+            self._depth = depth  # type: ignore[assignment]
+        return self._lines
+
+    def __getitem__(self, path: KeyPath) -> int:
+        return self._upto(len(path))[path]
+
+    def __contains__(self, path: object) -> bool:
+        return isinstance(path, tuple) and path in self._upto(len(path))
+
+    def __iter__(self) -> Iterator[KeyPath]:
+        return iter(self._upto(None))
+
+    def __len__(self) -> int:
+        return len(self._upto(None))
+
+
+_WS = re.compile(r"[ \t\n\r]*")
+#: the C string scanner behind ``json`` (not in the typeshed stubs)
+_scanstring: Callable[[str, int], tuple[str, int]] = json.decoder.scanstring  # type: ignore[attr-defined]
+_plain_decoder = json.JSONDecoder()
+
+
+def _json_walk(text: str, max_depth: int | None, first_line: int = 1) -> tuple[dict[KeyPath, int], list[tuple[int, KeyPath]]]:
+    """The line of every value down to ``max_depth`` (None: all), and the duplicate keys, of valid JSON.
+
+    An object member's line is its key's. Values below ``max_depth`` are
+    skipped by the C decoder. Lines are counted forward as the walk goes.
+    """
+    positions: dict[KeyPath, int] = {}
+    duplicates: list[tuple[int, KeyPath]] = []
+    at = [0, first_line]  # the last offset a line was counted to, and its line
+
+    def line_at(i: int) -> int:
+        at[1] += text.count("\n", at[0], i)
+        at[0] = i
+        return at[1]
+
+    def ws(i: int) -> int:
+        m = _WS.match(text, i)
+        return m.end() if m else i
+
+    def walk(i: int, path: KeyPath) -> int:
+        positions[path] = line_at(i)
+        opener = text[i]
+        if opener not in "[{":
+            return _plain_decoder.raw_decode(text, i)[1]
+        if max_depth is not None and len(path) >= max_depth:
+            return _plain_decoder.raw_decode(text, i)[1]
+        closer = "]" if opener == "[" else "}"
+        i = ws(i + 1)
+        index = 0
+        seen: set[str] = set()
+        while text[i] != closer:
+            if opener == "{":
+                key_line = line_at(i)
+                key, i = _scanstring(text, i + 1)
+                i = ws(ws(i) + 1)  # past the ':'
+                if key in seen:
+                    duplicates.append((key_line, (*path, key)))
+                seen.add(key)
+                i = walk(i, (*path, key))
+                positions[(*path, key)] = key_line
+            else:
+                i = walk(i, (*path, index))
+                index += 1
+            i = ws(i)
+            if text[i] == ",":
+                i = ws(i + 1)
+        return i + 1
+
+    try:
+        walk(ws(0), ())
+    except (IndexError, ValueError, RecursionError):
+        pass  # not valid JSON after all: the lines found so far
+    return positions, duplicates
+
+
+# ---------------------------------------------------------------------------- wording
 
 
 def display_path(path: Path) -> str:

@@ -12,24 +12,23 @@ from __future__ import annotations
 import csv
 import io
 import json
-import re
-from bisect import bisect_right
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-import yaml
 from jsonschema import Draft202012Validator
 
-from evalx.errors import DatasetError
-from evalx.models import Case
-from evalx.datasets.shorthands import SHORTHAND_PROPERTIES, KeyPath, expand, unknown_field
-from evalx.documents import did_you_mean
 from evalx.assertions import get_assertion, registered
 from evalx.assertions.plain import plainly_valid
+from evalx.assertions.registry import generation
+from evalx.datasets.shorthands import SHORTHAND_PROPERTIES, KeyPath, expand, unknown_field
+from evalx.documents import DocumentError, did_you_mean, load_json, load_yaml
+from evalx.errors import DatasetError
+from evalx.models import Case
+from evalx.usercode import UserCodeError, resolve_callable
 
-__all__ = ["CASE_FIELDS", "CASE_SCHEMA", "MAX_ERRORS", "case_schema_document", "load_dataset", "parse_yaml_with_lines"]
+__all__ = ["CASE_FIELDS", "CASE_SCHEMA", "MAX_ERRORS", "case_schema_document", "load_dataset"]
 
 MAX_ERRORS = 20
 FILE_SUFFIXES = (".json", ".jsonl", ".yaml", ".yml", ".csv")
@@ -161,12 +160,15 @@ def load_dataset(
     line: int | None = None,
     positions: Mapping[KeyPath, int] | None = None,
     path_prefix: KeyPath = (),
+    check_imports: bool = True,
 ) -> list[Case]:
     """The validated cases of one ``datasets:`` entry, in file order.
 
     ``positions`` maps key paths of the config (``("datasets", 1, "cases", 0)``)
     to lines, and ``path_prefix`` is this entry's key path (``("datasets", 1)``),
     so problems with inline cases or ``defaults:`` point into the config.
+    With ``check_imports``, the callable of each ``python`` assertion must
+    import (:mod:`evalx.usercode`, relative to ``base_dir``).
     Raises :class:`DatasetError` listing every problem found.
     """
     positions = positions or {}
@@ -180,6 +182,9 @@ def load_dataset(
     defaults_raw = _Raw(raw_defaults, config_file, path_prefix + ("defaults",), config_line(("defaults",)),
                         path_prefix + ("defaults",), positions)
     _check_defaults(defaults_raw, errors)
+    callables = _Callables(base_dir) if check_imports else None
+    if callables is not None and isinstance(raw_defaults, dict):
+        callables.check(raw_defaults.get("assert"), defaults_raw, errors)
     errors.raise_if_any()
     defaults = {k: v for k, v in raw_defaults.items() if k != "assert"}
     default_asserts: list[dict[str, Any]] = list(raw_defaults.get("assert") or [])
@@ -201,6 +206,8 @@ def load_dataset(
     first_seen: dict[str, str] = {}
     for raw in raws:
         case = _build_case(raw, defaults, default_asserts, errors)
+        if case is not None and callables is not None:
+            callables.check(raw.data.get("assert"), raw, errors)
         case_id = _case_id(raw.data)
         if case_id is not None:
             if case_id in first_seen:
@@ -215,6 +222,30 @@ def load_dataset(
             cases.append(case)
     errors.raise_if_any()
     return cases
+
+
+class _Callables:
+    """Checks that each ``python`` assertion's callable imports; each one is tried once per dataset."""
+
+    def __init__(self, base_dir: Path) -> None:
+        self.base_dir = base_dir
+        self.problems: dict[str, str | None] = {}
+
+    def check(self, asserts: Any, raw: _Raw, errors: _Errors) -> None:
+        for i, spec in enumerate(asserts if isinstance(asserts, list) else ()):
+            if not isinstance(spec, dict) or spec.get("type") != "python" or not isinstance(spec.get("callable"), str):
+                continue
+            ref = spec["callable"]
+            if ref not in self.problems:
+                try:
+                    resolve_callable(ref, self.base_dir)
+                    self.problems[ref] = None
+                except UserCodeError as exc:
+                    self.problems[ref] = str(exc)
+            problem = self.problems[ref]
+            if problem is not None:
+                sub = ("assert", i, "callable")
+                errors.add(raw.file, raw.line_of(sub), raw.path + sub, problem)
 
 
 def _case_id(data: Any) -> str | None:
@@ -360,6 +391,10 @@ def _check_assertion(spec: Any, raw: _Raw, sub: KeyPath, errors: _Errors, *, gen
         if atype is not None and plainly_valid(atype, spec):
             return
     # golden sets repeat the same few assertions thousands of times: check each once
+    global _valid_generation
+    if _valid_generation != generation():  # a plugin registered or replaced a type since
+        _valid_specs.clear()
+        _valid_generation = generation()
     fingerprint = _fingerprint(spec)
     if fingerprint is not None and fingerprint in _valid_specs:
         return
@@ -396,6 +431,7 @@ _validators: dict[str, tuple[dict[str, Any], Draft202012Validator]] = {}
 
 
 _valid_specs: set[str] = set()
+_valid_generation = -1
 
 
 def _fingerprint(spec: Any) -> str | None:
@@ -455,24 +491,24 @@ def _read_file(path: Path, shown: str, errors: _Errors) -> Iterable[_Raw]:
         return _read_jsonl(text, shown, errors)
     if suffix == ".csv":
         return list(_read_csv(text, shown, errors))
-    if suffix == ".json":
-        try:
-            data = json.loads(text)
-        except json.JSONDecodeError as exc:
-            errors.add(shown, exc.lineno, (), f"invalid JSON: {exc.msg} (column {exc.colno})")
-            return []
-        return _split_cases(data, _json_positions(text), shown, errors)
-    try:
-        data, positions = parse_yaml_with_lines(text)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
-        errors.add(shown, mark.line + 1 if mark else None, (), f"invalid YAML: {problem}")
+    try:  # the one loader of documents with positions (evalx.documents): a key written twice is an error
+        loaded = load_json(text, shown) if suffix == ".json" else load_yaml(text, shown, interpolate=False)
+    except DocumentError as exc:
+        _add_problems(errors, exc)
         return []
-    return _split_cases(data, positions, shown, errors)
+    return _split_cases(loaded.data, loaded.lines, shown, errors)
 
 
-def _split_cases(data: Any, positions: dict[KeyPath, int], shown: str, errors: _Errors) -> list[_Raw]:
+def _add_problems(errors: _Errors, exc: DocumentError, case_path: KeyPath = ()) -> None:
+    """A document's problems as dataset errors: under ``case_path`` (a JSONL line's case); a top-level list is ``cases``."""
+    for problem in exc.problems:
+        path = problem.path
+        if not case_path and path and isinstance(path[0], int):
+            path = ("cases", *path)
+        errors.add(exc.file, problem.line, (*case_path, *path) if path else (), problem.message)
+
+
+def _split_cases(data: Any, positions: Mapping[KeyPath, int], shown: str, errors: _Errors) -> list[_Raw]:
     """A document holds a list of cases, ``{cases: [...]}``, or one case."""
     if data is None:
         return []
@@ -500,12 +536,11 @@ def _read_jsonl(text: str, shown: str, errors: _Errors) -> Iterator[_Raw]:
         if not stripped or stripped.startswith(("//", "#")):
             continue
         try:
-            data = json.loads(stripped)
-        except json.JSONDecodeError as exc:
-            column = exc.colno + len(line) - len(line.lstrip())
-            errors.add(shown, lineno, (), f"invalid JSON: {exc.msg} (column {column})")
+            loaded = load_json(line, shown, first_line=lineno)  # the whole line: error columns count from its start
+        except DocumentError as exc:
+            _add_problems(errors, exc, ("cases", index))
         else:
-            yield _Raw(data, shown, ("cases", index), lineno)
+            yield _Raw(loaded.data, shown, ("cases", index), lineno)
         index += 1
 
 
@@ -568,85 +603,3 @@ def _csv_cell(name: str, cell: str) -> Any:
         except ValueError:
             return cell  # the schema check says what is wrong
     return cell
-
-
-# ---------------------------------------------------------------------------- positions
-
-
-def _json_positions(text: str) -> dict[KeyPath, int]:
-    """The line of every value (and, for object members, of the key) in valid JSON text."""
-    newlines = [m.start() for m in re.finditer("\n", text)]
-    decoder = json.JSONDecoder()
-    positions: dict[KeyPath, int] = {}
-
-    def line_of(i: int) -> int:
-        return bisect_right(newlines, i - 1) + 1
-
-    def skip(i: int) -> int:
-        while i < len(text) and text[i] in " \t\r\n":
-            i += 1
-        return i
-
-    def walk(i: int, path: KeyPath) -> int:
-        i = skip(i)
-        positions[path] = line_of(i)
-        opener = text[i]
-        if opener not in "[{":
-            return decoder.raw_decode(text, i)[1]
-        closer, i, index = ("]" if opener == "[" else "}"), skip(i + 1), 0
-        while text[i] != closer:
-            if opener == "{":
-                key_line = line_of(i)
-                key, i = decoder.raw_decode(text, i)
-                i = walk(skip(i) + 1, path + (key,))  # past the ':'
-                positions[path + (key,)] = key_line
-            else:
-                i = walk(i, path + (index,))
-                index += 1
-            i = skip(i)
-            if text[i] == ",":
-                i = skip(i + 1)
-        return i + 1
-
-    walk(0, ())
-    return positions
-
-
-def parse_yaml_with_lines(text: str) -> tuple[Any, dict[KeyPath, int]]:
-    """Parse YAML (safe) and record the line of every value and mapping key.
-
-    libyaml is used when present (several times faster); a document it
-    rejects is parsed again in pure Python so error texts do not depend on
-    how PyYAML was installed.
-    """
-    try:
-        node, data = _compose(getattr(yaml, "CSafeLoader", yaml.SafeLoader), text)
-    except yaml.YAMLError:
-        node, data = _compose(yaml.SafeLoader, text)
-    positions: dict[KeyPath, int] = {}
-
-    def walk(n: yaml.Node, path: KeyPath, depth: int) -> None:
-        positions[path] = n.start_mark.line + 1
-        if depth > 50:  # aliases can make cycles
-            return
-        if isinstance(n, yaml.MappingNode):
-            for key_node, value_node in n.value:
-                key = key_node.value if isinstance(key_node, yaml.ScalarNode) else str(key_node.start_mark)
-                walk(value_node, path + (key,), depth + 1)
-                positions[path + (key,)] = key_node.start_mark.line + 1
-        elif isinstance(n, yaml.SequenceNode):
-            for i, item in enumerate(n.value):
-                walk(item, path + (i,), depth + 1)
-
-    if node is not None:
-        walk(node, (), 0)
-    return data, positions
-
-
-def _compose(loader_class: Any, text: str) -> tuple[yaml.Node | None, Any]:
-    loader = loader_class(text)
-    try:
-        node = loader.get_single_node()
-        return node, (loader.construct_document(node) if node is not None else None)
-    finally:
-        loader.dispose()
