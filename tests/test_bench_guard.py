@@ -1,11 +1,14 @@
-"""CI guard against gross speed regressions: a small version of bench/run.py's throughput benchmark.
+"""CI guard against gross speed regressions: small versions of bench/run.py's throughput benchmarks.
 
 2,000 provider cells through ``evalx run`` (a whole process, every output
 written) against the bare aiohttp loop (bench/bare_loop.py, also a whole
-process) on the same fake server in the same test, concurrency 50. It fails
-only when evalx falls below 0.15x the bare loop — a ratio measured in this
-run, never an absolute time (the full benchmark's target is 0.4x and evalx
-measures ~0.5x; see bench/RESULTS.md). Deselect with ``-m "not bench"``.
+process) on the same fake server in the same test, concurrency 50: once with
+every case asserting the same thing, once with each case its own ``contains``
+value (bench/run.py's ``provider_distinct``: the fake server echoes something
+of each case, so every distinct spec is validated, evaluated and passes). It
+fails only when evalx falls below 0.15x the bare loop — a ratio measured in
+this run, never an absolute time (the full benchmarks' target is 0.4x; see
+bench/RESULTS.md). Deselect with ``-m "not bench"``.
 """
 
 from __future__ import annotations
@@ -38,10 +41,12 @@ def _wall(cmd: list[str], cwd: Path | None = None) -> tuple[float, subprocess.Co
     return time.perf_counter() - t0, proc
 
 
-def _project(tmp_path: Path, url: str) -> Path:
+def _project(tmp_path: Path, url: str, *, distinct: bool = False) -> Path:
     with open(tmp_path / "cases.jsonl", "w", encoding="utf-8") as f:
         for i in range(CELLS):
-            f.write(json.dumps({"id": f"c{i}", "input": f"What is 2 + 2? ({i})", "assert": [{"type": "contains", "value": "4"}]}) + "\n")
+            # distinct: what the echoing fake server puts in its answer to this case only
+            check = {"type": "contains", "value": f"Reference: case {i}."} if distinct else {"type": "contains", "value": "4"}
+            f.write(json.dumps({"id": f"c{i}", "input": f"What is 2 + 2? (case {i})", "assert": [check]}) + "\n")
     config = tmp_path / "evalconfig.yaml"
     config.write_text(
         f"""version: 1
@@ -57,9 +62,10 @@ datasets:
     return config
 
 
-def test_evalx_keeps_up_with_a_bare_aiohttp_loop(tmp_path: Path) -> None:
-    with FakeServer() as server:
-        config = _project(tmp_path, server.url)
+@pytest.mark.parametrize("distinct", [False, True], ids=["one-spec", "distinct-specs"])
+def test_evalx_keeps_up_with_a_bare_aiohttp_loop(tmp_path: Path, distinct: bool) -> None:
+    with FakeServer(echo=distinct) as server:
+        config = _project(tmp_path, server.url, distinct=distinct)
         bare_cmd = [sys.executable, str(BENCH / "bare_loop.py"), "--url", server.url, "--kind", "provider", "-n", str(CELLS), "-c", str(CONCURRENCY)]
         _wall(bare_cmd)  # warm the server and the OS caches up
         bare_s, bare = _wall(bare_cmd)

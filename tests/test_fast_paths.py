@@ -335,3 +335,47 @@ def test_datasets_load_alike_with_and_without_the_spec_fast_path(tmp_path: Any, 
             m.setattr(loader, "plainly_valid", lambda atype, spec: False)
             slow = load()
         assert fast == slow
+
+
+def test_plan_fingerprint_is_what_it_was(tmp_path: Any) -> None:
+    """The digest in run.json must not change with its encoder (a run started before still resumes)."""
+    import hashlib
+
+    from evalx.config.loader import load_config
+    from evalx.execution.plan import Selection, build_plan
+    from evalx.execution.resume import _CASE_FIELDS, plan_fingerprint
+
+    def reference(config: Any, plan: Any) -> str:  # the implementation before issue 12
+        h = hashlib.sha256()
+
+        def feed(value: Any) -> None:
+            h.update(json.dumps(value, sort_keys=True, default=str, ensure_ascii=False).encode())
+            h.update(b"\x1e")
+
+        redact = config.redactor.obj if config.redactor else (lambda value: value)
+        feed(redact(plan.target_specs))
+        feed(redact(config.global_asserts))
+        feed(redact(config.data.get("judge")))
+        digests: dict[int, str] = {}
+        for cell in plan.cells:
+            digest = digests.get(id(cell.case))
+            if digest is None:
+                fields = {f: getattr(cell.case, f) for f in _CASE_FIELDS}
+                text = json.dumps(redact(fields), sort_keys=True, default=str, ensure_ascii=False)
+                digest = digests[id(cell.case)] = hashlib.sha256(text.encode()).hexdigest()
+            feed([cell.index, cell.key, digest])
+        return h.hexdigest()[:32]
+
+    (tmp_path / "bot.py").write_text("def answer(q):\n    return q\n")
+    (tmp_path / "evalconfig.yaml").write_text(
+        "version: 1\nname: fp\ndefaults: {repeat: 2}\nassert: [{type: completed}]\n"
+        "targets: [{id: a, type: python, callable: bot.py:answer}, {id: b, type: python, callable: bot.py:answer}]\n"
+        "datasets:\n  - id: d\n    cases:\n"
+        "      - {id: c1, input: 'héllo 😀', tags: [z, a], vars: {b: 1, a: [1.5, null]}, assert: [{type: contains, value: h}]}\n"
+        "      - {id: 2, input: {q: x, a: {d: 1, c: 2}}, expected: 4, metadata: {k: v}, threshold: 0.5}\n",
+        encoding="utf-8",
+    )
+    config = load_config(tmp_path / "evalconfig.yaml")
+    plan = build_plan(config, Selection())
+    assert len(plan.cells) == 8
+    assert plan_fingerprint(config, plan) == reference(config, plan)

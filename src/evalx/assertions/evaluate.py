@@ -12,12 +12,13 @@ if TYPE_CHECKING:  # types only: `import evalx` (the CLI's startup) must not pay
     from evalx.results.model import AssertionRecord, Status
 
 
+#: spec keys that are not arguments of the assertion's function
+_NOT_ARGUMENTS = frozenset({*COMMON_KEYS, "judge"})
+
+
 async def evaluate_case(asserts: list[dict[str, Any]], ctx: AssertionContext) -> list[AssertionRecord]:
     """Evaluate every assertion in order; one that breaks is an assertion error, never a crash."""
-    results = []
-    for spec in asserts:
-        results.append(await evaluate_one(spec, ctx))
-    return results
+    return [await evaluate_one(spec, ctx) for spec in asserts]
 
 
 async def evaluate_one(spec: dict[str, Any], ctx: AssertionContext) -> AssertionRecord:
@@ -29,7 +30,7 @@ async def evaluate_one(spec: dict[str, Any], ctx: AssertionContext) -> Assertion
         verdict = Verdict(None, 0.0, f"unknown assertion type {kind!r}", error=f"unknown assertion type {kind!r}")
     else:
         names = atype.arg_names
-        kwargs = {names.get(k, k): v for k, v in spec.items() if k not in COMMON_KEYS and k != "judge"}
+        kwargs = {names.get(k, k): v for k, v in spec.items() if k not in _NOT_ARGUMENTS}
         sub_ctx = ctx
         if "judge" in spec:
             sub_ctx = AssertionContext(
@@ -42,7 +43,7 @@ async def evaluate_one(spec: dict[str, Any], ctx: AssertionContext) -> Assertion
             )
         try:
             res = atype.fn(sub_ctx, **kwargs)
-            if inspect.isawaitable(res):
+            if not isinstance(res, Verdict) and inspect.isawaitable(res):  # a Verdict: skip the slower check
                 res = await res
             verdict = res
         except Exception as exc:  # an assertion that breaks is reported, not raised
