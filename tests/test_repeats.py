@@ -338,7 +338,7 @@ def test_repeat_pass_rule_all_fails_the_flaky_case(tmp_path: Path) -> None:
 
 
 def test_re_rendering_a_run_keeps_its_rule(tmp_path: Path) -> None:
-    from evalx.execution.runner import rebuild_reports
+    from evalx.reports.render import rebuild_reports
 
     _, _, summary, run_dir = run_project(flaky_project(tmp_path, rule="all"))
     (run_dir / "junit.xml").unlink()

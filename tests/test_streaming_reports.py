@@ -5,23 +5,20 @@
   matrix order (the stream);
 - HTML: the spooled payload is exactly ``embed_json`` of the whole payload,
   and non-contiguous cases are numbered right (the second pass);
-- the report follower (a forked child during the run) writes the same files
-  as ``evalx report`` re-rendering the run afterwards;
-- the sync-callable runner keeps concurrency for blocking callables;
-- run_both runs a job again in the parent when its child fails.
+- ``evalx run`` and ``evalx report`` write the same report files (one path,
+  evalx.reports.render), and writing them takes no more memory for 10x the cells;
+- the sync-callable runner keeps concurrency for blocking callables.
 """
 
 from __future__ import annotations
 
 import json
-import os
 import random
 import re
-import subprocess
-import sys
 import textwrap
 import threading
 import xml.etree.ElementTree as ET
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -41,17 +38,39 @@ def _results(rng: random.Random, *, cases: int, targets: int, repeats: int) -> l
             for r in range(repeats):
                 status = rng.choice(["pass", "pass", "fail", "error", "skipped"])
                 passed = {"pass": True, "fail": False, "error": None, "skipped": None}[status]
-                out.append({
-                    "index": len(out), "run_id": RUN_ID, "target": f"t{t}" + (HOSTILE if t == 1 else ""), "dataset": "d",
-                    "case_id": f"c{c}" + (HOSTILE if c == 2 else ""), "repeat": r, "category": rng.choice(["a", HOSTILE, None]),
-                    "status": status, "score": 1.0 if passed else 0.0, "latency_ms": rng.choice([None, 1.25, 37.5]),
-                    "assertions": [{"type": "contains", "name": rng.choice([None, HOSTILE]), "passed": passed, "score": 0.0,
-                                    "reason": rng.choice(["", HOSTILE, "x" * 1500]), "weight": 1.0}],
-                    "output": {"text": rng.choice(["", "ok", HOSTILE, "y" * 12_000]), "request": {"body": {"q": HOSTILE, "n": [1, 2.5]}}},
-                    "error": "ValueError: boom\nmore" if status == "error" else None,
-                    "traceback": HOSTILE if status == "error" else None,
-                    "input": {"q": HOSTILE}, "expected": HOSTILE, "tags": ["x"],
-                })
+                out.append(
+                    {
+                        "index": len(out),
+                        "run_id": RUN_ID,
+                        "target": f"t{t}" + (HOSTILE if t == 1 else ""),
+                        "dataset": "d",
+                        "case_id": f"c{c}" + (HOSTILE if c == 2 else ""),
+                        "repeat": r,
+                        "category": rng.choice(["a", HOSTILE, None]),
+                        "status": status,
+                        "score": 1.0 if passed else 0.0,
+                        "latency_ms": rng.choice([None, 1.25, 37.5]),
+                        "assertions": [
+                            {
+                                "type": "contains",
+                                "name": rng.choice([None, HOSTILE]),
+                                "passed": passed,
+                                "score": 0.0,
+                                "reason": rng.choice(["", HOSTILE, "x" * 1500]),
+                                "weight": 1.0,
+                            }
+                        ],
+                        "output": {
+                            "text": rng.choice(["", "ok", HOSTILE, "y" * 12_000]),
+                            "request": {"body": {"q": HOSTILE, "n": [1, 2.5]}},
+                        },
+                        "error": "ValueError: boom\nmore" if status == "error" else None,
+                        "traceback": HOSTILE if status == "error" else None,
+                        "input": {"q": HOSTILE},
+                        "expected": HOSTILE,
+                        "tags": ["x"],
+                    }
+                )
     return out
 
 
@@ -124,7 +143,7 @@ def test_junit_spills_big_suites_to_disk(tmp_path: Path, monkeypatch: pytest.Mon
     assert sorted(p.name for p in tmp_path.iterdir()) == ["memory.xml", "spilled.xml"]  # no temporary left behind
 
 
-def _summary(results: list[dict[str, Any]]) -> dict[str, Any]:
+def _summary(results: Iterable[dict[str, Any]]) -> dict[str, Any]:
     from evalx.results.summary import SummaryBuilder
 
     builder = SummaryBuilder(RUN_ID, "n", "2026-11-26T10:15:00+00:00")
@@ -159,7 +178,7 @@ def test_html_numbers_non_contiguous_cases_right(tmp_path: Path) -> None:
     write_html(lines, _summary(results), tmp_path / "report.html")
     payload = json.loads(_payload((tmp_path / "report.html").read_text(encoding="utf-8")))
     assert len(payload["cases"]) == 5
-    for cell, result in zip(payload["cells"], results):
+    for cell, result in zip(payload["cells"], results, strict=True):
         assert payload["cases"][cell["c"]]["id"].startswith(f"c{result['case_id'][1]}")
     assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []
 
@@ -180,9 +199,10 @@ def _project(tmp_path: Path) -> Path:
     cases = "\n".join(json.dumps({"id": f"case-{i}", "input": f"q{i}", "category": f"k{i % 3}"}) for i in range(40))
     (tmp_path / "cases.jsonl").write_text(cases + "\n", encoding="utf-8")
     config = tmp_path / "evalconfig.yaml"
-    config.write_text(textwrap.dedent("""
+    config.write_text(
+        textwrap.dedent("""
         version: 1
-        name: follower
+        name: one-path
         defaults: {concurrency: 4, timeout_s: 10, retries: 0, repeat: 2}
         targets:
           - {id: one, type: python, callable: agent.py:answer}
@@ -192,47 +212,90 @@ def _project(tmp_path: Path) -> Path:
         assert:
           - {type: contains, value: "4"}
         output: {dir: runs}
-    """), encoding="utf-8")
+    """),
+        encoding="utf-8",
+    )
     return config
 
 
-DRIVER = """
-import json, sys
-import evalx.reports.follower as f
-seen = []
-wait = f.ReportFollower.wait
-def recorded(self):
-    ok = wait(self)
-    seen.append(ok)
-    return ok
-f.ReportFollower.wait = recorded
-from evalx.cli import main
-try:
-    main(["run", "-c", sys.argv[1], "-q"], standalone_mode=False)
-except SystemExit:
-    pass
-print(json.dumps(seen))
-"""
-
-
-def test_the_report_follower_writes_what_evalx_report_writes(tmp_path: Path) -> None:
-    config = _project(tmp_path)
-    env = {k: v for k, v in os.environ.items() if k != "EVALX_NO_FORK"}
-    proc = subprocess.run([sys.executable, "-c", DRIVER, str(config)], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
-    assert proc.returncode == 0, proc.stderr
-    if sys.platform.startswith("linux"):
-        assert json.loads(proc.stdout.strip().splitlines()[-1]) == [True]  # the child wrote both files
-    (run_dir,) = (tmp_path / "runs").iterdir()
-    written = {name: (run_dir / name).read_bytes() for name in ("junit.xml", "report.html")}
+def test_evalx_report_rewrites_what_evalx_run_wrote_byte_for_byte(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from click.testing import CliRunner
 
     from evalx.cli import main
 
-    rerendered = CliRunner().invoke(main, ["report", str(run_dir)])
+    config = _project(tmp_path)
+    cli = CliRunner()
+    monkeypatch.chdir(tmp_path)  # the config's output dir and the --junit/--html paths are relative
+    first = cli.invoke(main, ["run", "-c", str(config), "-q"])
+    assert first.exit_code == 1, first.output  # the project has failing and erroring cells
+    (first_dir,) = (tmp_path / "runs").iterdir()
+    # the second run compares itself with the first: the summary carries a baseline comparison too
+    second = cli.invoke(main, ["run", "-c", str(config), "-q", "--baseline", "latest", "--junit", "out/j.xml", "--html", "out/r.html"])
+    assert second.exit_code == 1, second.output
+    (run_dir,) = set((tmp_path / "runs").iterdir()) - {first_dir}
+    names = ("summary.json", "summary.txt", "junit.xml", "report.html")
+    written = {name: (run_dir / name).read_bytes() for name in names}
+    assert (tmp_path / "out/j.xml").read_bytes() == written["junit.xml"]
+    assert (tmp_path / "out/r.html").read_bytes() == written["report.html"]
+    assert b"baseline" in written["summary.json"]
+    for name in names[1:]:  # summary.json stays: what only the run knew (duration, baseline...) is read back from it
+        (run_dir / name).unlink()
+    rerendered = cli.invoke(main, ["report", str(run_dir), "--junit", "again/j.xml"])
     assert rerendered.exit_code == 0, rerendered.output
     for name, content in written.items():
         assert (run_dir / name).read_bytes() == content, name
-    assert [p.name for p in run_dir.iterdir() if p.name.startswith(".")] == []
+    assert (tmp_path / "again/j.xml").read_bytes() == written["junit.xml"]
+    assert [p.name for p in run_dir.iterdir() if p.name.startswith(".")] == []  # no spool left behind
+
+
+def _plain(i: int) -> dict[str, Any]:
+    return {
+        "index": i,
+        "run_id": RUN_ID,
+        "target": f"t{i % 2}",
+        "dataset": "d",
+        "case_id": f"case-{i // 2}",
+        "repeat": 0,
+        "category": f"k{i % 3}",
+        "status": "pass" if i % 5 else "fail",
+        "score": 1.0,
+        "latency_ms": 10.5 + i % 7,
+        "assertions": [{"type": "contains", "name": None, "passed": bool(i % 5), "score": 1.0, "reason": "contains '4'", "weight": 1.0}],
+        "output": {"text": f"The answer is 4. ({i})"},
+        "error": None,
+        "input": {"q": f"question {i}"},
+        "expected": None,
+        "tags": [],
+    }
+
+
+def test_writing_the_reports_holds_no_results_in_memory(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import tracemalloc
+
+    import evalx.reports.html as html
+    import evalx.reports.junit as junit
+    from evalx.reports.render import write_reports
+
+    # spill the spools early: what is measured is what the writers hold, not their 4 MB buffers
+    monkeypatch.setattr(junit, "SPOOL_BYTES", 64 * 1024)
+    monkeypatch.setattr(html, "SPOOL_BYTES", 64 * 1024)
+    peaks = []
+    for cells in (3_000, 12_000):
+        run_dir = tmp_path / str(cells)
+        run_dir.mkdir()
+        with open(run_dir / "results.jsonl", "w", encoding="utf-8") as f:  # matrix order, as a finished run stores it
+            f.writelines(json.dumps(_plain(i)) + "\n" for i in range(cells))
+        summary = _summary(_plain(i) for i in range(cells))
+        tracemalloc.start()
+        try:
+            write_reports(run_dir, summary)
+            peaks.append(tracemalloc.get_traced_memory()[1])
+        finally:
+            tracemalloc.stop()
+        assert len(ET.parse(run_dir / "junit.xml").getroot().findall(".//testcase")) == cells
+    # holding the 9,000 more results would take > 10 MB; a hash per finished case, a latency per
+    # cell and the copy buffers (fuller with more cells) take ~2 MB
+    assert peaks[1] - peaks[0] < 9_000 * 300, peaks
 
 
 def test_sync_runner_runs_blocking_calls_side_by_side_and_never_more() -> None:
@@ -271,69 +334,3 @@ def test_sync_runner_runs_blocking_calls_side_by_side_and_never_more() -> None:
     assert peak == width
     assert [o for i, o in enumerate(out) if i != 7] == [i * 2 for i in range(12) if i != 7]
     assert isinstance(out[7], ValueError)
-
-
-def test_run_both_runs_a_failed_child_job_again_here(tmp_path: Path) -> None:
-    from evalx.reports.parallel import run_both
-
-    marker = tmp_path / "ran-in"
-    parent = os.getpid()
-
-    def background() -> None:
-        if os.getpid() != parent:
-            raise RuntimeError("the child fails")
-        marker.write_text("parent")
-
-    run_both(lambda: None, background, parallel=True)
-    assert marker.read_text() == "parent"
-    with pytest.raises(RuntimeError):
-        run_both(lambda: None, lambda: (_ for _ in ()).throw(RuntimeError("everywhere")), parallel=True)
-
-
-RENAME_DRIVER = """
-import json, random, sys
-from pathlib import Path
-sys.path.insert(0, sys.argv[2])
-from test_streaming_reports import RUN_ID, _results, _summary
-from evalx.reports.follower import ReportFollower
-from evalx.results.store import ResultWriter
-import os, time
-real_open, parent = os.open, os.getpid()
-def slow_open(*args, **kwargs):  # a child on a loaded machine: it opens the file late
-    if os.getpid() != parent:
-        time.sleep(0.3)
-    return real_open(*args, **kwargs)
-os.open = slow_open
-run_dir = Path(sys.argv[1])
-follower = ReportFollower.start()
-assert follower is not None, "no fork here"
-results = _results(random.Random(3), cases=30, targets=2, repeats=1)
-writer = ResultWriter(run_dir)
-follower.begin(run_dir, cells=len(results), name="n", run_id=RUN_ID, repeat_pass_rule="majority")
-for result in reversed(results):  # completion order: close() renames a reordered copy over the file
-    writer.write(result)
-    follower.line(*writer.lines[-1])
-writer.close(reorder=True)
-follower.end(_summary(results), repeat_pass_rule="majority", baseline=None)
-print(json.dumps(follower.wait()))
-"""
-
-
-@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the report follower forks (Linux only)")
-def test_follower_reads_the_file_it_followed_even_after_the_final_rename(tmp_path: Path) -> None:
-    # The child imports the report writers before it opens results.jsonl; the parent here is
-    # done (and has renamed the reordered file over the original) long before that, unless
-    # begin() waits for the child to open the file. Without that wait the child read the new
-    # file at the old offsets and gave up (seen on a loaded machine).
-    env = {k: v for k, v in os.environ.items() if k != "EVALX_NO_FORK"}
-    proc = subprocess.run(
-        [sys.executable, "-c", RENAME_DRIVER, str(tmp_path), str(Path(__file__).parent)],
-        env=env, capture_output=True, text=True, timeout=120,
-    )
-    assert proc.returncode == 0, proc.stderr
-    assert json.loads(proc.stdout.strip().splitlines()[-1]) is True  # the child wrote both files
-    followed = (tmp_path / "junit.xml").read_bytes()
-    from evalx.results.store import read_results
-
-    write_junit(read_results(tmp_path / "results.jsonl"), tmp_path / "again.xml", name="n", run_id=RUN_ID)
-    assert followed == (tmp_path / "again.xml").read_bytes()

@@ -227,16 +227,16 @@ def report(run_ref: str, config_path: Path, html: Path | None, junit: Path | Non
     RUN is a run id under the config's output dir, `latest`, or the path of a
     run directory (which needs no config).
     """
-    from evalx.execution.runner import _copy, rebuild_reports
+    from evalx.reports.render import REPORT_FILES, copy_report, rebuild_reports
 
     run_dir = _find_run(run_ref, config_path)
     rebuild_reports(run_dir)
-    written = [run_dir / name for name in ("summary.json", "summary.txt", "junit.xml", "report.html")]
+    written = [run_dir / name for name in REPORT_FILES]
     if html:
-        _copy(run_dir / "report.html", html)
+        copy_report(run_dir / "report.html", html)
         written.append(html)
     if junit:
-        _copy(run_dir / "junit.xml", junit)
+        copy_report(run_dir / "junit.xml", junit)
         written.append(junit)
     for path in written:
         click.echo(f"wrote {os.path.relpath(path)}")

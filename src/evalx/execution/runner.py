@@ -7,7 +7,6 @@ import contextlib
 import gc
 import hashlib
 import json
-import shutil
 import signal
 import sys
 import time
@@ -23,6 +22,7 @@ from evalx.config.loader import Config
 from evalx.execution.executor import Executor, ExecutionStats, TargetPlan
 from evalx.execution.plan import Plan, Selection, build_plan
 from evalx.execution.progress import Progress
+from evalx.reports.render import copy_report, write_reports
 from evalx.results.model import CellResult, CostGuardReport, RunSummary
 from evalx.results.outcome import RunFacts, decide_exit, finish_summary
 from evalx.results.store import ResultWriter, new_run_id, read_results, write_json
@@ -59,18 +59,6 @@ def config_hash(config: Config) -> str:
 
 
 def run(config: Config, options: RunOptions, *, out: TextIO | None = None, err: TextIO | None = None) -> RunOutcome:
-    from evalx.reports.follower import ReportFollower
-
-    # forked first, before the cases are loaded, so the child holds little memory of its own (bench/RESULTS.md)
-    follower = ReportFollower.start()
-    try:
-        return _run(config, options, out=out, err=err, follower=follower)
-    finally:
-        if follower is not None:
-            follower.abort()  # a no-op once the reports were written
-
-
-def _run(config: Config, options: RunOptions, *, out: TextIO | None, err: TextIO | None, follower: Any) -> RunOutcome:
     out = out or sys.stdout
     err = err or sys.stderr
     plan = build_plan(config, options.selection)
@@ -150,8 +138,6 @@ def _run(config: Config, options: RunOptions, *, out: TextIO | None, err: TextIO
 
     def on_result(result: CellResult) -> None:
         writer.write(result)
-        if follower is not None:
-            follower.line(*writer.lines[-1])
         summary_builder.add(result)
         if guard is not None:
             guard.record(result)
@@ -159,13 +145,8 @@ def _run(config: Config, options: RunOptions, *, out: TextIO | None, err: TextIO
 
     t0 = time.monotonic()
     admit = guard.admit if guard is not None else None
-    rule = str(config.defaults.get("repeat_pass_rule", "majority"))
     try:
         with _quiet_collector(), user_code_on_path(config.base_dir):  # user code may import lazily while it runs
-            if follower is not None:
-                follower.begin(run_dir, cells=len(plan.cells), name=config.name, run_id=run_id, repeat_pass_rule=rule)
-                for line in writer.lines:  # a resumed run's earlier results
-                    follower.line(*line)
             stats = asyncio.run(_execute(config, todo, options, run_id, on_result, err=err, admit=admit))
     except BaseException:  # a target could not start (no API key...): say so in run.json, keep results
         writer.close(reorder=False)
@@ -197,12 +178,12 @@ def _run(config: Config, options: RunOptions, *, out: TextIO | None, err: TextIO
     if guard is not None and guard.tripped:
         messages.append(guard.message())
     meta.update(status="interrupted" if stats.interrupted else "complete", finished_at=summary.get("finished_at"), exit_code=exit_code)
-    write_reports(run_dir, summary, name=config.name, run_id=run_id, follower=follower)
+    write_reports(run_dir, summary)
     write_json(run_dir / "run.json", meta)
     if options.junit:
-        _copy(run_dir / "junit.xml", options.junit)
+        copy_report(run_dir / "junit.xml", options.junit)
     if options.html:
-        _copy(run_dir / "report.html", options.html)
+        copy_report(run_dir / "report.html", options.html)
     return RunOutcome(run_id, run_dir, summary, exit_code, messages)
 
 
@@ -224,102 +205,6 @@ def _quiet_collector() -> Iterator[None]:
     finally:
         gc.set_threshold(*threshold)
         gc.unfreeze()
-
-
-def write_reports(
-    run_dir: Path, summary: RunSummary, *, name: str, run_id: str, parallel: bool | None = None, follower: Any = None
-) -> None:
-    """summary.json, summary.txt, junit.xml and report.html of a run.
-
-    With a ``follower`` (:mod:`evalx.reports.follower`) JUnit and HTML were built
-    while the cells ran, and only their headers are left to write. Otherwise
-    the HTML report is written by a forked child on the idle second core while
-    this process writes the rest (:mod:`evalx.reports.parallel`; one after the other
-    where forking is not safe, or with ``parallel=False``). Every reader
-    streams ``results.jsonl``: memory does not grow with the number of cells.
-    """
-    from evalx.reports.parallel import run_both
-    from evalx.reports import write_html, write_junit
-
-    results = run_dir / "results.jsonl"
-    baseline = summary.get("baseline")
-    rule = str(summary.get("repeat_pass_rule") or "majority")  # recorded by the run: re-renders agree
-
-    def html() -> None:
-        write_html(results, summary, run_dir / "report.html", baseline=baseline)
-
-    def junit() -> None:
-        write_junit(results, run_dir / "junit.xml", name=name, run_id=run_id, repeat_pass_rule=rule)
-
-    def texts() -> None:
-        from evalx.results.gates import format_outcome
-        from evalx.reports import format_summary
-
-        write_json(run_dir / "summary.json", summary)
-        (run_dir / "summary.txt").write_text(format_summary(summary) + "\n" + format_outcome(summary), encoding="utf-8")
-
-    if follower is not None:
-        follower.end(summary, repeat_pass_rule=rule, baseline=baseline)
-        texts()
-        if follower.wait():
-            return
-        run_both(junit, html, parallel=parallel)
-        return
-
-    def rest() -> None:
-        texts()
-        junit()
-
-    run_both(rest, html, parallel=parallel)
-
-
-def rebuild_reports(run_dir: Path) -> RunSummary:
-    """Re-render a stored run's summary, JUnit XML and HTML report from its ``results.jsonl``.
-
-    The summary is rebuilt from the results (so it reflects every stored cell);
-    what only the run knew (duration, config, baseline...) comes from the
-    stored ``summary.json`` and ``run.json``.
-    """
-    from evalx.errors import EvalxError
-    from evalx.results.outcome import restore_summary
-    from evalx.results.summary import SummaryBuilder
-
-    if not (run_dir / "results.jsonl").is_file():
-        raise EvalxError(f"{run_dir}: no results.jsonl there, not a run directory")
-    meta, stored = _read_json_dict(run_dir / "run.json"), _read_json_dict(run_dir / "summary.json")
-    run_id = str(meta.get("run_id") or stored.get("run_id") or run_dir.name)
-    name = str(meta.get("name") or stored.get("name") or "")
-    from evalx.results.repeats import RULES
-
-    rule = stored.get("repeat_pass_rule")
-    builder = SummaryBuilder(
-        run_id,
-        name,
-        str(meta.get("started_at") or stored.get("started_at") or ""),
-        repeat_pass_rule=rule if rule in RULES else "majority",
-        matrix=stored.get("matrix") if isinstance(stored.get("matrix"), dict) else None,
-    )
-    for result in read_results(run_dir / "results.jsonl"):
-        builder.add(result)
-    duration = stored.get("duration_s")
-    finished = str(stored.get("finished_at") or meta.get("finished_at") or "")
-    figures = builder.finish(finished, float(duration) if isinstance(duration, (int, float)) else 0.0)
-    summary = restore_summary(figures, stored)  # what only the run knew: config, interrupted, baseline...
-    write_reports(run_dir, summary, name=name, run_id=run_id)
-    return summary
-
-
-def _read_json_dict(path: Path) -> dict[str, Any]:
-    try:
-        value = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return {}
-    return value if isinstance(value, dict) else {}
-
-
-def _copy(src: Path, dst: Path) -> None:
-    dst.parent.mkdir(parents=True, exist_ok=True)
-    shutil.copyfile(src, dst)
 
 
 async def _execute(

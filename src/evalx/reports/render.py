@@ -1,0 +1,83 @@
+"""A run's report files (summary.json, summary.txt, junit.xml, report.html), written by one path for `evalx run` and `evalx report`."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+from typing import Any
+
+from evalx.errors import EvalxError
+from evalx.reports.html import write_html
+from evalx.reports.junit import write_junit
+from evalx.reports.text import format_summary
+from evalx.results.gates import format_outcome
+from evalx.results.model import RunSummary
+from evalx.results.outcome import restore_summary
+from evalx.results.repeats import RULES
+from evalx.results.store import read_results, write_json
+from evalx.results.summary import SummaryBuilder
+
+__all__ = ["REPORT_FILES", "copy_report", "rebuild_reports", "write_reports"]
+
+REPORT_FILES = ("summary.json", "summary.txt", "junit.xml", "report.html")
+
+
+def write_reports(run_dir: Path, summary: RunSummary) -> None:
+    """Write :data:`REPORT_FILES` into ``run_dir`` from its ``results.jsonl`` and the run's ``summary``.
+
+    The run's name, id and repeat rule are read from the summary (the rule the
+    run recorded, so a re-render agrees with it). JUnit and HTML each stream
+    ``results.jsonl`` once: memory does not grow with the number of cells.
+    """
+    results = run_dir / "results.jsonl"
+    baseline = summary.get("baseline")
+    rule = str(summary.get("repeat_pass_rule") or "majority")
+    write_json(run_dir / "summary.json", summary)
+    (run_dir / "summary.txt").write_text(format_summary(summary) + "\n" + format_outcome(summary), encoding="utf-8")
+    name, run_id = str(summary.get("name") or ""), str(summary.get("run_id") or run_dir.name)
+    write_junit(results, run_dir / "junit.xml", name=name, run_id=run_id, repeat_pass_rule=rule)
+    write_html(results, summary, run_dir / "report.html", baseline=baseline)
+
+
+def rebuild_reports(run_dir: Path) -> RunSummary:
+    """Re-render a stored run's reports from its ``results.jsonl`` (`evalx report`); returns the summary.
+
+    The summary is rebuilt from the results (so it reflects every stored cell);
+    what only the run knew (duration, config, baseline...) comes from the
+    stored ``summary.json`` and ``run.json``.
+    """
+    if not (run_dir / "results.jsonl").is_file():
+        raise EvalxError(f"{run_dir}: no results.jsonl there, not a run directory")
+    meta, stored = _read_json_dict(run_dir / "run.json"), _read_json_dict(run_dir / "summary.json")
+    rule = stored.get("repeat_pass_rule")
+    matrix = stored.get("matrix")
+    builder = SummaryBuilder(
+        str(meta.get("run_id") or stored.get("run_id") or run_dir.name),
+        str(meta.get("name") or stored.get("name") or ""),
+        str(meta.get("started_at") or stored.get("started_at") or ""),
+        repeat_pass_rule=rule if rule in RULES else "majority",
+        matrix=matrix if isinstance(matrix, dict) else None,
+    )
+    for result in read_results(run_dir / "results.jsonl"):
+        builder.add(result)
+    duration = stored.get("duration_s")
+    finished = str(stored.get("finished_at") or meta.get("finished_at") or "")
+    figures = builder.finish(finished, float(duration) if isinstance(duration, (int, float)) else 0.0)
+    summary = restore_summary(figures, stored)  # what only the run knew: config, interrupted, baseline...
+    write_reports(run_dir, summary)
+    return summary
+
+
+def copy_report(src: Path, dst: Path) -> None:
+    """Copy a written report to where ``--junit``/``--html`` asked for it, creating its folder."""
+    dst.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(src, dst)
+
+
+def _read_json_dict(path: Path) -> dict[str, Any]:
+    try:
+        value = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return value if isinstance(value, dict) else {}
