@@ -1,7 +1,8 @@
-"""The data that flows between the parts: cases, trajectories, verdicts, results.
+"""The data that flows between the parts: cases, cells, trajectories, verdicts.
 
-Every reporter reads :class:`CellResult` (as a dict from ``results.jsonl``);
-reporters never reach back into the executor.
+What a run writes (a cell result, the summary, the results file's version)
+is declared in :mod:`evalx.results.model`; reporters read that, never the
+executor's objects.
 """
 
 from __future__ import annotations
@@ -9,11 +10,6 @@ from __future__ import annotations
 import copy
 from dataclasses import dataclass, field
 from typing import Any
-
-RESULT_VERSION = 1
-
-#: cell statuses, in the order reports list them
-STATUSES = ("pass", "fail", "error", "skipped")
 
 
 @dataclass

@@ -10,12 +10,15 @@ from __future__ import annotations
 import json
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 from evalx.errors import EvalxError
 from evalx.figures import ms as _ms
 from evalx.figures import pct as _pct
 from evalx.figures import usd as _usd
+
+if TYPE_CHECKING:
+    from evalx.results.model import RunSummary
 
 __all__ = ["RunInfo", "RunNotFound", "format_runs", "list_runs", "read_run", "resolve_run"]
 
@@ -62,12 +65,14 @@ def _read_json(path: Path) -> dict[str, Any] | None:
 def read_run(run_dir: Path) -> RunInfo | None:
     """A run's headline figures, or None when ``run_dir`` holds no run."""
     meta = _read_json(run_dir / "run.json")
-    summary = _read_json(run_dir / "summary.json")
-    if meta is None and summary is None:
+    stored = _read_json(run_dir / "summary.json")
+    if meta is None and stored is None:
         return None
     meta = meta or {}
-    summary = summary or {}
-    totals = summary.get("totals") or {}
+    # as stored, possibly by an older evalx: every key is read with care
+    summary = cast("RunSummary", stored or {})
+    totals = summary.get("totals")
+    latency = summary.get("latency_ms")
     status = str(meta.get("status") or ("complete" if summary else "unknown"))
     if status == "running" and not summary:
         status = "running/killed"  # no summary: still running, or it died without one (resume it)
@@ -79,10 +84,10 @@ def read_run(run_dir: Path) -> RunInfo | None:
         started_at=meta.get("started_at") or summary.get("started_at"),
         started_unix=meta.get("started_unix") if isinstance(meta.get("started_unix"), (int, float)) else None,
         config_hash=meta.get("config_hash"),
-        cells=totals.get("cells", meta.get("cells")),
-        pass_rate=totals.get("pass_rate"),
+        cells=totals.get("cells", meta.get("cells")) if totals else meta.get("cells"),
+        pass_rate=totals.get("pass_rate") if totals else None,
         cost_usd=summary.get("cost_usd"),
-        p99_ms=(summary.get("latency_ms") or {}).get("p99"),
+        p99_ms=latency.get("p99") if latency else None,
         duration_s=summary.get("duration_s"),
     )
 
