@@ -10,10 +10,9 @@ calling inline).
 :class:`SyncRunner` gives the same guarantees — at most ``max_workers``
 calls at once, each in a worker thread, never on the loop — but wakes
 threads lazily: a call goes to a running thread's queue when one is active,
-and more threads are woken only when work has waited :data:`RAMP_S`
-without being picked up (a blocking callable): one for each call still
-waiting — so slow callables still run ``max_workers`` at a time, a
-millisecond later at most. Results are handed
+and another thread is woken only when work has waited :data:`RAMP_S`
+without being picked up (a blocking callable) — so slow callables still run
+``max_workers`` at a time, a millisecond later at most. Results are handed
 back to the loop in batches: one loop wake-up for every result that is ready.
 """
 
@@ -69,9 +68,7 @@ class SyncRunner:
             self._ramp_scheduled = False
             if self._closed or not self._work:
                 return
-            # every call still waiting gets a thread now (up to max_workers): a started cell waits
-            # at most about RAMP_S for its thread, not RAMP_S for each call queued before it
-            for _ in range(min(len(self._work), self.max_workers - self._running)):
+            if self._running < self.max_workers:
                 self._wake_one()
             if self._work and self._running < self.max_workers and self._loop is not None:
                 self._ramp_scheduled = True
