@@ -219,19 +219,34 @@ def test_a_broken_entry_point_is_one_error_naming_it(tmp_path: Path, monkeypatch
         )
 
 
-def test_entry_points_are_looked_up_once(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_entry_points_are_looked_up_once_and_only_when_a_distribution_declares_some(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import importlib.metadata
+
+    real = importlib.metadata.entry_points
     calls = []
 
-    def fake_entry_points(**params: str) -> list[object]:
+    def counted(**params: str) -> object:
         calls.append(params)
-        return []
+        return real(**params)
 
-    monkeypatch.setattr("importlib.metadata.entry_points", fake_entry_points)
+    monkeypatch.setattr("importlib.metadata.entry_points", counted)
+    plugins._entry_point_issues = None
+    registry.check_entry_point_plugins()
+    assert calls == []  # nothing installed declares evalx.plugins: importlib.metadata is not even imported for it
+
+    site = tmp_path / "site"
+    site.mkdir()
+    _install_dist(site, "evalx-test-once", "evalx_test_once_plugin", MY_CHECKS.replace('"polite"', '"once_only"'))
+    monkeypatch.syspath_prepend(str(site))
+    monkeypatch.delitem(sys.modules, "evalx_test_once_plugin", raising=False)
     plugins._entry_point_issues = None
     for _ in range(3):
         registry.check_entry_point_plugins()
         registry.registered()
     assert calls == [{"group": "evalx.plugins"}]
+    assert "once_only" in registry.registered()
 
 
 # ---------------------------------------------------------------------------- the public API
