@@ -291,7 +291,7 @@ def measure(n: int, repeats: int) -> dict[str, dict[str, float]]:
     names = list(CANDIDATES)
     best: dict[str, dict[str, float]] = {}
     for round_ in range(repeats):
-        for name in names[round_ % len(names):] + names[: round_ % len(names)]:
+        for name in names[round_ % len(names) :] + names[: round_ % len(names)]:
             figures = measure_once(name, n)
             kept = best.setdefault(name, figures)
             for key, value in figures.items():
@@ -347,7 +347,9 @@ def main() -> None:
     args = parser.parse_args()
 
     same = (dumps(build_dict(7)) + "\n").encode() == _MS_ENCODER.encode(build_ms(7)) + b"\n"
-    print(f"result model: {args.n:,} results, best of {args.repeats}, µs per result (Python {sys.version.split()[0]}, msgspec {msgspec.__version__})")
+    print(
+        f"result model: {args.n:,} results, best of {args.repeats}, µs per result (Python {sys.version.split()[0]}, msgspec {msgspec.__version__})"
+    )
     print(f"{'representation':<26}{'build':>8}{'encode':>8}{'decode':>8}{'read':>8}{'total':>8}{'vs typeddict':>14}{'line bytes':>12}")
     results = measure(args.n, args.repeats)
     base = results["typeddict"]["total"]
