@@ -379,3 +379,42 @@ def test_plan_fingerprint_is_what_it_was(tmp_path: Any) -> None:
     plan = build_plan(config, Selection())
     assert len(plan.cells) == 8
     assert plan_fingerprint(config, plan) == reference(config, plan)
+
+
+# -- junit.xml and report.html from one read of results.jsonl ---------------------------------
+
+
+def test_reports_from_one_read_are_the_reports_written_one_by_one(tmp_path: Any) -> None:
+    """In matrix order, shuffled (a killed run), repeats, a case split apart: byte for byte what write_junit/write_html write."""
+    from evalx.reports.html import write_html
+    from evalx.reports.junit import write_junit
+    from evalx.reports.render import write_reports
+    from evalx.results.summary import SummaryBuilder
+
+    def result(i: int, case: int, repeat: int = 0) -> dict[str, Any]:
+        return {
+            "version": 1, "run_id": "20261126-101500-abcdef", "index": i, "target": f"t{case % 2}", "target_type": "python",
+            "dataset": "d", "case_id": f"case-{case}", "repeat": repeat, "category": f"k{case % 3}", "status": "pass" if i % 4 else "fail",
+            "score": 1.0, "latency_ms": 10.5 + i % 7, "output": {"text": f"answer {i} <&>"}, "error": None,
+            "assertions": [{"type": "contains", "name": None, "passed": bool(i % 4), "score": 1.0, "reason": "r", "weight": 1.0}],
+        }  # fmt: skip
+
+    in_order = [result(i, i // 2, i % 2) for i in range(40)]
+    shuffled = in_order[:]
+    random.Random(15).shuffle(shuffled)
+    split = in_order[:10] + [result(40, 1, 2)] + in_order[10:]  # case-1 comes back later: cases not contiguous
+    indexes_only = [dict(r, case_id=f"c{r['index']}") for r in in_order[::-1]]  # contiguous cases, indexes going down
+    for name, results in (("in-order", in_order), ("shuffled", shuffled), ("split", split), ("reversed", indexes_only)):
+        builder = SummaryBuilder("20261126-101500-abcdef", "n", "2026-11-26T10:15:00+00:00", repeat_pass_rule="majority")
+        for r in results:
+            builder.add(r)  # type: ignore[arg-type]
+        summary = builder.finish("2026-11-26T10:16:00+00:00", 1.0)
+        together, alone = tmp_path / name / "together", tmp_path / name / "alone"
+        for d in (together, alone):
+            d.mkdir(parents=True)
+            (d / "results.jsonl").write_text("".join(json.dumps(r) + "\n" for r in results), encoding="utf-8")
+        write_reports(together, summary)
+        write_junit(alone / "results.jsonl", alone / "junit.xml", name="n", run_id="20261126-101500-abcdef", repeat_pass_rule="majority")
+        write_html(alone / "results.jsonl", summary, alone / "report.html")
+        for report in ("junit.xml", "report.html"):
+            assert (together / report).read_bytes() == (alone / report).read_bytes(), (name, report)

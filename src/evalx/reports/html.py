@@ -76,7 +76,7 @@ from evalx.reports import charts as _charts
 from evalx.results.model import STATUSES, AssertionRecord, BaselineView, CellResult, RunSummary
 from evalx.results.store import read_results
 
-__all__ = ["clean_text", "embed_json", "write_html"]
+__all__ = ["HtmlStream", "clean_text", "embed_json", "write_html"]
 
 #: characters of each long text field (output, input, traceback...) kept per cell
 TEXT_CAP = 20_000
@@ -638,6 +638,39 @@ def _header(summary: RunSummary, data: _ReportData) -> _Json:
         "repeats": repeats if isinstance(repeats, dict) and repeats else None,
         "cells_planned": _int(summary.get("cells_planned")),
     }
+
+
+class HtmlStream:
+    """report.html built from results given one at a time, in matrix order (what :func:`write_html`'s first pass does).
+
+    :meth:`offer` takes a result and says False once the cases are not
+    contiguous (a killed or resumed run's file); then nothing more is taken
+    and :func:`write_html` must write the page from the file instead.
+    """
+
+    def __init__(self, summary: RunSummary, spool_dir: Path) -> None:
+        self.summary = summary
+        self.data: _ReportData | None = _ReportData(summary.get("per_target") or {}, spool_dir=spool_dir, index_cases=False)
+
+    def offer(self, result: CellResult) -> bool:
+        if self.data is None:
+            return False
+        try:
+            self.data.add(result)
+        except _CasesNotContiguous:
+            self.close()
+            return False
+        return True
+
+    def write(self, out: Path, *, baseline: BaselineView | None = None) -> None:
+        """Write the page to ``out`` from what was offered (every offer must have been taken)."""
+        assert self.data is not None, "an offer was refused: write the page with write_html"
+        _write_page(self.data, self.summary, out, baseline)
+
+    def close(self) -> None:
+        if self.data is not None:
+            self.data.close()
+            self.data = None
 
 
 def _gather(results_path: Path, summary: RunSummary, spool_dir: Path) -> _ReportData:

@@ -55,7 +55,7 @@ from typing import IO, Any, Union
 from evalx.results.model import AssertionRecord, CellOutput, CellResult
 from evalx.results.repeats import DEFAULT_RULE, RULES, Tally, case_status
 
-__all__ = ["write_junit", "xml_safe"]
+__all__ = ["JUnitStream", "write_junit", "xml_safe"]
 
 #: longest <system-out> kept per test case, in characters
 MAX_SYSTEM_OUT = 10_000
@@ -489,11 +489,29 @@ class JUnitStream:
         self.reps.append(_repeat(result, seconds, (float(index), self.arrival)))
         self.arrival += 1
 
+    def offer(self, result: CellResult) -> bool:
+        """:meth:`add`, saying False instead of raising once the results are out of matrix order."""
+        try:
+            self.add(result)
+        except _Disorder:
+            return False
+        return True
+
     def _flush(self) -> None:
         if self.current is not None and self.suite is not None:
             self.writer.case(self.suite, self.current[2], self.reps)
             self.done.add(hash(self.current))
             self.current, self.reps, self.suite = None, [], None
+
+    @classmethod
+    def start(cls, repeat_pass_rule: str, spool_dir: Path) -> JUnitStream:
+        """A stream whose suites spool in ``spool_dir``; :meth:`close` it when done."""
+        if repeat_pass_rule not in RULES:
+            raise ValueError(f"unknown repeat_pass_rule {repeat_pass_rule!r} (one of {', '.join(RULES)})")
+        return cls(_SuiteWriter(repeat_pass_rule, spool_dir))
+
+    def close(self) -> None:
+        self.writer.close()
 
     def finish(self, path: Path, *, name: str, run_id: str, timestamp: str | None = None, repeat_pass_rule: str = DEFAULT_RULE) -> None:
         """Write the file (atomically) from what was added."""

@@ -8,11 +8,11 @@ from pathlib import Path
 from typing import Any
 
 from evalx.errors import EvalxError
-from evalx.reports.html import write_html
-from evalx.reports.junit import write_junit
+from evalx.reports.html import HtmlStream, write_html
+from evalx.reports.junit import JUnitStream, write_junit
 from evalx.reports.text import format_summary
 from evalx.results.gates import format_outcome
-from evalx.results.model import RunSummary
+from evalx.results.model import BaselineView, RunSummary
 from evalx.results.outcome import restore_summary
 from evalx.results.repeats import RULES
 from evalx.results.store import read_results, write_json
@@ -27,8 +27,9 @@ def write_reports(run_dir: Path, summary: RunSummary) -> None:
     """Write :data:`REPORT_FILES` into ``run_dir`` from its ``results.jsonl`` and the run's ``summary``.
 
     The run's name, id and repeat rule are read from the summary (the rule the
-    run recorded, so a re-render agrees with it). JUnit and HTML each stream
-    ``results.jsonl`` once: memory does not grow with the number of cells.
+    run recorded, so a re-render agrees with it). JUnit and HTML are built
+    from one stream of ``results.jsonl``: memory does not grow with the number
+    of cells.
     """
     results = run_dir / "results.jsonl"
     baseline = summary.get("baseline")
@@ -36,8 +37,46 @@ def write_reports(run_dir: Path, summary: RunSummary) -> None:
     write_json(run_dir / "summary.json", summary)
     (run_dir / "summary.txt").write_text(format_summary(summary) + "\n" + format_outcome(summary), encoding="utf-8")
     name, run_id = str(summary.get("name") or ""), str(summary.get("run_id") or run_dir.name)
-    write_junit(results, run_dir / "junit.xml", name=name, run_id=run_id, repeat_pass_rule=rule)
-    write_html(results, summary, run_dir / "report.html", baseline=baseline)
+    _junit_and_html(results, summary, run_dir, name=name, run_id=run_id, rule=rule, baseline=baseline)
+
+
+def _junit_and_html(
+    results: Path, summary: RunSummary, run_dir: Path, *, name: str, run_id: str, rule: str, baseline: BaselineView | None
+) -> None:
+    """junit.xml and report.html from one read of ``results``: both follow the lines as they are read.
+
+    Either one that finds the file out of matrix order (a killed or resumed
+    run) is written afterwards by :func:`write_junit` / :func:`write_html`
+    from the file, exactly as they would have written it alone.
+    """
+    junit: JUnitStream | None = JUnitStream.start(rule, run_dir)  # an unknown rule: write_junit's ValueError
+    html: HtmlStream | None = HtmlStream(summary, run_dir)
+    try:
+        if results.exists():
+            for result in read_results(results):
+                if not isinstance(result, dict):
+                    continue
+                if junit is not None and not junit.offer(result):
+                    junit.close()
+                    junit = None
+                if html is not None and not html.offer(result):
+                    html.close()
+                    html = None
+                if junit is None and html is None:
+                    break
+        if junit is not None:
+            junit.finish(run_dir / "junit.xml", name=name, run_id=run_id, repeat_pass_rule=rule)
+        else:
+            write_junit(results, run_dir / "junit.xml", name=name, run_id=run_id, repeat_pass_rule=rule)
+        if html is not None:
+            html.write(run_dir / "report.html", baseline=baseline)
+        else:
+            write_html(results, summary, run_dir / "report.html", baseline=baseline)
+    finally:
+        if junit is not None:
+            junit.close()
+        if html is not None:
+            html.close()
 
 
 def rebuild_reports(run_dir: Path) -> RunSummary:
