@@ -21,7 +21,8 @@ from aiohttp import web
 from click.testing import CliRunner
 
 from evalx import Case, JudgeError, Trajectory
-from evalx.judge.judge import Judge, same_model
+from evalx.judge.checks import same_model
+from evalx.judge.judge import Judge
 from evalx.judge.verdict import parse_category, parse_verdict
 from evalx.assertions import AssertionContext
 from evalx.assertions.evaluate import evaluate_one

@@ -110,7 +110,7 @@ def validate(config_path: Path, var: tuple[str, ...]) -> None:
             if not case.asserts and not n_global:
                 click.echo(f"warning: {case.source} case {case.id!r} has no assertion: it would pass on anything", err=True)
                 warnings += 1
-    from evalx.judge.judge import check_judge_refs
+    from evalx.judge import check_judge_refs
 
     unjudged = check_judge_refs(config, cases)  # raises ConfigError for an unknown per-assertion judge target
     if unjudged:

@@ -294,7 +294,7 @@ def _judge(
     config: Config, plan: Plan, ctx: RunContext, command_line: dict[str, Any], target_ids: list[str], err: TextIO | None
 ) -> Any:
     """The run's judge client (lazy: it starts a judge target on first use), bias-checked once up front."""
-    from evalx.judge.judge import Judge, graded_target_ids
+    from evalx.judge import Judge, graded_target_ids
 
     specs = {t["id"]: t for t in config.targets}
     specs.update({t["id"]: t for t in plan.target_specs})  # matrix-expanded specs win

@@ -1,1 +1,12 @@
-"""The judge: model-graded assertions ask a target for a verdict, and the verdict is read strictly."""
+"""The judge: model-graded assertions ask a target for a verdict, and the verdict is read strictly.
+
+``judge.py`` grades (one :class:`Judge` a run), ``prompts.py`` says what a judge is asked,
+``verdict.py`` reads the reply, ``checks.py`` checks references and self-grading up front.
+"""
+
+from __future__ import annotations
+
+from evalx.judge.checks import check_judge_refs, graded_target_ids
+from evalx.judge.judge import Judge
+
+__all__ = ["Judge", "check_judge_refs", "graded_target_ids"]

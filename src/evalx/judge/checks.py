@@ -1,0 +1,109 @@
+"""Judge checks made before any cell runs: references to judge targets, embedders, and self-grading."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from evalx.models import Case, Cell
+
+__all__ = ["check_judge_refs", "graded_target_ids", "same_model"]
+
+
+def same_model(judge: dict[str, Any], graded: dict[str, Any], resolve: Callable[[str], Any] | None = None) -> str | None:
+    """A description of the shared model when ``judge`` would grade itself, else None."""
+    kind = judge.get("type")
+    if kind != graded.get("type"):
+        return None
+    if kind == "provider":
+        if judge.get("provider") == graded.get("provider") and judge.get("model") == graded.get("model"):
+            return f"{judge.get('provider')}/{judge.get('model')}"
+        return None
+    if kind == "engine":
+        return f"engine {judge.get('url')}" if judge.get("url") == graded.get("url") else None
+    if kind == "python":
+        a, b = judge.get("callable"), graded.get("callable")
+        if a == b:
+            return f"callable {a}"
+        if resolve is not None and isinstance(a, str) and isinstance(b, str):
+            try:
+                if resolve(a) is resolve(b):
+                    return f"callable {a}"
+            except Exception:  # an unimportable callable fails elsewhere, with its own message
+                return None
+    return None
+
+
+def graded_target_ids(cells: list[Cell], global_asserts: list[dict[str, Any]], target_ids: list[str]) -> list[str]:
+    """The targets (of ``target_ids``, in order) with at least one model-graded assertion to grade."""
+    from evalx.assertions import get_assertion
+
+    def graded(asserts: list[dict[str, Any]]) -> bool:
+        return any((t := get_assertion(str(a.get("type")))) is not None and t.model_graded for a in asserts)
+
+    if graded(global_asserts):
+        return list(target_ids)
+    seen: dict[int, bool] = {}
+    hit: set[str] = set()
+    for cell in cells:
+        key = id(cell.case)
+        if key not in seen:
+            seen[key] = graded(cell.case.asserts)
+        if seen[key]:
+            hit.add(cell.target)
+    return [t for t in target_ids if t in hit]
+
+
+def check_judge_refs(config: Any, cases: dict[str, list[Case]]) -> int:
+    """``evalx validate``'s judge checks: the number of model-graded assertions no judge will grade.
+
+    Raises :class:`ConfigError` for a per-assertion ``judge.target`` or an
+    ``embedding:`` that names no target, and for an ``embedding:`` provider
+    target whose definition has no ``embeddings:`` request.
+    """
+    from evalx.assertions import get_assertion
+    from evalx.errors import ConfigError, Issue
+
+    known = {t["id"] for t in config.targets}
+    has_global = (config.data.get("judge") or {}).get("target") is not None
+    unjudged = 0
+    issues: list[Issue] = []
+    entries: list[tuple[str, Case | None, dict[str, Any]]] = [("assert", None, a) for a in config.global_asserts]
+    entries += [(case.source, case, a) for cs in cases.values() for case in cs for a in case.asserts]
+    cannot_embed = _providers_without_embeddings(config) if any(spec.get("embedding") for _, _, spec in entries) else {}
+    for where, case, spec in entries:
+        atype = get_assertion(str(spec.get("type")))
+        if atype is None or not atype.model_graded:
+            continue
+        label = f"{where} case {case.id!r}" if case is not None else f"{config.file} assert"
+        raw_override = spec.get("judge")
+        override: dict[str, Any] = raw_override if isinstance(raw_override, dict) else {}
+        for key, ref in (("judge.target", override.get("target")), ("embedding", spec.get("embedding"))):
+            if isinstance(ref, str) and ref not in known:
+                issues.append(Issue(f"{label}: {spec['type']}.{key}: unknown target {ref!r}", None, "", ""))
+        embedder = spec.get("embedding")
+        if isinstance(embedder, str) and embedder in cannot_embed:
+            issues.append(Issue(f"{label}: {spec['type']}.embedding: target {embedder!r} cannot produce embeddings: {cannot_embed[embedder]}", None, "", ""))
+        if not has_global and override.get("target") is None and spec.get("embedding") is None:
+            unjudged += 1
+    if issues:
+        raise ConfigError(issues)
+    return unjudged
+
+
+def _providers_without_embeddings(config: Any) -> dict[str, str]:
+    """Provider target id → why it cannot embed, for targets whose definition has no ``embeddings:``."""
+    from evalx.errors import ConfigError
+    from evalx.targets.definitions import find_provider, providers_dir_of
+
+    out: dict[str, str] = {}
+    for target in config.targets:
+        if target.get("type") != "provider":
+            continue
+        try:
+            definition = find_provider(str(target.get("provider")), providers_dir_of(config))
+        except ConfigError:  # an unknown or broken provider is reported by the config checks
+            continue
+        if definition.embeddings is None:
+            out[str(target["id"])] = f"provider {definition.name!r} has no embeddings: section in its definition ({definition.file})"
+    return out
