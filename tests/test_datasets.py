@@ -399,7 +399,7 @@ def test_unsupported_format_and_empty_directory(tmp_path: Path) -> None:
 
 def test_bad_defaults_are_reported_once() -> None:
     spec = {"id": "x", "path": "cases.jsonl", "defaults": {"categroy": "a", "assert": [{"type": "contans"}]}}
-    data, positions = parse_yaml_with_lines(yaml.safe_dump({"datasets": [spec]}, sort_keys=False))
+    _, positions = parse_yaml_with_lines(yaml.safe_dump({"datasets": [spec]}, sort_keys=False))
     with pytest.raises(DatasetError) as info:
         load_dataset(spec, base_dir=DATA, positions=positions, path_prefix=("datasets", 0))
     assert str(info.value) == "\n".join([

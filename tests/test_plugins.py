@@ -29,10 +29,10 @@ def polite(ctx: AssertionContext, *, words: list[str] | None = None) -> Verdict:
     return Verdict.ok() if found else Verdict.no("no courtesy word")
 '''
 
-AGENT = '''
+AGENT = """
 def answer(question):
     return "Thanks for asking: 4" if "2+2" in question else "4"
-'''
+"""
 
 CONFIG = """\
 version: 1
@@ -143,11 +143,17 @@ def test_a_plugin_used_by_a_config_level_assert_and_a_module_name_plugin(tmp_pat
         ("[my_checks.py, 3]", "evalconfig.yaml:2 plugins[1]: must be a .py file or a module name (a string), not 3"),
         ("['']", "evalconfig.yaml:2 plugins[0]: must be a .py file or a module name (a string), not an empty string"),
         ("[nope.py]", "evalconfig.yaml:2 plugins[0]: plugin failed: cannot import 'nope.py': no file "),
-        ("[no_such_plugin_module_xyz]", "evalconfig.yaml:2 plugins[0]: plugin failed: cannot import 'no_such_plugin_module_xyz': "
-                                        "No module named 'no_such_plugin_module_xyz'"),
+        (
+            "[no_such_plugin_module_xyz]",
+            "evalconfig.yaml:2 plugins[0]: plugin failed: cannot import 'no_such_plugin_module_xyz': "
+            "No module named 'no_such_plugin_module_xyz'",
+        ),
         ("[broken.py]", "evalconfig.yaml:2 plugins[0]: plugin failed: importing 'broken.py' raised ZeroDivisionError: division by zero"),
-        ("[steals.py]", "evalconfig.yaml:2 plugins[0]: plugin failed: importing 'steals.py' raised ValueError: assertion type 'contains' "
-                        "is already registered (by evalx.assertions.deterministic.contains)"),
+        (
+            "[steals.py]",
+            "evalconfig.yaml:2 plugins[0]: plugin failed: importing 'steals.py' raised ValueError: assertion type 'contains' "
+            "is already registered (by evalx.assertions.deterministic.contains)",
+        ),
     ],
 )
 def test_a_bad_plugins_key_or_a_failing_plugin_is_one_error(tmp_path: Path, plugins_value: str, error: str) -> None:

@@ -13,7 +13,7 @@ from click.testing import CliRunner
 from evalx.cli import main
 from evalx.usercode import UserCodeError, import_user_module, resolve_callable, user_code_on_path
 
-AGENT = '''
+AGENT = """
 import pathlib
 
 # counts the imports of this file: evalx must import it once, whoever names it
@@ -48,7 +48,7 @@ class Checks:
 
 def plain(question):
     return question
-'''
+"""
 
 
 def project(tmp_path: Path, *, target: str, assertion: str, case_assert: str = "", global_assert: str = "") -> Path:
@@ -70,7 +70,7 @@ def project(tmp_path: Path, *, target: str, assertion: str, case_assert: str = "
                       {case_assert}
             """
         )
-        + (f"assert:\n  - {{type: python, callable: \"{global_assert}\"}}\n" if global_assert else "")
+        + (f'assert:\n  - {{type: python, callable: "{global_assert}"}}\n' if global_assert else "")
     )
     return cfg
 

@@ -153,7 +153,9 @@ class _Builder:
             self.lines[(*path, key)] = line  # a key's own line is more useful than its value's for errors
         return out
 
-    def pairs(self, node: yaml.MappingNode, merging: set[int]) -> tuple[list[tuple[yaml.Node, yaml.Node]], list[tuple[yaml.Node, yaml.Node]]]:
+    def pairs(
+        self, node: yaml.MappingNode, merging: set[int]
+    ) -> tuple[list[tuple[yaml.Node, yaml.Node]], list[tuple[yaml.Node, yaml.Node]]]:
         """The pairs ``<<`` merges in (an earlier source wins over a later one) and the mapping's own pairs.
 
         PyYAML's ``flatten_mapping`` rewrites the node in place, which would
@@ -169,7 +171,9 @@ class _Builder:
             sources = value_node.value if isinstance(value_node, yaml.SequenceNode) else [value_node]
             for source in reversed(sources):  # the first source wins: it is merged last
                 if not isinstance(source, yaml.MappingNode) or id(source) in merging:
-                    self.problems.append(Problem(source.start_mark.line + 1, (), "'<<' merges a mapping, or a list of mappings (not in a cycle)"))
+                    self.problems.append(
+                        Problem(source.start_mark.line + 1, (), "'<<' merges a mapping, or a list of mappings (not in a cycle)")
+                    )
                     continue
                 m, o = self.pairs(source, merging)
                 merged.extend(m + o)

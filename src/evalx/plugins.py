@@ -129,7 +129,12 @@ def import_config_plugins(loaded: Loaded, base_dir: Path) -> None:
             issues.append(Issue(loaded.file, loaded.line_of(("plugins", i)), format_path(("plugins", i)), f"plugin failed: {exc}"))
         except Exception as exc:  # e.g. ValueError from @assertion: a name registered twice
             issues.append(
-                Issue(loaded.file, loaded.line_of(("plugins", i)), format_path(("plugins", i)), f"plugin {ref!r} failed: {type(exc).__name__}: {exc}")
+                Issue(
+                    loaded.file,
+                    loaded.line_of(("plugins", i)),
+                    format_path(("plugins", i)),
+                    f"plugin {ref!r} failed: {type(exc).__name__}: {exc}",
+                )
             )
     if issues:
         raise ConfigError(issues)

@@ -8,23 +8,19 @@ each naming ``FILE:LINE key.path``.
 from __future__ import annotations
 
 import dataclasses
-import difflib
-import importlib
 import os
-import sys
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from jsonschema import Draft202012Validator
-from jsonschema.exceptions import ValidationError
 
-from evalx.errors import ConfigError, DatasetError, Issue
-from evalx.redaction import Redactor, looks_secret_name
-from evalx.documents import KeyPath, Loaded, describe_schema_error, did_you_mean, display_path, format_path, load_yaml, schema_error_leaves
 from evalx.assertions.registry import check_entry_point_plugins
+from evalx.documents import KeyPath, Loaded, describe_schema_error, did_you_mean, display_path, format_path, load_yaml, schema_error_leaves
+from evalx.errors import ConfigError, Issue
 from evalx.plugins import import_config_plugins
+from evalx.redaction import Redactor, looks_secret_name
 from evalx.usercode import resolve_callable
 
 #: built-in values of the run-wide ``defaults:`` keys; the target settings' (concurrency, timeout_s,
