@@ -73,12 +73,34 @@ def compile_schema(schema: Any) -> Check:
         check = _keyword(key, arg, schema)
         if check is None:
             return _never  # a keyword this fast path does not understand: jsonschema decides
-        checks.append(check)
+        if check is not _always:
+            checks.append(check)
+    return _all(checks)
+
+
+def _all(checks: list[Check]) -> Check:
+    """True when every check is (written out for the common short lists: this runs per assertion spec)."""
     if not checks:
         return _always
     if len(checks) == 1:
         return checks[0]
-    return lambda v: all(c(v) for c in checks)
+    if len(checks) == 2:
+        a, b = checks
+        return lambda v: a(v) and b(v)
+    if len(checks) == 3:
+        a, b, c = checks
+        return lambda v: a(v) and b(v) and c(v)
+    return lambda v: all(check(v) for check in checks)
+
+
+def _any(checks: list[Check]) -> Check:
+    """True when some check is."""
+    if len(checks) == 1:
+        return checks[0]
+    if len(checks) == 2:
+        a, b = checks
+        return lambda v: a(v) or b(v)
+    return lambda v: any(check(v) for check in checks)
 
 
 def _keyword(key: str, arg: Any, schema: dict[str, Any]) -> Check | None:
@@ -87,8 +109,7 @@ def _keyword(key: str, arg: Any, schema: dict[str, Any]) -> Check | None:
         names = arg if isinstance(arg, list) else [arg]
         if not names or not all(isinstance(n, str) and n in _TYPES for n in names):
             return None
-        type_checks = [_TYPES[n] for n in names]
-        return type_checks[0] if len(type_checks) == 1 else lambda v: any(c(v) for c in type_checks)
+        return _any([_TYPES[n] for n in names])
     if key == "const":
         return lambda v: _same_json(v, arg)
     if key == "enum":
@@ -99,13 +120,11 @@ def _keyword(key: str, arg: Any, schema: dict[str, Any]) -> Check | None:
     if key == "anyOf":
         if not isinstance(arg, list) or not arg:
             return None
-        branches = [compile_schema(s) for s in arg]
-        return lambda v: any(b(v) for b in branches)
+        return _any([compile_schema(s) for s in arg])
     if key == "allOf":
         if not isinstance(arg, list) or not arg:
             return None
-        parts = [compile_schema(s) for s in arg]
-        return lambda v: all(p(v) for p in parts)
+        return _all([compile_schema(s) for s in arg])
     if key == "items":
         item = compile_schema(arg)
         return lambda v: not isinstance(v, list) or all(item(x) for x in v)
@@ -128,8 +147,8 @@ def _keyword(key: str, arg: Any, schema: dict[str, Any]) -> Check | None:
     if key == "required":
         if not isinstance(arg, list) or not all(isinstance(k, str) for k in arg):
             return None
-        names = list(arg)
-        return lambda v: not isinstance(v, dict) or all(k in v for k in names)
+        needed = frozenset(arg)
+        return lambda v: not isinstance(v, dict) or needed <= v.keys()
     if key == "properties":
         if not isinstance(arg, dict):
             return None
