@@ -176,7 +176,7 @@ class FakeServer:
         with several, each /stats call reaches whichever process accepts it)."""
         import urllib.request
 
-        with urllib.request.urlopen(self.url + "/stats", timeout=5) as r:  # noqa: S310 (127.0.0.1)
+        with urllib.request.urlopen(self.url + "/stats", timeout=5) as r:
             return dict(json.loads(r.read()))
 
     def __exit__(self, *exc: object) -> None:

@@ -66,7 +66,18 @@ datasets:
 def test_evalx_keeps_up_with_a_bare_aiohttp_loop(tmp_path: Path, distinct: bool) -> None:
     with FakeServer(echo=distinct) as server:
         config = _project(tmp_path, server.url, distinct=distinct)
-        bare_cmd = [sys.executable, str(BENCH / "bare_loop.py"), "--url", server.url, "--kind", "provider", "-n", str(CELLS), "-c", str(CONCURRENCY)]
+        bare_cmd = [
+            sys.executable,
+            str(BENCH / "bare_loop.py"),
+            "--url",
+            server.url,
+            "--kind",
+            "provider",
+            "-n",
+            str(CELLS),
+            "-c",
+            str(CONCURRENCY),
+        ]
         _wall(bare_cmd)  # warm the server and the OS caches up
         bare_s, bare = _wall(bare_cmd)
         assert bare.returncode == 0, bare.stderr

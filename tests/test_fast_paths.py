@@ -26,7 +26,22 @@ EXPRESSIONS = [
     "status",
     "missing.x",
 ]
-_KEYS = ["choices", "message", "content", "tool_calls", "usage", "prompt_tokens", "prompt_tokens_details", "cached_tokens", "function", "name", "x", "a", "b", "items"]
+_KEYS = [
+    "choices",
+    "message",
+    "content",
+    "tool_calls",
+    "usage",
+    "prompt_tokens",
+    "prompt_tokens_details",
+    "cached_tokens",
+    "function",
+    "name",
+    "x",
+    "a",
+    "b",
+    "items",
+]
 _LEAVES: list[Any] = [None, 0, 1, "", "s", [], [1], {}, True, 2.5]
 
 
@@ -65,7 +80,9 @@ def test_response_fast_path_leaves_the_unusual_to_jinja() -> None:
 
 
 def test_case_to_dict_is_asdict_and_a_deep_copy() -> None:
-    case = Case(id="a", input={"x": [1, {"y": 2}]}, tags=["t"], asserts=[{"type": "contains", "value": "4"}], metadata={"m": (1, 2)}, targets=["t1"])
+    case = Case(
+        id="a", input={"x": [1, {"y": 2}]}, tags=["t"], asserts=[{"type": "contains", "value": "4"}], metadata={"m": (1, 2)}, targets=["t1"]
+    )
     expected = asdict(case)
     expected["assert"] = expected.pop("asserts")
     got = case.to_dict()
@@ -79,7 +96,21 @@ def test_case_to_dict_is_asdict_and_a_deep_copy() -> None:
 def test_plainly_valid_cases_are_valid() -> None:
     rng = random.Random(3)
     values: list[Any] = ["", "x", 0, 1, 1.5, -1, True, None, [], ["a"], [1], {}, {"a": 1}, 2, 0.5, 1.0]
-    keys = ["id", "input", "expected", "category", "tags", "vars", "assert", "threshold", "repeat", "targets", "system", "metadata", "question"]
+    keys = [
+        "id",
+        "input",
+        "expected",
+        "category",
+        "tags",
+        "vars",
+        "assert",
+        "threshold",
+        "repeat",
+        "targets",
+        "system",
+        "metadata",
+        "question",
+    ]
     fast = 0
     for _ in range(20_000):
         data = {k: rng.choice(values) for k in rng.sample(keys, rng.randint(0, 5))}
@@ -207,9 +238,41 @@ def test_indented_json_is_json_dumps() -> None:
 # -- assertion specs validated without jsonschema (distinct specs: issue 12) ----------------
 
 _SPEC_VALUES: list[Any] = [
-    None, True, False, 0, 1, -1, 7, 0.5, 1.0, -2.5, 2, float("nan"), float("inf"), "", "x", "4", "ims", "q", "iz",
-    [], ["a"], ["a", "b"], [1], ["a", 2], [None], ["subset"], ["same", "disagrees"], ["bogus"], {}, {"a": 1}, {"model": "m"},
-    "output", "total", "input", "nope",
+    None,
+    True,
+    False,
+    0,
+    1,
+    -1,
+    7,
+    0.5,
+    1.0,
+    -2.5,
+    2,
+    float("nan"),
+    float("inf"),
+    "",
+    "x",
+    "4",
+    "ims",
+    "q",
+    "iz",
+    [],
+    ["a"],
+    ["a", "b"],
+    [1],
+    ["a", 2],
+    [None],
+    ["subset"],
+    ["same", "disagrees"],
+    ["bogus"],
+    {},
+    {"a": 1},
+    {"model": "m"},
+    "output",
+    "total",
+    "input",
+    "nope",
 ]
 
 
@@ -249,12 +312,35 @@ def test_plainly_valid_assertion_specs_are_valid_for_every_type() -> None:
 
 
 _SCHEMA_LEAVES: list[Any] = [
-    {}, True, False, {"type": "string"}, {"type": "number"}, {"type": "integer"}, {"type": "boolean"}, {"type": "null"},
-    {"type": "object"}, {"type": "array"}, {"type": ["string", "null"]}, {"const": "a"}, {"const": 1},
-    {"enum": ["a", "b", 1, None, True]}, {"minimum": 0}, {"maximum": 1}, {"exclusiveMinimum": 0}, {"exclusiveMaximum": 2},
-    {"minLength": 1}, {"maxLength": 2}, {"minItems": 1}, {"maxItems": 1}, {"pattern": "^a"}, {"required": ["a"]},
-    {"type": "number", "minimum": 0, "maximum": 1, "description": "d"}, {"format": "email"}, {"$ref": "#/$defs/x"},
-    {"not": {"type": "string"}}, {"oneOf": [{"type": "string"}]},
+    {},
+    True,
+    False,
+    {"type": "string"},
+    {"type": "number"},
+    {"type": "integer"},
+    {"type": "boolean"},
+    {"type": "null"},
+    {"type": "object"},
+    {"type": "array"},
+    {"type": ["string", "null"]},
+    {"const": "a"},
+    {"const": 1},
+    {"enum": ["a", "b", 1, None, True]},
+    {"minimum": 0},
+    {"maximum": 1},
+    {"exclusiveMinimum": 0},
+    {"exclusiveMaximum": 2},
+    {"minLength": 1},
+    {"maxLength": 2},
+    {"minItems": 1},
+    {"maxItems": 1},
+    {"pattern": "^a"},
+    {"required": ["a"]},
+    {"type": "number", "minimum": 0, "maximum": 1, "description": "d"},
+    {"format": "email"},
+    {"$ref": "#/$defs/x"},
+    {"not": {"type": "string"}},
+    {"oneOf": [{"type": "string"}]},
 ]
 
 
@@ -316,14 +402,16 @@ def test_datasets_load_alike_with_and_without_the_spec_fast_path(tmp_path: Any, 
         lines = []
         for i in range(30):
             kind = rng.choice(kinds)
-            spec = _random_spec(rng, kind, ["value", "values", "flags", "count", "tolerance", "threshold", "tools", "exact", "weight", "not", "name"])
+            spec = _random_spec(
+                rng, kind, ["value", "values", "flags", "count", "tolerance", "threshold", "tools", "exact", "weight", "not", "name"]
+            )
             if rng.random() < 0.6:  # mostly plain: a distinct contains value per case
                 spec = {"type": "contains", "value": f"Reference: case {i}."}
             lines.append(json.dumps({"id": f"c{i}", "input": "q", "assert": [spec]}))
         path = tmp_path / f"cases{round_}.jsonl"
         path.write_text("\n".join(lines) + "\n", encoding="utf-8")
 
-        def load() -> Any:
+        def load(path: Any = path) -> Any:
             loader._valid_specs.clear()
             try:
                 return [c.to_dict() for c in loader.load_dataset({"id": "d", "path": path.name}, base_dir=tmp_path)]

@@ -5,8 +5,8 @@ from __future__ import annotations
 import inspect
 from typing import TYPE_CHECKING, Any
 
-from evalx.models import Verdict
 from evalx.assertions.registry import COMMON_KEYS, AssertionContext, get_assertion
+from evalx.models import Verdict
 
 if TYPE_CHECKING:  # types only: `import evalx` (the CLI's startup) must not pay for the results model
     from evalx.results.model import AssertionRecord, Status
@@ -73,7 +73,9 @@ async def evaluate_one(spec: dict[str, Any], ctx: AssertionContext) -> Assertion
     return out
 
 
-def cell_status(assertions: list[AssertionRecord], *, threshold: float | None = None, target_error: str | None = None) -> tuple[Status, float | None]:
+def cell_status(
+    assertions: list[AssertionRecord], *, threshold: float | None = None, target_error: str | None = None
+) -> tuple[Status, float | None]:
     """The cell's status and weighted score.
 
     error: the target broke, or an assertion could not be evaluated;
