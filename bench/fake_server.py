@@ -71,8 +71,10 @@ def echo_response(body: bytes) -> bytes:
     """CHAT_RESPONSE with ``Reference: <x>.`` appended to the content (``<x>``: the request's last ``(...)``)."""
     end = body.rfind(b")")
     start = body.rfind(b"(", 0, end) if end > 0 else -1
-    token = body[start + 1 : end] if start >= 0 and end - start <= 65 and b'"' not in body[start:end] and b"\\" not in body[start:end] else b"?"
-    return CHAT_RESPONSE.replace(b'business days."', b'business days. Reference: ' + token + b'."', 1)
+    token = (
+        body[start + 1 : end] if start >= 0 and end - start <= 65 and b'"' not in body[start:end] and b"\\" not in body[start:end] else b"?"
+    )
+    return CHAT_RESPONSE.replace(b'business days."', b"business days. Reference: " + token + b'."', 1)
 
 
 SSE_RESPONSE = "".join(f"event: {kind}\ndata: {json.dumps(data)}\n\n" for kind, data in _EVENTS).encode()
@@ -200,7 +202,9 @@ def measure_capacity(kind: str = "provider", n: int = 20000, concurrency: int = 
         before = server.stats() if workers == 1 else None
         out = subprocess.run(
             [sys.executable, str(bare), "--url", server.url, "--kind", kind, "-n", str(n), "-c", str(concurrency)],
-            check=True, capture_output=True, text=True,
+            check=True,
+            capture_output=True,
+            text=True,
         )
         after = server.stats() if workers == 1 else None
     result = json.loads(out.stdout)

@@ -23,13 +23,41 @@ import time
 from pathlib import Path
 
 from evalx.reports import write_html
-
 from evalx.results.summary import SummaryBuilder
 
 CHROMIUM = "/usr/bin/chromium"
-ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update", "--disable-sync", "--no-first-run"]
+ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
 CATEGORIES = ["billing", "orders", "shipping", "refunds", "account", "safety", "tools", "math", "policy", "escalation"]
-WORDS = "the order your refund within days shipping account please support we can help you with that item status tracking number".split()
+WORDS = [
+    "the",
+    "order",
+    "your",
+    "refund",
+    "within",
+    "days",
+    "shipping",
+    "account",
+    "please",
+    "support",
+    "we",
+    "can",
+    "help",
+    "you",
+    "with",
+    "that",
+    "item",
+    "status",
+    "tracking",
+    "number",
+]
 
 
 def synthetic_results(cells: int, n_targets: int, seed: int = 7) -> list[dict]:
@@ -50,25 +78,66 @@ def synthetic_results(cells: int, n_targets: int, seed: int = 7) -> list[dict]:
             tools = [{"name": "lookup_order", "args": {"order_id": f"A{c:05d}"}, "result": "shipped"}] if c % 3 == 0 else []
             assertions = [
                 {"type": "completed", "name": None, "passed": True, "score": 1.0, "reason": "completed", "weight": 1.0},
-                {"type": "max_latency_ms", "name": None, "passed": True, "score": 1.0, "reason": f"latency_ms={latency:.1f} <= 30000", "weight": 1.0},
-                {"type": "contains", "name": None, "passed": status == "pass", "score": 1.0 if status == "pass" else 0.0,
-                 "reason": "contains 'refund'" if status == "pass" else "expected 'refund' in the output", "weight": 1.0},
+                {
+                    "type": "max_latency_ms",
+                    "name": None,
+                    "passed": True,
+                    "score": 1.0,
+                    "reason": f"latency_ms={latency:.1f} <= 30000",
+                    "weight": 1.0,
+                },
+                {
+                    "type": "contains",
+                    "name": None,
+                    "passed": status == "pass",
+                    "score": 1.0 if status == "pass" else 0.0,
+                    "reason": "contains 'refund'" if status == "pass" else "expected 'refund' in the output",
+                    "weight": 1.0,
+                },
             ]
             error = traceback = None
             if status == "error":
                 assertions, text = [], ""
                 error = "TargetError: HTTP 503 from the provider after 3 retries"
-                traceback = "Traceback (most recent call last):\n  File \"agent.py\", line 12, in answer\n    raise TargetError(...)\n" + error
-            results.append({
-                "version": 1, "run_id": "bench", "index": index, "target": target, "dataset": "golden", "case_id": f"case-{c:05d}",
-                "repeat": 0, "category": category, "difficulty": rng.choice(["easy", "medium", "hard"]), "tags": [rng.choice(["smoke", "regression", "nightly"])],
-                "case_source": f"golden.jsonl:{c + 1}", "input": question, "expected": "refund", "status": status,
-                "score": 1.0 if status == "pass" else 0.67, "assertions": assertions,
-                "output": {"text": text, "tool_calls": tools, "usage": {"input_tokens": tokens_in, "output_tokens": tokens_out, "cache_hit_tokens": tokens_in // 2},
-                           "iterations": 1 + len(tools), "events": [], "latency_ms": latency, "error": error},
-                "latency_ms": round(latency, 3), "ttft_ms": round(latency * 0.3, 3), "cost_usd": round((tokens_in * 0.15 + tokens_out * 0.6) / 1e6 * (1 + t), 8),
-                "judge_cost_usd": None, "cached": False, "error": error, "traceback": traceback,
-            })
+                traceback = (
+                    'Traceback (most recent call last):\n  File "agent.py", line 12, in answer\n    raise TargetError(...)\n' + error
+                )
+            results.append(
+                {
+                    "version": 1,
+                    "run_id": "bench",
+                    "index": index,
+                    "target": target,
+                    "dataset": "golden",
+                    "case_id": f"case-{c:05d}",
+                    "repeat": 0,
+                    "category": category,
+                    "difficulty": rng.choice(["easy", "medium", "hard"]),
+                    "tags": [rng.choice(["smoke", "regression", "nightly"])],
+                    "case_source": f"golden.jsonl:{c + 1}",
+                    "input": question,
+                    "expected": "refund",
+                    "status": status,
+                    "score": 1.0 if status == "pass" else 0.67,
+                    "assertions": assertions,
+                    "output": {
+                        "text": text,
+                        "tool_calls": tools,
+                        "usage": {"input_tokens": tokens_in, "output_tokens": tokens_out, "cache_hit_tokens": tokens_in // 2},
+                        "iterations": 1 + len(tools),
+                        "events": [],
+                        "latency_ms": latency,
+                        "error": error,
+                    },
+                    "latency_ms": round(latency, 3),
+                    "ttft_ms": round(latency * 0.3, 3),
+                    "cost_usd": round((tokens_in * 0.15 + tokens_out * 0.6) / 1e6 * (1 + t), 8),
+                    "judge_cost_usd": None,
+                    "cached": False,
+                    "error": error,
+                    "traceback": traceback,
+                }
+            )
             index += 1
     return results
 

@@ -25,7 +25,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from fake_server import free_port, wait_for_port  # noqa: E402  (a sibling script)
+from fake_server import free_port, wait_for_port
 
 BODY = {"model": "bench", "messages": [{"role": "user", "content": "hi"}]}
 

@@ -164,8 +164,14 @@ def run_process(cmd: list[str], *, cwd: Path | None = None, sample_memory: bool 
         p.returncode = os.waitstatus_to_exitcode(status)
         out.seek(0)
         err.seek(0)
-        proc = Proc(wall, usage.ru_maxrss / 1024, p.returncode, out.read().decode(errors="replace"), err.read().decode(errors="replace"),
-                    cpu_s=usage.ru_utime + usage.ru_stime)
+        proc = Proc(
+            wall,
+            usage.ru_maxrss / 1024,
+            p.returncode,
+            out.read().decode(errors="replace"),
+            err.read().decode(errors="replace"),
+            cpu_s=usage.ru_utime + usage.ru_stime,
+        )
         if sampler is not None:
             proc.tree_rss_mb, proc.tree_pss_mb, proc.processes = sampler.rss / 1024, sampler.pss / 1024, sampler.processes
         return proc
@@ -187,7 +193,10 @@ def make_project(name: str, kind: str, n: int, *, url: str = "", concurrency: in
     with open(d / "cases.jsonl", "w", encoding="utf-8") as f:
         for i in range(n):
             check = {"type": "contains", "value": f"Reference: case {i}."} if distinct else {"type": "contains", "value": "4"}
-            f.write(json.dumps({"id": f"case-{i:06d}", "input": f"What is 2 + 2? (case {i})", "category": f"cat-{i % 7}", "assert": [check]}) + "\n")
+            f.write(
+                json.dumps({"id": f"case-{i:06d}", "input": f"What is 2 + 2? (case {i})", "category": f"cat-{i % 7}", "assert": [check]})
+                + "\n"
+            )
     if kind == "provider":
         target = f"{{id: model, type: provider, provider: openai, model: bench-model, base_url: '{url}/v1'}}"
     elif kind == "engine":
@@ -265,13 +274,20 @@ def bench_throughput(args: argparse.Namespace, rows: list[dict[str, Any]], extra
                     bare_rates.append(n / bproc.wall_s)
                 ev, ba = statistics.median(evalx_rates), statistics.median(bare_rates)
                 target = 0.4 if c == 50 else None
-                rows.append({
-                    "benchmark": f"throughput {kind} c={c}", "n": n, "evalx": round(ev, 1), "reference": round(ba, 1), "unit": "cells/s",
-                    "ratio": round(ev / ba, 3), "target": f"ratio >= {target}" if target else "-",
-                    "met": (ev / ba >= target) if target else None,
-                    "note": f"bare aiohttp loop; server used {statistics.median(server_busy):.2f} core during the evalx run",
-                    "samples": {"evalx": [round(x, 1) for x in evalx_rates], "reference": [round(x, 1) for x in bare_rates]},
-                })
+                rows.append(
+                    {
+                        "benchmark": f"throughput {kind} c={c}",
+                        "n": n,
+                        "evalx": round(ev, 1),
+                        "reference": round(ba, 1),
+                        "unit": "cells/s",
+                        "ratio": round(ev / ba, 3),
+                        "target": f"ratio >= {target}" if target else "-",
+                        "met": (ev / ba >= target) if target else None,
+                        "note": f"bare aiohttp loop; server used {statistics.median(server_busy):.2f} core during the evalx run",
+                        "samples": {"evalx": [round(x, 1) for x in evalx_rates], "reference": [round(x, 1) for x in bare_rates]},
+                    }
+                )
                 print(_line(rows[-1]), flush=True)
 
 
@@ -293,14 +309,29 @@ def bench_provider_distinct(args: argparse.Namespace, rows: list[dict[str, Any]]
             bare_rates.append(n / bproc.wall_s)
             ratios.append(evalx_rates[-1] / bare_rates[-1])
     ev, ba, ratio = statistics.median(evalx_rates), statistics.median(bare_rates), statistics.median(ratios)
-    rows.append({
-        "benchmark": f"throughput provider distinct asserts c={c}", "n": n, "evalx": round(ev, 1), "reference": round(ba, 1), "unit": "cells/s",
-        "ratio": round(ratio, 3), "target": "ratio >= 0.4", "met": ratio >= 0.4,
-        "note": "each case its own contains value; median of same-round ratios " + ", ".join(f"{r:.3f}" for r in ratios)
-        + "; CPU s evalx/bare " + ", ".join(f"{e:.2f}/{b:.2f}" for e, b in cpu) + f"; load {os.getloadavg()[0]:.2f}; bare aiohttp loop, same echoing server",
-        "samples": {"evalx": [round(x, 1) for x in evalx_rates], "reference": [round(x, 1) for x in bare_rates], "ratios": [round(r, 3) for r in ratios],
-                    "cpu_s": [[round(e, 3), round(b, 3)] for e, b in cpu]},
-    })
+    rows.append(
+        {
+            "benchmark": f"throughput provider distinct asserts c={c}",
+            "n": n,
+            "evalx": round(ev, 1),
+            "reference": round(ba, 1),
+            "unit": "cells/s",
+            "ratio": round(ratio, 3),
+            "target": "ratio >= 0.4",
+            "met": ratio >= 0.4,
+            "note": "each case its own contains value; median of same-round ratios "
+            + ", ".join(f"{r:.3f}" for r in ratios)
+            + "; CPU s evalx/bare "
+            + ", ".join(f"{e:.2f}/{b:.2f}" for e, b in cpu)
+            + f"; load {os.getloadavg()[0]:.2f}; bare aiohttp loop, same echoing server",
+            "samples": {
+                "evalx": [round(x, 1) for x in evalx_rates],
+                "reference": [round(x, 1) for x in bare_rates],
+                "ratios": [round(r, 3) for r in ratios],
+                "cpu_s": [[round(e, 3), round(b, 3)] for e, b in cpu],
+            },
+        }
+    )
     print(_line(rows[-1]), flush=True)
 
 
@@ -316,17 +347,33 @@ def bench_latency(args: argparse.Namespace, rows: list[dict[str, Any]], extra: d
             walls.append(proc.wall_s)
             bare.append(bare_loop(server.url, "provider", n, c)[0].wall_s)
     phase, wall, ref = statistics.median(phases), statistics.median(walls), statistics.median(bare)
-    rows.append({
-        "benchmark": "latency-bound run phase (200 ms, c=50)", "n": n, "evalx": round(phase, 3), "reference": round(ideal, 3), "unit": "s",
-        "ratio": round(phase / ideal, 3), "target": "ratio <= 1.1", "met": phase / ideal <= 1.1,
-        "note": "reference: ideal N x 0.2 / 50; run phase = summary duration_s",
-    })
+    rows.append(
+        {
+            "benchmark": "latency-bound run phase (200 ms, c=50)",
+            "n": n,
+            "evalx": round(phase, 3),
+            "reference": round(ideal, 3),
+            "unit": "s",
+            "ratio": round(phase / ideal, 3),
+            "target": "ratio <= 1.1",
+            "met": phase / ideal <= 1.1,
+            "note": "reference: ideal N x 0.2 / 50; run phase = summary duration_s",
+        }
+    )
     print(_line(rows[-1]), flush=True)
-    rows.append({
-        "benchmark": "latency-bound whole process (200 ms, c=50)", "n": n, "evalx": round(wall, 3), "reference": round(ref, 3), "unit": "s",
-        "ratio": round(wall / ideal, 3), "target": "-", "met": None,
-        "note": f"reference: bare aiohttp loop process; ratio vs ideal {ideal:g} s (bare loop: {ref / ideal:.3f})",
-    })
+    rows.append(
+        {
+            "benchmark": "latency-bound whole process (200 ms, c=50)",
+            "n": n,
+            "evalx": round(wall, 3),
+            "reference": round(ref, 3),
+            "unit": "s",
+            "ratio": round(wall / ideal, 3),
+            "target": "-",
+            "met": None,
+            "note": f"reference: bare aiohttp loop process; ratio vs ideal {ideal:g} s (bare loop: {ref / ideal:.3f})",
+        }
+    )
     print(_line(rows[-1]), flush=True)
 
 
@@ -343,11 +390,19 @@ def bench_python(args: argparse.Namespace, rows: list[dict[str, Any]], extra: di
         phases.append(run["summary"]["duration_s"])
     wall, val = min(runs), min(validates)
     per_cell = (wall - val) / n * 1e6
-    rows.append({
-        "benchmark": "python-callable overhead", "n": n, "evalx": round(per_cell, 1), "reference": round(val, 3), "unit": "µs/cell",
-        "ratio": None, "target": "<= 100 µs/cell", "met": per_cell <= 100,
-        "note": f"(run {wall:.2f} s - validate {val:.2f} s) / N, best of {args.repeats}; run phase alone {min(phases) / n * 1e6:.1f} µs/cell",
-    })
+    rows.append(
+        {
+            "benchmark": "python-callable overhead",
+            "n": n,
+            "evalx": round(per_cell, 1),
+            "reference": round(val, 3),
+            "unit": "µs/cell",
+            "ratio": None,
+            "target": "<= 100 µs/cell",
+            "met": per_cell <= 100,
+            "note": f"(run {wall:.2f} s - validate {val:.2f} s) / N, best of {args.repeats}; run phase alone {min(phases) / n * 1e6:.1f} µs/cell",
+        }
+    )
     print(_line(rows[-1]), flush=True)
 
 
@@ -355,19 +410,31 @@ def bench_memory(args: argparse.Namespace, rows: list[dict[str, Any]], extra: di
     n = args.scale(100_000)
     config = make_project("memory", "python", n, concurrency=8)
     validate = run_process([*EVALX, "validate", "-c", str(config)], cwd=config.parent)
-    proc, run = evalx_run(config, sample_memory=True)
+    proc, _ = evalx_run(config, sample_memory=True)
     shutil.rmtree(config.parent / "runs")  # ~100 MB of results and reports
     # judged on the largest of: wait4's peak (largest single process) and the sampled peak of the
     # SUM of RSS over evalx and its children (shared pages counted in each: an upper bound)
     peak = max(proc.maxrss_mb, proc.tree_rss_mb or 0.0)
-    rows.append({
-        "benchmark": "memory: peak RSS of evalx run (+children)", "n": n, "evalx": round(peak, 1), "reference": round(validate.maxrss_mb, 1),
-        "unit": "MB", "ratio": None, "target": "<= 300 MB", "met": peak <= 300,
-        "note": (f"reference: evalx validate (config + {n} cases loaded); largest process {proc.maxrss_mb:.0f} MB (wait4), "
-                 f"sum of RSS over {proc.processes} processes {proc.tree_rss_mb or 0:.0f} MB, sum of PSS {proc.tree_pss_mb or 0:.0f} MB "
-                 f"(sampled every 5 ms); run wall {proc.wall_s:.1f} s"),
-        "maxrss_mb": round(proc.maxrss_mb, 1), "tree_rss_mb": round(proc.tree_rss_mb or 0, 1), "tree_pss_mb": round(proc.tree_pss_mb or 0, 1),
-    })
+    rows.append(
+        {
+            "benchmark": "memory: peak RSS of evalx run (+children)",
+            "n": n,
+            "evalx": round(peak, 1),
+            "reference": round(validate.maxrss_mb, 1),
+            "unit": "MB",
+            "ratio": None,
+            "target": "<= 300 MB",
+            "met": peak <= 300,
+            "note": (
+                f"reference: evalx validate (config + {n} cases loaded); largest process {proc.maxrss_mb:.0f} MB (wait4), "
+                f"sum of RSS over {proc.processes} processes {proc.tree_rss_mb or 0:.0f} MB, sum of PSS {proc.tree_pss_mb or 0:.0f} MB "
+                f"(sampled every 5 ms); run wall {proc.wall_s:.1f} s"
+            ),
+            "maxrss_mb": round(proc.maxrss_mb, 1),
+            "tree_rss_mb": round(proc.tree_rss_mb or 0, 1),
+            "tree_pss_mb": round(proc.tree_pss_mb or 0, 1),
+        }
+    )
     print(_line(rows[-1]), flush=True)
 
 
@@ -376,18 +443,36 @@ def bench_startup(args: argparse.Namespace, rows: list[dict[str, Any]], extra: d
     helps = [run_process([*EVALX, "--help"]) for _ in range(5)]
     assert all(h.returncode == 0 for h in helps)
     best = min(h.wall_s for h in helps)
-    rows.append({
-        "benchmark": "startup: evalx --help", "n": 1, "evalx": round(best, 3), "reference": round(bare, 3), "unit": "s",
-        "ratio": None, "target": "<= 0.3 s", "met": best <= 0.3, "note": "best of 5; reference: python -c pass",
-    })
+    rows.append(
+        {
+            "benchmark": "startup: evalx --help",
+            "n": 1,
+            "evalx": round(best, 3),
+            "reference": round(bare, 3),
+            "unit": "s",
+            "ratio": None,
+            "target": "<= 0.3 s",
+            "met": best <= 0.3,
+            "note": "best of 5; reference: python -c pass",
+        }
+    )
     print(_line(rows[-1]), flush=True)
     config = make_project("validate", "python", 1_000)
     vals = [run_process([*EVALX, "validate", "-c", str(config)], cwd=config.parent) for _ in range(5)]
     assert all(v.returncode == 0 for v in vals), vals[0].stderr
-    rows.append({
-        "benchmark": "startup: evalx validate (1,000 cases)", "n": 1000, "evalx": round(min(v.wall_s for v in vals), 3),
-        "reference": round(bare, 3), "unit": "s", "ratio": None, "target": "-", "met": None, "note": "best of 5; reference: python -c pass",
-    })
+    rows.append(
+        {
+            "benchmark": "startup: evalx validate (1,000 cases)",
+            "n": 1000,
+            "evalx": round(min(v.wall_s for v in vals), 3),
+            "reference": round(bare, 3),
+            "unit": "s",
+            "ratio": None,
+            "target": "-",
+            "met": None,
+            "note": "best of 5; reference: python -c pass",
+        }
+    )
     print(_line(rows[-1]), flush=True)
 
 
@@ -444,12 +529,22 @@ def bench_reports(args: argparse.Namespace, rows: list[dict[str, Any]], extra: d
     t0 = time.perf_counter()
     render.write_html(out / "results.jsonl", summary, out / "report-alone.html")  # type: ignore[arg-type]
     alone["report.html"] = time.perf_counter() - t0
-    rows.append({
-        "benchmark": "reports: results + summary + JUnit + HTML", "n": len(results), "evalx": round(total, 3), "reference": round(reference, 3),
-        "unit": "s", "ratio": None, "target": "<= 5 s", "met": total <= 5.0,
-        "note": "; ".join(f"{k} {v:.2f} s" for k, v in timings.items())
-        + " (alone: " + ", ".join(f"{k} {v:.2f} s" for k, v in alone.items()) + "); reference: json lines only",
-    })
+    rows.append(
+        {
+            "benchmark": "reports: results + summary + JUnit + HTML",
+            "n": len(results),
+            "evalx": round(total, 3),
+            "reference": round(reference, 3),
+            "unit": "s",
+            "ratio": None,
+            "target": "<= 5 s",
+            "met": total <= 5.0,
+            "note": "; ".join(f"{k} {v:.2f} s" for k, v in timings.items())
+            + " (alone: "
+            + ", ".join(f"{k} {v:.2f} s" for k, v in alone.items())
+            + "); reference: json lines only",
+        }
+    )
     print(_line(rows[-1]), flush=True)
 
 
@@ -495,7 +590,14 @@ def machine() -> dict[str, Any]:
         pass
     import aiohttp
 
-    return {"nproc": os.cpu_count(), "cpu": cpu, "memory_gb": mem, "python": platform.python_version(), "platform": platform.platform(), "aiohttp": aiohttp.__version__}
+    return {
+        "nproc": os.cpu_count(),
+        "cpu": cpu,
+        "memory_gb": mem,
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+        "aiohttp": aiohttp.__version__,
+    }
 
 
 def compile_evalx() -> None:
@@ -527,7 +629,9 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, help="measurements per pair (median/best taken); default 3, 1 with --quick")
     parser.add_argument("--evalx-src", help="run `python -m evalx` with PYTHONPATH=DIR (measure another source tree, e.g. before a fix)")
     parser.add_argument("--out", type=Path, default=OUT / "results.json", help="where to write the JSON (default bench/out/results.json)")
-    parser.add_argument("--work", type=Path, help="where the generated projects go (default bench/out/work; give each concurrent bench run its own)")
+    parser.add_argument(
+        "--work", type=Path, help="where the generated projects go (default bench/out/work; give each concurrent bench run its own)"
+    )
     args = parser.parse_args()
     if args.work:
         global WORK
@@ -549,8 +653,13 @@ def main() -> None:
         BENCHMARKS[name.strip()](args, rows, extra)
     OUT.mkdir(exist_ok=True)
     result = {
-        "date": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "machine": info, "quick": args.quick, "repeats": args.repeats,
-        "command": " ".join(["python", "bench/run.py", *sys.argv[1:]]), "seconds": round(time.perf_counter() - t0, 1), "rows": rows,
+        "date": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        "machine": info,
+        "quick": args.quick,
+        "repeats": args.repeats,
+        "command": " ".join(["python", "bench/run.py", *sys.argv[1:]]),
+        "seconds": round(time.perf_counter() - t0, 1),
+        "rows": rows,
     }
     result["evalx_src"] = EVALX_SRC or None
     args.out.parent.mkdir(parents=True, exist_ok=True)

@@ -261,11 +261,17 @@ class FakeLLMServer:
         if canned is not None:
             return canned
         if request.headers.get("x-api-key") != ANTHROPIC_KEY:
-            return web.json_response({"type": "error", "error": {"type": "authentication_error", "message": "invalid x-api-key"}}, status=401)
+            return web.json_response(
+                {"type": "error", "error": {"type": "authentication_error", "message": "invalid x-api-key"}}, status=401
+            )
         if not request.headers.get("anthropic-version"):
-            return web.json_response({"type": "error", "error": {"type": "invalid_request_error", "message": "anthropic-version header is required"}}, status=400)
+            return web.json_response(
+                {"type": "error", "error": {"type": "invalid_request_error", "message": "anthropic-version header is required"}}, status=400
+            )
         if "max_tokens" not in body or any(m.get("role") == "system" for m in body.get("messages") or []):
-            return web.json_response({"type": "error", "error": {"type": "invalid_request_error", "message": "bad request shape"}}, status=400)
+            return web.json_response(
+                {"type": "error", "error": {"type": "invalid_request_error", "message": "bad request shape"}}, status=400
+            )
         messages = body["messages"]
         user = next((m["content"] for m in reversed(messages) if m.get("role") == "user"), "")
         tools = body.get("tools") or []

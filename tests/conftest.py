@@ -14,7 +14,11 @@ REPO = Path(__file__).resolve().parents[1]
 def junit_xsd_path() -> Path:
     """The xUnit junit-10.xsd: ../shared/conformance beside the repo, else the copy in tests/data."""
     override = os.environ.get("EVALX_JUNIT_XSD")
-    for candidate in (Path(override) if override else None, REPO.parent / "shared/conformance/junit-10.xsd", REPO / "tests/data/junit-10.xsd"):
+    for candidate in (
+        Path(override) if override else None,
+        REPO.parent / "shared/conformance/junit-10.xsd",
+        REPO / "tests/data/junit-10.xsd",
+    ):
         if candidate is not None and candidate.exists():
             return candidate
     raise FileNotFoundError("junit-10.xsd")

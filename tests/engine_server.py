@@ -30,7 +30,7 @@ from typing import Any
 
 from aiohttp import web
 
-NASTY = "ANSI \x1b[31mred\x1b[0m, NUL \x00 byte, CDATA end ]]> and <b>markup</b> & \"quotes\""
+NASTY = 'ANSI \x1b[31mred\x1b[0m, NUL \x00 byte, CDATA end ]]> and <b>markup</b> & "quotes"'
 
 Handler = Callable[["Call"], Awaitable[web.StreamResponse]]
 SCENARIOS: dict[str, Handler] = {}
@@ -187,7 +187,7 @@ class EngineServer:
         call = Call(self, request, body if isinstance(body, dict) else {"message": body})
         name = body.get("scenario") if isinstance(body, dict) else None
         if not name and call.message.startswith("script:"):
-            name = call.message[len("script:"):].split()[0]
+            name = call.message[len("script:") :].split()[0]
         handler = SCENARIOS.get(str(name or "normal"))
         if handler is None:
             return web.json_response({"error": f"unknown scenario {name!r}"}, status=422)
@@ -241,9 +241,9 @@ async def comments(call: Call) -> web.StreamResponse:
     """Comment lines, id: and retry: fields, an unknown field, an event with no data (not dispatched)."""
     await call.open()
     await call.write(": keep-alive\n\nretry: 3000\n\n")
-    await call.write(": a comment inside an event\nid: 7\nevent: text_delta\nfoo: ignored\ndata:{\"text\": \"hello \"}\n\n")
+    await call.write(': a comment inside an event\nid: 7\nevent: text_delta\nfoo: ignored\ndata:{"text": "hello "}\n\n')
     await call.write("event: text_delta\n\n")  # no data: nothing is dispatched
-    await call.write("id: 8\nevent: text_delta\ndata: {\"text\": \"world\"}\n\n: bye\n\n")
+    await call.write('id: 8\nevent: text_delta\ndata: {"text": "world"}\n\n: bye\n\n')
     await call.write("event: done\ndata:\n\n")
     return await call.end()
 

@@ -12,8 +12,8 @@ import pytest
 from evalx import Case, ToolCall, Trajectory, Usage, Verdict
 from evalx.assertions import AssertionContext, assertion, cell_status, get_assertion
 from evalx.assertions import registry as _registry
-from evalx.assertions.evaluate import evaluate_one
 from evalx.assertions.deterministic import parse_path
+from evalx.assertions.evaluate import evaluate_one
 
 
 def make_ctx(text: str = "", expected: Any = None, config_dir: Path | None = None, judge: Any = None, **output: Any) -> AssertionContext:
@@ -135,7 +135,10 @@ def test_contains_any() -> None:
 
 
 def test_keywords_are_whole_words_any_case() -> None:
-    assert passes({"type": "keywords", "values": ["photosynthesis", "Sunlight", "carbon dioxide"]}, "Sunlight and CARBON\nDIOXIDE drive photosynthesis.")
+    assert passes(
+        {"type": "keywords", "values": ["photosynthesis", "Sunlight", "carbon dioxide"]},
+        "Sunlight and CARBON\nDIOXIDE drive photosynthesis.",
+    )
     result = check({"type": "keywords", "values": ["cat", "dog", "bird", "fish"]}, "A category of dogs, a bird, a fish.")
     assert result["passed"] is False
     assert result["score"] == 0.5  # "category" is not the word "cat", nor "dogs" "dog"
@@ -243,7 +246,7 @@ def test_parse_path() -> None:
 # -- python -------------------------------------------------------------------------
 
 
-_CHECKS = '''
+_CHECKS = """
 from evalx import Verdict
 
 def is_short(output, ctx):
@@ -266,7 +269,7 @@ async def later(output, ctx):
 
 def bad(output, ctx):
     return "yes"
-'''
+"""
 
 
 @pytest.fixture
@@ -477,11 +480,32 @@ def test_unknown_parameter_is_an_error() -> None:
 def test_every_documented_type_is_registered() -> None:
     names = set(_registry.registered())
     assert {
-        "equals", "contains", "icontains", "contains_all", "contains_any", "regex", "starts_with",
-        "keywords", "numeric_close", "is_json", "json_schema", "json_path", "python",
-        "must_call_tools", "must_not_call_tools", "tool_order", "max_tool_calls", "max_iterations",
-        "completed", "max_tokens", "max_input_tokens", "max_cost", "max_latency_ms",
-        "llm_judge", "semantic_similar", "factuality",
+        "equals",
+        "contains",
+        "icontains",
+        "contains_all",
+        "contains_any",
+        "regex",
+        "starts_with",
+        "keywords",
+        "numeric_close",
+        "is_json",
+        "json_schema",
+        "json_path",
+        "python",
+        "must_call_tools",
+        "must_not_call_tools",
+        "tool_order",
+        "max_tool_calls",
+        "max_iterations",
+        "completed",
+        "max_tokens",
+        "max_input_tokens",
+        "max_cost",
+        "max_latency_ms",
+        "llm_judge",
+        "semantic_similar",
+        "factuality",
     } <= names
     assert all(t.description for t in _registry.registered().values())
 

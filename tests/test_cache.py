@@ -96,7 +96,9 @@ def test_concurrent_writers_do_not_corrupt_the_file(tmp_path: Path) -> None:
     path = cache_path(tmp_path)
     script = WRITER.format(src=str(SRC), path=str(path))
     procs = [
-        subprocess.Popen([sys.executable, "-c", script, name], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        subprocess.Popen(
+            [sys.executable, "-c", script, name], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        )
         for name in ("a", "b", "c")
     ]
     for p in procs:

@@ -9,8 +9,8 @@ import pytest
 import yaml
 from click.testing import CliRunner
 
-from evalx.datasets.loader import load_dataset
 from evalx.cli import main
+from evalx.datasets.loader import load_dataset
 
 TRACE = {
     "trace_id": "3f2a9c1b7d0e4a5f",

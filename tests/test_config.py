@@ -8,11 +8,11 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
+from evalx.cli import main
 from evalx.config.loader import load_config
-from evalx.errors import ConfigError
 from evalx.config.schema import schema_json
 from evalx.documents import load_yaml
-from evalx.cli import main
+from evalx.errors import ConfigError
 
 HERE = Path(__file__).parent
 INVALID = sorted((HERE / "configs" / "invalid").glob("*.yaml"))

@@ -138,7 +138,10 @@ def test_csv_columns_json_cells_lists_numbers_and_multi_line_rows() -> None:
 
 
 def test_own_asserts_come_before_shorthand_asserts(tmp_path: Path) -> None:
-    write(tmp_path, "c.yaml", """
+    write(
+        tmp_path,
+        "c.yaml",
+        """
         - id: mixed
           user_message: hi
           assert: [{type: completed}]
@@ -148,7 +151,8 @@ def test_own_asserts_come_before_shorthand_asserts(tmp_path: Path) -> None:
           input: {message: hi}
           expected: {max_tokens: 10, must_not_call_tools: [shell]}
           max_iterations: 3
-    """)
+    """,
+    )
     mixed, engine = load_dataset({"id": "x", "path": "c.yaml"}, base_dir=tmp_path)
     assert mixed.asserts == [
         {"type": "completed"},
@@ -192,7 +196,10 @@ def test_json_and_yaml_shapes(tmp_path: Path, name: str, text: str) -> None:
 
 
 def test_json_positions_ignore_brackets_and_quotes_inside_strings(tmp_path: Path) -> None:
-    write(tmp_path, "tricky.json", r"""
+    write(
+        tmp_path,
+        "tricky.json",
+        r"""
         [
           {"id": "a", "input": "[{\"not\": \"a case\"}]\n,{", "metadata": {"nested": [1, {"x": [ ]}]}},
 
@@ -203,17 +210,22 @@ def test_json_positions_ignore_brackets_and_quotes_inside_strings(tmp_path: Path
           },
           {"id": "c", "input": "\u00e9]}"}
         ]
-    """)
+    """,
+    )
     cases = load_dataset({"id": "x", "path": "tricky.json"}, base_dir=tmp_path)
     assert [c.source for c in cases] == ["tricky.json:2", "tricky.json:5", "tricky.json:9"]
     assert cases[2].input == "é]}"
 
 
 def test_dataset_targets_are_copied_onto_each_case_unless_the_case_names_its_own(tmp_path: Path) -> None:
-    write(tmp_path, "c.yaml", """
+    write(
+        tmp_path,
+        "c.yaml",
+        """
         - {id: a, input: x}
         - {id: b, input: y, targets: [mini]}
-    """)
+    """,
+    )
     a, b = load_dataset({"id": "x", "path": "c.yaml", "targets": ["engine-prod"]}, base_dir=tmp_path)
     assert a.targets == ["engine-prod"]
     assert b.targets == ["mini"]
@@ -222,15 +234,24 @@ def test_dataset_targets_are_copied_onto_each_case_unless_the_case_names_its_own
 
 
 def test_defaults_merge_under_each_case(tmp_path: Path) -> None:
-    write(tmp_path, "c.yaml", """
+    write(
+        tmp_path,
+        "c.yaml",
+        """
         - {id: a, input: x}
         - {id: b, input: y, category: special, tags: [slow], vars: {lang: pt}, assert: [{type: contains, value: y}]}
-    """)
+    """,
+    )
     spec = {
         "id": "x",
         "path": "c.yaml",
-        "defaults": {"category": "smoke", "difficulty": "hard", "tags": ["quick"], "vars": {"lang": "en", "tone": "dry"},
-                     "assert": [{"type": "completed"}]},
+        "defaults": {
+            "category": "smoke",
+            "difficulty": "hard",
+            "tags": ["quick"],
+            "vars": {"lang": "en", "tone": "dry"},
+            "assert": [{"type": "completed"}],
+        },
     }
     a, b = load_dataset(spec, base_dir=tmp_path)
     assert (a.category, a.difficulty, a.tags, a.vars) == ("smoke", "hard", ["quick"], {"lang": "en", "tone": "dry"})
@@ -282,10 +303,12 @@ def test_inline_case_errors_name_config_file_line_and_key_path() -> None:
     data, positions = parse_yaml_with_lines(CONFIG)
     with pytest.raises(DatasetError) as info:
         load_dataset(data["datasets"][1], base_dir=DATA, positions=positions, path_prefix=("datasets", 1), line=5)
-    assert str(info.value) == "\n".join([
-        "evalconfig.yaml:16 datasets[1].cases[1].expectd: unknown field 'expectd' (did you mean 'expected'?)",
-        "evalconfig.yaml:18 datasets[1].cases[1].assert[0].type: unknown assertion type 'containz' (did you mean 'contains'?)",
-    ])
+    assert str(info.value) == "\n".join(
+        [
+            "evalconfig.yaml:16 datasets[1].cases[1].expectd: unknown field 'expectd' (did you mean 'expected'?)",
+            "evalconfig.yaml:18 datasets[1].cases[1].assert[0].type: unknown assertion type 'containz' (did you mean 'contains'?)",
+        ]
+    )
 
 
 def test_inline_cases_without_positions() -> None:
@@ -297,10 +320,12 @@ def test_inline_cases_without_positions() -> None:
 
 
 def test_invalid_jsonl_reports_every_bad_line() -> None:
-    assert error_of("bad/invalid.jsonl") == "\n".join([
-        "bad/invalid.jsonl:2: invalid JSON: Expecting ',' delimiter (column 17)",
-        "bad/invalid.jsonl:4: invalid JSON: Expecting value (column 29)",
-    ])
+    assert error_of("bad/invalid.jsonl") == "\n".join(
+        [
+            "bad/invalid.jsonl:2: invalid JSON: Expecting ',' delimiter (column 17)",
+            "bad/invalid.jsonl:4: invalid JSON: Expecting value (column 29)",
+        ]
+    )
 
 
 def test_invalid_json() -> None:
@@ -318,21 +343,25 @@ def test_invalid_yaml() -> None:
 
 
 def test_unknown_fields_and_assertion_errors_with_key_paths() -> None:
-    assert error_of("bad/golden.json") == "\n".join([
-        "bad/golden.json:8 cases[3].expectd: unknown field 'expectd' (did you mean 'expected'?)",
-        "bad/golden.json:11 cases[3].assert[1].type: unknown assertion type 'containz' (did you mean 'contains'?)",
-        "bad/golden.json:12 cases[3].assert[2].value: 'many' is not of type 'integer'",
-        "bad/golden.json:13 cases[3].assert[3].valu: unknown field 'valu' (did you mean 'value'?)",
-        "bad/golden.json:14 cases[3].assert[4]: 'type' is a required property",
-        "bad/golden.json:15 cases[3].assert[5]: an assertion must be a mapping, not a string",
-    ])
+    assert error_of("bad/golden.json") == "\n".join(
+        [
+            "bad/golden.json:8 cases[3].expectd: unknown field 'expectd' (did you mean 'expected'?)",
+            "bad/golden.json:11 cases[3].assert[1].type: unknown assertion type 'containz' (did you mean 'contains'?)",
+            "bad/golden.json:12 cases[3].assert[2].value: 'many' is not of type 'integer'",
+            "bad/golden.json:13 cases[3].assert[3].valu: unknown field 'valu' (did you mean 'value'?)",
+            "bad/golden.json:14 cases[3].assert[4]: 'type' is a required property",
+            "bad/golden.json:15 cases[3].assert[5]: an assertion must be a mapping, not a string",
+        ]
+    )
 
 
 def test_duplicate_ids_name_the_first_occurrence() -> None:
-    assert error_of("bad/duplicates.jsonl") == "\n".join([
-        "bad/duplicates.jsonl:3 cases[2].id: case id 'foo' is used twice (first at bad/duplicates.jsonl:1)",
-        "bad/duplicates.jsonl:5 cases[4].id: case id '1' is used twice (first at bad/duplicates.jsonl:4)",
-    ])
+    assert error_of("bad/duplicates.jsonl") == "\n".join(
+        [
+            "bad/duplicates.jsonl:3 cases[2].id: case id 'foo' is used twice (first at bad/duplicates.jsonl:1)",
+            "bad/duplicates.jsonl:5 cases[4].id: case id '1' is used twice (first at bad/duplicates.jsonl:4)",
+        ]
+    )
 
 
 def test_duplicate_ids_across_files_of_a_directory(tmp_path: Path) -> None:
@@ -344,25 +373,29 @@ def test_duplicate_ids_across_files_of_a_directory(tmp_path: Path) -> None:
 
 
 def test_shorthand_errors() -> None:
-    assert error_of("bad/shorthands.yaml") == "\n".join([
-        "bad/shorthands.yaml:3 cases[0].question: 'question' and 'input' cannot both be given",
-        "bad/shorthands.yaml:8 cases[1].expected.must_not_cal_tools: unknown field 'must_not_cal_tools'"
-        " in an Engine-harness 'expected' (did you mean 'must_not_call_tools'?)",
-        "bad/shorthands.yaml:11 cases[2].expected.max_tokens: 'lots' is not of type 'integer'",
-        "bad/shorthands.yaml:14 cases[3].tolerance: 'tolerance' needs an 'expected_answer' to compare with",
-        "bad/shorthands.yaml:18 cases[4].tolerance: 'fuzzy' is not one of ['exact_match', 'numeric_close', 'semantic_similar']",
-        "bad/shorthands.yaml:21 cases[5].required_tools: 'search' is not of type 'array'",
-        "bad/shorthands.yaml:22 cases[6]: 'id' is a required property",
-        "bad/shorthands.yaml:23 cases[7]: 'input' is a required property",
-        "bad/shorthands.yaml:24 cases[8]: a case must be a mapping, not a string",
-    ])
+    assert error_of("bad/shorthands.yaml") == "\n".join(
+        [
+            "bad/shorthands.yaml:3 cases[0].question: 'question' and 'input' cannot both be given",
+            "bad/shorthands.yaml:8 cases[1].expected.must_not_cal_tools: unknown field 'must_not_cal_tools'"
+            " in an Engine-harness 'expected' (did you mean 'must_not_call_tools'?)",
+            "bad/shorthands.yaml:11 cases[2].expected.max_tokens: 'lots' is not of type 'integer'",
+            "bad/shorthands.yaml:14 cases[3].tolerance: 'tolerance' needs an 'expected_answer' to compare with",
+            "bad/shorthands.yaml:18 cases[4].tolerance: 'fuzzy' is not one of ['exact_match', 'numeric_close', 'semantic_similar']",
+            "bad/shorthands.yaml:21 cases[5].required_tools: 'search' is not of type 'array'",
+            "bad/shorthands.yaml:22 cases[6]: 'id' is a required property",
+            "bad/shorthands.yaml:23 cases[7]: 'input' is a required property",
+            "bad/shorthands.yaml:24 cases[8]: a case must be a mapping, not a string",
+        ]
+    )
 
 
 def test_csv_errors() -> None:
-    assert error_of("bad/bad.csv") == "\n".join([
-        "bad/bad.csv:1 expectd: unknown field 'expectd' (did you mean 'expected'?)",
-        "bad/bad.csv:3 cases[1].assert: invalid JSON: Expecting ',' delimiter (column 22)",
-    ])
+    assert error_of("bad/bad.csv") == "\n".join(
+        [
+            "bad/bad.csv:1 expectd: unknown field 'expectd' (did you mean 'expected'?)",
+            "bad/bad.csv:3 cases[1].assert: invalid JSON: Expecting ',' delimiter (column 22)",
+        ]
+    )
 
 
 def test_wrong_top_level_shape() -> None:
@@ -402,17 +435,23 @@ def test_bad_defaults_are_reported_once() -> None:
     _, positions = parse_yaml_with_lines(yaml.safe_dump({"datasets": [spec]}, sort_keys=False))
     with pytest.raises(DatasetError) as info:
         load_dataset(spec, base_dir=DATA, positions=positions, path_prefix=("datasets", 0))
-    assert str(info.value) == "\n".join([
-        "evalconfig.yaml:5 datasets[0].defaults.categroy: unknown field 'categroy' (did you mean 'category'?)",
-        "evalconfig.yaml:7 datasets[0].defaults.assert[0].type: unknown assertion type 'contans' (did you mean 'contains'?)",
-    ])
+    assert str(info.value) == "\n".join(
+        [
+            "evalconfig.yaml:5 datasets[0].defaults.categroy: unknown field 'categroy' (did you mean 'category'?)",
+            "evalconfig.yaml:7 datasets[0].defaults.assert[0].type: unknown assertion type 'contans' (did you mean 'contains'?)",
+        ]
+    )
 
 
 def test_wrong_field_types_and_ranges(tmp_path: Path) -> None:
-    write(tmp_path, "c.jsonl", """
+    write(
+        tmp_path,
+        "c.jsonl",
+        """
         {"id": "a", "input": ["not", "text"], "threshold": 1.5, "repeat": 0, "tags": "x"}
         {"id": "", "input": "x"}
-    """)
+    """,
+    )
     with pytest.raises(DatasetError) as info:
         load_dataset({"id": "x", "path": "c.jsonl"}, base_dir=tmp_path)
     assert sorted(str(info.value).split("\n")) == [
@@ -428,10 +467,27 @@ def test_wrong_field_types_and_ranges(tmp_path: Path) -> None:
 
 
 def test_case_fields_include_every_shorthand() -> None:
-    for name in ("id", "input", "assert", "system", "user_message", "question", "expected_answer", "tolerance",
-                 "required_tools", "forbidden_tools", "max_tokens", "max_iterations", "expectedKeywords",
-                 "expected_keywords", "expectedCharacteristics", "expected_characteristics", "expectedOutput",
-                 "expected_output", "mockElements"):
+    for name in (
+        "id",
+        "input",
+        "assert",
+        "system",
+        "user_message",
+        "question",
+        "expected_answer",
+        "tolerance",
+        "required_tools",
+        "forbidden_tools",
+        "max_tokens",
+        "max_iterations",
+        "expectedKeywords",
+        "expected_keywords",
+        "expectedCharacteristics",
+        "expected_characteristics",
+        "expectedOutput",
+        "expected_output",
+        "mockElements",
+    ):
         assert name in CASE_FIELDS
     assert set(CASE_SCHEMA["properties"]) == set(CASE_FIELDS)
     assert CASE_SCHEMA["additionalProperties"] is False
@@ -504,13 +560,17 @@ def test_validate_and_run_exit_2_on_a_key_written_twice(tmp_path: Path, name: st
 
 
 def test_yaml_merge_keys_override_without_being_duplicates(tmp_path: Path) -> None:
-    write(tmp_path, "cases.yaml", """
+    write(
+        tmp_path,
+        "cases.yaml",
+        """
         - &base {id: a, input: x, category: maths, tags: [t]}
         - <<: *base
           id: b
           category: logic
         - <<: [{id: c, input: first}, {id: z, input: second, difficulty: hard}]
-    """)
+    """,
+    )
     cases = load_dataset({"id": "d", "path": "cases.yaml"}, base_dir=tmp_path)
     assert [(c.id, c.input, c.category) for c in cases] == [("a", "x", "maths"), ("b", "x", "logic"), ("c", "first", "general")]
     assert cases[2].difficulty == "hard"  # merged from the second mapping; the first wins where both say
@@ -518,14 +578,18 @@ def test_yaml_merge_keys_override_without_being_duplicates(tmp_path: Path) -> No
 
 
 def test_json_lines_are_found_lazily_and_deep_ones_only_for_errors(tmp_path: Path) -> None:
-    write(tmp_path, "cases.json", """
+    write(
+        tmp_path,
+        "cases.json",
+        """
         {"cases": [
           {"id": "a", "input": "x"},
           {"id": "b", "input": "y",
            "assert": [{"type": "contains", "value": "y"},
                       {"type": "contains", "valeu": "y"}]}
         ]}
-    """)
+    """,
+    )
     with pytest.raises(DatasetError) as info:
         load_dataset({"id": "d", "path": "cases.json"}, base_dir=tmp_path)
     assert str(info.value) == "cases.json:5 cases[1].assert[1].valeu: unknown field 'valeu' (did you mean 'value'?)"

@@ -19,13 +19,13 @@ import pytest
 from _fake_llm import ANTHROPIC_KEY, OPENAI_KEY, Canned, FakeLLMServer, embedding_for, fast_backoff, server  # noqa: F401  (fixtures)
 from click.testing import CliRunner
 
-from evalx.targets.definitions import find_provider, load_definition
 from evalx.cli import main
+from evalx.targets.definitions import find_provider, load_definition
 
 EMBEDDINGS = "/v1/embeddings"
 PRICE_PER_MTOK = 0.02  # text-embedding-3-small in providers/openai.yaml
 
-AGENT = '''
+AGENT = """
 def answer(question):
     return {
         "capital": "Paris is the capital of France.",
@@ -33,22 +33,36 @@ def answer(question):
         "refund": "You can request a refund within 30 days.",
         "silent": "",
     }[question]
-'''
+"""
 
 CASES = [
     # the same words in another order: cosine 1
-    {"id": "same", "input": "capital", "expected": "The capital of France is Paris.", "assert": [{"type": "semantic_similar", "embedding": "embedder"}]},
+    {
+        "id": "same",
+        "input": "capital",
+        "expected": "The capital of France is Paris.",
+        "assert": [{"type": "semantic_similar", "embedding": "embedder"}],
+    },
     # 3 shared words of 4: cosine exactly 0.75, which passes a threshold of 0.75
-    {"id": "at-threshold", "input": "letters", "expected": "alpha beta gamma epsilon",
-     "assert": [{"type": "semantic_similar", "embedding": "embedder", "threshold": 0.75}]},
+    {
+        "id": "at-threshold",
+        "input": "letters",
+        "expected": "alpha beta gamma epsilon",
+        "assert": [{"type": "semantic_similar", "embedding": "embedder", "threshold": 0.75}],
+    },
     # nothing in common with the reference
-    {"id": "dissimilar", "input": "refund", "expected": "Bonjour, comment allez-vous?", "assert": [{"type": "semantic_similar", "embedding": "embedder"}]},
+    {
+        "id": "dissimilar",
+        "input": "refund",
+        "expected": "Bonjour, comment allez-vous?",
+        "assert": [{"type": "semantic_similar", "embedding": "embedder"}],
+    },
 ]
 
 
-
-
-def embedder(server: FakeLLMServer, *, provider: str = "openai", model: str = "text-embedding-3-small", api_key: str = OPENAI_KEY, extra: str = "") -> str:
+def embedder(
+    server: FakeLLMServer, *, provider: str = "openai", model: str = "text-embedding-3-small", api_key: str = OPENAI_KEY, extra: str = ""
+) -> str:
     base_url = f"{server.url}/v1" if provider != "anthropic" else server.url
     return f"  - {{id: embedder, type: provider, provider: {provider}, model: {model}, base_url: '{base_url}', api_key: '{api_key}', retries: 2{extra}}}\n"
 
@@ -128,8 +142,14 @@ def test_provider_embeddings_grade_similarity_with_cost(server: FakeLLMServer, t
     # two embeddings per assertion, each the OpenAI request shape, with the key in the header only
     assert server.count(EMBEDDINGS) == 6 and server.count() == 6
     sent = {b["input"] for b in server.bodies(EMBEDDINGS)}
-    assert sent == {"Paris is the capital of France.", "The capital of France is Paris.", "alpha beta gamma delta",
-                    "alpha beta gamma epsilon", "You can request a refund within 30 days.", "Bonjour, comment allez-vous?"}
+    assert sent == {
+        "Paris is the capital of France.",
+        "The capital of France is Paris.",
+        "alpha beta gamma delta",
+        "alpha beta gamma epsilon",
+        "You can request a refund within 30 days.",
+        "Bonjour, comment allez-vous?",
+    }
     assert all(b["model"] == "text-embedding-3-small" and set(b) == {"model", "input"} for b in server.bodies(EMBEDDINGS))
     assert all(r.headers["Authorization"] == f"Bearer {OPENAI_KEY}" for r in server.requests)
 
@@ -173,7 +193,9 @@ def test_a_server_error_is_retried_through_the_shared_http_layer(server: FakeLLM
 
 
 def test_a_definition_without_embeddings_is_a_named_error(server: FakeLLMServer, tmp_path: Path) -> None:
-    project = write_project(tmp_path / "p", embedder(server, provider="anthropic", model="claude-3-5-haiku-latest", api_key=ANTHROPIC_KEY), cases=CASES[:1])
+    project = write_project(
+        tmp_path / "p", embedder(server, provider="anthropic", model="claude-3-5-haiku-latest", api_key=ANTHROPIC_KEY), cases=CASES[:1]
+    )
     code, output, rows, _ = run(project)
     assert code != 0
     verdict = only(rows["same"])
@@ -230,7 +252,10 @@ def test_a_user_definition_with_a_wrong_vector_expression_names_its_line(server:
 def test_ollama_embeddings_request_and_response() -> None:
     d = find_provider("ollama")
     assert d.embeddings is not None and (d.embeddings.method, d.embeddings.path) == ("POST", "/api/embed")
-    assert d.render_embeddings_body({"model": "nomic-embed-text", "input": 'a "quoted" text'}) == {"model": "nomic-embed-text", "input": 'a "quoted" text'}
+    assert d.render_embeddings_body({"model": "nomic-embed-text", "input": 'a "quoted" text'}) == {
+        "model": "nomic-embed-text",
+        "input": 'a "quoted" text',
+    }
     response = {"model": "nomic-embed-text", "embeddings": [[0.1, -0.2, 0.3]], "prompt_eval_count": 5}
     assert d.evaluate(("embeddings", "vector"), {"response": response}) == [0.1, -0.2, 0.3]
     assert d.evaluate(("embeddings", "usage", "input_tokens"), {"response": response}) == 5

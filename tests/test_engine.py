@@ -78,7 +78,11 @@ def results(config: Path, result: Result | None = None) -> dict[str, dict[str, A
 
 
 def case(case_id: str, scenario: str, asserts: list[dict[str, Any]] | None = None, **body: Any) -> dict[str, Any]:
-    return {"id": case_id, "input": {"scenario": scenario, "message": f"case {case_id}", **body}, "assert": asserts or [{"type": "completed"}]}
+    return {
+        "id": case_id,
+        "input": {"scenario": scenario, "message": f"case {case_id}", **body},
+        "assert": asserts or [{"type": "completed"}],
+    }
 
 
 # ---------------------------------------------------------------- a normal run
@@ -143,7 +147,12 @@ def test_request_bodies_headers_and_templates(tmp_path: Path, engine_server: Eng
     by_target = {r["headers"].get("X-Tenant"): r for r in engine_server.requests_for(run_id)}
     plain, templated = by_target["acme"], by_target[None]
     assert plain["body"] == {"scenario": "echo", "text": "hi", "user": "u1", "task_id": f"eval-{run_id}-mapping"}
-    assert templated["body"] == {"scenario": "echo", "prompt": "hi", "meta": {"case": "mapping", "n": 3}, "task_id": f"eval-{run_id}-mapping"}
+    assert templated["body"] == {
+        "scenario": "echo",
+        "prompt": "hi",
+        "meta": {"case": "mapping", "n": 3},
+        "task_id": f"eval-{run_id}-mapping",
+    }
 
 
 def test_missing_key_is_omitted_and_reported(tmp_path: Path, engine_server: EngineServer) -> None:
@@ -214,7 +223,9 @@ ATTEMPTS = {"server-error-500": 3, "flaky-500": 3, "rate-limited-429": 2, "llm-r
 @pytest.fixture(scope="module")
 def mixed_run(tmp_path_factory: pytest.TempPathFactory, engine_server: EngineServer) -> Iterator[tuple[Result, Path]]:
     tmp = tmp_path_factory.mktemp("mixed")
-    cases = [{"id": cid, "input": {"message": f"case {cid}", **body}, "assert": [{"type": "completed"}]} for cid, (body, _, _) in MODES.items()]
+    cases = [
+        {"id": cid, "input": {"message": f"case {cid}", **body}, "assert": [{"type": "completed"}]} for cid, (body, _, _) in MODES.items()
+    ]
     target = engine_target(engine_server, end_event="done", max_events=1000)
     config = write_config(tmp, [target], cases)
     env = {"EVALX_BACKOFF_BASE_S": "0.01", "ENGINE_KEY": ENGINE_TEST_KEY}

@@ -173,11 +173,15 @@ def test_cost_guard_skips_the_rest_and_exits_1(tmp_path: Path, monkeypatch: pyte
 
 def test_dry_run_estimates_cost(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     root = project(tmp_path, defaults="defaults: {max_total_cost: 0.0001}\n")
-    text = (root / "evalconfig.yaml").read_text().replace(
-        "targets: [{id: bot, type: python, callable: bot.py:answer}]",
-        "targets:\n  - {id: bot, type: python, callable: bot.py:answer}\n"
-        "  - {id: mini, type: provider, provider: openai, model: my-model, api_key: x, params: {max_tokens: 100},\n"
-        "     pricing: {input_per_mtok: 1.0, output_per_mtok: 2.0}}\n",
+    text = (
+        (root / "evalconfig.yaml")
+        .read_text()
+        .replace(
+            "targets: [{id: bot, type: python, callable: bot.py:answer}]",
+            "targets:\n  - {id: bot, type: python, callable: bot.py:answer}\n"
+            "  - {id: mini, type: provider, provider: openai, model: my-model, api_key: x, params: {max_tokens: 100},\n"
+            "     pricing: {input_per_mtok: 1.0, output_per_mtok: 2.0}}\n",
+        )
     )
     (root / "evalconfig.yaml").write_text(text)
     res = cli(["run", "--dry-run"], root, monkeypatch)

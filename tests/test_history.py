@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
+from evalx.cli import main
 from evalx.results.compare import compare_runs
 from evalx.results.history import RunNotFound, list_runs, resolve_run
-from evalx.cli import main
 
 # answers depend on flips.txt: "q<N>:<pass pattern over repeats>" lines, read at call time
 BOT = """

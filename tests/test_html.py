@@ -24,23 +24,28 @@ from click.testing import CliRunner
 
 from evalx.cli import main
 from evalx.reports import write_html
-from evalx.results.summary import SummaryBuilder
 from evalx.reports.html import TEXT_CAP, clean_text, embed_json
+from evalx.results.summary import SummaryBuilder
 
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMIUM_ARGS = [
-    "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-    "--disable-component-update", "--disable-sync", "--no-first-run",
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
 ]
 
 SCRIPT_XSS = "<script>window.__pwned=1</script>"
 IMG_XSS = '<img src=x onerror="window.__pwned=1">'
-CLOSE_XSS = '</script><script>window.__pwned=1</script><!--'
+CLOSE_XSS = "</script><script>window.__pwned=1</script><!--"
 CHINESE = "退款需要多长时间？你好，世界"
 ARABIC = "مرحبا بالعالم، كم يستغرق الاسترداد؟"
 HUGE = "0123456789" * 20_000  # 200 KB
 
-AGENT = '''
+AGENT = """
 HOSTILE = {
     "script": "<script>window.__pwned=1</script> hello",
     "img": '<img src=x onerror="window.__pwned=1"> hello',
@@ -65,7 +70,7 @@ def answer(question):
 
 def plain(question):
     return "hello" if question in ("script", "chinese") else "no"
-'''
+"""
 
 CONFIG = """
 version: 1
@@ -206,10 +211,18 @@ def test_report_command_unknown_run(tmp_path: Path) -> None:
 
 def _result(case_id: str, target: str, status: str, index: int, repeat: int = 0, **extra: Any) -> dict[str, Any]:
     return {
-        "run_id": "r", "index": index, "target": target, "dataset": "d", "case_id": case_id, "repeat": repeat,
-        "category": "c", "status": status, "assertions": [{"type": "contains", "passed": status == "pass", "score": 1.0, "reason": "r"}],
+        "run_id": "r",
+        "index": index,
+        "target": target,
+        "dataset": "d",
+        "case_id": case_id,
+        "repeat": repeat,
+        "category": "c",
+        "status": status,
+        "assertions": [{"type": "contains", "passed": status == "pass", "score": 1.0, "reason": "r"}],
         "output": {"text": f"{case_id} {target}", "events": [{"type": "text_delta", "text": "<b>"}] * 3},
-        "latency_ms": 10.0 + index, **extra,
+        "latency_ms": 10.0 + index,
+        **extra,
     }
 
 
@@ -226,8 +239,12 @@ def _write(tmp_path: Path, results: list[dict[str, Any]], baseline: dict[str, An
 def test_baseline_block_renders_deltas_and_changes(tmp_path: Path) -> None:
     results = [_result("a", "t", "pass", 0), _result("b", "t", "fail", 1)]
     baseline = {
-        "run_id": "20260101-000000-abcdef", "pass_rate": 1.0, "cost_usd": None, "p99_ms": 5.0,
-        "newly_failing": [{"target": "t", "dataset": "d", "case_id": "b<script>"}], "newly_passing": ["a"],
+        "run_id": "20260101-000000-abcdef",
+        "pass_rate": 1.0,
+        "cost_usd": None,
+        "p99_ms": 5.0,
+        "newly_failing": [{"target": "t", "dataset": "d", "case_id": "b<script>"}],
+        "newly_passing": ["a"],
     }
     html = _write(tmp_path, results, baseline)
     page = _page_without_data(html)
@@ -384,12 +401,19 @@ def test_browser_filters_search_and_sort(report_page: tuple[Any, list[str], list
 
 def test_browser_changed_vs_baseline_and_repeats(browser: Any, tmp_path: Path) -> None:
     results = [
-        _result("a", "t", "pass", 0), _result("a", "t", "pass", 1, repeat=1),
-        _result("b", "t", "fail", 2), _result("b", "t", "fail", 3, repeat=1),
-        _result("c", "t", "pass", 4), _result("c", "t", "fail", 5, repeat=1),
+        _result("a", "t", "pass", 0),
+        _result("a", "t", "pass", 1, repeat=1),
+        _result("b", "t", "fail", 2),
+        _result("b", "t", "fail", 3, repeat=1),
+        _result("c", "t", "pass", 4),
+        _result("c", "t", "fail", 5, repeat=1),
     ]
-    baseline = {"run_id": "base", "pass_rate": 1.0, "newly_failing": [{"target": "t", "dataset": "d", "case_id": "b"}],
-                "newly_passing": [{"target": "t", "dataset": "d", "case_id": "c"}]}
+    baseline = {
+        "run_id": "base",
+        "pass_rate": 1.0,
+        "newly_failing": [{"target": "t", "dataset": "d", "case_id": "b"}],
+        "newly_passing": [{"target": "t", "dataset": "d", "case_id": "c"}],
+    }
     _write(tmp_path, results, baseline)
     page = browser.new_page()
     try:

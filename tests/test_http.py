@@ -6,8 +6,8 @@ import asyncio
 import socket
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
-from email.utils import format_datetime
 from datetime import datetime, timedelta, timezone
+from email.utils import format_datetime
 from typing import Any
 
 import pytest
@@ -80,7 +80,9 @@ def test_backoff_is_jittered_exponential_and_capped() -> None:
 def test_classify_status() -> None:
     url = "http://user:pw@h:8/execute?key=sekrit"
     e401 = classify_status(401, '{"error": "bad key sekrit"}', url=url, key_hint="api_key, sent as X-Engine-Key")
-    assert str(e401) == "HTTP 401 unauthorized from http://h:8/execute: the API key is wrong or missing (check api_key, sent as X-Engine-Key)"
+    assert (
+        str(e401) == "HTTP 401 unauthorized from http://h:8/execute: the API key is wrong or missing (check api_key, sent as X-Engine-Key)"
+    )
     assert "sekrit" not in str(e401) and "pw" not in str(e401) and not e401.retryable
     assert "forbidden" in str(classify_status(403, "", url=url)) and "wrong or missing" in str(classify_status(403, "", url=url))
     e404 = classify_status(404, "Not Found", url="http://h/execute")

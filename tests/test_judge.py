@@ -21,12 +21,12 @@ from aiohttp import web
 from click.testing import CliRunner
 
 from evalx import Case, JudgeError, Trajectory
-from evalx.judge.checks import same_model
-from evalx.judge.judge import Judge
-from evalx.judge.verdict import parse_category, parse_verdict
 from evalx.assertions import AssertionContext
 from evalx.assertions.evaluate import evaluate_one
 from evalx.cli import main
+from evalx.judge.checks import same_model
+from evalx.judge.judge import Judge
+from evalx.judge.verdict import parse_category, parse_verdict
 from evalx.targets import RunContext
 
 # -- parse_verdict --------------------------------------------------------------------
@@ -43,7 +43,10 @@ from evalx.targets import RunContext
         ("PASS: the summary covers every point", (True, None, "the summary covers every point")),
         ("FAIL - it invents a refund window", (False, None, "it invents a refund window")),
         ("**Verdict:** FAIL\nThe output never mentions the order.", (False, None, "The output never mentions the order.")),
-        ("After careful review, I'd say PASS because it is concise.", (True, None, "After careful review, I'd say PASS because it is concise.")),
+        (
+            "After careful review, I'd say PASS because it is concise.",
+            (True, None, "After careful review, I'd say PASS because it is concise."),
+        ),
         ('{"outer": {"pass": true, "reason": "nested"}}', (True, None, "nested")),
     ],
 )
@@ -92,14 +95,14 @@ def test_parse_category_garbage() -> None:
 
 # -- a scripted Python judge, through the CLI --------------------------------------------
 
-AGENT = '''
+AGENT = """
 def answer(question):
     return {
         "say hello": "Hello there, dear user! How can I help?",
         "say goodbye": "Goodbye.",
         "be rude": "No. Go away.",
     }.get(question, "I do not know.")
-'''
+"""
 
 JUDGES = '''
 import json
@@ -145,7 +148,9 @@ CASES = [
 ]
 
 
-def write_project(root: Path, judge: str | None = "judges.py:judge", *, extra_targets: str = "", judge_extra: str = "", cases: Any = None) -> Path:
+def write_project(
+    root: Path, judge: str | None = "judges.py:judge", *, extra_targets: str = "", judge_extra: str = "", cases: Any = None
+) -> Path:
     root.mkdir(parents=True, exist_ok=True)
     (root / "agent.py").write_text(AGENT)
     (root / "judges.py").write_text(JUDGES)
@@ -313,8 +318,18 @@ def test_semantic_similar_and_factuality_with_a_scripted_judge(tmp_path: Path, m
     cases = [
         {"id": "sim", "input": "say hello", "expected": "hello", "assert": [{"type": "semantic_similar"}]},
         {"id": "dissim", "input": "say goodbye", "expected": "hello", "assert": [{"type": "semantic_similar", "threshold": 0.1}]},
-        {"id": "fact", "input": "say hello", "expected": "hello", "assert": [{"type": "factuality"}, {"type": "factuality", "pass_on": ["same"], "name": "strict"}]},
-        {"id": "emb", "input": "say goodbye", "expected": "hello", "assert": [{"type": "semantic_similar", "embedding": "embedder", "threshold": 0.5}]},
+        {
+            "id": "fact",
+            "input": "say hello",
+            "expected": "hello",
+            "assert": [{"type": "factuality"}, {"type": "factuality", "pass_on": ["same"], "name": "strict"}],
+        },
+        {
+            "id": "emb",
+            "input": "say goodbye",
+            "expected": "hello",
+            "assert": [{"type": "semantic_similar", "embedding": "embedder", "threshold": 0.5}],
+        },
     ]
     project = write_project(
         tmp_path / "p",
@@ -324,7 +339,7 @@ def test_semantic_similar_and_factuality_with_a_scripted_judge(tmp_path: Path, m
     )
     with (project / "judges.py").open("a") as f:
         f.write(
-        '''
+            """
 def scorer(prompt, case):
     meta = _meta(case)
     if meta["kind"] == "semantic_similar":
@@ -333,7 +348,7 @@ def scorer(prompt, case):
 
 def embed(text):
     return {"embedding": [1.0, 0.0] if "hello" in text.lower() else [0.6, 0.8]}
-'''
+"""
         )
     run(project, monkeypatch)
     rows = results(project)
@@ -382,7 +397,10 @@ def test_same_model_rules() -> None:
     assert same_model(a, {**a, "id": "x", "params": {"temperature": 1}}) == "openai/gpt-4o-mini"
     assert same_model(a, {**a, "model": "gpt-4.1"}) is None
     assert same_model(a, {**a, "provider": "anthropic"}) is None
-    assert same_model({"type": "python", "callable": "m:f"}, {"type": "python", "callable": "m:g"}, lambda ref: "same object") == "callable m:f"
+    assert (
+        same_model({"type": "python", "callable": "m:f"}, {"type": "python", "callable": "m:g"}, lambda ref: "same object")
+        == "callable m:f"
+    )
     assert same_model({"type": "engine", "url": "u"}, {"type": "python", "callable": "m:f"}) is None
 
 
@@ -438,7 +456,9 @@ class FakeJudgeServer(FakeLLMServer):
             return web.json_response({"error": {"message": "upstream overloaded"}}, status=500)
         content = next((v for k, v in self.FORMS.items() if k in prompt), "PASS")
         usage = {"prompt_tokens": 200, "completion_tokens": 20}
-        return web.json_response({"choices": [{"message": {"role": "assistant", "content": content}, "finish_reason": "stop"}], "usage": usage})
+        return web.json_response(
+            {"choices": [{"message": {"role": "assistant", "content": content}, "finish_reason": "stop"}], "usage": usage}
+        )
 
 
 @pytest.fixture
@@ -448,7 +468,9 @@ def judge_server():  # type: ignore[no-untyped-def]
     server.stop()
 
 
-def test_provider_judge_against_a_fake_openai_server(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, judge_server: FakeJudgeServer) -> None:
+def test_provider_judge_against_a_fake_openai_server(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, judge_server: FakeJudgeServer
+) -> None:
     markers = ["form-json", "form-fenced", "form-chatter", "form-text", "form-garbage", "form-500"]
     cases = [{"id": m, "input": m, "assert": [{"type": "llm_judge", "rubric": "is correct"}]} for m in markers]
     project = tmp_path / "p"

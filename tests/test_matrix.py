@@ -14,13 +14,13 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
-from evalx.config.loader import load_config
-from evalx.errors import ConfigError
-from evalx.config.matrix import combinations, expand, variant_id
-from evalx.execution.plan import Selection, build_plan
 from evalx.cli import main
-from evalx.results.summary import SummaryBuilder
+from evalx.config.loader import load_config
+from evalx.config.matrix import combinations, expand, variant_id
+from evalx.errors import ConfigError
+from evalx.execution.plan import Selection, build_plan
 from evalx.reports.matrix_view import format_matrix
+from evalx.results.summary import SummaryBuilder
 
 # --------------------------------------------------------------- expansion
 
@@ -69,7 +69,10 @@ def test_product_exclude_include() -> None:
     assert combinations({"t": [0, 0]}) == [{"t": 0}]
     assert combinations({"t": [1, True]}, exclude=[{"t": True}]) == [{"t": 1}]
     # no axes: each include entry is a combination
-    assert combinations({}, include=[{"model": "a"}, {"model": "b", "temperature": 1}]) == [{"model": "a"}, {"model": "b", "temperature": 1}]
+    assert combinations({}, include=[{"model": "a"}, {"model": "b", "temperature": 1}]) == [
+        {"model": "a"},
+        {"model": "b", "temperature": 1},
+    ]
 
 
 def test_variant_ids_are_readable_and_deterministic() -> None:
@@ -84,7 +87,10 @@ def test_variant_ids_are_readable_and_deterministic() -> None:
 def test_expand_applies_model_and_params_to_provider_targets_only() -> None:
     mini = {"id": "mini", "type": "provider", "provider": "openai", "model": "gpt-4o-mini", "params": {"temperature": 0, "max_tokens": 64}}
     rules = {"id": "rules", "type": "python", "callable": "a:b"}
-    variants = expand([rules, mini], {"params": {"model": ["gpt-4o-mini", "gpt-4.1"], "temperature": [0, 0.7]}, "exclude": [{"model": "gpt-4.1", "temperature": 0.7}]})
+    variants = expand(
+        [rules, mini],
+        {"params": {"model": ["gpt-4o-mini", "gpt-4.1"], "temperature": [0, 0.7]}, "exclude": [{"model": "gpt-4.1", "temperature": 0.7}]},
+    )
     assert [v.id for v in variants] == [
         "rules",
         "mini[model=gpt-4o-mini,temperature=0]",
@@ -221,7 +227,9 @@ def test_dry_run_lists_the_variants(tmp_path: Path) -> None:
 RUN_ID = "20261126-101500-a1b2c3"
 
 
-def cell(target: str, case_id: str, status: str, index: int, repeat: int = 0, latency: float = 100.0, cost: float | None = None) -> dict[str, Any]:
+def cell(
+    target: str, case_id: str, status: str, index: int, repeat: int = 0, latency: float = 100.0, cost: float | None = None
+) -> dict[str, Any]:
     return {
         "version": 1, "run_id": RUN_ID, "index": index, "target": target, "dataset": "golden", "case_id": case_id,
         "repeat": repeat, "category": "billing", "difficulty": None, "status": status, "assertions": [],
@@ -247,7 +255,16 @@ def three_targets() -> list[dict[str, Any]]:
     out, index = [], 0
     for case in range(8):
         for target, statuses in plan.items():
-            out.append(cell(target, f"case-{case}", statuses[case], index, latency=10.0 * (case + 1), cost=0.001 if target.startswith("mini") else None))
+            out.append(
+                cell(
+                    target,
+                    f"case-{case}",
+                    statuses[case],
+                    index,
+                    latency=10.0 * (case + 1),
+                    cost=0.001 if target.startswith("mini") else None,
+                )
+            )
             index += 1
     return out
 
@@ -384,7 +401,7 @@ def fake_openai() -> Iterator[FakeOpenAI]:
     server.stop()
 
 
-AGENTS = '''\
+AGENTS = """\
 import threading
 from collections import Counter
 
@@ -404,7 +421,7 @@ def flaky(question, case):
     if case["id"] == "refund" and n % 4 == 3:
         return "Hmm."
     return stable(question, case)
-'''
+"""
 
 
 def provider_project(tmp_path: Path, server: FakeOpenAI) -> Path:
@@ -458,7 +475,9 @@ def test_matrix_run_with_repeats_end_to_end(tmp_path: Path, fake_openai: FakeOpe
     assert sorted({r["temperature"] for r in fake_openai.requests}) == [0, 0.7] and len(fake_openai.requests) == 16
     assert summary["version"] == 2 and summary["repeat_pass_rule"] == "majority"
     # flaky: refund 3/4 (passes by majority); mini at 0.7: refund 0/4 (fails)
-    assert summary["repeats"]["flaky"] == [{"target": "flaky", "dataset": "qa", "case_id": "refund", "passed": 3, "runs": 4, "status": "pass"}]
+    assert summary["repeats"]["flaky"] == [
+        {"target": "flaky", "dataset": "qa", "case_id": "refund", "passed": 3, "runs": 4, "status": "pass"}
+    ]
     assert summary["per_target"]["mini[temperature=0.7]"]["case_level"]["fail"] == 1
     assert summary["per_target"]["mini[temperature=0.7]"]["cost_usd_stats"]["cells"] == 8
     out = res.output

@@ -16,11 +16,11 @@ import pytest
 from click.testing import CliRunner
 from jsonschema import Draft202012Validator
 
-from evalx.shipped import data_dir
-from evalx.errors import ConfigError
-from evalx.targets.definitions import PROVIDER_SCHEMA, Price, available, find_provider, load_definition, schema_json, shipped_dir
-from evalx.documents import load_yaml
 from evalx.cli import main
+from evalx.documents import load_yaml
+from evalx.errors import ConfigError
+from evalx.shipped import data_dir
+from evalx.targets.definitions import PROVIDER_SCHEMA, Price, available, find_provider, load_definition, schema_json, shipped_dir
 
 REPO = Path(__file__).resolve().parents[1]
 SHIPPED = ("anthropic", "ollama", "openai")
@@ -30,7 +30,13 @@ SCOPE = {
     "messages": [{"role": "user", "content": 'say "hi"\nplease'}],
     "system": "Be brief.",
     "params": {"temperature": 0, "max_tokens": 50},
-    "tools": [{"name": "get_weather", "description": "Weather for a city", "parameters": {"type": "object", "properties": {"city": {"type": "string"}}}}],
+    "tools": [
+        {
+            "name": "get_weather",
+            "description": "Weather for a city",
+            "parameters": {"type": "object", "properties": {"city": {"type": "string"}}},
+        }
+    ],
     "json_mode": False,
 }
 
@@ -120,7 +126,10 @@ def _extract(name: str, response: dict) -> dict:
     return {
         "text": d.evaluate(("response", "text"), scope),
         "calls": [
-            (d.evaluate(("response", "tool_calls", "name"), {**scope, "item": i}), d.evaluate(("response", "tool_calls", "args"), {**scope, "item": i}))
+            (
+                d.evaluate(("response", "tool_calls", "name"), {**scope, "item": i}),
+                d.evaluate(("response", "tool_calls", "args"), {**scope, "item": i}),
+            )
             for i in items
         ],
         "usage": {k: d.evaluate(("response", "usage", k), scope) for k in ("input_tokens", "output_tokens", "cached_tokens")},
@@ -377,7 +386,9 @@ def test_installed_wheel_lists_shipped_providers_from_anywhere(wheel: Path, tmp_
     env_dir = tmp_path / "venv"
     venv.EnvBuilder(with_pip=False).create(env_dir)
     python = env_dir / "bin/python"
-    site = Path(subprocess.check_output([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"], text=True).strip())
+    site = Path(
+        subprocess.check_output([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"], text=True).strip()
+    )
     # dependencies come from the test venv (no network); evalx itself only from the wheel
     (site / "_evalx_test_deps.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
     subprocess.run(
@@ -388,7 +399,9 @@ def test_installed_wheel_lists_shipped_providers_from_anywhere(wheel: Path, tmp_
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
-    where = subprocess.run([str(python), "-c", "import evalx; print(evalx.__file__)"], cwd=elsewhere, capture_output=True, text=True, env=env)
+    where = subprocess.run(
+        [str(python), "-c", "import evalx; print(evalx.__file__)"], cwd=elsewhere, capture_output=True, text=True, env=env
+    )
     assert str(site) in where.stdout, where.stdout + where.stderr  # the installed copy, not the checkout
     proc = subprocess.run([str(env_dir / "bin/evalx"), "providers"], cwd=elsewhere, capture_output=True, text=True, env=env)
     assert proc.returncode == 0, proc.stderr

@@ -11,9 +11,9 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
-from evalx.results.repeats import Tally, case_status, rule_passes
 from evalx.cli import main
 from evalx.reports import write_junit
+from evalx.results.repeats import Tally, case_status, rule_passes
 from evalx.results.summary import SummaryBuilder
 
 RUN_ID = "20261126-101500-a1b2c3"
@@ -62,7 +62,9 @@ def test_case_status_and_flaky() -> None:
 # --------------------------------------------------------------- summary statistics, by hand
 
 
-def cell(target: str, case_id: str, status: str, index: int, repeat: int = 0, *, category: str = "billing", difficulty: str | None = None) -> dict[str, Any]:
+def cell(
+    target: str, case_id: str, status: str, index: int, repeat: int = 0, *, category: str = "billing", difficulty: str | None = None
+) -> dict[str, Any]:
     return {
         "version": 1, "run_id": RUN_ID, "index": index, "target": target, "dataset": "golden", "case_id": case_id,
         "repeat": repeat, "category": category, "difficulty": difficulty, "status": status,
@@ -231,7 +233,9 @@ def test_junit_flaky_pass_carries_flaky_failures(tmp_path: Path, junit_schema: A
     assert flaky_failure.get("type") == "AssertionFailed" and flaky_failure.get("message") == "repeat 1: expected 'x'"
     assert flaky_failure.find("stackTrace") is not None and flaky_failure.findtext("system-out") == "bot says wobbly #1"
     assert flaky_error.get("message") == "repeat 3: TargetTimeout: too slow" and flaky_error.get("type") == "TargetTimeout"
-    assert case.findtext("system-out", "").startswith("3 of 5 repeats passed (repeat_pass_rule: majority)\nrepeat 0: pass\nrepeat 1: fail: expected 'x'")
+    assert case.findtext("system-out", "").startswith(
+        "3 of 5 repeats passed (repeat_pass_rule: majority)\nrepeat 0: pass\nrepeat 1: fail: expected 'x'"
+    )
     assert root.get("failures") == "0" and root.get("errors") == "0"
     # under "all" the same repeats fail: one <failure> for the first failing repeat, a <rerunFailure>/<rerunError> for the others
     path, root = write(tmp_path, results, rule="all")
@@ -254,7 +258,7 @@ def test_junit_failing_and_erroring_cases(tmp_path: Path, junit_schema: Any) -> 
     assert fail[0].get("message", "").startswith("1 of 4 repeats passed (repeat_pass_rule: majority); repeat 0: ")
     # every repeat errored: an error, never a failure
     assert [child.tag for child in cases["down"]] == ["error", "rerunError", "rerunError", "rerunError", "system-out"]
-    assert [child.tag for child in cases["unknown"]][0] == "skipped"
+    assert cases["unknown"][0].tag == "skipped"
     assert cases["unknown"][0].get("message", "").startswith("all 4 repeats inconclusive")
     # a single run is written as before: no counts, no rerun elements
     assert [child.tag for child in cases["once"]] == ["system-out"] and cases["once"].findtext("system-out") == "bot says once #0"
@@ -268,7 +272,7 @@ def test_junit_rejects_an_unknown_rule(tmp_path: Path) -> None:
 
 # --------------------------------------------------------------- a flaky Python target, end to end
 
-FLAKY_AGENT = '''\
+FLAKY_AGENT = """\
 import threading
 from collections import Counter
 
@@ -285,7 +289,7 @@ def answer(question, case):
     if case["id"] == "wobbly" and n % 4 == 3:
         return "no"
     return "yes"
-'''
+"""
 
 
 def flaky_project(tmp_path: Path, rule: str | None = None) -> Path:
@@ -318,7 +322,9 @@ def run_project(config: Path) -> tuple[int, str, dict[str, Any], Path]:
 
 def test_a_flaky_python_target_is_detected(tmp_path: Path, junit_schema: Any) -> None:
     code, out, summary, run_dir = run_project(flaky_project(tmp_path))
-    assert summary["repeats"]["flaky"] == [{"target": "bot", "dataset": "qa", "case_id": "wobbly", "passed": 3, "runs": 4, "status": "pass"}]
+    assert summary["repeats"]["flaky"] == [
+        {"target": "bot", "dataset": "qa", "case_id": "wobbly", "passed": 3, "runs": 4, "status": "pass"}
+    ]
     assert summary["repeats"]["per_target"]["bot"]["flaky_cases"] == 1
     assert "Flaky cases (passed some repeats, not all):" in out and "  bot  qa/wobbly  3/4  passes" in out
     # the case passes by majority, so nothing failed: exit 0 even though one cell failed

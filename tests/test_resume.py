@@ -70,8 +70,7 @@ def lines(path: Path) -> list[str]:
 
 def start_run(root: Path) -> tuple[subprocess.Popen, Path]:  # type: ignore[type-arg]
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
-    proc = subprocess.Popen([sys.executable, "-m", "evalx", "run", "-q"], cwd=root, env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    proc = subprocess.Popen([sys.executable, "-m", "evalx", "run", "-q"], cwd=root, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
 
     def run_dir() -> Path | None:
         runs = root / "runs"
@@ -168,7 +167,10 @@ def test_resume_refuses_when_cells_changed(tmp_path: Path, monkeypatch: pytest.M
     project(root, n_cases=N_CASES + 1)  # a case added: the run's cells are not the same any more
     changed = CliRunner().invoke(main, ["run", "--resume", run_dir.name])
     assert changed.exit_code == 2
-    assert f"cannot resume {run_dir.name}: the config or datasets changed in ways that alter its cells (6 planned cells then, 7 now)" in changed.stderr
+    assert (
+        f"cannot resume {run_dir.name}: the config or datasets changed in ways that alter its cells (6 planned cells then, 7 now)"
+        in changed.stderr
+    )
 
     project(root)  # restored: a change that does not alter cells (gates:) is allowed
     (root / "evalconfig.yaml").write_text((root / "evalconfig.yaml").read_text() + "gates: {min_pass_rate: 0.5}\n")

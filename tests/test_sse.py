@@ -6,7 +6,7 @@ import asyncio
 
 import pytest
 
-from evalx.targets.transport.sse import LineDecoder, SSEDecoder, ServerSentEvent, aiter_sse
+from evalx.targets.transport.sse import LineDecoder, ServerSentEvent, SSEDecoder, aiter_sse
 
 
 def parse(*chunks: str) -> list[ServerSentEvent]:
@@ -17,7 +17,7 @@ def parse(*chunks: str) -> list[ServerSentEvent]:
 
 
 def test_event_and_data() -> None:
-    assert parse("event: text_delta\ndata: {\"text\": \"hi\"}\n\n") == [ServerSentEvent("text_delta", '{"text": "hi"}')]
+    assert parse('event: text_delta\ndata: {"text": "hi"}\n\n') == [ServerSentEvent("text_delta", '{"text": "hi"}')]
 
 
 def test_default_type_is_message() -> None:
@@ -75,7 +75,7 @@ def test_mixed_line_ends() -> None:
 
 
 def test_split_across_chunks_at_every_position() -> None:
-    text = "event: tool_call\r\nid: 9\r\ndata: {\"tool\":\r\ndata: \"x\"}\r\n\r\n: c\r\ndata: z\r\r"
+    text = 'event: tool_call\r\nid: 9\r\ndata: {"tool":\r\ndata: "x"}\r\n\r\n: c\r\ndata: z\r\r'
     expected = parse(text)
     assert expected == [ServerSentEvent("tool_call", '{"tool":\n"x"}', "9"), ServerSentEvent("message", "z", "9")]
     for i in range(len(text) + 1):

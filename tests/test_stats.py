@@ -54,7 +54,7 @@ class TestPercentile:
 
     @pytest.mark.parametrize("q", [-1, 100.5])
     def test_q_out_of_range(self, q: float) -> None:
-        with pytest.raises(ValueError, match="0..100"):
+        with pytest.raises(ValueError, match=r"0\.\.100"):
             percentile([1.0], q)
 
 

@@ -130,7 +130,7 @@ def test_totals_and_pass_rate_rule() -> None:
     # skipped cells are inconclusive and leave the denominator; errors stay in: 2 / (6 - 1)
     assert totals["pass_rate"] == pytest.approx(0.4)
     lo, hi = totals["pass_rate_ci"]
-    assert lo < 0.4 < hi and 0.0 <= lo and hi <= 1.0
+    assert lo < 0.4 < hi and lo >= 0.0 and hi <= 1.0
 
 
 def test_all_skipped_has_no_rate() -> None:

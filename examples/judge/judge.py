@@ -18,7 +18,29 @@ import re
 from typing import Any
 
 _COURTESY = ("please", "thanks", "thank you", "sorry", "happy to", "glad", "hi!", "hello", "welcome", "i understand")
-_STOP = {"the", "a", "an", "is", "are", "of", "to", "in", "on", "and", "or", "for", "it", "you", "your", "i", "we", "be", "as", "at", "with"}
+_STOP = {
+    "the",
+    "a",
+    "an",
+    "is",
+    "are",
+    "of",
+    "to",
+    "in",
+    "on",
+    "and",
+    "or",
+    "for",
+    "it",
+    "you",
+    "your",
+    "i",
+    "we",
+    "be",
+    "as",
+    "at",
+    "with",
+}
 
 
 def _words(text: str) -> set[str]:

@@ -16,7 +16,12 @@ from evalx import __version__
 from evalx.results.outcome import EXIT_INCOMPLETE, EXIT_USAGE
 
 config_option = click.option(
-    "-c", "--config", "config_path", default="evalconfig.yaml", show_default=True, type=click.Path(dir_okay=False, path_type=Path),
+    "-c",
+    "--config",
+    "config_path",
+    default="evalconfig.yaml",
+    show_default=True,
+    type=click.Path(dir_okay=False, path_type=Path),
     help="The config file.",
 )
 
@@ -142,10 +147,24 @@ def validate(config_path: Path, var: tuple[str, ...]) -> None:
 @click.option("--resume", metavar="RUN", help="Finish a killed or interrupted run: run only its cells without a result.")
 @click.option("--markdown", type=click.Path(dir_okay=False, path_type=Path), help="Write a Markdown summary here (CI).")
 def run_cmd(
-    config_path: Path, matrix: bool, targets: tuple[str, ...], datasets: tuple[str, ...], cases: tuple[str, ...],
-    categories: tuple[str, ...], repeat: int | None, concurrency: int | None, no_cache: bool, junit: Path | None,
-    html: Path | None, json_out: bool, var: tuple[str, ...], dry_run: bool, quiet: bool,
-    baseline: str | None, resume: str | None, markdown: Path | None,
+    config_path: Path,
+    matrix: bool,
+    targets: tuple[str, ...],
+    datasets: tuple[str, ...],
+    cases: tuple[str, ...],
+    categories: tuple[str, ...],
+    repeat: int | None,
+    concurrency: int | None,
+    no_cache: bool,
+    junit: Path | None,
+    html: Path | None,
+    json_out: bool,
+    var: tuple[str, ...],
+    dry_run: bool,
+    quiet: bool,
+    baseline: str | None,
+    resume: str | None,
+    markdown: Path | None,
 ) -> None:
     """Run the evals and write runs/<run_id>/."""
     from evalx.execution.plan import Selection, build_plan
@@ -176,8 +195,8 @@ def run_cmd(
 
         click.echo(format_summary(outcome.summary, color=sys.stdout.isatty(), flaky_list=not selection.matrix))
         if selection.matrix:
-            from evalx.results.store import read_results
             from evalx.reports.matrix_view import format_matrix
+            from evalx.results.store import read_results
 
             results = read_results(outcome.run_dir / "results.jsonl")
             click.echo(format_matrix(outcome.summary, results, color=sys.stdout.isatty()))
@@ -247,7 +266,9 @@ def _find_run(run_ref: str, config_path: Path) -> Path:
     if (direct / "results.jsonl").is_file():
         return direct
     if not config_path.is_file():
-        _fail(f"evalx report: {run_ref!r} is not a run directory, and there is no {config_path} to find runs in (pass -c FILE or a run's path)")
+        _fail(
+            f"evalx report: {run_ref!r} is not a run directory, and there is no {config_path} to find runs in (pass -c FILE or a run's path)"
+        )
     output_dir: Path = _load(config_path, check_imports=False).output_dir
     if run_ref == "latest":
         runs = sorted(p for p in output_dir.glob("*/results.jsonl") if p.is_file())
@@ -262,7 +283,10 @@ def _find_run(run_ref: str, config_path: Path) -> Path:
 
 @main.command()
 @click.option(
-    "-c", "--config", "config_path", type=click.Path(dir_okay=False, path_type=Path),
+    "-c",
+    "--config",
+    "config_path",
+    type=click.Path(dir_okay=False, path_type=Path),
     help="Include the assertion types this config's plugins: register.",
 )
 @click.option("--provider", "provider_schema", is_flag=True, help="Print the provider definition schema instead.")
@@ -400,7 +424,9 @@ def compare(config_path: Path, run_a: str, run_b: str, json_out: bool, markdown_
 @click.option("--target", "target_id", metavar="ID", help="With a run directory: the target's cell to capture.")
 @click.option("--input", "input_text", metavar="TEXT", help="The user message, for an SSE transcript that does not carry it.")
 @click.option("--force", is_flag=True, help="Overwrite existing case files.")
-def capture(traces: tuple[Path, ...], out_dir: Path, case_ids: tuple[str, ...], target_id: str | None, input_text: str | None, force: bool) -> None:
+def capture(
+    traces: tuple[Path, ...], out_dir: Path, case_ids: tuple[str, ...], target_id: str | None, input_text: str | None, force: bool
+) -> None:
     """Turn failing production traces into eval case files (one YAML case a file).
 
     TRACE is a trace summary JSON, an Engine SSE transcript, or a run directory

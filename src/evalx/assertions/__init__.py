@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from evalx.assertions.evaluate import evaluate_case, cell_status
+from evalx.assertions.evaluate import cell_status, evaluate_case
 from evalx.assertions.registry import AssertionContext, AssertionType, assertion, get_assertion, registered
 
 __all__ = [

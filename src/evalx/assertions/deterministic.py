@@ -378,7 +378,7 @@ def _accepts_config(fn: Any) -> bool:
 async def python(
     ctx: AssertionContext,
     *,
-    callable: str,  # noqa: A002 - the config key users write
+    callable: str,
     config: dict[str, Any] | None = None,
     threshold: float = 0.5,
 ) -> Verdict:

@@ -11,9 +11,9 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from evalx.models import Verdict
-from evalx.assertions.registry import AssertionContext, assertion
 from evalx.assertions.deterministic import value_or_expected
+from evalx.assertions.registry import AssertionContext, assertion
+from evalx.models import Verdict
 
 _UNIT: dict[str, Any] = {"type": "number", "minimum": 0, "maximum": 1}
 NO_JUDGE = "no judge configured"

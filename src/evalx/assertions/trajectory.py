@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from evalx.models import Verdict
-from evalx.assertions.registry import AssertionContext, assertion
 from evalx.assertions.deterministic import short
+from evalx.assertions.registry import AssertionContext, assertion
+from evalx.models import Verdict
 
 _COUNT: dict[str, Any] = {"type": "integer", "minimum": 0}
 _AMOUNT: dict[str, Any] = {"type": "number", "minimum": 0}
@@ -82,9 +82,7 @@ def completed(ctx: AssertionContext) -> Verdict:
 
 
 @assertion("max_tokens", schema={"value": _COUNT})
-def max_tokens(
-    ctx: AssertionContext, *, value: int, count: Literal["output", "total", "input"] = "output"
-) -> Verdict:
+def max_tokens(ctx: AssertionContext, *, value: int, count: Literal["output", "total", "input"] = "output") -> Verdict:
     """At most this many output (or input, or total) tokens."""
     return _token_budget(ctx, value, count)
 

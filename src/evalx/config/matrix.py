@@ -20,15 +20,14 @@ Targets of other types take no params and run once, unchanged.
 from __future__ import annotations
 
 import copy
-import difflib
 import itertools
 import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from evalx.errors import Issue
 from evalx.documents import did_you_mean
+from evalx.errors import Issue
 
 if TYPE_CHECKING:
     from evalx.config.loader import Config
@@ -195,10 +194,7 @@ def matrix_issues(config: Config) -> list[Issue]:
     kinds = sorted({str(t.get("type")) for t in listed})
     applies = any(k in AXIS_TYPES for k in kinds)
     where = "matrix.targets" if matrix.get("targets") else "the default targets"
-    no_params = (
-        f"{where} lists only {' and '.join(kinds)} targets, which take no params; "
-        "axes set a provider target's model and params"
-    )
+    no_params = f"{where} lists only {' and '.join(kinds)} targets, which take no params; axes set a provider target's model and params"
 
     for name, values in axes.items():
         path = ("matrix", "params", name)

@@ -81,7 +81,10 @@ _TARGETS: dict[str, dict[str, Any]] = {
             "provider": {"type": "string", "description": "A provider definition name (providers/NAME.yaml, shipped or in providers_dir)."},
             "model": {"type": "string"},
             "base_url": {"type": "string", "description": "Overrides the provider's base URL, e.g. http://localhost:8080/v1."},
-            "api_key": {"type": "string", "description": "Overrides the provider's key variable (e.g. OPENAI_API_KEY); never written anywhere."},
+            "api_key": {
+                "type": "string",
+                "description": "Overrides the provider's key variable (e.g. OPENAI_API_KEY); never written anywhere.",
+            },
             "headers": _STR_MAP,
             "params": {"type": "object", "description": "Request parameters: temperature, max_tokens, ..."},
             "system": {"type": "string", "description": "System prompt template (a case's own system wins)."},

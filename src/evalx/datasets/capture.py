@@ -285,8 +285,13 @@ def _check_loads(path: Path) -> None:
 
 
 def capture_all(
-    paths: list[Path], out_dir: Path, *, cases: list[str] | None = None, target: str | None = None,
-    input_text: str | None = None, force: bool = False,
+    paths: list[Path],
+    out_dir: Path,
+    *,
+    cases: list[str] | None = None,
+    target: str | None = None,
+    input_text: str | None = None,
+    force: bool = False,
 ) -> Iterator[tuple[Path, list[str]]]:
     """Write one case file a trace; yield each file written with its warnings."""
     for path in paths:

@@ -74,9 +74,7 @@ _JUDGE_OVERRIDE = {"type": "object"}  # settings merged over the config's judge:
 _case_validator = Draft202012Validator(
     {**CASE_SCHEMA, "properties": {**CASE_SCHEMA["properties"], "assert": {"type": "array"}}, "$defs": {"assertion": {}}}
 )
-_defaults_validator = Draft202012Validator(
-    {"type": "object", "properties": CASE_SCHEMA["properties"], "$defs": {"assertion": {}}}
-)
+_defaults_validator = Draft202012Validator({"type": "object", "properties": CASE_SCHEMA["properties"], "$defs": {"assertion": {}}})
 
 
 def case_schema_document() -> dict[str, Any]:
@@ -179,8 +177,9 @@ def load_dataset(
         return positions.get(path_prefix + sub, line)
 
     raw_defaults = spec.get("defaults") or {}
-    defaults_raw = _Raw(raw_defaults, config_file, path_prefix + ("defaults",), config_line(("defaults",)),
-                        path_prefix + ("defaults",), positions)
+    defaults_raw = _Raw(
+        raw_defaults, config_file, path_prefix + ("defaults",), config_line(("defaults",)), path_prefix + ("defaults",), positions
+    )
     _check_defaults(defaults_raw, errors)
     callables = _Callables(base_dir) if check_imports else None
     if callables is not None and isinstance(raw_defaults, dict):
@@ -192,8 +191,7 @@ def load_dataset(
     raws: Iterable[_Raw]
     if "cases" in spec:
         raws = [
-            _Raw(data, config_file, path_prefix + ("cases", i), config_line(("cases", i)),
-                 path_prefix + ("cases", i), positions)
+            _Raw(data, config_file, path_prefix + ("cases", i), config_line(("cases", i)), path_prefix + ("cases", i), positions)
             for i, data in enumerate(spec["cases"] or [])
         ]
     elif "path" in spec:
@@ -211,8 +209,12 @@ def load_dataset(
         case_id = _case_id(raw.data)
         if case_id is not None:
             if case_id in first_seen:
-                errors.add(raw.file, raw.line_of(("id",)), raw.path + ("id",),
-                           f"case id {case_id!r} is used twice (first at {first_seen[case_id]})")
+                errors.add(
+                    raw.file,
+                    raw.line_of(("id",)),
+                    raw.path + ("id",),
+                    f"case id {case_id!r} is used twice (first at {first_seen[case_id]})",
+                )
             else:
                 first_seen[case_id] = raw.source
         if case is not None:
@@ -457,9 +459,7 @@ def _kind(value: Any) -> str:
 # ---------------------------------------------------------------------------- files
 
 
-def _read_path(
-    spec_path: str, base_dir: Path, errors: _Errors, config_file: str, line: int | None, path_prefix: KeyPath
-) -> Iterable[_Raw]:
+def _read_path(spec_path: str, base_dir: Path, errors: _Errors, config_file: str, line: int | None, path_prefix: KeyPath) -> Iterable[_Raw]:
     where = path_prefix + ("path",) if path_prefix else ()
     full = base_dir / spec_path
     shown = PurePosixPath(Path(spec_path).as_posix())
@@ -472,8 +472,12 @@ def _read_path(
         errors.add(config_file, line, where, f"missing dataset file {shown}")
         return []
     if full.suffix.lower() not in FILE_SUFFIXES:
-        errors.add(config_file, line, where,
-                   f"unsupported dataset format {full.suffix!r} in {shown} (use .jsonl, .json, .yaml, .yml, .csv or a directory)")
+        errors.add(
+            config_file,
+            line,
+            where,
+            f"unsupported dataset format {full.suffix!r} in {shown} (use .jsonl, .json, .yaml, .yml, .csv or a directory)",
+        )
         return []
     return _read_file(full, str(shown), errors)
 
@@ -548,9 +552,14 @@ def _read_jsonl(text: str, shown: str, errors: _Errors) -> Iterator[_Raw]:
 _JSON_CELLS = frozenset({"assert", "vars", "metadata"})  # must be JSON
 _MAYBE_JSON_CELLS = frozenset({"input", "expected", "expected_answer", "expected_output", "expectedOutput", "mockElements"})
 _LIST_CELLS = {
-    "tags": ",;", "targets": ",;", "required_tools": ",;", "forbidden_tools": ",;",
-    "expectedKeywords": ",;", "expected_keywords": ",;",
-    "expectedCharacteristics": ";", "expected_characteristics": ";",  # sentences may hold commas
+    "tags": ",;",
+    "targets": ",;",
+    "required_tools": ",;",
+    "forbidden_tools": ",;",
+    "expectedKeywords": ",;",
+    "expected_keywords": ",;",
+    "expectedCharacteristics": ";",
+    "expected_characteristics": ";",  # sentences may hold commas
 }
 _NUMBER_CELLS: dict[str, type] = {"threshold": float, "repeat": int, "max_tokens": int, "max_iterations": int}
 

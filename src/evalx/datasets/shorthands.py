@@ -18,7 +18,6 @@ types of the shorthand fields are known to be right.
 
 from __future__ import annotations
 
-import difflib
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -153,5 +152,3 @@ def _engine_expected(raw: dict[str, Any], out: Expansion) -> None:
 def unknown_field(name: str, known: tuple[str, ...] | list[str]) -> str:
     """``unknown field 'expectd' (did you mean 'expected'?)``"""
     return f"unknown field {name!r}{did_you_mean(name, known)}"
-
-

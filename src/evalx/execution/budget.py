@@ -64,8 +64,10 @@ class CostGuard:
                 self.spent += float(value)
 
     def message(self) -> str:
-        return (f"cost guard: spend ${self.spent:.4f} reached defaults.max_total_cost ${self.limit:.4f}; "
-                f"{self.skipped} cell{'s' if self.skipped != 1 else ''} not run (skipped)")
+        return (
+            f"cost guard: spend ${self.spent:.4f} reached defaults.max_total_cost ${self.limit:.4f}; "
+            f"{self.skipped} cell{'s' if self.skipped != 1 else ''} not run (skipped)"
+        )
 
 
 @dataclass
@@ -157,7 +159,9 @@ def format_estimate(estimate: CostEstimate) -> list[str]:
         note = f"  ({t.note})" if t.note else ""
         lines.append(f"  {t.target:<20} {t.cells} cells  ~{t.input_tokens:,} in · {out} out  ≤ ${t.cost_usd:.4f}{note}")
     total = estimate.total
-    head = "  total: " + ("no priced target" if total is None else f"≤ ${total:.4f}" + ("" if estimate.complete else " (priced targets only)"))
+    head = "  total: " + (
+        "no priced target" if total is None else f"≤ ${total:.4f}" + ("" if estimate.complete else " (priced targets only)")
+    )
     if estimate.limit is not None:
         head += f"; defaults.max_total_cost ${float(estimate.limit):.4f}"
         if total is not None and total > float(estimate.limit):

@@ -11,8 +11,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from evalx.config.loader import Config
-from evalx.errors import ConfigError, DatasetError, Issue
 from evalx.config.matrix import Variant, expand
+from evalx.errors import ConfigError, DatasetError, Issue
 from evalx.models import Case, Cell
 
 

@@ -16,12 +16,18 @@ from pathlib import Path
 from typing import Any
 
 from evalx.errors import EvalxError
-from evalx.models import Case
 from evalx.execution.plan import Selection
+from evalx.models import Case
 from evalx.results.model import CellResult
 
 __all__ = [
-    "ResumeError", "check_plan", "check_results", "load_run_meta", "plan_fingerprint", "resume_selection", "selection_args",
+    "ResumeError",
+    "check_plan",
+    "check_results",
+    "load_run_meta",
+    "plan_fingerprint",
+    "resume_selection",
+    "selection_args",
     "selection_from_meta",
 ]
 
@@ -99,7 +105,11 @@ def check_plan(meta: dict[str, Any], config: Any, plan: Any, fingerprint: str) -
         raise ResumeError(f"cannot resume {run_id}: its run.json has no plan fingerprint (made by an older evalx)")
     if meta["plan_digest"] != fingerprint:
         before, now = meta.get("cells"), len(plan.cells)
-        what = f"{before} planned cells then, {now} now" if before != now else "the same number of cells, but cases, targets, assertions or the judge differ"
+        what = (
+            f"{before} planned cells then, {now} now"
+            if before != now
+            else "the same number of cells, but cases, targets, assertions or the judge differ"
+        )
         raise ResumeError(
             f"cannot resume {run_id}: the config or datasets changed in ways that alter its cells ({what}); "
             "restore them, or start a new run"
@@ -139,6 +149,7 @@ def resume_selection(meta: dict[str, Any], given: Selection) -> Selection:
 
 
 def _describe(sel: Selection) -> str:
-    parts = [f"{f.name}={getattr(sel, f.name)!r}" for f in dataclasses.fields(Selection)
-             if getattr(sel, f.name) not in (None, False, [], ())]
+    parts = [
+        f"{f.name}={getattr(sel, f.name)!r}" for f in dataclasses.fields(Selection) if getattr(sel, f.name) not in (None, False, [], ())
+    ]
     return ", ".join(parts) or "everything"

@@ -19,7 +19,7 @@ from typing import Any, TextIO
 import yaml
 
 from evalx.config.loader import Config
-from evalx.execution.executor import Executor, ExecutionStats, TargetPlan
+from evalx.execution.executor import ExecutionStats, Executor, TargetPlan
 from evalx.execution.plan import Plan, Selection, build_plan
 from evalx.execution.progress import Progress
 from evalx.reports.render import copy_report, write_reports
@@ -161,8 +161,12 @@ def run(config: Config, options: RunOptions, *, out: TextIO | None = None, err: 
     messages = _target_failures(stats)
     cost_guard: CostGuardReport | None = None
     if guard is not None:
-        cost_guard = {"limit_usd": guard.limit, "spent_usd": round(guard.spent, 8), "skipped": guard.skipped,
-                      "message": guard.message() if guard.tripped else None}
+        cost_guard = {
+            "limit_usd": guard.limit,
+            "spent_usd": round(guard.spent, 8),
+            "skipped": guard.skipped,
+            "message": guard.message() if guard.tripped else None,
+        }
     figures = summary_builder.finish(datetime.now(timezone.utc).isoformat(timespec="seconds"), round(duration, 3))
     summary, warnings = finish_summary(
         figures,
@@ -290,9 +294,7 @@ def _command_line(options: RunOptions) -> dict[str, Any]:
     return out
 
 
-def _judge(
-    config: Config, plan: Plan, ctx: RunContext, command_line: dict[str, Any], target_ids: list[str], err: TextIO | None
-) -> Any:
+def _judge(config: Config, plan: Plan, ctx: RunContext, command_line: dict[str, Any], target_ids: list[str], err: TextIO | None) -> Any:
     """The run's judge client (lazy: it starts a judge target on first use), bias-checked once up front."""
     from evalx.judge import Judge, graded_target_ids
 
@@ -314,4 +316,3 @@ def _target_failures(stats: ExecutionStats) -> list[str]:
             detail = distinct[0] if len(distinct) == 1 else f"{distinct[0]} (and {len(distinct) - 1} other errors)"
             lines.append(f"target {target!r}: every cell failed ({len(errors)}): {detail}")
     return lines
-

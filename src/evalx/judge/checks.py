@@ -83,7 +83,14 @@ def check_judge_refs(config: Any, cases: dict[str, list[Case]]) -> int:
                 issues.append(Issue(f"{label}: {spec['type']}.{key}: unknown target {ref!r}", None, "", ""))
         embedder = spec.get("embedding")
         if isinstance(embedder, str) and embedder in cannot_embed:
-            issues.append(Issue(f"{label}: {spec['type']}.embedding: target {embedder!r} cannot produce embeddings: {cannot_embed[embedder]}", None, "", ""))
+            issues.append(
+                Issue(
+                    f"{label}: {spec['type']}.embedding: target {embedder!r} cannot produce embeddings: {cannot_embed[embedder]}",
+                    None,
+                    "",
+                    "",
+                )
+            )
         if not has_global and override.get("target") is None and spec.get("embedding") is None:
             unjudged += 1
     if issues:

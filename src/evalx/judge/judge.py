@@ -59,6 +59,7 @@ DEFAULT_THRESHOLD = 0.8
 DEFAULT_PASS_ON = ("subset", "superset", "same", "immaterial")
 NO_JUDGE = "no judge configured"
 
+
 @dataclass
 class _Call:
     """One judge call: the raw reply and what it cost."""
@@ -399,9 +400,7 @@ class Judge:
             raise _CallFailed(f"the judge call failed: {traj.error}", call)
         return call
 
-    async def _decide(
-        self, ctx: Any, kind: str, criterion: str, extra: dict[str, Any], interpret: Callable[[str], _Vote]
-    ) -> _Decision:
+    async def _decide(self, ctx: Any, kind: str, criterion: str, extra: dict[str, Any], interpret: Callable[[str], _Vote]) -> _Decision:
         """Ask ``samples`` times and take the majority; see :meth:`_majority`."""
         decision = _Decision(criterion)
         settings = ctx.judge_settings
@@ -448,7 +447,9 @@ class Judge:
         errors = [o for o in outcomes if isinstance(o, JudgeError)]
         for o in outcomes:
             if isinstance(o, _Vote):
-                decision.votes.append({"passed": o.passed, "score": o.score, "reason": o.reason, **({"category": o.category} if o.category else {})})
+                decision.votes.append(
+                    {"passed": o.passed, "score": o.score, "reason": o.reason, **({"category": o.category} if o.category else {})}
+                )
             else:
                 decision.votes.append({"error": str(o)})
         if errors and len(votes) * 2 <= n:
@@ -472,7 +473,13 @@ class Judge:
         details["raw"] = [t for d in decisions for t in d.raw]
         if len(decisions) > 1 or what == "characteristic":
             details["criteria"] = [
-                {"criterion": d.criterion, "passed": d.passed, "score": d.score, "reason": d.reason, **({"error": d.error} if d.error else {})}
+                {
+                    "criterion": d.criterion,
+                    "passed": d.passed,
+                    "score": d.score,
+                    "reason": d.reason,
+                    **({"error": d.error} if d.error else {}),
+                }
                 for d in decisions
             ]
         elif decisions and len(decisions[0].votes) > 1:
@@ -487,7 +494,9 @@ class Judge:
                 return Verdict(None, 0.0, f"judge error: {d.error}", error=d.error, details=details)
             return Verdict(d.passed, d.score, d.reason, details=details)
         n = len(decisions)
-        plural = ("characteristic" if n == 1 else "characteristics") if what == "characteristic" else ("criterion" if n == 1 else "criteria")
+        plural = (
+            ("characteristic" if n == 1 else "characteristics") if what == "characteristic" else ("criterion" if n == 1 else "criteria")
+        )
         if failed:
             parts = [f"{d.criterion!r}: {d.reason}" if d.reason else repr(d.criterion) for d in failed]
             reason = f"{len(failed)} of {len(decisions)} {plural} failed — " + "; ".join(parts)
@@ -500,7 +509,9 @@ class Judge:
             return Verdict(None, score, f"judge error: {msg}", error=msg, details=details)
         if n == 1:
             only = decisions[0]
-            return Verdict(True, score, f"{only.criterion!r}: {only.reason}" if only.reason else f"{only.criterion!r} holds", details=details)
+            return Verdict(
+                True, score, f"{only.criterion!r}: {only.reason}" if only.reason else f"{only.criterion!r} holds", details=details
+            )
         return Verdict(True, score, f"all {n} {plural} hold", details=details)
 
     # ------------------------------------------------------------ embeddings
@@ -515,7 +526,9 @@ class Judge:
         try:
             spec = self._resolve_spec(ref)
             inst = await self._instance(copy.deepcopy(spec))
-            answers = await asyncio.gather(*(self._embed(inst, spec, text) for text in (ctx.output.text, _text(expected))), return_exceptions=True)
+            answers = await asyncio.gather(
+                *(self._embed(inst, spec, text) for text in (ctx.output.text, _text(expected))), return_exceptions=True
+            )
             calls = [a[1] for a in answers if isinstance(a, tuple)]
             failed = next((a for a in answers if isinstance(a, BaseException)), None)
             if failed is not None:

@@ -202,8 +202,6 @@ def parse_category(text: str) -> tuple[str, str]:
     if len(words) == 1:
         return str(words.pop()), _clip(text)
     raise JudgeError(
-        "the judge's factuality verdict is unreadable (expected JSON {\"category\": "
-        + "|".join(FACTUALITY_CATEGORIES)
-        + ', "reason"})',
+        'the judge\'s factuality verdict is unreadable (expected JSON {"category": ' + "|".join(FACTUALITY_CATEGORIES) + ', "reason"})',
         raw=text,
     )

@@ -163,7 +163,7 @@ def latency_distribution(targets: Sequence[str], latencies: Mapping[str, Sequenc
             )
         ordered = sorted(data)
         for q, cls in ((50, "p50"), (95, "p95")):
-            v = ordered[min(len(ordered) - 1, int(round((len(ordered) - 1) * q / 100)))]
+            v = ordered[min(len(ordered) - 1, round((len(ordered) - 1) * q / 100))]
             x = x_of(v)
             body.append(
                 f'<line x1="{x:.1f}" y1="{y + 2:.1f}" x2="{x:.1f}" y2="{y + row_h - 4:.1f}" class="mark {cls}">'
@@ -232,4 +232,3 @@ def cost_per_target(
     note = "lighter: judge cost" if priced else "no prices: tokens (input + output) shown instead"
     body.append(f'<text x="{LABEL_W}" y="{y + 8:.1f}" class="tick">{escape(note)}</text>')
     return _svg(y + 14, body, "Cost per target" if priced else "Tokens per target")
-

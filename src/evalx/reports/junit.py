@@ -262,7 +262,13 @@ def _rerun(tag: str, rep: _Repeat) -> _Element:
     outcome = rep.outcome
     default_type = "AssertionFailed" if rep.status == "fail" else "TargetError"
     message = outcome.get("message", "") if outcome is not None else ""
-    el = _Element(tag, {"message": xml_safe(f"repeat {rep.repeat}: {message}"), "type": (outcome.get("type") if outcome is not None else None) or default_type})
+    el = _Element(
+        tag,
+        {
+            "message": xml_safe(f"repeat {rep.repeat}: {message}"),
+            "type": (outcome.get("type") if outcome is not None else None) or default_type,
+        },
+    )
     if outcome is not None and outcome.text:
         el.append(_element("stackTrace", {}, outcome.text))
     if rep.text:

@@ -17,8 +17,6 @@ from evalx.results.model import RunSummary
 __all__ = ["markdown_summary", "publish_markdown"]
 
 
-
-
 def markdown_summary(summary: RunSummary) -> str:
     totals = summary["totals"]
     gates = summary.get("gates")
@@ -51,7 +49,7 @@ def markdown_summary(summary: RunSummary) -> str:
             f"{comparison['newly_failing_total']} newly failing, {comparison['newly_passing_total']} newly passing"
         )
         lines.append("")
-    for w in (gates["warnings"] if gates else []):
+    for w in gates["warnings"] if gates else []:
         lines += [f"> ⚠️ {md_escape(w, 300)}", ""]
     if gates and gates["results"]:
         lines += ["| gate | scope | result | detail |", "|---|---|---|---|"]

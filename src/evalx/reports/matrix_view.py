@@ -201,9 +201,7 @@ def format_matrix(
         if shortened:
             lines.append("columns: " + ", ".join(one_line(t) for t in columns))
     else:
-        summary_rows = [
-            [_clip(one_line(t), MAX_LABEL)] + [per_column[t][key] for key in footer_keys] for t in columns
-        ]
+        summary_rows = [[_clip(one_line(t), MAX_LABEL)] + [per_column[t][key] for key in footer_keys] for t in columns]
         narrow = str(
             tabulate(
                 summary_rows,

@@ -43,20 +43,6 @@ def one_line(text: Any) -> str:
     return " ".join(_CONTROL.sub(visible, str(text)).split())
 
 
-
-
-
-
-
-
-
-
-
-
-
-
-
-
 _NO_FIGURES: Distribution = {"p50": None, "p95": None, "p99": None, "mean": None, "total": None}
 
 

@@ -308,19 +308,19 @@ def _safe(text: Any, width: int = 160) -> str:
     return line if len(line) <= width else line[: width - 1] + "…"
 
 
-
-
-
-
-
-
 def _int(v: float | None) -> str:
     return "—" if v is None else f"{v:,.0f}"
 
 
 _FORMATS = {"pass_rate": _pct, "cost_usd": _usd, "p50_ms": _ms, "p99_ms": _ms, "tokens_input": _int, "tokens_output": _int}
-_LABELS = {"pass_rate": "pass rate", "cost_usd": "cost", "p50_ms": "p50", "p99_ms": "p99",
-           "tokens_input": "tokens in", "tokens_output": "tokens out"}
+_LABELS = {
+    "pass_rate": "pass rate",
+    "cost_usd": "cost",
+    "p50_ms": "p50",
+    "p99_ms": "p99",
+    "tokens_input": "tokens in",
+    "tokens_output": "tokens out",
+}
 
 
 def _delta(key: str, m: Metric) -> str:
@@ -337,8 +337,14 @@ def _delta(key: str, m: Metric) -> str:
 
 
 def _target_metrics(m: TargetDelta) -> list[tuple[str, Metric]]:
-    return [("pass_rate", m["pass_rate"]), ("cost_usd", m["cost_usd"]), ("p50_ms", m["p50_ms"]), ("p99_ms", m["p99_ms"]),
-            ("tokens_input", m["tokens_input"]), ("tokens_output", m["tokens_output"])]
+    return [
+        ("pass_rate", m["pass_rate"]),
+        ("cost_usd", m["cost_usd"]),
+        ("p50_ms", m["p50_ms"]),
+        ("p99_ms", m["p99_ms"]),
+        ("tokens_input", m["tokens_input"]),
+        ("tokens_output", m["tokens_output"]),
+    ]
 
 
 def _case_line(c: CaseChange | FlakyChange) -> str:
@@ -355,17 +361,37 @@ def format_comparison(cmp: Comparison) -> str:
     a, b = cmp["a"], cmp["b"]
     lines = [f"Comparing {a['run_id']} (A, baseline) → {b['run_id']} (B)", ""]
     rows = [[_LABELS[k], _FORMATS[k](m["a"]), _FORMATS[k](m["b"]), _delta(k, m)] for k, m in cmp["overall"].items()]
-    lines.append(str(tabulate(rows, headers=["overall", "A", "B", "Δ"], tablefmt="simple", disable_numparse=True,
-                              colalign=["left", "right", "right", "right"])))
+    lines.append(
+        str(
+            tabulate(
+                rows,
+                headers=["overall", "A", "B", "Δ"],
+                tablefmt="simple",
+                disable_numparse=True,
+                colalign=["left", "right", "right", "right"],
+            )
+        )
+    )
     if cmp["per_target"]:
         rows = []
         for t, td in cmp["per_target"].items():
             note = "" if td["in_a"] and td["in_b"] else (" (only in B)" if td["in_b"] else " (only in A)")
-            rows.append([_safe(t, 40) + note]
-                        + [f"{_pct(td['pass_rate']['a'])} → {_pct(td['pass_rate']['b'])}"]
-                        + [_delta(k, metric) for k, metric in _target_metrics(td)])
-        lines += ["", str(tabulate(rows, headers=["target", "pass rate", "Δ pass", "Δ cost", "Δ p50", "Δ p99", "Δ tokens in", "Δ tokens out"],
-                                   tablefmt="simple", disable_numparse=True))]
+            rows.append(
+                [_safe(t, 40) + note]
+                + [f"{_pct(td['pass_rate']['a'])} → {_pct(td['pass_rate']['b'])}"]
+                + [_delta(k, metric) for k, metric in _target_metrics(td)]
+            )
+        lines += [
+            "",
+            str(
+                tabulate(
+                    rows,
+                    headers=["target", "pass rate", "Δ pass", "Δ cost", "Δ p50", "Δ p99", "Δ tokens in", "Δ tokens out"],
+                    tablefmt="simple",
+                    disable_numparse=True,
+                )
+            ),
+        ]
     for key, title, items, total in (
         ("newly_failing", "Newly failing", cmp["newly_failing"], cmp["newly_failing_total"]),
         ("newly_passing", "Newly passing", cmp["newly_passing"], cmp["newly_passing_total"]),
@@ -439,8 +465,10 @@ def markdown_cases(title: str, items: list[CaseChange] | list[FailureRow], total
         return []
     lines = [f"**{title} ({total})**", "", "| target | case | reason |", "|---|---|---|"]
     for c in items[:50]:
-        lines.append(f"| {md_escape(c['target'])} | {md_escape(c['dataset'])}/{md_escape(c['case_id'])}{_runs_suffix(c)} "
-                     f"| {md_escape(c.get('reason') or c.get('was') or '')} |")
+        lines.append(
+            f"| {md_escape(c['target'])} | {md_escape(c['dataset'])}/{md_escape(c['case_id'])}{_runs_suffix(c)} "
+            f"| {md_escape(c.get('reason') or c.get('was') or '')} |"
+        )
     if total > min(len(items), 50):
         lines.append(f"| … | {total - min(len(items), 50)} more | |")
     return lines + [""]
@@ -448,23 +476,26 @@ def markdown_cases(title: str, items: list[CaseChange] | list[FailureRow], total
 
 def markdown_comparison(cmp: Comparison) -> str:
     a, b = cmp["a"], cmp["b"]
-    lines = [f"### evalx compare: `{md_escape(a['run_id'])}` → `{md_escape(b['run_id'])}`", "",
-             "| | A | B | Δ |", "|---|--:|--:|--:|"]
+    lines = [f"### evalx compare: `{md_escape(a['run_id'])}` → `{md_escape(b['run_id'])}`", "", "| | A | B | Δ |", "|---|--:|--:|--:|"]
     for k, m in cmp["overall"].items():
         lines.append(f"| {_LABELS[k]} | {_FORMATS[k](m['a'])} | {_FORMATS[k](m['b'])} | {_delta(k, m)} |")
     lines.append("")
     if cmp["per_target"]:
         lines += ["| target | pass rate A → B | Δ cost | Δ p99 |", "|---|--:|--:|--:|"]
         for t, td in cmp["per_target"].items():
-            lines.append(f"| {md_escape(t)} | {_pct(td['pass_rate']['a'])} → {_pct(td['pass_rate']['b'])} "
-                         f"| {_delta('cost_usd', td['cost_usd'])} | {_delta('p99_ms', td['p99_ms'])} |")
+            lines.append(
+                f"| {md_escape(t)} | {_pct(td['pass_rate']['a'])} → {_pct(td['pass_rate']['b'])} "
+                f"| {_delta('cost_usd', td['cost_usd'])} | {_delta('p99_ms', td['p99_ms'])} |"
+            )
         lines.append("")
     lines += markdown_cases("Newly failing", cmp["newly_failing"], cmp["newly_failing_total"])
     lines += markdown_cases("Newly passing", cmp["newly_passing"], cmp["newly_passing_total"])
     if cmp["flaky_changed_total"]:
         lines += [f"**Flaky status changed ({cmp['flaky_changed_total']})**", ""]
         for f in cmp["flaky_changed"][:50]:
-            lines.append(f"- {md_escape(f['target'])} {md_escape(f['dataset'])}/{md_escape(f['case_id'])}: "
-                         + ("now flaky" if f["now_flaky"] else "no longer flaky"))
+            lines.append(
+                f"- {md_escape(f['target'])} {md_escape(f['dataset'])}/{md_escape(f['case_id'])}: "
+                + ("now flaky" if f["now_flaky"] else "no longer flaky")
+            )
         lines.append("")
     return "\n".join(lines)

@@ -63,8 +63,9 @@ def _result(gate: str, scope: str, value: float | None, threshold: Any, held: bo
     return {"gate": gate, "scope": scope, "value": value, "threshold": threshold, "held": held, "detail": detail}
 
 
-def _check(gate: str, threshold: Any, scope: str, rate: float | None, base: Mapping[str, Metric] | None,
-           failing: list[CaseChange] | None) -> GateResult:
+def _check(
+    gate: str, threshold: Any, scope: str, rate: float | None, base: Mapping[str, Metric] | None, failing: list[CaseChange] | None
+) -> GateResult:
     """One gate on one scope, whose pass rate is ``rate``. ``base`` is the scope's comparison (None: no baseline for it)."""
     if gate == "min_pass_rate":
         if rate is None:
@@ -82,8 +83,14 @@ def _check(gate: str, threshold: Any, scope: str, rate: float | None, base: Mapp
         if m is None or m["a"] is None or m["b"] is None:
             return _result(gate, scope, None, threshold, None, "no pass rate to compare")
         drop = m["a"] - m["b"]
-        return _result(gate, scope, drop, threshold, drop <= threshold + _EPS,
-                       f"pass rate {_pct(m['a'])} → {_pct(m['b'])} (drop {drop * 100:+.1f}pp, max {threshold * 100:.1f}pp)")
+        return _result(
+            gate,
+            scope,
+            drop,
+            threshold,
+            drop <= threshold + _EPS,
+            f"pass rate {_pct(m['a'])} → {_pct(m['b'])} (drop {drop * 100:+.1f}pp, max {threshold * 100:.1f}pp)",
+        )
     key = "cost_usd" if gate == "max_cost_increase" else "p99_ms"
     m = base.get(key)
     if m is None or m["relative"] is None or m["a"] is None or m["b"] is None:
@@ -91,12 +98,19 @@ def _check(gate: str, threshold: Any, scope: str, rate: float | None, base: Mapp
         return _result(gate, scope, None, threshold, None, f"{why} in both runs (or zero before)")
     rel = m["relative"]
     before, after = (f"${m['a']:.4f}", f"${m['b']:.4f}") if key == "cost_usd" else (f"{m['a']:.0f}ms", f"{m['b']:.0f}ms")
-    return _result(gate, scope, rel, threshold, rel <= threshold + _EPS,
-                   f"{before} → {after} ({rel * 100:+.1f}%, max +{threshold * 100:.0f}%)")
+    return _result(
+        gate, scope, rel, threshold, rel <= threshold + _EPS, f"{before} → {after} ({rel * 100:+.1f}%, max +{threshold * 100:.0f}%)"
+    )
 
 
-def evaluate(gates: Mapping[str, Any] | None, summary: SummaryFigures, comparison: Comparison | None,
-             *, baseline_ref: str | None = None, warnings: list[str] | None = None) -> GateReport:
+def evaluate(
+    gates: Mapping[str, Any] | None,
+    summary: SummaryFigures,
+    comparison: Comparison | None,
+    *,
+    baseline_ref: str | None = None,
+    warnings: list[str] | None = None,
+) -> GateReport:
     """The gate report stored as ``summary.json["gates"]``."""
     gates = gates or {}
     results: list[GateResult] = []

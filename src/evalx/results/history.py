@@ -122,12 +122,6 @@ def resolve_run(ref: str, output_dir: Path, *, name: str | None = None, exclude:
     raise RunNotFound(f"no run {ref!r} (not a run id under {output_dir}, nor a run directory)")
 
 
-
-
-
-
-
-
 def format_runs(runs: list[RunInfo]) -> str:
     from tabulate import tabulate  # type: ignore[import-untyped,unused-ignore]
 

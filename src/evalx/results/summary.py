@@ -552,7 +552,12 @@ class SummaryBuilder:
             "inconclusive_assertions": self._inconclusive,
             "inconclusive_reasons": dict(sorted(self._inconclusive_reasons.items(), key=lambda kv: -kv[1])),
             # model-graded assertions' judge usage; its cost is judge_cost_usd, apart from the targets'
-            "judge": {"calls": self._judge[0], "input_tokens": self._judge[1], "output_tokens": self._judge[2], "cached_calls": self._judge[3]},
+            "judge": {
+                "calls": self._judge[0],
+                "input_tokens": self._judge[1],
+                "output_tokens": self._judge[2],
+                "cached_calls": self._judge[3],
+            },
             "repeats": self._repeats(targets),
             "failures": failures,
             "failures_total": self._failures_total,

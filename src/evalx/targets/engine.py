@@ -38,12 +38,12 @@ import time
 from typing import Any
 
 from evalx.errors import TargetError, TargetProtocolError
-from evalx.targets.transport.http import Backoff, HttpClient, shown_url
 from evalx.models import Cell, ToolCall, Trajectory, Usage
-from evalx.targets.transport.sse import ServerSentEvent, SSEDecoder
-from evalx.templates import TemplateRenderError, render_value
 from evalx.targets.base import RunContext, task_id, template_context
 from evalx.targets.settings import TargetSettings
+from evalx.targets.transport.http import Backoff, HttpClient, shown_url
+from evalx.targets.transport.sse import ServerSentEvent, SSEDecoder
+from evalx.templates import TemplateRenderError, render_value
 
 DEFAULT_END_EVENTS = ("done", "end", "complete")
 ITERATION_EVENTS = frozenset({"iteration", "turn", "iteration_start", "turn_start"})

@@ -12,12 +12,12 @@ import inspect
 from collections.abc import Mapping
 from typing import Any
 
-from evalx.usercode import resolve_callable
 from evalx.errors import TargetProtocolError
 from evalx.models import Cell, Trajectory
 from evalx.targets.base import RunContext
 from evalx.targets.settings import TargetSettings
 from evalx.targets.threads import SyncRunner
+from evalx.usercode import resolve_callable
 
 
 class PythonTarget:
@@ -35,7 +35,7 @@ class PythonTarget:
     async def start(self, run: RunContext) -> None:
         self._fn = resolve_callable(self.spec["callable"], run.config_dir)
         target = inspect.unwrap(self._fn)
-        self._is_async = inspect.iscoroutinefunction(target) or inspect.iscoroutinefunction(getattr(target, "__call__", None))
+        self._is_async = inspect.iscoroutinefunction(target) or inspect.iscoroutinefunction(getattr(target, "__call__", None))  # noqa: B004  (an instance with an async __call__)
         try:
             params = inspect.signature(self._fn).parameters
         except (TypeError, ValueError):

@@ -106,7 +106,7 @@ class SyncRunner:
                 continue
             try:
                 outcome: tuple[asyncio.Future[Any], bool, Any] = (future, True, fn())
-            except BaseException as exc:  # noqa: BLE001 -- handed to the awaiting cell
+            except BaseException as exc:
                 outcome = (future, False, exc)
             self._post(outcome)
 

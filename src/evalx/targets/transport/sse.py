@@ -118,9 +118,8 @@ class SSEDecoder:
         elif name == "id":
             if "\0" not in value:
                 self._last_id = value
-        elif name == "retry":
-            if value and value.isascii() and value.isdigit():
-                self._retry = self.retry_ms = int(value)
+        elif name == "retry" and value and value.isascii() and value.isdigit():
+            self._retry = self.retry_ms = int(value)
         return None
 
     def feed(self, text: str) -> list[ServerSentEvent]:
