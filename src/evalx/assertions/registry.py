@@ -29,7 +29,7 @@ import typing
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Union
+from typing import Any, Protocol, Union
 
 from evalx.models import Case, Trajectory, Verdict
 
@@ -43,6 +43,20 @@ COMMON_KEYS: dict[str, dict[str, Any]] = {
 }
 
 
+class Grader(Protocol):
+    """What model-graded assertion types ask of a judge (:class:`evalx.judge.Judge` is one)."""
+
+    async def llm_judge(
+        self, ctx: AssertionContext, *, rubric: str | None, characteristics: list[str] | None, threshold: float | None
+    ) -> Verdict: ...
+
+    async def semantic_similar(
+        self, ctx: AssertionContext, *, expected: Any, threshold: float | None, embedding: str | None
+    ) -> Verdict: ...
+
+    async def factuality(self, ctx: AssertionContext, *, expected: Any, pass_on: list[str] | None) -> Verdict: ...
+
+
 @dataclass
 class AssertionContext:
     """What an assertion may look at."""
@@ -50,7 +64,7 @@ class AssertionContext:
     case: Case
     output: Trajectory
     config_dir: Path = field(default_factory=Path.cwd)
-    judge: Any = None  # a judge client when one is configured (model-graded types)
+    judge: Grader | None = None  # the run's judge when one is configured (model-graded types)
     judge_settings: dict[str, Any] = field(default_factory=dict)
     target: str = ""
 

@@ -107,8 +107,9 @@ class Executor:
 
     async def run_cell(self, plan: TargetPlan, cell: Cell) -> CellResult:
         target = plan.target
-        cache_key = self._cache_key(plan, cell)
-        hit = await self.run.cache.get(cache_key) if cache_key else None
+        cache = self.run.cache
+        cache_key = self._cache_key(plan, cell) if cache is not None else None
+        hit = await cache.get(cache_key) if cache is not None and cache_key else None
         if hit is None and plan.pacer is not None:
             await plan.pacer()  # the target's rate limit: waiting for a turn is not the cell's time
         # the cell starts now: its timeout and latency count from here
@@ -129,11 +130,11 @@ class Executor:
         latency = (time.perf_counter() - t0) * 1000.0
         if traj.latency_ms is None:
             traj.latency_ms = round(latency, 3)
-        if cache_key and hit is None and traj.error is None:  # errors are never cached
+        if cache is not None and cache_key and hit is None and traj.error is None:  # errors are never cached
             stored = traj.to_dict()
             stored.pop("traceback", None)
             stored.pop("cached", None)
-            self.run.cache.put(cache_key, self.run.redactor.obj(stored))
+            cache.put(cache_key, self.run.redactor.obj(stored))
 
         asserts = [*self.global_asserts, *cell.case.asserts]
         if traj.error is None:

@@ -43,6 +43,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, TextIO
 
+from evalx.assertions import AssertionContext
 from evalx.errors import JudgeError, TargetError
 from evalx.judge.checks import same_model
 from evalx.judge.prompts import SYSTEM_PROMPT, TEMPLATES, judge_spec
@@ -271,7 +272,9 @@ class Judge:
 
     # ------------------------------------------------------------ the three types
 
-    async def llm_judge(self, ctx: Any, *, rubric: str | None, characteristics: list[str] | None, threshold: float | None) -> Verdict:
+    async def llm_judge(
+        self, ctx: AssertionContext, *, rubric: str | None, characteristics: list[str] | None, threshold: float | None
+    ) -> Verdict:
         settings = ctx.judge_settings
         if not self.configured(settings):
             return Verdict.inconclusive(NO_JUDGE)
@@ -294,7 +297,7 @@ class Judge:
         )
         return self._combine(ctx, decisions, what="characteristic" if characteristics else "rubric")
 
-    async def semantic_similar(self, ctx: Any, *, expected: Any, threshold: float | None, embedding: str | None) -> Verdict:
+    async def semantic_similar(self, ctx: AssertionContext, *, expected: Any, threshold: float | None, embedding: str | None) -> Verdict:
         settings = ctx.judge_settings
         limit = _threshold(threshold, settings)
         if embedding is not None:
@@ -314,7 +317,7 @@ class Judge:
             verdict.reason = f"similarity {verdict.score:.2f} {'≥' if verdict.passed else '<'} {limit:g}: {verdict.reason}"
         return verdict
 
-    async def factuality(self, ctx: Any, *, expected: Any, pass_on: list[str] | None) -> Verdict:
+    async def factuality(self, ctx: AssertionContext, *, expected: Any, pass_on: list[str] | None) -> Verdict:
         settings = ctx.judge_settings
         if not self.configured(settings):
             return Verdict.inconclusive(NO_JUDGE)

@@ -9,6 +9,7 @@ from typing import Any, Protocol
 from evalx.models import Cell, Trajectory
 from evalx.redaction import Redactor
 from evalx.targets.settings import TargetSettings
+from evalx.targets.transport.cache import ResponseCache
 
 
 @dataclass
@@ -19,7 +20,7 @@ class RunContext:
     config_dir: Path
     redactor: Redactor = field(default_factory=Redactor)
     vars: dict[str, Any] = field(default_factory=dict)
-    cache: Any = None  # a ResponseCache when some target caches (``TargetSettings.cache``)
+    cache: ResponseCache | None = None  # when some target caches (``TargetSettings.cache``)
     providers_dir: Path | None = None  # the config's providers_dir:, resolved
 
 
