@@ -8,6 +8,8 @@ import random
 from dataclasses import asdict
 from typing import Any
 
+import pytest
+
 from evalx.datasets.loader import _case_validator, _plainly_valid
 from evalx.models import Case
 from evalx.targets.definitions import _SLOW, _compile_expression, _fast_path, _plain
@@ -506,3 +508,182 @@ def test_reports_from_one_read_are_the_reports_written_one_by_one(tmp_path: Any)
         write_html(alone / "results.jsonl", summary, alone / "report.html")
         for report in ("junit.xml", "report.html"):
             assert (together / report).read_bytes() == (alone / report).read_bytes(), (name, report)
+
+
+# -- the request body encoded once; one timer per cell; no header dict per response -------------
+
+
+def _keyed_value(rng: random.Random, depth: int = 0) -> Any:
+    """A JSON-able value whose dicts may have keys that collide once they are strings (1 and "1", True and "true")."""
+    roll = rng.random()
+    if depth < 3 and roll < 0.3:
+        keys = rng.sample(["a", "1", 1, "true", True, "null", None, 2.5, "2.5", "é"], rng.randint(0, 4))
+        return {k: _keyed_value(rng, depth + 1) for k in keys}
+    if depth < 3 and roll < 0.45:
+        return [_keyed_value(rng, depth + 1) for _ in range(rng.randint(0, 3))]
+    if roll < 0.5:
+        return (1, "t")
+    return rng.choice([None, 0, -3, 2.5, -0.0, 1e300, float("nan"), True, "", "x", 'q"uote\\', "😀\u2028", "\ud800"])
+
+
+def test_openai_request_bytes_are_what_the_http_client_would_send() -> None:
+    from evalx.targets.definitions import _openai_request
+    from evalx.targets.transport.http import HttpClient
+
+    rng = random.Random(12)
+    sent = skipped = 0
+    for _ in range(3000):
+        scope: dict[str, Any] = {
+            "model": "m",
+            "messages": [{"role": "user", "content": _keyed_value(rng)} for _ in range(rng.randint(0, 2))],
+            "system": rng.choice([None, "be brief", _keyed_value(rng)]),
+            "params": {k: _keyed_value(rng) for k in rng.sample(["temperature", "stop", "model", "x"], rng.randint(0, 2))},
+            "tools": [{"name": "t", "parameters": _keyed_value(rng)}] if rng.random() < 0.3 else [],
+        }
+        found = _openai_request(scope)
+        assert found is not _SLOW
+        body, data = found
+        try:
+            expected = HttpClient._encode(body, None)[0]  # what the client sends for the body when given no bytes
+        except UnicodeEncodeError:
+            expected = None  # the client raises it where it did before: no bytes were made
+        if data is None:
+            skipped += 1
+        else:
+            sent += 1
+            assert data == expected, scope
+    assert sent > 1000 and skipped > 500  # both ways are taken
+
+
+def test_a_provider_sends_exactly_the_json_of_the_body_it_records(tmp_path: Any) -> None:
+    from pathlib import Path
+
+    from aiohttp import web
+
+    from evalx.execution.executor import _within
+    from evalx.models import Case, Cell
+    from evalx.targets.base import RunContext
+    from evalx.targets.provider import ProviderTarget
+    from evalx.targets.settings import TargetSettings
+
+    received: list[bytes] = []
+    answer = {"choices": [{"message": {"content": "ok"}, "finish_reason": "stop"}], "usage": {"prompt_tokens": 3, "completion_tokens": 1}}
+
+    async def chat(request: web.Request) -> web.Response:
+        received.append(await request.read())
+        return web.json_response(answer)
+
+    async def main() -> None:
+        app = web.Application()
+        app.router.add_post("/v1/chat/completions", chat)
+        runner = web.AppRunner(app)
+        await runner.setup()
+        site = web.TCPSite(runner, "127.0.0.1", 0)
+        await site.start()
+        port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+        spec = {
+            "id": "m",
+            "type": "provider",
+            "provider": "openai",
+            "model": "x",
+            "base_url": f"http://127.0.0.1:{port}/v1",
+            "params": {"temperature": 0.5},
+        }
+        target = ProviderTarget(spec, TargetSettings(concurrency=4, timeout_s=30, retries=0))
+        run = RunContext(run_id="r", config_dir=Path(tmp_path))
+        await target.start(run)
+        inputs: list[Any] = ["plain", "é 😀\u2028", {"messages": [{"role": "user", "content": [{"type": "text", "text": "hi"}]}]}, {"n": 1}]
+        inputs.append({"messages": [{"role": "user", "content": {1: "a", "1": "b"}}]})  # keys that collide: the client encodes
+        try:
+            for i, value in enumerate(inputs):
+                traj = await _within(target.invoke(Cell(index=i, target="m", dataset="d", case=Case(id=f"c{i}", input=value)), run), 30)
+                assert traj.request is not None
+                assert received[-1] == json.dumps(traj.request["body"], ensure_ascii=False).encode("utf-8"), value
+        finally:
+            await target.aclose()
+            await runner.cleanup()
+
+    asyncio.run(main())
+    assert len(received) == 5
+
+
+def test_a_request_keeps_its_own_timer_unless_the_cells_deadline_comes_first() -> None:
+    from aiohttp import web
+
+    from evalx.errors import TargetTimeout
+    from evalx.targets.transport.http import CALL_DEADLINE, HttpClient
+
+    release: asyncio.Event
+
+    async def hang(request: web.Request) -> web.Response:
+        await release.wait()
+        return web.Response(text="{}")
+
+    async def main() -> None:
+        nonlocal release
+        release = asyncio.Event()
+        app = web.Application()
+        app.router.add_get("/", hang)
+        runner = web.AppRunner(app)
+        await runner.setup()
+        site = web.TCPSite(runner, "127.0.0.1", 0)
+        await site.start()
+        url = f"http://127.0.0.1:{site._server.sockets[0].getsockname()[1]}/"  # type: ignore[union-attr]
+        client = HttpClient(timeout_s=0.2)
+        loop = asyncio.get_running_loop()
+        try:
+            # no caller deadline (a judge or embeddings call), or one later than the request's bound: aiohttp's timer ends it
+            for deadline in (None, loop.time() + 60):
+                token = CALL_DEADLINE.set(deadline)
+                try:
+                    with pytest.raises(TargetTimeout, match=r"no response from .* within 0\.2s"):
+                        await asyncio.wait_for(client.request_json("GET", url), 5)
+                finally:
+                    CALL_DEADLINE.reset(token)
+            # the caller's deadline comes first: the request has no total timer of its own
+            sent: list[Any] = []
+            session = client._get_session()
+            original = session.request
+
+            def spy(*args: Any, **kwargs: Any) -> Any:
+                sent.append(kwargs["timeout"])
+                return original(*args, **kwargs)
+
+            session.request = spy  # type: ignore[method-assign]
+            token = CALL_DEADLINE.set(loop.time() + 0.1)
+            try:
+                with pytest.raises(asyncio.TimeoutError):
+                    async with asyncio.timeout(0.3):
+                        await client.request_json("GET", url)
+            finally:
+                CALL_DEADLINE.reset(token)
+            assert sent[0].total is None and sent[0].sock_connect == client.connect_timeout_s
+        finally:
+            release.set()
+            await client.aclose()
+            await runner.cleanup()
+
+    asyncio.run(main())
+
+
+def test_a_response_scope_has_headers_only_for_a_definition_that_reads_them(tmp_path: Any) -> None:
+    from evalx.targets.definitions import find_provider, load_definition
+    from evalx.targets.transport.http import HttpResponse
+
+    for name in ("openai", "anthropic", "ollama"):
+        assert find_provider(name).reads_headers is False
+    path = tmp_path / "hdr.yaml"
+    path.write_text(
+        "request: {path: /x, body: '{}'}\nresponse:\n  text: response.text\n  stop_reason: \"headers['X-Stop'] or none\"\n",
+        encoding="utf-8",
+    )
+    definition = load_definition(path)
+    assert definition.reads_headers is True
+    from evalx.targets.provider import ProviderTarget
+    from evalx.targets.settings import TargetSettings
+
+    target = ProviderTarget({"id": "t", "provider": "hdr", "model": "m"}, TargetSettings())
+    target.definition = definition
+    resp = HttpResponse(200, {"X-Stop": "end"}, '{"text": "hi"}', {"text": "hi"})
+    traj = target._trajectory(resp.json, resp)
+    assert traj.text == "hi" and traj.raw is not None and traj.raw["stop_reason"] == "end"

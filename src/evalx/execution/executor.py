@@ -22,11 +22,12 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any, TypeVar, cast
 
+from evalx.assertions import AssertionContext, cell_status, evaluate_case
 from evalx.errors import TargetError
 from evalx.models import Cell, Trajectory
-from evalx.assertions import AssertionContext, cell_status, evaluate_case
 from evalx.results.model import AssertionRecord, CellOutput, CellResult, cell_result, not_run
 from evalx.targets import RunContext, Target, TargetSettings
+from evalx.targets.transport.http import CALL_DEADLINE
 
 T = TypeVar("T")
 
@@ -190,10 +191,17 @@ if sys.version_info >= (3, 11):
         """``aw`` with a deadline: ``asyncio.timeout`` in the worker's own task, no task per cell.
 
         ``asyncio.wait_for`` wraps every cell in a new task; that was a measurable part of
-        evalx's per-cell cost (bench/RESULTS.md).
+        evalx's per-cell cost (bench/RESULTS.md). The deadline is published to the HTTP
+        layer (``CALL_DEADLINE``) for the length of the call, so a request bounded no sooner
+        than the cell skips its own timer: one timer per cell, not two.
         """
-        async with asyncio.timeout(timeout_s):
-            return await aw
+        when = asyncio.get_running_loop().time() + timeout_s
+        token = CALL_DEADLINE.set(when)
+        try:
+            async with asyncio.timeout_at(when):
+                return await aw
+        finally:
+            CALL_DEADLINE.reset(token)
 
 else:  # Python 3.10: no asyncio.timeout
 

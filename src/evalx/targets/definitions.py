@@ -29,9 +29,9 @@ from jinja2 import ChainableUndefined, StrictUndefined, TemplateError, TemplateS
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 from jsonschema import Draft202012Validator
 
-from evalx.shipped import data_dir
-from evalx.errors import ConfigError, Issue
 from evalx.documents import KeyPath, Loaded, format_path, load_yaml
+from evalx.errors import ConfigError, Issue
+from evalx.shipped import data_dir
 
 PROVIDER_SCHEMA_ID = "https://evalx.dev/schemas/provider.schema.json"
 
@@ -107,7 +107,10 @@ PROVIDER_SCHEMA: dict[str, Any] = {
                     "properties": {
                         "items": {**_EXPR, "description": "Expression giving the list of tool calls."},
                         "name": {**_EXPR, "description": "Expression over `item` (one call) giving its name."},
-                        "args": {**_EXPR, "description": "Expression over `item` giving its arguments (`| fromjson` decodes a JSON string)."},
+                        "args": {
+                            **_EXPR,
+                            "description": "Expression over `item` giving its arguments (`| fromjson` decodes a JSON string).",
+                        },
                         "id": {**_EXPR, "description": "Expression over `item` giving the call id."},
                     },
                     "required": ["items", "name"],
@@ -284,11 +287,22 @@ class ProviderDefinition:
     pricing: dict[str, Price] = field(default_factory=dict)
     embeddings: EmbeddingsRequest | None = None  # None: this provider cannot embed
     #: response expression path -> (its source, or None; its plain-Python reader, or None), looked up once
-    _expressions: dict[tuple[str, ...], tuple[Any, Callable[[dict[str, Any]], Any] | None]] = field(default_factory=dict, repr=False, compare=False)
+    _expressions: dict[tuple[str, ...], tuple[Any, Callable[[dict[str, Any]], Any] | None]] = field(
+        default_factory=dict, repr=False, compare=False
+    )
+    _reads_headers: bool | None = field(default=None, repr=False, compare=False)
 
     @property
     def file(self) -> str:
         return self.loaded.file
+
+    @property
+    def reads_headers(self) -> bool:
+        """Whether a ``response:`` expression may read ``headers`` (else a response's scope can go without them)."""
+        found = self._reads_headers
+        if found is None:
+            found = self._reads_headers = "headers" in json.dumps(self.response)
+        return found
 
     def where(self, *path: str | int) -> str:
         """``FILE:LINE key.path`` for a key of this definition."""
@@ -315,16 +329,25 @@ class ProviderDefinition:
     # -- rendering and extraction ----------------------------------------------
 
     def render_body(self, scope: dict[str, Any]) -> Any:
+        return self.render_request_body(scope)[0]
+
+    def render_request_body(self, scope: dict[str, Any]) -> tuple[Any, bytes | None]:
+        """The request body for ``scope``, and the bytes to send for it when they are known already.
+
+        The bytes, when not None, are exactly what the HTTP client would send for the body
+        (``json.dumps(body, ensure_ascii=False)`` in UTF-8), so it need not encode the body again.
+        """
         if self.body == OPENAI_BODY:
-            body = _openai_body(scope)
-            if body is not _SLOW:
-                return body
+            found = _openai_request(scope)
+            if found is not _SLOW:
+                body, data = found
+                return body, data
         try:
             text = _compile_template(self.body).render(**scope)
         except TemplateError as exc:
             raise DefinitionError(f"{self.where('request', 'body')}: template error: {exc}") from None
         try:
-            return json.loads(text)
+            return json.loads(text), None
         except ValueError as exc:
             raise DefinitionError(f"{self.where('request', 'body')}: did not render to JSON: {exc}") from None
 
@@ -385,7 +408,7 @@ class ProviderDefinition:
 
 
 #: providers/openai.yaml's request body (also what OpenAI-compatible definitions copy): built by
-#: :func:`_openai_body` without Jinja when a definition's body is exactly this text
+#: :func:`_openai_request` without Jinja when a definition's body is exactly this text
 OPENAI_BODY = (
     '{\n  "model": {{ model | tojson }},\n  "messages": {{ (([{"role": "system", "content": system}] if system else []) + messages) | tojson }}\n'
     '  {%- if tools %},\n  "tools": [\n    {%- for t in tools %}{{ "," if not loop.first }}{"type": "function", "function": {{ t | tojson }}}{% endfor -%}\n'
@@ -396,21 +419,21 @@ OPENAI_BODY = (
 _OPENAI_SCOPE = frozenset({"model", "messages", "system", "params", "tools"})
 
 
-def _openai_body(scope: dict[str, Any]) -> Any:
-    """What :data:`OPENAI_BODY` renders to, then ``json.loads``, in plain Python; ``_SLOW`` for unusual scopes.
+def _openai_layout(scope: dict[str, Any]) -> Any:
+    """The dict :data:`OPENAI_BODY` lays out, in plain Python, before its JSON round trip; ``_SLOW`` for unusual scopes.
 
     Rendering the body template cost a Jinja context and a JSON parse per
     cell (bench/RESULTS.md). The dict is built as the template lays it out —
     a params key repeating ``model``/``messages``/``tools`` replaces the value
-    in place, as ``json.loads`` keeps the last duplicate — and goes through
-    one ``json.dumps``/``json.loads`` round trip, so values are copied and
+    in place, as ``json.loads`` keeps the last duplicate; :func:`_openai_request`
+    gives it one ``json.dumps``/``json.loads`` round trip, so values are copied and
     normalised (tuples to lists, keys to strings) and an unserialisable value
     raises the same TypeError the template's ``tojson`` does. Anything the
     template would treat differently (messages, tools or params of another
     type, a params key that is not a string) is left to Jinja; a test checks
     the two agree.
     """
-    if not _OPENAI_SCOPE <= scope.keys():
+    if not scope.keys() >= _OPENAI_SCOPE:
         return _SLOW  # the template's StrictUndefined error, from Jinja
     messages, params, tools, system = scope["messages"], scope["params"], scope["tools"], scope["system"]
     if type(messages) is not list or type(params) is not dict or type(tools) is not list:
@@ -424,7 +447,54 @@ def _openai_body(scope: dict[str, Any]) -> Any:
     if tools:
         body["tools"] = [{"type": "function", "function": t} for t in tools]
     body.update(params)
-    return json.loads(json.dumps(body, ensure_ascii=False))
+    return body
+
+
+def _openai_request(scope: dict[str, Any]) -> Any:
+    """``(body, bytes)`` as :meth:`ProviderDefinition.render_request_body` gives them, from :func:`_openai_layout`; or ``_SLOW``.
+
+    The text ``json.dumps`` makes is the request itself: the HTTP client would encode the
+    decoded body back to the same text — unless a dict has a key that is not a string
+    (``{1: "a", "1": "b"}`` becomes one key once decoded), or the text does not encode
+    to UTF-8 (a lone surrogate): then the bytes are None and the client encodes the body
+    as before. A test compares the bytes with the client's encoding on random bodies.
+    """
+    built = _openai_layout(scope)
+    if built is _SLOW:
+        return _SLOW
+    text = _DUMPS(built)
+    body = json.loads(text)
+    if not _string_keys(built):
+        return body, None
+    try:
+        return body, text.encode("utf-8")
+    except UnicodeEncodeError:
+        return body, None
+
+
+#: ``json.dumps(value, ensure_ascii=False)`` (what the template's ``tojson`` does), one encoder for all calls
+_DUMPS = json.JSONEncoder(ensure_ascii=False).encode
+
+
+def _string_keys(value: Any) -> bool:
+    """Whether every dict inside ``value`` (lists and tuples searched too) has only ``str`` keys."""
+    if isinstance(value, dict):
+        for key, item in value.items():
+            if type(key) is not str:
+                return False
+            if isinstance(item, (dict, list, tuple)) and not _string_keys(item):
+                return False
+    elif isinstance(value, (list, tuple)):
+        for item in value:
+            if isinstance(item, (dict, list, tuple)) and not _string_keys(item):
+                return False
+    return True
+
+
+def _openai_body(scope: dict[str, Any]) -> Any:
+    """What :data:`OPENAI_BODY` renders to, then ``json.loads``; ``_SLOW`` for unusual scopes."""
+    found = _openai_request(scope)
+    return found if found is _SLOW else found[0]
 
 
 @lru_cache(maxsize=256)
@@ -464,7 +534,7 @@ def _fast_path(source: str) -> Callable[[dict[str, Any]], Any] | None:
         if isinstance(step, str) and (hasattr(dict, step) or step.startswith("_")):
             return None
     has_default = literal is not None
-    default = _LITERALS.get(literal or "", None)
+    default = _LITERALS.get(literal or "")
 
     def read(scope: dict[str, Any]) -> Any:
         node = scope.get(name, _SLOW)

@@ -20,14 +20,23 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from evalx.errors import ConfigError, Issue, TargetError, TargetProtocolError
-from evalx.targets.transport.http import Backoff, HttpClient, HttpResponse, _snippet, classify_status, parse_retry_after, retry_after_from, shown_url
 from evalx.models import Cell, ToolCall, Trajectory, Usage
-from evalx.targets.definitions import DefinitionError, Price, ProviderDefinition, find_provider
-from evalx.targets.transport.ratelimit import RateLimiter
 from evalx.redaction import SECRET_KEYS, looks_secret_name
-from evalx.templates import TemplateRenderError, render, render_value
 from evalx.targets.base import RunContext, template_context
+from evalx.targets.definitions import DefinitionError, Price, ProviderDefinition, find_provider
 from evalx.targets.settings import TargetSettings
+from evalx.targets.transport.http import (
+    Backoff,
+    HttpClient,
+    HttpResponse,
+    _snippet,
+    classify_status,
+    parse_retry_after,
+    retry_after_from,
+    shown_url,
+)
+from evalx.targets.transport.ratelimit import RateLimiter
+from evalx.templates import TemplateRenderError, render, render_value
 
 #: a response body larger than this is not kept in the result's ``raw``
 _MAX_RAW_CHARS = 64_000
@@ -71,7 +80,9 @@ class ProviderTarget:
         if not self.spec.get("base_url"):
             missing = definition.missing_env("base_url")
             if missing:
-                raise ConfigError(f"{where}: environment variable {missing} is not set ({definition.where('base_url')}); set it or the target's base_url")
+                raise ConfigError(
+                    f"{where}: environment variable {missing} is not set ({definition.where('base_url')}); set it or the target's base_url"
+                )
         if not base_url:
             raise ConfigError(f"{where}: no base_url (provider {self.provider!r} has no default; set the target's base_url)")
         self.base_url = str(base_url).rstrip("/")
@@ -98,7 +109,9 @@ class ProviderTarget:
             secret_headers.add(definition.auth_header.lower())
         self.headers = headers
         self.public_headers = {
-            k: v for k, v in headers.items() if k.lower() not in secret_headers and k.lower() not in SECRET_KEYS and not looks_secret_name(k)
+            k: v
+            for k, v in headers.items()
+            if k.lower() not in secret_headers and k.lower() not in SECRET_KEYS and not looks_secret_name(k)
         }
         self.tools = [_normalize_tool(t, i, where) for i, t in enumerate(self.spec.get("tools") or [])]
 
@@ -130,7 +143,10 @@ class ProviderTarget:
     # -- requests ----------------------------------------------------------------
 
     def render_request(self, cell: Cell, run: RunContext) -> dict[str, Any]:
-        """The request for one cell: ``{method, url, body}`` (headers live on the target)."""
+        """The request for one cell: ``{method, url, body, data}`` (headers live on the target).
+
+        ``data`` is the body as the bytes to send when rendering made them already, else None.
+        """
         assert self.definition is not None, "start() first"
         ctx = _LazyContext(cell, run, self.spec)
         try:
@@ -153,10 +169,10 @@ class ProviderTarget:
             "json_mode": self.json_mode,
         }
         try:
-            body = self.definition.render_body(scope)
+            body, data = self.definition.render_request_body(scope)
         except DefinitionError as exc:
             raise TargetError(str(exc)) from None
-        return {"method": self.definition.method, "url": self.url, "body": body}
+        return {"method": self.definition.method, "url": self.url, "body": body, "data": data}
 
     def _messages(self, cell: Cell, ctx: _LazyContext) -> tuple[str | None, list[dict[str, Any]]]:
         """``(system, messages)``: the conversation without system turns, and the system text."""
@@ -195,7 +211,9 @@ class ProviderTarget:
             request = self.render_request(cell, run)  # rendered again by invoke() on a miss: cheap, templates are compiled once
         except TargetError:
             return None  # invoke() reports it
-        return make_key("provider", self.provider, self.model, self.base_url, request["method"], request["url"], request["body"], cell.repeat)
+        return make_key(
+            "provider", self.provider, self.model, self.base_url, request["method"], request["url"], request["body"], cell.repeat
+        )
 
     def restore_cached(self, traj: Trajectory) -> None:
         """Reprice a cached answer with today's pricing (a price added later applies to cached cells)."""
@@ -212,7 +230,14 @@ class ProviderTarget:
                     self._prepaid -= 1
                 else:  # a retry, or a caller that did not wait its turn first
                     await limiter.acquire()
-            resp = await client.request_json(request["method"], request["url"], json=request["body"], headers=self.headers, raise_for_status=False)
+            resp = await client.request_json(
+                request["method"],
+                request["url"],
+                json=request["body"],
+                encoded=request.get("data"),
+                headers=self.headers,
+                raise_for_status=False,
+            )
             if resp.status >= 400:
                 raise self._http_error(resp)
             return resp
@@ -273,7 +298,11 @@ class ProviderTarget:
         scope = {"response": resp.json_body(), "status": resp.status, "headers": dict(resp.headers)}
         try:
             vector = d.evaluate(("embeddings", "vector"), scope)
-            if not isinstance(vector, list) or not vector or not all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in vector):
+            if (
+                not isinstance(vector, list)
+                or not vector
+                or not all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in vector)
+            ):
                 raise DefinitionError(f"{d.where('embeddings', 'vector')}: expected a non-empty list of numbers, got {_shape(vector)}")
             tokens = self._embedding_tokens(scope)
         except DefinitionError as exc:
@@ -298,7 +327,9 @@ class ProviderTarget:
     def _trajectory(self, data: Any, resp: HttpResponse) -> Trajectory:
         d = self.definition
         assert d is not None
-        scope = {"response": data, "status": resp.status, "headers": dict(resp.headers)}
+        scope = {"response": data, "status": resp.status}
+        if d.reads_headers:  # a dict of the headers per cell only for a definition that reads them
+            scope["headers"] = dict(resp.headers)
         text = d.evaluate(("response", "text"), scope)
         if text is None:
             text = ""
@@ -388,7 +419,7 @@ class ProviderTarget:
 class _LazyContext:
     """A cell's template context, built on first use: a target without templates never pays for it."""
 
-    __slots__ = ("cell", "run", "spec", "_value")
+    __slots__ = ("_value", "cell", "run", "spec")
 
     def __init__(self, cell: Cell, run: RunContext, spec: dict[str, Any]) -> None:
         self.cell, self.run, self.spec = cell, run, spec
@@ -410,7 +441,13 @@ def _shape(value: Any) -> str:
     """What a response expression gave, briefly (not the value: an embedding can be thousands of numbers)."""
     if isinstance(value, list):
         odd = next((x for x in value if not isinstance(x, (int, float)) or isinstance(x, bool)), None)
-        return "an empty list" if not value else f"a list holding {type(odd).__name__}" if odd is not None else f"a list of {len(value)} numbers"
+        return (
+            "an empty list"
+            if not value
+            else f"a list holding {type(odd).__name__}"
+            if odd is not None
+            else f"a list of {len(value)} numbers"
+        )
     return "nothing" if value is None else type(value).__name__
 
 

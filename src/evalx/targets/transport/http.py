@@ -59,6 +59,7 @@ import urllib.parse
 import urllib.request
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import asynccontextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any, TypeVar
@@ -69,6 +70,7 @@ from evalx.errors import TargetError, TargetProtocolError, TargetTimeout
 from evalx.targets.transport.sse import LineDecoder
 
 __all__ = [
+    "CALL_DEADLINE",
     "Backoff",
     "ConnectFailed",
     "HttpClient",
@@ -84,6 +86,10 @@ __all__ = [
 T = TypeVar("T")
 
 USER_AGENT = "evalx"
+#: the moment (``loop.time()``) a caller will give up on the call under way, set by a caller that
+#: enforces it (the executor's per-cell timeout): a request that would not time out before then
+#: needs no timer of its own
+CALL_DEADLINE: ContextVar[float | None] = ContextVar("evalx_call_deadline", default=None)
 #: characters of an error body quoted in a message
 SNIPPET = 200
 
@@ -217,9 +223,7 @@ def classify_status(
     quote = _snippet(body)
     detail = f": {quote}" if quote else ""
     if status == 429:
-        return TargetError(
-            f"HTTP 429 rate limited by {url}{detail}", retryable=True, retry_after=retry_after_from(headers)
-        )
+        return TargetError(f"HTTP 429 rate limited by {url}{detail}", retryable=True, retry_after=retry_after_from(headers))
     if status == 408 or status >= 500:
         return TargetError(f"HTTP {status} from {url}{detail}", retryable=True, retry_after=retry_after_from(headers))
     if status == 404:
@@ -411,8 +415,10 @@ class HttpClient:
     ``concurrency`` caps open connections: give the target's resolved
     concurrency (the executor's workers for it), so requests never queue here.
     ``connect_timeout_s`` bounds each connection attempt; ``timeout_s`` (if
-    given) bounds a whole :meth:`request_json`. Create it inside the event
-    loop (a target's ``start()``); close it with :meth:`aclose`.
+    given) bounds a whole :meth:`request_json` — unless the caller's own
+    deadline (:data:`CALL_DEADLINE`) comes first, as it then always ends the
+    request before that bound could. Create it inside the event loop (a
+    target's ``start()``); close it with :meth:`aclose`.
     """
 
     def __init__(
@@ -436,6 +442,14 @@ class HttpClient:
         self._down: str | None = None  # the give-up line once the host was found unreachable
         self._proxies = {k: v for k, v in urllib.request.getproxies().items() if k in ("http", "https")}
         self._proxy_for: dict[str, str | None] = {}
+        #: per-request timeouts by total (None: the connection attempt's bound only), made once each
+        self._timeouts: dict[float | None, aiohttp.ClientTimeout] = {}
+
+    def _timeout(self, total: float | None) -> aiohttp.ClientTimeout:
+        timeout = self._timeouts.get(total)
+        if timeout is None:
+            timeout = self._timeouts[total] = aiohttp.ClientTimeout(total=total, sock_connect=self.connect_timeout_s)
+        return timeout
 
     def _proxy(self, url: str) -> str | None:
         """The proxy for ``url`` from HTTP(S)_PROXY / NO_PROXY (as httpx does), looked up once per URL."""
@@ -464,13 +478,13 @@ class HttpClient:
         return self._session
 
     @staticmethod
-    def _encode(json: Any, headers: Mapping[str, str] | None) -> tuple[bytes | None, dict[str, str]]:
+    def _encode(json: Any, headers: Mapping[str, str] | None, encoded: bytes | None = None) -> tuple[bytes | None, dict[str, str]]:
         out = dict(headers or {})
-        if json is None:
+        if json is None and encoded is None:
             return None, out
         if not any(k.lower() == "content-type" for k in out):
             out["Content-Type"] = "application/json"
-        return _BODY_ENCODER.encode(json).encode("utf-8"), out
+        return encoded if encoded is not None else _BODY_ENCODER.encode(json).encode("utf-8"), out
 
     async def request_json(
         self,
@@ -478,6 +492,7 @@ class HttpClient:
         url: str,
         *,
         json: Any = None,
+        encoded: bytes | None = None,
         headers: Mapping[str, str] | None = None,
         timeout_s: float | None = None,
         raise_for_status: bool = True,
@@ -485,12 +500,21 @@ class HttpClient:
     ) -> HttpResponse:
         """Send a request (``json`` as the body) and read the whole answer.
 
+        ``encoded``, when given, is ``json`` already encoded as this client would
+        (``json.dumps(json, ensure_ascii=False)`` in UTF-8), sent as it is.
         With ``raise_for_status`` (the default) HTTP >= 400 raises
         :func:`classify_status`'s error, so :func:`retrying` sees 429/5xx.
         """
-        data, hdrs = self._encode(json, headers)
+        data, hdrs = self._encode(json, headers, encoded)
         limit = timeout_s if timeout_s is not None else self.timeout_s
-        timeout = aiohttp.ClientTimeout(total=limit, sock_connect=self.connect_timeout_s)
+        if limit is not None:
+            deadline = CALL_DEADLINE.get()
+            if deadline is not None and deadline <= asyncio.get_running_loop().time() + limit:
+                timeout = self._timeout(None)  # the caller's deadline ends this request first
+            else:
+                timeout = self._timeout(limit)
+        else:
+            timeout = self._timeout(None)
         try:
             request = self._get_session().request(method, url, data=data, headers=hdrs, timeout=timeout, proxy=self._proxy(url))
             async with request as resp:
