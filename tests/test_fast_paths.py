@@ -687,3 +687,74 @@ def test_a_response_scope_has_headers_only_for_a_definition_that_reads_them(tmp_
     resp = HttpResponse(200, {"X-Stop": "end"}, '{"text": "hi"}', {"text": "hi"})
     traj = target._trajectory(resp.json, resp)
     assert traj.text == "hi" and traj.raw is not None and traj.raw["stop_reason"] == "end"
+
+
+def _typed(value: Any) -> Any:
+    """``value`` with each scalar's type beside it (so 1 == 1.0 == True do not compare equal), NaN comparable."""
+    if isinstance(value, dict):
+        return ("dict", [(type(k).__name__, k, _typed(v)) for k, v in value.items()])
+    if isinstance(value, (list, tuple)):
+        return (type(value).__name__, [_typed(v) for v in value])
+    if isinstance(value, float) and value != value:
+        return ("float", "nan")
+    return (type(value).__name__, value)
+
+
+def _containers(value: Any) -> list[int]:
+    if isinstance(value, dict):
+        return [id(value)] + [i for v in value.values() for i in _containers(v)]
+    if isinstance(value, (list, tuple)):
+        return [id(value)] + [i for v in value for i in _containers(v)]
+    return []
+
+
+def test_the_plain_json_copy_is_the_json_round_trip() -> None:
+    from evalx.targets.definitions import _json_copy
+
+    class Str(str):
+        pass
+
+    rng = random.Random(21)
+    copied = 0
+    for _ in range(4000):
+        value = _keyed_value(rng) if rng.random() < 0.5 else {"m": [_random_value(rng)], "k": _random_value(rng)}
+        if rng.random() < 0.05:
+            value = {"s": Str("a subclass")}
+        if rng.random() < 0.05:
+            value = [{"big": 10**30, "neg": -0.0, "inf": float("inf"), "t": True, "n": None}]
+        try:
+            expected = json.loads(json.dumps(value, ensure_ascii=False))
+        except (TypeError, ValueError):
+            continue
+        copy = _json_copy(value)
+        if copy is _SLOW:
+            continue
+        copied += 1
+        assert _typed(copy) == _typed(expected), value
+        assert not set(_containers(copy)) & set(_containers(value)), value  # a deep copy: nothing shared with the case
+    assert copied > 1000
+
+
+def test_the_one_shot_encoders_are_the_stdlib_encoders() -> None:
+    from evalx.results.store import _ENCODER, dumps
+    from evalx.targets.definitions import _DUMPS
+
+    rng = random.Random(33)
+    for _ in range(3000):
+        value = rng.choice([_keyed_value(rng), _random_value(rng), {"b": b"\xff", "s": {1, 2}, "o": Case(id="c", input=1)}])
+        for fast, slow in ((_DUMPS, json.JSONEncoder(ensure_ascii=False).encode), (dumps, _ENCODER.encode)):
+            try:
+                expected: Any = slow(value)
+            except (TypeError, ValueError) as exc:
+                expected = (type(exc), str(exc))
+            try:
+                got: Any = fast(value)
+            except (TypeError, ValueError) as exc:
+                got = (type(exc), str(exc))
+            assert got == expected, value
+    circular: list[Any] = []
+    circular.append(circular)
+    for fast in (_DUMPS, dumps):
+        with pytest.raises(ValueError, match="Circular reference"):
+            fast(circular)
+        assert fast([1]) == "[1]"  # the failed call left nothing behind

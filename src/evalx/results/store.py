@@ -12,7 +12,7 @@ import json
 import os
 import secrets
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import IO, Any
 
@@ -38,9 +38,31 @@ def _json_default(value: Any) -> Any:
 _ENCODER = json.JSONEncoder(ensure_ascii=False, default=_json_default, separators=(",", ":"))
 
 
+def _c_encode(value: Any) -> str:
+    """``_ENCODER.encode(value)`` without its per-call Python layers: the C encoder it builds, built and called here."""
+    return "".join(_MAKE({}, _json_default, _STRINGS, None, ":", ",", False, False, True)(value, 0))
+
+
+def _encoder() -> Callable[[Any], str]:
+    """:func:`_c_encode` where the C encoder exists and gives ``_ENCODER``'s text, else ``_ENCODER.encode``."""
+    if _MAKE is None:
+        return _ENCODER.encode
+    probe = {"a": [1, -2.5, float("nan"), None, True, 'é\u2028"<', ("t",)], "b": {}, "c": b"x"}
+    try:
+        same = _c_encode(probe) == _ENCODER.encode(probe) and _c_encode("s") == _ENCODER.encode("s")
+    except Exception:
+        same = False
+    return _c_encode if same else _ENCODER.encode
+
+
+_MAKE: Any = getattr(json.encoder, "c_make_encoder", None)
+_STRINGS = json.encoder.encode_basestring
+_ENCODE = _encoder()
+
+
 def dumps(value: Any) -> str:
     """``json.dumps(value, ensure_ascii=False, default=_json_default, separators=(",", ":"))``."""
-    return _ENCODER.encode(value)
+    return _ENCODE(value)
 
 
 class ResultWriter:

@@ -453,27 +453,98 @@ def _openai_layout(scope: dict[str, Any]) -> Any:
 def _openai_request(scope: dict[str, Any]) -> Any:
     """``(body, bytes)`` as :meth:`ProviderDefinition.render_request_body` gives them, from :func:`_openai_layout`; or ``_SLOW``.
 
-    The text ``json.dumps`` makes is the request itself: the HTTP client would encode the
-    decoded body back to the same text — unless a dict has a key that is not a string
+    The body is the layout after a ``json.dumps``/``json.loads`` round trip. The text
+    ``json.dumps`` makes is the request itself: the HTTP client would encode the decoded
+    body back to the same text — unless a dict has a key that is not a string
     (``{1: "a", "1": "b"}`` becomes one key once decoded), or the text does not encode
     to UTF-8 (a lone surrogate): then the bytes are None and the client encodes the body
-    as before. A test compares the bytes with the client's encoding on random bodies.
+    as before. A layout of plain JSON values only (the usual one) is copied instead of
+    decoded: the same values, for less. Tests compare both with the slow ways on random bodies.
     """
     built = _openai_layout(scope)
     if built is _SLOW:
         return _SLOW
-    text = _DUMPS(built)
-    body = json.loads(text)
-    if not _string_keys(built):
-        return body, None
+    text = _DUMPS(built)  # the TypeError of tojson for what JSON cannot hold
+    body = _json_copy(built)
+    if body is _SLOW:  # a tuple, a subclass, a key that is not a string...
+        body = json.loads(text)
+        if not _string_keys(built):
+            return body, None
     try:
         return body, text.encode("utf-8")
     except UnicodeEncodeError:
         return body, None
 
 
+def _one_shot(encoder: json.JSONEncoder) -> Callable[[Any], str]:
+    """``encoder.encode``, without its per-call Python layers: the C encoder it would build, called directly.
+
+    Falls back to ``encoder.encode`` where the C encoder is missing or does not give the same text.
+    """
+    from json import encoder as stdlib
+
+    make = getattr(stdlib, "c_make_encoder", None)
+    if make is None or encoder.indent is not None:
+        return encoder.encode
+    strings = stdlib.encode_basestring_ascii if encoder.ensure_ascii else stdlib.encode_basestring
+    args = (
+        encoder.default,
+        strings,
+        None,
+        encoder.key_separator,
+        encoder.item_separator,
+        encoder.sort_keys,
+        encoder.skipkeys,
+        encoder.allow_nan,
+    )
+    circular = encoder.check_circular
+
+    def encode(value: Any) -> str:
+        return "".join(make({} if circular else None, *args)(value, 0))
+
+    probe = {"a": [1, -2.5, float("nan"), None, True, 'é\u2028"<'], "b": {}, "c": []}
+    try:
+        same = encode(probe) == encoder.encode(probe) and encode("s") == encoder.encode("s")
+    except Exception:
+        same = False
+    return encode if same else encoder.encode
+
+
 #: ``json.dumps(value, ensure_ascii=False)`` (what the template's ``tojson`` does), one encoder for all calls
-_DUMPS = json.JSONEncoder(ensure_ascii=False).encode
+_DUMPS = _one_shot(json.JSONEncoder(ensure_ascii=False))
+
+
+def _json_copy(value: Any) -> Any:
+    """A deep copy of ``value`` if it holds only dicts with ``str`` keys, lists, str, int, float, bool and None
+    (exact types: what ``json.loads(json.dumps(value))`` gives back equal); else ``_SLOW``."""
+    kind = type(value)
+    if kind is dict:
+        out: dict[str, Any] = {}
+        for key, item in value.items():
+            if type(key) is not str:
+                return _SLOW
+            t = type(item)
+            if t is str or t is int or t is float or t is bool or item is None:
+                out[key] = item
+            else:
+                item = _json_copy(item)
+                if item is _SLOW:
+                    return _SLOW
+                out[key] = item
+        return out
+    if kind is list:
+        items: list[Any] = []
+        for item in value:
+            t = type(item)
+            if t is str or t is int or t is float or t is bool or item is None:
+                items.append(item)
+            else:
+                item = _json_copy(item)
+                if item is _SLOW:
+                    return _SLOW
+                items.append(item)
+        return items
+    return _SLOW
 
 
 def _string_keys(value: Any) -> bool:
