@@ -758,3 +758,97 @@ def test_the_one_shot_encoders_are_the_stdlib_encoders() -> None:
         with pytest.raises(ValueError, match="Circular reference"):
             fast(circular)
         assert fast([1]) == "[1]"  # the failed call left nothing behind
+
+
+def _answer(rng: random.Random, provider: str) -> Any:
+    """A random answer in the provider's shape: fields left out, of the wrong type, or odd (bools, floats, strings)."""
+
+    def maybe(value: Any) -> Any:
+        return rng.choice([value, value, value, None, "7", 2.5, True, -3, [], {}])
+
+    def count() -> Any:
+        return rng.choice([0, 5, 12, -3, None, 2.5, True, "9", "x", []])
+
+    call = {
+        "id": maybe("call_1"),
+        "function": maybe({"name": maybe("lookup"), "arguments": maybe('{"q": 1}')}),
+        "name": maybe("t"),
+        "input": {"q": 2},
+    }
+    if provider == "anthropic":
+        answer: dict[str, Any] = {
+            "content": maybe([{"type": "text", "text": maybe("hi")}, {"type": "tool_use", **call}]),
+            "usage": maybe({"input_tokens": count(), "output_tokens": count(), "cache_read_input_tokens": count()}),
+            "stop_reason": maybe("end_turn"),
+        }
+    elif provider == "ollama":
+        answer = {
+            "message": maybe({"content": maybe("hi"), "tool_calls": maybe([call])}),
+            "prompt_eval_count": count(),
+            "eval_count": count(),
+            "done_reason": maybe("stop"),
+        }
+    else:
+        answer = {
+            "choices": maybe([{"message": maybe({"content": maybe("hi"), "tool_calls": maybe([call])}), "finish_reason": maybe("stop")}]),
+            "usage": maybe(
+                {"prompt_tokens": count(), "completion_tokens": count(), "prompt_tokens_details": maybe({"cached_tokens": count()})}
+            ),
+        }
+    for key in list(answer):
+        if rng.random() < 0.1:
+            del answer[key]
+    return answer
+
+
+def test_a_trajectory_read_by_the_fast_readers_is_the_one_jinja_reads(monkeypatch: Any) -> None:
+    from evalx.targets import definitions
+    from evalx.targets.definitions import DefinitionError, find_provider
+    from evalx.targets.provider import ProviderTarget
+    from evalx.targets.settings import TargetSettings
+    from evalx.targets.transport.http import HttpResponse
+
+    def outcome(target: ProviderTarget, answer: Any) -> Any:
+        resp = HttpResponse(200, {}, json.dumps(answer), answer)
+        try:
+            return _typed(target._trajectory(answer, resp).to_dict())
+        except DefinitionError as exc:
+            return str(exc)
+
+    class Reference(ProviderTarget):
+        """Token counts read as before the fast readers: evaluate(), then max(0, int(value))."""
+
+        def _tokens(self, scope: dict[str, Any], key: str, read: Any) -> int:
+            d = self.definition
+            assert d is not None
+            if key not in (d.response.get("usage") or {}):
+                return 0
+            value = d.evaluate(("response", "usage", key), scope)
+            if value is None:
+                return 0
+            try:
+                return max(0, int(value))
+            except (TypeError, ValueError):
+                raise DefinitionError(f"{d.where('response', 'usage', key)}: expected a number of tokens, got {value!r}") from None
+
+    rng = random.Random(44)
+    for provider in ("openai", "anthropic", "ollama"):
+        fast = ProviderTarget({"id": "t", "provider": provider, "model": "m"}, TargetSettings())
+        fast.definition = find_provider(provider)
+        with monkeypatch.context() as m:
+            m.setattr(definitions, "_fast_path", lambda source: None)  # every expression through Jinja
+            slow = Reference({"id": "t", "provider": provider, "model": "m"}, TargetSettings())
+            slow.definition = find_provider(provider)
+            slow._make_readers(slow.definition)
+            for path in (
+                ("response", "tool_calls", "items"),
+                ("response", "tool_calls", "name"),
+                ("response", "tool_calls", "args"),
+                ("response", "tool_calls", "id"),
+            ):
+                slow.definition.reader(path)
+        for _ in range(700):
+            answer = _answer(rng, provider)
+            assert outcome(fast, answer) == outcome(slow, answer), (provider, answer)
+    openai = find_provider("openai").response
+    assert all(definitions._fast_path(source) is not None for source in (openai["text"], openai["stop_reason"], *openai["usage"].values()))

@@ -286,10 +286,8 @@ class ProviderDefinition:
     json_mode_params: dict[str, Any] = field(default_factory=dict)
     pricing: dict[str, Price] = field(default_factory=dict)
     embeddings: EmbeddingsRequest | None = None  # None: this provider cannot embed
-    #: response expression path -> (its source, or None; its plain-Python reader, or None), looked up once
-    _expressions: dict[tuple[str, ...], tuple[Any, Callable[[dict[str, Any]], Any] | None]] = field(
-        default_factory=dict, repr=False, compare=False
-    )
+    #: response expression path -> its reader (:meth:`reader`), made once
+    _expressions: dict[tuple[str, ...], Callable[[dict[str, Any]], Any]] = field(default_factory=dict, repr=False, compare=False)
     _reads_headers: bool | None = field(default=None, repr=False, compare=False)
 
     @property
@@ -371,21 +369,39 @@ class ProviderDefinition:
 
     def evaluate(self, path: tuple[str, ...], scope: dict[str, Any]) -> Any:
         """Evaluate the response expression at ``path`` (e.g. ``("response", "text")``)."""
-        found = self._expressions.get(path)
-        if found is None:
-            node: Any = self.loaded.data
-            for part in path:
-                node = node.get(part) if isinstance(node, dict) else None
-            found = self._expressions[path] = (node, _fast_path(node) if isinstance(node, str) else None)
-        node, fast = found
+        read = self._expressions.get(path)
+        if read is None:
+            read = self.reader(path)
+        return read(scope)
+
+    def reader(self, path: tuple[str, ...]) -> Callable[[dict[str, Any]], Any]:
+        """``lambda scope: self.evaluate(path, scope)``, with the expression looked up once (a caller can keep it)."""
+        read = self._expressions.get(path)
+        if read is not None:
+            return read
+        node: Any = self.loaded.data
+        for part in path:
+            node = node.get(part) if isinstance(node, dict) else None
         if not isinstance(node, str):
-            return None
-        if fast is not None:
-            value = fast(scope)
-            if value is not _SLOW:
-                return _plain(value)
+            read = _nothing
+        else:
+            source: str = node
+            fast = _fast_path(source)
+
+            def read(scope: dict[str, Any]) -> Any:
+                if fast is not None:
+                    value = fast(scope)
+                    if value is not _SLOW:
+                        return value if type(value) in _PLAIN_SCALARS else _plain(value)
+                return self._jinja(path, source, scope)
+
+        self._expressions[path] = read
+        return read
+
+    def _jinja(self, path: tuple[str, ...], source: str, scope: dict[str, Any]) -> Any:
+        """The expression at ``path`` evaluated by Jinja, its errors as DefinitionError naming FILE:LINE."""
         try:
-            value = _compile_expression(node)(**scope)
+            value = _compile_expression(source)(**scope)
         except TemplateError as exc:
             raise DefinitionError(f"{self.where(*path)}: {exc}") from None
         except (TypeError, ValueError, KeyError, IndexError, AttributeError) as exc:
@@ -640,6 +656,15 @@ def _strip_braces(source: str) -> str:
     if s.startswith("{{") and s.endswith("}}") and s.count("{{") == 1:
         return s[2:-2].strip()
     return s
+
+
+#: values :func:`_plain` gives back as they are
+_PLAIN_SCALARS = frozenset({str, int, float, bool, dict, type(None)})
+
+
+def _nothing(scope: dict[str, Any]) -> Any:
+    """The reader of an expression the definition does not have."""
+    return None
 
 
 def _plain(value: Any) -> Any:

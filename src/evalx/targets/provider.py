@@ -17,7 +17,7 @@ import json
 import os
 import time
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import Any, NamedTuple
 
 from evalx.errors import ConfigError, Issue, TargetError, TargetProtocolError
 from evalx.models import Cell, ToolCall, Trajectory, Usage
@@ -67,6 +67,8 @@ class ProviderTarget:
         self.pacer: Callable[[], Awaitable[None]] | None = None
         self._prepaid = 0  # rate-limit slots taken by pacer() and not yet used by a request
         self._redact: Any = None
+        self._readers: _Readers | None = None
+        self._readers_of: ProviderDefinition | None = None  # the definition _readers were made from
 
     # -- lifecycle ---------------------------------------------------------------
 
@@ -330,7 +332,8 @@ class ProviderTarget:
         scope = {"response": data, "status": resp.status}
         if d.reads_headers:  # a dict of the headers per cell only for a definition that reads them
             scope["headers"] = dict(resp.headers)
-        text = d.evaluate(("response", "text"), scope)
+        read = self._readers if self._readers is not None and self._readers_of is d else self._make_readers(d)
+        text = read.text(scope)
         if text is None:
             text = ""
         elif not isinstance(text, str):
@@ -356,12 +359,12 @@ class ProviderTarget:
                     ids.append(d.evaluate(("response", "tool_calls", "id"), item_scope))
 
         usage = Usage(
-            input_tokens=self._tokens(scope, "input_tokens"),
-            output_tokens=self._tokens(scope, "output_tokens"),
-            cache_hit_tokens=self._tokens(scope, "cached_tokens"),
+            input_tokens=self._tokens(scope, "input_tokens", read.input_tokens),
+            output_tokens=self._tokens(scope, "output_tokens", read.output_tokens),
+            cache_hit_tokens=self._tokens(scope, "cached_tokens", read.cached_tokens),
         )
         raw: dict[str, Any] = {}
-        stop = d.evaluate(("response", "stop_reason"), scope)
+        stop = read.stop_reason(scope)
         if stop is not None:
             raw["stop_reason"] = stop
         if ids and any(i is not None for i in ids):
@@ -370,14 +373,33 @@ class ProviderTarget:
             raw["response"] = data
         return Trajectory(text=text, tool_calls=calls, usage=usage, cost_usd=self._cost(usage), raw=raw or None)
 
-    def _tokens(self, scope: dict[str, Any], key: str) -> int:
-        d = self.definition
-        assert d is not None
-        if key not in (d.response.get("usage") or {}):
+    def _make_readers(self, d: ProviderDefinition) -> _Readers:
+        """The response expressions read for every answer, looked up once (None: a usage count the definition lacks)."""
+        usage = d.response.get("usage") or {}
+
+        def count(key: str) -> Reader | None:
+            return d.reader(("response", "usage", key)) if key in usage else None
+
+        readers = _Readers(
+            d.reader(("response", "text")),
+            d.reader(("response", "stop_reason")),
+            count("input_tokens"),
+            count("output_tokens"),
+            count("cached_tokens"),
+        )
+        self._readers, self._readers_of = readers, d
+        return readers
+
+    def _tokens(self, scope: dict[str, Any], key: str, read: Reader | None) -> int:
+        if read is None:
             return 0
-        value = d.evaluate(("response", "usage", key), scope)
+        value = read(scope)
         if value is None:
             return 0
+        if type(value) is int:
+            return value if value > 0 else 0
+        d = self.definition
+        assert d is not None
         try:
             return max(0, int(value))
         except (TypeError, ValueError):
@@ -414,6 +436,20 @@ class ProviderTarget:
         if kind == "rate_limited":
             return TargetError(f"HTTP {status} rate limited by {url}{detail}", retryable=True, retry_after=retry_after)
         return TargetError(f"HTTP {status} from {url}{detail}", retryable=True, retry_after=retry_after)
+
+
+#: a response expression's reader (:meth:`ProviderDefinition.reader`)
+Reader = Callable[[dict[str, Any]], Any]
+
+
+class _Readers(NamedTuple):
+    """The response expressions :meth:`ProviderTarget._trajectory` reads for every answer."""
+
+    text: Reader
+    stop_reason: Reader
+    input_tokens: Reader | None
+    output_tokens: Reader | None
+    cached_tokens: Reader | None
 
 
 class _LazyContext:
