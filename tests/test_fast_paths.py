@@ -852,3 +852,116 @@ def test_a_trajectory_read_by_the_fast_readers_is_the_one_jinja_reads(monkeypatc
             assert outcome(fast, answer) == outcome(slow, answer), (provider, answer)
     openai = find_provider("openai").response
     assert all(definitions._fast_path(source) is not None for source in (openai["text"], openai["stop_reason"], *openai["usage"].values()))
+
+
+def test_one_timer_for_a_targets_cells_times_out_as_asyncio_timeout_does() -> None:
+    """Each scenario under asyncio.timeout and under _Deadlines.run ends the same way (result, TimeoutError or
+    CancelledError), leaves the task's cancel count the same, and the one timer always covers the next deadline."""
+    from evalx.execution.executor import _Deadlines
+
+    timeout = 0.2
+    early: list[float] = []  # a cell cancelled before its time
+    cancelled: dict[str, list[str]] = {"asyncio": [], "one timer": []}  # hanging cells, in the order their timeouts came
+
+    async def scenario(kind: str, started: asyncio.Event, label: str = "", log: list[str] | None = None) -> str:
+        started.set()
+        t0 = asyncio.get_running_loop().time()
+        if kind == "quick":
+            await asyncio.sleep(0)
+            return "done"
+        if kind == "slowish":  # well inside its deadline
+            await asyncio.sleep(timeout / 2)
+            return "done"
+        if kind in ("swallow", "linger"):  # catches the timeout's cancel; answers, or waits on (and is cancelled from outside)
+            try:
+                await asyncio.sleep(5)
+            except asyncio.CancelledError:
+                if kind == "swallow":
+                    return "swallowed"
+                await asyncio.sleep(timeout)
+                return "lingered"
+        if kind == "fails":
+            raise ValueError("boom")
+        try:
+            await asyncio.sleep(5)  # "hang", and "outer" (cancelled from outside)
+        except asyncio.CancelledError:
+            if kind == "hang" and log is not None:
+                log.append(label)
+                if asyncio.get_running_loop().time() - t0 < timeout - 0.001:
+                    early.append(asyncio.get_running_loop().time() - t0)
+            raise
+        return "late"
+
+    async def under_timeout(aw: Any) -> Any:
+        async with asyncio.timeout(timeout):
+            return await aw
+
+    async def then_a_hang(kind: str, started: asyncio.Event, wrap: Any, label: str, log: list[str]) -> str:
+        """The scenario, then a hanging cell in the same task (a worker's next cell): a cancel count left behind would show."""
+        try:
+            first = f"{await wrap(scenario(kind, started, label, log))}"
+        except asyncio.TimeoutError:
+            first = "TimeoutError"
+        except ValueError as exc:
+            first = f"ValueError {exc}"
+        try:
+            await wrap(scenario("hang", asyncio.Event()))
+        except asyncio.TimeoutError:
+            first += ", then TimeoutError"
+        task = asyncio.current_task()
+        assert task is not None
+        return f"{first}; cancelling {task.cancelling()}"
+
+    async def outcome(kind: str, wrap: Any, label: str, log: list[str]) -> str:
+        started = asyncio.Event()
+        task = asyncio.ensure_future(then_a_hang(kind, started, wrap, label, log))
+        await started.wait()
+        if kind == "outer":
+            task.cancel()
+        if kind == "linger":
+            await asyncio.sleep(timeout * 1.5)  # past the deadline, while it lingers: a cancel from outside too
+            task.cancel()
+        try:
+            return await task
+        except asyncio.CancelledError:
+            return "CancelledError"
+
+    def check(deadlines: Any, broken: list[str]) -> None:
+        """Whenever a cell waits for its deadline, the one timer is set for that deadline or an earlier one."""
+        waiting = [e.when for e in deadlines._live if not e.expired]
+        if waiting and (deadlines._handle is None or deadlines._handle.when() > min(waiting)):
+            broken.append(f"timer {deadlines._handle and deadlines._handle.when()} for deadlines {waiting}")
+
+    async def watch(deadlines: Any, broken: list[str]) -> None:
+        while True:
+            check(deadlines, broken)
+            await asyncio.sleep(0.002)
+
+    async def main() -> None:
+        kinds = ["quick", "hang", "slowish", "swallow", "fails", "outer", "linger", "quick", "hang"]
+        deadlines = _Deadlines(timeout)
+        broken: list[str] = []
+        watcher = asyncio.ensure_future(watch(deadlines, broken))
+        for staggered in (False, True):
+            expected, got = [], []
+            for kind in kinds * (1 if staggered else 3):
+                label = f"{kind} {len(got)}"
+                expected.append(asyncio.ensure_future(outcome(kind, under_timeout, label, cancelled["asyncio"])))
+                got.append(asyncio.ensure_future(outcome(kind, deadlines.run, label, cancelled["one timer"])))
+                if staggered:
+                    await asyncio.sleep(timeout / 5)  # deadlines at different moments, several in flight at once
+            results = await asyncio.gather(*got)
+            assert results == await asyncio.gather(*expected)
+            assert "TimeoutError, then TimeoutError; cancelling 0" in results and "done, then TimeoutError; cancelling 0" in results
+            assert "swallowed, then TimeoutError; cancelling 0" in results and results.count("CancelledError") == 2 * len(results) // len(
+                kinds
+            )
+            assert not deadlines._live and deadlines._handle is None  # nothing left behind on the loop
+        await deadlines.run(scenario("quick", asyncio.Event()))
+        assert deadlines._handle is None  # the last cell out takes the timer with it
+        watcher.cancel()
+        assert not broken, broken[:3]
+        assert not early, early
+        assert cancelled["one timer"] == cancelled["asyncio"] and len(cancelled["asyncio"]) > 6
+
+    asyncio.run(main())

@@ -41,6 +41,8 @@ class TargetPlan:
     settings: TargetSettings
     #: the target's ``pacer`` (rate limit), looked up once when the run starts
     pacer: Callable[[], Awaitable[None]] | None = field(default=None, init=False)
+    #: the timeouts of the target's cells in flight (:class:`_Deadlines`), made when the run starts
+    deadlines: Any = field(default=None, init=False, repr=False)
 
 
 @dataclass
@@ -75,6 +77,7 @@ class Executor:
         workers: list[asyncio.Task[None]] = []
         for plan in self.plans:
             plan.pacer = getattr(plan.target, "pacer", None)
+            plan.deadlines = _Deadlines(plan.settings.timeout_s) if _Deadlines is not None else None
             it = iter(plan.cells)
             n = max(1, min(plan.settings.concurrency, len(plan.cells)))
             for _ in range(n):
@@ -121,7 +124,10 @@ class Executor:
         else:
             timeout_s = plan.settings.timeout_s
             try:
-                traj = await _within(target.invoke(cell, self.run), timeout_s)
+                if plan.deadlines is not None:
+                    traj = await plan.deadlines.run(target.invoke(cell, self.run))
+                else:
+                    traj = await _within(target.invoke(cell, self.run), timeout_s)
             except asyncio.TimeoutError:
                 traj = Trajectory(error=f"timed out after {timeout_s:g}s")
             except TargetError as exc:
@@ -203,10 +209,86 @@ if sys.version_info >= (3, 11):
         finally:
             CALL_DEADLINE.reset(token)
 
+    class _Deadline:
+        """One cell in flight: its deadline (``loop.time()``), its task and that task's cancel count when it started."""
+
+        __slots__ = ("cancelling", "expired", "task", "when")
+
+        def __init__(self, when: float, task: asyncio.Task[Any]) -> None:
+            self.when, self.task, self.cancelling, self.expired = when, task, task.cancelling(), False
+
+    class _Deadlines:
+        """``asyncio.timeout`` for every cell of one target, with one loop timer between them instead of one per cell.
+
+        A timer per cell (``call_at`` going in, ``cancel`` coming out) was ~4 µs of each cell
+        (bench/RESULTS.md). A target's cells share one timeout, so the cells in flight
+        (at most its concurrency) end in the order they started: one timer set for the
+        earliest deadline is enough; when it fires, the cells past their deadline are
+        cancelled in the order they started (their own timers' order) and the timer is set
+        for the next deadline. A cell cancelled so ends in ``TimeoutError`` exactly as under
+        ``asyncio.timeout``: the task's cancel count tells this cancel from another one.
+        The deadline is published to the HTTP layer (``CALL_DEADLINE``) for the call, as
+        :func:`_within` does.
+        """
+
+        __slots__ = ("_handle", "_live", "timeout_s")
+
+        def __init__(self, timeout_s: float) -> None:
+            self.timeout_s = timeout_s
+            self._live: dict[_Deadline, None] = {}  # cells in flight, in the order they started
+            self._handle: asyncio.TimerHandle | None = None
+
+        async def run(self, aw: Awaitable[T]) -> T:
+            loop = asyncio.get_running_loop()
+            task = asyncio.current_task()
+            assert task is not None
+            entry = _Deadline(loop.time() + self.timeout_s, task)
+            live = self._live
+            live[entry] = None
+            if self._handle is None:
+                self._handle = loop.call_at(entry.when, self._expire)
+            token = CALL_DEADLINE.set(entry.when)
+            try:
+                result = await aw
+            except BaseException as exc:
+                # asyncio.timeout's __aexit__: a cancel of ours (and no other since) becomes TimeoutError
+                if entry.expired and task.uncancel() <= entry.cancelling and type(exc) is asyncio.CancelledError:
+                    raise TimeoutError from exc
+                raise
+            finally:
+                CALL_DEADLINE.reset(token)
+                del live[entry]
+                if not live and self._handle is not None:
+                    self._handle.cancel()
+                    self._handle = None
+            if entry.expired:
+                task.uncancel()
+            return result
+
+        def _expire(self) -> None:
+            self._handle = None
+            loop = asyncio.get_running_loop()
+            ready = loop.time() + _CLOCK_RESOLUTION  # what the loop itself counts as due now
+            earliest: float | None = None
+            for entry in self._live:
+                if entry.expired:
+                    continue
+                if entry.when < ready:
+                    entry.expired = True
+                    entry.task.cancel()
+                elif earliest is None or entry.when < earliest:
+                    earliest = entry.when
+            if earliest is not None:
+                self._handle = loop.call_at(earliest, self._expire)
+
+    _CLOCK_RESOLUTION = time.get_clock_info("monotonic").resolution
+
 else:  # Python 3.10: no asyncio.timeout
 
     async def _within(aw: Awaitable[T], timeout_s: float) -> T:
         return await asyncio.wait_for(aw, timeout_s)
+
+    _Deadlines = None  # type: ignore[assignment,misc]
 
 
 def _from_cache(stored: dict[str, Any], target: Target) -> Trajectory:
