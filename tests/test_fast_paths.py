@@ -754,10 +754,22 @@ def test_the_one_shot_encoders_are_the_stdlib_encoders() -> None:
             assert got == expected, value
     circular: list[Any] = []
     circular.append(circular)
-    for fast in (_DUMPS, dumps):
-        with pytest.raises(ValueError, match="Circular reference"):
-            fast(circular)
-        assert fast([1]) == "[1]"  # the failed call left nothing behind
+    through_default: list[Any] = []
+    through_default.append((through_default,))  # a tuple goes through _json_default, then back to the list
+    deep: Any = []
+    for _ in range(100_000):
+        deep = [deep]
+    for fast, slow in ((_DUMPS, json.JSONEncoder(ensure_ascii=False).encode), (dumps, _ENCODER.encode)):
+        for value in (circular, through_default):
+            with pytest.raises(ValueError, match="Circular reference"):
+                slow(value)
+            with pytest.raises(ValueError, match="Circular reference"):
+                fast(value)
+        with pytest.raises(RecursionError):
+            slow(deep)
+        with pytest.raises(RecursionError):
+            fast(deep)
+        assert fast([1]) == "[1]"  # the failed calls left nothing behind
 
 
 def _answer(rng: random.Random, provider: str) -> Any:
