@@ -40,8 +40,6 @@ datasets:
 """
 
 
-
-
 def project(tmp_path: Path, body: str, cases: str = CASES) -> Path:
     config = tmp_path / "evalconfig.yaml"
     config.write_text("version: 1\nname: providers\n" + textwrap.dedent(body).strip("\n") + "\n" + textwrap.dedent(cases), encoding="utf-8")
@@ -126,7 +124,9 @@ def test_openai_compatible_server_runs_scores_and_costs(server: FakeLLMServer, t
     assert OPENAI_KEY not in all_output_files(config)
 
 
-def test_the_key_from_the_environment_is_used_and_never_written(server: FakeLLMServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_key_from_the_environment_is_used_and_never_written(
+    server: FakeLLMServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("OPENAI_API_KEY", OPENAI_KEY)
     monkeypatch.setenv("OPENAI_BASE_URL", f"{server.url}/v1")  # the definition's ${OPENAI_BASE_URL:-...}
     config = project(tmp_path, "targets: [{id: m, type: provider, provider: openai, model: gpt-4o-mini}]")
@@ -182,17 +182,24 @@ def test_errors_are_never_cached(server: FakeLLMServer, tmp_path: Path) -> None:
 
 
 def test_cost_is_repriced_when_pricing_changes(server: FakeLLMServer, tmp_path: Path) -> None:
-    config = project(tmp_path, "targets: [{id: m, type: provider, provider: openai, model: local-model, base_url: '%s/v1', api_key: '%s'}]" % (server.url, OPENAI_KEY))
+    config = project(
+        tmp_path,
+        f"targets: [{{id: m, type: provider, provider: openai, model: local-model, base_url: '{server.url}/v1', api_key: '{OPENAI_KEY}'}}]",
+    )
     code, output, results, summary = run(config)
     assert [r["cost_usd"] for r in results] == [None, None, None]  # unknown model: null, never 0
     assert summary["cost_missing_cells"] == 3 and "prices missing for 3 cells" in output
-    config.write_text(config.read_text().replace("model: local-model,", "model: local-model, pricing: {input_per_mtok: 1, output_per_mtok: 1},"))
+    config.write_text(
+        config.read_text().replace("model: local-model,", "model: local-model, pricing: {input_per_mtok: 1, output_per_mtok: 1},")
+    )
     code, output, results, summary = run(config)
     assert all(r["cached"] and r["cost_usd"] > 0 for r in results) and summary["cost_missing_cells"] == 0
 
 
 def test_python_targets_are_not_reported_as_missing_prices(tmp_path: Path) -> None:
-    (tmp_path / "agent.py").write_text("def answer(q):\n    return {'text': '4 and Paris and 30 days', 'usage': {'input_tokens': 5, 'output_tokens': 5}}\n")
+    (tmp_path / "agent.py").write_text(
+        "def answer(q):\n    return {'text': '4 and Paris and 30 days', 'usage': {'input_tokens': 5, 'output_tokens': 5}}\n"
+    )
     config = project(tmp_path, "targets: [{id: py, type: python, callable: 'agent.py:answer'}]")
     code, output, results, summary = run(config)
     assert code == 0, output
@@ -202,12 +209,7 @@ def test_python_targets_are_not_reported_as_missing_prices(tmp_path: Path) -> No
 
 
 def test_python_targets_cache_with_cache_true(tmp_path: Path) -> None:
-    (tmp_path / "agent.py").write_text(
-        "CALLS = []\n"
-        "def answer(q):\n"
-        "    CALLS.append(q)\n"
-        "    return '4 and Paris and 30 days'\n"
-    )
+    (tmp_path / "agent.py").write_text("CALLS = []\ndef answer(q):\n    CALLS.append(q)\n    return '4 and Paris and 30 days'\n")
     config = project(tmp_path, "targets: [{id: py, type: python, callable: 'agent.py:answer', cache: true}]")
     _, _, first, _ = run(config)
     _, _, second, summary = run(config)
@@ -245,7 +247,9 @@ def test_a_500_burst_longer_than_the_retries_is_a_cell_error(server: FakeLLMServ
 
 
 def test_insufficient_quota_is_not_retried(server: FakeLLMServer, tmp_path: Path) -> None:
-    server.script(Canned(429, {"error": {"message": "You exceeded your current quota", "code": "insufficient_quota"}}, {"Retry-After": "0"}))
+    server.script(
+        Canned(429, {"error": {"message": "You exceeded your current quota", "code": "insufficient_quota"}}, {"Retry-After": "0"})
+    )
     config = project(tmp_path, openai_target(server, "    concurrency: 1"))
     code, _, results, _ = run(config)
     assert results[0]["status"] == "error" and "exceeded your current quota" in results[0]["error"]
@@ -267,7 +271,9 @@ def test_wrong_key_is_a_clear_error_without_the_key(server: FakeLLMServer, tmp_p
 
 
 def test_anthropic_requires_a_key(tmp_path: Path, server: FakeLLMServer) -> None:
-    config = project(tmp_path, f"targets: [{{id: c, type: provider, provider: anthropic, model: claude-3-5-haiku-latest, base_url: '{server.url}'}}]")
+    config = project(
+        tmp_path, f"targets: [{{id: c, type: provider, provider: anthropic, model: claude-3-5-haiku-latest, base_url: '{server.url}'}}]"
+    )
     result = CliRunner().invoke(main, ["run", "-c", str(config)])
     assert result.exit_code == 2
     assert "provider 'anthropic' needs an API key: set the target's api_key or ANTHROPIC_API_KEY" in result.output
@@ -484,9 +490,19 @@ def test_summary_counts_missing_prices_only_for_priced_target_types() -> None:
     def cell(i: int, kind: str | None, *, tokens: int = 0, error: str | None = None, output: bool = True) -> dict[str, Any]:
         usage = {"input_tokens": tokens, "output_tokens": tokens, "cache_hit_tokens": 0}
         result = {
-            "run_id": "r", "index": i, "target": kind or "old", "dataset": "d", "case_id": f"c{i}", "repeat": 0,
-            "status": "error" if error else "pass", "assertions": [], "output": {"text": "x", "usage": usage} if output else {},
-            "latency_ms": 1.0, "cost_usd": None, "cached": False, "error": error,
+            "run_id": "r",
+            "index": i,
+            "target": kind or "old",
+            "dataset": "d",
+            "case_id": f"c{i}",
+            "repeat": 0,
+            "status": "error" if error else "pass",
+            "assertions": [],
+            "output": {"text": "x", "usage": usage} if output else {},
+            "latency_ms": 1.0,
+            "cost_usd": None,
+            "cached": False,
+            "error": error,
         }
         if kind is not None:
             result["target_type"] = kind

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any, TypeVar, cast
 
-from evalx.assertions import AssertionContext, cell_status, evaluate_case
+from evalx.assertions import AssertionContext, Grader, cell_status, evaluate_case
 from evalx.errors import TargetError
 from evalx.models import Cell, Trajectory
 from evalx.results.model import AssertionRecord, CellOutput, CellResult, cell_result, not_run
@@ -60,7 +60,7 @@ class Executor:
         *,
         global_asserts: list[dict[str, Any]],
         on_result: Callable[[CellResult], None],
-        judge: Any = None,
+        judge: Grader | None = None,
         judge_settings: dict[str, Any] | None = None,
     ) -> None:
         self.plans = plans

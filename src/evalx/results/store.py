@@ -81,7 +81,7 @@ class ResultWriter:
 
     def __init__(self, run_dir: Path, *, append: bool = False) -> None:
         self.path = run_dir / RESULTS
-        self._file: IO[bytes] = open(self.path, "ab" if append else "wb")  # noqa: SIM115
+        self._file: IO[bytes] = open(self.path, "ab" if append else "wb")
         self._offsets: list[tuple[int, int, int]] = []  # (index, offset, length)
         if append:
             self._index_existing()
