@@ -977,3 +977,232 @@ def test_one_timer_for_a_targets_cells_times_out_as_asyncio_timeout_does() -> No
         assert cancelled["one timer"] == cancelled["asyncio"] and len(cancelled["asyncio"]) > 6
 
     asyncio.run(main())
+
+
+# -- report writing: embed_json, clean_text, numbers, spool batching (issue 12's report time) -------------
+
+# characters every escaping and cleaning rule looks at: controls, ESC sequences, CR, DEL, C1, surrogates,
+# the script-unsafe five, separators, format characters, non-BMP
+_TEXT_BITS = ["a", " ", "\n", "\t", "\r", "\r\n", "\x00", "\x07", "\x1b[1;31m", "\x1b]8;;x\x07", "\x1bZ", "\x1b", "\x7f", "\x85", "\x9f",
+              "\ud800", "\udfff", "<", ">", "&", "</script>", "\u2028", "\u2029", "\u00a0", "\u200b", "é", "😀", '"', "\\", "\ue000"]  # fmt: skip
+
+
+def _random_text(rng: random.Random, *, surrogates: bool = True) -> str:
+    bits = _TEXT_BITS if surrogates else [b for b in _TEXT_BITS if not "\ud800" <= b[0] <= "\udfff"]
+    return "".join(rng.choice(bits) for _ in range(rng.randint(0, 8)))
+
+
+def _report_value(rng: random.Random, depth: int = 0) -> Any:
+    roll = rng.random()
+    if depth < 3 and roll < 0.25:
+        return {_random_text(rng) if rng.random() < 0.3 else f"k{i}": _report_value(rng, depth + 1) for i in range(rng.randint(0, 3))}
+    if depth < 3 and roll < 0.4:
+        return [_report_value(rng, depth + 1) for _ in range(rng.randint(0, 3))]
+    if roll < 0.7:
+        return _random_text(rng)
+    return rng.choice([None, 0, -3, 2.5, -0.0, 10**30, 1e-7, True, False, (1, "t"), {1: "k"}, b"x", float("nan"), float("inf")])
+
+
+def _reference_clean_text(value: Any) -> str:
+    """clean_text as it was before its fast paths: every text through the three regexes."""
+    from evalx.reports.html import _ANSI, _CONTROL, _NEWLINES, _visible
+
+    if value is None:
+        return ""
+    if isinstance(value, str):
+        text = value
+    else:
+        try:
+            text = json.dumps(value, ensure_ascii=False, indent=2, default=str)
+        except (TypeError, ValueError):
+            text = str(value)
+    if "\x1b" in text:
+        text = _ANSI.sub("", text)
+    if "\r" in text:
+        text = _NEWLINES.sub("\n", text)
+    return _CONTROL.sub(_visible, text)
+
+
+def _reference_embed_json(value: Any) -> str:
+    """embed_json as it was: json.dumps, str.translate, the surrogate regex."""
+    from evalx.reports.html import _SCRIPT_UNSAFE, _SURROGATE
+
+    text = json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False, default=str)
+    return _SURROGATE.sub(lambda _: "\\ufffd", text.translate(_SCRIPT_UNSAFE))
+
+
+def _outcome_of(function: Any, value: Any) -> Any:
+    try:
+        return function(value)
+    except (TypeError, ValueError, OverflowError, RecursionError) as exc:
+        return (type(exc), str(exc))
+
+
+def test_clean_text_fast_paths_are_the_regexes() -> None:
+    from evalx.reports.html import clean_text
+
+    rng = random.Random(41)
+    for _ in range(20_000):
+        value = _random_text(rng) if rng.random() < 0.5 else _report_value(rng)
+        assert clean_text(value) == _reference_clean_text(value), repr(value)
+    for value in ("plain", "", "x\x7fy", ["\x7f"], {"a": "\x85"}, {"a": "é"}, [1.5, None], "\u2028", object()):
+        assert clean_text(value) == _reference_clean_text(value), repr(value)
+
+
+def test_embed_json_is_dumps_then_translate() -> None:
+    from evalx.reports.html import _EMBED_ENCODE, _c_embed, embed_json
+
+    assert _EMBED_ENCODE is _c_embed  # CPython: the C encoder path is the one under test
+    rng = random.Random(42)
+    for _ in range(20_000):
+        value = rng.choice([_report_value(rng), _keyed_value(rng), _random_text(rng)])
+        assert _outcome_of(embed_json, value) == _outcome_of(_reference_embed_json, value), repr(value)
+    circular: list[Any] = []
+    circular.append(circular)
+    deep: Any = []
+    for _ in range(100_000):
+        deep = [deep]
+    for value in (circular, {"a": [circular]}, deep, float("nan"), {"x": float("-inf")}, "<\ud800>"):
+        assert _outcome_of(embed_json, value) == _outcome_of(_reference_embed_json, value)
+    assert embed_json([1]) == "[1]"  # the failed calls left nothing behind
+
+
+def test_report_numbers_fast_path_is_the_isinstance_test() -> None:
+    import math
+
+    from evalx.reports.html import _num
+    from evalx.results.summary import _number
+
+    def reference(value: Any) -> float | None:
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            return None
+        return float(value) if math.isfinite(value) else None
+
+    class Floaty(float):
+        pass
+
+    class Inty(int):
+        pass
+
+    values: list[Any] = [None, True, False, 0, -0.0, 0.0, 1, -7, 2**53 + 1, 10**308, 10**400, -(10**400), 1.5, float("nan"),
+                         float("inf"), float("-inf"), Floaty(2.5), Floaty("nan"), Inty(3), "1", b"1", [1], {}, 1j]  # fmt: skip
+    for function in (_num, _number):
+        for value in values:
+            got, expected = _outcome_of(function, value), _outcome_of(reference, value)
+            assert got == expected or (got != got and expected != expected), (function, value)
+            assert type(got) is type(expected), (function, value)
+
+
+def _report_result(rng: random.Random, i: int, case: int) -> dict[str, Any]:
+    """A results.jsonl line with every field the reports read, often odd.
+
+    (No lone surrogate where summary.txt shows it: writing summary.txt fails on one, a separate matter.)
+    """
+
+    def shown() -> str:
+        return _random_text(rng, surrogates=False)
+
+    def number() -> Any:
+        return rng.choice([None, 0, 12.5, -0.0, -3, 10**20, 1.23456789012, True, "7", 0.000123456789])
+
+    output: Any = {
+        "text": rng.choice([None, "", _random_text(rng), "The answer " * rng.randint(0, 50)]),
+        "request": rng.choice([None, {}, _report_value(rng), {"method": "POST", "body": {"messages": [{"content": _random_text(rng)}]}}]),
+        "tool_calls": rng.choice([None, [], [{"name": _random_text(rng), "args": _report_value(rng), "result": _report_value(rng)}, "x"]]),
+        "usage": rng.choice([None, {"input_tokens": number(), "output_tokens": number(), "cache_hit_tokens": number()}]),
+        "events": rng.choice([None, [], [_report_value(rng) for _ in range(3)]]),
+        "events_truncated": rng.choice([False, True]),
+        "latency_ms": number(), "ttft_ms": number(), "cost_usd": number(), "iterations": number(),
+        "error": rng.choice([None, shown()]), "traceback": rng.choice([None, _random_text(rng)]),
+    }  # fmt: skip
+    return {
+        "version": 1, "index": i, "target": rng.choice(["t0", "t<1>", "t\x1b2"]), "target_type": "provider", "dataset": "d",
+        "case_id": f"case-{case}{shown() if case % 3 == 0 else ''}", "repeat": rng.choice([0, 0, 1, True, -1]),
+        "category": rng.choice([None, "k", "k\r\n", shown()]), "difficulty": rng.choice([None, "hard", 3]),
+        "tags": rng.choice([[], ["a", shown()], None]), "case_source": "cases.jsonl:1", "input": _report_value(rng),
+        "expected": _report_value(rng), "status": rng.choice(["pass", "fail", "error", "skipped", "weird"]), "score": number(),
+        "latency_ms": number(), "ttft_ms": number(), "cost_usd": number(), "judge_cost_usd": number(), "cached": rng.choice([False, True]),
+        "assertions": [{"type": rng.choice(["contains", None, shown()]), "name": rng.choice([None, "n", shown()]),
+                        "passed": rng.choice([True, False, None]), "score": number(), "reason": rng.choice([None, shown()]),
+                        "details": rng.choice([None, {"k": _report_value(rng), "e": ""}]), "error": rng.choice([None, shown()])}
+                       for _ in range(rng.randint(0, 3))] + ["not an assertion"],
+        "output": output if rng.random() < 0.95 else "not an output",
+        "error": rng.choice([None, shown()]), "traceback": None,
+    }  # fmt: skip
+
+
+def test_reports_with_the_fast_paths_are_the_reports_without_them(tmp_path: Any, monkeypatch: Any) -> None:
+    """Random odd results: report.html and junit.xml with the fast helpers, small and large batches, are the reference bytes."""
+    from evalx.reports import html, junit
+    from evalx.reports.render import write_reports
+    from evalx.results.summary import SummaryBuilder
+
+    rng = random.Random(43)
+    lines = "".join(json.dumps(_report_result(rng, i, i // 2), default=str) + "\n" for i in range(300))
+    results = [json.loads(line) for line in lines.splitlines()]
+    builder = SummaryBuilder("20261126-101500-abcdef", "n", "2026-11-26T10:15:00+00:00")
+    for r in results:
+        builder.add(r)  # type: ignore[arg-type]
+    summary = builder.finish("2026-11-26T10:16:00+00:00", 1.0)
+    written: dict[str, tuple[bytes, bytes]] = {}
+    for name in ("fast", "batched-small", "reference"):
+        if name == "batched-small":  # a write to the spool per row, and the spools spilled to files
+            for module in (html, junit):
+                monkeypatch.setattr(module, "PENDING_CHARS", 1)
+                monkeypatch.setattr(module, "SPOOL_BYTES", 1000)
+        if name == "reference":
+            monkeypatch.setattr(html, "clean_text", _reference_clean_text)
+            monkeypatch.setattr(html, "embed_json", _reference_embed_json)
+            monkeypatch.setattr(html, "indented_json", lambda v: json.dumps(v, ensure_ascii=False, indent=2, default=str))
+        run_dir = tmp_path / name
+        run_dir.mkdir()
+        (run_dir / "results.jsonl").write_text(lines, encoding="utf-8")
+        write_reports(run_dir, summary)
+        written[name] = ((run_dir / "report.html").read_bytes(), (run_dir / "junit.xml").read_bytes())
+    assert written["fast"] == written["reference"]
+    assert written["batched-small"] == written["reference"]
+    assert b"\\u003c/script" in written["fast"][0] or b"script" not in written["fast"][0]
+
+
+def test_a_cells_figures_are_what_the_loop_over_them_gave(tmp_path: Any) -> None:
+    """_ReportData.add writes sc/ms/tt/usd/jusd/it one by one: the same values, rounding and key order as the loop it replaced."""
+    from evalx.reports.html import _num, _ReportData
+
+    def reference(result: dict[str, Any]) -> list[tuple[str, Any]]:
+        output = result.get("output")
+        output = output if isinstance(output, dict) else {}
+        latency = _num(result.get("latency_ms"))
+        latency = latency if latency is not None else _num(output.get("latency_ms"))
+        figures = []
+        for key, value in (
+            ("sc", _num(result.get("score"))),
+            ("ms", latency),
+            ("tt", _num(result.get("ttft_ms")) if result.get("ttft_ms") is not None else _num(output.get("ttft_ms"))),
+            ("usd", _num(result.get("cost_usd")) if result.get("cost_usd") is not None else _num(output.get("cost_usd"))),
+            ("jusd", _num(result.get("judge_cost_usd"))),
+            ("it", _num(output.get("iterations"))),
+        ):
+            if value is not None:
+                figures.append((key, round(value, 8) if key in ("usd", "jusd") else round(value, 3)))
+        return figures
+
+    class Capture:
+        rows: list[dict[str, Any]] = []
+        count = 0
+
+        def add(self, row: dict[str, Any]) -> None:
+            self.rows.append(row)
+
+    rng = random.Random(44)
+    data = _ReportData([], spool_dir=tmp_path, index_cases=True)
+    data.cells.close()
+    data.cells = Capture()  # type: ignore[assignment]
+    figure_keys = ("sc", "ms", "tt", "usd", "jusd", "it")
+    for i in range(3000):
+        result = json.loads(json.dumps(_report_result(rng, i, i), default=str))
+        data.add(result)
+        row = data.cells.rows[-1]  # type: ignore[attr-defined]
+        got = [(k, v) for k, v in row.items() if k in figure_keys]
+        assert got == reference(result)
+        assert all(type(v) is type(e) for (_, v), (_, e) in zip(got, reference(result)))
+    data.case_rows.close()

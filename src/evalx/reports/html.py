@@ -99,6 +99,8 @@ LEAN_EVENTS = 0
 MAX_CHANGES = 2_000
 #: encoded rows are kept in memory up to this many characters, then spilled to a temporary file
 SPOOL_BYTES = 4 * 1024 * 1024
+#: encoded rows are gathered up to this many characters before they go to the spool
+PENDING_CHARS = 64 * 1024
 
 _Json = dict[str, Any]
 
@@ -159,7 +161,8 @@ def _indented(value: Any, newline: str) -> str:
         for key, item in value.items():
             if type(key) is not str:
                 raise _NotPlain
-            parts.append(_encode_str(key) + ": " + _indented(item, inner))
+            # a string value (the most common) without a call of its own
+            parts.append(_encode_str(key) + ": " + (_encode_str(item) if type(item) is str else _indented(item, inner)))
         return "{" + inner + ("," + inner).join(parts) + newline + "}"
     if kind is list:
         if not value:
@@ -167,7 +170,13 @@ def _indented(value: Any, newline: str) -> str:
         if len(newline) > 64:
             raise _NotPlain
         inner = newline + "  "
-        return "[" + inner + ("," + inner).join([_indented(item, inner) for item in value]) + newline + "]"
+        return (
+            "["
+            + inner
+            + ("," + inner).join([_encode_str(item) if type(item) is str else _indented(item, inner) for item in value])
+            + newline
+            + "]"
+        )
     if value is None:
         return "null"
     if value is True:
@@ -195,11 +204,18 @@ def clean_text(value: Any) -> str:
         return ""
     if isinstance(value, str):
         text = value
+        if text.isprintable():  # no control character, ESC, CR or surrogate: nothing to do (stops at a newline)
+            return text
     else:
         try:
             text = indented_json(value)
         except (TypeError, ValueError):
             text = str(value)
+        else:
+            # JSON escapes U+0000-U+001F inside strings (its own newlines are layout):
+            # ASCII JSON without DEL has nothing to strip or show
+            if text.isascii() and "\x7f" not in text:
+                return text
     if "\x1b" in text:
         text = _ANSI.sub("", text)
     if "\r" in text:
@@ -213,12 +229,74 @@ def embed_json(value: Any) -> str:
     ``<``, ``>``, ``&``, U+2028 and U+2029 become ``\\uXXXX`` escapes (JSON.parse
     reads them back unchanged), so no string in the data can end the element.
     """
-    text = json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False, default=str)
-    text = text.translate(_SCRIPT_UNSAFE)
-    return _SURROGATE.sub(lambda _: "\\ufffd", text)
+    return _script_safe(_EMBED_ENCODE(value))
+
+
+def _script_safe(text: str) -> str:
+    """``text.translate(_SCRIPT_UNSAFE)`` with lone surrogates as ``\\ufffd``: an ``in`` test per unsafe character, a replace only when found.
+
+    (``str.translate`` to multi-character strings goes character by character in Python objects.)
+    """
+    if "<" in text:
+        text = text.replace("<", "\\u003c")
+    if ">" in text:
+        text = text.replace(">", "\\u003e")
+    if "&" in text:
+        text = text.replace("&", "\\u0026")
+    if not text.isascii():
+        if "\u2028" in text:
+            text = text.replace("\u2028", "\\u2028")
+        if "\u2029" in text:
+            text = text.replace("\u2029", "\\u2029")
+        text = _SURROGATE.sub(lambda _: "\\ufffd", text)
+    return text
+
+
+#: what :func:`embed_json` encodes with: ``json.dumps(value, **_EMBED_OPTIONS)`` is ``_EMBED_ENCODER.encode(value)``
+_EMBED_OPTIONS: dict[str, Any] = {"ensure_ascii": False, "separators": (",", ":"), "allow_nan": False, "default": str}
+_EMBED_ENCODER = json.JSONEncoder(**_EMBED_OPTIONS)
+_MAKE_ENCODER: Any = getattr(json.encoder, "c_make_encoder", None)
+#: the C encoder ``_EMBED_ENCODER.encode`` builds on every call, built once and without the circular-reference check
+_UNCHECKED: Any = _MAKE_ENCODER(None, str, _encode_str, None, ":", ",", False, False, False) if _MAKE_ENCODER is not None else None
+
+
+def _c_embed(value: Any) -> str:
+    """``_EMBED_ENCODER.encode(value)`` without its per-call Python layers (json.dumps builds an encoder per call).
+
+    A value that recurses too deep without the circular-reference check — a
+    cycle, or nesting past the recursion limit — is encoded again with it,
+    which raises what ``json.dumps`` raises.
+    """
+    try:
+        return "".join(_UNCHECKED(value, 0))
+    except RecursionError:
+        pass
+    return "".join(_MAKE_ENCODER({}, str, _encode_str, None, ":", ",", False, False, False)(value, 0))
+
+
+def _embed_encoder() -> Any:
+    """:func:`_c_embed` where the C encoder exists and gives ``_EMBED_ENCODER``'s text, else ``_EMBED_ENCODER.encode``."""
+    if _UNCHECKED is None:
+        return _EMBED_ENCODER.encode
+    probe = {"a": [1, -2.5, None, True, False, 'é\u2028"<\ud800', ("t",), 10**20, -0.0], "b": {}, "c": b"x", 1: "k"}
+    try:
+        same = _c_embed(probe) == _EMBED_ENCODER.encode(probe) and _c_embed("s") == _EMBED_ENCODER.encode("s")
+    except Exception:
+        same = False
+    return _c_embed if same else _EMBED_ENCODER.encode
+
+
+_EMBED_ENCODE = _embed_encoder()
 
 
 def _num(value: Any) -> float | None:
+    kind = type(value)
+    if kind is float:
+        return value if math.isfinite(value) else None
+    if kind is int:
+        return float(value)  # finite whenever it converts (a huge int: OverflowError, as math.isfinite raises)
+    if value is None:
+        return None
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         return None
     return float(value) if math.isfinite(value) else None
@@ -247,7 +325,7 @@ class _Embedder:
         if value is None or value == "" or value == [] or value == {}:
             return
         text = clean_text(value)
-        limit = self.cap(cap)
+        limit = max(200, cap // LEAN_FACTOR) if self.used > BUDGET else cap  # self.cap(cap), inline
         if len(text) > limit:
             into[key + "N"] = len(text)
             text = text[:limit]
@@ -256,7 +334,7 @@ class _Embedder:
 
     def text(self, value: Any, cap: int) -> str:
         text = clean_text(value)
-        limit = self.cap(cap)
+        limit = max(200, cap // LEAN_FACTOR) if self.used > BUDGET else cap  # self.cap(cap), inline
         if len(text) > limit:
             text = text[: limit - 1] + "…"
         self.used += len(text)
@@ -268,13 +346,34 @@ class _Rows:
 
     def __init__(self, spool_dir: Path | None) -> None:
         self.count = 0
-        self.spool = tempfile.SpooledTemporaryFile(max_size=SPOOL_BYTES, mode="w+", encoding="utf-8", errors="replace", newline="\n", dir=None if spool_dir is None else str(spool_dir))
+        self.pending: list[str] = []
+        self.pending_chars = 0
+        self.spool = tempfile.SpooledTemporaryFile(
+            max_size=SPOOL_BYTES,
+            mode="w+",
+            encoding="utf-8",
+            errors="replace",
+            newline="\n",
+            dir=None if spool_dir is None else str(spool_dir),
+        )
 
     def add(self, row: _Json) -> None:
-        self.spool.write("," + embed_json(row) if self.count else embed_json(row))
+        # gathered and written to the spool ~64k characters at a time (each write to a spool checks its size: ~1 us)
+        text = "," + embed_json(row) if self.count else embed_json(row)
+        self.pending.append(text)
+        self.pending_chars += len(text)
         self.count += 1
+        if self.pending_chars >= PENDING_CHARS:
+            self.flush()
+
+    def flush(self) -> None:
+        if self.pending:
+            self.spool.write("".join(self.pending))
+            self.pending.clear()
+            self.pending_chars = 0
 
     def copy_to(self, out: Any) -> None:
+        self.flush()
         self.spool.seek(0)
         shutil.copyfileobj(self.spool, out, 1 << 20)
 
@@ -353,16 +452,26 @@ class _ReportData:
             cell["r"] = repeat
         latency = _num(result.get("latency_ms"))
         latency = latency if latency is not None else _num(output.get("latency_ms"))
-        for key, value in (
-            ("sc", _num(result.get("score"))),
-            ("ms", latency),
-            ("tt", _num(result.get("ttft_ms")) if result.get("ttft_ms") is not None else _num(output.get("ttft_ms"))),
-            ("usd", _num(result.get("cost_usd")) if result.get("cost_usd") is not None else _num(output.get("cost_usd"))),
-            ("jusd", _num(result.get("judge_cost_usd"))),
-            ("it", _num(output.get("iterations"))),
-        ):
-            if value is not None:
-                cell[key] = round(value, 8) if key in ("usd", "jusd") else round(value, 3)
+        # the figures, in this key order (the embedded bytes depend on it)
+        score = _num(result.get("score"))
+        ttft = result.get("ttft_ms")
+        ttft = _num(ttft) if ttft is not None else _num(output.get("ttft_ms"))
+        cost = result.get("cost_usd")
+        cost = _num(cost) if cost is not None else _num(output.get("cost_usd"))
+        judge_cost = _num(result.get("judge_cost_usd"))
+        iterations = _num(output.get("iterations"))
+        if score is not None:
+            cell["sc"] = round(score, 3)
+        if latency is not None:
+            cell["ms"] = round(latency, 3)
+        if ttft is not None:
+            cell["tt"] = round(ttft, 3)
+        if cost is not None:
+            cell["usd"] = round(cost, 8)
+        if judge_cost is not None:
+            cell["jusd"] = round(judge_cost, 8)
+        if iterations is not None:
+            cell["it"] = round(iterations, 3)
         usage = output.get("usage")
         if isinstance(usage, dict):
             tokens = [_int(usage.get("input_tokens")), _int(usage.get("output_tokens")), _int(usage.get("cache_hit_tokens"))]
@@ -383,7 +492,9 @@ class _ReportData:
                     kept.append(
                         [
                             embed.text(name if name is not None else "?", 200),
-                            embed.text(call.get("args", call.get("arguments")), TOOL_CAP) if call.get("args", call.get("arguments")) is not None else None,
+                            embed.text(call.get("args", call.get("arguments")), TOOL_CAP)
+                            if call.get("args", call.get("arguments")) is not None
+                            else None,
                             embed.text(call.get("result"), TOOL_CAP) if call.get("result") is not None else None,
                         ]
                     )
@@ -749,17 +860,21 @@ def _write_page(data: _ReportData, summary: RunSummary, out: Path, baseline: Bas
     js = _script(_template_file("report.js"))
     script_hash = hashlib.sha256(js.encode("utf-8")).digest()  # our script only: the data is not code
     marker = f"\x00evalx-data-{uuid.uuid4().hex}\x00"  # cannot come out of the escaped page text
-    page = _environment().get_template("report.html.j2").render(
-        h=header,
-        baseline=versus,
-        charts=charts,
-        css=_template_file("report.css"),
-        js=Markup(js),
-        data_json=Markup(marker),
-        script_hash=base64.b64encode(script_hash).decode("ascii"),
-        version=__version__,
-        case_count=data.case_rows.count,
-        cell_count=data.cells.count,
+    page = (
+        _environment()
+        .get_template("report.html.j2")
+        .render(
+            h=header,
+            baseline=versus,
+            charts=charts,
+            css=_template_file("report.css"),
+            js=Markup(js),
+            data_json=Markup(marker),
+            script_hash=base64.b64encode(script_hash).decode("ascii"),
+            version=__version__,
+            case_count=data.case_rows.count,
+            cell_count=data.cells.count,
+        )
     )
     before, found, after = page.partition(marker)
     if not found or marker in after:

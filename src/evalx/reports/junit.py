@@ -63,6 +63,8 @@ MAX_SYSTEM_OUT = 10_000
 MAX_MESSAGE = 1_000
 #: a suite's testcases are kept in memory up to this many characters, then spilled to a temporary file
 SPOOL_BYTES = 4 * 1024 * 1024
+#: rendered test cases are gathered up to this many characters before they go to the spool
+PENDING_CHARS = 64 * 1024
 
 # Everything outside XML 1.0's Char production:
 # #x9 | #xA | #xD | [#x20-#xD7FF] | [#xE000-#xFFFD] | [#x10000-#x10FFFF]
@@ -361,6 +363,21 @@ class _Suite:
     tests: int = 0
     counts: dict[str, int] = field(default_factory=lambda: {"failures": 0, "errors": 0, "skipped": 0})
     seconds: float = 0.0
+    #: rendered test cases not yet in ``body`` (each write to a spool checks its size: they go ~64k characters at a time)
+    pending: list[str] = field(default_factory=list)
+    pending_chars: int = 0
+
+    def put(self, text: str) -> None:
+        self.pending.append(text)
+        self.pending_chars += len(text)
+        if self.pending_chars >= PENDING_CHARS:
+            self.flush()
+
+    def flush(self) -> None:
+        if self.pending:
+            self.body.write("".join(self.pending))
+            self.pending.clear()
+            self.pending_chars = 0
 
 
 class _Disorder(Exception):
@@ -393,7 +410,7 @@ class _SuiteWriter:
         suite.tests += 1
         out = ["\n" + INDENT * 2]
         element.render(out, 2)
-        suite.body.write("".join(out))
+        suite.put("".join(out))
 
     def close(self) -> None:
         for suite in self.suites.values():
@@ -443,6 +460,7 @@ class _SuiteWriter:
             closing = "\n" + INDENT + "</testsuite>"
             assert rendered.endswith(closing)
             fh.write(rendered[: -len(closing)])
+            suite.flush()
             suite.body.seek(0)
             shutil.copyfileobj(suite.body, fh, 1 << 20)
             fh.write(closing)

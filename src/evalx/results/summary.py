@@ -123,6 +123,13 @@ def _price_missing(result: CellResult, used_tokens: bool) -> bool:
 
 def _number(value: Any) -> float | None:
     """A finite float, or None for None, bools, NaN and anything not a number."""
+    kind = type(value)  # the common cases first: a float, an int, None
+    if kind is float:
+        return value if math.isfinite(value) else None
+    if kind is int:
+        return float(value)  # finite whenever it converts (a huge int: OverflowError, as math.isfinite raises)
+    if value is None:
+        return None
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         return None
     return float(value) if math.isfinite(value) else None
