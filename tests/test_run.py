@@ -176,3 +176,23 @@ def test_a_lone_surrogate_in_an_answer_is_kept_not_a_crash(tmp_path: Path, monke
     (row,) = results(run_dir)
     assert row["output"]["text"] == "bad \ud800 text"  # stored as a JSON escape, read back as is
     junit_schema.validate(str(run_dir / "junit.xml"))
+
+
+def test_lone_surrogates_from_a_target_do_not_lose_the_reports(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # a target's broken text (a lone surrogate cannot be UTF-8) in its output and in its error
+    (tmp_path / "bot.py").write_text(
+        "def answer(q):\n    if q == 'bad':\n        raise ValueError('broken \\udc80 bytes')\n    return 'half \\ud800 a pair'\n"
+    )
+    (tmp_path / "evalconfig.yaml").write_text(
+        "version: 1\ntargets: [{id: bot, type: python, callable: bot.py:answer}]\n"
+        "datasets: [{id: d, cases: [{id: bad, input: bad, assert: [{type: completed}]},"
+        " {id: odd, input: odd, assert: [{type: contains, value: nothing}]}]}]\n"
+    )
+    res = run_cli(["run", "-q"], tmp_path, monkeypatch)
+    assert res.exit_code == 1, res.output
+    run_dir = only_run_dir(tmp_path)
+    for name in ("results.jsonl", "summary.json", "summary.txt", "junit.xml", "report.html"):
+        assert (run_dir / name).is_file(), name
+    summary = json.loads((run_dir / "summary.json").read_text(encoding="utf-8"))
+    assert summary["totals"]["error"] == 1 and summary["totals"]["fail"] == 1
+    assert "broken \udc80 bytes" in json.dumps(summary, ensure_ascii=False)  # read back as the same text

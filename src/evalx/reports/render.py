@@ -35,7 +35,8 @@ def write_reports(run_dir: Path, summary: RunSummary) -> None:
     baseline = summary.get("baseline")
     rule = str(summary.get("repeat_pass_rule") or "majority")
     write_json(run_dir / "summary.json", summary)
-    (run_dir / "summary.txt").write_text(format_summary(summary) + "\n" + format_outcome(summary), encoding="utf-8")
+    text = format_summary(summary) + "\n" + format_outcome(summary)
+    (run_dir / "summary.txt").write_text(text, encoding="utf-8", errors="replace")  # a lone surrogate cannot be UTF-8
     name, run_id = str(summary.get("name") or ""), str(summary.get("run_id") or run_dir.name)
     _junit_and_html(results, summary, run_dir, name=name, run_id=run_id, rule=rule, baseline=baseline)
 

@@ -162,6 +162,12 @@ def read_results(path: Path) -> Iterator[CellResult]:
 
 
 def write_json(path: Path, value: Any) -> None:
+    """``value`` as indented JSON, replacing ``path`` atomically.
+
+    A lone surrogate (from a target's broken output) cannot be UTF-8; it is
+    written as its JSON escape (``\\udc80``), which reads back as the same string.
+    """
     tmp = path.with_suffix(path.suffix + ".tmp")
-    tmp.write_text(json.dumps(value, ensure_ascii=False, indent=2, default=_json_default) + "\n", encoding="utf-8")
+    text = json.dumps(value, ensure_ascii=False, indent=2, default=_json_default) + "\n"
+    tmp.write_text(text, encoding="utf-8", errors="backslashreplace")
     os.replace(tmp, path)
