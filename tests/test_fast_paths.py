@@ -1070,8 +1070,7 @@ def test_embed_json_is_dumps_then_translate() -> None:
 def test_report_numbers_fast_path_is_the_isinstance_test() -> None:
     import math
 
-    from evalx.reports.html import _num
-    from evalx.results.summary import _number
+    from evalx.figures import finite
 
     def reference(value: Any) -> float | None:
         if isinstance(value, bool) or not isinstance(value, (int, float)):
@@ -1086,7 +1085,7 @@ def test_report_numbers_fast_path_is_the_isinstance_test() -> None:
 
     values: list[Any] = [None, True, False, 0, -0.0, 0.0, 1, -7, 2**53 + 1, 10**308, 10**400, -(10**400), 1.5, float("nan"),
                          float("inf"), float("-inf"), Floaty(2.5), Floaty("nan"), Inty(3), "1", b"1", [1], {}, 1j]  # fmt: skip
-    for function in (_num, _number):
+    for function in (finite,):
         for value in values:
             got, expected = _outcome_of(function, value), _outcome_of(reference, value)
             assert got == expected or (got != got and expected != expected), (function, value)
@@ -1166,7 +1165,8 @@ def test_reports_with_the_fast_paths_are_the_reports_without_them(tmp_path: Any,
 
 def test_a_cells_figures_are_what_the_loop_over_them_gave(tmp_path: Any) -> None:
     """_ReportData.add writes sc/ms/tt/usd/jusd/it one by one: the same values, rounding and key order as the loop it replaced."""
-    from evalx.reports.html import _num, _ReportData
+    from evalx.figures import finite as _num
+    from evalx.reports.html import _ReportData
 
     def reference(result: dict[str, Any]) -> list[tuple[str, Any]]:
         output = result.get("output")

@@ -2,7 +2,24 @@
 
 from __future__ import annotations
 
-__all__ = ["ci", "clip", "count", "duration", "ms", "pct", "usd"]
+import math
+from typing import Any
+
+__all__ = ["ci", "clip", "count", "duration", "finite", "ms", "pct", "usd"]
+
+
+def finite(value: Any) -> float | None:
+    """A stored figure as a finite float, or None for None, bools, NaN, infinities and anything not a number."""
+    kind = type(value)  # the common cases first: a float, an int, None
+    if kind is float:
+        return value if math.isfinite(value) else None
+    if kind is int:
+        return float(value)  # finite whenever it converts (a huge int: OverflowError, as math.isfinite raises)
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    return float(value) if math.isfinite(value) else None
 
 
 def pct(rate: float | None) -> str:

@@ -69,6 +69,7 @@ from evalx import __version__
 from evalx.figures import ci as _ci
 from evalx.figures import count as _count
 from evalx.figures import duration as _duration
+from evalx.figures import finite
 from evalx.figures import ms as _ms
 from evalx.figures import pct as _pct
 from evalx.figures import usd as _usd
@@ -289,21 +290,8 @@ def _embed_encoder() -> Any:
 _EMBED_ENCODE = _embed_encoder()
 
 
-def _num(value: Any) -> float | None:
-    kind = type(value)
-    if kind is float:
-        return value if math.isfinite(value) else None
-    if kind is int:
-        return float(value)  # finite whenever it converts (a huge int: OverflowError, as math.isfinite raises)
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        return None
-    return float(value) if math.isfinite(value) else None
-
-
 def _int(value: Any) -> int:
-    number = _num(value)
+    number = finite(value)
     return int(number) if number is not None and number > 0 else 0
 
 
@@ -450,16 +438,16 @@ class _ReportData:
         cell: _Json = {"c": c, "t": t, "s": status}
         if repeat:
             cell["r"] = repeat
-        latency = _num(result.get("latency_ms"))
-        latency = latency if latency is not None else _num(output.get("latency_ms"))
+        latency = finite(result.get("latency_ms"))
+        latency = latency if latency is not None else finite(output.get("latency_ms"))
         # the figures, in this key order (the embedded bytes depend on it)
-        score = _num(result.get("score"))
+        score = finite(result.get("score"))
         ttft = result.get("ttft_ms")
-        ttft = _num(ttft) if ttft is not None else _num(output.get("ttft_ms"))
+        ttft = finite(ttft) if ttft is not None else finite(output.get("ttft_ms"))
         cost = result.get("cost_usd")
-        cost = _num(cost) if cost is not None else _num(output.get("cost_usd"))
-        judge_cost = _num(result.get("judge_cost_usd"))
-        iterations = _num(output.get("iterations"))
+        cost = finite(cost) if cost is not None else finite(output.get("cost_usd"))
+        judge_cost = finite(result.get("judge_cost_usd"))
+        iterations = finite(output.get("iterations"))
         if score is not None:
             cell["sc"] = round(score, 3)
         if latency is not None:
@@ -556,7 +544,7 @@ class _ReportData:
             passed if isinstance(passed, bool) else None,
             self.embed.text(a.get("type") or "assertion", 200),
             self.embed.text(a["name"], 200) if a.get("name") else None,
-            _num(a.get("score")),
+            finite(a.get("score")),
             self.embed.text(a.get("reason"), REASON_CAP) if a.get("reason") else None,
             self.embed.text(details, REASON_CAP) if details else None,
             self.embed.text(a.get("error"), REASON_CAP) if a.get("error") else None,
@@ -603,10 +591,10 @@ def _baseline_view(baseline: BaselineView | None, summary: RunSummary) -> _Json 
     if not isinstance(baseline, dict):
         return None
     totals = summary.get("totals") or {}
-    rate_now, rate_before = _num(totals.get("pass_rate")), _num(baseline.get("pass_rate"))
-    cost_now, cost_before = _num(summary.get("cost_usd")), _num(baseline.get("cost_usd"))
-    p99_now = _num((summary.get("latency_ms") or {}).get("p99"))
-    p99_before = _num(baseline.get("p99_ms"))
+    rate_now, rate_before = finite(totals.get("pass_rate")), finite(baseline.get("pass_rate"))
+    cost_now, cost_before = finite(summary.get("cost_usd")), finite(baseline.get("cost_usd"))
+    p99_now = finite((summary.get("latency_ms") or {}).get("p99"))
+    p99_before = finite(baseline.get("p99_ms"))
     failing = [c for c in map(_change, (baseline.get("newly_failing") or [])[:MAX_CHANGES]) if c]
     passing = [c for c in map(_change, (baseline.get("newly_passing") or [])[:MAX_CHANGES]) if c]
 
@@ -698,9 +686,9 @@ def _header(summary: RunSummary, data: _ReportData) -> _Json:
         rep = None
         if isinstance(found, dict):  # only what the table shows; tolerate fields a newer summary lacks
             rep = {
-                "k": _num(found.get("k")),
-                "pass_at_k": _num(found.get("pass_at_k")),
-                "pass_hat_k": _num(found.get("pass_hat_k")),
+                "k": finite(found.get("k")),
+                "pass_at_k": finite(found.get("pass_at_k")),
+                "pass_hat_k": finite(found.get("pass_hat_k")),
                 "flaky_cases": _int(found.get("flaky_cases")),
             }
         tokens = t.get("tokens") or {}
@@ -714,14 +702,14 @@ def _header(summary: RunSummary, data: _ReportData) -> _Json:
                 "fail": t.get("fail", 0),
                 "error": t.get("error", 0),
                 "skipped": t.get("skipped", 0),
-                "pass_rate": _num(t.get("pass_rate")),
+                "pass_rate": finite(t.get("pass_rate")),
                 "pass_rate_ci": t.get("pass_rate_ci"),
-                "p50": _num(latency.get("p50")),
-                "p95": _num(latency.get("p95")),
-                "p99": _num(latency.get("p99")),
+                "p50": finite(latency.get("p50")),
+                "p95": finite(latency.get("p95")),
+                "p99": finite(latency.get("p99")),
                 "tokens": _int(tokens.get("input")) + _int(tokens.get("output")),
-                "cost": _num(t.get("cost_usd")),
-                "judge_cost": _num(t.get("judge_cost_usd")),
+                "cost": finite(t.get("cost_usd")),
+                "judge_cost": finite(t.get("judge_cost_usd")),
                 "repeats": rep,
             }
         )
@@ -732,18 +720,18 @@ def _header(summary: RunSummary, data: _ReportData) -> _Json:
         "name": clean_text(summary.get("name") or ""),
         "config": clean_text(summary.get("config") or ""),
         "started_at": summary.get("started_at"),
-        "duration_s": _num(summary.get("duration_s")),
+        "duration_s": finite(summary.get("duration_s")),
         "status": status,
         "totals": totals,
         "targets": rows,
-        "latency": {k: _num((summary.get("latency_ms") or {}).get(k)) for k in ("p50", "p95", "p99")},
-        "ttft": {k: _num((summary.get("ttft_ms") or {}).get(k)) for k in ("p50", "p95", "p99")},
+        "latency": {k: finite((summary.get("latency_ms") or {}).get(k)) for k in ("p50", "p95", "p99")},
+        "ttft": {k: finite((summary.get("ttft_ms") or {}).get(k)) for k in ("p50", "p95", "p99")},
         "tokens": {k: _int(tokens.get(k)) for k in ("input", "output", "cache_hit")},
-        "cache_hit_ratio": _num(summary.get("cache_hit_ratio")),
+        "cache_hit_ratio": finite(summary.get("cache_hit_ratio")),
         "cached_cells": _int(summary.get("cached_cells")),
-        "response_cache_hit_ratio": _num(summary.get("response_cache_hit_ratio")),
-        "cost": _num(summary.get("cost_usd")),
-        "judge_cost": _num(summary.get("judge_cost_usd")),
+        "response_cache_hit_ratio": finite(summary.get("response_cache_hit_ratio")),
+        "cost": finite(summary.get("cost_usd")),
+        "judge_cost": finite(summary.get("judge_cost_usd")),
         "cost_missing": _int(summary.get("cost_missing_cells")),
         "inconclusive": _int(summary.get("inconclusive_assertions")),
         "repeats": repeats if isinstance(repeats, dict) and repeats else None,

@@ -18,6 +18,7 @@ from collections.abc import Iterable, Mapping
 from operator import itemgetter
 from typing import Any, cast
 
+from evalx.figures import finite
 from evalx.results import stats as _stats
 from evalx.results.model import (
     STATUSES,
@@ -121,28 +122,14 @@ def _price_missing(result: CellResult, used_tokens: bool) -> bool:
     return used_tokens
 
 
-def _number(value: Any) -> float | None:
-    """A finite float, or None for None, bools, NaN and anything not a number."""
-    kind = type(value)  # the common cases first: a float, an int, None
-    if kind is float:
-        return value if math.isfinite(value) else None
-    if kind is int:
-        return float(value)  # finite whenever it converts (a huge int: OverflowError, as math.isfinite raises)
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        return None
-    return float(value) if math.isfinite(value) else None
-
-
 def _either(result: CellResult, output: CellOutput, key: str) -> float | None:
     """A figure from the result, else from its trajectory (older or partial lines)."""
-    value = _number(result.get(key))
-    return value if value is not None else _number(output.get(key))
+    value = finite(result.get(key))
+    return value if value is not None else finite(output.get(key))
 
 
 def _tokens(value: Any) -> int:
-    number = _number(value)
+    number = finite(value)
     return int(number) if number is not None and number > 0 else 0
 
 
@@ -301,7 +288,7 @@ class SummaryBuilder:
             target.costs.append(cost)
         elif _price_missing(result, bool(tokens_in or tokens_out)):  # a priced resource we could not price
             target.cost_missing += 1
-        judge_cost = _number(result.get("judge_cost_usd"))
+        judge_cost = finite(result.get("judge_cost_usd"))
         if judge_cost is not None:
             target.judge_cost += judge_cost
             target.judge_cells += 1
