@@ -52,8 +52,6 @@ import json
 import math
 import os
 import re
-import shutil
-import tempfile
 import uuid
 from array import array
 from collections.abc import Iterable, Mapping
@@ -74,6 +72,7 @@ from evalx.figures import ms as _ms
 from evalx.figures import pct as _pct
 from evalx.figures import usd as _usd
 from evalx.reports import charts as _charts
+from evalx.reports.spool import Spool
 from evalx.results.model import STATUSES, AssertionRecord, BaselineView, CellResult, RunSummary
 from evalx.results.store import read_results
 
@@ -334,36 +333,14 @@ class _Rows:
 
     def __init__(self, spool_dir: Path | None) -> None:
         self.count = 0
-        self.pending: list[str] = []
-        self.pending_chars = 0
-        self.spool = tempfile.SpooledTemporaryFile(
-            max_size=SPOOL_BYTES,
-            mode="w+",
-            encoding="utf-8",
-            errors="replace",
-            newline="\n",
-            dir=None if spool_dir is None else str(spool_dir),
-        )
+        self.spool = Spool(max_size=SPOOL_BYTES, batch=PENDING_CHARS, dir=spool_dir, errors="replace")
 
     def add(self, row: _Json) -> None:
-        # gathered and written to the spool ~64k characters at a time (each write to a spool checks its size: ~1 us)
-        text = "," + embed_json(row) if self.count else embed_json(row)
-        self.pending.append(text)
-        self.pending_chars += len(text)
+        self.spool.write("," + embed_json(row) if self.count else embed_json(row))
         self.count += 1
-        if self.pending_chars >= PENDING_CHARS:
-            self.flush()
-
-    def flush(self) -> None:
-        if self.pending:
-            self.spool.write("".join(self.pending))
-            self.pending.clear()
-            self.pending_chars = 0
 
     def copy_to(self, out: Any) -> None:
-        self.flush()
-        self.spool.seek(0)
-        shutil.copyfileobj(self.spool, out, 1 << 20)
+        self.spool.copy_to(out)
 
     def close(self) -> None:
         self.spool.close()

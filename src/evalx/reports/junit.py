@@ -44,7 +44,6 @@ from __future__ import annotations
 import math
 import os
 import re
-import shutil
 import tempfile
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -52,6 +51,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import IO, Any, Union
 
+from evalx.reports.spool import Spool
 from evalx.results.model import AssertionRecord, CellOutput, CellResult
 from evalx.results.repeats import DEFAULT_RULE, RULES, Tally, case_status
 
@@ -359,25 +359,10 @@ class _Suite:
     """One target's <testsuite>: its counts and its <testcase> elements, already rendered, in a spool."""
 
     name: str
-    body: IO[str]
+    body: Spool
     tests: int = 0
     counts: dict[str, int] = field(default_factory=lambda: {"failures": 0, "errors": 0, "skipped": 0})
     seconds: float = 0.0
-    #: rendered test cases not yet in ``body`` (each write to a spool checks its size: they go ~64k characters at a time)
-    pending: list[str] = field(default_factory=list)
-    pending_chars: int = 0
-
-    def put(self, text: str) -> None:
-        self.pending.append(text)
-        self.pending_chars += len(text)
-        if self.pending_chars >= PENDING_CHARS:
-            self.flush()
-
-    def flush(self) -> None:
-        if self.pending:
-            self.body.write("".join(self.pending))
-            self.pending.clear()
-            self.pending_chars = 0
 
 
 class _Disorder(Exception):
@@ -395,7 +380,7 @@ class _SuiteWriter:
     def suite(self, target: str) -> _Suite:
         suite = self.suites.get(target)
         if suite is None:
-            body = tempfile.SpooledTemporaryFile(max_size=SPOOL_BYTES, mode="w+", encoding="utf-8", newline="\n", dir=str(self.spool_dir))
+            body = Spool(max_size=SPOOL_BYTES, batch=PENDING_CHARS, dir=self.spool_dir)
             suite = self.suites[target] = _Suite(target, body)
         return suite
 
@@ -410,7 +395,7 @@ class _SuiteWriter:
         suite.tests += 1
         out = ["\n" + INDENT * 2]
         element.render(out, 2)
-        suite.put("".join(out))
+        suite.body.write("".join(out))
 
     def close(self) -> None:
         for suite in self.suites.values():
@@ -460,9 +445,7 @@ class _SuiteWriter:
             closing = "\n" + INDENT + "</testsuite>"
             assert rendered.endswith(closing)
             fh.write(rendered[: -len(closing)])
-            suite.flush()
-            suite.body.seek(0)
-            shutil.copyfileobj(suite.body, fh, 1 << 20)
+            suite.body.copy_to(fh)
             fh.write(closing)
         fh.write("\n</testsuites>\n")
 
