@@ -1,16 +1,37 @@
-"""Reading a judge's reply: a verdict that never breaks and never guesses.
+"""Reading a judge's reply strictly: one verdict, in the place the judge prompt asks for it, or an error.
 
-A judge is asked for JSON (``{"pass": bool, "score": 0..1, "reason": "..."}``,
-or ``{"category": ..., "reason": ...}`` for factuality). Models wrap JSON in
-code fences, put chatter before it, or answer ``PASS: reason`` instead; all
-of that is read. What cannot be read raises :class:`JudgeError` carrying the
-raw text, so the assertion becomes an ``error`` — never a silent pass or fail.
+The judge prompt asks for the verdict last. The verdict is therefore the
+*last* verdict in the reply; a verdict that appears earlier — typically the
+graded output, quoted by the judge — never counts, so an output cannot
+inject its own verdict. Two forms are read:
+
+* a top-level JSON object with a ``pass`` or ``score`` key (keys compared
+  case-insensitively; an object nested inside another object is not a
+  verdict), fenced or not: ``{"pass": true, "score": 0.9, "reason": "..."}``;
+* a *verdict line*: a line whose first word is ``PASS`` or ``FAIL`` in
+  capitals, standing alone or followed by a separator (``: - — – . , ; ! )``),
+  optionally wrapped in Markdown emphasis (``**FAIL**``) or after a
+  ``Verdict:`` / ``Final verdict:`` / ``Final answer:`` label. ``PASS because
+  ...``, ``PASSED``, ``pass: ...`` (lower case) and quoted lines (``> PASS``)
+  are prose, not verdicts.
+
+Verdicts separated only by whitespace (``"PASS\\nFAIL"``, a verdict line next
+to a JSON verdict) are all "in verdict position": if they disagree the reply
+is an error; if they agree, the JSON object (which carries score and reason)
+is used. Text after the last verdict that holds no verdict (a reason, "hope
+that helps") is allowed. No verdict at all, or disagreeing verdicts in
+position, raise :class:`JudgeError` keeping the raw reply, so the assertion
+becomes an ``error`` — never a silent pass or fail.
+
+Factuality categories follow the same rule with a ``category`` JSON key or
+a ``Category: X`` / ``(D)`` / ``disagrees`` line.
 """
 
 from __future__ import annotations
 
 import json
 import re
+from dataclasses import dataclass
 from typing import Any
 
 from evalx.errors import JudgeError
@@ -20,21 +41,22 @@ __all__ = ["FACTUALITY_CATEGORIES", "parse_category", "parse_verdict"]
 #: factuality classes, after promptfoo / OpenAI evals' "fact" grader (A–E)
 FACTUALITY_CATEGORIES = ("subset", "superset", "same", "disagrees", "immaterial")
 
-_VERDICT_KEYS = ("pass", "passed", "verdict", "result", "score")
-_CATEGORY_KEYS = ("category", "choice", "classification", "answer", "verdict")
+_VERDICT_KEYS = ("pass", "score")
+_CATEGORY_KEYS = ("category", "choice", "classification")
 _REASON_KEYS = ("reason", "explanation", "reasoning", "rationale", "justification")
 _MAX_REASON = 500
-#: '{' positions tried when looking for a JSON object in chatter
-_MAX_OBJECT_STARTS = 200
+#: '{' positions tried when looking for JSON objects; a reply with more is an error, not a guess
+_MAX_OBJECT_STARTS = 2000
 
-_FENCE = re.compile(r"```[A-Za-z0-9_-]*[ \t]*\n(.*?)```", re.S)
-# "PASS", "**FAIL** - reason", "Verdict: PASS. reason", "> Final answer: FAIL"
+# leading decoration a model puts before its verdict: spaces, Markdown emphasis/headings, list dashes
+_DECOR = r"[ \t*_#`~\-]*"
+_SEPARATOR = r"(?:[ \t]*[*_`~]*[ \t]*(?:[:\-—–.,;!)]|$))"
+_FENCE_MARK = re.compile(r"```[A-Za-z0-9_-]*")
 _LINE_VERDICT = re.compile(
-    r"^[\s>*#_`\"'\[(-]*(?:(?:final\s+)?(?:verdict|answer|result|grade|decision)[*_\s]*[:=\-][\s*_`\"'\[(]*)?"
-    r"(PASS|FAIL)(?:ED|S)?\b[*_`\"'\])]*\s*[:.\-—–,;]?\s*(.*)$",
-    re.I | re.M,
+    # the label may be in any case, the verdict word must be in capitals
+    rf"^{_DECOR}(?:(?i:(?:final[ \t]+)?(?:verdict|answer|grade|decision))[*_ \t]*:[*_ \t]*)?(PASS|FAIL)[*_`~]*{_SEPARATOR}(.*)$",
+    re.M,
 )
-_ANY_VERDICT = re.compile(r"\b(PASS|FAIL)(?:ED|ES|S)?\b")  # case-sensitive: shouted words only
 
 _TRUE = {"pass", "passed", "true", "yes", "y", "1", "ok", "correct"}
 _FALSE = {"fail", "failed", "false", "no", "n", "0", "incorrect"}
@@ -60,9 +82,23 @@ _CATEGORY_ALIASES = {
     "differs_but_immaterial": "immaterial",
     "differ_but_factual": "immaterial",
 }
-_CATEGORY_LINE = re.compile(r"^[\s>*#_`\"']*(?:category|choice|classification|answer)\s*[:=\-]\s*[*_`\"'(]*([A-Za-z_]+)", re.I | re.M)
-_CATEGORY_WORD = re.compile(r"\b(subset|superset|disagrees|disagree|immaterial)\b", re.I)
-_CATEGORY_LETTER = re.compile(r"\(([A-E])\)")
+_CATEGORY_LINE = re.compile(
+    rf"^{_DECOR}(?:(?i:category|choice|classification|answer)[*_ \t]*[:=][*_ \t]*)?"
+    r"[\"'(]*(?:(?i:(subset|superset|same|disagrees|disagree|immaterial))|([A-E]))[\"')]*"
+    rf"[*_`~]*{_SEPARATOR}(.*)$",
+    re.M,
+)
+
+
+@dataclass
+class _Found:
+    """One verdict-shaped thing in a reply: where it is and what it says."""
+
+    start: int
+    end: int
+    value: Any  # pass bool / category str
+    obj: dict[str, Any] | None  # the JSON object, lower-cased keys; None for a line
+    reason: str
 
 
 def _clip(text: str, limit: int = _MAX_REASON) -> str:
@@ -70,33 +106,25 @@ def _clip(text: str, limit: int = _MAX_REASON) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
-def _candidates(text: str) -> list[Any]:
-    """JSON values found in ``text``: the whole text, fenced blocks, then each ``{...}`` in order."""
-    found: list[Any] = []
-    stripped = text.strip()
-    for chunk in [stripped, *(m.group(1).strip() for m in _FENCE.finditer(text))]:
-        try:
-            found.append(json.loads(chunk))
-        except ValueError:
-            pass
+def _objects(text: str) -> list[tuple[int, int, dict[str, Any]]]:
+    """Top-level JSON objects in ``text`` in order, as ``(start, end, object with lower-cased keys)``."""
+    found: list[tuple[int, int, dict[str, Any]]] = []
     decoder = json.JSONDecoder()
-    starts = [i for i, ch in enumerate(text) if ch == "{"][:_MAX_OBJECT_STARTS]
-    for start in starts:
+    tried = 0
+    pos = text.find("{")
+    while pos != -1:
+        tried += 1
+        if tried > _MAX_OBJECT_STARTS:
+            raise JudgeError(f"the judge's reply has more than {_MAX_OBJECT_STARTS} '{{' to read a verdict from", raw=text)
         try:
-            value, _ = decoder.raw_decode(text, start)
-        except ValueError:
+            value, end = decoder.raw_decode(text, pos)
+        except (ValueError, RecursionError):
+            pos = text.find("{", pos + 1)
             continue
-        found.append(value)
-    return found
-
-
-def _find_object(text: str, keys: tuple[str, ...]) -> dict[str, Any] | None:
-    for value in _candidates(text):
         if isinstance(value, dict):
-            lowered = {str(k).lower(): v for k, v in value.items()}
-            if any(k in lowered for k in keys):
-                return lowered
-    return None
+            found.append((pos, end, {str(k).lower(): v for k, v in value.items()}))
+        pos = text.find("{", end)
+    return found
 
 
 def _reason(obj: dict[str, Any]) -> str:
@@ -132,41 +160,68 @@ def _as_score(value: Any, raw: str) -> float | None:
     return float(value)
 
 
-def parse_verdict(text: str) -> tuple[bool | None, float | None, str]:
-    """``(pass, score, reason)`` from a judge's reply.
+def _line_reason(text: str, match: re.Match[str]) -> str:
+    """The reason next to a verdict line: the rest of the line, else the lines after it, else the prose before it."""
+    reason = match.group(match.lastindex or 0).strip(" \t*_`~:-—–.,;!")
+    if not reason:
+        reason = text[match.end() :].strip()
+    if not reason:
+        reason = text[: match.start()].strip()
+    return _clip(reason.strip("*_` "))
 
-    JSON first — ``{"pass": true, "score": 0.9, "reason": "..."}`` anywhere in
-    the text (fenced, after chatter); ``pass`` may also be ``"PASS"``/``"FAIL"``
-    or come as ``passed``/``verdict``. Then the plain form: a line starting
-    with PASS or FAIL, the reason after it. ``pass`` is None when the judge
-    gave only a score (the caller applies its threshold); ``score`` is None
-    when it gave only pass/fail. Anything else raises :class:`JudgeError`.
+
+def _in_position(text: str, found: list[_Found]) -> list[_Found]:
+    """The verdicts at the end of ``found`` separated from the last one only by whitespace (and fence or emphasis marks)."""
+    found.sort(key=lambda f: f.start)
+    group = [found[-1]]
+    for item in reversed(found[:-1]):
+        gap = _FENCE_MARK.sub("", text[item.end : group[0].start])
+        if gap.strip(" \t\r\n*_~") or item.end > group[0].start:
+            break
+        group.insert(0, item)
+    return group
+
+
+def parse_verdict(text: str) -> tuple[bool | None, float | None, str]:
+    """``(pass, score, reason)`` from a judge's reply, by the rule in the module docstring.
+
+    ``pass`` is None when the judge gave only a score (the caller applies its
+    threshold); ``score`` is None when it gave only PASS/FAIL. Anything else
+    raises :class:`JudgeError` carrying the raw reply.
     """
     if not isinstance(text, str) or not text.strip():
         raise JudgeError("the judge returned an empty reply", raw=text if isinstance(text, str) else None)
-    obj = _find_object(text, _VERDICT_KEYS)
-    if obj is not None:
-        pass_value = next((obj[k] for k in ("pass", "passed", "verdict", "result") if k in obj), None)
-        passed = _as_bool(pass_value, text)
+    found: list[_Found] = []
+    for start, end, obj in _objects(text):
+        if any(key in obj for key in _VERDICT_KEYS):
+            found.append(_Found(start, end, _as_bool(obj.get("pass"), text), obj, ""))
+    for match in _LINE_VERDICT.finditer(text):
+        if _inside(found, match.start()):
+            continue  # a "PASS" inside a JSON string spanning lines
+        found.append(_Found(match.start(), match.end(), match.group(1) == "PASS", None, _line_reason(text, match)))
+    if not found:
+        raise JudgeError(
+            'the judge\'s verdict is unreadable: no verdict at the end of its reply (expected a JSON {"pass", "score", "reason"} '
+            "or a line starting PASS or FAIL)",
+            raw=text,
+        )
+    group = _in_position(text, found)
+    said = {item.value for item in group if item.value is not None}
+    if len(said) > 1:
+        raise JudgeError("the judge's reply ends with both PASS and FAIL", raw=text)
+    passed = said.pop() if said else None
+    objects = [item.obj for item in group if item.obj is not None]
+    if objects:
+        obj = objects[-1]
         score = _as_score(obj.get("score"), text)
         if passed is None and score is None:
             raise JudgeError("the judge's JSON verdict has neither 'pass' nor 'score'", raw=text)
-        return passed, score, _reason(obj)
+        return passed, score, _reason(obj) or next((i.reason for i in reversed(group) if i.reason), "")
+    return passed, None, group[-1].reason
 
-    match = _LINE_VERDICT.search(text)
-    if match:
-        passed = match.group(1).upper() == "PASS"
-        reason = match.group(2).strip()
-        if not reason:  # the reason on the lines after a bare PASS/FAIL
-            reason = text[match.end() :].strip()
-        return passed, None, _clip(reason.strip("*_` "))
 
-    shouted = {m.group(1) for m in _ANY_VERDICT.finditer(text)}
-    if len(shouted) == 1:
-        return shouted.pop() == "PASS", None, _clip(text)
-    if len(shouted) > 1:
-        raise JudgeError("the judge's reply says both PASS and FAIL", raw=text)
-    raise JudgeError('the judge\'s verdict is unreadable (expected JSON {"pass", "score", "reason"} or PASS/FAIL)', raw=text)
+def _inside(found: list[_Found], pos: int) -> bool:
+    return any(item.obj is not None and item.start <= pos < item.end for item in found)
 
 
 def _category(value: Any) -> str | None:
@@ -179,29 +234,40 @@ def _category(value: Any) -> str | None:
 def parse_category(text: str) -> tuple[str, str]:
     """``(category, reason)`` from a factuality judge's reply; see :data:`FACTUALITY_CATEGORIES`.
 
-    JSON ``{"category": "subset", "reason": "..."}`` anywhere in the text, or
-    a ``Category: superset`` line, or a single ``(A)``..``(E)`` letter, or a
-    single category word. Raises :class:`JudgeError` otherwise.
+    The same "last, in position" rule as :func:`parse_verdict`: the last
+    top-level JSON object with a ``category`` key (``choice`` and
+    ``classification`` are read too), else the last line that starts with a
+    category — ``Category: superset``, ``(D)``, ``disagrees - ...``.
+    Disagreeing categories in verdict position, or none, raise :class:`JudgeError`.
     """
     if not isinstance(text, str) or not text.strip():
         raise JudgeError("the judge returned an empty reply", raw=text if isinstance(text, str) else None)
-    obj = _find_object(text, _CATEGORY_KEYS)
-    if obj is not None:
-        value = next(obj[k] for k in _CATEGORY_KEYS if k in obj)
-        category = _category(value)
+    found: list[_Found] = []
+    for start, end, obj in _objects(text):
+        key = next((k for k in _CATEGORY_KEYS if k in obj), None)
+        if key is None:
+            continue
+        category = _category(obj[key])
         if category is None:
-            raise JudgeError(f"the judge's category {value!r} is not one of {', '.join(FACTUALITY_CATEGORIES)}", raw=text)
-        return category, _reason(obj)
-    line = _CATEGORY_LINE.search(text)
-    if line and _category(line.group(1)):
-        return str(_category(line.group(1))), _clip(text[line.end() :].strip(" .:-—\n") or text)
-    letters = {m.group(1) for m in _CATEGORY_LETTER.finditer(text)}
-    if len(letters) == 1:
-        return str(_category(letters.pop())), _clip(text)
-    words = {_category(m.group(1)) for m in _CATEGORY_WORD.finditer(text)}
-    if len(words) == 1:
-        return str(words.pop()), _clip(text)
-    raise JudgeError(
-        'the judge\'s factuality verdict is unreadable (expected JSON {"category": ' + "|".join(FACTUALITY_CATEGORIES) + ', "reason"})',
-        raw=text,
-    )
+            raise JudgeError(f"the judge's category {obj[key]!r} is not one of {', '.join(FACTUALITY_CATEGORIES)}", raw=text)
+        found.append(_Found(start, end, category, obj, _reason(obj)))
+    for match in _CATEGORY_LINE.finditer(text):
+        if _inside(found, match.start()):
+            continue
+        category = _category(match.group(1) or match.group(2))
+        if category is not None:
+            found.append(_Found(match.start(), match.end(), category, None, _line_reason(text, match)))
+    if not found:
+        raise JudgeError(
+            'the judge\'s factuality verdict is unreadable: no category at the end of its reply (expected JSON {"category": '
+            + "|".join(FACTUALITY_CATEGORIES)
+            + ', "reason"})',
+            raw=text,
+        )
+    group = _in_position(text, found)
+    said = {item.value for item in group}
+    if len(said) > 1:
+        raise JudgeError(f"the judge's reply ends with more than one category ({', '.join(sorted(said))})", raw=text)
+    objects = [item for item in group if item.obj is not None]
+    chosen = objects[-1] if objects else group[-1]
+    return str(chosen.value), chosen.reason or next((i.reason for i in reversed(group) if i.reason), "")
