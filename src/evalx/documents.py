@@ -107,6 +107,8 @@ class _Builder:
         self.scalars = self.constructor.yaml_constructors
         self.problems: list[Problem] = []
         self.open: set[int] = set()  # collections being built: an alias back into one is a cycle
+        #: the key paths whose strings are Jinja templates: ``${VAR}`` goes in as a literal, never as template code
+        self.template_path: Callable[[KeyPath], bool] | None = None
 
     def build(self, node: yaml.Node, path: KeyPath) -> Any:
         self.lines[path] = node.start_mark.line + 1
@@ -189,6 +191,8 @@ class _Builder:
         return str(raw)
 
     def substitute(self, text: str, path: KeyPath) -> str:
+        data = jinja_literal if self.template_path is not None and self.template_path(path) else str
+
         def repl(m: re.Match[str]) -> str:
             if m.group(1):  # $${...} is a literal ${...}
                 return m.group(0)[1:]
@@ -196,13 +200,32 @@ class _Builder:
             value = self.env.get(name)
             if value is None or (value == "" and default is not None):
                 if default is not None:
-                    return default
+                    return data(default)
                 self.missing.append((path, name))
                 return ""
             self.env_values[name] = value
-            return value
+            return data(value)
 
         return _VAR.sub(repl, text)
+
+
+def jinja_literal(value: str) -> str:
+    """A Jinja template that renders to ``value`` exactly: ``{{ "..." }}`` with every non-alphanumeric escaped.
+
+    Nothing of ``value`` can then end the string, the expression or combine with the text around it.
+    """
+    out = []
+    for c in value:
+        n = ord(c)
+        if (c.isascii() and c.isalnum()) or c == " ":
+            out.append(c)
+        elif n < 0x100:
+            out.append(f"\\x{n:02x}")
+        elif n < 0x10000:
+            out.append(f"\\u{n:04x}")
+        else:
+            out.append(f"\\U{n:08x}")
+    return '{{ "' + "".join(out) + '" }}' if value else ""
 
 
 def _compose(text: str) -> yaml.Node | None:
@@ -224,8 +247,19 @@ def _compose_with(loader_class: Any, text: str) -> yaml.Node | None:
         loader.dispose()
 
 
-def load_yaml(text: str, file: str, *, env: Mapping[str, str] | None = None, interpolate: bool = True) -> Loaded:
-    """Parse ``text``; raise :class:`DocumentError` naming the line of a syntax error or a duplicate key."""
+def load_yaml(
+    text: str,
+    file: str,
+    *,
+    env: Mapping[str, str] | None = None,
+    interpolate: bool = True,
+    template_path: Callable[[KeyPath], bool] | None = None,
+) -> Loaded:
+    """Parse ``text``; raise :class:`DocumentError` naming the line of a syntax error or a duplicate key.
+
+    ``template_path(path)`` says which strings are Jinja templates: a ``${VAR}`` in one is
+    interpolated as a template that renders to the value, so the value is never template code.
+    """
     try:
         node = _compose(text)
     except yaml.MarkedYAMLError as exc:
@@ -237,6 +271,7 @@ def load_yaml(text: str, file: str, *, env: Mapping[str, str] | None = None, int
     if node is None:
         return Loaded(None, {}, file)
     builder = _Builder(os.environ if env is None else env, interpolate)
+    builder.template_path = template_path
     try:
         data = builder.build(node, ())
     except yaml.YAMLError as exc:

@@ -147,10 +147,10 @@ def load_config(
     for name in loaded.data.get("secrets") or []:
         if isinstance(name, str) and env.get(name):
             redactor.add(env[name])
+    secrets = [n for n in loaded.data.get("secrets") or [] if isinstance(n, str)]
+    redactor.add_environment(env, secrets)  # reachable through {{ env.X }} and os.environ, not only ${VAR}
     config = Config(p.resolve(), loaded, redactor)
-    for t in loaded.data.get("targets") or []:
-        if isinstance(t, dict) and isinstance(t.get("api_key"), str):
-            redactor.add(t["api_key"])
+    _add_configured_secrets(loaded.data, redactor)
 
     issues = schema_issues(config)
     issues += semantic_issues(config, check_imports=check_imports)
@@ -165,6 +165,41 @@ def load_config(
     return config
 
 
+def _add_configured_secrets(value: Any, redactor: Redactor) -> None:
+    """Every ``api_key`` and every ``headers:`` value (but the harmless headers') of targets and inline judges."""
+    if isinstance(value, dict):
+        for key, item in value.items():
+            if key == "api_key" and isinstance(item, str):
+                redactor.add(item)
+            elif key == "headers" and isinstance(item, dict):
+                for name, header_value in item.items():
+                    redactor.add_header(name, header_value)
+            else:
+                _add_configured_secrets(item, redactor)
+    elif isinstance(value, list):
+        for item in value:
+            _add_configured_secrets(item, redactor)
+
+
+#: the keys of a target (and of an inline judge target) whose strings are Jinja templates
+_TEMPLATE_KEYS = frozenset({"body", "params", "system", "prompt", "messages"})
+
+
+def template_path(path: KeyPath) -> bool:
+    """Whether the string at ``path`` is rendered as a template: a target's prompt, body... or a judge's prompt.
+
+    ``${VAR}`` interpolated there renders to the variable's value, never runs as template code.
+    """
+    if len(path) >= 3 and path[0] == "targets" and path[2] in _TEMPLATE_KEYS:
+        return True
+    for i, key in enumerate(path):
+        if key == "judge" and i + 1 < len(path):
+            rest = path[i + 1 :]
+            if rest[0] == "prompt" or (rest[0] == "target" and len(rest) >= 2 and rest[1] in _TEMPLATE_KEYS):
+                return True
+    return False
+
+
 def _read_yaml(p: Path, env: Mapping[str, str]) -> Loaded:
     shown = display_path(p)
     if not p.exists():
@@ -175,7 +210,7 @@ def _read_yaml(p: Path, env: Mapping[str, str]) -> Loaded:
         text = p.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         raise ConfigError(Issue(shown, None, "", f"cannot read config: {exc}")) from None
-    loaded = load_yaml(text, shown, env=env)
+    loaded = load_yaml(text, shown, env=env, template_path=template_path)
     if not isinstance(loaded.data, dict):
         raise ConfigError(Issue(shown, loaded.line_of(()) or 1, "", "the config must be a mapping with targets: and datasets:"))
     return loaded

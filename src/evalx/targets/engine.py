@@ -78,6 +78,10 @@ class EngineTarget:
 
     async def start(self, run: RunContext) -> None:
         s = self.settings
+        for name, value in (self.spec.get("headers") or {}).items():  # secrets unless harmless (DESIGN "Secrets in headers")
+            run.redactor.add_header(name, value)
+        if self.spec.get("api_key"):
+            run.redactor.add(str(self.spec["api_key"]))
         self._client = HttpClient(concurrency=s.concurrency, retries=s.retries, backoff=Backoff(base_s=s.backoff_s))
 
     async def aclose(self) -> None:

@@ -21,7 +21,7 @@ from typing import Any, NamedTuple
 
 from evalx.errors import ConfigError, Issue, TargetError, TargetProtocolError
 from evalx.models import Cell, ToolCall, Trajectory, Usage
-from evalx.redaction import SECRET_KEYS, looks_secret_name
+from evalx.redaction import SECRET_KEYS, harmless_header, looks_secret_name
 from evalx.targets.base import RunContext, template_context
 from evalx.targets.definitions import DefinitionError, Price, ProviderDefinition, find_provider
 from evalx.targets.settings import TargetSettings
@@ -101,8 +101,12 @@ class ProviderTarget:
             run.redactor.add(api_key)
 
         headers = dict(definition.headers)
-        headers.update(self.spec.get("headers") or {})
-        secret_headers = set()
+        configured = self.spec.get("headers") or {}
+        headers.update(configured)
+        # a header set in the config is a secret unless it is on the harmless list (DESIGN "Secrets in headers")
+        secret_headers = {k.lower() for k in configured if not harmless_header(k)}
+        for k, v in configured.items():
+            run.redactor.add_header(k, v)
         if definition.auth_header and api_key:
             try:
                 headers[definition.auth_header] = definition.render_auth(api_key)

@@ -409,6 +409,23 @@ class StreamResponse:
 # ------------------------------------------------------------------ the client
 
 
+#: same-origin redirects followed per request (see :meth:`HttpClient._send`)
+MAX_REDIRECTS = 5
+_REDIRECTS = frozenset({301, 302, 303, 307, 308})
+
+
+def _origin(url: str) -> str:
+    """``scheme://host:port`` of ``url``, with the scheme's default port made explicit."""
+    parts = urllib.parse.urlsplit(url)
+    scheme = parts.scheme.lower()
+    try:
+        port = parts.port
+    except ValueError:
+        port = None
+    port = port or {"http": 80, "https": 443}.get(scheme)
+    return f"{scheme}://{(parts.hostname or '').lower()}:{port}"
+
+
 class HttpClient:
     """One pooled HTTP client per target.
 
@@ -477,6 +494,40 @@ class HttpClient:
             )
         return self._session
 
+    async def _send(
+        self, method: str, url: str, data: bytes | None, headers: dict[str, str], timeout: aiohttp.ClientTimeout
+    ) -> aiohttp.ClientResponse:
+        """Send a request, following same-origin redirects only (at most :data:`MAX_REDIRECTS`).
+
+        aiohttp would follow a redirect to any host with every header (the
+        target's keys) and, for 307/308, the body; a redirect to another
+        origin (scheme, host and port) is the cell's error instead, naming
+        where it pointed. 301/302/303 turn a POST into a body-less GET, as
+        browsers do; 307/308 resend the same method and body.
+        """
+        session = self._get_session()
+        for _ in range(MAX_REDIRECTS + 1):
+            resp = await session.request(
+                method, url, data=data, headers=headers, timeout=timeout, proxy=self._proxy(url), allow_redirects=False
+            )
+            if resp.status not in _REDIRECTS:
+                return resp
+            location = resp.headers.get("Location")
+            resp.release()
+            if not location:
+                raise TargetError(f"HTTP {resp.status} redirect without a Location from {shown_url(url)}")
+            target = urllib.parse.urljoin(url, location)
+            if _origin(target) != _origin(url):
+                raise TargetError(
+                    f"HTTP {resp.status} from {shown_url(url)} redirects to another origin ({_origin(target)}); "
+                    "not followed: credentials are never sent to another origin (set the target's URL to the new one)"
+                )
+            if resp.status in (301, 302, 303) and method != "HEAD":
+                method, data = "GET", None
+                headers = {k: v for k, v in headers.items() if k.lower() != "content-type"}
+            url = target
+        raise TargetError(f"more than {MAX_REDIRECTS} redirects from {shown_url(url)}")
+
     @staticmethod
     def _encode(json: Any, headers: Mapping[str, str] | None, encoded: bytes | None = None) -> tuple[bytes | None, dict[str, str]]:
         out = dict(headers or {})
@@ -516,11 +567,13 @@ class HttpClient:
         else:
             timeout = self._timeout(None)
         try:
-            request = self._get_session().request(method, url, data=data, headers=hdrs, timeout=timeout, proxy=self._proxy(url))
-            async with request as resp:
+            resp = await self._send(method, url, data, hdrs, timeout)
+            try:
                 self._reached = True
                 raw = await resp.read()
                 status, resp_headers, charset = resp.status, resp.headers, resp.charset or "utf-8"
+            finally:
+                resp.release()
 
         except (aiohttp.ClientError, OSError, asyncio.TimeoutError) as exc:
             raise transport_error(exc, url, timeout_s=limit) from None
@@ -556,7 +609,7 @@ class HttpClient:
         data, hdrs = self._encode(json, headers)
         timeout = aiohttp.ClientTimeout(total=None, sock_connect=self.connect_timeout_s, sock_read=idle_timeout_s)
         try:
-            resp = await self._get_session().request(method, url, data=data, headers=hdrs, timeout=timeout, proxy=self._proxy(url))
+            resp = await self._send(method, url, data, hdrs, timeout)
         except (aiohttp.ClientError, OSError, asyncio.TimeoutError) as exc:
             raise transport_error(exc, url, timeout_s=idle_timeout_s) from None
         self._reached = True
