@@ -91,6 +91,10 @@ def format_path(path: KeyPath) -> str:
 # ---------------------------------------------------------------------------- YAML
 
 _STR_TAG = "tag:yaml.org,2002:str"
+#: values built again through aliases are allowed up to this many, or ten times the document's own values if more
+#: (a "billion laughs" document of a few lines would otherwise expand until memory runs out)
+ALIAS_FLOOR = 100_000
+_ALIAS_RATIO = 10
 _MERGE_TAG = "tag:yaml.org,2002:merge"
 
 
@@ -109,9 +113,20 @@ class _Builder:
         self.open: set[int] = set()  # collections being built: an alias back into one is a cycle
         #: the key paths whose strings are Jinja templates: ``${VAR}`` goes in as a literal, never as template code
         self.template_path: Callable[[KeyPath], bool] | None = None
+        self.built: set[int] = set()  # collections built once: meeting one again is an alias
+        self.expanding = 0  # > 0 while building a collection again through an alias
+        self.own = 0  # values built from their own place in the text
+        self.expanded = 0  # values built again through aliases
+        self.alias_use: tuple[KeyPath, int | None] = ((), None)
 
-    def build(self, node: yaml.Node, path: KeyPath) -> Any:
+    def build(self, node: yaml.Node, path: KeyPath, key_line: int | None = None) -> Any:
         self.lines[path] = node.start_mark.line + 1
+        if self.expanding:
+            self.expanded += 1
+            if self.expanded > ALIAS_FLOOR and self.expanded > _ALIAS_RATIO * self.own:
+                raise _AliasBomb
+        else:
+            self.own += 1
         if isinstance(node, yaml.ScalarNode):
             if node.tag == _STR_TAG:
                 value: Any = node.value
@@ -124,7 +139,12 @@ class _Builder:
         if id(node) in self.open:
             self.problems.append(Problem(node.start_mark.line + 1, path, "an alias refers to the collection it is in (a cycle)"))
             return None
+        again = id(node) in self.built
+        if again and not self.expanding:  # where the outermost alias is used: its key's line, or its list's
+            self.alias_use = (path, key_line or self.lines.get(path[:-1]))
+        self.built.add(id(node))
         self.open.add(id(node))
+        self.expanding += again
         try:
             if isinstance(node, yaml.SequenceNode):
                 return [self.build(item, (*path, i)) for i, item in enumerate(node.value)]
@@ -133,6 +153,7 @@ class _Builder:
             return self.constructor.construct_object(node, deep=True)
         finally:
             self.open.discard(id(node))
+            self.expanding -= again
 
     def mapping(self, node: yaml.MappingNode, path: KeyPath) -> dict[str, Any]:
         out: dict[str, Any] = {}
@@ -140,7 +161,7 @@ class _Builder:
         for key_node, value_node in merged:  # `<<: *base` values first: the mapping's own keys override them
             key = self.key(key_node, path)
             if key is not None:
-                out[key] = self.build(value_node, (*path, key))
+                out[key] = self.build(value_node, (*path, key), key_node.start_mark.line + 1)
                 self.lines[(*path, key)] = key_node.start_mark.line + 1
         own_keys: set[str] = set()
         for key_node, value_node in own:
@@ -151,7 +172,7 @@ class _Builder:
             if key in own_keys:
                 self.problems.append(Problem(line, (*path, key), f"duplicate key {key!r}"))
             own_keys.add(key)
-            out[key] = self.build(value_node, (*path, key))
+            out[key] = self.build(value_node, (*path, key), line)
             self.lines[(*path, key)] = line  # a key's own line is more useful than its value's for errors
         return out
 
@@ -207,6 +228,13 @@ class _Builder:
             return data(value)
 
         return _VAR.sub(repl, text)
+
+
+class _AliasBomb(Exception):
+    """Aliases expanded past the bound."""
+
+
+_TOO_DEEP = "nested too deeply (evalx reads a few hundred levels)"
 
 
 def jinja_literal(value: str) -> str:
@@ -268,6 +296,8 @@ def load_yaml(
         raise DocumentError(file, [Problem(mark.line + 1 if mark else None, (), f"invalid YAML: {problem}")]) from None
     except yaml.YAMLError as exc:
         raise DocumentError(file, [Problem(None, (), f"invalid YAML: {exc}")]) from None
+    except RecursionError:
+        raise DocumentError(file, [Problem(None, (), f"invalid YAML: {_TOO_DEEP}")]) from None
     if node is None:
         return Loaded(None, {}, file)
     builder = _Builder(os.environ if env is None else env, interpolate)
@@ -278,6 +308,12 @@ def load_yaml(
         mark = getattr(exc, "problem_mark", None)
         problem = getattr(exc, "problem", None) or str(exc)
         raise DocumentError(file, [Problem(mark.line + 1 if mark else None, (), f"invalid YAML: {problem}")]) from None
+    except RecursionError:
+        raise DocumentError(file, [Problem(None, (), f"invalid YAML: {_TOO_DEEP}")]) from None
+    except _AliasBomb:
+        path, line = builder.alias_use
+        message = f"aliases expand to more than {ALIAS_FLOOR:,} values ({builder.own:,} written out): an alias bomb?"
+        raise DocumentError(file, [Problem(line, path, message)]) from None
     if builder.problems:
         raise DocumentError(file, builder.problems)
     return Loaded(data, builder.lines, file, builder.missing, builder.env_values)
@@ -311,7 +347,7 @@ def load_json(text: str, file: str, *, first_line: int = 1) -> Loaded:
         _, duplicates = _json_walk(text, None, first_line)
         raise DocumentError(file, [Problem(line, path, f"duplicate key {path[-1]!r}") for line, path in duplicates]) from None
     except RecursionError:
-        raise DocumentError(file, [Problem(first_line, (), "invalid JSON: nested too deeply")]) from None
+        raise DocumentError(file, [Problem(first_line, (), f"invalid JSON: {_TOO_DEEP}")]) from None
     return Loaded(data, _JsonLines(text, first_line), file)
 
 
