@@ -37,6 +37,7 @@ TABLE: dict[str, tuple[Any, Any, Any, Any]] = {
     "idle_timeout_s": (4.0, 2.0, 1.0, None),  # built-in: the resolved timeout_s
     "cache": (False, True, False, None),  # built-in: on for provider targets only
     "rate_limit": ({"rpm": 30}, {"rpm": 20}, {"rpm": 10}, None),
+    "max_response_bytes": (3000, 2000, 1000, 64 * 1024 * 1024),
 }
 
 

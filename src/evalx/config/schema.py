@@ -31,6 +31,11 @@ _RUN_SETTINGS: dict[str, Any] = {
         "description": "Base of the jittered exponential backoff between retries, in seconds (default 0.5).",
     },
     "cache": {"type": "boolean", "description": "Cache responses (default: on for provider targets, off otherwise)."},
+    "max_response_bytes": {
+        **_POS_INT,
+        "description": "The most bytes one response (a body or a stream, counted after decompression) may have; "
+        "past it the cell is an error (default 67108864, 64 MiB).",
+    },
 }
 
 _PRICING = {

@@ -82,7 +82,9 @@ class EngineTarget:
             run.redactor.add_header(name, value)
         if self.spec.get("api_key"):
             run.redactor.add(str(self.spec["api_key"]))
-        self._client = HttpClient(concurrency=s.concurrency, retries=s.retries, backoff=Backoff(base_s=s.backoff_s))
+        self._client = HttpClient(
+            concurrency=s.concurrency, retries=s.retries, backoff=Backoff(base_s=s.backoff_s), max_response_bytes=s.max_response_bytes
+        )
 
     async def aclose(self) -> None:
         if self._client is not None:

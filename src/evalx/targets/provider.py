@@ -132,7 +132,13 @@ class ProviderTarget:
         s = self.settings
         self.limiter = RateLimiter(s.rate_limit_rpm) if s.rate_limit_rpm else None
         self.pacer = self._wait_turn if self.limiter is not None else None
-        self.client = HttpClient(concurrency=s.concurrency, retries=s.retries, backoff=Backoff(base_s=s.backoff_s), timeout_s=s.timeout_s)
+        self.client = HttpClient(
+            concurrency=s.concurrency,
+            retries=s.retries,
+            backoff=Backoff(base_s=s.backoff_s),
+            timeout_s=s.timeout_s,
+            max_response_bytes=s.max_response_bytes,
+        )
 
     async def _wait_turn(self) -> None:
         """Wait for the rate limit's next slot, before the cell's clock starts; its first request uses that slot."""

@@ -2,7 +2,7 @@
 
 Every setting a target runs under — how many cells at once, the per-cell
 timeout, retries and their backoff, the stream idle timeout, the response
-cache, the rate limit — is read here and nowhere else.
+cache, the rate limit, the response size limit — is read here and nowhere else.
 :func:`resolve_settings` looks each one up in three layers, the first that
 sets it (to anything but null) wins:
 
@@ -27,10 +27,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["BACKOFF_ENV", "SETTING_KEYS", "TargetSettings", "resolve_settings"]
+__all__ = ["BACKOFF_ENV", "MAX_RESPONSE_BYTES", "SETTING_KEYS", "TargetSettings", "resolve_settings"]
 
 #: environment variable overriding the built-in backoff base (seconds); tests set it small
 BACKOFF_ENV = "EVALX_BACKOFF_BASE_S"
+#: the built-in ``max_response_bytes``: 64 MiB, far above any real answer, far below a machine's memory
+MAX_RESPONSE_BYTES = 64 * 1024 * 1024
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,10 +54,15 @@ class TargetSettings:
     cache: bool = False
     #: provider targets' ``rate_limit: {rpm: N}``: requests per minute, None for no limit
     rate_limit_rpm: float | None = None
+    #: the most bytes one response may have (decoded: after gzip/deflate/br), a whole body or a stream;
+    #: past it the cell ends with an error (a hostile or broken server cannot exhaust memory or time)
+    max_response_bytes: int = MAX_RESPONSE_BYTES
 
 
 #: the keys a layer may set (``rate_limit`` is the ``{rpm: N}`` mapping)
-SETTING_KEYS = frozenset({"concurrency", "timeout_s", "retries", "backoff_s", "idle_timeout_s", "cache", "rate_limit"})
+SETTING_KEYS = frozenset(
+    {"concurrency", "timeout_s", "retries", "backoff_s", "idle_timeout_s", "cache", "rate_limit", "max_response_bytes"}
+)
 
 
 def resolve_settings(
@@ -89,6 +96,7 @@ def resolve_settings(
     backoff_s = pick("backoff_s")
     idle = pick("idle_timeout_s")
     cache = pick("cache")
+    max_bytes = pick("max_response_bytes")
     rpm = None
     for layer in layers:
         rate_limit = layer.get("rate_limit")
@@ -104,6 +112,7 @@ def resolve_settings(
         idle_timeout_s=float(idle) if idle is not None else timeout,
         cache=bool(cache) if cache is not None else spec.get("type") == "provider",
         rate_limit_rpm=rpm if rpm is not None and rpm > 0 else None,
+        max_response_bytes=max(1, int(max_bytes)) if max_bytes is not None else built_in.max_response_bytes,
     )
 
 

@@ -67,6 +67,7 @@ from typing import Any, TypeVar
 import aiohttp
 
 from evalx.errors import TargetError, TargetProtocolError, TargetTimeout
+from evalx.targets.settings import MAX_RESPONSE_BYTES
 from evalx.targets.transport.sse import LineDecoder
 
 __all__ = [
@@ -359,6 +360,8 @@ class StreamResponse:
     url: str
     idle_timeout_s: float | None
     _resp: aiohttp.ClientResponse = field(repr=False)
+    #: the most body bytes (decoded) read before the stream is cut with a TargetError
+    max_bytes: int = MAX_RESPONSE_BYTES
 
     @property
     def content_type(self) -> str:
@@ -377,8 +380,13 @@ class StreamResponse:
         raise classify_status(self.status, body, url=self.url, headers=self.headers, key_hint=key_hint)
 
     async def chunks(self) -> AsyncIterator[bytes]:
-        """Raw body chunks as they arrive; an idle read past ``idle_timeout_s`` raises TargetTimeout."""
+        """Raw (decoded) body chunks as they arrive.
+
+        An idle read past ``idle_timeout_s`` raises TargetTimeout; more than
+        ``max_bytes`` in all raises :func:`too_large`'s error.
+        """
         content = self._resp.content
+        left = self.max_bytes
         while True:
             try:
                 chunk = await content.readany()
@@ -386,6 +394,10 @@ class StreamResponse:
                 raise transport_error(exc, self.url, phase="stream", timeout_s=self.idle_timeout_s) from None
             if not chunk:
                 return
+            left -= len(chunk)
+            if left < 0:
+                self._resp.close()
+                raise too_large(self.url, self.max_bytes, "stream")
             yield chunk
 
     async def lines(self) -> AsyncIterator[str]:
@@ -406,8 +418,36 @@ class StreamResponse:
         return b"".join(chunks)
 
 
-# ------------------------------------------------------------------ the client
+def too_large(url: str, limit: int, what: str = "response") -> TargetError:
+    """The error for a body or stream past ``max_response_bytes`` (not retryable: the next answer would be as big)."""
+    return TargetError(f"the {what} from {shown_url(url)} is larger than max_response_bytes ({limit:,} bytes); reading stopped")
 
+
+async def _read_body(resp: aiohttp.ClientResponse, limit: int, url: str) -> bytes:
+    """The whole body, at most ``limit`` bytes after decompression, read chunk by chunk as it arrives.
+
+    A body of a known length under the limit that is not compressed is read
+    at once; anything else (chunked, endless, gzip/deflate/br that expands)
+    is counted as aiohttp decodes it, a bounded piece at a time, and cut
+    (connection closed) as soon as it passes the limit.
+    """
+    length = resp.content_length
+    if length is not None and "Content-Encoding" not in resp.headers:
+        if length > limit:
+            resp.close()
+            raise too_large(url, limit)
+        return await resp.read()
+    body = bytearray()
+    content = resp.content
+    while chunk := await content.readany():
+        body += chunk
+        if len(body) > limit:
+            resp.close()
+            raise too_large(url, limit)
+    return bytes(body)
+
+
+# ------------------------------------------------------------------ the client
 
 #: same-origin redirects followed per request (see :meth:`HttpClient._send`)
 MAX_REDIRECTS = 5
@@ -434,7 +474,9 @@ class HttpClient:
     ``connect_timeout_s`` bounds each connection attempt; ``timeout_s`` (if
     given) bounds a whole :meth:`request_json` — unless the caller's own
     deadline (:data:`CALL_DEADLINE`) comes first, as it then always ends the
-    request before that bound could. Create it inside the event loop (a
+    request before that bound could. ``max_response_bytes`` bounds every
+    response body and stream, counted after decompression (:func:`too_large`).
+    Create it inside the event loop (a
     target's ``start()``); close it with :meth:`aclose`.
     """
 
@@ -447,8 +489,10 @@ class HttpClient:
         connect_timeout_s: float = 10.0,
         timeout_s: float | None = None,
         headers: Mapping[str, str] | None = None,
+        max_response_bytes: int = MAX_RESPONSE_BYTES,
     ) -> None:
         self.concurrency = max(1, int(concurrency))
+        self.max_response_bytes = max(1, int(max_response_bytes))
         self.retries = max(0, int(retries))
         self.backoff = backoff or Backoff()
         self.connect_timeout_s = connect_timeout_s
@@ -570,7 +614,7 @@ class HttpClient:
             resp = await self._send(method, url, data, hdrs, timeout)
             try:
                 self._reached = True
-                raw = await resp.read()
+                raw = await _read_body(resp, self.max_response_bytes, url)
                 status, resp_headers, charset = resp.status, resp.headers, resp.charset or "utf-8"
             finally:
                 resp.release()
@@ -614,7 +658,7 @@ class HttpClient:
             raise transport_error(exc, url, timeout_s=idle_timeout_s) from None
         self._reached = True
         try:
-            yield StreamResponse(resp.status, resp.headers, url, idle_timeout_s, resp)
+            yield StreamResponse(resp.status, resp.headers, url, idle_timeout_s, resp, self.max_response_bytes)
         finally:
             if resp.content.at_eof():
                 resp.release()

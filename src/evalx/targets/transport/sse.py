@@ -51,7 +51,9 @@ class LineDecoder:
     __slots__ = ("_buffer", "_trailing_cr")
 
     def __init__(self) -> None:
-        self._buffer = ""
+        #: the unterminated line so far, in pieces: only new text is searched for line ends, so a
+        #: line that never ends (a hostile stream) costs linear time, not a rescan per chunk
+        self._buffer: list[str] = []
         self._trailing_cr = False
 
     def decode(self, text: str) -> list[str]:
@@ -64,21 +66,26 @@ class LineDecoder:
                 text = text[1:]
                 if not text:
                     return []
-        text = self._buffer + text
         parts = _LINE_END.split(text)
-        self._buffer = parts.pop()  # the unterminated tail ("" if text ended in a line end)
-        if text[-1] == "\r" and not self._buffer:
+        tail = parts.pop()  # the unterminated tail ("" if text ended in a line end)
+        if not parts:
+            self._buffer.append(tail)
+            return parts
+        if self._buffer:
+            parts[0] = "".join(self._buffer) + parts[0]
+        self._buffer = [tail] if tail else []
+        if text[-1] == "\r" and not tail:
             self._trailing_cr = True
         return parts
 
     def flush(self) -> list[str]:
         """The unterminated last line, if any (call at end of stream)."""
-        tail, self._buffer, self._trailing_cr = self._buffer, "", False
+        tail, self._buffer, self._trailing_cr = "".join(self._buffer), [], False
         return [tail] if tail else []
 
     @property
     def pending(self) -> bool:
-        return bool(self._buffer)
+        return any(self._buffer)
 
 
 class SSEDecoder:
