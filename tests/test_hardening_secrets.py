@@ -272,3 +272,32 @@ def test_interpolated_environment_value_is_data_not_template_code(servers: tuple
     ]
     assert body["user"] == literal
     assert "very-secret-token-31337" not in target.requests[0]["body"]
+
+
+def test_interpolated_value_in_a_provider_definition_template_is_data(servers: tuple[Recorder, Recorder], tmp_path: Path) -> None:
+    target, _ = servers
+    (tmp_path / "providers").mkdir()
+    (tmp_path / "providers" / "acme.yaml").write_text(
+        textwrap.dedent(
+            """
+            name: acme
+            request:
+              path: /v1/chat/completions
+              body: |
+                {"model": {{ model | tojson }}, "greeting": "${GREETING}", "messages": {{ messages | tojson }}}
+            response:
+              text: response.choices[0].message.content
+            """
+        ),
+        encoding="utf-8",
+    )
+    config = f"""
+        version: 1
+        providers_dir: providers
+        targets: [{{id: p, type: provider, provider: acme, model: m, base_url: '{target.url}'}}]
+        datasets: [{{id: d, cases: [{{id: a, input: hi}}]}}]
+    """
+    env = {"GREETING": "{{ env.SECRET_TOKEN }}", "SECRET_TOKEN": "very-secret-token-31337"}
+    proc, run_dir = run_cli(tmp_path, config, env)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert json.loads(target.requests[0]["body"])["greeting"] == "{{ env.SECRET_TOKEN }}"

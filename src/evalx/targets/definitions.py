@@ -693,6 +693,10 @@ def _display(path: Path) -> str:
     return display_path(path)
 
 
+#: the definition's strings that are Jinja templates
+_TEMPLATE_PATHS = frozenset({("request", "body"), ("auth", "value"), ("embeddings", "body")})
+
+
 def load_definition(path: Path, *, shipped: bool = False) -> ProviderDefinition:
     """Read and validate one provider file; raise :class:`ConfigError` naming FILE:LINE."""
     shown = _display(path)
@@ -700,7 +704,7 @@ def load_definition(path: Path, *, shipped: bool = False) -> ProviderDefinition:
         text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         raise ConfigError(Issue(shown, None, "", f"cannot read provider definition: {exc}")) from None
-    loaded = load_yaml(text, shown)
+    loaded = load_yaml(text, shown, template_path=_TEMPLATE_PATHS.__contains__)  # ${VAR} there is data, never template code
     if not isinstance(loaded.data, dict):
         raise ConfigError(Issue(shown, loaded.line_of(()) or 1, "", "a provider definition must be a mapping with request: and response:"))
     from evalx.documents import describe_schema_error, schema_error_leaves
