@@ -247,9 +247,13 @@ def report(run_ref: str, config_path: Path, html: Path | None, junit: Path | Non
     run directory (which needs no config).
     """
     from evalx.reports.render import REPORT_FILES, copy_report, rebuild_reports
+    from evalx.results.store import RESULTS, ReadProblems
 
     run_dir = _find_run(run_ref, config_path)
-    rebuild_reports(run_dir)
+    problems = ReadProblems()
+    rebuild_reports(run_dir, problems)
+    if problems:
+        click.echo(f"evalx: warning: {problems.warning(run_dir / RESULTS)}", err=True)
     written = [run_dir / name for name in REPORT_FILES]
     if html:
         copy_report(run_dir / "report.html", html)
@@ -406,6 +410,7 @@ def compare(config_path: Path, run_a: str, run_b: str, json_out: bool, markdown_
     if "latest" in (run_a, run_b) and config_path.exists():
         name = _load(config_path, check_imports=False).name
     a, b = resolve_run(run_a, out_dir, name=name), resolve_run(run_b, out_dir, name=name)
+    _warn_damaged(a, b)
     result = compare_runs(a, b)
     if json_out:
         import json
@@ -415,6 +420,21 @@ def compare(config_path: Path, run_a: str, run_b: str, json_out: bool, markdown_
         click.echo(markdown_comparison(result))
     else:
         click.echo(format_comparison(result), nl=False)
+
+
+def _warn_damaged(*run_dirs: Path) -> None:
+    """A warning (stderr) for each run whose results.jsonl has lines that cannot be read or repeat a cell."""
+    from evalx.results.store import RESULTS, ReadProblems, read_results
+
+    for run_dir in run_dirs:
+        path = run_dir / RESULTS
+        if not path.is_file():
+            continue
+        problems = ReadProblems()
+        for _ in read_results(path, problems):
+            pass
+        if problems:
+            click.echo(f"evalx: warning: {problems.warning(path)}", err=True)
 
 
 @main.command()

@@ -8,6 +8,7 @@ executor's objects.
 from __future__ import annotations
 
 import copy
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -199,3 +200,69 @@ class Cell:
     @property
     def key(self) -> str:
         return f"{self.target}\x1f{self.dataset}\x1f{self.case.id}\x1f{self.repeat}"
+
+
+#: a UTF-16 surrogate code point on its own: valid in a Python str, impossible in UTF-8
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def safe_text(text: str) -> str:
+    """``text`` with every lone surrogate replaced by U+FFFD, so it can be written as UTF-8.
+
+    Strings from outside (a server's error message, a JSON ``"\\ud800"`` escape,
+    a callable's exception or output) may hold one; written as they are they
+    make every report, ``--resume`` and ``capture`` fail. ``text`` itself when clean.
+    """
+    if text.isascii():
+        return text
+    return _LONE_SURROGATE.sub("\ufffd", text)
+
+
+#: how deep a target's output may nest (a value that contains itself never ends)
+MAX_DEPTH = 200
+
+
+def safe_value(value: Any, depth: int = 0) -> Any:
+    """``value`` with :func:`safe_text` applied to every string in it (keys too); ``value`` itself when clean.
+
+    Raises ValueError for a value nested deeper than :data:`MAX_DEPTH` (or one
+    that contains itself): it could not be written as JSON.
+    """
+    kind = type(value)
+    if kind is str:
+        return safe_text(value)
+    if kind is dict or kind is list or isinstance(value, (dict, list, tuple)):
+        if depth >= MAX_DEPTH:
+            raise ValueError(f"it nests deeper than {MAX_DEPTH} levels (or contains itself)")
+        depth += 1
+        if isinstance(value, dict):
+            changed = False
+            out = {}
+            for k, v in value.items():
+                k2, v2 = safe_value(k, depth), safe_value(v, depth)
+                changed = changed or k2 is not k or v2 is not v
+                out[k2] = v2
+            return out if changed else value
+        items = [safe_value(v, depth) for v in value]
+        return items if any(a is not b for a, b in zip(items, value)) else value
+    return value
+
+
+def safe_trajectory(traj: Trajectory) -> Trajectory:
+    """``traj`` with no lone surrogate left in its strings: the one place a target's output and errors are made safe.
+
+    Applied by the executor to every trajectory a target produced (or an
+    exception became), before it is scored, cached, written or reported.
+    Raises ValueError when a value in it could not be stored (see :func:`safe_value`).
+    """
+    traj.text, traj.error, traj.traceback = safe_value(traj.text), safe_value(traj.error), safe_value(traj.traceback)
+    for call in traj.tool_calls:
+        if isinstance(call, ToolCall):
+            call.name, call.args, call.result = safe_value(call.name), safe_value(call.args), safe_value(call.result)
+    if traj.events:
+        traj.events = safe_value(traj.events)
+    if traj.request is not None:
+        traj.request = safe_value(traj.request)
+    if traj.raw is not None:
+        traj.raw = safe_value(traj.raw)
+    return traj

@@ -24,7 +24,7 @@ from typing import Any, TypeVar, cast
 
 from evalx.assertions import AssertionContext, Grader, cell_status, evaluate_case
 from evalx.errors import TargetError
-from evalx.models import Cell, Trajectory
+from evalx.models import Cell, Trajectory, safe_trajectory
 from evalx.results.model import AssertionRecord, CellOutput, CellResult, cell_result, not_run
 from evalx.targets import RunContext, Target, TargetSettings
 from evalx.targets.transport.http import CALL_DEADLINE
@@ -132,8 +132,14 @@ class Executor:
                 traj = Trajectory(error=f"timed out after {timeout_s:g}s")
             except TargetError as exc:
                 traj = Trajectory(error=str(exc))
-            except Exception as exc:
+            except asyncio.CancelledError:
+                raise  # the run is interrupted (Ctrl-C, SIGTERM): not this cell's doing
+            except BaseException as exc:  # SystemExit, KeyboardInterrupt, GeneratorExit...: the target's, so the cell's error
                 traj = Trajectory(error=_one_line(exc), traceback=traceback.format_exc())
+            try:  # a lone surrogate from outside stops here, before results, cache and reports
+                traj = safe_trajectory(traj)
+            except ValueError as exc:  # a value that contains itself: it could never be written
+                traj = Trajectory(error=f"{target.id} returned output evalx cannot store: {exc}")
         latency = (time.perf_counter() - t0) * 1000.0
         if traj.latency_ms is None:
             traj.latency_ms = round(latency, 3)
@@ -301,7 +307,10 @@ def _from_cache(stored: dict[str, Any], target: Target) -> Trajectory:
 
 
 def _one_line(exc: BaseException) -> str:
-    text = str(exc).strip().splitlines()
+    try:
+        text = str(exc).strip().splitlines()
+    except Exception:  # an exception whose __str__ raises: its type says enough
+        text = []
     first = text[0] if text else ""
     return f"{type(exc).__name__}: {first}" if first else type(exc).__name__
 

@@ -25,7 +25,7 @@ from evalx.execution.progress import Progress
 from evalx.reports.render import copy_report, write_reports
 from evalx.results.model import CellResult, CostGuardReport, RunSummary
 from evalx.results.outcome import RunFacts, decide_exit, finish_summary
-from evalx.results.store import ResultWriter, new_run_id, read_results, write_json
+from evalx.results.store import RESULTS, ReadProblems, ResultWriter, RunLock, new_run_id, read_results, rewrite_results, write_json
 from evalx.targets import RunContext, build_target, resolve_settings
 from evalx.usercode import user_code_on_path
 
@@ -74,6 +74,28 @@ def run(config: Config, options: RunOptions, *, out: TextIO | None = None, err: 
         for note in _resume.check_plan(previous, config, plan, fingerprint):
             print(f"evalx: {note}", file=err)
     run_dir.mkdir(parents=True, exist_ok=True)
+    lock = RunLock(run_dir)  # one writer per run folder: a second run or --resume of it is refused (exit 2)
+    try:
+        return _run_locked(config, options, plan, run_id, run_dir, fingerprint, previous, out=out, err=err)
+    finally:
+        lock.release()
+
+
+def _run_locked(
+    config: Config,
+    options: RunOptions,
+    plan: Plan,
+    run_id: str,
+    run_dir: Path,
+    fingerprint: str,
+    previous: dict[str, Any] | None,
+    *,
+    out: TextIO,
+    err: TextIO,
+) -> RunOutcome:
+    """The run, its folder locked by :func:`run`: execute the cells, write results, summary and reports."""
+    from evalx.execution import resume as _resume
+
     started = datetime.now(timezone.utc)
     meta: dict[str, Any] = {
         "run_id": run_id,
@@ -116,11 +138,19 @@ def run(config: Config, options: RunOptions, *, out: TextIO | None = None, err: 
         repeat_pass_rule=str(config.defaults.get("repeat_pass_rule", "majority")),
         matrix=plan.matrix_summary(),
     )
-    writer = ResultWriter(run_dir, append=options.resume)  # append: a torn last line is dropped
     todo = plan
     done: list[CellResult] = []
     if options.resume:
-        done = list(read_results(run_dir / "results.jsonl"))
+        problems = ReadProblems()
+        done = list(read_results(run_dir / RESULTS, problems))
+        if problems:  # damaged or duplicate lines: the file is rewritten with the readable ones, each cell once
+            print(
+                f"evalx: warning: {problems.warning(run_dir / RESULTS)}; resuming from the readable lines (a cell without one runs again)",
+                file=err,
+            )
+            rewrite_results(run_dir / RESULTS, done)
+    writer = ResultWriter(run_dir, append=options.resume)  # append: a torn last line is dropped
+    if options.resume:
         _resume.check_results(done, plan)
         for result in done:
             summary_builder.add(result)

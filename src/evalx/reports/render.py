@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import shutil
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from evalx.errors import EvalxError
 from evalx.reports.html import HtmlStream, write_html
@@ -15,7 +15,7 @@ from evalx.results.gates import format_outcome
 from evalx.results.model import BaselineView, RunSummary
 from evalx.results.outcome import restore_summary
 from evalx.results.repeats import RULES
-from evalx.results.store import read_results, write_json
+from evalx.results.store import ReadProblems, read_results, write_json
 from evalx.results.summary import SummaryBuilder
 
 __all__ = ["REPORT_FILES", "copy_report", "rebuild_reports", "write_reports"]
@@ -80,13 +80,16 @@ def _junit_and_html(
             html.close()
 
 
-def rebuild_reports(run_dir: Path) -> RunSummary:
+def rebuild_reports(run_dir: Path, problems: ReadProblems | None = None) -> RunSummary:
     """Re-render a stored run's reports from its ``results.jsonl`` (`evalx report`); returns the summary.
 
     The summary is rebuilt from the results (so it reflects every stored cell);
     what only the run knew (duration, config, baseline...) comes from the
-    stored ``summary.json`` and ``run.json``.
+    stored ``summary.json`` and ``run.json``. Lines that could not be read, and
+    second lines of a cell, are left out, counted in ``problems`` and named in
+    the summary (``unreadable_lines``, ``duplicate_cells``).
     """
+    problems = problems if problems is not None else ReadProblems()
     if not (run_dir / "results.jsonl").is_file():
         raise EvalxError(f"{run_dir}: no results.jsonl there, not a run directory")
     meta, stored = _read_json_dict(run_dir / "run.json"), _read_json_dict(run_dir / "summary.json")
@@ -99,12 +102,15 @@ def rebuild_reports(run_dir: Path) -> RunSummary:
         repeat_pass_rule=rule if rule in RULES else "majority",
         matrix=matrix if isinstance(matrix, dict) else None,
     )
-    for result in read_results(run_dir / "results.jsonl"):
+    for result in read_results(run_dir / "results.jsonl", problems):
         builder.add(result)
     duration = stored.get("duration_s")
     finished = str(stored.get("finished_at") or meta.get("finished_at") or "")
     figures = builder.finish(finished, float(duration) if isinstance(duration, (int, float)) else 0.0)
     summary = restore_summary(figures, stored)  # what only the run knew: config, interrupted, baseline...
+    for key in ("unreadable_lines", "duplicate_cells"):  # what this read found, not what an earlier one did
+        summary.pop(key, None)  # type: ignore[misc]
+    problems.record(cast(dict[str, Any], summary))
     write_reports(run_dir, summary)
     return summary
 

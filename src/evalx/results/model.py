@@ -767,3 +767,10 @@ class RunSummary(SummaryFigures, total=False):
     """Only with a baseline."""
     gates: GateReport
     """Only when ``gates:`` sets a gate."""
+    unreadable_lines: list[int]
+    """Only when ``results.jsonl`` has lines evalx could not read (damaged, torn, not a result): their line numbers.
+
+    Those cells are missing from the figures (``evalx report`` / ``compare`` warn about them).
+    """
+    duplicate_cells: list[int]
+    """Only when ``results.jsonl`` holds a cell more than once (two writers): the cells' indexes, each counted once (its first line)."""

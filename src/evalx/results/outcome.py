@@ -37,8 +37,19 @@ __all__ = [
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INCOMPLETE = 0, 1, 2, 3
 
-#: the keys of summary.json only a run knows (after the figures), in the order written
-RUN_KEYS = ("config", "interrupted", "cells_planned", "cost_guard", "comparison", "baseline", "gates")
+#: the keys of summary.json only a run knows (after the figures), in the order written; the last two are
+#: written by the reader of a damaged results.jsonl (`evalx report`, :class:`evalx.results.store.ReadProblems`)
+RUN_KEYS = (
+    "config",
+    "interrupted",
+    "cells_planned",
+    "cost_guard",
+    "comparison",
+    "baseline",
+    "gates",
+    "unreadable_lines",
+    "duplicate_cells",
+)
 
 
 @dataclass(frozen=True)

@@ -12,10 +12,18 @@ import json
 import os
 import secrets
 import time
+
+try:
+    import fcntl
+except ImportError:  # pragma: no cover  (Windows)
+    fcntl = None  # type: ignore[assignment]
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
+from evalx.errors import EvalxError
+from evalx.models import safe_value
 from evalx.results.model import CellResult
 
 RESULTS = "results.jsonl"
@@ -95,7 +103,7 @@ class ResultWriter:
                 if raw.endswith(b"\n"):
                     try:
                         index = int(json.loads(raw)["index"])
-                    except (ValueError, KeyError, TypeError):
+                    except (ValueError, KeyError, TypeError, RecursionError):
                         offset += len(raw)
                         continue
                     self._offsets.append((index, offset, len(raw)))
@@ -109,8 +117,9 @@ class ResultWriter:
         text = dumps(result)
         try:
             line = (text + "\n").encode("utf-8")
-        except UnicodeEncodeError:  # a lone surrogate from a target: keep it, as a JSON \ud800 escape
-            line = (json.dumps(result, ensure_ascii=True, default=_json_default, separators=(",", ":")) + "\n").encode("ascii")
+        except UnicodeEncodeError:  # a lone surrogate the executor did not see (a judge's reply...): made safe here, for every reader
+            result.update(safe_value(dict(result)))  # in place: the summary gets the same result
+            line = (dumps(result) + "\n").encode("utf-8")
         offset = self._file.tell()
         self._file.write(line)
         self._file.flush()
@@ -145,20 +154,117 @@ class ResultWriter:
         os.replace(tmp, self.path)
 
 
-def read_results(path: Path) -> Iterator[CellResult]:
-    """Yield every complete result line; a torn last line is dropped.
+class RunLock:
+    """An exclusive lock on a run folder (``flock`` on the folder itself), held while a run writes there.
 
-    Lines are parsed, not validated: a line from an older evalx (or edited by
-    hand) may lack keys or hold other types, and readers check before use.
+    A second ``evalx run --resume`` of the same run, or a resume while the run
+    still runs, would interleave lines in ``results.jsonl``: it is refused with
+    an :class:`~evalx.errors.EvalxError` (exit 2). The lock goes with the
+    process, however it ends (even SIGKILL), and leaves no file behind.
     """
+
+    def __init__(self, run_dir: Path) -> None:
+        self._fd: int | None = None
+        if fcntl is None:  # no flock here (Windows): unguarded, as before
+            return
+        fd = os.open(run_dir, os.O_RDONLY)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            os.close(fd)
+            raise EvalxError(f"run {run_dir.name} is in use by another evalx process: wait for it to finish, then --resume it") from None
+        self._fd = fd
+
+    def release(self) -> None:
+        if self._fd is not None:
+            os.close(self._fd)  # closing the folder releases the lock
+            self._fd = None
+
+
+@dataclass
+class ReadProblems:
+    """What :func:`read_results` skipped: damaged lines (by line number) and repeated cells (by index)."""
+
+    unreadable_lines: list[int] = field(default_factory=list)
+    duplicate_cells: list[int] = field(default_factory=list)
+
+    def __bool__(self) -> bool:
+        return bool(self.unreadable_lines or self.duplicate_cells)
+
+    def record(self, summary: dict[str, Any]) -> None:
+        """Say in ``summary`` what could not be read (``unreadable_lines``, ``duplicate_cells``), when anything."""
+        if self.unreadable_lines:
+            summary["unreadable_lines"] = list(self.unreadable_lines)
+        if self.duplicate_cells:
+            summary["duplicate_cells"] = sorted(set(self.duplicate_cells))
+
+    def warning(self, path: Path) -> str | None:
+        """One line naming what was skipped, or None when nothing was."""
+        parts = []
+        if self.unreadable_lines:
+            parts.append(f"{len(self.unreadable_lines)} unreadable line(s) skipped ({_listed(self.unreadable_lines, 'line')})")
+        if self.duplicate_cells:
+            cells = sorted(set(self.duplicate_cells))
+            parts.append(f"{len(self.duplicate_cells)} duplicate line(s) of {len(cells)} cell(s) ignored ({_listed(cells, 'cell')})")
+        return f"{path}: " + "; ".join(parts) + ": the figures leave them out" if parts else None
+
+
+def _listed(numbers: list[int], noun: str, most: int = 5) -> str:
+    shown = ", ".join(str(n) for n in numbers[:most])
+    more = f" and {len(numbers) - most} more" if len(numbers) > most else ""
+    return f"{noun}{'s' if len(numbers) > 1 else ''} {shown}{more}"
+
+
+def read_results(path: Path, problems: ReadProblems | None = None) -> Iterator[CellResult]:
+    """Yield every readable result line, each cell once (its first line); the one reader of ``results.jsonl``.
+
+    What it skips is counted in ``problems`` when given: a line that is not a
+    JSON object (torn by a kill, garbage, a block of NUL bytes) by its line
+    number, a second line for the same cell ``index`` (two writers) by that
+    index. NUL bytes around a line (left by a crash on some file systems)
+    are dropped and the line read. Lines are parsed, not validated: a line
+    from an older evalx (or edited by hand) may lack keys or hold other types,
+    and readers check before use.
+    """
+    seen: set[int] = set()
     with open(path, "rb") as f:
-        for raw in f:
-            if not raw.endswith(b"\n"):
-                break
-            try:
-                yield json.loads(raw)
-            except ValueError:
-                continue
+        for number, raw in enumerate(f, 1):
+            if not raw.endswith(b"\n"):  # the last line, torn by a kill
+                pieces = [raw]
+            elif b"\0" in raw:  # NUL blocks: the text between them may still be whole lines
+                pieces = [p + b"\n" for p in raw[:-1].split(b"\0") if p.strip()]
+            else:
+                pieces = [raw]
+            for piece in pieces:
+                if not piece.strip():
+                    continue
+                try:
+                    value = json.loads(piece) if piece.endswith(b"\n") else None
+                except (ValueError, RecursionError):
+                    value = None
+                if not isinstance(value, dict):
+                    if problems is not None and number not in problems.unreadable_lines[-1:]:
+                        problems.unreadable_lines.append(number)
+                    continue
+                index = value.get("index")
+                if type(index) is int:
+                    if index in seen:
+                        if problems is not None:
+                            problems.duplicate_cells.append(index)
+                        continue
+                    seen.add(index)
+                yield value  # type: ignore[misc]
+
+
+def rewrite_results(path: Path, results: list[CellResult]) -> None:
+    """Replace ``path`` atomically with ``results``, one line each (a damaged file, cleaned before a resume appends)."""
+    tmp = path.with_suffix(".jsonl.tmp")
+    with open(tmp, "wb") as dst:
+        for result in results:
+            dst.write((dumps(result) + "\n").encode("utf-8", "backslashreplace"))
+        dst.flush()
+        os.fsync(dst.fileno())
+    os.replace(tmp, path)
 
 
 def write_json(path: Path, value: Any) -> None:

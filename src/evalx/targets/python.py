@@ -16,7 +16,7 @@ from evalx.errors import TargetProtocolError
 from evalx.models import Cell, Trajectory
 from evalx.targets.base import RunContext
 from evalx.targets.settings import TargetSettings
-from evalx.targets.threads import SyncRunner
+from evalx.targets.threads import Raised, SyncRunner
 from evalx.usercode import resolve_callable
 
 
@@ -51,7 +51,10 @@ class PythonTarget:
             value = await self._fn(cell.case.input, **kwargs)
         else:
             assert self._pool is not None, "start() first"
-            value = await self._pool.run(lambda: self._fn(cell.case.input, **kwargs))
+            try:
+                value = await self._pool.run(lambda: self._fn(cell.case.input, **kwargs))
+            except Raised as exc:
+                raise exc.exc from None  # raised here, in the cell's own frame: the cell's error, like any other
         return to_trajectory(value, self.spec["callable"])
 
     async def aclose(self) -> None:

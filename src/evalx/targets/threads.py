@@ -24,10 +24,23 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-__all__ = ["RAMP_S", "SyncRunner"]
+__all__ = ["RAMP_S", "Raised", "SyncRunner"]
 
 #: how long queued work may wait for a busy thread before another thread is woken
 RAMP_S = 0.001
+
+
+class Raised(Exception):
+    """A call ended in a ``BaseException`` that is not an ``Exception`` (``sys.exit()``, ``GeneratorExit``...).
+
+    Set on the call's future in its place: a ``GeneratorExit`` thrown into the
+    awaiting coroutine would close it, and ``SystemExit`` or ``KeyboardInterrupt``
+    would stop the event loop. Whoever awaits the call re-raises :attr:`exc` there.
+    """
+
+    def __init__(self, exc: BaseException) -> None:
+        super().__init__(f"{type(exc).__name__}: {exc}")
+        self.exc = exc
 
 
 class SyncRunner:
@@ -106,8 +119,10 @@ class SyncRunner:
                 continue
             try:
                 outcome: tuple[asyncio.Future[Any], bool, Any] = (future, True, fn())
-            except BaseException as exc:
+            except Exception as exc:
                 outcome = (future, False, exc)
+            except BaseException as exc:  # SystemExit, GeneratorExit...: never thrown into the awaiting coroutine as such
+                outcome = (future, False, Raised(exc))
             self._post(outcome)
 
     def _post(self, outcome: tuple[asyncio.Future[Any], bool, Any]) -> None:
