@@ -301,3 +301,39 @@ def test_interpolated_value_in_a_provider_definition_template_is_data(servers: t
     proc, run_dir = run_cli(tmp_path, config, env)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert json.loads(target.requests[0]["body"])["greeting"] == "{{ env.SECRET_TOKEN }}"
+
+
+def test_a_changed_engine_header_is_not_answered_from_the_cache(engine_server: Any, tmp_path: Path) -> None:
+    """Header values are masked in the spec a cache key is made from: the key still tells them apart."""
+    from conftest import ENGINE_TEST_KEY
+
+    def run(version: str) -> int:
+        before = len(engine_server.requests)
+        (tmp_path / "evalconfig.yaml").write_text(
+            textwrap.dedent(
+                f"""
+                version: 1
+                targets:
+                  - {{id: e, type: engine, url: '{engine_server.url}', api_key: {ENGINE_TEST_KEY}, cache: true,
+                      headers: {{X-Agent-Version: {version}}}}}
+                datasets: [{{id: d, cases: [{{id: a, input: {{message: hello}}}}]}}]
+                """
+            ),
+            encoding="utf-8",
+        )
+        proc = subprocess.run(
+            [sys.executable, "-c", "from evalx.cli import main; main()", "run", "-c", "evalconfig.yaml"],
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+        return len(engine_server.requests) - before
+
+    assert run("v1") == 1
+    assert run("v1") == 0  # cached
+    assert run("v2") == 1  # another header value: asked again
+    assert engine_server.requests[-1]["headers"]["X-Agent-Version"] == "v2"
+    stored = "".join(p.read_text() for p in (tmp_path / "runs").glob("*/config.yaml"))
+    assert "X-Agent-Version: '***'" in stored and "v2" not in stored.replace("version: 1", "")

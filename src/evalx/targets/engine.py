@@ -33,6 +33,7 @@ not answered yet. The retry reuses the cell's task id.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import time
 from typing import Any
@@ -90,6 +91,22 @@ class EngineTarget:
         if self._client is not None:
             await self._client.aclose()
             self._client = None
+
+    def cache_key(self, cell: Cell, run: RunContext) -> str:
+        """The generic key (target type, redacted spec, case, repeat), plus a digest of the configured headers.
+
+        The redacted spec masks every non-harmless header's value, so without the digest a changed
+        header (``X-Agent-Version: 2``) would be answered from the cache.
+        """
+        from evalx.targets.transport.cache import make_key
+
+        case = cell.case.to_dict()
+        case.pop("source", None)
+        parts: list[Any] = [self.type, run.redactor.obj(self.spec), case, cell.repeat]
+        headers = self.spec.get("headers")
+        if headers:
+            parts.append(hashlib.sha256(json.dumps(headers, sort_keys=True).encode("utf-8")).hexdigest())
+        return make_key(*parts)
 
     def body(self, cell: Cell, run: RunContext) -> dict[str, Any]:
         """The JSON body for one cell: the template, or the case input, plus ``task_id``."""
