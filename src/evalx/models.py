@@ -8,6 +8,7 @@ executor's objects.
 from __future__ import annotations
 
 import copy
+import json
 import re
 from dataclasses import dataclass, field
 from typing import Any
@@ -254,15 +255,51 @@ def safe_trajectory(traj: Trajectory) -> Trajectory:
     Applied by the executor to every trajectory a target produced (or an
     exception became), before it is scored, cached, written or reported.
     Raises ValueError when a value in it could not be stored (see :func:`safe_value`).
+    The nested values (tool calls, events, request, raw) are checked by one
+    pass of the C JSON encoder and walked only when that finds a surrogate.
     """
     traj.text, traj.error, traj.traceback = safe_value(traj.text), safe_value(traj.error), safe_value(traj.traceback)
+    printed = getattr(traj, "printed", None)
+    if printed is not None:
+        traj.printed = safe_value(printed)  # type: ignore[attr-defined,unused-ignore]
+    if not (traj.tool_calls or traj.events or traj.request is not None or traj.raw is not None):
+        return traj
+    calls = [(c.name, c.args, c.result) if isinstance(c, ToolCall) else c for c in traj.tool_calls]
+    if _is_clean([calls, traj.events, traj.request, traj.raw]):
+        return traj
     for call in traj.tool_calls:
         if isinstance(call, ToolCall):
             call.name, call.args, call.result = safe_value(call.name), safe_value(call.args), safe_value(call.result)
-    if traj.events:
-        traj.events = safe_value(traj.events)
-    if traj.request is not None:
-        traj.request = safe_value(traj.request)
-    if traj.raw is not None:
-        traj.raw = safe_value(traj.raw)
+    traj.events = safe_value(traj.events)
+    traj.request = safe_value(traj.request)
+    traj.raw = safe_value(traj.raw)
     return traj
+
+
+def _is_clean(value: Any) -> bool:
+    """True when ``value`` holds no lone surrogate, by one run of the C JSON encoder (no walk in Python).
+
+    Raises ValueError for a value that contains itself or nests past the
+    recursion limit; False (walk it) when the encoder cannot say.
+    """
+    if _SCAN is None:
+        return False
+    try:
+        text = "".join(_SCAN(value, 0))
+    except RecursionError:
+        raise ValueError(f"it nests deeper than {MAX_DEPTH} levels (or contains itself)") from None
+    except Exception:  # a key or a repr the encoder refuses: let the walk decide
+        return False
+    return text.isascii() or _LONE_SURROGATE.search(text) is None
+
+
+def _scan_default(value: Any) -> Any:
+    return None  # what is not JSON is neither a surrogate nor a cycle the writer cannot handle
+
+
+#: the C JSON encoder without its circular-reference check (a cycle ends in RecursionError), strings kept as they are
+_SCAN: Any = (
+    json.encoder.c_make_encoder(None, _scan_default, json.encoder.encode_basestring, None, ":", ",", False, False, True)  # type: ignore[attr-defined]
+    if getattr(json.encoder, "c_make_encoder", None) is not None
+    else None
+)
