@@ -22,6 +22,7 @@ from evalx.config.loader import Config
 from evalx.execution.executor import ExecutionStats, Executor, TargetPlan
 from evalx.execution.plan import Plan, Selection, build_plan
 from evalx.execution.progress import Progress
+from evalx.execution.watchdog import Watchdog
 from evalx.reports.render import copy_report, write_reports
 from evalx.results.model import CellResult, CostGuardReport, RunSummary
 from evalx.results.outcome import RunFacts, decide_exit, finish_summary
@@ -295,7 +296,8 @@ async def _execute(
         except (NotImplementedError, RuntimeError, ValueError):
             pass
     try:
-        stats = await executor.execute()
+        with Watchdog(plans):  # an async target that never yields: its cell ends after its timeout plus a grace
+            stats = await executor.execute()
     except asyncio.CancelledError:
         stats = executor.stats
         stats.interrupted = True
