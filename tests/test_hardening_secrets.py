@@ -337,3 +337,19 @@ def test_a_changed_engine_header_is_not_answered_from_the_cache(engine_server: A
     assert engine_server.requests[-1]["headers"]["X-Agent-Version"] == "v2"
     stored = "".join(p.read_text() for p in (tmp_path / "runs").glob("*/config.yaml"))
     assert "X-Agent-Version: '***'" in stored and "v2" not in stored.replace("version: 1", "")
+
+
+def test_interpolated_matrix_param_is_data_not_template_code(servers: tuple[Recorder, Recorder], tmp_path: Path) -> None:
+    target, _ = servers
+    config = f"""
+        version: 1
+        targets: [{{id: p, type: provider, provider: openai, model: m, base_url: '{target.url}/v1', api_key: none-needed-here}}]
+        matrix:
+          params: {{user: ["${{USER_MSG}}"], model: ["${{MODEL_NAME}}"]}}
+        datasets: [{{id: d, cases: [{{id: a, input: hi}}]}}]
+    """
+    env = {"USER_MSG": "{{ env.SECRET_TOKEN }}", "SECRET_TOKEN": "very-secret-token-31337", "MODEL_NAME": "model-x"}
+    proc, run_dir = run_cli(tmp_path, config, env, "--matrix")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    body = json.loads(target.requests[0]["body"])
+    assert body["user"] == "{{ env.SECRET_TOKEN }}" and body["model"] == "model-x"

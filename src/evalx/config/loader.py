@@ -192,6 +192,8 @@ def template_path(path: KeyPath) -> bool:
     """
     if len(path) >= 3 and path[0] == "targets" and path[2] in _TEMPLATE_KEYS:
         return True
+    if len(path) >= 3 and path[0] == "matrix" and path[1] in ("params", "include", "exclude") and "model" not in path:
+        return True  # a matrix value other than model becomes a templated request param (exclude: to match them)
     for i, key in enumerate(path):
         if key == "judge" and i + 1 < len(path):
             rest = path[i + 1 :]
