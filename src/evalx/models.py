@@ -10,6 +10,7 @@ from __future__ import annotations
 import copy
 import json
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -114,6 +115,7 @@ class Trajectory:
     traceback: str | None = None
     request: Any = None  # the rendered request, secrets removed
     raw: Any = None  # anything else the target returned
+    printed: str | None = None  # what a Python target printed (sys.stdout/sys.stderr) during the call
 
     @property
     def tool_names(self) -> list[str]:
@@ -121,7 +123,7 @@ class Trajectory:
 
     def to_dict(self) -> dict[str, Any]:
         # by hand: dataclasses.asdict deep-copies every value and is a hot spot
-        return {
+        out = {
             "text": self.text,
             "tool_calls": [{"name": c.name, "args": c.args, "result": c.result} for c in self.tool_calls],
             "usage": {
@@ -141,27 +143,87 @@ class Trajectory:
             "request": self.request,
             "raw": self.raw,
         }
+        if self.printed is not None:  # only when the target printed something
+            out["printed"] = self.printed
+        return out
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> Trajectory:
+        """A trajectory from its fields; unknown keys are ignored.
+
+        Every field is checked for its type (``tool_calls`` a list, ``usage`` a
+        mapping of token counts, ``text`` a string...): a malformed one raises
+        TypeError or ValueError naming the field and what it got, never a
+        guess (a string of tool calls read one call per character).
+        """
         d = dict(d)
-        calls = [c if isinstance(c, ToolCall) else ToolCall(**_tool_call_fields(c)) for c in d.pop("tool_calls", None) or []]
-        usage_in = d.pop("usage", None) or {}
-        usage = usage_in if isinstance(usage_in, Usage) else Usage()
-        if not isinstance(usage_in, Usage):
-            usage.add(usage_in)
+        raw_calls = d.pop("tool_calls", None)
+        if raw_calls is None:
+            raw_calls = []
+        elif not isinstance(raw_calls, (list, tuple)):
+            raise TypeError(f"'tool_calls' must be a list of tool calls, not {_kind(raw_calls)}")
+        calls = [c if isinstance(c, ToolCall) else ToolCall(**_tool_call_fields(c, i)) for i, c in enumerate(raw_calls)]
+        usage_in = d.pop("usage", None)
+        if isinstance(usage_in, Usage):
+            usage = usage_in
+        else:
+            usage = Usage()
+            if usage_in is not None:
+                usage.add(_usage_fields(usage_in))
+        for key, value in d.items():
+            check = _FIELD_CHECKS.get(key)
+            if check is not None and value is not None and not check[0](value):
+                raise TypeError(f"{key!r} must be {check[1]}, not {_kind(value)}")
         known = {k: v for k, v in d.items() if k in cls.__dataclass_fields__}
+        if known.get("text", "") is None:
+            known["text"] = ""
         return cls(tool_calls=calls, usage=usage, **known)
 
 
-def _tool_call_fields(c: Any) -> dict[str, Any]:
+def _kind(value: Any) -> str:
+    """``str 'abc'``: a value's type and a short look at it, for an error message."""
+    shown = repr(value)
+    return f"{type(value).__name__} {shown if len(shown) <= 40 else shown[:39] + '…'}"
+
+
+def _number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and value == value and abs(value) != float("inf")
+
+
+#: the type each scalar field of a trajectory must have (None is always allowed)
+_FIELD_CHECKS: dict[str, tuple[Any, str]] = {
+    "text": (lambda v: isinstance(v, str), "a string"),
+    "iterations": (lambda v: isinstance(v, int) and not isinstance(v, bool), "a whole number"),
+    "events": (lambda v: isinstance(v, list) and all(isinstance(e, dict) for e in v), "a list of mappings"),
+    "events_truncated": (lambda v: isinstance(v, bool), "true or false"),
+    "latency_ms": (_number, "a number"),
+    "ttft_ms": (_number, "a number"),
+    "cost_usd": (_number, "a number"),
+    "cached": (lambda v: isinstance(v, bool), "true or false"),
+    "error": (lambda v: isinstance(v, str), "a string"),
+    "traceback": (lambda v: isinstance(v, str), "a string"),
+    "printed": (lambda v: isinstance(v, str), "a string"),
+}
+
+
+def _usage_fields(usage: Any) -> Any:
+    if not isinstance(usage, Mapping):
+        raise TypeError(f"'usage' must be a mapping of token counts, not {_kind(usage)}")
+    for key in ("input_tokens", "output_tokens", "cache_hit_tokens"):
+        value = usage.get(key)
+        if value is not None and not (_number(value) and value >= 0):
+            raise ValueError(f"'usage.{key}' must be a count of tokens, not {_kind(value)}")
+    return usage
+
+
+def _tool_call_fields(c: Any, index: int = 0) -> dict[str, Any]:
     if isinstance(c, str):
         return {"name": c}
     if not isinstance(c, dict):
-        raise TypeError(f"a tool call must be a name or a mapping, not {type(c).__name__}")
+        raise TypeError(f"'tool_calls[{index}]' must be a name or a mapping, not {_kind(c)}")
     name = c.get("name", c.get("tool"))
     if not isinstance(name, str):
-        raise TypeError("a tool call mapping needs a 'name'")
+        raise TypeError(f"'tool_calls[{index}]' needs a 'name' that is a string, not {_kind(name)}")
     return {"name": name, "args": c.get("args", c.get("arguments")), "result": c.get("result")}
 
 

@@ -108,8 +108,11 @@ def resolve_callable(ref: str, base_dir: Path) -> Callable[..., Any]:
 
 
 def import_user_module(module_ref: str, base_dir: Path) -> ModuleType:
-    """Import ``file.py`` (relative to ``base_dir``) or a dotted module name, once; raise :class:`UserCodeError`."""
-    with _lock, user_code_on_path(base_dir):
+    """Import ``file.py`` (relative to ``base_dir``) or a dotted module name, once; raise :class:`UserCodeError`.
+
+    What the module prints while it is imported goes to stderr: evalx's stdout is for its own (``--json``) output.
+    """
+    with _lock, user_code_on_path(base_dir), contextlib.redirect_stdout(sys.stderr):
         try:
             if is_file_ref(module_ref):
                 file = (base_dir / module_ref).resolve()

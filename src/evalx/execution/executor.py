@@ -123,17 +123,25 @@ class Executor:
             traj = _from_cache(hit, target)
         else:
             timeout_s = plan.settings.timeout_s
+            cancels = _cancels()  # this task's cancel requests before the call: more after it means a real cancel
             try:
                 if plan.deadlines is not None:
                     traj = await plan.deadlines.run(target.invoke(cell, self.run))
                 else:
                     traj = await _within(target.invoke(cell, self.run), timeout_s)
-            except asyncio.TimeoutError:
-                traj = Trajectory(error=f"timed out after {timeout_s:g}s")
+            except asyncio.TimeoutError as exc:
+                # a note from the target on what became of the call (a sync call still running in its thread)
+                notes = getattr(exc.__cause__, "__notes__", None) or []
+                traj = Trajectory(error="; ".join([f"timed out after {timeout_s:g}s", *notes]))
             except TargetError as exc:
                 traj = Trajectory(error=str(exc))
-            except asyncio.CancelledError:
-                raise  # the run is interrupted (Ctrl-C, SIGTERM): not this cell's doing
+            except asyncio.CancelledError as exc:
+                if cancels is None or _cancels() != cancels:
+                    raise  # the run is interrupted (Ctrl-C, SIGTERM): not this cell's doing
+                # nobody cancelled this task: the target raised CancelledError itself (or let an inner task's escape)
+                traj = Trajectory(
+                    error=f"{_one_line(exc)} raised by the target (no cancel of the cell or the run)", traceback=traceback.format_exc()
+                )
             except BaseException as exc:  # SystemExit, KeyboardInterrupt, GeneratorExit...: the target's, so the cell's error
                 traj = Trajectory(error=_one_line(exc), traceback=traceback.format_exc())
             try:  # a lone surrogate from outside stops here, before results, cache and reports
@@ -295,6 +303,13 @@ else:  # Python 3.10: no asyncio.timeout
         return await asyncio.wait_for(aw, timeout_s)
 
     _Deadlines = None  # type: ignore[assignment,misc]
+
+
+def _cancels() -> int | None:
+    """How many cancel requests the current task has pending (``Task.cancelling``); None where Python cannot tell (3.10)."""
+    task = asyncio.current_task()
+    counter = getattr(task, "cancelling", None)
+    return counter() if counter is not None else None
 
 
 def _from_cache(stored: dict[str, Any], target: Target) -> Trajectory:

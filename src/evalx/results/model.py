@@ -175,6 +175,10 @@ class CellOutput(TypedDict, total=False):
     """The rendered request sent (provider / engine), secrets removed."""
     raw: Any
     """Anything else the target returned."""
+    printed: str
+    """What a Python target printed through ``sys.stdout``/``sys.stderr`` during the call, in order
+    (up to 64 Ki characters, then a count of what was not kept); absent when it printed nothing. For a
+    call that raised, the printed text is in the cell's ``traceback`` instead."""
 
 
 class _CellResultKeys(TypedDict):

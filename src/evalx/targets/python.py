@@ -3,17 +3,23 @@
 Called as ``fn(input)``, plus ``case=`` (the case as a plain mapping) when the
 function declares a parameter named ``case``. Sync functions run in a
 bounded thread pool (:class:`._threads.SyncRunner`: quick calls stay on one
-thread), async ones are awaited on the loop.
+thread), async ones are awaited on the loop. What a call prints through
+``sys.stdout``/``sys.stderr`` is kept with its cell (:mod:`evalx.targets.printed`):
+``output.printed``, or the traceback's last note for a call that raised.
+A sync call that outlives its cell's timeout keeps its thread; the runner
+lets another thread take the later cells (:meth:`SyncRunner.abandon`).
 """
 
 from __future__ import annotations
 
+import asyncio
 import inspect
 from collections.abc import Mapping
 from typing import Any
 
 from evalx.errors import TargetProtocolError
 from evalx.models import Cell, Trajectory
+from evalx.targets import printed
 from evalx.targets.base import RunContext
 from evalx.targets.settings import TargetSettings
 from evalx.targets.threads import Raised, SyncRunner
@@ -31,8 +37,11 @@ class PythonTarget:
         self._is_async = False
         self._wants_case = False
         self._pool: SyncRunner | None = None
+        self._routed = False
 
     async def start(self, run: RunContext) -> None:
+        printed.install()  # before the import: a module's top-level print goes to stderr, not evalx's stdout
+        self._routed = True
         self._fn = resolve_callable(self.spec["callable"], run.config_dir)
         target = inspect.unwrap(self._fn)
         self._is_async = inspect.iscoroutinefunction(target) or inspect.iscoroutinefunction(getattr(target, "__call__", None))  # noqa: B004  (an instance with an async __call__)
@@ -47,19 +56,64 @@ class PythonTarget:
 
     async def invoke(self, cell: Cell, run: RunContext) -> Trajectory:
         kwargs = {"case": cell.case.to_dict()} if self._wants_case else {}
+        out = printed.Printed()  # what the call prints, kept with this cell
+        fn, arg = self._fn, cell.case.input
         if self._is_async:
-            value = await self._fn(cell.case.input, **kwargs)
+            token = printed.SINK.set(out)  # tasks the callable starts inherit it
+            try:
+                value = await fn(arg, **kwargs)
+            except asyncio.CancelledError:
+                raise
+            except BaseException as exc:
+                _printed_note(exc, out)
+                raise
+            finally:
+                printed.SINK.reset(token)
         else:
             assert self._pool is not None, "start() first"
+
+            def call_in_thread() -> Any:
+                token = printed.SINK.set(out)  # in the worker thread's own context
+                try:
+                    return fn(arg, **kwargs)
+                finally:
+                    printed.SINK.reset(token)
+
+            call = self._pool.run(call_in_thread)
             try:
-                value = await self._pool.run(lambda: self._fn(cell.case.input, **kwargs))
+                value = await call
             except Raised as exc:
+                _printed_note(exc.exc, out)
                 raise exc.exc from None  # raised here, in the cell's own frame: the cell's error, like any other
-        return to_trajectory(value, self.spec["callable"])
+            except asyncio.CancelledError as exc:  # the cell timed out (or the run stops): the thread may be stuck in the call
+                note = self._pool.abandon(call)
+                if note and hasattr(exc, "add_note"):
+                    exc.add_note(note)  # the executor puts it in the cell's "timed out" error
+                raise
+            except BaseException as exc:
+                _printed_note(exc, out)
+                raise
+        traj = to_trajectory(value, self.spec["callable"])
+        if out.parts:
+            traj.printed = out.text()
+        return traj
 
     async def aclose(self) -> None:
         if self._pool is not None:
             self._pool.close()
+        if self._routed:
+            self._routed = False
+            printed.uninstall()
+
+
+def _printed_note(exc: BaseException, out: printed.Printed) -> None:
+    """Keep what a failed call printed with its error: a note on the exception, so it ends up in the cell's traceback."""
+    text = out.text()
+    if text and hasattr(exc, "add_note"):
+        try:
+            exc.add_note("printed before the error:\n" + text)
+        except Exception:  # an exception object that refuses notes: the printed text is lost, the error is not
+            pass
 
 
 def to_trajectory(value: Any, where: str) -> Trajectory:
@@ -69,14 +123,12 @@ def to_trajectory(value: Any, where: str) -> Trajectory:
         return Trajectory(text=value)
     if isinstance(value, Mapping):
         data = dict(value)
-        if "text" in data and not isinstance(data["text"], str):
-            data["text"] = "" if data["text"] is None else str(data["text"])
         unknown = set(data) - set(Trajectory.__dataclass_fields__)
         extra = {k: data.pop(k) for k in unknown}
         try:
             traj = Trajectory.from_dict(data)
         except (TypeError, ValueError) as exc:
-            raise TargetProtocolError(f"{where} returned a mapping evalx cannot read: {exc}") from None
+            raise TargetProtocolError(f"{where} returned a malformed trajectory: {exc}") from None
         if extra:
             traj.raw = extra
         return traj

@@ -14,6 +14,13 @@ and another thread is woken only when work has waited :data:`RAMP_S`
 without being picked up (a blocking callable) — so slow callables still run
 ``max_workers`` at a time, a millisecond later at most. Results are handed
 back to the loop in batches: one loop wake-up for every result that is ready.
+
+A call whose cell gave up on it (timed out, cancelled) cannot be stopped —
+Python has no way to kill a thread — so its thread stays busy until the
+callable returns. :meth:`SyncRunner.abandon` counts such a thread as
+*stuck* and lets one more thread run in its place, up to
+:data:`MAX_STUCK` at a time: a hung call fails its own cell, never the
+cells after it. A stuck thread that finishes gives its place back.
 """
 
 from __future__ import annotations
@@ -24,10 +31,12 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-__all__ = ["RAMP_S", "Raised", "SyncRunner"]
+__all__ = ["MAX_STUCK", "RAMP_S", "Raised", "SyncRunner"]
 
 #: how long queued work may wait for a busy thread before another thread is woken
 RAMP_S = 0.001
+#: how many threads stuck in an abandoned call a runner replaces (beyond its max_workers) at a time
+MAX_STUCK = 8
 
 
 class Raised(Exception):
@@ -57,6 +66,10 @@ class SyncRunner:
         self._ramp_scheduled = False
         self._closed = False
         self._loop: asyncio.AbstractEventLoop | None = None
+        #: calls being run, and the thread running each; abandoned ones -> whether a thread was added for them
+        self._in_flight: dict[asyncio.Future[Any], str] = {}
+        self._stuck: dict[asyncio.Future[Any], bool] = {}
+        self._limit = self.max_workers  # threads that may run at once: max_workers + the stuck ones replaced
 
     def run(self, fn: Callable[[], Any]) -> asyncio.Future[Any]:
         """Run ``fn()`` in a worker thread; the future has its result (or exception)."""
@@ -70,7 +83,7 @@ class SyncRunner:
             self._work.append((future, fn))
             if self._running == 0:
                 self._wake_one()
-            elif not self._ramp_scheduled and self._running < self.max_workers:
+            elif not self._ramp_scheduled and self._running < self._limit:
                 self._ramp_scheduled = True
                 loop.call_later(RAMP_S, self._ramp)
         return future
@@ -81,9 +94,9 @@ class SyncRunner:
             self._ramp_scheduled = False
             if self._closed or not self._work:
                 return
-            if self._running < self.max_workers:
+            if self._running < self._limit:
                 self._wake_one()
-            if self._work and self._running < self.max_workers and self._loop is not None:
+            if self._work and self._running < self._limit and self._loop is not None:
                 self._ramp_scheduled = True
                 self._loop.call_later(RAMP_S, self._ramp)
 
@@ -95,27 +108,31 @@ class SyncRunner:
             return
         waker = threading.Lock()
         waker.acquire()
-        thread = threading.Thread(target=self._worker, args=(waker,), name=f"{self.name}-{len(self._threads)}", daemon=True)
+        name = f"{self.name}-{len(self._threads)}"
+        thread = threading.Thread(target=self._worker, args=(waker, name), name=name, daemon=True)
         self._threads.append(thread)
         thread.start()
 
-    def _worker(self, waker: threading.Lock) -> None:
+    def _worker(self, waker: threading.Lock, name: str) -> None:
         while True:
             with self._lock:
                 if self._closed:
                     self._running -= 1
                     return
-                if not self._work:
+                if not self._work or self._running > self._limit:  # (more threads than the limit: a stuck one came back)
                     self._running -= 1
                     self._idle.append(waker)
                     item = None
                 else:
                     item = self._work.popleft()
+                    self._in_flight[item[0]] = name
             if item is None:
                 waker.acquire()  # parked until _wake_one (or close) releases it
                 continue
             future, fn = item
             if future.cancelled():  # its cell timed out or was cancelled while it waited
+                with self._lock:
+                    del self._in_flight[future]
                 continue
             try:
                 outcome: tuple[asyncio.Future[Any], bool, Any] = (future, True, fn())
@@ -127,6 +144,10 @@ class SyncRunner:
 
     def _post(self, outcome: tuple[asyncio.Future[Any], bool, Any]) -> None:
         with self._lock:
+            future = outcome[0]
+            del self._in_flight[future]
+            if self._stuck and future in self._stuck and self._stuck.pop(future):
+                self._limit -= 1  # the stuck thread is back: the one added in its place is no longer needed
             self._done.append(outcome)
             if self._drain_scheduled:
                 return
@@ -149,6 +170,37 @@ class SyncRunner:
                 future.set_result(value)
             else:
                 future.set_exception(value)
+
+    def abandon(self, future: asyncio.Future[Any]) -> str:
+        """The caller gave up on ``future`` (its cell timed out or was cancelled): what became of the call, in words.
+
+        A call still running keeps its thread until it returns; that thread is
+        counted as stuck and another one may run in its place (up to
+        :data:`MAX_STUCK` replaced at once), so the calls queued after it go on.
+        """
+        with self._lock:
+            name = self._in_flight.get(future)
+            if name is None:  # never started: it stays in the queue, cancelled, and is dropped from it
+                if self._stuck:
+                    return f"the call never started: {len(self._stuck)} thread(s) are stuck in earlier calls that timed out"
+                return ""
+            if future in self._stuck:
+                return ""
+            replaced = sum(self._stuck.values())
+            grant = replaced < MAX_STUCK
+            self._stuck[future] = grant
+            if not grant:
+                return (
+                    f"the call is still running in thread {name}, which Python cannot stop; "
+                    f"{MAX_STUCK} stuck threads are already replaced, so later calls wait for a free thread"
+                )
+            self._limit += 1
+            if self._work and not self._closed and self._running < self._limit:
+                self._wake_one()
+            return (
+                f"the call is still running in thread {name}, which Python cannot stop; "
+                f"later calls run on another thread ({replaced + 1} of at most {MAX_STUCK} stuck threads replaced)"
+            )
 
     def close(self) -> None:
         """Cancel queued calls and let the threads go (a call still running finishes on its own)."""

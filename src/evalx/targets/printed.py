@@ -1,0 +1,137 @@
+"""What Python targets print through ``sys.stdout``/``sys.stderr``: kept with the cell being run, never on evalx's stdout.
+
+While a run has Python targets, :func:`install` replaces ``sys.stdout`` and
+``sys.stderr`` with routers. A write goes to the :class:`Printed` buffer of
+the cell whose call is running (the :data:`SINK` context variable, set by
+the target for its call: in the task for an async callable — tasks it
+starts inherit it — and in the worker thread for a sync one). Any other
+write made while the routers are in place — a module's top-level
+``print`` when it is imported, a thread the target started, a Python
+assertion — goes to evalx's stderr, so the machine-readable output evalx
+writes to stdout (``--json``) stays valid whatever targets print. evalx
+writes its own output to the streams it held before (never through the
+routers). Writes to file descriptor 1 by C code or subprocesses are not
+seen by the routers.
+"""
+
+from __future__ import annotations
+
+import sys
+from contextvars import ContextVar
+from typing import Any, TextIO
+
+__all__ = ["MAX_PRINTED", "SINK", "Printed", "install", "uninstall"]
+
+#: characters of printed text kept per cell; the rest is counted, not kept
+MAX_PRINTED = 64 * 1024
+
+#: where a write goes: the running cell's buffer, or None (evalx's stderr)
+SINK: ContextVar[Printed | None] = ContextVar("evalx_printed", default=None)
+
+
+class Printed:
+    """One cell's printed text, bounded to :data:`MAX_PRINTED` characters."""
+
+    __slots__ = ("dropped", "parts", "size")
+
+    def __init__(self) -> None:
+        self.parts: list[str] = []
+        self.size = 0
+        self.dropped = 0
+
+    def write(self, text: str) -> int:
+        room = MAX_PRINTED - self.size
+        if len(text) > room:
+            self.dropped += len(text) - max(room, 0)
+            text = text[: max(room, 0)]
+        if text:
+            self.parts.append(text)
+            self.size += len(text)
+        return self.size
+
+    def text(self) -> str | None:
+        """What was printed (lone surrogates replaced, so it can be written as UTF-8); None when nothing was."""
+        if not self.parts:
+            return None
+        text = "".join(self.parts)
+        if not text.isascii():
+            text = text.encode("utf-8", "replace").decode("utf-8")
+        if self.dropped:
+            text += f"\n… [{self.dropped} more characters printed, not kept]"
+        return text
+
+
+class _BytesSink:
+    """``sys.stdout.buffer`` while a cell prints: bytes decoded (UTF-8, replaced) into its buffer."""
+
+    def __init__(self, printed: Printed) -> None:
+        self._printed = printed
+
+    def write(self, data: bytes) -> int:
+        self._printed.write(bytes(data).decode("utf-8", "replace"))
+        return len(data)
+
+    def flush(self) -> None:
+        pass
+
+
+class _Router:
+    """A stand-in for ``sys.stdout`` or ``sys.stderr``: writes go to the running cell's buffer, else to evalx's stderr."""
+
+    def __init__(self, fallback: TextIO) -> None:
+        self._fallback = fallback
+
+    def write(self, text: str) -> int:
+        sink = SINK.get()
+        if sink is None:
+            return self._fallback.write(text)
+        sink.write(str(text))
+        return len(text)
+
+    def writelines(self, lines: Any) -> None:
+        for line in lines:
+            self.write(line)
+
+    def flush(self) -> None:
+        if SINK.get() is None:
+            self._fallback.flush()
+
+    @property
+    def buffer(self) -> Any:
+        sink = SINK.get()
+        return self._fallback.buffer if sink is None else _BytesSink(sink)
+
+    def isatty(self) -> bool:
+        return False
+
+    def __getattr__(self, name: str) -> Any:  # encoding, errors, fileno...: evalx's stderr's
+        return getattr(self._fallback, name)
+
+
+_installed: list[Any] = []  # [count, previous stdout, previous stderr] while installed
+
+
+def install() -> None:
+    """Put the routers in place (counted: one :func:`uninstall` for each call)."""
+    if _installed:
+        _installed[0] += 1
+        return
+    stdout, stderr = sys.stdout, sys.stderr
+    _installed[:] = [1, stdout, stderr]
+    sys.stdout = _Router(stderr)
+    sys.stderr = _Router(stderr)
+
+
+def uninstall() -> None:
+    """Undo one :func:`install`; the last one puts back the streams found then (unless someone replaced the routers since)."""
+    if not _installed:
+        return
+    _installed[0] -= 1
+    if _installed[0] > 0:
+        return
+    _, stdout, stderr = _installed
+    _installed.clear()
+    if isinstance(sys.stdout, _Router):
+        sys.stdout = stdout
+    if isinstance(sys.stderr, _Router):
+        sys.stderr = stderr
