@@ -236,19 +236,27 @@ def test_output_that_cannot_be_serialised_is_the_cells_error_and_resume_finishes
                 return Trajectory(text="x", raw=v)
             if q == "object":
                 return {"text": "x", "raw": object()}
+            if q == "badkey":
+                return {"text": "x", "raw": {(1, 2): "a tuple key"}}
+            if q == "badrepr":
+                return {"text": "x", "raw": BadRepr()}
             return q
+
+        class BadRepr:
+            def __repr__(self):
+                raise RuntimeError("no repr")
 
         async def aanswer(q):
             return answer(q)
     """
-    root = project(tmp_path, bot, PY_TARGETS, ["cycle", "listcycle", "deep", "object", "fine"])
+    root = project(tmp_path, bot, PY_TARGETS, ["cycle", "listcycle", "deep", "object", "fine", "badkey", "badrepr"])
     res = cli(["run", "-q"], root, monkeypatch)
     assert res.exit_code == 1, res.output
     assert "internal error" not in res.output
     run_dir = the_run(root)
     assert_reports_written(run_dir)
     by = {(r["target"], r["case_id"]): r for r in rows(run_dir)}
-    assert len(by) == 10
+    assert len(by) == 14
     for target in ("sync", "async"):
         for case in ("c0", "c1", "c2"):
             assert by[(target, case)]["status"] == "error"
@@ -256,9 +264,14 @@ def test_output_that_cannot_be_serialised_is_the_cells_error_and_resume_finishes
         assert by[(target, "c3")]["status"] == "pass"  # an object that is not JSON is stored as its repr
         assert by[(target, "c3")]["output"]["raw"].startswith("<object object")
         assert by[(target, "c4")]["status"] == "pass"
+        assert by[(target, "c5")]["status"] == "error"
+        assert by[(target, "c5")]["error"].startswith("evalx could not store this cell's output: TypeError: keys must be")
+        assert by[(target, "c6")]["output"]["raw"] == "<BadRepr object: repr failed: RuntimeError>"
+    summary = json.loads((run_dir / "summary.json").read_text(encoding="utf-8"))
+    assert summary["totals"]["error"] == 8  # the summary agrees with the lines
     resumed = cli(["run", "-q", "--resume", run_dir.name], root, monkeypatch)
-    assert "10 of 10 cells have results, running 0" in resumed.output, resumed.output
-    assert len(rows(run_dir)) == 10
+    assert "14 of 14 cells have results, running 0" in resumed.output, resumed.output
+    assert len(rows(run_dir)) == 14
 
 
 # ---------------------------------------------------------------- one writer per run folder

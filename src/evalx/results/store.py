@@ -29,6 +29,16 @@ from evalx.results.model import CellResult
 RESULTS = "results.jsonl"
 
 
+def _unstorable(result: CellResult, exc: BaseException) -> None:
+    """Turn ``result`` (in place: the summary gets the same) into an error saying why it could not be written."""
+    text = result.get("output", {}).get("text")
+    result["status"], result["score"], result["assertions"] = "error", None, []
+    result["output"] = {"text": text if isinstance(text, str) else ""}
+    result["error"] = f"evalx could not store this cell's output: {type(exc).__name__}: {exc}"
+    result["traceback"] = None
+    result.update(safe_value(dict(result)))
+
+
 def new_run_id(now: float | None = None) -> str:
     stamp = time.strftime("%Y%m%d-%H%M%S", time.localtime(now))
     return f"{stamp}-{secrets.token_hex(3)}"
@@ -39,7 +49,10 @@ def _json_default(value: Any) -> Any:
         return list(value)
     if isinstance(value, bytes):
         return value.decode("utf-8", "replace")
-    return repr(value)
+    try:
+        return repr(value)
+    except Exception as exc:  # a target's object whose __repr__ raises
+        return f"<{type(value).__name__} object: repr failed: {type(exc).__name__}>"
 
 
 #: one encoder for every line (``json.dumps`` with options builds a new one per call)
@@ -114,7 +127,11 @@ class ResultWriter:
             self._file.truncate(good_end)
 
     def write(self, result: CellResult) -> None:
-        text = dumps(result)
+        try:
+            text = dumps(result)
+        except (TypeError, ValueError, RecursionError) as exc:  # e.g. a mapping keyed by tuples: the cell's error, not a lost run
+            _unstorable(result, exc)
+            text = dumps(result)
         try:
             line = (text + "\n").encode("utf-8")
         except UnicodeEncodeError:  # a lone surrogate the executor did not see (a judge's reply...): made safe here, for every reader
