@@ -183,7 +183,8 @@ def test_a_target_that_exits_or_raises_base_exceptions_only_fails_its_cell(tmp_p
     assert summary["interrupted"] is False and summary["totals"]["cells"] == 12
 
 
-def test_a_real_sigterm_still_stops_the_run_with_partial_reports(tmp_path: Path) -> None:
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
+def test_a_real_sigterm_or_ctrl_c_still_stops_the_run_with_partial_reports(tmp_path: Path, sig: signal.Signals) -> None:
     bot = """
         import pathlib, time
         def answer(q):
@@ -203,7 +204,7 @@ def test_a_real_sigterm_still_stops_the_run_with_partial_reports(tmp_path: Path)
                 break
             select.select([], [], [], 0.01)
         assert (root / "started").exists()
-        proc.send_signal(signal.SIGTERM)
+        proc.send_signal(sig)
         _out, err = proc.communicate(timeout=30)
     finally:
         proc.kill()
