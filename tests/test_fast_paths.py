@@ -1206,3 +1206,193 @@ def test_a_cells_figures_are_what_the_loop_over_them_gave(tmp_path: Any) -> None
         assert got == reference(result)
         assert all(type(v) is type(e) for (_, v), (_, e) in zip(got, reference(result)))
     data.case_rows.close()
+
+
+def test_inline_body_read_and_redirect_split_agree_with_the_counted_read() -> None:
+    """request_json's inline read (known length, not compressed) and first attempt outside _send give what _read_body and _send give."""
+    import gzip
+
+    from aiohttp import web
+
+    from evalx.errors import TargetError
+    from evalx.targets.transport.http import HttpClient
+
+    rng = random.Random(12)
+    bodies = {str(i): json.dumps({"n": i, "s": "é" * rng.randint(0, 300)}).encode() for i in range(40)}
+
+    async def handler(request: web.Request) -> web.StreamResponse:
+        key, mode = request.match_info["key"], request.query.get("mode", "plain")
+        hops = int(request.query.get("hops", "0"))
+        if hops:
+            return web.Response(status=rng.choice([301, 302, 303, 307, 308]), headers={"Location": f"/b/{key}?mode={mode}&hops={hops - 1}"})
+        body = bodies[key]
+        if mode == "gzip":
+            return web.Response(body=gzip.compress(body), headers={"Content-Encoding": "gzip", "Content-Type": "application/json"})
+        if mode == "chunked":
+            resp = web.StreamResponse(headers={"Content-Type": "application/json"})
+            resp.enable_chunked_encoding()
+            await resp.prepare(request)
+            for i in range(0, len(body), 97):
+                await resp.write(body[i : i + 97])
+            await resp.write_eof()
+            return resp
+        return web.Response(body=body, headers={"Content-Type": "application/json"})
+
+    async def main() -> None:
+        app = web.Application()
+        app.router.add_route("*", "/b/{key}", handler)
+        runner = web.AppRunner(app)
+        await runner.setup()
+        site = web.TCPSite(runner, "127.0.0.1", 0)
+        await site.start()
+        port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+        try:
+            for _ in range(120):
+                key, mode, hops = str(rng.randrange(40)), rng.choice(["plain", "gzip", "chunked"]), rng.choice([0, 0, 0, 1, 2, 6])
+                limit = rng.choice([len(bodies[key]) - 1, len(bodies[key]), 10**6])
+                client = HttpClient(retries=0, max_response_bytes=limit)
+                url = f"http://127.0.0.1:{port}/b/{key}?mode={mode}&hops={hops}"
+                try:
+                    resp = await client.request_json("POST", url, json={"k": key})
+                    got: Any = ("ok", resp.status, resp.text)
+                except TargetError as exc:
+                    got = ("error", str(exc))
+                # the reference: the slow path (_send, then _read_body counting every chunk)
+                try:
+                    data, hdrs = client._encode({"k": key}, None)
+                    sent = await client._send("POST", url, data, hdrs, client._timeout(None))
+                    try:
+                        from evalx.targets.transport.http import _read_body
+
+                        raw = await _read_body(sent, limit, url)
+                        want: Any = ("ok", sent.status, raw.decode())
+                    finally:
+                        sent.release()
+                except TargetError as exc:
+                    want = ("error", str(exc))
+                await client.aclose()
+                assert got == want, (key, mode, hops, limit)
+                if hops <= 5 and limit >= len(bodies[key]):
+                    assert got == ("ok", 200, bodies[key].decode())
+                elif hops > 5:
+                    assert got[0] == "error" and "redirect" in got[1]
+                else:
+                    assert got[0] == "error" and "larger than max_response_bytes" in got[1]
+        finally:
+            await runner.cleanup()
+
+    asyncio.run(main())
+
+
+def _read_results_reference(path: Any, problems: Any) -> list[Any]:
+    """read_results without its whole-line fast path: every line split at NULs, stripped, parsed."""
+    seen: set[int] = set()
+    out = []
+    with open(path, "rb") as f:
+        for number, raw in enumerate(f, 1):
+            if not raw.endswith(b"\n"):
+                pieces = [raw]
+            elif b"\0" in raw:
+                pieces = [p + b"\n" for p in raw[:-1].split(b"\0") if p.strip()]
+            else:
+                pieces = [raw]
+            for piece in pieces:
+                if not piece.strip():
+                    continue
+                try:
+                    value = json.loads(piece) if piece.endswith(b"\n") else None
+                except (ValueError, RecursionError):
+                    value = None
+                if not isinstance(value, dict):
+                    if number not in problems.unreadable_lines[-1:]:
+                        problems.unreadable_lines.append(number)
+                    continue
+                index = value.get("index")
+                if type(index) is int:
+                    if index in seen:
+                        problems.duplicate_cells.append(index)
+                        continue
+                    seen.add(index)
+                out.append(value)
+    return out
+
+
+def test_read_results_whole_line_fast_path_agrees_with_the_general_reader(tmp_path: Any) -> None:
+    from evalx.results.store import ReadProblems, read_results
+
+    rng = random.Random(13)
+    lines = [
+        lambda: json.dumps({"index": rng.randrange(30), "status": "pass", "t": "é\u2028"}).encode() + b"\n",
+        lambda: json.dumps({"index": str(rng.randrange(3))}).encode() + b"\n",
+        lambda: json.dumps({"status": "x"}).encode() + b"\n",
+        lambda: json.dumps([1, 2]).encode() + b"\n",
+        lambda: b"\n",
+        lambda: b"   \n",
+        lambda: b"{not json\n",
+        lambda: b"[" * 3000 + b"\n",
+        lambda: b"\0" * rng.randint(1, 5) + json.dumps({"index": rng.randrange(30)}).encode() + b"\n",
+        lambda: json.dumps({"index": rng.randrange(30)}).encode() + b"\0\0" + json.dumps({"index": rng.randrange(30)}).encode() + b"\n",
+        lambda: b' {"index": 7} \n',
+    ]
+    for trial in range(200):
+        body = b"".join(rng.choice(lines)() for _ in range(rng.randint(0, 12)))
+        if rng.random() < 0.3:
+            body += json.dumps({"index": 99}).encode()[: rng.randint(1, 8)]  # torn last line
+        path = tmp_path / f"r{trial}.jsonl"
+        path.write_bytes(body)
+        got_problems, want_problems = ReadProblems(), ReadProblems()
+        assert list(read_results(path, got_problems)) == _read_results_reference(path, want_problems), body
+        assert got_problems == want_problems, body
+        assert list(read_results(path)) == _read_results_reference(path, ReadProblems())
+
+
+def _odd_text(rng: random.Random) -> str:
+    pieces = ["a", "é", "\u2028", "\U0001f600", "\ud800", "\udc80", "\\", '"', "\\ud800", "x"]
+    return "".join(rng.choice(pieces) for _ in range(rng.randint(0, 6)))
+
+
+def _odd_doc(rng: random.Random, depth: int = 0) -> Any:
+    roll = rng.random()
+    if roll < 0.3 and depth < 3:
+        return {_odd_text(rng): _odd_doc(rng, depth + 1) for _ in range(rng.randint(0, 3))}
+    if roll < 0.5 and depth < 3:
+        return [_odd_doc(rng, depth + 1) for _ in range(rng.randint(0, 3))]
+    return rng.choice([_odd_text(rng), 1, None, True, 2.5])
+
+
+def test_vouched_parts_of_a_provider_trajectory_are_made_safe_as_the_full_check_would() -> None:
+    """safe_trajectory with the provider's vouch_clean gives what it gives without, whenever the vouch holds as the provider checks it."""
+    from evalx.models import _LONE_SURROGATE, ToolCall, Trajectory, json_text_is_clean, safe_trajectory, vouch_clean
+
+    rng = random.Random(14)
+    vouched_responses = 0
+    for _ in range(3000):
+        answer = _odd_doc(rng)
+        text = json.dumps(answer, ensure_ascii=rng.random() < 0.5)
+        data = json.loads(text)
+        if json_text_is_clean(text):  # the probe's promise: nothing parsed from it holds a lone surrogate
+            assert _LONE_SURROGATE.search(json.dumps(data, ensure_ascii=False)) is None, text
+        body = {"model": "m", "messages": [{"role": "user", "content": _odd_text(rng)}], "extra": _odd_doc(rng)}
+        try:
+            json.dumps(body, ensure_ascii=False).encode("utf-8")  # what the client sends: strict UTF-8
+            sent = True
+        except UnicodeEncodeError:
+            sent = False  # the request would have failed: no trajectory with this body
+
+        def make(text: str, answer: Any, data: Any, body: Any) -> Trajectory:
+            return Trajectory(
+                text=_odd_text(random.Random(len(text))),
+                tool_calls=[ToolCall(name=_odd_text(random.Random(len(text) + 1)), args=answer)] if len(text) % 3 == 0 else [],
+                raw={"stop_reason": _odd_text(random.Random(len(text) + 2)), "response": data},
+                request={"method": "POST", "url": "http://127.0.0.1/v1", "headers": {"a": "b"}, "body": body},
+            )
+
+        full = safe_trajectory(make(text, answer, data, body))
+        fast = make(text, answer, data, body)
+        response = data if json_text_is_clean(text) else None
+        vouched_responses += response is not None
+        vouch_clean(fast, request_body=body if sent else None, raw_response=response)
+        fast = safe_trajectory(fast)
+        assert fast.to_dict() == full.to_dict(), text
+        assert "_vouched" not in fast.__dict__
+    assert 300 < vouched_responses < 2700  # both ways taken

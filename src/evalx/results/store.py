@@ -246,6 +246,22 @@ def read_results(path: Path, problems: ReadProblems | None = None) -> Iterator[C
     seen: set[int] = set()
     with open(path, "rb") as f:
         for number, raw in enumerate(f, 1):
+            if raw.endswith(b"\n") and b"\0" not in raw:  # the usual whole line: parsed once, no copies
+                try:
+                    value = json.loads(raw)
+                except (ValueError, RecursionError):
+                    value = None
+                if isinstance(value, dict):
+                    index = value.get("index")
+                    if type(index) is int:
+                        if index in seen:
+                            if problems is not None:
+                                problems.duplicate_cells.append(index)
+                            continue
+                        seen.add(index)
+                    yield value  # type: ignore[misc]
+                    continue
+            # anything else (blank, torn, NUL bytes, not an object) as below
             if not raw.endswith(b"\n"):  # the last line, torn by a kill
                 pieces = [raw]
             elif b"\0" in raw:  # NUL blocks: the text between them may still be whole lines

@@ -547,15 +547,29 @@ class HttpClient:
         target's keys) and, for 307/308, the body; a redirect to another
         origin (scheme, host and port) is the cell's error instead, naming
         where it pointed. 301/302/303 turn a POST into a body-less GET, as
-        browsers do; 307/308 resend the same method and body.
+        browsers do; 307/308 resend the same method and body. The hot path
+        (:meth:`request_json`) makes the first attempt itself and calls
+        :meth:`_follow` only for a redirect.
         """
+        resp = await self._get_session().request(
+            method, url, data=data, headers=headers, timeout=timeout, proxy=self._proxy(url), allow_redirects=False
+        )
+        if resp.status in _REDIRECTS:
+            resp = await self._follow(resp, method, url, data, headers, timeout)
+        return resp
+
+    async def _follow(
+        self,
+        resp: aiohttp.ClientResponse,
+        method: str,
+        url: str,
+        data: bytes | None,
+        headers: dict[str, str],
+        timeout: aiohttp.ClientTimeout,
+    ) -> aiohttp.ClientResponse:
+        """Follow the redirect ``resp`` (the answer to ``method url``) and any after it, as :meth:`_send` describes."""
         session = self._get_session()
-        for _ in range(MAX_REDIRECTS + 1):
-            resp = await session.request(
-                method, url, data=data, headers=headers, timeout=timeout, proxy=self._proxy(url), allow_redirects=False
-            )
-            if resp.status not in _REDIRECTS:
-                return resp
+        for followed in range(MAX_REDIRECTS + 1):
             location = resp.headers.get("Location")
             resp.release()
             if not location:
@@ -570,6 +584,13 @@ class HttpClient:
                 method, data = "GET", None
                 headers = {k: v for k, v in headers.items() if k.lower() != "content-type"}
             url = target
+            if followed == MAX_REDIRECTS:
+                break
+            resp = await session.request(
+                method, url, data=data, headers=headers, timeout=timeout, proxy=self._proxy(url), allow_redirects=False
+            )
+            if resp.status not in _REDIRECTS:
+                return resp
         raise TargetError(f"more than {MAX_REDIRECTS} redirects from {shown_url(url)}")
 
     @staticmethod
@@ -611,10 +632,19 @@ class HttpClient:
         else:
             timeout = self._timeout(None)
         try:
-            resp = await self._send(method, url, data, hdrs, timeout)
+            # the first attempt made here, not in _send (one coroutine less per request); a redirect goes to _follow
+            resp = await self._get_session().request(
+                method, url, data=data, headers=hdrs, timeout=timeout, proxy=self._proxy(url), allow_redirects=False
+            )
+            if resp.status in _REDIRECTS:
+                resp = await self._follow(resp, method, url, data, hdrs, timeout)
             try:
                 self._reached = True
-                raw = await _read_body(resp, self.max_response_bytes, url)
+                length = resp.content_length
+                if length is not None and length <= self.max_response_bytes and "Content-Encoding" not in resp.headers:
+                    raw = await resp.read()  # _read_body's first case, inline
+                else:
+                    raw = await _read_body(resp, self.max_response_bytes, url)
                 status, resp_headers, charset = resp.status, resp.headers, resp.charset or "utf-8"
             finally:
                 resp.release()
