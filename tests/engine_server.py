@@ -22,12 +22,11 @@ from __future__ import annotations
 
 import asyncio
 import json
-import socket
-import threading
 from collections import Counter
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from aio_server import ThreadedAioServer
 from aiohttp import web
 
 NASTY = 'ANSI \x1b[31mred\x1b[0m, NUL \x00 byte, CDATA end ]]> and <b>markup</b> & "quotes"'
@@ -124,51 +123,23 @@ class Call:
         await self.write(sse("done", {"status": "complete"}, eol=eol))
 
 
-class EngineServer:
+class EngineServer(ThreadedAioServer):
+    thread_name = "engine-server"
+
     def __init__(self, *, key: str | None = None) -> None:
         self.key = key
         self.requests: list[dict[str, Any]] = []
         self.attempts: Counter[str] = Counter()
         self.in_flight = 0
         self.peak_in_flight = 0
-        self._sock = socket.socket()
-        self._sock.bind(("127.0.0.1", 0))
-        self.port = int(self._sock.getsockname()[1])
-        self.url = f"http://127.0.0.1:{self.port}"
-        self._loop = asyncio.new_event_loop()
-        self._ready = threading.Event()
-        self._runner: web.AppRunner | None = None
-        self._thread = threading.Thread(target=self._serve, name="engine-server", daemon=True)
+        super().__init__()
 
-    # -- lifecycle
     def start(self) -> EngineServer:
-        self._thread.start()
-        if not self._ready.wait(10):
-            raise RuntimeError("the test engine did not start")
+        super().start()
         return self
 
-    def stop(self) -> None:
-        async def shutdown() -> None:
-            if self._runner is not None:
-                await self._runner.cleanup()
-
-        asyncio.run_coroutine_threadsafe(shutdown(), self._loop).result(10)
-        self._loop.call_soon_threadsafe(self._loop.stop)
-        self._thread.join(10)
-
-    def _serve(self) -> None:
-        asyncio.set_event_loop(self._loop)
-
-        async def setup() -> None:
-            app = web.Application()
-            app.router.add_post("/execute", self._execute)
-            self._runner = web.AppRunner(app, access_log=None, shutdown_timeout=0.5)
-            await self._runner.setup()
-            await web.SockSite(self._runner, self._sock).start()  # listening once this returns
-
-        self._loop.run_until_complete(setup())
-        self._ready.set()
-        self._loop.run_forever()
+    def routes(self, app: web.Application) -> None:
+        app.router.add_post("/execute", self._execute)
 
     # -- queries for tests
     def requests_for(self, run_id: str) -> list[dict[str, Any]]:

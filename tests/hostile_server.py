@@ -20,15 +20,13 @@ per mode.
 
 from __future__ import annotations
 
-import asyncio
 import json
-import socket
 import struct
-import threading
 import zlib
 from collections import Counter
 from typing import Any
 
+from aio_server import ThreadedAioServer
 from aiohttp import web
 
 CHUNK = 64 * 1024
@@ -69,48 +67,22 @@ def bombs(mib: int, block: bytes = bytes(1 << 20)) -> tuple[bytes, bytes]:
     return gzip_body, zlib_body
 
 
-class HostileServer:
+class HostileServer(ThreadedAioServer):
+    thread_name = "hostile-server"
+
     def __init__(self, *, bomb_mib: int = BOMB_MIB) -> None:
         self.bombs = {"application/json": bombs(bomb_mib), "text/event-stream": bombs(bomb_mib, SSE_COMMENTS)}
         self.sent = 0
         self.hits: Counter[str] = Counter()
-        self._sock = socket.socket()
-        self._sock.bind(("127.0.0.1", 0))
-        self.url = f"http://127.0.0.1:{self._sock.getsockname()[1]}"
-        self._loop = asyncio.new_event_loop()
-        self._ready = threading.Event()
-        self._runner: web.AppRunner | None = None
-        self._thread = threading.Thread(target=self._serve, name="hostile-server", daemon=True)
+        super().__init__()
 
     def start(self) -> HostileServer:
-        self._thread.start()
-        if not self._ready.wait(10):
-            raise RuntimeError("the hostile server did not start")
+        super().start()
         return self
 
-    def stop(self) -> None:
-        async def shutdown() -> None:
-            if self._runner is not None:
-                await self._runner.cleanup()
-
-        asyncio.run_coroutine_threadsafe(shutdown(), self._loop).result(10)
-        self._loop.call_soon_threadsafe(self._loop.stop)
-        self._thread.join(10)
-
-    def _serve(self) -> None:
-        asyncio.set_event_loop(self._loop)
-
-        async def setup() -> None:
-            app = web.Application()
-            app.router.add_post("/{mode}/v1/chat/completions", self._provider)
-            app.router.add_post("/{mode}/execute", self._engine)
-            self._runner = web.AppRunner(app, access_log=None, shutdown_timeout=0.5)
-            await self._runner.setup()
-            await web.SockSite(self._runner, self._sock).start()
-
-        self._loop.run_until_complete(setup())
-        self._ready.set()
-        self._loop.run_forever()
+    def routes(self, app: web.Application) -> None:
+        app.router.add_post("/{mode}/v1/chat/completions", self._provider)
+        app.router.add_post("/{mode}/execute", self._engine)
 
     async def _send(self, resp: web.StreamResponse, data: bytes) -> None:
         await resp.write(data)
