@@ -244,6 +244,18 @@ def read_results(path: Path, problems: ReadProblems | None = None) -> Iterator[C
     and readers check before use.
     """
     seen: set[int] = set()
+
+    def first_time(value: dict[str, Any]) -> bool:
+        """False for a cell already read (counted as a duplicate): each cell is kept once, its first line."""
+        index = value.get("index")
+        if type(index) is int:
+            if index in seen:
+                if problems is not None:
+                    problems.duplicate_cells.append(index)
+                return False
+            seen.add(index)
+        return True
+
     with open(path, "rb") as f:
         for number, raw in enumerate(f, 1):
             if raw.endswith(b"\n") and b"\0" not in raw:  # the usual whole line: parsed once, no copies
@@ -252,14 +264,8 @@ def read_results(path: Path, problems: ReadProblems | None = None) -> Iterator[C
                 except (ValueError, RecursionError):
                     value = None
                 if isinstance(value, dict):
-                    index = value.get("index")
-                    if type(index) is int:
-                        if index in seen:
-                            if problems is not None:
-                                problems.duplicate_cells.append(index)
-                            continue
-                        seen.add(index)
-                    yield value  # type: ignore[misc]
+                    if first_time(value):
+                        yield value  # type: ignore[misc]
                     continue
             # anything else (blank, torn, NUL bytes, not an object) as below
             if not raw.endswith(b"\n"):  # the last line, torn by a kill
@@ -279,14 +285,8 @@ def read_results(path: Path, problems: ReadProblems | None = None) -> Iterator[C
                     if problems is not None and number not in problems.unreadable_lines[-1:]:
                         problems.unreadable_lines.append(number)
                     continue
-                index = value.get("index")
-                if type(index) is int:
-                    if index in seen:
-                        if problems is not None:
-                            problems.duplicate_cells.append(index)
-                        continue
-                    seen.add(index)
-                yield value  # type: ignore[misc]
+                if first_time(value):
+                    yield value  # type: ignore[misc]
 
 
 def rewrite_results(path: Path, results: list[CellResult]) -> None:
