@@ -65,10 +65,12 @@ class _Group(click.Group):
             click.echo("evalx: interrupted", err=True)
             sys.exit(EXIT_INCOMPLETE)
         except Exception as exc:
-            from evalx.errors import ConfigError, EvalxError
+            from evalx.errors import ConfigError, EvalxError, OutputError
 
             if isinstance(exc, ConfigError):
                 _fail([str(i) for i in exc.issues])
+            if isinstance(exc, OutputError):  # a full disk, a read-only folder: the run or its reports are incomplete
+                _fail(f"evalx: {exc}", EXIT_INCOMPLETE)
             if isinstance(exc, EvalxError):
                 _fail(f"evalx: {exc}")
             if os.environ.get("EVALX_DEBUG"):
@@ -169,15 +171,19 @@ def run_cmd(
     """Run the evals and write runs/<run_id>/."""
     from evalx.execution.plan import Selection, build_plan
     from evalx.execution.runner import RunOptions, run
+    from evalx.reports.render import check_outputs
 
     config = _load(config_path, var)
     selection = Selection(list(targets), list(datasets), list(cases), list(categories), repeat, matrix)
     run_id = None
+    inputs = config.input_files()
     if resume:
         from evalx.execution.resume import load_run_meta, resume_selection
 
-        _, meta = load_run_meta(resume, config.output_dir)
+        resumed, meta = load_run_meta(resume, config.output_dir)
         selection, run_id = resume_selection(meta, selection), str(meta["run_id"])
+        inputs.append(Path(resumed) / "results.jsonl")
+    check_outputs({"--junit": junit, "--html": html, "--markdown": markdown}, inputs)
     if dry_run:
         plan = build_plan(config, selection)
         _print_plan(plan, config)
@@ -246,21 +252,20 @@ def report(run_ref: str, config_path: Path, html: Path | None, junit: Path | Non
     RUN is a run id under the config's output dir, `latest`, or the path of a
     run directory (which needs no config).
     """
-    from evalx.reports.render import REPORT_FILES, copy_report, rebuild_reports
+    from evalx.reports.render import REPORT_FILES, check_outputs, copy_report, rebuild_reports
     from evalx.results.store import RESULTS, ReadProblems
 
     run_dir = _find_run(run_ref, config_path)
+    check_outputs({"--html": html, "--junit": junit}, [run_dir / RESULTS, run_dir / "summary.json", run_dir / "config.yaml"])
     problems = ReadProblems()
     rebuild_reports(run_dir, problems)
     if problems:
         click.echo(f"evalx: warning: {problems.warning(run_dir / RESULTS)}", err=True)
     written = [run_dir / name for name in REPORT_FILES]
-    if html:
-        copy_report(run_dir / "report.html", html)
-        written.append(html)
-    if junit:
-        copy_report(run_dir / "junit.xml", junit)
-        written.append(junit)
+    for extra, name in ((html, "report.html"), (junit, "junit.xml")):
+        if extra and extra.resolve() != (run_dir / name).resolve():
+            copy_report(run_dir / name, extra)
+            written.append(extra)
     for path in written:
         click.echo(f"wrote {os.path.relpath(path)}")
 

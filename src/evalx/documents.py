@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import difflib
 import json
+import math
 import os
 import re
 from collections.abc import Callable, Iterable, Iterator, Mapping
@@ -30,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+from jsonschema import Draft202012Validator, validators
 from jsonschema.exceptions import ValidationError
 
 from evalx.errors import ConfigError, Issue
@@ -456,6 +458,19 @@ def display_path(path: Path) -> str:
     return str(Path(path).resolve()) if rel.startswith("..") else rel
 
 
+def _finite_number(checker: Any, value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and (isinstance(value, int) or math.isfinite(value))
+
+
+#: The validator of evalx's own schemas (configs, provider definitions, cases):
+#: Draft 2020-12 whose ``number`` is a finite one, so ``timeout_s: .nan`` or
+#: ``threshold: .inf`` is an error (NaN slips through every ``minimum`` check).
+#: Users' own JSON Schemas (``json_schema`` assertions) keep the standard meaning.
+SchemaValidator: Any = validators.extend(
+    Draft202012Validator, type_checker=Draft202012Validator.TYPE_CHECKER.redefine("number", _finite_number)
+)
+
+
 def schema_error_leaves(err: ValidationError) -> list[ValidationError]:
     """The errors worth showing: for anyOf, the branch that got furthest."""
     if err.validator in ("anyOf", "oneOf") and err.context:
@@ -485,6 +500,8 @@ def describe_schema_error(err: ValidationError) -> tuple[KeyPath, str]:
         return path, f"unknown {what} {err.instance!r}{did_you_mean(str(err.instance), choices)}"
     if v == "const" and path and path[-1] == "version":
         return path, f"unsupported version {err.instance!r} (this evalx reads version: 1)"
+    if v == "type" and isinstance(err.instance, float) and not math.isfinite(err.instance):
+        return path, f"{err.instance} is not a finite number"
     if v == "type":
         return path, f"{_short(err.instance)} is not of type {_types(err.validator_value)}"
     if v == "pattern" and path and path[-1] == "callable":

@@ -8,7 +8,8 @@ The hierarchy::
     ├── TargetError          a target failed to produce a trajectory
     │   ├── TargetTimeout        the cell or the stream went past its timeout
     │   └── TargetProtocolError  the remote answered something we cannot read
-    └── JudgeError           a judge call failed or its verdict was unreadable
+    ├── JudgeError           a judge call failed or its verdict was unreadable
+    └── OutputError          a file evalx must write could not be (full disk, read-only folder...)
 
 Every message is meant to be shown to a person as one line: it names where
 (file:line and key path) and never contains a secret.
@@ -16,11 +17,39 @@ Every message is meant to be shown to a person as one line: it names where
 
 from __future__ import annotations
 
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 
 class EvalxError(Exception):
     """Base class of every error evalx raises on purpose."""
+
+
+class OutputError(EvalxError):
+    """A file evalx must write could not be written: the message names it and says why (exit 3)."""
+
+    def __init__(self, path: str | os.PathLike[str], exc: OSError) -> None:
+        self.path = os.fspath(path)
+        shown = os.path.relpath(self.path) if os.path.isabs(self.path) and not os.path.relpath(self.path).startswith("..") else self.path
+        super().__init__(f"cannot write {shown}: {exc.strerror or exc}")
+
+
+@contextmanager
+def writing(path: str | os.PathLike[str], *, tmp: str | os.PathLike[str] | None = None) -> Iterator[None]:
+    """Turn an :class:`OSError` while writing ``path`` into an :class:`OutputError` naming it (removing ``tmp``, a half-written copy)."""
+    try:
+        yield
+    except OutputError:
+        raise
+    except OSError as exc:
+        if tmp is not None:
+            try:
+                os.unlink(tmp)
+            except OSError:
+                pass
+        raise OutputError(path, exc) from None
 
 
 @dataclass(frozen=True)

@@ -17,13 +17,11 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from jsonschema import Draft202012Validator
-
 from evalx.assertions import get_assertion, registered
 from evalx.assertions.plain import plainly_valid
 from evalx.assertions.registry import generation
 from evalx.datasets.shorthands import SHORTHAND_PROPERTIES, KeyPath, expand, unknown_field
-from evalx.documents import DocumentError, did_you_mean, load_json, load_yaml
+from evalx.documents import DocumentError, SchemaValidator, describe_schema_error, did_you_mean, load_json, load_yaml
 from evalx.errors import DatasetError
 from evalx.models import Case
 from evalx.usercode import UserCodeError, resolve_callable
@@ -71,10 +69,10 @@ _JUDGE_OVERRIDE = {"type": "object"}  # settings merged over the config's judge:
 # Validation of case fields; assertions are checked one by one against their own type's schema.
 # assertion items are checked one by one against their own type (below), so the
 # case validator skips them: following the $ref per item costs more than the rest
-_case_validator = Draft202012Validator(
+_case_validator = SchemaValidator(
     {**CASE_SCHEMA, "properties": {**CASE_SCHEMA["properties"], "assert": {"type": "array"}}, "$defs": {"assertion": {}}}
 )
-_defaults_validator = Draft202012Validator({"type": "object", "properties": CASE_SCHEMA["properties"], "$defs": {"assertion": {}}})
+_defaults_validator = SchemaValidator({"type": "object", "properties": CASE_SCHEMA["properties"], "$defs": {"assertion": {}}})
 
 
 def case_schema_document() -> dict[str, Any]:
@@ -424,12 +422,15 @@ def _check_assertion(spec: Any, raw: _Raw, sub: KeyPath, errors: _Errors, *, gen
     for err in _assertion_validator(kind, schema).iter_errors(spec):
         if err.validator == "additionalProperties":
             continue  # reported above, with a suggestion
-        report(tuple(err.absolute_path), err.message)
+        if err.validator == "type":  # says "is not a finite number" for .nan/.inf
+            report(*describe_schema_error(err))
+        else:
+            report(tuple(err.absolute_path), err.message)
     if fingerprint is not None and errors.count == before and len(_valid_specs) < 10_000:
         _valid_specs.add(fingerprint)
 
 
-_validators: dict[str, tuple[dict[str, Any], Draft202012Validator]] = {}
+_validators: dict[str, tuple[dict[str, Any], Any]] = {}
 
 
 _valid_specs: set[str] = set()
@@ -443,10 +444,10 @@ def _fingerprint(spec: Any) -> str | None:
         return None
 
 
-def _assertion_validator(kind: str, schema: dict[str, Any]) -> Draft202012Validator:
+def _assertion_validator(kind: str, schema: dict[str, Any]) -> Any:
     cached = _validators.get(kind)
     if cached is None or cached[0] is not schema:
-        cached = (schema, Draft202012Validator({**schema, "$defs": {"judge_override": _JUDGE_OVERRIDE}}))
+        cached = (schema, SchemaValidator({**schema, "$defs": {"judge_override": _JUDGE_OVERRIDE}}))
         _validators[kind] = cached
     return cached[1]
 

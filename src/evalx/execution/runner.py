@@ -19,6 +19,7 @@ from typing import Any, TextIO
 import yaml
 
 from evalx.config.loader import Config
+from evalx.errors import writing
 from evalx.execution.executor import ExecutionStats, Executor, TargetPlan
 from evalx.execution.plan import Plan, Selection, build_plan
 from evalx.execution.progress import Progress
@@ -74,7 +75,8 @@ def run(config: Config, options: RunOptions, *, out: TextIO | None = None, err: 
         run_dir, previous = _resume.load_run_meta(run_id, config.output_dir)
         for note in _resume.check_plan(previous, config, plan, fingerprint):
             print(f"evalx: {note}", file=err)
-    run_dir.mkdir(parents=True, exist_ok=True)
+    with writing(run_dir):
+        run_dir.mkdir(parents=True, exist_ok=True)
     lock = RunLock(run_dir)  # one writer per run folder: a second run or --resume of it is refused (exit 2)
     try:
         return _run_locked(config, options, plan, run_id, run_dir, fingerprint, previous, out=out, err=err)
@@ -124,11 +126,12 @@ def _run_locked(
         meta["started_unix"] = previous.get("started_unix", meta["started_unix"])
         meta["resumed_at"] = [*previous.get("resumed_at", []), started.isoformat(timespec="seconds")]
     write_json(run_dir / "run.json", meta)
-    (run_dir / "config.yaml").write_text(
-        "# the resolved config of this run; secrets are redacted\n"
-        + yaml.safe_dump(config.redactor.obj(config.data), sort_keys=False, allow_unicode=True),
-        encoding="utf-8",
-    )
+    with writing(run_dir / "config.yaml"):
+        (run_dir / "config.yaml").write_text(
+            "# the resolved config of this run; secrets are redacted\n"
+            + yaml.safe_dump(config.redactor.obj(config.data), sort_keys=False, allow_unicode=True),
+            encoding="utf-8",
+        )
 
     from evalx.results.summary import SummaryBuilder
 

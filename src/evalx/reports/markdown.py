@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from evalx.errors import writing
 from evalx.figures import pct as _pct
 from evalx.results.compare import markdown_cases, md_escape
 from evalx.results.model import RunSummary
@@ -73,12 +74,13 @@ def publish_markdown(summary: RunSummary, path: Path | None) -> list[Path]:
     text = markdown_summary(summary)
     written = []
     if path is not None:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text, encoding="utf-8")
+        with writing(path):
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(text, encoding="utf-8")
         written.append(path)
     step = os.environ.get("GITHUB_STEP_SUMMARY")
     if step:
-        with open(step, "a", encoding="utf-8") as f:
+        with writing(step), open(step, "a", encoding="utf-8") as f:
             f.write(text + "\n")
         written.append(Path(step))
     return written

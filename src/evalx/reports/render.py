@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import json
 import shutil
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any, cast
 
-from evalx.errors import EvalxError
+from evalx.errors import EvalxError, writing
 from evalx.reports.html import HtmlStream, write_html
 from evalx.reports.junit import JUnitStream, write_junit
 from evalx.reports.text import format_summary
@@ -18,9 +19,11 @@ from evalx.results.repeats import RULES
 from evalx.results.store import ReadProblems, read_results, write_json
 from evalx.results.summary import SummaryBuilder
 
-__all__ = ["REPORT_FILES", "copy_report", "rebuild_reports", "write_reports"]
+__all__ = ["REPORT_FILES", "check_outputs", "copy_report", "rebuild_reports", "write_reports"]
 
 REPORT_FILES = ("summary.json", "summary.txt", "junit.xml", "report.html")
+#: what a run folder holds that no report may overwrite: its record, not a rendering of it
+RUN_RECORDS = ("results.jsonl", "summary.json", "config.yaml", "run.json", "reviews.jsonl")
 
 
 def write_reports(run_dir: Path, summary: RunSummary) -> None:
@@ -36,7 +39,8 @@ def write_reports(run_dir: Path, summary: RunSummary) -> None:
     rule = str(summary.get("repeat_pass_rule") or "majority")
     write_json(run_dir / "summary.json", summary)
     text = format_summary(summary) + "\n" + format_outcome(summary)
-    (run_dir / "summary.txt").write_text(text, encoding="utf-8", errors="replace")  # a lone surrogate cannot be UTF-8
+    with writing(run_dir / "summary.txt"):
+        (run_dir / "summary.txt").write_text(text, encoding="utf-8", errors="replace")  # a lone surrogate cannot be UTF-8
     name, run_id = str(summary.get("name") or ""), str(summary.get("run_id") or run_dir.name)
     _junit_and_html(results, summary, run_dir, name=name, run_id=run_id, rule=rule, baseline=baseline)
 
@@ -115,10 +119,47 @@ def rebuild_reports(run_dir: Path, problems: ReadProblems | None = None) -> RunS
     return summary
 
 
+def check_outputs(outputs: dict[str, Path | None], inputs: Iterable[Path] = ()) -> None:
+    """Refuse, before anything runs, an output path (``{"--html": path}``) that would destroy what the command reads.
+
+    An output may not be one of ``inputs`` (the config, a dataset, a target's
+    code, a run's results), a record of any run folder (:data:`RUN_RECORDS`
+    beside a ``results.jsonl``), a directory, or another output of the same
+    command. Raises :class:`EvalxError` naming the option and the file.
+    """
+    protected: dict[Path, Path] = {}
+    for path in inputs:
+        protected.setdefault(_resolved(path), path)
+    claimed: dict[Path, str] = {}
+    for option, path in outputs.items():
+        if path is None:
+            continue
+        where = _resolved(path)
+        if where.is_dir():
+            raise EvalxError(f"{option} {path}: is a directory (give a file name)")
+        if where in protected:
+            raise EvalxError(f"{option} {path}: that is {protected[where]}, which this command reads; write the report elsewhere")
+        if where.name in RUN_RECORDS and (where.parent / "results.jsonl").is_file():
+            raise EvalxError(f"{option} {path}: that is a run's {where.name}, which no report may overwrite; write the report elsewhere")
+        if where in claimed:
+            raise EvalxError(f"{option} and {claimed[where]} both write {path}; give each its own file")
+        claimed[where] = option
+
+
+def _resolved(path: Path) -> Path:
+    try:
+        return path.resolve()
+    except (OSError, RuntimeError):  # a symlink loop: compare it as written
+        return path.absolute()
+
+
 def copy_report(src: Path, dst: Path) -> None:
     """Copy a written report to where ``--junit``/``--html`` asked for it, creating its folder."""
-    dst.parent.mkdir(parents=True, exist_ok=True)
-    shutil.copyfile(src, dst)
+    if _resolved(src) == _resolved(dst):  # `evalx report RUN --html RUN/report.html`: already there
+        return
+    with writing(dst):
+        dst.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(src, dst)
 
 
 def _read_json_dict(path: Path) -> dict[str, Any]:

@@ -8,6 +8,7 @@ the original (never edited in place).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import secrets
@@ -22,7 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
-from evalx.errors import EvalxError
+from evalx.errors import EvalxError, writing
 from evalx.models import safe_value
 from evalx.results.model import CellResult
 
@@ -102,11 +103,14 @@ class ResultWriter:
 
     def __init__(self, run_dir: Path, *, append: bool = False) -> None:
         self.path = run_dir / RESULTS
-        self._file: IO[bytes] = open(self.path, "ab" if append else "wb")
+        with writing(self.path):
+            # unbuffered: one write(2) a line, and a failed one can be cut off without a buffer that still holds it
+            self._file: IO[bytes] = open(self.path, "ab" if append else "wb", buffering=0)
         self._offsets: list[tuple[int, int, int]] = []  # (index, offset, length)
-        if append:
-            self._index_existing()
-        self._file.seek(0, os.SEEK_END)
+        with writing(self.path):
+            if append:
+                self._index_existing()
+            self._file.seek(0, os.SEEK_END)
 
     def _index_existing(self) -> None:
         good_end = 0
@@ -138,8 +142,16 @@ class ResultWriter:
             result.update(safe_value(dict(result)))  # in place: the summary gets the same result
             line = (dumps(result) + "\n").encode("utf-8")
         offset = self._file.tell()
-        self._file.write(line)
-        self._file.flush()
+        with writing(self.path):
+            try:
+                view = memoryview(line)
+                while view:
+                    view = view[self._file.write(view) or 0 :]
+            except OSError:
+                with contextlib.suppress(OSError):
+                    os.ftruncate(self._file.fileno(), offset)  # never a torn line (best effort: the disk is full)
+                    self._file.seek(offset)
+                raise
         self._offsets.append((int(result["index"]), offset, len(line)))
 
     @property
@@ -155,14 +167,15 @@ class ResultWriter:
         return {i for i, _, _ in self._offsets}
 
     def close(self, *, reorder: bool = True) -> None:
-        self._file.close()
+        with writing(self.path):
+            self._file.close()
         if not reorder:
             return
         order = sorted(self._offsets)
         if [o for _, o, _ in order] == sorted(o for _, o, _ in order):
             return  # already in matrix order
         tmp = self.path.with_suffix(".jsonl.tmp")
-        with open(self.path, "rb") as src, open(tmp, "wb") as dst:
+        with writing(self.path, tmp=tmp), open(self.path, "rb") as src, open(tmp, "wb") as dst:
             for _, offset, length in order:
                 src.seek(offset)
                 dst.write(src.read(length))
@@ -292,7 +305,7 @@ def read_results(path: Path, problems: ReadProblems | None = None) -> Iterator[C
 def rewrite_results(path: Path, results: list[CellResult]) -> None:
     """Replace ``path`` atomically with ``results``, one line each (a damaged file, cleaned before a resume appends)."""
     tmp = path.with_suffix(".jsonl.tmp")
-    with open(tmp, "wb") as dst:
+    with writing(path, tmp=tmp), open(tmp, "wb") as dst:
         for result in results:
             dst.write((dumps(result) + "\n").encode("utf-8", "backslashreplace"))
         dst.flush()
@@ -308,5 +321,6 @@ def write_json(path: Path, value: Any) -> None:
     """
     tmp = path.with_suffix(path.suffix + ".tmp")
     text = json.dumps(value, ensure_ascii=False, indent=2, default=_json_default) + "\n"
-    tmp.write_text(text, encoding="utf-8", errors="backslashreplace")
-    os.replace(tmp, path)
+    with writing(path, tmp=tmp):
+        tmp.write_text(text, encoding="utf-8", errors="backslashreplace")
+        os.replace(tmp, path)

@@ -27,9 +27,8 @@ from typing import Any
 
 from jinja2 import ChainableUndefined, StrictUndefined, TemplateError, TemplateSyntaxError, Undefined
 from jinja2.sandbox import ImmutableSandboxedEnvironment
-from jsonschema import Draft202012Validator
 
-from evalx.documents import KeyPath, Loaded, format_path, load_yaml
+from evalx.documents import KeyPath, Loaded, SchemaValidator, format_path, load_yaml
 from evalx.errors import ConfigError, Issue
 from evalx.shipped import data_dir
 
@@ -710,7 +709,7 @@ def load_definition(path: Path, *, shipped: bool = False) -> ProviderDefinition:
     from evalx.documents import describe_schema_error, schema_error_leaves
 
     issues: list[Issue] = []
-    for err in Draft202012Validator(PROVIDER_SCHEMA).iter_errors(loaded.data):
+    for err in SchemaValidator(PROVIDER_SCHEMA).iter_errors(loaded.data):
         for leaf in schema_error_leaves(err):
             key, message = describe_schema_error(leaf)
             issues.append(_issue(loaded, key, message))
