@@ -14,10 +14,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from jsonschema import Draft202012Validator
-
 from evalx.assertions.registry import check_entry_point_plugins
-from evalx.documents import KeyPath, Loaded, describe_schema_error, did_you_mean, display_path, format_path, load_yaml, schema_error_leaves
+from evalx.documents import (
+    KeyPath,
+    Loaded,
+    SchemaValidator,
+    describe_schema_error,
+    did_you_mean,
+    display_path,
+    format_path,
+    load_yaml,
+    schema_error_leaves,
+)
 from evalx.errors import ConfigError, Issue
 from evalx.plugins import import_config_plugins
 from evalx.redaction import Redactor, looks_secret_name
@@ -84,6 +92,18 @@ class Config:
     def output_dir(self) -> Path:
         out = str((self.data.get("output") or {}).get("dir", "runs"))
         return (self.base_dir / out).resolve()
+
+    def input_files(self) -> list[Path]:
+        """The files a run reads from the user: this config, its dataset files, plugin and target code files."""
+        files = [self.path]
+        for spec in self.data.get("datasets") or []:
+            path = self.base_dir / str(spec.get("path", "")) if isinstance(spec, dict) and spec.get("path") else None
+            if path is not None:
+                files.extend(sorted(p for p in path.iterdir() if p.is_file()) if path.is_dir() else [path])
+        code = [str(t.get("callable", "")) for t in self.data.get("targets") or [] if isinstance(t, dict)]
+        code += [str(p) for p in self.data.get("plugins") or []]
+        files.extend(self.base_dir / ref.split(":")[0] for ref in code if ref.split(":")[0].endswith(".py"))
+        return files
 
     def line(self, path: KeyPath) -> int | None:
         return self.loaded.line_of(path)
@@ -236,7 +256,7 @@ def load_plugins_of(loaded: Loaded, base_dir: Path) -> None:
 def schema_issues(config: Config) -> list[Issue]:
     from evalx.config.schema import config_schema
 
-    validator = Draft202012Validator(config_schema())
+    validator = SchemaValidator(config_schema())
     issues: list[Issue] = []
     seen: set[tuple[Any, ...]] = set()
     for err in validator.iter_errors(config.data):
