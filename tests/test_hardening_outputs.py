@@ -153,3 +153,39 @@ def test_nan_and_infinity_are_refused_wherever_a_number_goes(tmp_path: Path, whe
         code, output = _cli(command, "-c", str(config))
         assert code == 2, output
         assert expected in output
+
+
+# -- an open-files limit too low for the concurrency asked ---------------------------------------------
+
+
+def _engine_project(tmp_path: Path, url: str, key: str) -> Path:
+    config = tmp_path / "evalconfig.yaml"
+    targets = "".join(f"  - {{id: e{i}, type: engine, url: '{url}', api_key: {key}, concurrency: 200, cache: false}}\n" for i in (1, 2))
+    cases = ", ".join(f"{{id: c{i}, input: {{message: hello}}}}" for i in range(3))
+    config.write_text(f"version: 1\ntargets:\n{targets}datasets: [{{id: d, cases: [{cases}]}}]\n", encoding="utf-8")
+    return config
+
+
+@pytest.mark.parametrize(("soft", "hard", "warned"), [(40, 40, True), (40, 4096, False)])
+def test_a_low_open_files_limit_is_raised_or_named_before_the_run(
+    engine_server: object, tmp_path: Path, soft: int, hard: int, warned: bool
+) -> None:
+    from conftest import ENGINE_TEST_KEY
+
+    config = _engine_project(tmp_path, engine_server.url, ENGINE_TEST_KEY)  # type: ignore[attr-defined]
+    proc = subprocess.run(
+        [sys.executable, "-m", "evalx", "run", "-q", "-c", str(config)],
+        preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard)),
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)},
+        timeout=120,
+    )
+    lines = [line for line in proc.stderr.splitlines() if "open-files limit" in line]
+    if warned:
+        assert lines == [
+            "evalx: warning: the open-files limit is 40 but up to 6 requests at once (e1, e2) need about 70: "
+            "cells may fail with 'too many open files'; raise it (ulimit -n 70) or lower concurrency"
+        ], proc.stderr
+    else:  # raised to what the run needs: no warning, every cell answered
+        assert lines == [] and proc.returncode == 0, proc.stderr

@@ -260,6 +260,7 @@ async def _execute(
             continue
         settings = resolve_settings(spec, defaults, command_line)  # once per target and run
         plans.append(TargetPlan(build_target(spec, settings), cells, settings))
+    _check_open_files(plans, err or sys.stderr)
     if any(p.settings.cache for p in plans):
         from evalx.targets.transport.cache import ResponseCache, cache_path
 
@@ -317,6 +318,21 @@ async def _execute(
     if interrupted:
         stats.interrupted = True
     return stats
+
+
+def _check_open_files(plans: list[TargetPlan], err: TextIO) -> None:
+    """Raise the open-files limit for the sockets the HTTP targets will hold at once, or warn before any cell runs."""
+    from evalx.execution.fdlimit import ensure_open_files, needed_descriptors
+
+    remote = [p for p in plans if p.target.type != "python"]
+    if not remote:
+        return
+    in_flight = [min(p.settings.concurrency, len(p.cells)) for p in remote]
+    ids = ", ".join(p.target.id for p in remote[:3]) + (", …" if len(remote) > 3 else "")
+    what = f"up to {sum(in_flight)} requests at once ({ids})"
+    warning = ensure_open_files(needed_descriptors(in_flight), what)
+    if warning:
+        print(f"evalx: warning: {warning}", file=err)
 
 
 def _command_line(options: RunOptions) -> dict[str, Any]:
