@@ -312,3 +312,26 @@ def test_a_printing_target_leaves_evalx_json_valid_and_its_prints_are_kept_per_c
     for (_, case_id), row in rows.items():  # never another cell's prints
         said = [line.split()[-1] for line in (row["output"].get("printed") or "").splitlines() if " says " in line]
         assert set(said) <= {case_id, "hi"}, row["output"]["printed"]
+
+
+DESCRIPTOR_AGENT = """
+import ctypes, os, subprocess, sys
+
+def answer(question, case):
+    os.write(1, b"written to fd 1 by " + question.encode() + b"\\n")
+    subprocess.run([sys.executable, "-c", "print('a subprocess speaks')"], check=True)
+    ctypes.CDLL(None).printf(b"C stdio, no newline ")
+    return "ok " + question
+"""
+
+
+def test_what_c_code_and_subprocesses_write_to_fd_1_goes_to_stderr_not_the_json(tmp_path: Path) -> None:
+    cases = [{"id": cid, "input": cid, "assert": [{"type": "contains", "value": "ok"}]} for cid in ("one", "two")]
+    project = write_project(tmp_path / "p", DESCRIPTOR_AGENT, cases)
+    proc = _json_run(project)
+    assert proc.returncode == 0, proc.stderr
+    summary = json.loads(proc.stdout)  # nothing but evalx's JSON on stdout
+    assert summary["totals"]["pass"] == 2, summary
+    assert "written to fd 1 by one" in proc.stderr and "written to fd 1 by two" in proc.stderr
+    assert proc.stderr.count("a subprocess speaks") == 2
+    assert "C stdio, no newline" in proc.stderr

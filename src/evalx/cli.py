@@ -191,7 +191,10 @@ def run_cmd(
     options = RunOptions(
         selection, concurrency, not no_cache, junit, html, json_out, quiet, run_id=run_id, baseline=baseline, resume=bool(resume)
     )
-    outcome = run(config, options)
+    from evalx.targets.printed import descriptor_1_to_stderr
+
+    with descriptor_1_to_stderr():  # what C code or a subprocess of a target writes to fd 1 goes to stderr, not the --json
+        outcome = run(config, options)
     if json_out:
         import json
 
@@ -329,6 +332,7 @@ def providers(config_path: Path) -> None:
 
     from evalx.documents import display_path
     from evalx.errors import ConfigError
+    from evalx.redaction import redact_url
     from evalx.targets.definitions import available, load_definition, providers_dir_of
 
     user_dir = None
@@ -347,7 +351,7 @@ def providers(config_path: Path) -> None:
             rows.append([name, "(invalid: see below)", "", "", display_path(entry.path)])
             continue
         origin = "shipped" if entry.shipped else ("providers_dir, overrides shipped" if entry.overrides_shipped else "providers_dir")
-        rows.append([name, d.description, d.base_url or "", origin, display_path(entry.path)])
+        rows.append([name, d.description, redact_url(d.base_url or ""), origin, display_path(entry.path)])
     click.echo(tabulate(rows, headers=["provider", "description", "base_url", "from", "file"], tablefmt="simple"))
     for line in problems:
         click.echo(line, err=True)

@@ -11,16 +11,21 @@ assertion — goes to evalx's stderr, so the machine-readable output evalx
 writes to stdout (``--json``) stays valid whatever targets print. evalx
 writes its own output to the streams it held before (never through the
 routers). Writes to file descriptor 1 by C code or subprocesses are not
-seen by the routers.
+seen by the routers: :func:`descriptor_1_to_stderr` points that descriptor
+at stderr while targets run, and evalx's own ``sys.stdout`` at a duplicate
+of the real stdout.
 """
 
 from __future__ import annotations
 
+import contextlib
+import os
 import sys
+from collections.abc import Iterator
 from contextvars import ContextVar
 from typing import Any, TextIO
 
-__all__ = ["MAX_PRINTED", "SINK", "Printed", "install", "uninstall"]
+__all__ = ["MAX_PRINTED", "SINK", "Printed", "descriptor_1_to_stderr", "install", "uninstall"]
 
 #: characters of printed text kept per cell; the rest is counted, not kept
 MAX_PRINTED = 64 * 1024
@@ -135,3 +140,48 @@ def uninstall() -> None:
         sys.stdout = stdout
     if isinstance(sys.stderr, _Router):
         sys.stderr = stderr
+
+
+@contextlib.contextmanager
+def descriptor_1_to_stderr() -> Iterator[None]:
+    """While the block runs, file descriptor 1 is stderr's, and ``sys.stdout`` writes to the real stdout through a duplicate.
+
+    So what C code or a subprocess a target starts writes to descriptor 1
+    reaches evalx's stderr, never the stdout a CI job parses (``--json``).
+    Nothing changes when stdout is not descriptor 1 (a test runner's capture).
+    """
+    try:
+        sys.stdout.flush()
+        out_fd, err_fd = sys.stdout.fileno(), sys.stderr.fileno()
+    except (AttributeError, OSError, ValueError):
+        out_fd = err_fd = -1
+    if out_fd != 1 or err_fd == 1:
+        yield
+        return
+    previous = sys.stdout
+    saved = os.dup(1)
+    ours = open(
+        saved, "w", buffering=1 if previous.line_buffering else -1, encoding=previous.encoding, errors=previous.errors, closefd=False
+    )
+    os.dup2(err_fd, 1)
+    sys.stdout = ours
+    try:
+        yield
+    finally:
+        with contextlib.suppress(OSError, ValueError):
+            ours.flush()
+        if sys.stdout is ours:
+            sys.stdout = previous
+        _flush_c_stdio()  # what C code left in its stdout buffer goes where it was written: stderr
+        os.dup2(saved, 1)
+        os.close(saved)
+
+
+def _flush_c_stdio() -> None:
+    """``fflush(NULL)`` in the C library, where there is one to ask (best effort)."""
+    try:
+        import ctypes
+
+        ctypes.CDLL(None).fflush(None)
+    except (ImportError, OSError, AttributeError, TypeError):
+        pass
