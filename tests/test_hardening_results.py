@@ -335,3 +335,41 @@ def test_what_c_code_and_subprocesses_write_to_fd_1_goes_to_stderr_not_the_json(
     assert "written to fd 1 by one" in proc.stderr and "written to fd 1 by two" in proc.stderr
     assert proc.stderr.count("a subprocess speaks") == 2
     assert "C stdio, no newline" in proc.stderr
+
+
+SLOW_PRINTING_AGENT = """
+import asyncio, os, time
+
+def answer(question):
+    print("sync started", question)
+    deadline = time.monotonic() + 30
+    while not os.path.exists("release") and time.monotonic() < deadline:
+        time.sleep(0.005)
+    return "late"
+
+async def answer_async(question):
+    print("async started", question)
+    await asyncio.sleep(30)
+    return "late"
+"""
+
+
+def test_a_cell_that_times_out_keeps_what_its_target_printed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    project = write_project(tmp_path / "p", SLOW_PRINTING_AGENT, [{"id": "slow", "input": "slow"}], defaults=", timeout_s: 0.3")
+    config = (project / "evalconfig.yaml").read_text()
+    config = config.replace(
+        "  - {id: bot, type: python, callable: agent.py:answer}\n",
+        "  - {id: bot, type: python, callable: agent.py:answer}\n  - {id: abot, type: python, callable: agent.py:answer_async}\n",
+    ).replace("targets: [bot]", "targets: [bot, abot]")
+    (project / "evalconfig.yaml").write_text(config)
+    try:
+        res = run(project, monkeypatch)
+    finally:
+        (project / "release").touch()
+    assert res.exit_code == 3, res.output  # every cell of a target errored
+    (run_dir,) = list((project / "runs").iterdir())
+    rows = {r["target"]: r for r in map(json.loads, (run_dir / "results.jsonl").read_text().splitlines())}
+    assert rows["bot"]["error"].startswith("timed out after 0.3s")
+    assert rows["bot"]["output"]["printed"] == "sync started slow\n"
+    assert rows["abot"]["error"].startswith("timed out after 0.3s")
+    assert rows["abot"]["output"]["printed"] == "async started slow\n"

@@ -133,6 +133,7 @@ class Executor:
                 # a note from the target on what became of the call (a sync call still running in its thread)
                 notes = getattr(exc.__cause__, "__notes__", None) or []
                 traj = Trajectory(error="; ".join([f"timed out after {timeout_s:g}s", *notes]))
+                traj.printed = getattr(exc.__cause__, "evalx_printed", None)  # what a Python target printed before
             except TargetError as exc:
                 traj = Trajectory(error=str(exc))
             except asyncio.CancelledError as exc:

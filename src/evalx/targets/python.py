@@ -62,7 +62,8 @@ class PythonTarget:
             token = printed.SINK.set(out)  # tasks the callable starts inherit it
             try:
                 value = await fn(arg, **kwargs)
-            except asyncio.CancelledError:
+            except asyncio.CancelledError as exc:  # the cell timed out (or the run stops): keep what it printed so far
+                _printed_so_far(exc, out)
                 raise
             except BaseException as exc:
                 _printed_note(exc, out)
@@ -89,6 +90,7 @@ class PythonTarget:
                 note = self._pool.abandon(call)
                 if note and hasattr(exc, "add_note"):
                     exc.add_note(note)  # the executor puts it in the cell's "timed out" error
+                _printed_so_far(exc, out)
                 raise
             except BaseException as exc:
                 _printed_note(exc, out)
@@ -104,6 +106,12 @@ class PythonTarget:
         if self._routed:
             self._routed = False
             printed.uninstall()
+
+
+def _printed_so_far(exc: BaseException, out: printed.Printed) -> None:
+    """What a call that timed out had printed, on its cancel: the executor keeps it as the cell's ``output.printed``."""
+    if out.parts:
+        exc.evalx_printed = out.text()  # type: ignore[attr-defined]
 
 
 def _printed_note(exc: BaseException, out: printed.Printed) -> None:
