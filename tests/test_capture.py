@@ -66,13 +66,13 @@ def test_trace_summary_becomes_a_case_that_loads_and_runs(tmp_path: Path, monkey
     (tmp_path / "trace.json").write_text(json.dumps(TRACE))
     res = cli(["capture", "trace.json", "--out", "cases/"], tmp_path, monkeypatch)
     assert res.exit_code == 0, res.output
-    path = tmp_path / "cases/prod-regression-3f2a9c1b.yaml"
-    assert res.stdout.strip() == "wrote cases/prod-regression-3f2a9c1b.yaml"
+    path = tmp_path / "cases/prod-regression-3f2a9c1b7d0e4a5f.yaml"
+    assert res.stdout.strip() == "wrote cases/prod-regression-3f2a9c1b7d0e4a5f.yaml"
     text = path.read_text()
     assert "# Failure reason: deleted the account instead of cancelling the order\n#   second line of detail\n" in text
     assert "TODO for a person" in text
     case = yaml.safe_load(text)
-    assert case["id"] == "prod-regression-3f2a9c1b"
+    assert case["id"] == "prod-regression-3f2a9c1b7d0e4a5f"
     assert case["input"] == TRACE["user_message"] and case["system"] == TRACE["system"]
     assert case["assert"] == [
         {"type": "max_tokens", "value": 1200, "count": "total"},
@@ -80,7 +80,7 @@ def test_trace_summary_becomes_a_case_that_loads_and_runs(tmp_path: Path, monkey
     ]
     assert case["metadata"]["trace_id"] == TRACE["trace_id"]
     (loaded,) = load_dataset({"id": "r", "path": "cases"}, base_dir=tmp_path)
-    assert loaded.id == "prod-regression-3f2a9c1b"
+    assert loaded.id == "prod-regression-3f2a9c1b7d0e4a5f"
 
     # run it as is: the fixed agent passes, the one repeating the bad answer fails
     suite(tmp_path)
@@ -100,7 +100,7 @@ def test_sse_transcript_becomes_a_case(tmp_path: Path, monkeypatch: pytest.Monke
     assert res.exit_code == 0, res.output
     (path,) = (tmp_path / "cases").iterdir()
     case = yaml.safe_load(path.read_text())
-    assert case["id"] == "prod-regression-eval-7c1"  # the transcript carries no trace id: the file name stands in
+    assert case["id"] == "prod-regression-eval-7c1d00aa-run"  # the transcript carries no trace id: the file name stands in
     assert case["input"] == "Where is my order A1001?"
     assert {"type": "max_tokens", "value": 600, "count": "total"} in case["assert"]
     assert {"type": "contains", "value": "Your order was lost.", "not": True, "name": "not the bad answer"} in case["assert"]

@@ -12,6 +12,16 @@ Each becomes one YAML case a file (the dataset loader's directory mode loads
 a folder of them): an id from the trace id, the input, a ``max_tokens``
 budget of 1.5 × the tokens used, a ``not contains`` of the bad answer where
 one is known, and a comment with the failure reason for a person to refine.
+
+Names are unique per trace (:func:`plan_names`): the whole trace id when it
+is a short lower-case slug, else a slug of it and a digest; a batch never
+writes two traces to one file, and ``--force`` only ever overwrites a file
+that is not another trace's capture. A batch checks every name before it
+writes anything. What is written is YAML by construction
+(:func:`dump_case`): strings YAML would read back differently (line breaks
+U+0085/U+2028/U+2029, control characters, a BOM, lone surrogates) are
+double-quoted with escapes, comments are escaped to one line each, and the
+text is read back with evalx's own loader and compared before it is written.
 """
 
 from __future__ import annotations
@@ -32,13 +42,17 @@ from evalx.errors import EvalxError
 if TYPE_CHECKING:
     from evalx.results.model import CellOutput
 
-__all__ = ["CaptureError", "Trace", "capture_all", "case_from_trace", "read_traces", "write_case"]
+__all__ = ["CaptureError", "Trace", "capture_all", "case_from_trace", "dump_case", "plan_names", "read_traces", "write_case"]
 
 #: a budget of this many times the tokens the failing trace used
 TOKEN_BUDGET_FACTOR = 1.5
 #: a bad answer longer than this is not quoted whole in `not contains` (its first part is)
 MAX_ANSWER_CHARS = 500
 PLACEHOLDER_INPUT = "TODO: the user message that produced this trace"
+#: the most characters of a trace id (or case id) kept in a case name; a longer one is cut and given a digest
+MAX_NAME_ID = 64
+#: digest characters appended to a name that does not carry its trace id whole
+DIGEST_CHARS = 10
 
 
 class CaptureError(EvalxError):
@@ -201,11 +215,80 @@ def _slug(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.-]+", "-", text).strip("-") or "case"
 
 
-def case_id_for(trace: Trace) -> str:
+#: a name that ends like a digest is given one (so a plain name never equals another trace's digest name)
+_ENDS_LIKE_DIGEST = re.compile(rf"-[0-9a-f]{{{DIGEST_CHARS}}}(-\d+)?$")
+
+
+def case_names(trace: Trace) -> Iterator[str]:
+    """The names ``trace`` may take, best first (each further one for when the earlier are taken).
+
+    ``prod-regression-<trace id>`` when the trace id is already a short
+    lower-case slug (on a case-insensitive disk ``Req-1`` and ``req-1`` are one
+    file); else the slug cut to :data:`MAX_NAME_ID` and a digest of the whole
+    trace id; then that with ``-2``, ``-3``... A run's cell is named
+    ``regression-<case id>-<digest>``.
+    """
+    digest = hashlib.sha256(trace.trace_id.encode("utf-8", "surrogatepass")).hexdigest()[:DIGEST_CHARS]
     if trace.case_id is not None:  # a run's cell: keep its case id recognisable
-        digest = hashlib.sha256(trace.trace_id.encode()).hexdigest()[:6]
-        return f"regression-{_slug(trace.case_id)}-{digest}"
-    return f"prod-regression-{_slug(trace.trace_id)[:8]}"
+        base = f"regression-{_slug(trace.case_id)[:MAX_NAME_ID].rstrip('-.')}"
+    else:
+        base = "prod-regression-" + _slug(trace.trace_id)[:MAX_NAME_ID].rstrip("-.")
+        if base == "prod-regression-" + trace.trace_id and trace.trace_id == trace.trace_id.lower() and not _ENDS_LIKE_DIGEST.search(base):
+            yield base
+    yield f"{base}-{digest}"
+    n = 2
+    while True:
+        yield f"{base}-{digest}-{n}"
+        n += 1
+
+
+def case_id_for(trace: Trace) -> str:
+    return next(case_names(trace))
+
+
+def _owner(path: Path) -> str | None:
+    """The trace id an existing case file says it was captured from (None: not a capture, or unreadable)."""
+    from evalx.documents import DocumentError, load_yaml
+
+    try:
+        data = load_yaml(path.read_text(encoding="utf-8-sig"), path.name, interpolate=False).data
+    except (OSError, UnicodeDecodeError, DocumentError):
+        return None
+    meta = data.get("metadata") if isinstance(data, dict) else None
+    owner = meta.get("trace_id") if isinstance(meta, dict) else None
+    return str(owner) if owner is not None else None
+
+
+def plan_names(traces: list[Trace], out_dir: Path, *, force: bool = False) -> list[Path]:
+    """A file for each trace, all different: check every name before anything is written.
+
+    A name already taken in this batch, or by an existing file that says it
+    is another trace's capture, moves the trace to its next name. An
+    existing file of the same trace (or a file that does not say) is
+    overwritten with ``force``; without it, every such file is listed in one
+    error and nothing is written.
+    """
+    taken: set[str] = set()
+    paths: list[Path] = []
+    clashes: list[Path] = []
+    for trace in traces:
+        for name in case_names(trace):
+            path = out_dir / f"{name}.yaml"
+            if name.casefold() in taken:
+                continue
+            if path.exists():
+                owner = _owner(path)
+                if owner is not None and owner != trace.trace_id:
+                    continue  # another trace's capture: never overwritten
+                if not force:
+                    clashes.append(path)
+            taken.add(name.casefold())
+            paths.append(path)
+            break
+    if clashes:
+        shown = ", ".join(str(p) for p in clashes[:5]) + (f" and {len(clashes) - 5} more" if len(clashes) > 5 else "")
+        raise CaptureError(f"{shown} already exist{'s' if len(clashes) == 1 else ''} (use --force to overwrite); nothing was written")
+    return paths
 
 
 def case_from_trace(trace: Trace, *, input_text: str | None = None) -> tuple[dict[str, Any], list[str]]:
@@ -217,7 +300,7 @@ def case_from_trace(trace: Trace, *, input_text: str | None = None) -> tuple[dic
         warnings.append(f"{trace.source}: the trace has no user message; edit `input:` (or pass --input)")
     reason = trace.failure_reason or "unknown"
     case: dict[str, Any] = {
-        "id": case_id_for(trace),
+        "id": case_id_for(trace),  # capture_all renames it to its file's name
         "description": f"regression from production: {_clean(reason)}"[:300],
         "input": message,
     }
@@ -246,15 +329,75 @@ def case_from_trace(trace: Trace, *, input_text: str | None = None) -> tuple[dic
     return case, warnings
 
 
+# ---------------------------------------------------------------- YAML out
+
+#: characters a YAML reader would not give back as written in a plain or single-quoted string (or in a comment):
+#: YAML's own line breaks (U+0085, U+2028, U+2029), a BOM, and everything outside YAML's printable set
+_NOT_VERBATIM = re.compile("[^\t\n\x20-\x7e\xa0-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]|[\x85\u2028\u2029\ufeff]")
+_NOT_IN_COMMENT = re.compile("[^\t\x20-\x7e\xa0-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]|[\x85\u2028\u2029\ufeff]")
+
+
+def _escaped(match: re.Match[str]) -> str:
+    return match.group().encode("unicode_escape", "backslashreplace").decode("ascii")
+
+
+def comment_text(text: str) -> str:
+    """``text`` fit for one YAML comment line: every line break and unprintable character as its escape (``\\u2028``)."""
+    return _NOT_IN_COMMENT.sub(_escaped, text)
+
+
+class _CaseDumper(yaml.SafeDumper):
+    """``yaml.safe_dump`` with every string that holds a character of :data:`_NOT_VERBATIM` double-quoted.
+
+    PyYAML itself writes U+0085 raw inside single quotes, where a reader
+    folds it into a space; double quotes escape it (``\\N``).
+    """
+
+
+def _represent_str(dumper: yaml.SafeDumper, value: str) -> yaml.ScalarNode:
+    style = '"' if _NOT_VERBATIM.search(value) else None
+    return dumper.represent_scalar("tag:yaml.org,2002:str", value, style=style)
+
+
+_CaseDumper.add_representer(str, _represent_str)
+
+
+def _canonical(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, ensure_ascii=True, default=repr)
+
+
+def dump_case(case: dict[str, Any], header: str = "", *, name: str = "case.yaml") -> str:
+    """``header`` (comment lines) and ``case`` as YAML, proven to read back as ``case`` with evalx's own loader.
+
+    Readable UTF-8 when that reads back exactly; else every non-ASCII
+    character escaped. A text that still would not read back is a
+    :class:`CaptureError` (a bug), never a file that means something else.
+    """
+    from evalx.documents import DocumentError, load_yaml
+
+    want = _canonical(case)
+    for allow_unicode in (True, False):
+        text = header + yaml.dump(case, Dumper=_CaseDumper, sort_keys=False, allow_unicode=allow_unicode, width=100)
+        try:
+            back = load_yaml(text, name, interpolate=False).data
+        except DocumentError:
+            continue
+        if _canonical(back) == want:
+            return text
+    raise CaptureError(f"{name}: the case cannot be written as YAML that reads back the same (a bug in evalx capture)")
+
+
 def _comment(lines: list[str]) -> str:
-    return "".join(f"# {_clean(line)}\n" if line else "#\n" for line in lines)
+    return "".join(f"# {comment_text(line)}\n" if line else "#\n" for line in lines)
 
 
-def write_case(case: dict[str, Any], trace: Trace, out_dir: Path, *, force: bool = False) -> Path:
+def write_case(case: dict[str, Any], trace: Trace, out_dir: Path, *, force: bool = False, path: Path | None = None) -> Path:
+    """Write ``case`` to ``path`` (by default ``OUT_DIR/<id>.yaml``; ``capture_all`` plans the names of a batch)."""
     out_dir.mkdir(parents=True, exist_ok=True)
-    path = out_dir / f"{case['id']}.yaml"
-    if path.exists() and not force:
-        raise CaptureError(f"{path} already exists (use --force to overwrite)")
+    if path is None:
+        path = out_dir / f"{case['id']}.yaml"
+        if path.exists() and not force:
+            raise CaptureError(f"{path} already exists (use --force to overwrite)")
     reason = (trace.failure_reason or "unknown").splitlines() or ["unknown"]
     header = _comment(
         [
@@ -268,8 +411,7 @@ def write_case(case: dict[str, Any], trace: Trace, out_dir: Path, *, force: bool
             "llm_judge with a rubric...), then commit it to the suite.",
         ]
     )
-    body = yaml.safe_dump(case, sort_keys=False, allow_unicode=True, width=100)
-    path.write_text(header + body, encoding="utf-8")
+    path.write_text(dump_case(case, header, name=path.name), encoding="utf-8")
     return path
 
 
@@ -293,10 +435,16 @@ def capture_all(
     input_text: str | None = None,
     force: bool = False,
 ) -> Iterator[tuple[Path, list[str]]]:
-    """Write one case file a trace; yield each file written with its warnings."""
-    for path in paths:
-        for trace in read_traces(path, cases=cases, target=target):
-            case, warnings = case_from_trace(trace, input_text=input_text)
-            written = write_case(case, trace, out_dir, force=force)
-            _check_loads(written)
-            yield written, warnings
+    """Write one case file a trace; yield each file written with its warnings.
+
+    Every trace is read and named first (:func:`plan_names`), so a name that
+    is taken stops the batch before any file is written.
+    """
+    traces = [trace for path in paths for trace in read_traces(path, cases=cases, target=target)]
+    planned = plan_names(traces, out_dir, force=force)
+    for trace, path in zip(traces, planned):
+        case, warnings = case_from_trace(trace, input_text=input_text)
+        case["id"] = path.stem
+        written = write_case(case, trace, out_dir, force=force, path=path)
+        _check_loads(written)
+        yield written, warnings
