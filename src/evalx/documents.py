@@ -466,9 +466,8 @@ def _finite_number(checker: Any, value: Any) -> bool:
 #: Draft 2020-12 whose ``number`` is a finite one, so ``timeout_s: .nan`` or
 #: ``threshold: .inf`` is an error (NaN slips through every ``minimum`` check).
 #: Users' own JSON Schemas (``json_schema`` assertions) keep the standard meaning.
-SchemaValidator: Any = validators.extend(
-    Draft202012Validator, type_checker=Draft202012Validator.TYPE_CHECKER.redefine("number", _finite_number)
-)
+_extend: Any = validators.extend  # untyped in jsonschema
+SchemaValidator: Any = _extend(Draft202012Validator, type_checker=Draft202012Validator.TYPE_CHECKER.redefine("number", _finite_number))
 
 
 def schema_error_leaves(err: ValidationError) -> list[ValidationError]:

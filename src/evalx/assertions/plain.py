@@ -42,10 +42,15 @@ def _is_number(value: Any) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
+def _is_finite_number(value: Any) -> bool:
+    """The ``number`` type as evalx's own schemas mean it (documents.SchemaValidator): NaN and infinity are not numbers."""
+    return _is_number(value) and (isinstance(value, int) or value - value == 0.0)
+
+
 #: JSON Schema type name -> a check that a value surely has it (False when unsure: 1.0 as an integer)
 _TYPES: dict[str, Check] = {
     "string": lambda v: isinstance(v, str),
-    "number": _is_number,
+    "number": _is_finite_number,
     "integer": lambda v: isinstance(v, int) and not isinstance(v, bool),
     "boolean": lambda v: isinstance(v, bool),
     "null": lambda v: v is None,
