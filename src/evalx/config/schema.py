@@ -120,8 +120,31 @@ _GATE_SET: dict[str, Any] = {
     "min_pass_rate": _FRACTION,
     "max_pass_rate_drop": _FRACTION,
     "no_new_failures": {"type": "boolean"},
-    "max_cost_increase": {"type": "number", "minimum": 0},
-    "max_p99_increase": {"type": "number", "minimum": 0},
+    "max_cost_increase": {
+        "description": "Breach when cost rises by more than this ratio and by more than min_usd (default $0.01).",
+        "anyOf": [
+            {"type": "number", "minimum": 0},
+            {
+                "type": "object",
+                "properties": {"ratio": {"type": "number", "minimum": 0}, "min_usd": {"type": "number", "minimum": 0}},
+                "required": ["ratio"],
+                "additionalProperties": False,
+            },
+        ],
+    },
+    "max_p99_increase": {
+        "description": "Breach when p99 latency rises by more than this ratio and by more than min_ms (default 50 ms).",
+        "anyOf": [
+            {"type": "number", "minimum": 0},
+            {
+                "type": "object",
+                "properties": {"ratio": {"type": "number", "minimum": 0}, "min_ms": {"type": "number", "minimum": 0}},
+                "required": ["ratio"],
+                "additionalProperties": False,
+            },
+        ],
+    },
+    "max_skipped_rate": {**_FRACTION, "description": "Breach when more than this share of a target's cells was skipped."},
 }
 
 _JUDGE_SETTINGS: dict[str, Any] = {

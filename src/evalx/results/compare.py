@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import math
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -121,14 +120,38 @@ def _rule_of(run_dir: Path) -> str:
     return rule if rule in RULES else DEFAULT_RULE
 
 
-def case_verdicts(run_dir: Path, rule: str | None = None) -> dict[tuple[str, str, str], CaseVerdict]:
-    """One verdict a (target, dataset, case id), from a run's ``results.jsonl``."""
+CellKey = tuple[str, str, str, int]
+
+
+def _cell_key(r: Mapping[str, Any]) -> CellKey:
+    repeat = r.get("repeat")
+    return (str(r.get("target") or ""), str(r.get("dataset") or ""), str(r.get("case_id") or ""), repeat if isinstance(repeat, int) else 0)
+
+
+def cell_keys(run_dir: Path) -> set[CellKey]:
+    """The (target, dataset, case id, repeat) of every cell a run has a result for."""
+    path = run_dir / RESULTS
+    return {_cell_key(r) for r in read_results(path)} if path.is_file() else set()
+
+
+def case_verdicts(
+    run_dir: Path, rule: str | None = None, *, only: set[CellKey] | None = None, builder: Any = None
+) -> dict[tuple[str, str, str], CaseVerdict]:
+    """One verdict a (target, dataset, case id), from a run's ``results.jsonl``.
+
+    ``only``: count just these cells (the cells two compared runs share);
+    ``builder``: a :class:`~evalx.results.summary.SummaryBuilder` fed the same cells.
+    """
     rule = rule or _rule_of(run_dir)
     cases: dict[tuple[str, str, str], CaseVerdict] = {}
     path = run_dir / RESULTS
     if not path.is_file():
         return cases
     for r in read_results(path):
+        if only is not None and _cell_key(r) not in only:
+            continue
+        if builder is not None:
+            builder.add(r)
         key = (str(r.get("target") or ""), str(r.get("dataset") or ""), str(r.get("case_id") or ""))
         v = cases.get(key)
         if v is None:
@@ -216,11 +239,12 @@ def _deltas(fa: dict[str, float | None], fb: dict[str, float | None]) -> dict[st
     return {k: _metric(fa[k], fb[k]) for k in FIGURES}
 
 
-def _target_delta(a: TargetFigures | None, b: TargetFigures | None) -> TargetDelta:
+def _target_delta(a: TargetFigures | None, b: TargetFigures | None, shared: int = 0) -> TargetDelta:
     d = _deltas(_target_figures(a), _target_figures(b))
     return {
         "in_a": a is not None,
         "in_b": b is not None,
+        "cells_compared": shared,
         "pass_rate": d["pass_rate"],
         "cost_usd": d["cost_usd"],
         "p50_ms": d["p50_ms"],
@@ -239,11 +263,35 @@ def _run_header(run_dir: Path, summary: SummaryFigures) -> RunHeader:
     }
 
 
+def _shared_figures(run_dir: Path, shared: set[CellKey]) -> tuple[SummaryFigures, dict[tuple[str, str, str], CaseVerdict]]:
+    """A run's figures and case verdicts over the ``shared`` cells only."""
+    from evalx.results.summary import SummaryBuilder
+
+    stored = _summary_of(run_dir)
+    builder = SummaryBuilder(str(stored.get("run_id") or run_dir.name), str(stored.get("name") or ""), str(stored.get("started_at") or ""))
+    verdicts = case_verdicts(run_dir, only=shared, builder=builder)
+    figures = builder.finish(str(stored.get("finished_at") or ""), 0.0)
+    figures["run_id"] = str(stored.get("run_id") or run_dir.name)
+    return figures, verdicts
+
+
 def compare_runs(a_dir: Path, b_dir: Path, *, b_summary: SummaryFigures | None = None) -> Comparison:
-    """Compare baseline run ``a_dir`` with run ``b_dir`` (``b_summary`` when it is not written yet)."""
-    sa = _summary_of(a_dir)
-    sb = b_summary if b_summary is not None else _summary_of(b_dir)
-    va, vb = case_verdicts(a_dir), case_verdicts(b_dir)
+    """Compare baseline run ``a_dir`` with run ``b_dir`` (``b_summary`` when it is not written yet).
+
+    Figures and case changes are computed on the cells both runs have (same
+    target, dataset, case and repeat): a quick run on a few categories against
+    a full baseline compares those categories, not a pooled rate over cells
+    only one side ran. The cells only one side has are counted, not compared.
+    """
+    keys_a, keys_b = cell_keys(a_dir), cell_keys(b_dir)
+    shared = keys_a & keys_b
+    if keys_a == keys_b:  # the same selection: the stored figures are the shared ones
+        sa = _summary_of(a_dir)
+        sb = b_summary if b_summary is not None else _summary_of(b_dir)
+        va, vb = case_verdicts(a_dir), case_verdicts(b_dir)
+    else:
+        (sa, va), (sb, vb) = _shared_figures(a_dir, shared), _shared_figures(b_dir, shared)
+    cases_a, cases_b = {k[:3] for k in keys_a}, {k[:3] for k in keys_b}
 
     newly_failing: list[CaseChange] = []
     newly_passing: list[CaseChange] = []
@@ -259,11 +307,17 @@ def compare_runs(a_dir: Path, b_dir: Path, *, b_summary: SummaryFigures | None =
             newly_passing.append(now.change(before))
         if (before.flaky != now.flaky) and (before.runs > 1 or now.runs > 1):
             flaky_changed.append(now.flaky_change(before))
-    new_cases = [k for k in vb if k not in va]
-    removed = [k for k in va if k not in vb]
+    new_cases = [k for k in cases_b if k not in cases_a]
+    removed = [k for k in cases_a if k not in cases_b]
+    shared_by_target: dict[str, int] = {}
+    for cell in shared:
+        shared_by_target[cell[0]] = shared_by_target.get(cell[0], 0) + 1
 
     ta, tb = sa.get("per_target") or {}, sb.get("per_target") or {}
-    per_target = {target: _target_delta(ta.get(target), tb.get(target)) for target in [*tb, *(t for t in ta if t not in tb)]}
+    per_target = {
+        target: _target_delta(ta.get(target), tb.get(target), shared_by_target.get(target, 0))
+        for target in [*tb, *(t for t in ta if t not in tb)]
+    }
     ca, cb = sa.get("per_category") or {}, sb.get("per_category") or {}
     per_category = {c: {"pass_rate": _metric(ca[c].get("pass_rate"), cb[c].get("pass_rate"))} for c in cb if c in ca}
     return {
@@ -279,9 +333,18 @@ def compare_runs(a_dir: Path, b_dir: Path, *, b_summary: SummaryFigures | None =
         "flaky_changed": flaky_changed[:MAX_CASES],
         "flaky_changed_total": len(flaky_changed),
         "new_cases": len(new_cases),
-        "new_cases_failing": sum(1 for k in new_cases if vb[k].status in _FAILING),
+        "new_cases_failing": len(_failing_cases(b_dir, set(new_cases))) if new_cases else 0,
         "removed_cases": len(removed),
+        "cells_compared": len(shared),
+        "cells_only_in_baseline": len(keys_a - shared),
+        "cells_only_in_run": len(keys_b - shared),
     }
+
+
+def _failing_cases(run_dir: Path, cases: set[tuple[str, str, str]]) -> list[tuple[str, str, str]]:
+    """Which of ``cases`` (only one run has them) fail or error in ``run_dir``."""
+    verdicts = case_verdicts(run_dir, only={k for k in cell_keys(run_dir) if k[:3] in cases})
+    return [k for k, v in verdicts.items() if v.status in _FAILING]
 
 
 def baseline_view(comparison: Comparison) -> BaselineView:

@@ -599,6 +599,8 @@ class TargetDelta(TypedDict):
 
     in_a: bool
     in_b: bool
+    cells_compared: int
+    """Cells of this target both runs have (same dataset, case and repeat): the figures are computed on these."""
     pass_rate: Metric
     cost_usd: Metric
     p50_ms: Metric
@@ -662,6 +664,12 @@ class Comparison(TypedDict):
     new_cases: int
     new_cases_failing: int
     removed_cases: int
+    cells_compared: int
+    """Cells both runs have (target, dataset, case, repeat): every figure and change above is computed on these."""
+    cells_only_in_baseline: int
+    """Cells the baseline ran and this run did not (another selection): not compared."""
+    cells_only_in_run: int
+    """Cells this run ran and the baseline did not: not compared."""
 
 
 class BaselineView(TypedDict):
@@ -679,11 +687,12 @@ class GateResult(TypedDict):
     """One gate checked on one scope."""
 
     gate: str
-    """``min_pass_rate``, ``max_pass_rate_drop``, ``no_new_failures``, ``max_cost_increase`` or ``max_p99_increase``."""
+    """``min_pass_rate``, ``max_pass_rate_drop``, ``no_new_failures``, ``max_cost_increase``, ``max_p99_increase`` or ``max_skipped_rate``."""
     scope: str
     """``target <id>`` or ``category <name>``."""
     value: float | None
-    threshold: float
+    threshold: float | dict[str, float]
+    """As configured: a number, or ``{ratio, min_ms}`` / ``{ratio, min_usd}`` for the latency and cost gates."""
     held: bool | None
     """False: breached (exit 1); None: n/a (no baseline, no decided cells...)."""
     detail: str
