@@ -192,3 +192,85 @@ def test_dry_run_estimates_cost(tmp_path: Path, monkeypatch: pytest.MonkeyPatch)
     assert "200 out" in line and "≤ $0.0004" in line
     assert "the run may stop early" in res.stdout
     assert not (root / "runs").exists()
+
+
+# -- baselines compare the cells both runs have; nothing graded never passes; floors ---------------
+
+
+def test_a_quick_run_against_a_full_baseline_compares_the_shared_cells(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    root = project(tmp_path, GATES)
+    assert cli(["run"], root, monkeypatch).exit_code == 0  # mode A: alpha passes, beta fails (50 % >= 50 %, the baseline)
+    quick = cli(["run", "--category", "extra"], root, monkeypatch)  # beta only: it failed before too
+    summary = newest_summary(root)
+    comparison = summary["comparison"]
+    assert comparison["cells_compared"] == 1 and comparison["cells_only_in_baseline"] == 1 and comparison["cells_only_in_run"] == 0
+    assert comparison["overall"]["pass_rate"]["a"] == 0.0 and comparison["overall"]["pass_rate"]["b"] == 0.0  # not 50 % → 0 %
+    gates = {r["gate"]: r for r in summary["gates"]["results"]}
+    assert gates["max_pass_rate_drop"]["held"] is True and gates["no_new_failures"]["held"] is True
+    assert "on 1 shared cell" in gates["max_pass_rate_drop"]["detail"]
+    assert "on 1 graded cell" in gates["min_pass_rate"]["detail"]
+    assert gates["min_pass_rate"]["held"] is False and quick.exit_code == 1  # 0 % < 50 %: a real breach, still caught
+    assert "on 1 shared cell" in quick.output
+
+
+SKIPPING = """
+datasets:
+  - id: d
+    cases:
+      - {id: kind, input: alpha, assert: [{type: llm_judge, rubric: "Is it kind?"}]}
+      - {id: also, input: beta, assert: [{type: llm_judge, rubric: "Is it kind?"}]}
+"""
+
+
+def test_a_run_where_nothing_was_graded_exits_1_and_says_why(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    root = project(tmp_path, "gates:\n  min_pass_rate: 0.5\n")
+    (root / "evalconfig.yaml").write_text((root / "evalconfig.yaml").read_text().replace(CASES, SKIPPING))
+    result = cli(["run"], root, monkeypatch)
+    assert result.exit_code == 1, result.output  # no judge: every cell skipped, the gates held on nothing
+    assert "nothing was graded: of 2 cells, 2 were skipped and 0 errored" in result.output
+    assert newest_summary(root)["totals"]["skipped"] == 2
+
+
+def test_max_skipped_rate_breaches_when_too_many_cells_were_skipped(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    root = project(tmp_path, "gates:\n  max_skipped_rate: 0.25\n")
+    cases = CASES.replace("assert: [{type: equals, value: right}]}\n", 'assert: [{type: llm_judge, rubric: "Kind?"}]}\n', 1)
+    (root / "evalconfig.yaml").write_text((root / "evalconfig.yaml").read_text().replace(CASES, cases))
+    (root / "mode.txt").write_text("AB")
+    result = cli(["run"], root, monkeypatch)
+    assert result.exit_code == 1, result.output
+    (gate,) = newest_summary(root)["gates"]["results"]
+    assert gate["gate"] == "max_skipped_rate" and gate["held"] is False and gate["value"] == 0.5
+    assert gate["detail"] == "1 of 2 cells skipped (50.0%, max 25.0%)"
+
+
+def _comparison(metric: str, a: float, b: float) -> dict:  # type: ignore[type-arg]
+    m = {"a": a, "b": b, "delta": b - a, "relative": (b - a) / a if a else None}
+    none = {"a": None, "b": None, "delta": None, "relative": None}
+    entry = {"in_a": True, "in_b": True, "cells_compared": 10, "pass_rate": none, "cost_usd": none, "p99_ms": none, metric: m}
+    return {"a": {"run_id": "base"}, "per_target": {"t": entry}, "newly_failing": []}
+
+
+@pytest.mark.parametrize(
+    ("gate", "threshold", "metric", "a", "b", "held"),
+    [
+        ("max_p99_increase", 0.2, "p99_ms", 5.0, 8.0, True),  # +60 % but +3 ms: noise under the 50 ms default floor
+        ("max_p99_increase", 0.2, "p99_ms", 100.0, 400.0, False),
+        ("max_p99_increase", {"ratio": 0.2, "min_ms": 1}, "p99_ms", 5.0, 8.0, False),
+        ("max_p99_increase", {"ratio": 0.2, "min_ms": 500}, "p99_ms", 100.0, 400.0, True),
+        ("max_p99_increase", 0.5, "p99_ms", 1000.0, 1400.0, True),  # +400 ms but only +40 %
+        ("max_cost_increase", 0.1, "cost_usd", 0.001, 0.002, True),  # doubled, by a tenth of a cent
+        ("max_cost_increase", 0.1, "cost_usd", 0.10, 0.20, False),
+        ("max_cost_increase", {"ratio": 0.1, "min_usd": 0.0001}, "cost_usd", 0.001, 0.002, False),
+        ("max_cost_increase", 0.1, "cost_usd", 0.0, 0.05, False),  # from nothing: no ratio, the floor decides
+    ],
+)
+def test_latency_and_cost_gates_need_the_ratio_and_the_floor(
+    gate: str, threshold: object, metric: str, a: float, b: float, held: bool
+) -> None:
+    from evalx.results.gates import evaluate
+
+    figures = {"per_target": {"t": {"cells": 10, "pass": 10, "fail": 0, "error": 0, "skipped": 0, "pass_rate": 1.0}}}
+    report = evaluate({gate: threshold}, figures, _comparison(metric, a, b))  # type: ignore[arg-type]
+    (result,) = report["results"]
+    assert result["held"] is held, result
+    assert result["detail"].endswith("on 10 shared cells")

@@ -32,11 +32,20 @@ def test_exit_codes_are_the_documented_ones() -> None:
 
 def _summary(
     *, fail: int = 0, error: int = 0, skipped: int = 0, cell_fail: int = 0, interrupted: bool = False,
-    gates: bool | None = None, gates_active: bool = True, guard_skipped: int | None = None,
+    gates: bool | None = None, gates_active: bool = True, guard_skipped: int | None = None, graded: bool = True,
 ) -> RunSummary:  # fmt: skip
-    """Just what decide_exit reads: case-level counts (cell level may differ, with repeats), gates, cost guard."""
+    """Just what decide_exit reads: cell and case-level counts (they may differ, with repeats), gates, cost guard."""
+    passed = 1 if graded else 0
+    cells = passed + cell_fail + skipped + error
     summary: dict[str, Any] = {
-        "totals": {"fail": cell_fail, "error": 0, "case_level": {"pass": 1, "fail": fail, "error": error, "skipped": skipped}},
+        "totals": {
+            "cells": cells,
+            "pass": passed,
+            "fail": cell_fail,
+            "error": error,
+            "skipped": skipped,
+            "case_level": {"pass": passed, "fail": fail, "error": error, "skipped": skipped},
+        },
         "interrupted": interrupted,
     }
     if gates is not None:
@@ -54,6 +63,8 @@ def _summary(
 TABLE = [
     ("all passed", {}, False, EXIT_OK),
     ("skipped is fine", {"skipped": 2}, False, EXIT_OK),
+    ("nothing graded: every cell skipped", {"skipped": 2, "graded": False}, False, EXIT_FAILED),
+    ("nothing graded beats held gates", {"skipped": 2, "graded": False, "gates": True}, False, EXIT_FAILED),
     ("a case failed", {"fail": 1}, False, EXIT_FAILED),
     ("a case errored", {"error": 1}, False, EXIT_FAILED),
     ("a repeat failed, the case passed by its rule", {"cell_fail": 1}, False, EXIT_OK),

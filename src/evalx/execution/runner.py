@@ -26,7 +26,7 @@ from evalx.execution.progress import Progress
 from evalx.execution.watchdog import Watchdog
 from evalx.reports.render import copy_report, write_reports
 from evalx.results.model import CellResult, CostGuardReport, RunSummary
-from evalx.results.outcome import RunFacts, decide_exit, finish_summary
+from evalx.results.outcome import RunFacts, decide_exit, finish_summary, nothing_graded
 from evalx.results.store import RESULTS, ReadProblems, ResultWriter, RunLock, new_run_id, read_results, rewrite_results, write_json
 from evalx.targets import RunContext, build_target, resolve_settings
 from evalx.usercode import user_code_on_path
@@ -213,6 +213,9 @@ def _run_locked(
     for warning in warnings:
         print(f"evalx: warning: {warning}", file=err)
     exit_code = decide_exit(summary, target_failed=bool(messages))
+    why_nothing = nothing_graded(summary)
+    if why_nothing and not messages:
+        messages.append(why_nothing)
     if guard is not None and guard.tripped:
         messages.append(guard.message())
     meta.update(status="interrupted" if stats.interrupted else "complete", finished_at=summary.get("finished_at"), exit_code=exit_code)

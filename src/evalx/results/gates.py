@@ -5,24 +5,39 @@ Top-level gates apply to every target of the run, each on its own figures;
 adds gates for that category's cells (across targets). Gates that compare with
 a baseline (``max_pass_rate_drop``, ``no_new_failures``, ``max_cost_increase``,
 ``max_p99_increase``) are *n/a* without one: a first run on a branch warns and
-goes on. When any gate is set, the gates decide the exit status (errors count
-against the pass rate); a breach exits 1.
+goes on; they compare the cells both runs have (:func:`evalx.results.compare.compare_runs`).
+Latency and cost gates breach only past a ratio *and* an absolute floor
+(``{ratio: 0.2, min_ms: 50}``; a bare number is the ratio with
+:data:`DEFAULT_FLOORS`), so 5 ms → 8 ms is not a regression. When any gate is
+set, the gates decide the exit status (errors count against the pass rate); a
+breach exits 1. Every gate line says which cells it was computed on.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from evalx.figures import pct as _pct
+from evalx.figures import usd as usd_figure
 from evalx.results.model import CaseChange, Comparison, GateReport, GateResult, Metric, RunSummary, SummaryFigures
 
 __all__ = ["GATE_KEYS", "active_gates", "evaluate", "format_gate_report", "format_outcome", "prepare_baseline"]
 
-GATE_KEYS = ("min_pass_rate", "max_pass_rate_drop", "no_new_failures", "max_cost_increase", "max_p99_increase")
-_BASELINE_GATES = GATE_KEYS[1:]
+GATE_KEYS = ("min_pass_rate", "max_pass_rate_drop", "no_new_failures", "max_cost_increase", "max_p99_increase", "max_skipped_rate")
+_BASELINE_GATES = ("max_pass_rate_drop", "no_new_failures", "max_cost_increase", "max_p99_increase")
 _EPS = 1e-9
+#: the absolute increase below which a latency or cost change is noise, whatever its ratio (DESIGN.md "Gates with floors")
+DEFAULT_FLOORS = {"max_p99_increase": 50.0, "max_cost_increase": 0.01}
+_FLOOR_KEYS = {"max_p99_increase": "min_ms", "max_cost_increase": "min_usd"}
+
+
+def ratio_and_floor(gate: str, threshold: Any) -> tuple[float, float]:
+    """A latency/cost gate's (ratio, absolute floor): from ``{ratio: R, min_ms|min_usd: F}`` or a bare ratio."""
+    if isinstance(threshold, Mapping):
+        return float(threshold["ratio"]), float(threshold.get(_FLOOR_KEYS[gate], DEFAULT_FLOORS[gate]))
+    return float(threshold), DEFAULT_FLOORS[gate]
 
 
 def _set_of(values: Mapping[str, Any] | None) -> dict[str, Any]:
@@ -63,25 +78,50 @@ def _result(gate: str, scope: str, value: float | None, threshold: Any, held: bo
     return {"gate": gate, "scope": scope, "value": value, "threshold": threshold, "held": held, "detail": detail}
 
 
+def _cells(n: int, what: str) -> str:
+    return f"on {n} {what} cell{'s' if n != 1 else ''}"
+
+
 def _check(
-    gate: str, threshold: Any, scope: str, rate: float | None, base: Mapping[str, Metric] | None, failing: list[CaseChange] | None
+    gate: str,
+    threshold: Any,
+    scope: str,
+    group: Mapping[str, Any] | None,
+    base: Mapping[str, Metric] | None,
+    failing: list[CaseChange] | None,
+    compared: int | None = None,
 ) -> GateResult:
-    """One gate on one scope, whose pass rate is ``rate``. ``base`` is the scope's comparison (None: no baseline for it)."""
+    """One gate on one scope whose cell counts are ``group``; ``base`` is the scope's comparison (None: no baseline for it).
+
+    ``compared``: the cells of the scope both runs have (what a baseline gate is computed on).
+    """
+    group = group or {}
     if gate == "min_pass_rate":
+        rate = group.get("pass_rate")
+        decided = sum(int(group.get(k) or 0) for k in ("pass", "fail", "error"))
         if rate is None:
-            return _result(gate, scope, None, threshold, None, "no decided cells")
-        return _result(gate, scope, rate, threshold, rate + _EPS >= threshold, f"pass rate {_pct(rate)} (min {_pct(threshold)})")
+            return _result(gate, scope, None, threshold, None, f"no graded cell ({int(group.get('cells') or 0)} cells, all skipped)")
+        held = rate + _EPS >= threshold
+        return _result(gate, scope, rate, threshold, held, f"pass rate {_pct(rate)} (min {_pct(threshold)}) {_cells(decided, 'graded')}")
+    if gate == "max_skipped_rate":
+        cells, skipped = int(group.get("cells") or 0), int(group.get("skipped") or 0)
+        if not cells:
+            return _result(gate, scope, None, threshold, None, "no cells")
+        rate = skipped / cells
+        detail = f"{skipped} of {cells} cells skipped ({_pct(rate)}, max {_pct(threshold)})"
+        return _result(gate, scope, rate, threshold, rate <= threshold + _EPS, detail)
     if base is None:
         return _result(gate, scope, None, threshold, None, "no baseline")
+    on = f" {_cells(compared, 'shared')}" if compared is not None else ""
     if gate == "no_new_failures":
         names = [f"{c['target']} {c['dataset']}/{c['case_id']}" for c in failing or []]
         n = len(names)
         detail = "no newly failing case" if not n else f"{n} newly failing: " + ", ".join(names[:5]) + (" …" if n > 5 else "")
-        return _result(gate, scope, n, 0, n == 0, detail)
+        return _result(gate, scope, n, 0, n == 0, detail + on)
     if gate == "max_pass_rate_drop":
         m = base.get("pass_rate")
         if m is None or m["a"] is None or m["b"] is None:
-            return _result(gate, scope, None, threshold, None, "no pass rate to compare")
+            return _result(gate, scope, None, threshold, None, "no pass rate to compare" + on)
         drop = m["a"] - m["b"]
         return _result(
             gate,
@@ -89,18 +129,24 @@ def _check(
             drop,
             threshold,
             drop <= threshold + _EPS,
-            f"pass rate {_pct(m['a'])} → {_pct(m['b'])} (drop {drop * 100:+.1f}pp, max {threshold * 100:.1f}pp)",
+            f"pass rate {_pct(m['a'])} → {_pct(m['b'])} (drop {drop * 100:+.1f}pp, max {threshold * 100:.1f}pp){on}",
         )
     key = "cost_usd" if gate == "max_cost_increase" else "p99_ms"
     m = base.get(key)
-    if m is None or m["relative"] is None or m["a"] is None or m["b"] is None:
+    if m is None or m["a"] is None or m["b"] is None or m["delta"] is None:
         why = "no cost recorded" if key == "cost_usd" else "no latency recorded"
-        return _result(gate, scope, None, threshold, None, f"{why} in both runs (or zero before)")
-    rel = m["relative"]
-    before, after = (f"${m['a']:.4f}", f"${m['b']:.4f}") if key == "cost_usd" else (f"{m['a']:.0f}ms", f"{m['b']:.0f}ms")
-    return _result(
-        gate, scope, rel, threshold, rel <= threshold + _EPS, f"{before} → {after} ({rel * 100:+.1f}%, max +{threshold * 100:.0f}%)"
-    )
+        return _result(gate, scope, None, threshold, None, f"{why} in both runs{on}")
+    ratio, floor = ratio_and_floor(gate, threshold)
+    rel, delta = m["relative"], m["delta"]
+    # a rise from zero has no ratio: it breaches on the floor alone
+    breached = delta > floor + _EPS and (rel is None or rel > ratio + _EPS)
+    if key == "cost_usd":
+        before, after, change, limit = usd_figure(m["a"]), usd_figure(m["b"]), f"{delta:+.4g} USD", f"${floor:g}"
+    else:
+        before, after, change, limit = f"{m['a']:.0f}ms", f"{m['b']:.0f}ms", f"{delta:+.0f}ms", f"{floor:g}ms"
+    pct = f"{rel * 100:+.1f}%, " if rel is not None else ""
+    detail = f"{before} → {after} ({pct}{change}; breaches past +{ratio * 100:g}% and +{limit}){on}"
+    return _result(gate, scope, rel if rel is not None else delta, threshold, not breached, detail)
 
 
 def evaluate(
@@ -125,13 +171,15 @@ def evaluate(
         if not effective:
             continue
         base: dict[str, Metric] | None = None
+        compared: int | None = None
         if comparison is not None:
             entry = comparison["per_target"].get(target)
             if entry is not None and entry["in_a"]:
                 base = {"pass_rate": entry["pass_rate"], "cost_usd": entry["cost_usd"], "p99_ms": entry["p99_ms"]}
+                compared = entry.get("cells_compared")
         failing = [c for c in newly if c["target"] == target]
         for gate, threshold in effective.items():
-            results.append(_check(gate, threshold, f"target {target}", figures.get("pass_rate"), base, failing))
+            results.append(_check(gate, threshold, f"target {target}", cast(Mapping[str, Any], figures), base, failing, compared))
     for category, values in (gates.get("categories") or {}).items():
         group = (summary.get("per_category") or {}).get(category)
         for gate, threshold in _set_of(values).items():
@@ -146,7 +194,7 @@ def evaluate(
                 results.append(_result(gate, scope, None, threshold, None, "not measured per category"))
                 continue
             failing = [c for c in newly if c.get("category") == category]
-            results.append(_check(gate, threshold, scope, group.get("pass_rate"), base, failing))
+            results.append(_check(gate, threshold, scope, cast(Mapping[str, Any], group), base, failing))
     breached = sum(1 for r in results if r["held"] is False)
     return {
         "active": bool(results),

@@ -7,7 +7,8 @@ and nowhere else:
 - 1 :data:`EXIT_FAILED`: a case failed or errored (with repeats: its
   ``repeat_pass_rule`` verdict) — or, when ``gates:`` sets a gate, a gate
   breached (then the gates decide, errors counting against the pass rate);
-  or the cost guard stopped the run;
+  or the cost guard stopped the run; or nothing was graded (every cell
+  skipped or errored: :func:`nothing_graded`), whatever the gates say;
 - 2 :data:`EXIT_USAGE`: a config or usage error, nothing ran (the CLI);
 - 3 :data:`EXIT_INCOMPLETE`: the run could not complete (interrupted, or
   every cell of a target errored); neither gates nor anything else change it.
@@ -111,6 +112,17 @@ def restore_summary(figures: SummaryFigures, stored: Mapping[str, Any]) -> RunSu
     return cast("RunSummary", {**figures, **kept})
 
 
+def nothing_graded(summary: RunSummary) -> str | None:
+    """Why a run with cells proves nothing (no cell passed or failed: all skipped or errored), or None."""
+    totals = summary["totals"]
+    if not totals["cells"] or totals["pass"] or totals["fail"]:
+        return None
+    return (
+        f"nothing was graded: of {totals['cells']} cells, {totals['skipped']} were skipped and {totals['error']} errored, "
+        "so no check passed or failed (a missing judge key? see the skip reasons)"
+    )
+
+
 def decide_exit(summary: RunSummary, *, target_failed: bool = False) -> int:
     """The run's exit status (the table in this module's docstring).
 
@@ -128,5 +140,7 @@ def decide_exit(summary: RunSummary, *, target_failed: bool = False) -> int:
         code = EXIT_FAILED if cases["fail"] or cases["error"] else EXIT_OK
     guard = summary.get("cost_guard")
     if guard is not None and guard["skipped"]:
+        code = EXIT_FAILED
+    if code == EXIT_OK and nothing_graded(summary):  # all skipped: a run that checked nothing never passes CI
         code = EXIT_FAILED
     return code
