@@ -83,13 +83,45 @@ _EDGE_CHARS = "\"'`\u201c\u201d\u2018\u2019\u00ab\u00bb.,;:!?*_ \t\r\n"
 
 
 def normalise(text: str) -> str:
-    """Case-folded, whitespace collapsed, surrounding quotes and punctuation removed."""
+    """Case-folded, whitespace collapsed, surrounding quotes and punctuation removed (``equals``' default)."""
     return " ".join(text.split()).strip(_EDGE_CHARS).casefold()
 
 
-@assertion("equals")
-def equals(ctx: AssertionContext, *, value: Any = None) -> Verdict:
-    """The output equals the value, ignoring case, spacing and surrounding quotes or punctuation."""
+#: ``equals``' ``normalize:`` steps, applied in this order whatever order they are written in
+NORMALIZE_STEPS: dict[str, Any] = {
+    "whitespace": lambda t: " ".join(t.split()),  # runs of whitespace become one space; none at the ends
+    "punctuation": lambda t: t.strip(_EDGE_CHARS),  # surrounding quotes and punctuation (a final period...)
+    "lower": str.lower,
+    "casefold": str.casefold,
+}
+_DEFAULT_STEPS = ("whitespace", "punctuation", "casefold")
+_NORMALIZE_SCHEMA = {
+    "description": "How both sides are normalised before comparing: none, one step or a list of steps "
+    "(whitespace, punctuation, lower, casefold). Default: whitespace, punctuation, casefold.",
+    "anyOf": [
+        {"enum": ["none", *NORMALIZE_STEPS]},
+        {"type": "array", "items": {"enum": list(NORMALIZE_STEPS)}, "uniqueItems": True},
+    ],
+}
+
+
+def _normaliser(normalize: str | list[str] | None) -> Any:
+    if normalize is None:
+        return normalise
+    steps = [] if normalize == "none" else [normalize] if isinstance(normalize, str) else list(normalize)
+    chain = [NORMALIZE_STEPS[name] for name in NORMALIZE_STEPS if name in steps]
+
+    def apply(text: str) -> str:
+        for step in chain:
+            text = step(text)
+        return text
+
+    return apply
+
+
+@assertion("equals", schema={"normalize": _NORMALIZE_SCHEMA})
+def equals(ctx: AssertionContext, *, value: Any = None, normalize: str | list[str] | None = None) -> Verdict:
+    """The output equals the value, ignoring case, spacing and surrounding quotes or punctuation (``normalize:`` says which)."""
     expected = value_or_expected(ctx, value)
     if not isinstance(expected, str):
         ok, parsed, _ = parse_json(ctx.text.strip())
@@ -98,7 +130,8 @@ def equals(ctx: AssertionContext, *, value: Any = None) -> Verdict:
         expected_text = json.dumps(expected) if isinstance(expected, (dict, list, bool)) else str(expected)
     else:
         expected_text = expected
-    if normalise(ctx.text) == normalise(expected_text):
+    norm = _normaliser(normalize)
+    if norm(ctx.text) == norm(expected_text):
         return Verdict.ok(f"equals {short(expected_text)}")
     return Verdict.no(f"expected {short(expected_text)}, got {short(ctx.text)}")
 
