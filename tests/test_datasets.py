@@ -52,7 +52,11 @@ def test_golden_qa_json_maps_question_answer_and_tolerance() -> None:
     assert france.expected == "Paris"
     assert france.category == "geography"
     assert france.notes == "Sanity check: the simplest possible case."
-    assert [c.asserts for c in cases] == [[{"type": "equals"}], [{"type": "numeric_close"}], [{"type": "semantic_similar"}]]
+    assert [c.asserts for c in cases] == [
+        [{"type": "equals", "normalize": ["whitespace", "lower"]}],
+        [{"type": "numeric_close"}],
+        [{"type": "semantic_similar", "threshold": 0.8}],
+    ]
     assert interest.difficulty == "medium"
     # the published format's defaults
     assert (sky.category, sky.difficulty) == ("general", "easy")
@@ -99,12 +103,12 @@ def test_golden_trajectories_yaml() -> None:
 def test_keywords_characteristics_and_mock_elements() -> None:
     hello, modify = load("keywords.json")
     assert hello.asserts == [
-        {"type": "keywords", "values": ["hello"]},
+        {"type": "contains_all", "values": ["hello"]},
         {"type": "llm_judge", "characteristics": ["at least one rectangle exists", "the rectangle has a text label"]},
     ]
     assert (hello.difficulty, hello.category, hello.expected) == ("simple", "content", None)
     assert modify.asserts == [
-        {"type": "keywords", "values": ["red"]},
+        {"type": "contains_all", "values": ["red"]},
         {"type": "llm_judge", "characteristics": ["the existing element changes colour, nothing else"]},
     ]
     assert modify.expected == {"strokeColor": "red"}  # expectedOutput
@@ -157,7 +161,7 @@ def test_own_asserts_come_before_shorthand_asserts(tmp_path: Path) -> None:
     assert mixed.asserts == [
         {"type": "completed"},
         {"type": "must_call_tools", "tools": ["search"]},
-        {"type": "keywords", "values": ["hello"]},
+        {"type": "contains_all", "values": ["hello"]},
     ]
     assert engine.asserts == [
         {"type": "must_not_call_tools", "tools": ["shell"]},
@@ -177,7 +181,7 @@ def test_snake_case_expected_output_and_keywords(tmp_path: Path) -> None:
     write(tmp_path, "c.jsonl", '{"id": "s", "input": "x", "expected_output": "y", "expected_keywords": ["y"]}\n')
     (case,) = load_dataset({"id": "x", "path": "c.jsonl"}, base_dir=tmp_path)
     assert case.expected == "y"
-    assert case.asserts == [{"type": "keywords", "values": ["y"]}]
+    assert case.asserts == [{"type": "contains_all", "values": ["y"]}]
 
 
 @pytest.mark.parametrize(

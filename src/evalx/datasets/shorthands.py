@@ -8,9 +8,15 @@ appended after the case's own ``assert`` list:
   output_must_contain, max_tokens}``;
 - golden trajectories: ``user_message``, ``required_tools``,
   ``forbidden_tools``, ``max_tokens`` (total tokens), ``max_iterations``;
-- golden_qa.json: ``question``, ``expected_answer``, ``tolerance``;
+- golden_qa.json: ``question``, ``expected_answer``, ``tolerance``, ``notes``;
 - TypeScript harnesses: ``expectedKeywords``, ``expectedCharacteristics``,
   ``expectedOutput``, ``mockElements`` (and their snake_case spellings).
+
+Each shorthand scores exactly as its own runner defines it: golden_qa's
+``exact_match`` is lower-cased, whitespace-collapsed equality (``equals``
+with ``normalize: [whitespace, lower]``, so a final period still counts);
+``expectedKeywords`` is a plain, case-sensitive ``includes()`` of each word
+(``contains_all``, so "rect" is found in "rectangle").
 
 :func:`expand` runs on a case that already passed schema validation, so the
 types of the shorthand fields are known to be right.
@@ -50,7 +56,12 @@ SHORTHAND_PROPERTIES: dict[str, dict[str, Any]] = {
 }
 
 ENGINE_EXPECTED_KEYS = ("must_call_tools", "must_not_call_tools", "output_must_contain", "max_tokens")
-TOLERANCE_TYPES = {"exact_match": "equals", "numeric_close": "numeric_close", "semantic_similar": "semantic_similar"}
+#: golden_qa.json's tolerance modes, as its runner defines them (shared/reference/golden-qa-runner.txt)
+TOLERANCE_ASSERTIONS: dict[str, dict[str, Any]] = {
+    "exact_match": {"type": "equals", "normalize": ["whitespace", "lower"]},  # lower-cased, whitespace-collapsed equality
+    "numeric_close": {"type": "numeric_close"},  # any number within 1 %, years 2020-2029 ignored
+    "semantic_similar": {"type": "semantic_similar", "threshold": 0.8},  # a judge score of 0.8 or more
+}
 
 # spellings of one case field; at most one of each group may be given
 _ALIASES: dict[str, tuple[str, ...]] = {
@@ -103,13 +114,13 @@ def expand(raw: dict[str, Any], *, base_fields: tuple[str, ...]) -> Expansion:
         if out.fields.get("expected") is None:
             out.errors.append((("tolerance",), "'tolerance' needs an 'expected_answer' to compare with"))
         else:
-            out.generated.append(({"type": TOLERANCE_TYPES[raw["tolerance"]]}, ("tolerance",)))
+            out.generated.append((dict(TOLERANCE_ASSERTIONS[raw["tolerance"]]), ("tolerance",)))
     if any(k in raw for k in _GOLDEN_QA_FIELDS) and "difficulty" not in raw:
         out.fields["difficulty"] = "easy"  # golden_qa.json's documented default
 
     for name in _ALIASES["keywords"]:
-        if raw.get(name):
-            out.generated.append(({"type": "keywords", "values": list(raw[name])}, (name,)))
+        if raw.get(name):  # a plain includes() per word, as the TypeScript harness checks them
+            out.generated.append(({"type": "contains_all", "values": list(raw[name])}, (name,)))
     for name in _ALIASES["characteristics"]:
         if raw.get(name):
             out.generated.append(({"type": "llm_judge", "characteristics": list(raw[name])}, (name,)))
