@@ -166,7 +166,7 @@ def judge(prompt, case):
     if not meta:
         return "Hello there, dear user!"
     CALLS.append(meta)
-    assert prompt.count("<output>") == 1 and meta["output"] in prompt
+    assert prompt.count("<output-") == 1 and meta["output"] in prompt
     criterion, output = meta["criterion"], meta["output"]
     if criterion == "is friendly":
         ok = "go away" not in output.lower()
@@ -190,9 +190,9 @@ def garbage(prompt, case):
 '''
 
 CASES = [
-    {"id": "hello", "input": "say hello", "expectedKeywords": ["hello"], "expectedCharacteristics": ["is friendly", "mentions the user"]},
+    {"id": "hello", "input": "say hello", "expectedKeywords": ["Hello"], "expectedCharacteristics": ["is friendly", "mentions the user"]},
     {"id": "missing-keyword", "input": "say goodbye", "expectedKeywords": ["farewell"], "expectedCharacteristics": ["is friendly"]},
-    {"id": "rude", "input": "be rude", "expectedKeywords": ["no"], "expectedCharacteristics": ["is friendly"]},
+    {"id": "rude", "input": "be rude", "expectedKeywords": ["No"], "expectedCharacteristics": ["is friendly"]},
 ]
 
 
@@ -267,7 +267,7 @@ def test_python_judge_end_to_end(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
     # a keyword failure still fails, whatever the judge says
     missing = rows["bot/missing-keyword"]
     assert missing["status"] == "fail"
-    keywords = next(a for a in missing["assertions"] if a["type"] == "keywords")
+    keywords = next(a for a in missing["assertions"] if a["type"] == "contains_all")
     assert keywords["passed"] is False and judged(missing)["passed"] is True
 
     # the judge's reason, naming the characteristic, everywhere

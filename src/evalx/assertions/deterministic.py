@@ -13,8 +13,12 @@ import re
 from typing import Any
 
 import jsonschema
+import referencing.exceptions
 
+from evalx import regexes
 from evalx.assertions.registry import AssertionContext, assertion
+from evalx.assertions.static import needs_value, needs_values
+from evalx.assertions.user_schema import refused_ref_reason, schema_problems, user_validator
 from evalx.models import Verdict
 from evalx.usercode import resolve_callable
 
@@ -119,7 +123,7 @@ def _normaliser(normalize: str | list[str] | None) -> Any:
     return apply
 
 
-@assertion("equals", schema={"normalize": _NORMALIZE_SCHEMA})
+@assertion("equals", schema={"normalize": _NORMALIZE_SCHEMA}, check=needs_value())
 def equals(ctx: AssertionContext, *, value: Any = None, normalize: str | list[str] | None = None) -> Verdict:
     """The output equals the value, ignoring case, spacing and surrounding quotes or punctuation (``normalize:`` says which)."""
     expected = value_or_expected(ctx, value)
@@ -136,7 +140,7 @@ def equals(ctx: AssertionContext, *, value: Any = None, normalize: str | list[st
     return Verdict.no(f"expected {short(expected_text)}, got {short(ctx.text)}")
 
 
-@assertion("contains")
+@assertion("contains", check=needs_value())
 def contains(ctx: AssertionContext, *, value: str | float | None = None) -> Verdict:
     """The output contains the value (case-sensitive)."""
     needle = str(value_or_expected(ctx, value))
@@ -145,7 +149,7 @@ def contains(ctx: AssertionContext, *, value: str | float | None = None) -> Verd
     return Verdict.no(f"expected to contain {short(needle)}, got {short(ctx.text)}")
 
 
-@assertion("icontains")
+@assertion("icontains", check=needs_value())
 def icontains(ctx: AssertionContext, *, value: str | float | None = None) -> Verdict:
     """The output contains the value, ignoring case."""
     needle = str(value_or_expected(ctx, value))
@@ -154,7 +158,7 @@ def icontains(ctx: AssertionContext, *, value: str | float | None = None) -> Ver
     return Verdict.no(f"expected to contain {short(needle)} (any case), got {short(ctx.text)}")
 
 
-@assertion("starts_with")
+@assertion("starts_with", check=needs_value())
 def starts_with(ctx: AssertionContext, *, value: str | float | None = None) -> Verdict:
     """The output, leading whitespace aside, starts with the value (case-sensitive)."""
     prefix = str(value_or_expected(ctx, value))
@@ -163,7 +167,7 @@ def starts_with(ctx: AssertionContext, *, value: str | float | None = None) -> V
     return Verdict.no(f"expected to start with {short(prefix)}, got {short(ctx.text)}")
 
 
-@assertion("contains_all")
+@assertion("contains_all", check=needs_values())
 def contains_all(ctx: AssertionContext, *, values: list[str] | None = None) -> Verdict:
     """The output contains every one of the values (case-sensitive); the score is the fraction found."""
     needles = _strings_or_expected(ctx, values)
@@ -176,7 +180,7 @@ def contains_all(ctx: AssertionContext, *, values: list[str] | None = None) -> V
     return Verdict.no(f"missing {', '.join(short(m) for m in missing)} in {short(ctx.text)}", score)
 
 
-@assertion("contains_any")
+@assertion("contains_any", check=needs_values())
 def contains_any(ctx: AssertionContext, *, values: list[str] | None = None) -> Verdict:
     """The output contains at least one of the values (case-sensitive)."""
     needles = _strings_or_expected(ctx, values)
@@ -188,12 +192,16 @@ def contains_any(ctx: AssertionContext, *, values: list[str] | None = None) -> V
     return Verdict.no(f"expected any of {', '.join(short(n) for n in needles)}, got {short(ctx.text)}")
 
 
-_REGEX_FLAGS = {"i": re.IGNORECASE, "m": re.MULTILINE, "s": re.DOTALL, "x": re.VERBOSE}
+_REGEX_FLAGS = {"i": regexes.IGNORECASE, "m": regexes.MULTILINE, "s": regexes.DOTALL, "x": regexes.VERBOSE}
 
 
 @assertion("regex", schema={"flags": {"type": "string", "pattern": "^[imsx]*$"}})
 def regex(ctx: AssertionContext, *, value: str | None = None, flags: str | None = None) -> Verdict:
-    """The output matches the regular expression somewhere (flags: any of "imsx")."""
+    """The output matches the regular expression somewhere (flags: any of "imsx").
+
+    The match runs under the cell's time limit (:mod:`evalx.regexes`): a regex
+    that backtracks past it is an assertion error, never a pass.
+    """
     pattern = value_or_expected(ctx, value)
     if not isinstance(pattern, str):
         raise ValueError(f"a regex must be a string, not {type(pattern).__name__}")
@@ -202,13 +210,13 @@ def regex(ctx: AssertionContext, *, value: str | None = None, flags: str | None 
         if flag not in _REGEX_FLAGS:
             raise ValueError(f"unknown regex flag {flag!r} (use any of 'imsx')")
         re_flags |= _REGEX_FLAGS[flag]
-    match = re.search(pattern, ctx.text, re_flags)
+    match = regexes.search(regexes.compile_user(pattern, re_flags), ctx.text)
     if match:
         return Verdict.ok(f"matches /{pattern}/ at {short(match.group(0))}")
     return Verdict.no(f"expected to match /{pattern}/, got {short(ctx.text)}")
 
 
-@assertion("keywords")
+@assertion("keywords", check=needs_values())
 def keywords(ctx: AssertionContext, *, values: list[str] | None = None) -> Verdict:
     """Every keyword appears as a whole word, ignoring case; the score is the fraction found."""
     words = _strings_or_expected(ctx, values)
@@ -275,6 +283,7 @@ def _fmt(number: float) -> str:
 @assertion(
     "numeric_close",
     schema={"tolerance": {"type": "number", "minimum": 0}, "abs_tolerance": {"type": "number", "minimum": 0}},
+    check=needs_value(convert=_to_number),
 )
 def numeric_close(
     ctx: AssertionContext,
@@ -319,18 +328,35 @@ def is_json(ctx: AssertionContext) -> Verdict:
 
 @assertion("json_schema")
 def json_schema(ctx: AssertionContext, *, schema: dict[str, Any]) -> Verdict:
-    """The output is JSON that validates against the JSON Schema."""
+    """The output is JSON that validates against the JSON Schema.
+
+    ``$ref`` resolves only inside the schema (evalx never fetches one); patterns
+    match under the cell's time limit (:mod:`evalx.assertions.user_schema`).
+    """
     ok, doc, error = parse_json(ctx.text.strip())
     if not ok:
         return Verdict.no(f"not JSON ({error}): {short(ctx.text)}")
-    validator_cls = jsonschema.validators.validator_for(schema)
-    validator_cls.check_schema(schema)  # a broken schema is an assertion error, not a failure
-    errors = list(validator_cls(schema).iter_errors(doc))
+    validator = user_validator(schema)  # a broken schema raises: an assertion error, not a failure
+    try:
+        errors = list(validator.iter_errors(doc))
+    except referencing.exceptions.Unresolvable as exc:  # a $ref outside the schema (never fetched) or to nothing
+        raise ValueError(refused_ref_reason(exc)) from None
     if not errors:
         return Verdict.ok("matches the schema")
     first = jsonschema.exceptions.best_match(errors) or errors[0]
     more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
     return Verdict.no(f"{_json_location(first.absolute_path)}: {first.message}{more}")
+
+
+def spec_problems(spec: Any) -> list[tuple[tuple[str | int, ...], str]]:
+    """Problems in an assertion spec that its type's JSON Schema cannot see: (key path in the spec, message) each.
+
+    A ``json_schema`` whose ``$ref`` points outside the schema (``evalx validate``
+    reports it; at run time it is refused, never fetched).
+    """
+    if isinstance(spec, dict) and spec.get("type") == "json_schema" and isinstance(spec.get("schema"), dict):
+        return [(("schema", *path), message) for path, message in schema_problems(spec["schema"])]
+    return []
 
 
 def _json_location(path: Any) -> str:

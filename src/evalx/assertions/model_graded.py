@@ -13,13 +13,14 @@ from typing import Any, Literal
 
 from evalx.assertions.deterministic import value_or_expected
 from evalx.assertions.registry import AssertionContext, assertion
+from evalx.assertions.static import needs_one_of, needs_value
 from evalx.models import Verdict
 
 _UNIT: dict[str, Any] = {"type": "number", "minimum": 0, "maximum": 1}
 NO_JUDGE = "no judge configured"
 
 
-@assertion("llm_judge", model_graded=True, schema={"threshold": _UNIT})
+@assertion("llm_judge", model_graded=True, schema={"threshold": _UNIT}, check=needs_one_of("rubric", "characteristics"))
 async def llm_judge(
     ctx: AssertionContext,
     *,
@@ -36,7 +37,7 @@ async def llm_judge(
     return verdict
 
 
-@assertion("semantic_similar", model_graded=True, schema={"threshold": _UNIT})
+@assertion("semantic_similar", model_graded=True, schema={"threshold": _UNIT}, check=needs_value())
 async def semantic_similar(
     ctx: AssertionContext,
     *,

@@ -26,7 +26,7 @@ from __future__ import annotations
 import inspect
 import types
 import typing
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol, Union
@@ -78,6 +78,8 @@ class AssertionContext:
 
 
 AssertionFn = Callable[..., "Verdict | Awaitable[Verdict]"]
+#: a check made when a dataset is loaded (``evalx validate`` and before a run): (spec, case) -> why it would fail, or None
+SpecCheck = Callable[[Mapping[str, Any], Case], "str | None"]
 
 
 @dataclass
@@ -92,6 +94,8 @@ class AssertionType:
     _schema: dict[str, Any] | None = field(default=None, repr=False, compare=False)
     #: parameter name in the function for each config key (`not_` style names)
     arg_names: dict[str, str] = field(default_factory=dict, repr=False, compare=False)
+    #: what can be known to fail before anything runs (a regex that does not compile, no value to compare with...)
+    check: SpecCheck | None = field(default=None, repr=False, compare=False)
 
     def schema(self) -> dict[str, Any]:
         """The JSON Schema of one assertion of this type in a config (built once)."""
@@ -125,11 +129,15 @@ def assertion(
     *,
     schema: dict[str, dict[str, Any]] | None = None,
     model_graded: bool = False,
+    check: SpecCheck | None = None,
 ) -> Callable[[AssertionFn], AssertionFn]:
     """Register ``fn`` as the assertion type ``name``.
 
     ``schema`` may refine the JSON Schema of named parameters (e.g. a value
     that may be a string or a number); every key in it must be a parameter.
+    ``check(spec, case)`` says, when the dataset is loaded, why an assertion
+    would fail on any output (None when it would not): ``evalx validate``
+    reports it at the assertion's ``file:line``.
     """
 
     def register(fn: AssertionFn) -> AssertionFn:
@@ -173,6 +181,7 @@ def assertion(
             description=doc.split("\n\n")[0].replace("\n", " "),
             is_async=inspect.iscoroutinefunction(fn),
             arg_names=arg_names,
+            check=check,
         )
         global _generation
         _generation += 1

@@ -18,6 +18,7 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 from evalx.assertions import get_assertion, registered
+from evalx.assertions.deterministic import spec_problems
 from evalx.assertions.plain import plainly_valid
 from evalx.assertions.registry import generation
 from evalx.datasets.shorthands import SHORTHAND_PROPERTIES, KeyPath, expand, unknown_field
@@ -307,7 +308,16 @@ def _build_case(raw: _Raw, defaults: dict[str, Any], default_asserts: list[dict[
     fields = expansion.fields
     # no copies: a case's values were just parsed for it, and assertion specs are never mutated
     asserts = default_asserts + own_asserts + [spec for spec, _ in expansion.generated]
-    return Case(id=str(known["id"]), asserts=asserts, source=raw.source, **fields)
+    case = Case(id=str(known["id"]), asserts=asserts, source=raw.source, **fields)
+    origins: list[KeyPath | None] = [None] * len(default_asserts)  # a defaults: assertion: named at the case
+    origins += [("assert", i) for i in range(len(own_asserts))] + [origin for _, origin in expansion.generated]
+    for spec, where in zip(asserts, origins):
+        atype = get_assertion(spec["type"])
+        problem = atype.check(spec, case) if atype is not None and atype.check is not None else None
+        if problem is not None:
+            sub = where if where is not None else ()
+            errors.add(raw.file, raw.line_of(sub), raw.path + sub, f"{spec['type']}: {problem}")
+    return None if errors.count > before else case
 
 
 def _is_str(v: Any) -> bool:
@@ -385,6 +395,8 @@ def _check_assertion(spec: Any, raw: _Raw, sub: KeyPath, errors: _Errors, *, gen
         where = sub if generated else sub + inner
         errors.add(raw.file, raw.line_of(where), raw.path + where, message)
 
+    for inner, message in spec_problems(spec):  # what a schema cannot see: a json_schema's $ref outside it
+        report(inner, message)
     # the common case, distinct specs included: a plain-Python check that the spec surely fits its type
     if isinstance(spec, dict) and isinstance(spec.get("type"), str):
         atype = get_assertion(spec["type"])
