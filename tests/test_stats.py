@@ -6,7 +6,16 @@ import math
 
 import pytest
 
-from evalx.results.stats import mcnemar_exact, mean, pass_at_k, pass_hat_k, percentile, wilson_interval
+from evalx.results.stats import (
+    holm_adjust,
+    mcnemar_exact,
+    mean,
+    paired_difference_interval,
+    pass_at_k,
+    pass_hat_k,
+    percentile,
+    wilson_interval,
+)
 
 
 class TestMean:
@@ -197,3 +206,43 @@ class TestPassHatK:
 def test_no_nan_anywhere() -> None:
     values = [wilson_interval(k, 7)[i] for k in range(8) for i in (0, 1)]
     assert all(math.isfinite(v) and 0.0 <= v <= 1.0 for v in values)
+
+
+class TestHolm:
+    def test_one_test_is_unchanged(self) -> None:
+        assert holm_adjust([0.031]) == [0.031]
+
+    def test_step_down_keeps_order_and_monotonicity(self) -> None:
+        # sorted 0.01, 0.03, 0.04 -> x3, x2, x1 = 0.03, 0.06, 0.04 -> made non-decreasing: 0.03, 0.06, 0.06
+        assert holm_adjust([0.01, 0.04, 0.03]) == pytest.approx([0.03, 0.06, 0.06])
+
+    def test_three_pairs_at_0_031_are_not_significant(self) -> None:
+        assert min(holm_adjust([0.031, 0.2, 0.5])) == pytest.approx(0.093)
+
+    def test_capped_at_one(self) -> None:
+        assert holm_adjust([0.6, 0.7]) == [1.0, 1.0]
+
+    def test_empty(self) -> None:
+        assert holm_adjust([]) == []
+
+
+class TestPairedDifference:
+    def test_reference_values(self) -> None:
+        # Fagerland, Lydersen & Laake, "Statistical Analysis of Contingency Tables", ch. 8 (as tested by the
+        # contingencytables R package): table [[59, 6], [16, 80]] -> -0.0621 (95% CI -0.1186 to -0.0046)
+        lo, hi = paired_difference_interval(59, 6, 16, 80)
+        assert (round(lo, 4), round(hi, 4)) == (-0.1186, -0.0046)
+
+    def test_swapping_the_sides_mirrors_the_interval(self) -> None:
+        lo, hi = paired_difference_interval(12, 9, 2, 21)
+        assert paired_difference_interval(12, 2, 9, 21) == pytest.approx((-hi, -lo))
+
+    @pytest.mark.parametrize("table", [(0, 0, 0, 10), (10, 0, 0, 0), (0, 10, 0, 0), (0, 0, 10, 0), (3, 0, 0, 3), (1, 2, 3, 4)])
+    def test_holds_the_difference_and_stays_in_bounds(self, table: tuple[int, int, int, int]) -> None:
+        both, only_a, only_b, neither = table
+        diff = (only_a - only_b) / sum(table)
+        lo, hi = paired_difference_interval(*table)
+        assert -1.0 <= lo <= diff <= hi <= 1.0
+
+    def test_no_pairs_is_the_whole_range(self) -> None:
+        assert paired_difference_interval(0, 0, 0, 0) == (-1.0, 1.0)

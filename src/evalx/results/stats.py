@@ -2,7 +2,9 @@
 
 Every function is pure and works on plain Python numbers: percentiles of
 latencies, a Wilson interval for a pass rate, McNemar's exact test for two
-runs over the same cases, and the pass@k / pass^k estimators for repeats.
+runs over the same cases with Holm's adjustment when several pairs are
+tested, Newcombe's interval for a paired difference of pass rates, and the
+pass@k / pass^k estimators for repeats.
 """
 
 from __future__ import annotations
@@ -10,7 +12,16 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable
 
-__all__ = ["mcnemar_exact", "mean", "pass_at_k", "pass_hat_k", "percentile", "wilson_interval"]
+__all__ = [
+    "holm_adjust",
+    "mcnemar_exact",
+    "mean",
+    "paired_difference_interval",
+    "pass_at_k",
+    "pass_hat_k",
+    "percentile",
+    "wilson_interval",
+]
 
 #: the two-sided 95% normal quantile
 Z_95 = 1.959964
@@ -81,6 +92,50 @@ def mcnemar_exact(b: int, c: int) -> float:
     tail = sum(math.comb(n, i) for i in range(min(b, c) + 1))
     # exact integers, one correctly rounded division: no underflow in the sum
     return min(1.0, 2 * tail / (1 << n))
+
+
+def holm_adjust(p_values: list[float]) -> list[float]:
+    """Holm's step-down adjustment of ``p_values`` (in their order), for testing them all at once.
+
+    The i-th smallest p is multiplied by ``m - i`` (m tests, i from 0), then
+    made non-decreasing in that order and capped at 1. It controls the
+    chance of any false "significant" across the family, with no assumption
+    on how the tests depend on each other (Holm, 1979). One test: unchanged.
+    """
+    m = len(p_values)
+    order = sorted(range(m), key=lambda i: p_values[i])
+    adjusted = [0.0] * m
+    running = 0.0
+    for rank, i in enumerate(order):
+        running = max(running, min(1.0, (m - rank) * p_values[i]))
+        adjusted[i] = running
+    return adjusted
+
+
+def paired_difference_interval(both: int, only_a: int, only_b: int, neither: int, z: float = Z_95) -> tuple[float, float]:
+    """95 % interval of pass rate A − pass rate B over paired cases (Newcombe 1998, method 10).
+
+    The four counts are the 2×2 table of the cases both sides graded. It
+    combines the two Wilson intervals with the correlation of the pairs, so
+    it stays inside [-1, 1] and behaves at 0 % and 100 %. No pairs: [-1, 1].
+    """
+    n = both + only_a + only_b + neither
+    if min(both, only_a, only_b, neither) < 0:
+        raise ValueError("counts must be >= 0")
+    if n == 0:
+        return (-1.0, 1.0)
+    p1, p2 = (both + only_a) / n, (both + only_b) / n
+    l1, u1 = wilson_interval(both + only_a, n, z)
+    l2, u2 = wilson_interval(both + only_b, n, z)
+    margins = (both + only_a) * (only_b + neither) * (both + only_b) * (only_a + neither)
+    # the correlation of the pairs, with Newcombe's correction: a positive ad - bc is reduced by n/2 (not below 0)
+    cross = both * neither - only_a * only_b
+    cross = max(0.0, cross - n / 2) if cross > 0 else cross
+    phi = 0.0 if margins == 0 else cross / math.sqrt(margins)
+    delta = math.sqrt(max(0.0, (p1 - l1) ** 2 - 2 * phi * (p1 - l1) * (u2 - p2) + (u2 - p2) ** 2))
+    epsilon = math.sqrt(max(0.0, (u1 - p1) ** 2 - 2 * phi * (u1 - p1) * (p2 - l2) + (p2 - l2) ** 2))
+    diff = p1 - p2
+    return (max(-1.0, diff - delta), min(1.0, diff + epsilon))
 
 
 def _check_nck(n: int, c: int, k: int) -> None:
