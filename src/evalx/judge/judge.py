@@ -268,7 +268,7 @@ class Judge:
 
     def _warn(self, line: str) -> None:
         stream = self.err or sys.stderr
-        print(line, file=stream, flush=True)
+        print(self.run.redactor.text(line), file=stream, flush=True)  # it may quote a judge's URL
 
     # ------------------------------------------------------------ the three types
 
