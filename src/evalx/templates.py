@@ -1,20 +1,223 @@
-"""Jinja2 templates rendered in a sandbox; undefined names are errors."""
+"""Jinja2 templates rendered in a sandbox; undefined names are errors, and size and time are bounded.
+
+A template (a target's ``prompt:``/``system:``/``messages:``/``params:``, an
+engine's ``body:``, a judge prompt) may come from a file someone else wrote,
+and it renders data from a dataset. The sandbox keeps it from reaching
+Python's internals; on top of it, :class:`BoundedSandbox` keeps one render
+from eating the machine:
+
+- every string, list or other sized value a template makes (by ``*``, ``+``,
+  ``~``, ``%``, a filter, a method or a macro) and the rendered text may hold
+  at most :data:`MAX_RENDER_CHARS` items; operations that would make a
+  larger one (``'a' * 10**8``, ``'a'|center(10**9)``, ``'%1000000000s' % x``)
+  are refused before they run, and big powers (``10 ** 10**8``) too;
+- a render may take :data:`RENDER_TIME_S` (:func:`evalx.timebox.timebox`
+  stops nested ``range(20000)`` loops);
+- ``range`` keeps Jinja's sandbox limit (100,000 items) and ``lipsum`` 100
+  paragraphs.
+
+A refused or stopped render raises :class:`TemplateRenderError`, which the
+caller turns into that cell's error naming the template's field.
+"""
 
 from __future__ import annotations
 
 import json
+import re
+from collections.abc import Iterator
 from functools import lru_cache
 from typing import Any
 
 from jinja2 import StrictUndefined, TemplateError
+from jinja2.compiler import CodeGenerator, Frame
+from jinja2.exceptions import SecurityError
+from jinja2.nodes import Concat
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
-_env = ImmutableSandboxedEnvironment(undefined=StrictUndefined, keep_trailing_newline=True, autoescape=False)
-_env.filters["tojson"] = lambda v: json.dumps(v, ensure_ascii=False)
+from evalx.timebox import TimeUp, timebox
+
+__all__ = ["MAX_RENDER_CHARS", "RENDER_TIME_S", "BoundedSandbox", "TemplateRenderError", "render", "render_value"]
+
+#: the most characters (or items) a rendered template, or any value made while rendering, may hold
+MAX_RENDER_CHARS = 8_000_000
+#: the most seconds one render may take
+RENDER_TIME_S = 1.0
+#: the largest exponent size (bits of the result) ``**`` may produce
+_MAX_POWER_BITS = 100_000
 
 
 class TemplateRenderError(ValueError):
     pass
+
+
+class TemplateRefused(SecurityError):
+    """A template tried to make a value past :data:`MAX_RENDER_CHARS` (or a huge number)."""
+
+
+def _refuse(what: str) -> TemplateRefused:
+    return TemplateRefused(f"{what} would exceed the render limit of {MAX_RENDER_CHARS:,} characters")
+
+
+_SIZED = (str, bytes, list, tuple, dict, set, frozenset)
+
+
+def _sized(value: Any) -> Any:
+    """``value``, unless it is a string or collection past the limit."""
+    if isinstance(value, _SIZED) and len(value) > MAX_RENDER_CHARS:
+        raise _refuse(f"a {type(value).__name__} of {len(value):,} items")
+    return value
+
+
+def _count(value: Any) -> int | None:
+    return len(value) if isinstance(value, (str, bytes, list, tuple)) else None
+
+
+def _big_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and abs(value) > MAX_RENDER_CHARS
+
+
+#: a width or precision of 7+ digits in a %-format or a {}-format spec
+_WIDE_PERCENT = re.compile(r"%(?:\([^)]*\))?[-#0 +]*(?:\d{7,}|\d*\.\d{7,})")
+_WIDE_FIELD = re.compile(r"\{[^{}]*:[^{}]*?\d{7,}")
+_NESTED_FIELD = re.compile(r"\{[^{}]*:[^{}]*\{")
+
+
+def _check_binop(operator: str, left: Any, right: Any) -> None:
+    if operator == "*":
+        for seq, times in ((left, right), (right, left)):
+            n = _count(seq)
+            if n is not None and isinstance(times, int) and n * times > MAX_RENDER_CHARS:
+                raise _refuse(f"repeating a {type(seq).__name__} of {n:,} items {times:,} times")
+    elif operator == "**":
+        big = isinstance(left, int) and isinstance(right, int) and right > 0 and abs(left).bit_length() * right > _MAX_POWER_BITS
+        if big and abs(left) > 1:
+            raise TemplateRefused(f"{left} ** {right} is too large a number for a template")
+    elif operator == "+":
+        a, b = _count(left), _count(right)
+        if a is not None and b is not None and a + b > MAX_RENDER_CHARS:
+            raise _refuse(f"joining values of {a:,} and {b:,} items")
+    elif operator == "%" and isinstance(left, str):
+        args = right if isinstance(right, tuple) else (right,)
+        if _WIDE_PERCENT.search(left) or ("*" in left and any(_big_int(a) for a in args)):
+            raise _refuse("a %-format width")
+
+
+def _check_format(fmt: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+    if _WIDE_FIELD.search(fmt) or (_NESTED_FIELD.search(fmt) and any(_big_int(a) for a in (*args, *kwargs.values()))):
+        raise _refuse("a format width")
+
+
+#: str methods whose int arguments are the size of what they make
+_PADDING = frozenset({"center", "ljust", "rjust", "zfill", "expandtabs"})
+
+
+def _check_call(obj: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+    owner = getattr(obj, "__self__", None)
+    name = getattr(obj, "__name__", "")
+    if isinstance(owner, str):
+        if name in _PADDING and any(_big_int(a) for a in (*args, *kwargs.values())):
+            raise _refuse(f"str.{name}")
+        if name == "replace" and len(args) >= 2 and isinstance(args[0], str) and isinstance(args[1], str):
+            _check_replace(owner, args[0], args[1])
+
+
+def _check_replace(text: str, old: str, new: str) -> None:
+    if len(new) > len(old):
+        grows = (text.count(old) if old else len(text) + 1) * (len(new) - len(old))
+        if len(text) + grows > MAX_RENDER_CHARS:
+            raise _refuse("replace")
+
+
+def _bounded_filter(name: str, fn: Any) -> Any:
+    """A filter whose size arguments are checked before it runs and whose result after."""
+
+    def bounded(*args: Any, **kwargs: Any) -> Any:
+        rest = [a for a in args[1:] if not hasattr(a, "environment")]  # the value is args[0] (after a context)
+        if name in ("center", "indent", "wordwrap", "truncate", "batch", "slice") and any(_big_int(a) for a in (*rest, *kwargs.values())):
+            raise _refuse(f"the {name} filter")
+        if name == "format" and args:
+            fmt = next((a for a in args if isinstance(a, str)), "")
+            if _WIDE_PERCENT.search(fmt) or ("*" in fmt and any(_big_int(a) for a in (*rest, *kwargs.values()))):
+                raise _refuse("the format filter")
+        if name == "replace":
+            strs = [a for a in args if isinstance(a, str)]
+            if len(strs) >= 3:
+                _check_replace(strs[0], strs[1], strs[2])
+        return _sized(fn(*args, **kwargs))
+
+    for attr in ("jinja_pass_arg", "__name__", "__doc__"):  # pass_context / pass_eval_context markers
+        if hasattr(fn, attr):
+            setattr(bounded, attr, getattr(fn, attr))
+    return bounded
+
+
+class _BoundedCodeGenerator(CodeGenerator):
+    """Compiles ``a ~ b`` to a size-checked join (Jinja's own joins every piece, however large)."""
+
+    def visit_Concat(self, node: Concat, frame: Frame) -> None:
+        self.write("environment.bounded_join((")
+        for arg in node.nodes:
+            self.visit(arg, frame)
+            self.write(", ")
+        self.write("))")
+
+
+def _lipsum(n: int = 5, html: bool = True, min: int = 20, max: int = 100) -> str:
+    from jinja2.utils import generate_lorem_ipsum
+
+    if n > 100 or max > 1000:
+        raise TemplateRefused("lipsum is limited to 100 paragraphs of 1,000 words")
+    return generate_lorem_ipsum(n, html, min, max)
+
+
+class BoundedSandbox(ImmutableSandboxedEnvironment):
+    """Jinja's immutable sandbox with sizes bounded (see the module docstring)."""
+
+    intercepted_binops = frozenset({"*", "**", "+", "%"})
+    code_generator_class = _BoundedCodeGenerator
+
+    def __init__(self, **options: Any) -> None:
+        super().__init__(**options)
+        self.filters = {name: _bounded_filter(name, fn) for name, fn in self.filters.items()}
+        self.globals["lipsum"] = _lipsum
+
+    def call_binop(self, context: Any, operator: str, left: Any, right: Any) -> Any:
+        _check_binop(operator, left, right)
+        return _sized(self.binop_table[operator](left, right))
+
+    def call(__self, __context: Any, __obj: Any, *args: Any, **kwargs: Any) -> Any:
+        _check_call(__obj, args, kwargs)
+        return _sized(super().call(__context, __obj, *args, **kwargs))
+
+    def wrap_str_format(self, value: Any) -> Any:
+        wrapped = super().wrap_str_format(value)
+        if wrapped is None:
+            return None
+        fmt: str = value.__self__
+        is_map = value.__name__ == "format_map"
+
+        def checked(*args: Any, **kwargs: Any) -> Any:
+            mapping = args[0] if is_map and args and isinstance(args[0], dict) else kwargs
+            _check_format(fmt, () if is_map else args, mapping)
+            return _sized(wrapped(*args, **kwargs))
+
+        return checked
+
+    @staticmethod
+    def bounded_join(pieces: tuple[Any, ...]) -> str:
+        total = 0
+        parts = []
+        for piece in pieces:
+            text = str(piece)
+            total += len(text)
+            if total > MAX_RENDER_CHARS:
+                raise _refuse("joining with ~")
+            parts.append(text)
+        return "".join(parts)
+
+
+_env = BoundedSandbox(undefined=StrictUndefined, keep_trailing_newline=True, autoescape=False)
+_env.filters["tojson"] = _bounded_filter("tojson", lambda v: json.dumps(v, ensure_ascii=False))
 
 
 @lru_cache(maxsize=512)
@@ -27,14 +230,38 @@ def _compile_expression(source: str) -> Any:
     return _env.compile_expression(source, undefined_to_none=False)
 
 
-def render(source: str, context: dict[str, Any]) -> str:
+def _joined(chunks: Iterator[str]) -> str:
+    total = 0
+    parts = []
+    for chunk in chunks:
+        total += len(chunk)
+        if total > MAX_RENDER_CHARS:
+            raise _refuse("the rendered text")
+        parts.append(chunk)
+    return "".join(parts)
+
+
+def _error(exc: BaseException, field: str | None) -> TemplateRenderError:
+    where = f"{field}: " if field else ""
+    if isinstance(exc, TimeUp):
+        return TemplateRenderError(f"{where}template refused: rendering took more than {RENDER_TIME_S:g}s (a loop too large?)")
+    if isinstance(exc, TemplateRefused):
+        return TemplateRenderError(f"{where}template refused: {exc}")
+    if isinstance(exc, MemoryError):
+        return TemplateRenderError(f"{where}template refused: out of memory while rendering")
+    return TemplateRenderError(f"{where}template error: {exc}")
+
+
+def render(source: str, context: dict[str, Any], *, field: str | None = None) -> str:
+    """``source`` rendered with ``context``; ``field`` (like ``prompt``) names it in errors."""
     try:
-        return str(_compile(source).render(**context))
-    except TemplateError as exc:
-        raise TemplateRenderError(f"template error: {exc}") from None
+        with timebox(RENDER_TIME_S):
+            return _joined(_compile(source).generate(**context))
+    except (TemplateError, TimeUp, MemoryError, RecursionError) as exc:
+        raise _error(exc, field) from None
 
 
-def render_value(value: Any, context: dict[str, Any]) -> Any:
+def render_value(value: Any, context: dict[str, Any], *, field: str | None = None) -> Any:
     """Render every string inside ``value`` (a mapping, list or string).
 
     A string that is exactly one ``{{ expr }}`` keeps the expression's type,
@@ -46,12 +273,13 @@ def render_value(value: Any, context: dict[str, Any]) -> Any:
         stripped = value.strip()
         if stripped.startswith("{{") and stripped.endswith("}}") and stripped.count("{{") == 1:
             try:
-                return _compile_expression(stripped[2:-2].strip())(**context)
-            except TemplateError as exc:
-                raise TemplateRenderError(f"template error: {exc}") from None
-        return render(value, context)
+                with timebox(RENDER_TIME_S):
+                    return _sized(_compile_expression(stripped[2:-2].strip())(**context))
+            except (TemplateError, TimeUp, MemoryError, RecursionError) as exc:
+                raise _error(exc, field) from None
+        return render(value, context, field=field)
     if isinstance(value, dict):
-        return {k: render_value(v, context) for k, v in value.items()}
+        return {k: render_value(v, context, field=f"{field}.{k}" if field else None) for k, v in value.items()}
     if isinstance(value, list):
-        return [render_value(v, context) for v in value]
+        return [render_value(v, context, field=f"{field}[{i}]" if field else None) for i, v in enumerate(value)]
     return value

@@ -1,11 +1,28 @@
-"""Run a case's assertions over a trajectory and decide the cell's status."""
+"""Run a case's assertions over a trajectory and decide the cell's status.
+
+Checks count against the cell's time: the executor passes what is left of
+its ``timeout_s`` (at least :data:`MIN_CHECK_TIME_S`) as ``time_left``. A
+synchronous check runs on the event loop with that budget
+(:func:`evalx.regexes.budget`; each check gets at least
+:data:`MIN_EACH_CHECK_S`, so one slow check does not leave the cheap ones
+after it unrun); one whose regexes or schema walk use up
+their short slice of the loop (:data:`evalx.regexes.ON_LOOP_SLICE_S`) is run
+again in a thread of its own with the rest of the budget, so a regex that
+backtracks never holds up the other cells, Ctrl-C or SIGTERM. At most
+:data:`MAX_CHECK_THREADS` such threads run at once; each ends by its budget.
+"""
 
 from __future__ import annotations
 
+import asyncio
 import inspect
+import threading
+import time
+import weakref
 from typing import TYPE_CHECKING, Any
 
-from evalx.assertions.registry import COMMON_KEYS, AssertionContext, get_assertion
+from evalx import regexes
+from evalx.assertions.registry import COMMON_KEYS, AssertionContext, AssertionFn, get_assertion
 from evalx.models import Verdict
 
 if TYPE_CHECKING:  # types only: `import evalx` (the CLI's startup) must not pay for the results model
@@ -15,13 +32,26 @@ if TYPE_CHECKING:  # types only: `import evalx` (the CLI's startup) must not pay
 #: spec keys that are not arguments of the assertion's function
 _NOT_ARGUMENTS = frozenset({*COMMON_KEYS, "judge"})
 
+#: the least time a cell's checks get, even when its call used up its timeout
+MIN_CHECK_TIME_S = 0.5
+#: the least time each check gets, even when the checks before it used up the cell's (so cheap ones still run)
+MIN_EACH_CHECK_S = 0.1
+#: checks that outgrew their slice of the event loop and run in threads at once (the rest wait their turn)
+MAX_CHECK_THREADS = 2
 
-async def evaluate_case(asserts: list[dict[str, Any]], ctx: AssertionContext) -> list[AssertionRecord]:
-    """Evaluate every assertion in order; one that breaks is an assertion error, never a crash."""
-    return [await evaluate_one(spec, ctx) for spec in asserts]
+
+async def evaluate_case(asserts: list[dict[str, Any]], ctx: AssertionContext, *, time_left: float | None = None) -> list[AssertionRecord]:
+    """Evaluate every assertion in order; one that breaks is an assertion error, never a crash.
+
+    ``time_left``: seconds the checks may take in all (None: each regex match its own default).
+    """
+    if time_left is None:
+        return [await evaluate_one(spec, ctx) for spec in asserts]
+    deadline = time.monotonic() + time_left
+    return [await evaluate_one(spec, ctx, deadline=deadline) for spec in asserts]
 
 
-async def evaluate_one(spec: dict[str, Any], ctx: AssertionContext) -> AssertionRecord:
+async def evaluate_one(spec: dict[str, Any], ctx: AssertionContext, *, deadline: float | None = None) -> AssertionRecord:
     kind = spec["type"]
     atype = get_assertion(kind)
     weight = float(spec.get("weight", 1.0))
@@ -42,7 +72,15 @@ async def evaluate_one(spec: dict[str, Any], ctx: AssertionContext) -> Assertion
                 target=ctx.target,
             )
         try:
-            res = atype.fn(sub_ctx, **kwargs)
+            if deadline is None or atype.is_async:
+                res = atype.fn(sub_ctx, **kwargs)
+            else:
+                left = max(deadline - time.monotonic(), MIN_EACH_CHECK_S)
+                try:
+                    with regexes.budget(left, on_loop=True):
+                        res = atype.fn(sub_ctx, **kwargs)
+                except regexes.NeedsThread:
+                    res = await _in_thread(atype.fn, sub_ctx, kwargs, time.monotonic() + left)
             if not isinstance(res, Verdict) and inspect.isawaitable(res):  # a Verdict: skip the slower check
                 res = await res
             verdict = res
@@ -71,6 +109,49 @@ async def evaluate_one(spec: dict[str, Any], ctx: AssertionContext) -> Assertion
     if verdict.details:
         out["details"] = verdict.details
     return out
+
+
+_thread_slots: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Semaphore] = weakref.WeakKeyDictionary()
+
+
+async def _in_thread(fn: AssertionFn, ctx: AssertionContext, kwargs: dict[str, Any], deadline: float) -> Any:
+    """``fn(ctx, **kwargs)`` in a daemon thread with the budget left until ``deadline``.
+
+    A daemon thread, not an executor's: a run stopped by Ctrl-C or SIGTERM
+    exits without waiting for it (it ends by its budget anyway).
+    """
+    loop = asyncio.get_running_loop()
+    slots = _thread_slots.get(loop)
+    if slots is None:
+        slots = _thread_slots[loop] = asyncio.Semaphore(MAX_CHECK_THREADS)
+    async with slots:
+        done: asyncio.Future[Any] = loop.create_future()
+
+        def settle(result: Any, error: BaseException | None) -> None:
+            if done.done():
+                return  # the cell was cancelled meanwhile
+            if error is not None:
+                done.set_exception(error)
+            else:
+                done.set_result(result)
+
+        def work() -> None:
+            result: Any = None
+            error: BaseException | None = None
+            try:
+                with regexes.budget(deadline - time.monotonic(), on_loop=False):
+                    result = fn(ctx, **kwargs)
+            except Exception as exc:  # handed to the cell's task, which reports it
+                error = exc
+            except BaseException as exc:  # SystemExit and the like: the check's error, not the run's
+                error = RuntimeError(f"{type(exc).__name__}: {exc}")
+            try:
+                loop.call_soon_threadsafe(settle, result, error)
+            except RuntimeError:  # the loop is closed: the run ended meanwhile
+                pass
+
+        threading.Thread(target=work, name="evalx-check", daemon=True).start()
+        return await done
 
 
 def cell_status(

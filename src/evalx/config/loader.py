@@ -186,10 +186,8 @@ def load_config(
 
 
 def _add_configured_secrets(value: Any, redactor: Redactor) -> None:
-    """Every ``api_key``, every ``headers:`` value (but the harmless headers') and the credentials of every URL."""
-    if isinstance(value, str):
-        redactor.add_urls_in(value)  # base_url: http://user:password@host/v1, url: ...?api_key=... anywhere
-    elif isinstance(value, dict):
+    """Every ``api_key`` and every ``headers:`` value (but the harmless headers') of targets and inline judges."""
+    if isinstance(value, dict):
         for key, item in value.items():
             if key == "api_key" and isinstance(item, str):
                 redactor.add(item)
@@ -328,11 +326,15 @@ def semantic_issues(config: Config, *, check_imports: bool = True) -> list[Issue
         for j, ref in enumerate(_list(d.get("targets"))):
             check_ref(("datasets", i, "targets", j), ref, f"datasets[{i}].targets")
 
+    from evalx.assertions.deterministic import spec_problems
+
     for i, spec in enumerate(_list(data.get("assert"))):
         if isinstance(spec, dict) and spec.get("type") == "python" and check_imports and isinstance(spec.get("callable"), str):
             problem = importable(spec["callable"], config.base_dir)
             if problem:
                 issues.append(config.issue(("assert", i, "callable"), problem))
+        for inner, message in spec_problems(spec):  # what the schema cannot see: a json_schema's $ref outside it
+            issues.append(config.issue(("assert", i, *inner), message))
 
     from evalx.config.matrix import matrix_issues
 

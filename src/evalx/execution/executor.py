@@ -23,6 +23,7 @@ from datetime import datetime, timezone
 from typing import Any, TypeVar, cast
 
 from evalx.assertions import AssertionContext, Grader, cell_status, evaluate_case
+from evalx.assertions.evaluate import MIN_CHECK_TIME_S
 from evalx.errors import TargetError
 from evalx.models import Cell, Trajectory, safe_trajectory
 from evalx.results.model import AssertionRecord, CellOutput, CellResult, cell_result, not_run
@@ -168,7 +169,9 @@ class Executor:
                 judge_settings=self.judge_settings,
                 target=target.id,
             )
-            assertions = await evaluate_case(asserts, ctx)
+            # the checks count against the cell's time too (at least MIN_CHECK_TIME_S, if the call used it all)
+            time_left = max(plan.settings.timeout_s - (time.perf_counter() - t0), MIN_CHECK_TIME_S)
+            assertions = await evaluate_case(asserts, ctx, time_left=time_left)
         else:
             assertions = []
         self.stats.cells_by_target[target.id] = self.stats.cells_by_target.get(target.id, 0) + 1

@@ -89,7 +89,6 @@ class ProviderTarget:
             raise ConfigError(f"{where}: no base_url (provider {self.provider!r} has no default; set the target's base_url)")
         self.base_url = str(base_url).rstrip("/")
         self.url = self.base_url + "/" + definition.path.lstrip("/")
-        run.redactor.add_url(self.base_url)  # user:password@ or ?api_key= may come from the definition's ${VAR}
 
         api_key = self.spec.get("api_key")
         if not api_key and definition.auth_env:
@@ -166,7 +165,7 @@ class ProviderTarget:
             system, messages = self._messages(cell, ctx)
             params = self.spec.get("params") or {}
             if params:
-                params = render_value(params, ctx.get())
+                params = render_value(params, ctx.get(), field="params")
         except TemplateRenderError as exc:
             raise TargetError(f"target {self.id!r}: {exc}") from None
         if not isinstance(params, dict):
@@ -193,11 +192,11 @@ class ProviderTarget:
         if cell.case.system:  # a case's own system prompt is the more specific one
             system_parts.append(str(cell.case.system))
         elif self.spec.get("system"):
-            system_parts.append(render(str(self.spec["system"]), ctx.get()))
+            system_parts.append(render(str(self.spec["system"]), ctx.get(), field="system"))
         if self.spec.get("messages"):
-            raw_messages = render_value(self.spec["messages"], ctx.get())
+            raw_messages = render_value(self.spec["messages"], ctx.get(), field="messages")
         elif self.spec.get("prompt"):
-            raw_messages = [{"role": "user", "content": render(str(self.spec["prompt"]), ctx.get())}]
+            raw_messages = [{"role": "user", "content": render(str(self.spec["prompt"]), ctx.get(), field="prompt")}]
         else:
             value = cell.case.input
             if isinstance(value, dict) and isinstance(value.get("messages"), list):

@@ -1,0 +1,137 @@
+"""User regular expressions matched against untrusted text under a time limit (the ``regex`` package).
+
+CPython's ``re`` cannot be interrupted: ``(a|a)+$`` against 30 ``a``s and a
+``!`` holds the thread (and the GIL, so every thread) for minutes. The
+``regex`` package is ``re``'s syntax with a ``timeout=`` that it checks while
+it backtracks, and it is immune to many patterns that are catastrophic for
+``re`` (``(a+)+$``, ``(\\w+\\s?)+$``). Every regex a user writes and evalx
+applies to a model's output (the ``regex`` assertion, a JSON Schema's
+``pattern`` and ``patternProperties``) goes through :func:`search`.
+
+How long a match may take is the *scoring budget* of the thread that asks:
+
+- on the event loop, the executor sets the cell's budget (what is left of
+  its ``timeout_s``) with :func:`budget` around each check; a match may then
+  hold the loop for at most :data:`ON_LOOP_SLICE_S` in all, after which
+  :class:`NeedsThread` is raised and the check is run again in a thread of
+  its own (:func:`evalx.assertions.evaluate.evaluate_one`), where the match
+  releases the GIL and may use the rest of the budget;
+- anywhere else (a plugin calling :func:`search`, a test), a match may take
+  :data:`DEFAULT_TIMEOUT_S`.
+
+A match past its budget raises :class:`RegexTimeout`, which the evaluator
+reports as that assertion's error: never a pass, and never a fail a ``not:``
+could turn into a pass.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from functools import lru_cache
+from typing import Any
+
+import regex as _regex
+
+__all__ = [
+    "DEFAULT_TIMEOUT_S",
+    "ON_LOOP_SLICE_S",
+    "NeedsThread",
+    "OutOfTime",
+    "RegexTimeout",
+    "budget",
+    "checkpoint",
+    "compile_user",
+    "search",
+]
+
+#: how long one match may take outside a cell's scoring budget
+DEFAULT_TIMEOUT_S = 1.0
+#: how long the matches of one check may hold the event loop before the check moves to a thread
+ON_LOOP_SLICE_S = 0.05
+
+IGNORECASE, MULTILINE, DOTALL, VERBOSE = _regex.IGNORECASE, _regex.MULTILINE, _regex.DOTALL, _regex.VERBOSE
+error = _regex.error
+
+
+class OutOfTime(TimeoutError):
+    """A check ran past its scoring budget (what was left of the cell's ``timeout_s``)."""
+
+
+class RegexTimeout(OutOfTime):
+    """A regex ran past its budget on the text it was given."""
+
+
+class NeedsThread(Exception):
+    """The check used its slice of the event loop and has budget left: run it again in a thread."""
+
+
+class _Budget(threading.local):
+    deadline: float | None = None  # time.monotonic() after which a match is out of time
+    on_loop = False  # the thread is the event loop's: matches share a short slice, then NeedsThread
+    slice_end: float | None = None  # set by the first match on the loop
+
+
+_budget = _Budget()
+
+
+@contextmanager
+def budget(seconds: float, *, on_loop: bool) -> Iterator[None]:
+    """Matches on this thread, for the ``with`` block, may take ``seconds`` in all."""
+    state = _budget
+    saved = (state.deadline, state.on_loop, state.slice_end)
+    state.deadline, state.on_loop, state.slice_end = time.monotonic() + seconds, on_loop, None
+    try:
+        yield
+    finally:
+        state.deadline, state.on_loop, state.slice_end = saved
+
+
+def _time_left(what: str) -> float:
+    """Seconds the next piece of work may take (NeedsThread / OutOfTime when there are none)."""
+    state = _budget
+    deadline = state.deadline
+    if deadline is None:
+        return DEFAULT_TIMEOUT_S
+    now = time.monotonic()
+    left = deadline - now
+    if state.on_loop:
+        if state.slice_end is None:
+            state.slice_end = now + ON_LOOP_SLICE_S
+        if state.slice_end - now <= 0 < left:
+            raise NeedsThread
+        left = min(left, state.slice_end - now)
+    if left <= 0:
+        raise OutOfTime(f"{what} ran past the cell's time limit")
+    return left
+
+
+def checkpoint(what: str = "the check") -> None:
+    """Raise when this thread's scoring budget is spent (long-running checks call it as they go)."""
+    if _budget.deadline is not None:
+        _time_left(what)
+
+
+@lru_cache(maxsize=1024)
+def compile_user(pattern: str, flags: int = 0) -> Any:
+    """``pattern`` compiled once (``regex`` with ``re``'s syntax: its VERSION0)."""
+    return _regex.compile(pattern, flags | _regex.VERSION0)
+
+
+def search(pattern: Any, text: str, *, what: str | None = None) -> Any:
+    """``pattern.search(text)`` (``pattern`` from :func:`compile_user`) within this thread's budget."""
+    left = _time_left(what or f"the regex /{pattern.pattern}/")
+    try:
+        return pattern.search(text, timeout=left, concurrent=not _budget.on_loop)
+    except TimeoutError:
+        pass
+    state = _budget
+    if state.on_loop and state.deadline is not None and state.deadline > time.monotonic():
+        raise NeedsThread from None
+    limit = "the cell's time limit" if state.deadline is not None else f"{DEFAULT_TIMEOUT_S:g}s"
+    raise RegexTimeout(
+        f"the regex /{pattern.pattern}/ ran past {limit} on {len(text):,} characters "
+        "(it backtracks too much: simplify it, e.g. no nested quantifiers like (a+)+)"
+    ) from None

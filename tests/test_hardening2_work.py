@@ -1,0 +1,396 @@
+"""Work that escapes the cell's limits, and schemas that reach out: $ref outside the schema, backtracking regexes, template bombs."""
+
+from __future__ import annotations
+
+import http.server
+import json
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+from hostile_server import HostileServer
+
+from evalx import regexes
+from evalx.assertions.deterministic import json_schema, regex
+from evalx.assertions.registry import AssertionContext
+from evalx.cli import main
+from evalx.models import Case, Trajectory
+from evalx.templates import MAX_RENDER_CHARS, TemplateRenderError, render, render_value
+from evalx.timebox import TimeUp, timebox
+
+SECRET = "s3cr3t-content-9f2b"
+
+
+class _Counting(http.server.ThreadingHTTPServer):
+    daemon_threads = True
+    requests: list[str]
+
+
+class _Handler(http.server.BaseHTTPRequestHandler):
+    def do_GET(self) -> None:
+        self.server.requests.append(self.path)  # type: ignore[attr-defined]
+        body = json.dumps({"type": "string", "a": SECRET}).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+
+@pytest.fixture
+def schema_server() -> Iterator[_Counting]:
+    server = _Counting(("127.0.0.1", 0), _Handler)
+    server.requests = []
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield server
+    server.shutdown()
+    server.server_close()
+
+
+@pytest.fixture
+def silent_port() -> Iterator[int]:
+    """A port that accepts connections and never answers (a fetch would hang)."""
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    sock.listen(16)
+    yield sock.getsockname()[1]
+    sock.close()
+
+
+@pytest.fixture(scope="module")
+def hostile() -> Iterator[HostileServer]:
+    server = HostileServer().start()
+    yield server
+    server.stop()
+
+
+def _cli(*args: str) -> tuple[int, str]:
+    result = CliRunner().invoke(main, list(args))
+    return result.exit_code, result.output
+
+
+def _results(config: Path) -> list[dict[str, Any]]:
+    run_dir = max((config.parent / "runs").iterdir(), key=lambda p: p.stat().st_mtime_ns)
+    return [json.loads(line) for line in (run_dir / "results.jsonl").read_text().splitlines() if line.strip()]
+
+
+def _everything_written(tmp_path: Path) -> str:
+    return "\n".join(p.read_text(errors="replace") for p in tmp_path.rglob("*") if p.is_file() and p.name != "secret.json")
+
+
+# -- $ref that reaches out ------------------------------------------------------------------------
+
+
+def _ref_project(tmp_path: Path, remote: str, local: str, *, in_config: bool = True) -> Path:
+    (tmp_path / "secret.json").write_text(json.dumps({"a": {"const": SECRET}}), encoding="utf-8")
+    (tmp_path / "agent.py").write_text('def answer(x):\n    return \'{"a": 1, "b": 2}\'\n', encoding="utf-8")
+    (tmp_path / "cases.jsonl").write_text(
+        json.dumps({"id": "remote", "input": "x", "assert": [{"type": "json_schema", "schema": {"properties": {"a": {"$ref": remote}}}}]})
+        + "\n"
+        + json.dumps({"id": "local", "input": "x", "assert": [{"type": "json_schema", "schema": {"properties": {"b": {"$ref": local}}}}]})
+        + "\n",
+        encoding="utf-8",
+    )
+    config = tmp_path / "evalconfig.yaml"
+    config.write_text(
+        "version: 1\ntargets: [{id: t, type: python, callable: 'agent.py:answer'}]\n"
+        "datasets: [{id: d, path: cases.jsonl}]\n"
+        + (
+            "assert:\n  - type: json_schema\n    schema:\n      $defs: {n: {type: object}}\n      allOf: [{$ref: '#/$defs/n'}, {$ref: 'other.json'}]\n"
+            if in_config
+            else ""
+        ),
+        encoding="utf-8",
+    )
+    return config
+
+
+def test_a_schema_ref_outside_the_schema_is_a_validate_error_and_nothing_is_fetched(
+    tmp_path: Path, schema_server: _Counting, silent_port: int
+) -> None:
+    secret = (tmp_path / "secret.json").resolve()
+    remote = f"http://127.0.0.1:{schema_server.server_port}/x.json"
+    for command, in_config in (("validate", True), ("run", True), ("run", False)):
+        config = _ref_project(tmp_path, remote, f"file://{secret}#/a", in_config=in_config)
+        t0 = time.monotonic()
+        code, output = _cli(command, "-c", str(config))
+        assert code == 2, output
+        assert time.monotonic() - t0 < 10
+        lines = [line for line in output.splitlines() if line.strip()]
+        assert "Traceback" not in output and SECRET not in output
+        assert all("points outside the schema" in line for line in lines), output
+        config_line = any("evalconfig.yaml:8 assert[0].schema.allOf[1].$ref: $ref 'other.json'" in line for line in lines)
+        assert config_line == in_config, output
+        if command == "validate" or not in_config:  # `run` stops at the config's own errors first
+            assert any(line.startswith(f"cases.jsonl:1 cases[0].assert[0].schema.properties.a.$ref: $ref '{remote}'") for line in lines), (
+                output
+            )
+            assert any(line.startswith("cases.jsonl:2 cases[1].assert[0].schema.properties.b.$ref: $ref 'file://") for line in lines), (
+                output
+            )
+    assert schema_server.requests == []
+    # a server that never answers cannot hold a run either
+    config = _ref_project(tmp_path, f"http://127.0.0.1:{silent_port}/x.json", "#/$defs/none")
+    t0 = time.monotonic()
+    code, output = _cli("run", "-c", str(config))
+    assert code == 2 and time.monotonic() - t0 < 10, output
+
+
+def test_at_run_time_a_ref_outside_the_schema_is_refused_never_fetched(tmp_path: Path, schema_server: _Counting) -> None:
+    """What validation cannot see (a plugin's spec, a schema built at run time) is refused by the validator itself."""
+    secret = tmp_path / "secret.json"
+    secret.write_text(json.dumps({"a": {"const": SECRET}}), encoding="utf-8")
+    ctx = AssertionContext(case=Case(id="c", input="x"), output=Trajectory(text='{"a": "x"}'))
+    for ref in (f"http://127.0.0.1:{schema_server.server_port}/x.json", f"file://{secret}#/a", "other.json"):
+        with pytest.raises(ValueError, match="points outside the schema") as caught:
+            json_schema(ctx, schema={"properties": {"a": {"$ref": ref}}})
+        assert SECRET not in str(caught.value)
+    assert schema_server.requests == []
+    # references inside the schema, and to the meta-schemas evalx ships, still resolve
+    inside = {"$defs": {"s": {"type": "string"}}, "properties": {"a": {"$ref": "#/$defs/s"}}}
+    assert json_schema(ctx, schema=inside).passed is True
+    by_id = {
+        "$id": "http://example.com/root.json",
+        "$defs": {"s": {"$id": "s.json", "type": "integer"}},
+        "properties": {"a": {"$ref": "s.json"}},
+    }
+    assert json_schema(ctx, schema=by_id).passed is False
+    meta = {"properties": {"a": {"$ref": "https://json-schema.org/draft/2020-12/schema"}}}
+    a_schema = AssertionContext(case=Case(id="c", input="x"), output=Trajectory(text='{"a": {"type": "string"}}'))
+    assert json_schema(a_schema, schema=meta).passed is True
+    assert json_schema(ctx, schema=meta).passed is False
+    assert schema_server.requests == []
+
+
+# -- regexes that backtrack -----------------------------------------------------------------------
+
+EVIL = "a" * 30 + "!"
+
+REGEX_AGENT = f"""\
+import asyncio
+from pathlib import Path
+
+
+async def answer(x):
+    if x.startswith("evil"):
+        Path("answered-" + x).touch()
+        return {json.dumps(EVIL)!r}  # a JSON string, for the json_schema check too
+    await asyncio.sleep(0.2)
+    return "fine"
+"""
+
+
+def _regex_project(tmp_path: Path, timeout_s: float, evil: int = 2, good: int = 8) -> Path:
+    (tmp_path / "agent.py").write_text(REGEX_AGENT, encoding="utf-8")
+    cases = []
+    for i in range(evil):
+        asserts: list[dict[str, Any]] = [
+            {"type": "regex", "value": "(a|a)+$"},
+            {"type": "regex", "value": "(a|aa)+$", "not": True},
+            {"type": "regex", "value": "(a+)+$", "not": True},  # the issue's example: no catastrophe for the regex package
+            {"type": "json_schema", "schema": {"type": "string", "pattern": "(a|a)+$"}},
+        ]
+        cases.append({"id": f"evil{i}", "input": f"evil{i}", "assert": asserts})
+    for i in range(good):
+        cases.append(
+            {
+                "id": f"good{i}",
+                "input": f"good{i}",
+                "assert": [{"type": "regex", "value": "^fi+ne$"}, {"type": "max_latency_ms", "value": 1500}],
+            }
+        )
+    (tmp_path / "cases.jsonl").write_text("".join(json.dumps(c) + "\n" for c in cases), encoding="utf-8")
+    config = tmp_path / "evalconfig.yaml"
+    config.write_text(
+        f"version: 1\ndefaults: {{timeout_s: {timeout_s}, concurrency: 4}}\n"
+        "targets: [{id: t, type: python, callable: 'agent.py:answer'}]\n"
+        "datasets: [{id: d, path: cases.jsonl}]\n",
+        encoding="utf-8",
+    )
+    return config
+
+
+def test_a_backtracking_regex_counts_against_the_cell_and_never_holds_up_the_others(tmp_path: Path) -> None:
+    config = _regex_project(tmp_path, timeout_s=1)
+    t0 = time.monotonic()
+    proc = subprocess.run(
+        [sys.executable, "-m", "evalx", "run", "-c", str(config)], capture_output=True, text=True, timeout=120, cwd=tmp_path
+    )
+    elapsed = time.monotonic() - t0
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert elapsed < 25, elapsed  # was 10 s a regex, doubling per extra "a"
+    by_id = {r["case_id"]: r for r in _results(config)}
+    for i in range(2):
+        cell = by_id[f"evil{i}"]
+        assert cell["status"] == "error", cell
+        timed_out, negated, plain, schema = cell["assertions"]
+        assert timed_out["passed"] is None and "ran past the cell's time limit" in timed_out["error"], timed_out
+        assert negated["passed"] is None and negated.get("error"), negated  # `not:` never turns a timeout into a pass
+        assert plain["passed"] is True, plain
+        assert schema["passed"] is None and "ran past" in schema["error"], schema
+    for i in range(8):
+        cell = by_id[f"good{i}"]
+        assert cell["status"] == "pass", cell
+        assert cell["latency_ms"] < 1500, cell["latency_ms"]  # 200 ms of the target's own; the regexes ran off the loop
+
+
+def test_sigterm_stops_a_run_while_a_regex_backtracks(tmp_path: Path) -> None:
+    config = _regex_project(tmp_path, timeout_s=600, evil=1, good=0)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "evalx", "run", "-c", str(config)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=tmp_path
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while not (tmp_path / "answered-evil0").exists():  # the target tells when it answered: scoring starts
+            assert proc.poll() is None and time.monotonic() < deadline
+            time.sleep(0.05)
+        time.sleep(0.5)  # the regex is backtracking now (with 600 s of budget)
+        t0 = time.monotonic()
+        proc.send_signal(signal.SIGTERM)
+        out, err = proc.communicate(timeout=60)
+    finally:
+        proc.kill()
+    assert time.monotonic() - t0 < 10
+    assert proc.returncode == 3, out + err
+    assert "Traceback" not in err
+    run_dir = next((tmp_path / "runs").iterdir())
+    assert (run_dir / "summary.json").exists() and (run_dir / "junit.xml").exists()
+
+
+def test_the_bounded_matcher_keeps_re_semantics_and_its_limits() -> None:
+    ctx = AssertionContext(case=Case(id="c", input="x"), output=Trajectory(text="Refund: 42 EUR\nok"))
+    assert regex(ctx, value=r"(?<!\w)42\b").passed is True  # lookbehind: what re2 would refuse
+    assert regex(ctx, value=r"(\d)\1").passed is False  # backreference
+    assert regex(ctx, value=r"^ok$", flags="m").passed is True
+    assert regex(ctx, value=r"refund", flags="i").passed is True
+    slow = regexes.compile_user("(a|a)+$")
+    t0 = time.monotonic()
+    with regexes.budget(0.3, on_loop=False), pytest.raises(regexes.RegexTimeout, match="ran past the cell's time limit"):
+        regexes.search(slow, EVIL)
+    assert time.monotonic() - t0 < 5  # CPU time: a loaded machine stretches it
+    with regexes.budget(5, on_loop=True), pytest.raises(regexes.NeedsThread):
+        regexes.search(slow, EVIL)  # the event loop gets a short slice, then the check moves to a thread
+
+
+def test_a_schema_with_many_unique_objects_is_checked_in_linear_time() -> None:
+    items = [{"k": i, "v": [i, str(i)]} for i in range(50_000)]
+    ctx = AssertionContext(case=Case(id="c", input="x"), output=Trajectory(text=json.dumps(items + [{"v": [0, "0"], "k": 0.0}])))
+    t0 = time.monotonic()
+    verdict = json_schema(ctx, schema={"type": "array", "uniqueItems": True})
+    assert verdict.passed is False and "non-unique" in verdict.reason
+    assert time.monotonic() - t0 < 10
+    ctx = AssertionContext(case=Case(id="c", input="x"), output=Trajectory(text=json.dumps([1, True, "1", [1], {"a": 1}, {"a": True}])))
+    assert json_schema(ctx, schema={"uniqueItems": True}).passed is True  # true is not 1, as JSON Schema says
+
+
+# -- templates ------------------------------------------------------------------------------------
+
+LOOPS = "{% for i in range(20000) %}{% for j in range(20000) %}{% endfor %}{% endfor %}"
+BOMBS = {
+    "loops": LOOPS,
+    "repeat": "{{ 'a' * 10**8 }}",
+    "center": "{{ 'a'|center(10**9) }}",
+    "format": "{{ '{:>{w}}'.format('a', w=10**9) }}",
+    "percent": "{{ '%1000000000s' % 'a' }}",
+    "doubling": "{% set ns = namespace(s='ab') %}{% for i in range(40) %}{% set ns.s = ns.s ~ ns.s %}{% endfor %}{{ ns.s }}",
+    "macro": "{% macro m(s) %}{{ s }}{{ s }}{% endmacro %}{% set ns = namespace(s='a') %}{% for i in range(40) %}{% set ns.s = m(ns.s) %}{% endfor %}",
+    "output": "{% for i in range(100000) %}{{ 'x' * 1000 }}{% endfor %}",
+    "power": "{{ 7 ** 100000000 }}",
+}
+
+
+@pytest.mark.parametrize("name", list(BOMBS))
+def test_a_template_bomb_is_refused_quickly(name: str) -> None:
+    t0 = time.monotonic()
+    with pytest.raises(TemplateRenderError, match=r"^prompt: template refused: ") as caught:
+        render(BOMBS[name], {}, field="prompt")
+    assert time.monotonic() - t0 < 5, caught.value
+    with pytest.raises(TemplateRenderError, match=r"^params\.a\[0\]: template refused: "):
+        render_value({"a": [BOMBS[name]]}, {}, field="params")
+
+
+def test_ordinary_templates_render_as_before() -> None:
+    ctx = {"case": {"input": "hi", "n": 3}, "vars": {"xs": [1, 2]}}
+    assert (
+        render("{{ case.input * case.n }}|{{ vars.xs + [3] }}|{{ '%-4s|' % 'a' }}{{ '{:>3}'.format(1) }}", ctx)
+        == "hihihi|[1, 2, 3]|a   |  1"
+    )
+    assert render("{{ 'ab' ~ case.input }}{{ 'x'|center(5) }}{{ 2 ** 10 }}", ctx) == "abhi  x  1024"
+    assert render_value("{{ case }}", ctx) == ctx["case"]
+    big = "y" * (MAX_RENDER_CHARS - 10)
+    assert render("{{ big }}", {"big": big}) == big  # data as large as the limit still renders
+
+
+def test_a_timebox_never_leaks_its_exception_past_the_box() -> None:
+    for _ in range(200):  # boxes that end just as the guard looks
+        try:
+            with timebox(0.0001):
+                sum(range(2000))
+        except TimeUp:
+            pass
+    t0 = time.monotonic()
+    with pytest.raises(TimeUp), timebox(0.2):
+        while True:
+            pass
+    assert time.monotonic() - t0 < 5
+    total = sum(range(100_000))  # nothing pending afterwards
+    assert total == 4999950000
+
+
+def _template_project(tmp_path: Path, hostile: HostileServer) -> Path:
+    prompt = (
+        "{% if case.id == 'loops' %}" + LOOPS + "{% elif case.id == 'big' %}{{ 'a' * 10**8 }}{% endif %}Capital of France? {{ case.input }}"
+    )
+    target = {
+        "id": "p",
+        "type": "provider",
+        "provider": "openai",
+        "model": "m",
+        "base_url": f"{hostile.url}/ok/v1",
+        "api_key": "k",
+        "cache": False,
+        "prompt": prompt,
+    }
+    cases = [
+        {"id": "loops", "input": "x", "vars": {"bomb": "loops"}},
+        {"id": "big", "input": "x", "vars": {"bomb": "big"}},
+        *({"id": f"fine{i}", "input": "x", "assert": [{"type": "max_latency_ms", "value": 1500}]} for i in range(6)),
+    ]
+    (tmp_path / "cases.jsonl").write_text("".join(json.dumps(c) + "\n" for c in cases), encoding="utf-8")
+    config = tmp_path / "evalconfig.yaml"
+    config.write_text(
+        "version: 1\ndefaults: {timeout_s: 1, retries: 0, concurrency: 4}\n"
+        f"targets: [{json.dumps(target)}]\n"
+        "datasets: [{id: d, path: cases.jsonl}]\n"
+        "assert: [{type: completed}]\n",
+        encoding="utf-8",
+    )
+    return config
+
+
+def test_a_prompt_template_bomb_is_that_cells_error_naming_the_field(tmp_path: Path, hostile: HostileServer) -> None:
+    config = _template_project(tmp_path, hostile)
+    t0 = time.monotonic()
+    proc = subprocess.run(
+        [sys.executable, "-m", "evalx", "run", "-c", str(config)], capture_output=True, text=True, timeout=120, cwd=tmp_path
+    )
+    assert time.monotonic() - t0 < 30
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    by_id = {r["case_id"]: r for r in _results(config)}
+    assert by_id["loops"]["status"] == "error" and "prompt: template refused: rendering took more than 1s" in by_id["loops"]["error"]
+    assert by_id["big"]["status"] == "error" and "prompt: template refused: repeating a str" in by_id["big"]["error"]
+    for i in range(6):
+        assert by_id[f"fine{i}"]["status"] == "pass", by_id[f"fine{i}"]
+    assert "aaaaaaaaaa" not in _everything_written(tmp_path)
