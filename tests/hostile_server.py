@@ -11,7 +11,11 @@ The first path segment picks the behaviour, for an OpenAI-style provider
 - ``deflate``: the same bomb as zlib ``deflate``;
 - ``gzipline``: 1 GiB of zeros behind 1 MB of gzip for both (for an SSE
   client, one line that never ends);
-- ``noline``: an endless body without a line end.
+- ``noline``: an endless body without a line end;
+- ``escapes``: HTTP 500 whose JSON error message (provider) or plain body
+  (engine) is full of terminal controls: OSC title and hyperlink, CSI cursor
+  moves and screen clear, a hiding SGR, NUL, BEL, CR, a bidi override and a
+  zero-width space (:data:`TERMINAL_ATTACK`).
 
 The server stops writing when the client goes away; :attr:`HostileServer.sent`
 counts the bytes it put on the wire, :attr:`HostileServer.hits` the requests
@@ -40,6 +44,11 @@ _ANSWER = {
     "choices": [{"index": 0, "message": {"role": "assistant", "content": "Paris is the capital. 4. 30 days."}, "finish_reason": "stop"}],
     "usage": {"prompt_tokens": 5, "completion_tokens": 7, "total_tokens": 12},
 }
+#: what a hostile server puts in an error to take over a terminal
+TERMINAL_ATTACK = (
+    "boom\x1b]0;pwned title\x07 \x1b]8;;http://evil.example/\x1b\\click\x1b]8;;\x1b\\"
+    " \x1b[2J\x1b[1;1H\x1b[8mhidden\x1b[0m\x00nul\x07bell\rall cells passed\u202eevil\u200bzw\x9b31m"
+)
 _SSE_DELTA = b'event: text_delta\ndata: {"text": "' + b"x" * 1000 + b'"}\n\n'
 
 
@@ -94,6 +103,12 @@ class HostileServer(ThreadedAioServer):
         await request.read()
         if mode == "ok":
             return web.Response(body=small, content_type=content_type)
+        if mode == "escapes":
+            if content_type == "application/json":
+                body = json.dumps({"error": {"message": TERMINAL_ATTACK, "type": "server_error"}}).encode()
+            else:
+                body, content_type = TERMINAL_ATTACK.encode(), "text/plain"
+            return web.Response(status=500, body=body, content_type=content_type)
         if mode in ("gzip", "deflate", "gzipline"):
             gzip_body, deflate_body = self.bombs["application/json" if mode == "gzipline" else content_type]
             body = deflate_body if mode == "deflate" else gzip_body

@@ -52,6 +52,14 @@ def _load(config_path: Path, var: tuple[str, ...] = (), check_imports: bool = Tr
 
 
 class _Group(click.Group):
+    def main(self, *args: Any, **kwargs: Any) -> Any:
+        # stderr quotes servers, targets and datasets: nothing it writes may drive the terminal
+        # (titles, links, cursor moves, hidden text); evalx's own colours and progress line still work
+        from evalx.display import terminal_safe_stderr
+
+        with terminal_safe_stderr():
+            return super().main(*args, **kwargs)
+
     def invoke(self, ctx: click.Context) -> Any:
         try:
             return super().invoke(ctx)
@@ -126,7 +134,28 @@ def validate(config_path: Path, var: tuple[str, ...]) -> None:
             "they will be inconclusive (skipped)",
             err=True,
         )
+    for line in _hidden_id_warnings(config, cases):
+        click.echo(f"warning: {line}", err=True)
     click.echo(f"{config.file}: ok — {len(config.targets)} targets, {len(cases)} datasets, {n_cases} cases")
+
+
+def _hidden_id_warnings(config: Any, cases: dict[str, list[Any]]) -> list[str]:
+    """One line (file:line key path) for each target, dataset or case id with characters that do not show."""
+    from evalx.display import describe_hidden, has_hidden, show_id
+
+    def why(what: str, value: Any) -> str:
+        return (
+            f"{what} {show_id(value)} has characters that do not show or reorder text ({describe_hidden(value)}); reports show them escaped"
+        )
+
+    lines = []
+    for section, what in (("targets", "target id"), ("datasets", "dataset id")):
+        for i, entry in enumerate(config.data.get(section) or []):
+            if isinstance(entry, dict) and has_hidden(entry.get("id")):
+                lines.append(str(config.issue((section, i, "id"), why(what, entry["id"]), warning=True)))
+    for ds_cases in cases.values():
+        lines += [f"{case.source} id: {why('case id', case.id)}" for case in ds_cases if has_hidden(case.id)]
+    return lines
 
 
 @main.command(name="run")
@@ -224,6 +253,9 @@ def run_cmd(
 def _print_plan(plan: Any, config: Any = None) -> None:
     n_cases = len({(c.dataset, c.case.id) for c in plan.cells})
     targets = [t["id"] for t in plan.target_specs]
+    from evalx.display import show_id
+
+    targets = [show_id(t) for t in targets]
     click.echo(f"{len(plan.cells)} cells: {n_cases} cases × {len(targets)} targets ({', '.join(targets)})")
     if plan.variants:
         bases = plan.base_target_ids
@@ -234,7 +266,7 @@ def _print_plan(plan: Any, config: Any = None) -> None:
     limit = 500
     for cell in plan.cells[:limit]:
         rep = f" #r{cell.repeat}" if cell.repeat else ""
-        click.echo(f"  {cell.target:<20} {cell.dataset}/{cell.case.id}{rep}")
+        click.echo(f"  {show_id(cell.target):<20} {show_id(cell.dataset)}/{show_id(cell.case.id)}{rep}")
     if len(plan.cells) > limit:
         click.echo(f"  … and {len(plan.cells) - limit} more")
     if config is not None:

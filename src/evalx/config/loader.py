@@ -186,8 +186,10 @@ def load_config(
 
 
 def _add_configured_secrets(value: Any, redactor: Redactor) -> None:
-    """Every ``api_key`` and every ``headers:`` value (but the harmless headers') of targets and inline judges."""
-    if isinstance(value, dict):
+    """Every ``api_key``, every ``headers:`` value (but the harmless headers') and the credentials of every URL."""
+    if isinstance(value, str):
+        redactor.add_urls_in(value)  # base_url: http://user:password@host/v1, url: ...?api_key=... anywhere
+    elif isinstance(value, dict):
         for key, item in value.items():
             if key == "api_key" and isinstance(item, str):
                 redactor.add(item)

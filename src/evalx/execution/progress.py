@@ -1,10 +1,17 @@
-"""Progress on long runs: a live line on a terminal, a line a minute otherwise."""
+"""Progress on long runs: a live line on a terminal, a line a minute otherwise.
+
+The live line's ``\r`` and erase-line are evalx's own terminal controls:
+they go through :func:`evalx.display.write_controls`, the one way past the
+terminal-safe stderr the command line installs.
+"""
 
 from __future__ import annotations
 
 import sys
 import time
 from typing import TextIO
+
+from evalx.display import write_controls
 
 
 class Progress:
@@ -43,12 +50,15 @@ class Progress:
         return f"evalx: {self.done}/{self.total} cells ({parts}) after {elapsed:.0f}s\n"
 
     def _emit(self, now: float) -> None:
-        self.stream.write(self._line(now))
+        if self.tty:
+            write_controls(self.stream, self._line(now))
+        else:
+            self.stream.write(self._line(now))
         self.stream.flush()
 
     def close(self) -> None:
         if self.quiet:
             return
         if self.tty:
-            self.stream.write("\r\x1b[K")
+            write_controls(self.stream, "\r\x1b[K")
             self.stream.flush()

@@ -46,7 +46,7 @@ from typing import Any, TextIO
 from evalx.assertions import AssertionContext
 from evalx.errors import JudgeError, TargetError
 from evalx.judge.checks import same_model
-from evalx.judge.prompts import SYSTEM_PROMPT, TEMPLATES, judge_spec
+from evalx.judge.prompts import SYSTEM_PROMPT, TEMPLATES, block_vars, judge_spec
 from evalx.judge.prompts import text as _text
 from evalx.judge.verdict import FACTUALITY_CATEGORIES, parse_category, parse_verdict
 from evalx.models import Case, Cell, Trajectory, Verdict
@@ -268,7 +268,7 @@ class Judge:
 
     def _warn(self, line: str) -> None:
         stream = self.err or sys.stderr
-        print(line, file=stream, flush=True)
+        print(self.run.redactor.text(line), file=stream, flush=True)  # it may quote a judge's URL
 
     # ------------------------------------------------------------ the three types
 
@@ -357,6 +357,7 @@ class Judge:
             "criterion": criterion,
             "threshold": settings.get("threshold", DEFAULT_THRESHOLD),
         }
+        scope.update(block_vars(scope))  # nonce (the block tags' mark) and tools: untrusted text cannot end its block
         template = settings.get("prompt") or TEMPLATES[kind]
         try:
             return render(template, scope)

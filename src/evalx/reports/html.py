@@ -64,6 +64,7 @@ import jinja2
 from markupsafe import Markup
 
 from evalx import __version__
+from evalx.display import BODY_CHARS, escape, show_id
 from evalx.figures import ci as _ci
 from evalx.figures import count as _count
 from evalx.figures import duration as _duration
@@ -106,7 +107,8 @@ _Json = dict[str, Any]
 
 # CSI (colours, cursor), OSC (titles, hyperlinks) and two-character escapes
 _ANSI = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)?|\x1b[@-Z\\-_]")
-_CONTROL = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\ud800-\udfff]")
+# the characters evalx.display shows escaped in long text: controls, surrogates, invisible and bidi characters
+_CONTROL = re.compile(f"[{BODY_CHARS}]")
 _NEWLINES = re.compile(r"\r\n?")
 _SURROGATE = re.compile("[\ud800-\udfff]")
 # what must never appear raw inside a <script> element: it could close it, open
@@ -120,7 +122,7 @@ def _visible(match: re.Match[str]) -> str:
         return chr(0x2400 + code)  # the Control Pictures block: NUL -> ␀, ESC -> ␛
     if code == 0x7F:
         return "\u2421"
-    return "\ufffd"
+    return escape(match.group())  # C1, a lone surrogate, an invisible or bidi character: \x85, \ud800, \u202e
 
 
 class _NotPlain(Exception):
@@ -362,7 +364,7 @@ class _ReportData:
         self.embed = _Embedder()
         self.targets: dict[str, int] = {}
         for target in target_order:
-            self.targets.setdefault(clean_text(target), len(self.targets))
+            self.targets.setdefault(show_id(target), len(self.targets))
         self.index_cases = index_cases
         self.cases: dict[tuple[str, str], int] = {}
         self.current_case: tuple[tuple[str, str], int] | None = None
@@ -398,10 +400,10 @@ class _ReportData:
         return c
 
     def add(self, result: CellResult) -> None:
-        target = clean_text(result.get("target") or "")
+        target = show_id(result.get("target") or "")
         t = self.targets.setdefault(target, len(self.targets))
-        dataset = clean_text(result.get("dataset") or "")
-        case_id = clean_text(result.get("case_id") or "")
+        dataset = show_id(result.get("dataset") or "")
+        case_id = show_id(result.get("case_id") or "")
         c = self._case_index(result, dataset, case_id)
 
         status = result.get("status")
@@ -485,7 +487,7 @@ class _ReportData:
                     cell["evT"] = 1  # the target already dropped some
         self.cells.add(cell)
 
-        category = clean_text(result.get("category") or "general")
+        category = show_id(result.get("category") or "general")
         if status != "skipped":
             counts = self.by_category.setdefault(category, {}).setdefault(target, [0, 0])
             counts[0] += status == "pass"
@@ -499,12 +501,12 @@ class _ReportData:
     def _case(self, result: CellResult, dataset: str, case_id: str) -> _Json:
         row: _Json = {"d": dataset, "id": case_id}
         if result.get("category"):
-            row["cat"] = clean_text(result["category"])
+            row["cat"] = show_id(result["category"])
         if result.get("difficulty") is not None:
-            row["dif"] = clean_text(result["difficulty"])
+            row["dif"] = show_id(result["difficulty"])
         tags = result.get("tags")
         if isinstance(tags, list) and tags:
-            row["tags"] = [clean_text(t) for t in tags[:50]]
+            row["tags"] = [show_id(t) for t in tags[:50]]
         self.embed.put(row, "in", result.get("input"), TEXT_CAP)
         self.embed.put(row, "ex", result.get("expected"), TEXT_CAP)
         if result.get("case_source"):
@@ -543,16 +545,16 @@ def _one_line_json(event: Any) -> str:
 def _change(entry: Any) -> list[str | None] | None:
     """A newly failing / passing entry as [target, dataset, case_id]; strings are case ids."""
     if isinstance(entry, str):
-        return [None, None, clean_text(entry)]
+        return [None, None, show_id(entry)]
     if isinstance(entry, dict):
         case_id = entry.get("case_id", entry.get("case", entry.get("id")))
         if case_id is None:
             return None
         target, dataset = entry.get("target"), entry.get("dataset")
         return [
-            clean_text(target) if target is not None else None,
-            clean_text(dataset) if dataset is not None else None,
-            clean_text(case_id),
+            show_id(target) if target is not None else None,
+            show_id(dataset) if dataset is not None else None,
+            show_id(case_id),
         ]
     return None
 
@@ -652,9 +654,12 @@ def _header(summary: RunSummary, data: _ReportData) -> _Json:
     totals = dict(summary.get("totals") or {})
     for key in (*STATUSES, "cells"):
         totals.setdefault(key, 0)
-    per_target = summary.get("per_target") or {}
+    # data.targets holds ids as shown (show_id): look the figures up the same way
+    per_target = {show_id(k): v for k, v in (summary.get("per_target") or {}).items()}
     repeats = summary.get("repeats")
     repeat_rows = repeats.get("per_target") if isinstance(repeats, dict) else None
+    if isinstance(repeat_rows, dict):
+        repeat_rows = {show_id(k): v for k, v in repeat_rows.items()}
     rows = []
     for index, target in enumerate(data.targets):
         # a target with results but no figures (a summary from elsewhere) shows zeros
@@ -796,7 +801,7 @@ def _write_page(data: _ReportData, summary: RunSummary, out: Path, baseline: Bas
     header = _header(summary, data)
     versus = _baseline_view(baseline, summary)
     targets = list(data.targets)
-    category_order = [clean_text(c) for c in (summary.get("per_category") or {})]
+    category_order = [show_id(c) for c in (summary.get("per_category") or {})]
     categories = category_order + [c for c in data.by_category if c not in category_order]
     per_target = {row["id"]: row for row in header["targets"]}
     charts = {

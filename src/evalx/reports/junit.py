@@ -51,6 +51,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import IO, Any, Union
 
+from evalx.display import BODY_CHARS, IDENT_CHARS
 from evalx.reports.spool import Spool
 from evalx.results.model import AssertionRecord, CellOutput, CellResult
 from evalx.results.repeats import DEFAULT_RULE, RULES, Tally, case_status
@@ -69,6 +70,9 @@ PENDING_CHARS = 64 * 1024
 # Everything outside XML 1.0's Char production:
 # #x9 | #xA | #xD | [#x20-#xD7FF] | [#xE000-#xFFFD] | [#x10000-#x10FFFF]
 _ILLEGAL_XML_CHARS = re.compile("[^\u0009\u000a\u000d\u0020-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
+# ... and what evalx.display shows escaped: in text, and (more) in names
+_XML_BODY = re.compile(f"{_ILLEGAL_XML_CHARS.pattern}|[{BODY_CHARS}]")
+_XML_IDENT = re.compile(f"{_ILLEGAL_XML_CHARS.pattern}|[{IDENT_CHARS}]")
 _RUN_ID_TIME = re.compile(r"^(\d{8}-\d{6})")
 _ERROR_TYPE = re.compile(r"^([A-Za-z_][\w.]*(?:Error|Exception|Timeout)):")
 INDENT = "  "
@@ -76,17 +80,21 @@ INDENT = "  "
 ResultsSource = Union[Iterable[CellResult], str, "os.PathLike[str]"]
 
 
-def xml_safe(value: Any) -> str:
-    """``value`` as text XML 1.0 can hold: each forbidden character becomes ``#xNN``."""
+def _xml_visible(match: re.Match[str]) -> str:
+    code = ord(match.group())
+    return f"#x{code:02X}" if code <= 0xFF else f"#x{code:04X}"
+
+
+def xml_safe(value: Any, *, ident: bool = False) -> str:
+    """``value`` as text XML 1.0 can hold, nothing hidden: each forbidden, control, invisible or bidi character becomes ``#xNN``.
+
+    ``ident=True`` (test names, class names) also escapes newlines, tabs, the
+    zero-width joiners and blanks other than the space (:mod:`evalx.display`).
+    """
     text = "" if value is None else str(value)
     if text.isascii() and text.isprintable():  # the common case: nothing to replace
         return text
-
-    def visible(match: re.Match[str]) -> str:
-        code = ord(match.group())
-        return f"#x{code:02X}" if code <= 0xFF else f"#x{code:04X}"
-
-    return _ILLEGAL_XML_CHARS.sub(visible, text)
+    return (_XML_IDENT if ident else _XML_BODY).sub(_xml_visible, text)
 
 
 def _escape_attrib(text: str) -> str:
@@ -165,8 +173,11 @@ def _fmt_time(seconds: float) -> str:
     return f"{seconds:.3f}"
 
 
+_NAMES = frozenset({"name", "classname"})  # attributes that hold ids
+
+
 def _element(tag: str, attrs: dict[str, Any], text: str | None = None) -> _Element:
-    el = _Element(tag, {k: xml_safe(v) for k, v in attrs.items()})
+    el = _Element(tag, {k: xml_safe(v, ident=k in _NAMES) for k, v in attrs.items()})
     if text:
         el.text = xml_safe(text)
     return el

@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from evalx.display import show_id
 from evalx.errors import writing
 from evalx.figures import pct as _pct
 from evalx.results.compare import markdown_cases, md_escape
@@ -40,7 +41,7 @@ def markdown_summary(summary: RunSummary) -> str:
     per_target = summary.get("per_target") or {}
     if len(per_target) > 1:
         lines += ["| target | cells | pass rate |", "|---|--:|--:|"]
-        lines += [f"| {md_escape(t)} | {v.get('cells', 0)} | {_pct(v.get('pass_rate'))} |" for t, v in per_target.items()]
+        lines += [f"| {md_escape(show_id(t))} | {v.get('cells', 0)} | {_pct(v.get('pass_rate'))} |" for t, v in per_target.items()]
         lines.append("")
     comparison = summary.get("comparison")
     if comparison:

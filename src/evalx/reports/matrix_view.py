@@ -26,7 +26,7 @@ from evalx.figures import clip as _clip
 from evalx.figures import ms as _ms
 from evalx.figures import pct as _pct
 from evalx.figures import usd as _usd
-from evalx.reports.text import flaky_lines, one_line
+from evalx.reports.text import flaky_lines, show_id
 from evalx.results.model import CellResult, RunSummary
 from evalx.results.repeats import DEFAULT_RULE, Tally, case_status
 
@@ -59,7 +59,7 @@ def _shorten(text: str, width: int) -> str:
 
 def _header(target_id: str) -> tuple[str, bool]:
     """A column header: the target on one line, its ``[params]`` on the next; and whether it was shortened."""
-    safe = one_line(target_id)
+    safe = show_id(target_id)
     base, bracket, rest = safe.partition("[")
     parts = [base, bracket + rest] if bracket else [base]
     shown = [_shorten(p, MAX_COLUMN) for p in parts]
@@ -152,7 +152,7 @@ def format_matrix(
     body: list[list[str]] = []
     for (dataset, case_id), tallies in rows.ordered():
         label = f"{dataset}/{case_id}" if several else case_id
-        body.append([_clip(one_line(label), MAX_LABEL)] + [cell(tallies.get(t)) for t in columns])
+        body.append([_clip(show_id(label), MAX_LABEL)] + [cell(tallies.get(t)) for t in columns])
 
     def figures(target_id: str) -> dict[str, str]:
         t = per_target[target_id]  # columns are the summary's targets
@@ -199,9 +199,9 @@ def format_matrix(
             legend = "k/N repeats passed, then the case verdict: " + legend
         lines.append(paint(legend, "dim"))
         if shortened:
-            lines.append("columns: " + ", ".join(one_line(t) for t in columns))
+            lines.append("columns: " + ", ".join(show_id(t) for t in columns))
     else:
-        summary_rows = [[_clip(one_line(t), MAX_LABEL)] + [per_column[t][key] for key in footer_keys] for t in columns]
+        summary_rows = [[_clip(show_id(t), MAX_LABEL)] + [per_column[t][key] for key in footer_keys] for t in columns]
         narrow = str(
             tabulate(
                 summary_rows,
@@ -226,7 +226,7 @@ def format_matrix(
         shown = sorted(pairs, key=lambda p: (not p.get("significant"), p.get("p_value", 1.0)))[:MAX_PAIR_LINES]
         shown.sort(key=pairs.index)  # back to target order: a stable listing
         for p in shown:
-            a, b = one_line(p["a"]), one_line(p["b"])
+            a, b = show_id(p["a"]), show_id(p["b"])
             conclusion = str(p.get("conclusion") or "")
             verdict = paint(conclusion, "bold") if p.get("significant") else conclusion
             lines.append(

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from typing import Any
 
 from tabulate import tabulate  # type: ignore[import-untyped,unused-ignore]  # no stubs shipped
 
+from evalx.display import one_line, show_id
 from evalx.figures import ci as _ci
 from evalx.figures import clip as _clip
 from evalx.figures import count as _count
@@ -17,7 +17,7 @@ from evalx.figures import pct as _pct
 from evalx.figures import usd as _usd
 from evalx.results.model import CellCounts, Distribution, FlakyCase, RunSummary
 
-__all__ = ["flaky_lines", "format_summary", "one_line"]
+__all__ = ["flaky_lines", "format_summary", "one_line", "show_id"]
 
 #: paints text with ANSI styles (``paint("3 fail", "red")``), or returns it as it is
 Paint = Callable[..., str]
@@ -28,19 +28,8 @@ MAX_FLAKY_LINES = 20
 MAX_FAILURE_LINES = 30
 LINE_WIDTH = 120
 
-_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\ud800-\udfff]")
 _SGR = re.compile(r"\x1b\[[0-9;]*m")
 _ANSI = {"red": "31", "green": "32", "yellow": "33", "bold": "1", "dim": "2"}
-
-
-def one_line(text: Any) -> str:
-    """Untrusted text made safe for one terminal line: no escapes, no newlines."""
-
-    def visible(match: re.Match[str]) -> str:
-        char = match.group()
-        return " " if char in "\n\r\t" else f"\\x{ord(char):02x}" if ord(char) <= 0xFF else f"\\u{ord(char):04x}"
-
-    return " ".join(_CONTROL.sub(visible, str(text)).split())
 
 
 _NO_FIGURES: Distribution = {"p50": None, "p95": None, "p99": None, "mean": None, "total": None}
@@ -56,14 +45,14 @@ def flaky_lines(flaky: list[FlakyCase], paint: Paint) -> list[str]:
     """``  target  dataset/case  k/N  verdict`` lines for flaky cases, aligned."""
     if not flaky:
         return []
-    labels = [f"{one_line(f.get('dataset'))}/{one_line(f.get('case_id'))}" for f in flaky]
-    width = max(len(one_line(f["target"])) for f in flaky)
+    labels = [f"{show_id(f.get('dataset'))}/{show_id(f.get('case_id'))}" for f in flaky]
+    width = max(len(show_id(f["target"])) for f in flaky)
     label_width = min(max(len(label) for label in labels), 60)
     out = []
     for f, label in zip(flaky, labels, strict=True):
         verdict = f.get("status")
         mark = paint("passes", "green") if verdict == "pass" else paint("fails", "red") if verdict else ""
-        line = f"  {one_line(f['target']).ljust(width)}  {_clip(label, label_width).ljust(label_width)}  {f['passed']}/{f['runs']}"
+        line = f"  {show_id(f['target']).ljust(width)}  {_clip(label, label_width).ljust(label_width)}  {f['passed']}/{f['runs']}"
         out.append(_clip(line, LINE_WIDTH) + (f"  {mark}" if mark else ""))
     return out
 
@@ -122,7 +111,7 @@ def format_summary(summary: RunSummary, *, color: bool = False, flaky_list: bool
         for target_id, t in per_target.items():
             tokens = t["tokens"]["input"] + t["tokens"]["output"]
             rows.append(
-                [one_line(target_id)]
+                [show_id(target_id)]
                 + counts_row(t)
                 + [_ms(t["latency_ms"]["p50"]), _ms(t["latency_ms"]["p99"]), _count(tokens), _usd(t["cost_usd"])]
             )
@@ -135,7 +124,7 @@ def format_summary(summary: RunSummary, *, color: bool = False, flaky_list: bool
             for target_id, t in per_target.items():
                 tok = t["tokens"]
                 rows.append(
-                    [one_line(target_id)]
+                    [show_id(target_id)]
                     + _percentiles(t["latency_ms"])
                     + _percentiles(t.get("ttft_ms"))
                     + [_count(tok["input"]), _count(tok["output"]), _pct(t.get("cache_hit_ratio"))]
@@ -145,7 +134,7 @@ def format_summary(summary: RunSummary, *, color: bool = False, flaky_list: bool
 
     for title, groups in (("category", summary.get("per_category")), ("difficulty", summary.get("per_difficulty"))):
         if groups:
-            rows = [[one_line(name)] + counts_row(c) + [_ci(c["pass_rate_ci"])] for name, c in groups.items()]
+            rows = [[show_id(name)] + counts_row(c) + [_ci(c["pass_rate_ci"])] for name, c in groups.items()]
             headers = [title, "cells", "pass", "fail", "error", "skip", "pass rate", "95% CI"]
             lines += ["", table(rows, headers)]
 
@@ -158,7 +147,7 @@ def format_summary(summary: RunSummary, *, color: bool = False, flaky_list: bool
             decided = level["cases"] - level["skipped"] if level else 0
             rows.append(
                 [
-                    one_line(target_id),
+                    show_id(target_id),
                     str(r["cases"]),
                     str(r["k"]),
                     f"{level['pass']}/{decided} {_pct(level.get('pass_rate'))}" if level else "—",
@@ -183,16 +172,16 @@ def format_summary(summary: RunSummary, *, color: bool = False, flaky_list: bool
     total_failures = summary.get("failures_total", len(failures))
     if failures:
         shown = failures[:MAX_FAILURE_LINES]
-        width = max(len(one_line(f["target"])) for f in shown)
+        width = max(len(show_id(f["target"])) for f in shown)
         lines += ["", "Failed cases:"]
         for f in shown:
-            case = f"{one_line(f.get('category') or 'general')}/{one_line(f.get('case_id'))}"
+            case = f"{show_id(f.get('category') or 'general')}/{show_id(f.get('case_id'))}"
             if isinstance(f.get("repeat"), int) and f["repeat"] > 0:
                 case += f" #r{f['repeat']}"
             reason = one_line(f.get("reason") or "")
             if f.get("status") == "error":
                 reason = f"error: {reason}"
-            line = _clip(f"  {one_line(f['target']).ljust(width)}  {case} — {reason}", LINE_WIDTH)
+            line = _clip(f"  {show_id(f['target']).ljust(width)}  {case} — {reason}", LINE_WIDTH)
             lines.append(paint(line, "red") if f.get("status") == "error" else line)
         if total_failures > len(shown):
             lines.append(f"  … and {total_failures - len(shown)} more")

@@ -18,6 +18,7 @@ from typing import Any, cast
 
 import yaml
 
+from evalx.display import one_line, show_id
 from evalx.figures import ms as _ms
 from evalx.figures import pct as _pct
 from evalx.figures import usd as _usd
@@ -362,12 +363,10 @@ def baseline_view(comparison: Comparison) -> BaselineView:
 
 # ---------------------------------------------------------------- rendering
 
-_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
-
 
 def _safe(text: Any, width: int = 160) -> str:
-    """Untrusted text (reasons quote model output) as one clean terminal line."""
-    line = " ".join(_CONTROL.sub(" ", str(text)).split())
+    """Untrusted text (reasons quote model output) as one clean terminal line: controls and hidden characters escaped."""
+    line = one_line(text)
     return line if len(line) <= width else line[: width - 1] + "…"
 
 
@@ -411,7 +410,7 @@ def _target_metrics(m: TargetDelta) -> list[tuple[str, Metric]]:
 
 
 def _case_line(c: CaseChange | FlakyChange) -> str:
-    return f"{c['target']}  {c['dataset']}/{c['case_id']}"
+    return f"{show_id(c['target'])}  {show_id(c['dataset'])}/{show_id(c['case_id'])}"
 
 
 def _runs_suffix(c: CaseChange | FlakyChange | Mapping[str, Any]) -> str:
@@ -529,7 +528,7 @@ def markdown_cases(title: str, items: list[CaseChange] | list[FailureRow], total
     lines = [f"**{title} ({total})**", "", "| target | case | reason |", "|---|---|---|"]
     for c in items[:50]:
         lines.append(
-            f"| {md_escape(c['target'])} | {md_escape(c['dataset'])}/{md_escape(c['case_id'])}{_runs_suffix(c)} "
+            f"| {md_escape(show_id(c['target']))} | {md_escape(show_id(c['dataset']))}/{md_escape(show_id(c['case_id']))}{_runs_suffix(c)} "
             f"| {md_escape(c.get('reason') or c.get('was') or '')} |"
         )
     if total > min(len(items), 50):

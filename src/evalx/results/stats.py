@@ -129,7 +129,7 @@ def paired_difference_interval(both: int, only_a: int, only_b: int, neither: int
     l2, u2 = wilson_interval(both + only_b, n, z)
     margins = (both + only_a) * (only_b + neither) * (both + only_b) * (only_a + neither)
     # the correlation of the pairs, with Newcombe's correction: a positive ad - bc is reduced by n/2 (not below 0)
-    cross = both * neither - only_a * only_b
+    cross = float(both * neither - only_a * only_b)
     cross = max(0.0, cross - n / 2) if cross > 0 else cross
     phi = 0.0 if margins == 0 else cross / math.sqrt(margins)
     delta = math.sqrt(max(0.0, (p1 - l1) ** 2 - 2 * phi * (p1 - l1) * (u2 - p2) + (u2 - p2) ** 2))

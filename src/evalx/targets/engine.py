@@ -79,6 +79,7 @@ class EngineTarget:
 
     async def start(self, run: RunContext) -> None:
         s = self.settings
+        run.redactor.add_url(self.url)  # user:password@ and ?key= never stored nor printed
         for name, value in (self.spec.get("headers") or {}).items():  # secrets unless harmless (DESIGN "Secrets in headers")
             run.redactor.add_header(name, value)
         if self.spec.get("api_key"):

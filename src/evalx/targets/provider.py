@@ -89,6 +89,7 @@ class ProviderTarget:
             raise ConfigError(f"{where}: no base_url (provider {self.provider!r} has no default; set the target's base_url)")
         self.base_url = str(base_url).rstrip("/")
         self.url = self.base_url + "/" + definition.path.lstrip("/")
+        run.redactor.add_url(self.base_url)  # user:password@ or ?api_key= may come from the definition's ${VAR}
 
         api_key = self.spec.get("api_key")
         if not api_key and definition.auth_env:
