@@ -95,13 +95,29 @@ def main() -> None:
     """
 
 
+max_cells_option = click.option(
+    "--max-cells",
+    type=click.IntRange(min=1),
+    metavar="N",
+    help="Refuse a plan of more cells (default: defaults.max_cells, else 10,000,000).",
+)
+max_variants_option = click.option(
+    "--max-variants",
+    type=click.IntRange(min=1),
+    metavar="N",
+    help="Refuse a --matrix run of more variants (default: defaults.max_variants, else 10,000).",
+)
+
+
 @main.command()
 @config_option
 @click.option("--var", multiple=True, metavar="KEY=VALUE", help="Set a template var.")
-def validate(config_path: Path, var: tuple[str, ...]) -> None:
-    """Check a config (schema, references, datasets); exit 0 or 2."""
+@max_cells_option
+@max_variants_option
+def validate(config_path: Path, var: tuple[str, ...], max_cells: int | None, max_variants: int | None) -> None:
+    """Check a config (schema, references, datasets, the size of its runs); exit 0 or 2."""
     from evalx.errors import ConfigError
-    from evalx.execution.plan import load_all_datasets
+    from evalx.execution.plan import load_all_datasets, measure_runs
 
     config = _load(config_path, var, raise_errors=False)
     errors = [str(i) for i in config.errors]
@@ -115,6 +131,10 @@ def validate(config_path: Path, var: tuple[str, ...]) -> None:
             cases = load_all_datasets(config)
         except ConfigError as exc:
             errors += [str(i) for i in exc.issues]
+    sizes = ""
+    if not errors:  # counted, never built: a matrix of 10**8 variants is refused at once
+        sizes, too_big = measure_runs(config, cases, max_cells, max_variants)
+        errors += too_big
     if errors:
         _fail(errors)
     n_cases = sum(len(c) for c in cases.values())
@@ -136,7 +156,7 @@ def validate(config_path: Path, var: tuple[str, ...]) -> None:
         )
     for line in _hidden_id_warnings(config, cases):
         click.echo(f"warning: {line}", err=True)
-    click.echo(f"{config.file}: ok — {len(config.targets)} targets, {len(cases)} datasets, {n_cases} cases")
+    click.echo(f"{config.file}: ok — {len(config.targets)} targets, {len(cases)} datasets, {n_cases} cases; {sizes}")
 
 
 def _hidden_id_warnings(config: Any, cases: dict[str, list[Any]]) -> list[str]:
@@ -177,6 +197,8 @@ def _hidden_id_warnings(config: Any, cases: dict[str, list[Any]]) -> list[str]:
 @click.option("--baseline", metavar="RUN|latest", help="Compare with this run (overrides gates.baseline).")
 @click.option("--resume", metavar="RUN", help="Finish a killed or interrupted run: run only its cells without a result.")
 @click.option("--markdown", type=click.Path(dir_okay=False, path_type=Path), help="Write a Markdown summary here (CI).")
+@max_cells_option
+@max_variants_option
 def run_cmd(
     config_path: Path,
     matrix: bool,
@@ -196,6 +218,8 @@ def run_cmd(
     baseline: str | None,
     resume: str | None,
     markdown: Path | None,
+    max_cells: int | None,
+    max_variants: int | None,
 ) -> None:
     """Run the evals and write runs/<run_id>/."""
     from evalx.execution.plan import Selection, build_plan
@@ -203,7 +227,9 @@ def run_cmd(
     from evalx.reports.render import check_outputs
 
     config = _load(config_path, var)
-    selection = Selection(list(targets), list(datasets), list(cases), list(categories), repeat, matrix)
+    selection = Selection(
+        list(targets), list(datasets), list(cases), list(categories), repeat, matrix, max_cells=max_cells, max_variants=max_variants
+    )
     run_id = None
     inputs = config.input_files()
     if resume:

@@ -248,6 +248,14 @@ def _build_schema() -> dict[str, Any]:
                 "properties": {
                     **_RUN_SETTINGS,
                     "repeat": {**_POS_INT, "description": "Samples per case and target."},
+                    "max_cells": {
+                        **_POS_INT,
+                        "description": "Refuse a run of more cells (targets x cases x repeats) before it starts (default 10000000; --max-cells).",
+                    },
+                    "max_variants": {
+                        **_POS_INT,
+                        "description": "Refuse a --matrix run of more variants before it expands (default 10000; --max-variants).",
+                    },
                     "targets": {"type": "array", "items": {"type": "string"}, "description": "Targets `evalx run` uses without --matrix."},
                     "idle_timeout_s": _POS_NUM,
                     "max_total_cost": {"type": "number", "minimum": 0, "description": "Stop scheduling cells past this spend (USD)."},

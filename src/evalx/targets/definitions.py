@@ -18,7 +18,9 @@ from __future__ import annotations
 
 import fnmatch
 import json
+import os
 import re
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -678,6 +680,7 @@ def _plain(value: Any) -> Any:
 # --- loading ------------------------------------------------------------------
 
 
+@lru_cache(maxsize=1)
 def shipped_dir() -> Path:
     return data_dir("providers")
 
@@ -696,13 +699,77 @@ def _display(path: Path) -> str:
 _TEMPLATE_PATHS = frozenset({("request", "body"), ("auth", "value"), ("embeddings", "body")})
 
 
-def load_definition(path: Path, *, shipped: bool = False) -> ProviderDefinition:
-    """Read and validate one provider file; raise :class:`ConfigError` naming FILE:LINE."""
-    shown = _display(path)
+#: a ``${VAR}`` a definition uses (its value is part of what the file means)
+_ENV_REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)")
+#: parsed definitions (or their issues) by everything they were made from: see :func:`load_definition`
+_PARSED: dict[tuple[Any, ...], ProviderDefinition | list[Issue]] = {}
+#: path -> what its last read found, trusted again while the file's stat is unchanged (see :func:`_stamp`)
+_SEEN: dict[tuple[str, bool], tuple[tuple[int, ...], str, tuple[tuple[str, str | None], ...], ProviderDefinition | list[Issue]]] = {}
+_KEEP = 64
+#: a file changed this recently may change again within the same timestamp tick without its stat changing
+_RACY_NS = 2_000_000_000
+
+
+def _stamp(path: Path) -> tuple[int, ...] | None:
+    """The stat of ``path`` that any edit changes, or None when it cannot be trusted: changed too recently to tell."""
     try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ConfigError(Issue(shown, None, "", f"cannot read provider definition: {exc}")) from None
+        st = os.stat(path)
+    except OSError:
+        return None
+    if time.time_ns() - max(st.st_mtime_ns, st.st_ctime_ns) < _RACY_NS:
+        return None  # as git does with a "racily clean" index entry: look at the content instead
+    return (st.st_mtime_ns, st.st_ctime_ns, st.st_size, st.st_ino, st.st_dev)
+
+
+def _remember(cache: dict[Any, Any], key: Any, value: Any) -> None:
+    if len(cache) >= _KEEP:
+        cache.pop(next(iter(cache)))
+    cache[key] = value
+
+
+def _env_of(names: tuple[str, ...] | list[str]) -> tuple[tuple[str, str | None], ...]:
+    return tuple((name, os.environ.get(name)) for name in names)
+
+
+def load_definition(path: Path, *, shipped: bool = False) -> ProviderDefinition:
+    """Read and validate one provider file; raise :class:`ConfigError` naming FILE:LINE.
+
+    Each file is parsed and validated once: the result (or its issues) is kept
+    under the file's path, its text and the values of the ``${VAR}`` it uses,
+    so a plan of 10,000 matrix variants of one provider reads its YAML once,
+    while an edited file, or a changed variable, is read afresh. A file whose
+    stat has not changed since it was read (and was not changed just before)
+    is not even read again.
+    """
+    stamp = _stamp(path)
+    cwd = os.getcwd()  # messages name the file relative to it
+    seen = _SEEN.get((str(path), shipped)) if stamp is not None else None
+    if seen is not None and seen[0] == stamp and seen[1] == cwd and _env_of([n for n, _ in seen[2]]) == seen[2]:
+        found = seen[3]
+    else:
+        shown = _display(path)
+        try:
+            text = path.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            raise ConfigError(Issue(shown, None, "", f"cannot read provider definition: {exc}")) from None
+        env = _env_of(sorted(set(_ENV_REF.findall(text))))
+        key = (str(path), shipped, shown, text, env)
+        cached = _PARSED.get(key)
+        if cached is None:
+            try:
+                cached = _parse_definition(path, shown, text, shipped)
+            except ConfigError as exc:
+                cached = list(exc.issues)
+            _remember(_PARSED, key, cached)
+        found = cached
+        if stamp is not None and _stamp(path) == stamp:  # unchanged while it was read
+            _remember(_SEEN, (str(path), shipped), (stamp, cwd, env, found))
+    if isinstance(found, list):
+        raise ConfigError(list(found))
+    return found
+
+
+def _parse_definition(path: Path, shown: str, text: str, shipped: bool) -> ProviderDefinition:
     loaded = load_yaml(text, shown, template_path=_TEMPLATE_PATHS.__contains__)  # ${VAR} there is data, never template code
     if not isinstance(loaded.data, dict):
         raise ConfigError(Issue(shown, loaded.line_of(()) or 1, "", "a provider definition must be a mapping with request: and response:"))
@@ -821,13 +888,23 @@ def providers_dir_of(config: Any) -> Path | None:
     return (config.base_dir / value).resolve() if isinstance(value, str) and value else None
 
 
+#: directory -> (its stat, its provider files) when listed, trusted while the stat is unchanged
+_LISTED: dict[str, tuple[tuple[int, ...], dict[str, Path]]] = {}
+
+
 def _files(directory: Path | None) -> dict[str, Path]:
     if directory is None or not directory.is_dir():
         return {}
+    stamp = _stamp(directory)  # adding, removing or renaming a file changes its directory's stat
+    listed = _LISTED.get(str(directory)) if stamp is not None else None
+    if listed is not None and listed[0] == stamp:
+        return dict(listed[1])
     out: dict[str, Path] = {}
     for p in sorted(directory.iterdir()):
         if p.suffix in (".yaml", ".yml") and p.is_file() and p.stem not in out:
             out[p.stem] = p
+    if stamp is not None and _stamp(directory) == stamp:
+        _remember(_LISTED, str(directory), (stamp, dict(out)))
     return out
 
 
