@@ -55,8 +55,10 @@ def the_run(root: Path) -> Path:
 # -- 1. hidden characters in ids -------------------------------------------------------------
 
 BOT = """
+import os
+
 def answer(question):
-    return "yes" if question == "good" else "no"
+    return "yes" if question == "good" or os.environ.get("ALL_GOOD") else "no"
 """
 
 
@@ -71,15 +73,20 @@ def id_project(tmp_path: Path) -> Path:
         "name": "ids",
         "targets": [{"id": "bot", "type": "python", "callable": "bot.py:answer"}],
         "datasets": [{"id": "d", "cases": cases}],
+        "gates": {"baseline": "latest", "no_new_failures": True},
     }
     return write_config(tmp_path, config, BOT)
 
 
 def test_a_hidden_character_in_an_id_is_shown_escaped_in_every_output(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     root = id_project(tmp_path)
+    monkeypatch.setenv("ALL_GOOD", "1")
+    assert cli(["run", "-q"], root, monkeypatch).exit_code == 0  # the baseline: every case passes
+    (baseline,) = list((root / "runs").iterdir())
+    monkeypatch.delenv("ALL_GOOD")
     res = cli(["run", "--junit", "junit.xml", "--markdown", "summary.md"], root, monkeypatch)
     assert res.exit_code == 1, res.output
-    run_dir = the_run(root)
+    (run_dir,) = [d for d in (root / "runs").iterdir() if d != baseline]
     shown_zwsp, shown_rlo = "ref\\u200bund", "pay\\u202edlo"
 
     # the terminal summary (stdout) and summary.txt: the failing look-alike is named escaped, nothing hidden is printed
@@ -88,14 +95,16 @@ def test_a_hidden_character_in_an_id_is_shown_escaped_in_every_output(tmp_path: 
         failed = text.split("Failed cases:")[1]
         assert f"general/{shown_zwsp} " in failed and f"general/{shown_rlo} " in failed
         assert "general/refund " not in failed  # the passing one is not confused with it
+        # the gate report and "vs. previous run" name the newly failing cases escaped too
+        gate = next(line for line in text.splitlines() if "no_new_failures" in line)
+        assert shown_zwsp in gate and shown_rlo in gate, gate
+    compared = cli(["compare", str(baseline), str(run_dir)], root, monkeypatch)
+    assert shown_zwsp in compared.stdout and shown_rlo in compared.stdout and not HIDDEN.search(compared.stdout.replace("\n", ""))
 
     # JUnit: distinct test names, the failing one escaped; nothing hidden in the file
-    junitparser = pytest.importorskip("junitparser")
     xml = (root / "junit.xml").read_text(encoding="utf-8")
     assert not HIDDEN.search(xml.replace("\n", "")), "a hidden character in junit.xml"
-    cases = {case.name: case for suite in junitparser.JUnitXml.fromfile(str(root / "junit.xml")) for case in suite}
-    assert set(cases) == {"refund", "ref#x200Bund", "pay#x202Edlo"}
-    assert cases["refund"].is_passed and not cases["ref#x200Bund"].is_passed and not cases["pay#x202Edlo"].is_passed
+    assert junit_verdicts(root / "junit.xml") == {"refund": True, "ref#x200Bund": False, "pay#x202Edlo": False}
 
     # Markdown (CI step summary)
     markdown = (root / "summary.md").read_text(encoding="utf-8")
@@ -118,6 +127,18 @@ def test_a_hidden_character_in_an_id_is_shown_escaped_in_every_output(tmp_path: 
                 browser.close()
         assert shown_zwsp in text and shown_rlo in text and "refund" in text
         assert not HIDDEN.search(text.replace("\n", "").replace("\t", ""))
+
+
+def junit_verdicts(path: Path) -> dict[str, bool]:
+    """Test name -> passed, read by junitparser (as CI tools do) or, without it, by ElementTree."""
+    try:
+        import junitparser
+    except ImportError:
+        import xml.etree.ElementTree as ET
+
+        cases = ET.parse(path).getroot().iter("testcase")
+        return {str(c.get("name")): not any(c.find(tag) is not None for tag in ("failure", "error")) for c in cases}
+    return {case.name: case.is_passed for suite in junitparser.JUnitXml.fromfile(str(path)) for case in suite}
 
 
 def test_validate_warns_about_ids_with_hidden_characters(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -19,6 +19,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, cast
 
+from evalx.display import one_line, show_id
 from evalx.figures import pct as _pct
 from evalx.figures import usd as usd_figure
 from evalx.results.model import CaseChange, Comparison, GateReport, GateResult, Metric, RunSummary, SummaryFigures
@@ -114,7 +115,7 @@ def _check(
         return _result(gate, scope, None, threshold, None, "no baseline")
     on = f" {_cells(compared, 'shared')}" if compared is not None else ""
     if gate == "no_new_failures":
-        names = [f"{c['target']} {c['dataset']}/{c['case_id']}" for c in failing or []]
+        names = [f"{show_id(c['target'])} {show_id(c['dataset'])}/{show_id(c['case_id'])}" for c in failing or []]
         n = len(names)
         detail = "no newly failing case" if not n else f"{n} newly failing: " + ", ".join(names[:5]) + (" …" if n > 5 else "")
         return _result(gate, scope, n, 0, n == 0, detail + on)
@@ -219,7 +220,7 @@ def format_gate_report(report: GateReport | None) -> str:
     lines = [f"Gates{base}:"]
     for r in report["results"]:
         mark, word = ("✓", "held") if r["held"] else ("✗", "BREACHED") if r["held"] is False else ("–", "n/a")
-        lines.append(f"  {mark} {r['gate'].ljust(width_gate)}  {r['scope'].ljust(width_scope)}  {word:<8}  {r['detail']}")
+        lines.append(f"  {mark} {r['gate'].ljust(width_gate)}  {r['scope'].ljust(width_scope)}  {word:<8}  {one_line(r['detail'])}")
     n = report["breached"]
     lines.append(f"Gates: {n} breached → exit 1" if n else "Gates: all held")
     return "\n".join(lines) + "\n"
