@@ -70,7 +70,7 @@ def id_project(tmp_path: Path) -> Path:
     ]
     config = {
         "version": 1,
-        "name": "ids",
+        "name": "ids\u202e",
         "targets": [{"id": "bot", "type": "python", "callable": "bot.py:answer"}],
         "datasets": [{"id": "d", "cases": cases}],
         "gates": {"baseline": "latest", "no_new_failures": True},
@@ -98,6 +98,11 @@ def test_a_hidden_character_in_an_id_is_shown_escaped_in_every_output(tmp_path: 
         # the gate report and "vs. previous run" name the newly failing cases escaped too
         gate = next(line for line in text.splitlines() if "no_new_failures" in line)
         assert shown_zwsp in gate and shown_rlo in gate, gate
+    # the dry-run plan and the list of runs (the run's name holds a bidi override too)
+    plan = cli(["run", "--dry-run"], root, monkeypatch)
+    assert f"d/{shown_zwsp}" in plan.stdout and f"d/{shown_rlo}" in plan.stdout and not HIDDEN.search(plan.stdout.replace("\n", ""))
+    runs = cli(["runs"], root, monkeypatch)
+    assert "ids\\u202e" in runs.stdout and not HIDDEN.search(runs.stdout.replace("\n", ""))
     compared = cli(["compare", str(baseline), str(run_dir)], root, monkeypatch)
     assert shown_zwsp in compared.stdout and shown_rlo in compared.stdout and not HIDDEN.search(compared.stdout.replace("\n", ""))
 

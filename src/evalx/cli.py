@@ -288,7 +288,7 @@ def _print_plan(plan: Any, config: Any = None) -> None:
         click.echo(f"matrix: {len(bases)} targets → {len(plan.variants)} variants")
         for variant in plan.variants.values():
             as_is = not variant.values and variant.spec.get("type") != "provider"
-            click.echo(f"  {variant.id}" + ("  (takes no params: runs once, as is)" if as_is else ""))
+            click.echo(f"  {show_id(variant.id)}" + ("  (takes no params: runs once, as is)" if as_is else ""))
     limit = 500
     for cell in plan.cells[:limit]:
         rep = f" #r{cell.repeat}" if cell.repeat else ""

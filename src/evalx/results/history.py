@@ -12,6 +12,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
+from evalx.display import one_line
 from evalx.errors import EvalxError
 from evalx.figures import ms as _ms
 from evalx.figures import pct as _pct
@@ -128,7 +129,7 @@ def format_runs(runs: list[RunInfo]) -> str:
     rows = [
         [
             r.run_id,
-            r.name or "—",
+            one_line(r.name) or "—",
             r.status,
             "—" if r.cells is None else str(r.cells),
             _pct(r.pass_rate),
