@@ -736,13 +736,15 @@ def test_the_plain_json_copy_is_the_json_round_trip() -> None:
 
 
 def test_the_one_shot_encoders_are_the_stdlib_encoders() -> None:
+    from evalx.models import finite_json
     from evalx.results.store import _ENCODER, dumps
     from evalx.targets.definitions import _DUMPS
 
     rng = random.Random(33)
     for _ in range(3000):
         value = rng.choice([_keyed_value(rng), _random_value(rng), {"b": b"\xff", "s": {1, 2}, "o": Case(id="c", input=1)}])
-        for fast, slow in ((_DUMPS, json.JSONEncoder(ensure_ascii=False).encode), (dumps, _ENCODER.encode)):
+        # results are strict JSON: a NaN or an infinity is written as null
+        for fast, slow in ((_DUMPS, json.JSONEncoder(ensure_ascii=False).encode), (dumps, lambda v: _ENCODER.encode(finite_json(v)))):
             try:
                 expected: Any = slow(value)
             except (TypeError, ValueError) as exc:
@@ -820,28 +822,31 @@ def test_a_trajectory_read_by_the_fast_readers_is_the_one_jinja_reads(monkeypatc
     from evalx.targets.settings import TargetSettings
     from evalx.targets.transport.http import HttpResponse
 
+    from evalx.errors import TargetProtocolError
+    from evalx.models import token_count
+
     def outcome(target: ProviderTarget, answer: Any) -> Any:
         resp = HttpResponse(200, {}, json.dumps(answer), answer)
         try:
             return _typed(target._trajectory(answer, resp).to_dict())
-        except DefinitionError as exc:
+        except (DefinitionError, TargetProtocolError) as exc:
             return str(exc)
 
     class Reference(ProviderTarget):
-        """Token counts read as before the fast readers: evaluate(), then max(0, int(value))."""
+        """Token counts read as before the fast readers: evaluate(), then token_count(value)."""
 
-        def _tokens(self, scope: dict[str, Any], key: str, read: Any) -> int:
+        def _tokens(self, scope: dict[str, Any], key: str, read: Any) -> int | None:
             d = self.definition
             assert d is not None
             if key not in (d.response.get("usage") or {}):
-                return 0
+                return None
             value = d.evaluate(("response", "usage", key), scope)
             if value is None:
-                return 0
+                return None
             try:
-                return max(0, int(value))
-            except (TypeError, ValueError):
-                raise DefinitionError(f"{d.where('response', 'usage', key)}: expected a number of tokens, got {value!r}") from None
+                return token_count(value)
+            except ValueError as exc:
+                raise DefinitionError(f"{d.where('response', 'usage', key)}: {exc}") from None
 
     rng = random.Random(44)
     for provider in ("openai", "anthropic", "ollama"):

@@ -116,6 +116,8 @@ class Trajectory:
     request: Any = None  # the rendered request, secrets removed
     raw: Any = None  # anything else the target returned
     printed: str | None = None  # what a Python target printed (sys.stdout/sys.stderr) during the call
+    stop_reason: str | None = None  # why the model stopped, as the provider or engine said (``length``: cut off)
+    cost_note: str | None = None  # why ``cost_usd`` is None although a price is known (``no usage in response``)
 
     @property
     def tool_names(self) -> list[str]:
@@ -145,6 +147,10 @@ class Trajectory:
         }
         if self.printed is not None:  # only when the target printed something
             out["printed"] = self.printed
+        if self.stop_reason is not None:  # only when the target reported why it stopped
+            out["stop_reason"] = self.stop_reason
+        if self.cost_note is not None:
+            out["cost_note"] = self.cost_note
         return out
 
     @classmethod
@@ -203,7 +209,73 @@ _FIELD_CHECKS: dict[str, tuple[Any, str]] = {
     "error": (lambda v: isinstance(v, str), "a string"),
     "traceback": (lambda v: isinstance(v, str), "a string"),
     "printed": (lambda v: isinstance(v, str), "a string"),
+    "stop_reason": (lambda v: isinstance(v, str), "a string"),
+    "cost_note": (lambda v: isinstance(v, str), "a string"),
 }
+
+
+#: stop reasons that mean the answer was cut off at a length limit (OpenAI ``length``, Anthropic ``max_tokens``,
+#: Gemini ``MAX_TOKENS``, Responses API ``max_output_tokens``...), compared in lower case
+TRUNCATION_REASONS = frozenset({"length", "max_tokens", "max_output_tokens", "model_length", "token_limit"})
+
+
+def is_truncated(stop_reason: Any) -> bool:
+    """Whether a reported stop reason says the answer was cut off at a length limit."""
+    return isinstance(stop_reason, str) and stop_reason.lower() in TRUNCATION_REASONS
+
+
+def check_figures(traj: Trajectory) -> None:
+    """Raise ValueError naming the field when a token count, cost or duration of ``traj`` is negative or not finite.
+
+    A server's figures feed the cost guard (``max_total_cost``), ``max_tokens``
+    and the summary: NaN, an infinity or a negative count would switch the
+    guard off or write invalid JSON, so such a cell is an error, never counted.
+    """
+    u = traj.usage
+    a, b, c = u.input_tokens, u.output_tokens, u.cache_hit_tokens
+    if not (type(a) is int and type(b) is int and type(c) is int and a >= 0 and b >= 0 and c >= 0):
+        for name in ("input_tokens", "output_tokens", "cache_hit_tokens"):
+            value = getattr(u, name)
+            if type(value) is not int or value < 0:
+                if not (_number(value) and value >= 0 and float(value).is_integer()):
+                    raise ValueError(f"usage.{name} is {_kind(value)}: a count of tokens must be a whole number, 0 or more")
+                setattr(u, name, int(value))
+    a, b, c = traj.cost_usd, traj.latency_ms, traj.ttft_ms
+    if a is None and b is None and c is None:
+        return
+    for name in ("cost_usd", "latency_ms", "ttft_ms"):
+        value = getattr(traj, name)
+        fast = value is None or (type(value) is float and 0.0 <= value < _INF)
+        if not fast and (not _number(value) or value < 0):
+            raise ValueError(f"{name} is {_kind(value)}: it must be a finite number, 0 or more")
+
+
+_INF = float("inf")
+
+
+def token_count(value: Any) -> int:
+    """A token count a server reported, as an int; ValueError saying what it was for anything else.
+
+    Negative counts, NaN, infinities, booleans and strings are refused: a
+    target reads them as a protocol error of the cell, never as 0.
+    """
+    if type(value) is int and value >= 0:
+        return value
+    if type(value) is float and 0.0 <= value < _INF and value.is_integer():
+        return int(value)
+    raise ValueError(f"expected a number of tokens, got {_shown(value)} (a whole number, 0 or more)")
+
+
+def usd_amount(value: Any) -> float:
+    """A cost a server reported, as a float; ValueError saying what it was when negative, not finite or not a number."""
+    if _number(value) and value >= 0:
+        return float(value)
+    raise ValueError(f"expected an amount of USD, got {_shown(value)} (a finite number, 0 or more)")
+
+
+def _shown(value: Any) -> str:
+    shown = repr(value)
+    return shown if len(shown) <= 40 else shown[:39] + "…"
 
 
 def _usage_fields(usage: Any) -> Any:
@@ -311,15 +383,44 @@ def safe_value(value: Any, depth: int = 0) -> Any:
     return value
 
 
+#: the message of the ValueError json raises for NaN or an infinity under ``allow_nan=False``
+OUT_OF_RANGE = "Out of range float values are not JSON compliant"
+
+
+def finite_json(value: Any, depth: int = 0) -> Any:
+    """``value`` with every NaN or infinite float replaced by None: what strict JSON can hold (``value`` itself when clean).
+
+    Every JSON file evalx writes is encoded with ``allow_nan=False`` (``NaN`` is not
+    JSON: most parsers refuse it); a writer that meets one (a server's JSON may hold
+    ``NaN``, Python's parser accepts it) encodes this copy instead.
+    """
+    kind = type(value)
+    if kind is float:
+        return value if value - value == 0.0 else None
+    if kind is dict or kind is list or isinstance(value, (dict, list, tuple)):
+        if depth >= MAX_DEPTH:
+            return value  # the encoder reports what nests this deep
+        if isinstance(value, dict):
+            out = {k: finite_json(v, depth + 1) for k, v in value.items()}
+            return out if any(out[k] is not v for k, v in value.items()) else value
+        items = [finite_json(v, depth + 1) for v in value]
+        return items if any(a is not b for a, b in zip(items, value)) else value
+    if isinstance(value, float):
+        return value if value - value == 0.0 else None
+    return value
+
+
 def safe_trajectory(traj: Trajectory) -> Trajectory:
     """``traj`` with no lone surrogate left in its strings: the one place a target's output and errors are made safe.
 
     Applied by the executor to every trajectory a target produced (or an
     exception became), before it is scored, cached, written or reported.
-    Raises ValueError when a value in it could not be stored (see :func:`safe_value`).
+    Raises ValueError when a value in it could not be stored (see :func:`safe_value`),
+    or when a token count, cost or duration is negative or not finite (:func:`check_figures`).
     The nested values (tool calls, events, request, raw) are checked by one
     pass of the C JSON encoder and walked only when that finds a surrogate.
     """
+    check_figures(traj)
     traj.text, traj.error, traj.traceback = safe_value(traj.text), safe_value(traj.error), safe_value(traj.traceback)
     printed = getattr(traj, "printed", None)
     if printed is not None:

@@ -10,7 +10,7 @@ from typing import Any, Literal
 
 from evalx.assertions.deterministic import short
 from evalx.assertions.registry import AssertionContext, assertion
-from evalx.models import Verdict
+from evalx.models import Verdict, is_truncated
 
 _COUNT: dict[str, Any] = {"type": "integer", "minimum": 0}
 _AMOUNT: dict[str, Any] = {"type": "number", "minimum": 0}
@@ -79,6 +79,21 @@ def completed(ctx: AssertionContext) -> Verdict:
     if not out.text.strip() and not out.tool_calls:
         return Verdict.no("empty output and no tool calls")
     return Verdict.ok("completed")
+
+
+@assertion("not_truncated")
+def not_truncated(ctx: AssertionContext) -> Verdict:
+    """The target did not report the answer as cut off at the token limit (stop reason ``length``, ``max_tokens``...).
+
+    A target that reports no stop reason (a Python callable, most engines) passes:
+    this fails what is known to be cut off, so it can sit in the global ``assert:``.
+    """
+    stop = ctx.output.stop_reason
+    if stop is None:
+        return Verdict.ok("no stop reason reported")
+    if is_truncated(stop):
+        return Verdict.no(f"the answer was cut off at the token limit (stop reason {stop!r})")
+    return Verdict.ok(f"stop reason {stop!r}")
 
 
 @assertion("max_tokens", schema={"value": _COUNT})

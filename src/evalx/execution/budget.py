@@ -6,6 +6,13 @@ are not forgotten, assumes each started-but-unfinished cell and the next one
 cost the mean of the finished ones. Once that would pass the limit, no new
 cell starts: the rest become ``skipped`` results saying why.
 
+Only finite figures of 0 or more count (targets already refuse others as
+the cell's protocol error; this is the last line): a NaN or a negative
+figure can never switch the guard off. A cell whose cost is unknown although
+its model has a price (``cost_note``: the answer had no usage) is not taken
+as free: it counts at the mean of the cells whose cost is known (0 until one
+is), and the guard's message says how many were estimated so.
+
 The estimate prices each provider cell from its target's price (a target's
 ``pricing:`` or its provider definition's, per model) with input tokens
 guessed from the prompt's length (about 4 characters a token) and output
@@ -15,6 +22,7 @@ tokens at the ``max_tokens`` limit — an upper bound, when a limit is set.
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -31,23 +39,37 @@ class CostGuard:
 
     def __init__(self, limit: float) -> None:
         self.limit = float(limit)
-        self.spent = 0.0
+        self.known = 0.0  # what the cells with a known cost spent
+        self.priced = 0  # cells with a known cost (target or judge)
+        self.unknown = 0  # cells of a priced model whose cost is unknown (no usage): counted at the mean
         self.finished = 0
         self.in_flight = 0
         self.skipped = 0
+
+    @property
+    def spent(self) -> float:
+        """Known spend, plus each unknown-cost cell at the mean of the known ones."""
+        if self.unknown and self.priced:
+            return self.known + self.unknown * (self.known / self.priced)
+        return self.known
 
     @property
     def tripped(self) -> bool:
         return self.skipped > 0
 
     def reason(self) -> str:
-        return f"not run: spend ${self.spent:.4f} reached defaults.max_total_cost ${self.limit:.4f}"
+        return f"not run: spend ${self.spent:.4f}{self._estimated()} reached defaults.max_total_cost ${self.limit:.4f}"
+
+    def _estimated(self) -> str:
+        n = self.unknown
+        return f" (with {n} cell{'s' if n != 1 else ''} of unknown cost counted at the mean)" if n else ""
 
     def admit(self, cell: Any = None) -> str | None:
         """None when the cell may start, else the reason it is skipped."""
-        per_cell = self.spent / self.finished if self.finished else 0.0
-        projected = self.spent + per_cell * (self.in_flight + 1)
-        if self.spent >= self.limit or (per_cell > 0 and projected > self.limit):
+        spent = self.spent
+        per_cell = spent / self.finished if self.finished else 0.0
+        projected = spent + per_cell * (self.in_flight + 1)
+        if spent >= self.limit or (per_cell > 0 and projected > self.limit):
             self.skipped += 1
             return self.reason()
         self.in_flight += 1
@@ -59,13 +81,19 @@ class CostGuard:
             return  # a cell the guard itself skipped never started
         self.in_flight = max(0, self.in_flight - 1)
         self.finished += 1
+        counted = False
         for value in (result.get("cost_usd"), result.get("judge_cost_usd")):
-            if isinstance(value, (int, float)) and not isinstance(value, bool):
-                self.spent += float(value)
+            if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) and value >= 0:
+                self.known += float(value)
+                counted = True
+        if counted:
+            self.priced += 1
+        elif result.get("cost_note"):
+            self.unknown += 1
 
     def message(self) -> str:
         return (
-            f"cost guard: spend ${self.spent:.4f} reached defaults.max_total_cost ${self.limit:.4f}; "
+            f"cost guard: spend ${self.spent:.4f}{self._estimated()} reached defaults.max_total_cost ${self.limit:.4f}; "
             f"{self.skipped} cell{'s' if self.skipped != 1 else ''} not run (skipped)"
         )
 

@@ -35,7 +35,7 @@ Embedded data (short keys: it is repeated for every cell)::
      "cells": [{"c": case index, "t": target index, "r": repeat, "s": status,
                 "sc": score, "ms": latency, "tt": ttft, "usd": cost,
                 "jusd": judge cost, "tk": [in, out, cache_hit], "it": iterations,
-                "ca": cached, "x": text, "rq": request, "tc": [[name, args, result]],
+                "ca": cached, "st": stop reason, "tr": truncated (1), "x": text, "rq": request, "tc": [[name, args, result]],
                 "a": [[passed, type, name, score, reason, details, error]],
                 "e": error, "tb": traceback, "ev": [event, ...]}, ...],
      "changes": {"failing": [[target, dataset, case_id]], "passing": [...]}}
@@ -446,6 +446,11 @@ class _ReportData:
                 cell["tk"] = tokens
         if result.get("cached"):
             cell["ca"] = 1
+        stop = result.get("stop_reason")
+        if isinstance(stop, str):
+            cell["st"] = stop[:100]
+            if result.get("truncated") is True:
+                cell["tr"] = 1
 
         embed = self.embed
         embed.put(cell, "x", output.get("text"), TEXT_CAP)

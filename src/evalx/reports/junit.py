@@ -257,6 +257,8 @@ def _repeat(result: CellResult, seconds: float, order: tuple[float, int]) -> _Re
     classname = f"{dataset}.{category}" if dataset else str(category)
     output = result.get("output")
     text = output.get("text") if isinstance(output, dict) else None
+    if result.get("truncated") is True:  # a cut-off answer is flagged where CI shows the output
+        text = f"[truncated: the answer was cut off at the token limit, stop_reason {str(result.get('stop_reason'))!r}]\n{text or ''}"
     raw_repeat = result.get("repeat")
     status = result.get("status")
     return _Repeat(

@@ -40,7 +40,7 @@ from __future__ import annotations
 
 from typing import Any, Literal, TypedDict
 
-from evalx.models import Case
+from evalx.models import Case, is_truncated
 
 __all__ = [
     "RESULT_VERSION",
@@ -179,6 +179,10 @@ class CellOutput(TypedDict, total=False):
     """What a Python target printed through ``sys.stdout``/``sys.stderr`` during the call, in order
     (up to 64 Ki characters, then a count of what was not kept); absent when it printed nothing. For a
     call that raised, the printed text is in the cell's ``traceback`` instead."""
+    stop_reason: str
+    """Why the model stopped, as the target reported it (absent when it did not); as ``CellResult.stop_reason``."""
+    cost_note: str
+    """Why ``cost_usd`` is None although a price is known; as ``CellResult.cost_note``."""
 
 
 class _CellResultKeys(TypedDict):
@@ -251,6 +255,17 @@ class CellResult(_CellResultKeys, total=False):
 
     skip_reason: str
     """Only on a cell that was not run: why (the cost guard stopped the run)."""
+    stop_reason: str
+    """Only when the target reported why the model stopped: its words, as given (``stop``, ``end_turn``,
+    ``tool_calls``; ``length`` / ``max_tokens``: the answer was cut off at the token limit)."""
+    truncated: bool
+    """Only on a cell whose answer was cut off (``stop_reason`` is ``length``, ``max_tokens``,
+    ``max_output_tokens``, ``model_length`` or ``token_limit``, in any case): ``true``. The
+    ``not_truncated`` assertion fails such a cell."""
+    cost_note: str
+    """Only when ``cost_usd`` is None although the model has a price: why (``no usage in response``).
+    Such a cell is never counted as free: the summary counts it in ``cost_missing_cells`` and the cost
+    guard counts it at the mean cost of the priced cells."""
 
 
 def not_run(reason: str) -> AssertionRecord:
@@ -316,6 +331,15 @@ def cell_result(
     }
     if skip_reason is not None:
         result["skip_reason"] = skip_reason
+    if output:
+        stop = output.get("stop_reason")
+        if stop is not None:
+            result["stop_reason"] = stop
+            if is_truncated(stop):
+                result["truncated"] = True
+        note = output.get("cost_note")
+        if note is not None:
+            result["cost_note"] = note
     return result
 
 
@@ -435,7 +459,9 @@ class TargetFigures(GroupFigures):
     """Total cost of the priced cells; None when none was priced."""
     cost_usd_stats: CostDistribution
     cost_missing_cells: int
-    """Cells of a priced resource evalx could not price (no price known for the model)."""
+    """Cells of a priced resource evalx could not price (no price known for the model, or no usage in the answer)."""
+    truncated_cells: int
+    """Cells whose answer was cut off at the token limit (``truncated`` in the cell result)."""
     judge_cost_usd: float | None
     """What the judge cost for this target's cells, apart from ``cost_usd``."""
     cached_cells: int
@@ -741,6 +767,8 @@ class SummaryFigures(TypedDict):
     cache_hit_ratio: float | None
     cost_usd: float | None
     cost_missing_cells: int
+    truncated_cells: int
+    """Cells whose answer was cut off at the token limit, all targets."""
     judge_cost_usd: float | None
     cached_cells: int
     response_cache_hit_ratio: float | None

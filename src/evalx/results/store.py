@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from evalx.errors import EvalxError, writing
-from evalx.models import safe_value
+from evalx.models import OUT_OF_RANGE, finite_json, safe_value
 from evalx.results.model import CellResult
 
 RESULTS = "results.jsonl"
@@ -57,7 +57,7 @@ def _json_default(value: Any) -> Any:
 
 
 #: one encoder for every line (``json.dumps`` with options builds a new one per call)
-_ENCODER = json.JSONEncoder(ensure_ascii=False, default=_json_default, separators=(",", ":"))
+_ENCODER = json.JSONEncoder(ensure_ascii=False, default=_json_default, separators=(",", ":"), allow_nan=False)
 
 
 def _c_encode(value: Any) -> str:
@@ -71,14 +71,14 @@ def _c_encode(value: Any) -> str:
         return "".join(_UNCHECKED(value, 0))
     except RecursionError:
         pass
-    return "".join(_MAKE({}, _json_default, _STRINGS, None, ":", ",", False, False, True)(value, 0))
+    return "".join(_MAKE({}, _json_default, _STRINGS, None, ":", ",", False, False, False)(value, 0))
 
 
 def _encoder() -> Callable[[Any], str]:
     """:func:`_c_encode` where the C encoder exists and gives ``_ENCODER``'s text, else ``_ENCODER.encode``."""
     if _MAKE is None:
         return _ENCODER.encode
-    probe = {"a": [1, -2.5, float("nan"), None, True, 'é\u2028"<', ("t",)], "b": {}, "c": b"x"}
+    probe = {"a": [1, -2.5, 1e300, None, True, 'é\u2028"<', ("t",)], "b": {}, "c": b"x"}
     try:
         same = _c_encode(probe) == _ENCODER.encode(probe) and _c_encode("s") == _ENCODER.encode("s")
     except Exception:
@@ -89,13 +89,21 @@ def _encoder() -> Callable[[Any], str]:
 _MAKE: Any = getattr(json.encoder, "c_make_encoder", None)
 _STRINGS = json.encoder.encode_basestring
 #: the C encoder without the circular-reference check (no state kept between calls)
-_UNCHECKED: Any = _MAKE(None, _json_default, _STRINGS, None, ":", ",", False, False, True) if _MAKE is not None else None
+_UNCHECKED: Any = _MAKE(None, _json_default, _STRINGS, None, ":", ",", False, False, False) if _MAKE is not None else None
 _ENCODE = _encoder()
 
 
 def dumps(value: Any) -> str:
-    """``json.dumps(value, ensure_ascii=False, default=_json_default, separators=(",", ":"))``."""
-    return _ENCODE(value)
+    """``json.dumps(value, ensure_ascii=False, default=_json_default, separators=(",", ":"), allow_nan=False)``.
+
+    Strict JSON always: a NaN or an infinity (a server's JSON may hold one) is written as ``null``.
+    """
+    try:
+        return _ENCODE(value)
+    except ValueError as exc:
+        if not str(exc).startswith(OUT_OF_RANGE):
+            raise
+    return _ENCODE(finite_json(value))
 
 
 class ResultWriter:
@@ -313,6 +321,16 @@ def rewrite_results(path: Path, results: list[CellResult]) -> None:
     os.replace(tmp, path)
 
 
+def json_text(value: Any) -> str:
+    """``value`` as indented, strict JSON (``allow_nan=False``): a NaN or an infinity is written as ``null``."""
+    try:
+        return json.dumps(value, ensure_ascii=False, indent=2, default=_json_default, allow_nan=False)
+    except ValueError as exc:
+        if not str(exc).startswith(OUT_OF_RANGE):
+            raise
+    return json.dumps(finite_json(value), ensure_ascii=False, indent=2, default=_json_default, allow_nan=False)
+
+
 def write_json(path: Path, value: Any) -> None:
     """``value`` as indented JSON, replacing ``path`` atomically.
 
@@ -320,7 +338,7 @@ def write_json(path: Path, value: Any) -> None:
     written as its JSON escape (``\\udc80``), which reads back as the same string.
     """
     tmp = path.with_suffix(path.suffix + ".tmp")
-    text = json.dumps(value, ensure_ascii=False, indent=2, default=_json_default) + "\n"
+    text = json_text(value) + "\n"
     with writing(path, tmp=tmp):
         tmp.write_text(text, encoding="utf-8", errors="backslashreplace")
         os.replace(tmp, path)

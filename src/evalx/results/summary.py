@@ -114,6 +114,8 @@ def _price_missing(result: CellResult, used_tokens: bool) -> bool:
     Python callables are not priced, so they never count; results written
     before ``target_type`` existed fall back to "it used tokens".
     """
+    if result.get("cost_note"):  # priced, but the answer had no usage
+        return True
     kind = result.get("target_type")
     if kind == "python":
         return False
@@ -170,7 +172,9 @@ class _Counts:
 class _Target(_Counts):
     """A target's counters, plus what is reported per target only."""
 
-    __slots__ = ("cached", "cost", "cost_cells", "cost_missing", "costs", "judge_cells", "judge_cost", "latencies", "tokens", "ttfts")
+    __slots__ = (
+        "cached", "cost", "cost_cells", "cost_missing", "costs", "judge_cells", "judge_cost", "latencies", "tokens", "truncated", "ttfts",
+    )  # fmt: skip
 
     def __init__(self) -> None:
         super().__init__()
@@ -184,6 +188,7 @@ class _Target(_Counts):
         self.judge_cost = 0.0
         self.judge_cells = 0
         self.cached = 0
+        self.truncated = 0
 
 
 def _latency_stats(values: Iterable[float]) -> Distribution:
@@ -294,6 +299,8 @@ class SummaryBuilder:
             target.judge_cells += 1
         if result.get("cached"):
             target.cached += 1
+        if result.get("truncated") is True:
+            target.truncated += 1
 
         for assertion in result.get("assertions") or []:
             if not isinstance(assertion, dict):
@@ -497,6 +504,7 @@ class SummaryBuilder:
                 # per priced cell: the spread behind the total
                 "cost_usd_stats": {**_latency_stats(t.costs), "cells": t.cost_cells},
                 "cost_missing_cells": t.cost_missing,
+                "truncated_cells": t.truncated,
                 "judge_cost_usd": t.judge_cost if t.judge_cells else None,
                 "cached_cells": t.cached,
             }
@@ -539,6 +547,7 @@ class SummaryBuilder:
             "cache_hit_ratio": tokens_cache / tokens_in if tokens_in else None,
             "cost_usd": sum(t.cost for t in groups) if any(t.cost_cells for t in groups) else None,
             "cost_missing_cells": sum(t.cost_missing for t in groups),
+            "truncated_cells": sum(t.truncated for t in groups),
             "judge_cost_usd": sum(t.judge_cost for t in groups) if any(t.judge_cells for t in groups) else None,
             "cached_cells": cached,
             # cells answered from evalx's own response cache

@@ -12,12 +12,23 @@ when the field is absent; data is JSON):
 - ``text_delta {text}`` appends to the answer (the first one sets ``ttft_ms``);
 - ``tool_call {tool | name, args?, id?}`` appends a call;
 - ``tool_result {tool | name, result, id?}`` fills the matching call's result;
-- ``usage {input_tokens, output_tokens, cache_hit_tokens}`` adds up;
+- ``usage {input_tokens, output_tokens, cache_hit_tokens, cost_usd?}`` adds up
+  (a count or cost that is negative, not finite or not a number is a
+  protocol error of the cell, naming the field: it would switch off the cost
+  guard and ``max_tokens``);
 - ``iteration`` / ``turn`` (and ``*_start``) events count agent turns;
-- ``error {code, message}`` ends the cell as an error;
+- ``error {code, message}`` ends the cell as an error (the message may also
+  be ``error: "..."`` or ``error: {message}``);
 - the terminating event (``end_event``; by default any of ``done``, ``end``,
-  ``complete``) ends the run; with ``end_event`` set, a stream that closes
-  without it is an error, without it closing the stream ends the run too.
+  ``complete``) ends the run — unless it carries an ``error`` or a
+  ``status`` of ``error``/``failed``, which makes the cell an error; with
+  ``end_event`` set, a stream that closes without it is an error, without it
+  closing the stream ends the run too, as long as it answered (a text or a
+  tool call: a stream that closes having answered nothing is an error).
+
+``stop_reason`` (or ``finish_reason``) on the terminating or a ``usage``
+event is kept as the cell's stop reason (``length`` / ``max_tokens``: the
+answer was cut off).
 
 Every event is kept in ``events`` (at most ``max_events`` and about 1 MB of
 data; past that ``events_truncated`` is set).
@@ -39,7 +50,8 @@ import time
 from typing import Any
 
 from evalx.errors import TargetError, TargetProtocolError
-from evalx.models import Cell, ToolCall, Trajectory, Usage
+from evalx.figures import finite
+from evalx.models import Cell, ToolCall, Trajectory, Usage, token_count, usd_amount
 from evalx.targets.base import RunContext, task_id, template_context
 from evalx.targets.settings import TargetSettings
 from evalx.targets.transport.http import Backoff, HttpClient, shown_url
@@ -93,21 +105,27 @@ class EngineTarget:
             await self._client.aclose()
             self._client = None
 
-    def cache_key(self, cell: Cell, run: RunContext) -> str:
-        """The generic key (target type, redacted spec, case, repeat), plus a digest of the configured headers.
+    def cache_key(self, cell: Cell, run: RunContext) -> str | None:
+        """What decides the answer: target type, redacted spec, case, repeat, the body as sent and a digest of the headers.
 
         The redacted spec masks every non-harmless header's value, so without the digest a changed
-        header (``X-Agent-Version: 2``) would be answered from the cache.
+        header (``X-Agent-Version: 2``) would be answered from the cache; the digest is of every
+        header sent, the key among them, and is only ever part of the key's own hash (the cache
+        stores no header). The body is the rendered one (config ``vars:`` and environment
+        values change it), without its per-run ``task_id``.
         """
         from evalx.targets.transport.cache import make_key
 
         case = cell.case.to_dict()
         case.pop("source", None)
-        parts: list[Any] = [self.type, run.redactor.obj(self.spec), case, cell.repeat]
-        headers = self.spec.get("headers")
-        if headers:
-            parts.append(hashlib.sha256(json.dumps(headers, sort_keys=True).encode("utf-8")).hexdigest())
-        return make_key(*parts)
+        try:
+            body = self.body(cell, run)
+        except TargetError:
+            return None  # invoke() reports it
+        if body.get("task_id") == task_id(run.run_id, cell):
+            body = {k: v for k, v in body.items() if k != "task_id"}
+        headers = hashlib.sha256(json.dumps(self.headers, sort_keys=True, default=str).encode("utf-8")).hexdigest()
+        return make_key(self.type, run.redactor.obj(self.spec), case, cell.repeat, self.url, body, headers)
 
     def body(self, cell: Cell, run: RunContext) -> dict[str, Any]:
         """The JSON body for one cell: the template, or the case input, plus ``task_id``."""
@@ -184,6 +202,10 @@ class EngineTarget:
                 )
             if n == 0:
                 raise TargetProtocolError(f"stream from {self.shown} closed without sending any event", retryable=True)
+            if not run.saw_text and not run.tool_calls:
+                raise TargetProtocolError(
+                    f"stream from {self.shown} closed without an answer: no text, no tool call and no end event ({after})"
+                )
             return run.trajectory()
 
     def _is_end(self, kind: str) -> bool:
@@ -202,6 +224,9 @@ class EngineTarget:
             if self._is_end(kind):  # an end marker needs no payload
                 run.store(kind, event.data, event)
                 return True
+            if kind == "error":  # an error in plain text: its words are the message
+                run.store(kind, event.data, event)
+                raise TargetError(f"engine error: {_error_message({'message': event.data}) or 'no message'}") from None
             where = f"line {exc.lineno} column {exc.colno}" if isinstance(exc, json.JSONDecodeError) else ""
             reason = exc.msg if isinstance(exc, json.JSONDecodeError) else str(exc)
             raise TargetProtocolError(
@@ -233,17 +258,48 @@ class EngineTarget:
             run.iteration(data)
         elif kind == "error":
             code = str(data.get("code") or "ERROR")
-            message = " ".join(str(data.get("message") or "no message").split())
-            line = f"engine error {code}: {message}"
+            line = f"engine error {code}: {_error_message(data) or 'no message'}"
             if code.upper() in RATE_LIMIT_CODES or "RATE_LIMIT" in code.upper():
                 retry_after = data.get("retry_after", data.get("retry_after_s"))
-                wait = float(retry_after) if isinstance(retry_after, (int, float)) and not isinstance(retry_after, bool) else None
+                wait = finite(retry_after)  # NaN or a negative wait would upset the backoff: ignored
+                if wait is not None and wait < 0:
+                    wait = None
                 raise EngineRateLimited(line, retryable=not run.saw_text, retry_after=wait)
             raise TargetError(line)
         elif self._is_end(kind):
+            failed = _failure(data)
+            if failed is not None:
+                raise TargetError(f"engine ended the run with an error ('{kind}' event): {failed}")
             run.finish(data, self.shown)
             return True
         return False
+
+
+#: how long an engine's error message may be in the cell's error line
+_MAX_MESSAGE = 500
+
+
+def _error_message(data: dict[str, Any]) -> str:
+    """The message of an error event or an error an end event carries: ``message``, ``error`` (text or ``{message}``), ``detail``, ``value``."""
+    for key in ("message", "error", "detail", "value"):
+        value = data.get(key)
+        if isinstance(value, dict):
+            value = value.get("message") or value.get("error") or json.dumps(value, ensure_ascii=False, default=str)
+        if value is not None and value is not False and value != "":
+            text = " ".join(str(value).split())
+            return text if len(text) <= _MAX_MESSAGE else text[: _MAX_MESSAGE - 1] + "…"
+    return ""
+
+
+def _failure(data: dict[str, Any]) -> str | None:
+    """Why an end event says the run failed (an ``error``, a ``status`` of error/failed), else None."""
+    error = data.get("error")
+    status = data.get("status")
+    if error not in (None, False, "", {}, []):
+        return _error_message({"error": error}) or "an error"
+    if isinstance(status, str) and status.lower() in ("error", "failed", "failure"):
+        return _error_message(data) or f"status {status!r}"
+    return None
 
 
 class _Collector:
@@ -260,6 +316,7 @@ class _Collector:
         self.usage = Usage()
         self.saw_usage = False
         self.cost_usd: float | None = None
+        self.stop_reason: str | None = None
         self.turns = 0
         self.turn_max: int | None = None
         self.iterations: int | None = None
@@ -301,19 +358,35 @@ class _Collector:
             self.tool_calls[index].result = result
 
     def add_usage(self, data: dict[str, Any], kind: str, where: str) -> None:
-        counts = {
-            "input_tokens": data.get("input_tokens", data.get("prompt_tokens")),
-            "output_tokens": data.get("output_tokens", data.get("completion_tokens")),
-            "cache_hit_tokens": data.get("cache_hit_tokens", data.get("cache_read_input_tokens", data.get("cached_tokens"))),
-        }
-        try:
-            self.usage.add(counts)
-        except (TypeError, ValueError):
-            raise TargetProtocolError(f"'{kind}' event from {where} has non-numeric token counts") from None
+        """Add a usage event's counts and cost; a figure that is negative, not finite or not a number is a protocol error."""
+        usage, get = self.usage, data.get
+        n = get("input_tokens")
+        if n is None:
+            n = get("prompt_tokens")
+        if n is not None:
+            usage.input_tokens += n if type(n) is int and n >= 0 else _count(data, "input_tokens", kind, where)
+        n = get("output_tokens")
+        if n is None:
+            n = get("completion_tokens")
+        if n is not None:
+            usage.output_tokens += n if type(n) is int and n >= 0 else _count(data, "output_tokens", kind, where)
+        n = get("cache_hit_tokens")
+        if n is None:
+            n = get("cache_read_input_tokens")
+            if n is None:
+                n = get("cached_tokens")
+        if n is not None:
+            usage.cache_hit_tokens += n if type(n) is int and n >= 0 else _count(data, "cache_hit_tokens", kind, where)
         self.saw_usage = True
         cost = data.get("cost_usd")
-        if isinstance(cost, (int, float)) and not isinstance(cost, bool):
-            self.cost_usd = (self.cost_usd or 0.0) + float(cost)
+        if cost is not None:
+            try:
+                self.cost_usd = (self.cost_usd or 0.0) + usd_amount(cost)
+            except ValueError as exc:
+                raise TargetProtocolError(f"'{kind}' event from {where}: cost_usd: {exc}") from None
+        stop = data.get("stop_reason") or data.get("finish_reason")
+        if stop and isinstance(stop, str):
+            self.stop_reason = stop
 
     def iteration(self, data: dict[str, Any]) -> None:
         self.turns += 1
@@ -333,6 +406,9 @@ class _Collector:
         iterations = data.get("iterations")
         if isinstance(iterations, int) and not isinstance(iterations, bool):
             self.iterations = iterations
+        stop = data.get("stop_reason") or data.get("finish_reason")
+        if stop and isinstance(stop, str):
+            self.stop_reason = stop
 
     def trajectory(self) -> Trajectory:
         iterations = self.iterations
@@ -347,4 +423,22 @@ class _Collector:
             events_truncated=self.truncated,
             ttft_ms=self.ttft_ms,
             cost_usd=self.cost_usd,
+            stop_reason=self.stop_reason,
         )
+
+
+#: a usage event's counts: the trajectory's field, and the names engines send it under (first found wins)
+_USAGE_KEYS = {
+    "input_tokens": ("input_tokens", "prompt_tokens"),
+    "output_tokens": ("output_tokens", "completion_tokens"),
+    "cache_hit_tokens": ("cache_hit_tokens", "cache_read_input_tokens", "cached_tokens"),
+}
+
+
+def _count(data: dict[str, Any], field: str, kind: str, where: str) -> int:
+    """A usage count that is not a plain int of 0 or more: as an int, or a protocol error naming the key it came under."""
+    key = next(k for k in _USAGE_KEYS[field] if data.get(k) is not None)
+    try:
+        return token_count(data[key])
+    except ValueError as exc:
+        raise TargetProtocolError(f"'{kind}' event from {where}: {key}: {exc}") from None

@@ -6,13 +6,30 @@ read the answer; this module fills in the case: it renders ``system``,
 request through the shared HTTP layer (:mod:`evalx.targets.transport.http`: retries, Retry-After,
 jittered backoff), optionally paced by ``rate_limit: {rpm: N}``, and turns the
 response into a trajectory with a cost (usage × pricing; ``None`` when no
-price is known — never a silent 0). A definition with an ``embeddings:``
+price is known, or when the answer has no usage: then ``cost_note`` says so —
+never a silent 0).
+
+What a server says is checked, not trusted: a 2xx answer that carries an
+error (``{"error": ...}``, Anthropic's ``{"type": "error"}``, vLLM's
+``{"object": "error"}``), or that has no answer in it (the text expression's
+path is missing — OpenAI's ``choices: []`` —, or, for other expressions,
+no text, no tool call and no stop reason) is the cell's error with the
+server's message, never an empty answer (so never cached); a token count
+that is negative, not finite or not a whole number is a protocol error
+naming the field. The stop reason is the trajectory's ``stop_reason``.
+
+The cache key (:meth:`ProviderTarget.cache_key`) covers everything that
+decides the answer or how it is read: provider, model, base URL, the
+definition's request and response mapping (a digest of the parsed file,
+pricing aside), a digest of the headers sent (never the API key, never a
+header in clear), the rendered body and the repeat index. A definition with an ``embeddings:``
 section also lets the target embed a text (:meth:`ProviderTarget.embed`), for
 ``semantic_similar``'s ``embedding:``.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import time
@@ -20,10 +37,10 @@ from collections.abc import Awaitable, Callable
 from typing import Any, NamedTuple
 
 from evalx.errors import ConfigError, Issue, TargetError, TargetProtocolError
-from evalx.models import Cell, ToolCall, Trajectory, Usage, json_text_is_clean, vouch_clean
+from evalx.models import Cell, ToolCall, Trajectory, Usage, json_text_is_clean, token_count, vouch_clean
 from evalx.redaction import SECRET_KEYS, harmless_header, looks_secret_name
 from evalx.targets.base import RunContext, template_context
-from evalx.targets.definitions import DefinitionError, Price, ProviderDefinition, find_provider
+from evalx.targets.definitions import _PATH_EXPR, _STEP, DefinitionError, Price, ProviderDefinition, _strip_braces, find_provider
 from evalx.targets.settings import TargetSettings
 from evalx.targets.transport.http import (
     Backoff,
@@ -40,6 +57,12 @@ from evalx.templates import TemplateRenderError, render, render_value
 
 #: a response body larger than this is not kept in the result's ``raw``
 _MAX_RAW_CHARS = 64_000
+#: ``cost_note`` of an answer whose usage is missing although the model has a price
+NO_USAGE = "no usage in response"
+#: ``cost_note`` when the provider definition reads no usage at all
+NO_USAGE_MAPPING = "the provider definition reads no usage"
+#: a definition's keys that do not change a request or how its answer is read (left out of the cache key)
+_UNKEYED = frozenset({"name", "description", "pricing"})
 
 
 class ProviderTarget:
@@ -69,6 +92,7 @@ class ProviderTarget:
         self._redact: Any = None
         self._readers: _Readers | None = None
         self._readers_of: ProviderDefinition | None = None  # the definition _readers were made from
+        self._key_base = ""  # the cache key's part that is the same for every cell (set by start())
 
     # -- lifecycle ---------------------------------------------------------------
 
@@ -115,6 +139,14 @@ class ProviderTarget:
                 raise ConfigError(str(exc)) from None
             secret_headers.add(definition.auth_header.lower())
         self.headers = headers
+        self._key_base = _key_base(
+            self.provider,
+            self.model,
+            self.base_url,
+            self.url,
+            definition,
+            {k: v for k, v in headers.items() if k != definition.auth_header},
+        )
         self.public_headers = {
             k: v
             for k, v in headers.items()
@@ -217,20 +249,24 @@ class ProviderTarget:
         return ("\n\n".join(system_parts) if system_parts else None), messages
 
     def cache_key(self, cell: Cell, run: RunContext) -> str | None:
-        """sha256 of provider, model, base URL, rendered body and repeat index — never the key."""
+        """sha256 of what is the same for every cell (provider, model, URLs, definition, headers: see start()),
+        the rendered body and the repeat index — never the API key."""
         from evalx.targets.transport.cache import make_key
 
         try:
             request = self.render_request(cell, run)  # rendered again by invoke() on a miss: cheap, templates are compiled once
         except TargetError:
             return None  # invoke() reports it
-        return make_key(
-            "provider", self.provider, self.model, self.base_url, request["method"], request["url"], request["body"], cell.repeat
-        )
+        return make_key("provider", self._key_base, request["method"], request["body"], cell.repeat)
 
     def restore_cached(self, traj: Trajectory) -> None:
         """Reprice a cached answer with today's pricing (a price added later applies to cached cells)."""
-        traj.cost_usd = self._cost(traj.usage)
+        if traj.cost_note is not None:  # the answer had no usage: still nothing to price
+            traj.cost_usd = None
+            if self.price is None:
+                traj.cost_note = None
+        else:
+            traj.cost_usd = self._cost(traj.usage)
 
     async def _send(self, request: dict[str, Any]) -> HttpResponse:
         """One request through the shared client: rate limit, retries with backoff, the definition's error mapping."""
@@ -252,6 +288,9 @@ class ProviderTarget:
                 raise_for_status=False,
             )
             if resp.status >= 400:
+                raise self._http_error(resp)
+            body = resp.json
+            if type(body) is dict and _carries_error(body):  # a 200 that is an error: the cell's error, never an empty answer
                 raise self._http_error(resp)
             return resp
 
@@ -356,6 +395,7 @@ class ProviderTarget:
             text = ""
         elif not isinstance(text, str):
             text = json.dumps(text, ensure_ascii=False) if isinstance(text, (dict, list)) else str(text)
+        stop = read.stop_reason(scope)
 
         calls: list[ToolCall] = []
         ids: list[Any] = []
@@ -376,20 +416,44 @@ class ProviderTarget:
                 if "id" in spec:
                     ids.append(d.evaluate(("response", "tool_calls", "id"), item_scope))
 
+        if not text and not calls and _no_answer(read, scope, stop):
+            raise TargetProtocolError(
+                f"{shown_url(resp.url or self.url)} answered HTTP {resp.status} without an answer"
+                f" ({d.where('response', 'text')} found nothing): {self._safe(_snippet(resp.text)) or '(empty)'}"
+            )
+
+        input_tokens = self._tokens(scope, "input_tokens", read.input_tokens)
+        output_tokens = self._tokens(scope, "output_tokens", read.output_tokens)
         usage = Usage(
-            input_tokens=self._tokens(scope, "input_tokens", read.input_tokens),
-            output_tokens=self._tokens(scope, "output_tokens", read.output_tokens),
-            cache_hit_tokens=self._tokens(scope, "cached_tokens", read.cached_tokens),
+            input_tokens=input_tokens or 0,
+            output_tokens=output_tokens or 0,
+            cache_hit_tokens=self._tokens(scope, "cached_tokens", read.cached_tokens) or 0,
         )
         raw: dict[str, Any] = {}
-        stop = read.stop_reason(scope)
         if stop is not None:
             raw["stop_reason"] = stop
         if ids and any(i is not None for i in ids):
             raw["tool_call_ids"] = ids
         if len(resp.text) <= _MAX_RAW_CHARS:
             raw["response"] = data
-        return Trajectory(text=text, tool_calls=calls, usage=usage, cost_usd=self._cost(usage), raw=raw or None)
+        cost, note = self._cost(usage), None
+        if cost is not None:
+            # what a chat answer always has is its output count (Anthropic's input expression adds up to 0 without usage)
+            counted = output_tokens if read.output_tokens is not None else input_tokens if read.input_tokens is not None else None
+            if counted is None:
+                cost, note = None, NO_USAGE if read.output_tokens is not None or read.input_tokens is not None else NO_USAGE_MAPPING
+        return Trajectory(
+            text=text,
+            tool_calls=calls,
+            usage=usage,
+            cost_usd=cost,
+            cost_note=note,
+            raw=raw or None,
+            stop_reason=stop if stop is None or isinstance(stop, str) else json.dumps(stop, ensure_ascii=False, default=str),
+        )
+
+    def _safe(self, text: str) -> str:
+        return self._redact(text) if self._redact is not None else text
 
     def _make_readers(self, d: ProviderDefinition) -> _Readers:
         """The response expressions read for every answer, looked up once (None: a usage count the definition lacks)."""
@@ -404,24 +468,29 @@ class ProviderTarget:
             count("input_tokens"),
             count("output_tokens"),
             count("cached_tokens"),
+            _text_path(d.response.get("text")),
+            "stop_reason" in d.response,
         )
         self._readers, self._readers_of = readers, d
         return readers
 
-    def _tokens(self, scope: dict[str, Any], key: str, read: Reader | None) -> int:
+    def _tokens(self, scope: dict[str, Any], key: str, read: Reader | None) -> int | None:
+        """A usage count from the response; None when the definition or the response has none.
+
+        A count that is negative, not finite or not a whole number is a DefinitionError naming the
+        expression (the cell's protocol error): a faked figure must not pass the cost guard or ``max_tokens``.
+        """
         if read is None:
-            return 0
+            return None
         value = read(scope)
-        if value is None:
-            return 0
-        if type(value) is int:
-            return value if value > 0 else 0
+        if value is None or (type(value) is int and value >= 0):
+            return value
         d = self.definition
         assert d is not None
         try:
-            return max(0, int(value))
-        except (TypeError, ValueError):
-            raise DefinitionError(f"{d.where('response', 'usage', key)}: expected a number of tokens, got {value!r}") from None
+            return token_count(value)
+        except ValueError as exc:
+            raise DefinitionError(f"{d.where('response', 'usage', key)}: {exc}") from None
 
     def _cost(self, usage: Usage) -> float | None:
         if self.price is None:
@@ -447,6 +516,8 @@ class ProviderTarget:
         if self._redact is not None:
             message = self._redact(message)
         detail = f": {message}" if message else ""
+        if status < 400:  # a 2xx answer that is an error (see _carries_error)
+            detail = f" carries an error{detail or ' (no message)'}"
         if kind == "fatal":
             hint = " (check base_url and model)" if status == 404 else ""
             return TargetError(f"HTTP {status} from {url}{detail}{hint}")
@@ -468,6 +539,67 @@ class _Readers(NamedTuple):
     input_tokens: Reader | None
     output_tokens: Reader | None
     cached_tokens: Reader | None
+    #: the text expression as ``(name, steps)`` when it is a plain path (``response.choices[0].message.content or ""``)
+    text_path: tuple[str, tuple[str | int, ...]] | None
+    #: whether the definition reads a stop reason
+    has_stop_reason: bool
+
+
+def _text_path(source: Any) -> tuple[str, tuple[str | int, ...]] | None:
+    """``(name, steps)`` of a text expression that is a plain path (with an optional ``or`` literal), else None."""
+    if not isinstance(source, str):
+        return None
+    m = _PATH_EXPR.fullmatch(_strip_braces(source))
+    if m is None:
+        return None
+    steps: tuple[str | int, ...] = tuple(key if key else int(index) for key, index in _STEP.findall(m.group(2)))
+    return m.group(1), steps
+
+
+def _no_answer(read: _Readers, scope: dict[str, Any], stop: Any) -> bool:
+    """For an empty answer (no text, no tool call): whether the response lacks the answer itself, not just its words.
+
+    A plain-path text expression: a step of the path is missing (``choices: []``, no ``message``);
+    a ``null`` content is an empty answer. Any other expression: the definition reads a stop
+    reason and the response has none. Only asked for empty answers: never on the hot path.
+    """
+    if read.text_path is not None:
+        name, steps = read.text_path
+        node: Any = scope.get(name)
+        for step in steps:
+            if isinstance(step, str):
+                if type(node) is not dict or step not in node:
+                    return True
+            elif type(node) is not list or step >= len(node):
+                return True
+            node = node[step]
+        return False
+    return read.has_stop_reason and stop is None
+
+
+def _carries_error(body: dict[str, Any]) -> bool:
+    """Whether a 2xx JSON body is an error: an ``error`` that is set, ``type: error`` (Anthropic), ``object: error`` (vLLM)."""
+    error = body.get("error")
+    return (
+        (error is not None and error is not False and error != "" and error != {})
+        or body.get("type") == "error"
+        or body.get("object") == "error"
+    )
+
+
+def _key_base(provider: str, model: str, base_url: str, url: str, definition: ProviderDefinition, headers: dict[str, str]) -> str:
+    """A digest of what decides every cell's answer alike: the cache key's fixed part.
+
+    The definition counts by its parsed content (request, response mapping, headers, errors...;
+    not its name, description or prices: a cached answer is repriced), so an edit of
+    ``response.text`` is a new key. Headers count by a digest (a secret header is never kept
+    in clear, and the key is itself a digest); the API key's header is left out.
+    """
+    data = definition.loaded.data
+    mapping = {k: v for k, v in data.items() if k not in _UNKEYED} if isinstance(data, dict) else data
+    parts = [provider, model, base_url, url, mapping, sorted((k.lower(), str(v)) for k, v in headers.items())]
+    text = json.dumps(parts, sort_keys=True, ensure_ascii=False, separators=(",", ":"), default=str)
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
 
 
 class _LazyContext:

@@ -52,10 +52,11 @@
 
   function aggregate(list) {
     if (!list.length) return null;
-    var a = { n: list.length, pass: 0, fail: 0, error: 0, skipped: 0, ms: null };
+    var a = { n: list.length, pass: 0, fail: 0, error: 0, skipped: 0, ms: null, cut: 0 };
     list.forEach(function (k) {
       var x = X[k];
       a[x.s] += 1;
+      if (x.tr) a.cut += 1;
       if (x.ms !== undefined && (a.ms === null || x.ms > a.ms)) a.ms = x.ms;
     });
     var decided = a.n - a.skipped;
@@ -232,8 +233,10 @@
       var left = el("span", null, label);
       var ch = row.change[t];
       if (ch) { var nw = el("span", "new"); nw.appendChild(el("span", null, ch === "failing" ? "new fail" : "fixed")); left.appendChild(document.createTextNode(" ")); left.appendChild(nw); }
+      if (a.cut) { left.appendChild(document.createTextNode(" ")); left.appendChild(el("span", "cut", "cut off")); }
       add(chip, left, el("span", "lat", fmtMs(a.ms)));
-      chip.title = T[t] + ": " + (a.n > 1 ? a.pass + " of " + a.n + " runs passed" : a.status) + (ch ? " (newly " + ch + ")" : "");
+      chip.title = T[t] + ": " + (a.n > 1 ? a.pass + " of " + a.n + " runs passed" : a.status) + (ch ? " (newly " + ch + ")" : "") +
+        (a.cut ? " (" + (a.n > 1 ? a.cut + " answers" : "answer") + " cut off at the token limit)" : "");
       cell.appendChild(chip);
       tr.appendChild(cell);
     });
@@ -303,7 +306,7 @@
 
     var title = $("d-title");
     title.replaceChildren(
-      add(el("div", "d-case"), el("span", "badge " + x.s, LABEL[x.s]), document.createTextNode(c.id)),
+      add(el("div", "d-case"), el("span", "badge " + x.s, LABEL[x.s]), x.tr ? el("span", "badge cut", "cut off") : null, document.createTextNode(c.id)),
       el("div", "d-meta", [T[t], c.d, c.cat, c.dif ? "difficulty " + c.dif : null, (c.tags && c.tags.length) ? "#" + c.tags.join(" #") : null, list.length > 1 ? "repeat " + (x.r || 0) : null, c.src].filter(Boolean).join(" · "))
     );
 
@@ -353,7 +356,8 @@
       ["judge cost", x.jusd !== undefined ? fmtUsd(x.jusd) : null],
       ["iterations", x.it !== undefined ? x.it : null],
       ["score", x.sc !== undefined ? x.sc.toFixed(3) : null],
-      ["cached", x.ca ? "yes" : "no"]
+      ["cached", x.ca ? "yes" : "no"],
+      ["stop reason", x.st !== undefined ? x.st + (x.tr ? " (cut off at the token limit)" : "") : null]
     ])));
 
     if (x.a && x.a.length) {

@@ -1,9 +1,13 @@
 """The response cache: ``.evalx/cache.sqlite`` beside the config.
 
 A cell whose target allows caching is looked up by a key (sha256 of what
-determines the answer: for a provider, provider + model + base URL + the
-rendered request body + the repeat index; never the API key). A hit replays
-the stored trajectory with ``cached: true``; errors are never stored.
+determines the answer or how it is read: for a provider, provider + model +
+base URL + a digest of its definition's request and response mapping + a
+digest of the headers sent + the rendered request body + the repeat index;
+never the API key, and no header in clear). A hit replays the stored
+trajectory with ``cached: true``; errors are never stored — and a 2xx answer
+that carries an error, or no answer, is an error. Values are stored as strict
+JSON (no NaN).
 
 Two evalx processes may share the file: SQLite in WAL mode with a busy
 timeout serialises their writers without corrupting anything. All SQLite
@@ -23,6 +27,8 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
+from evalx.models import OUT_OF_RANGE, finite_json
+
 CACHE_DIR = ".evalx"
 CACHE_FILE = "cache.sqlite"
 SCHEMA_VERSION = 1
@@ -31,6 +37,16 @@ _BUSY_TIMEOUT_MS = 30_000
 
 def cache_path(config_dir: Path) -> Path:
     return config_dir / CACHE_DIR / CACHE_FILE
+
+
+def _strict_json(value: Any) -> str:
+    """``value`` as strict JSON (``allow_nan=False``; a NaN or an infinity becomes ``null``)."""
+    try:
+        return json.dumps(value, ensure_ascii=False, default=str, allow_nan=False)
+    except ValueError as exc:
+        if not str(exc).startswith(OUT_OF_RANGE):
+            raise
+    return json.dumps(finite_json(value), ensure_ascii=False, default=str, allow_nan=False)
 
 
 def make_key(*parts: Any) -> str:
@@ -142,8 +158,9 @@ class ResponseCache:
             self.problem = f"cannot write {self.path}: {exc}"
 
     def put_sync(self, key: str, value: dict[str, Any]) -> None:
+        text = _strict_json(value)
         with self._lock:
-            self._pending[key] = json.dumps(value, ensure_ascii=False, default=str)
+            self._pending[key] = text
         self.flush_sync()
 
     def _close_sync(self) -> None:
@@ -165,7 +182,7 @@ class ResponseCache:
 
     def put(self, key: str, value: dict[str, Any]) -> None:
         """Queue a write; it is committed on the worker thread with whatever else is queued."""
-        text = json.dumps(value, ensure_ascii=False, default=str)
+        text = _strict_json(value)
         with self._lock:
             self._pending[key] = text
             if self._flush_future is None:
