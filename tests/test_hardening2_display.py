@@ -224,6 +224,7 @@ def check_terminal_bytes(err: bytes) -> None:
     assert "\\u202eevil\\u200bzw" in text
 
 
+@pytest.mark.skipif(not hasattr(os, "openpty"), reason="needs a pseudo-terminal")
 def test_a_server_error_full_of_terminal_controls_reaches_stderr_escaped(tmp_path: Path, hostile: HostileServer) -> None:
     """Through a real terminal (a pty on stderr): colours and the progress line stay, nothing else gets through."""
     root = escapes_project(tmp_path, hostile)
