@@ -510,7 +510,7 @@ def _warn_damaged(*run_dirs: Path) -> None:
 @click.option("--case", "case_ids", multiple=True, metavar="CASE", help="With a run directory: the case to capture (repeatable).")
 @click.option("--target", "target_id", metavar="ID", help="With a run directory: the target's cell to capture.")
 @click.option("--input", "input_text", metavar="TEXT", help="The user message, for an SSE transcript that does not carry it.")
-@click.option("--force", is_flag=True, help="Overwrite existing case files.")
+@click.option("--force", is_flag=True, help="Overwrite earlier captures of the same traces.")
 def capture(
     traces: tuple[Path, ...], out_dir: Path, case_ids: tuple[str, ...], target_id: str | None, input_text: str | None, force: bool
 ) -> None:
