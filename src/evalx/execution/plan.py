@@ -268,7 +268,9 @@ def build_plan(config: Config, sel: Selection) -> Plan:
     try:
         return _build(config, sel, target_specs, cases)
     except MemoryError:  # only when a limit was raised past what this machine holds
-        raise ConfigError(f"evalx: {size.cells:,} cells do not fit in memory; plan fewer (the cell limit was raised past what fits)") from None
+        raise ConfigError(
+            f"evalx: {size.cells:,} cells do not fit in memory; plan fewer (the cell limit was raised past what fits)"
+        ) from None
     finally:
         if was_enabled:
             gc.enable()
