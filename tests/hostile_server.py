@@ -109,6 +109,8 @@ class HostileServer(ThreadedAioServer):
             else:
                 body, content_type = TERMINAL_ATTACK.encode(), "text/plain"
             return web.Response(status=500, body=body, content_type=content_type)
+        if mode == "backtrack":  # an error body that makes a careless regex in a provider definition backtrack
+            return web.Response(status=500, body=b"a" * 40 + b"!", content_type="text/plain")
         if mode in ("gzip", "deflate", "gzipline"):
             gzip_body, deflate_body = self.bombs["application/json" if mode == "gzipline" else content_type]
             body = deflate_body if mode == "deflate" else gzip_body

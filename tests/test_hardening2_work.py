@@ -394,3 +394,29 @@ def test_a_prompt_template_bomb_is_that_cells_error_naming_the_field(tmp_path: P
     for i in range(6):
         assert by_id[f"fine{i}"]["status"] == "pass", by_id[f"fine{i}"]
     assert "aaaaaaaaaa" not in _everything_written(tmp_path)
+
+
+def test_a_provider_definitions_error_regex_cannot_be_made_to_backtrack_by_the_server(tmp_path: Path, hostile: HostileServer) -> None:
+    """``errors: {fatal: {body: [...]}}`` patterns run on whatever a server answers: bounded like every user regex."""
+    openai = (Path(__file__).resolve().parents[1] / "providers" / "openai.yaml").read_text(encoding="utf-8")
+    assert openai.count('body: ["insufficient_quota"]') == 1
+    (tmp_path / "defs").mkdir()
+    (tmp_path / "defs" / "careless.yaml").write_text(
+        openai.replace("name: openai", "name: careless").replace('body: ["insufficient_quota"]', 'body: ["(a|a)+$"]'), encoding="utf-8"
+    )
+    target = {"id": "c", "type": "provider", "provider": "careless", "model": "m", "base_url": f"{hostile.url}/backtrack/v1"}
+    config = tmp_path / "evalconfig.yaml"
+    config.write_text(
+        "version: 1\nproviders_dir: defs\ndefaults: {timeout_s: 10, retries: 0}\n"
+        f"targets: [{json.dumps({**target, 'api_key': 'k', 'cache': False})}]\n"
+        "datasets: [{id: d, cases: [{id: a, input: hi}, {id: b, input: ho}]}]\n",
+        encoding="utf-8",
+    )
+    t0 = time.monotonic()
+    proc = subprocess.run(
+        [sys.executable, "-m", "evalx", "run", "-c", str(config)], capture_output=True, text=True, timeout=120, cwd=tmp_path
+    )
+    assert time.monotonic() - t0 < 30
+    assert proc.returncode == 3, proc.stdout + proc.stderr  # every cell errored, and the run ended
+    for cell in _results(config):
+        assert cell["status"] == "error" and "the regex /(a|a)+$/ ran past" in cell["error"], cell["error"]

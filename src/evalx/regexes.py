@@ -10,8 +10,8 @@ applies to a model's output (the ``regex`` assertion, a JSON Schema's
 
 How long a match may take is the *scoring budget* of the thread that asks:
 
-- on the event loop, the executor sets the cell's budget (what is left of
-  its ``timeout_s``) with :func:`budget` around each check; a match may then
+- on the event loop, the evaluator sets the cell's budget (what is left of
+  its ``timeout_s``) with :func:`start_on_loop` around each check; a match may then
   hold the loop for at most :data:`ON_LOOP_SLICE_S` in all, after which
   :class:`NeedsThread` is raised and the check is run again in a thread of
   its own (:func:`evalx.assertions.evaluate.evaluate_one`), where the match
@@ -45,6 +45,8 @@ __all__ = [
     "checkpoint",
     "compile_user",
     "search",
+    "start_on_loop",
+    "stop_on_loop",
 ]
 
 #: how long one match may take outside a cell's scoring budget
@@ -56,8 +58,11 @@ IGNORECASE, MULTILINE, DOTALL, VERBOSE = _regex.IGNORECASE, _regex.MULTILINE, _r
 error = _regex.error
 
 
-class OutOfTime(TimeoutError):
-    """A check ran past its scoring budget (what was left of the cell's ``timeout_s``)."""
+class OutOfTime(Exception):
+    """A check ran past its scoring budget (what was left of the cell's ``timeout_s``).
+
+    Not a ``TimeoutError``: the HTTP layer and the executor read those as the call's own timeout.
+    """
 
 
 class RegexTimeout(OutOfTime):
@@ -72,9 +77,26 @@ class _Budget(threading.local):
     deadline: float | None = None  # time.monotonic() after which a match is out of time
     on_loop = False  # the thread is the event loop's: matches share a short slice, then NeedsThread
     slice_end: float | None = None  # set by the first match on the loop
+    floor_s = 0.0  # on the loop: the least time from the first match on
 
 
 _budget = _Budget()
+
+
+def start_on_loop(deadline: float, floor_s: float) -> None:
+    """Matches on this thread (the event loop's) may run until ``deadline`` (``time.monotonic()``), until :func:`stop_on_loop`.
+
+    At least ``floor_s`` from the first match on, whatever the deadline. The
+    cheap form of :func:`budget` the evaluator uses around each check on the
+    loop (no clock read unless a regex runs; no nesting there).
+    """
+    state = _budget
+    state.deadline, state.floor_s, state.on_loop, state.slice_end = deadline, floor_s, True, None
+
+
+def stop_on_loop() -> None:
+    state = _budget
+    state.deadline, state.on_loop = None, False
 
 
 @contextmanager
@@ -82,15 +104,18 @@ def budget(seconds: float, *, on_loop: bool) -> Iterator[None]:
     """Matches on this thread, for the ``with`` block, may take ``seconds`` in all."""
     state = _budget
     saved = (state.deadline, state.on_loop, state.slice_end)
-    state.deadline, state.on_loop, state.slice_end = time.monotonic() + seconds, on_loop, None
+    state.deadline, state.on_loop, state.slice_end, state.floor_s = time.monotonic() + seconds, on_loop, None, 0.0
     try:
         yield
     finally:
         state.deadline, state.on_loop, state.slice_end = saved
 
 
-def _time_left(what: str) -> float:
-    """Seconds the next piece of work may take (NeedsThread / OutOfTime when there are none)."""
+def _time_left(what: Any) -> float:
+    """Seconds the next piece of work may take (NeedsThread / OutOfTime when there are none).
+
+    ``what`` names the work in the error: a string, or a pattern (named only if needed: this runs per match).
+    """
     state = _budget
     deadline = state.deadline
     if deadline is None:
@@ -98,13 +123,16 @@ def _time_left(what: str) -> float:
     now = time.monotonic()
     left = deadline - now
     if state.on_loop:
-        if state.slice_end is None:
+        if state.slice_end is None:  # the check's first match: its slice of the loop starts now
             state.slice_end = now + ON_LOOP_SLICE_S
+            state.deadline = deadline = max(deadline, now + state.floor_s)
+            left = deadline - now
         if state.slice_end - now <= 0 < left:
             raise NeedsThread
         left = min(left, state.slice_end - now)
     if left <= 0:
-        raise OutOfTime(f"{what} ran past the cell's time limit")
+        name = what if isinstance(what, str) else f"the regex /{what.pattern}/"
+        raise OutOfTime(f"{name} ran past the cell's time limit")
     return left
 
 
@@ -122,12 +150,14 @@ def compile_user(pattern: str, flags: int = 0) -> Any:
 
 def search(pattern: Any, text: str, *, what: str | None = None) -> Any:
     """``pattern.search(text)`` (``pattern`` from :func:`compile_user`) within this thread's budget."""
-    left = _time_left(what or f"the regex /{pattern.pattern}/")
+    state = _budget
+    left = _time_left(what or pattern)
     try:
-        return pattern.search(text, timeout=left, concurrent=not _budget.on_loop)
+        if state.on_loop:
+            return pattern.search(text, timeout=left)
+        return pattern.search(text, timeout=left, concurrent=True)  # off the loop: let the loop's thread run meanwhile
     except TimeoutError:
         pass
-    state = _budget
     if state.on_loop and state.deadline is not None and state.deadline > time.monotonic():
         raise NeedsThread from None
     limit = "the cell's time limit" if state.deadline is not None else f"{DEFAULT_TIMEOUT_S:g}s"

@@ -3,7 +3,7 @@
 Checks count against the cell's time: the executor passes what is left of
 its ``timeout_s`` (at least :data:`MIN_CHECK_TIME_S`) as ``time_left``. A
 synchronous check runs on the event loop with that budget
-(:func:`evalx.regexes.budget`; each check gets at least
+(:func:`evalx.regexes.start_on_loop`; each check gets at least
 :data:`MIN_EACH_CHECK_S`, so one slow check does not leave the cheap ones
 after it unrun); one whose regexes or schema walk use up
 their short slice of the loop (:data:`evalx.regexes.ON_LOOP_SLICE_S`) is run
@@ -36,6 +36,8 @@ _NOT_ARGUMENTS = frozenset({*COMMON_KEYS, "judge"})
 MIN_CHECK_TIME_S = 0.5
 #: the least time each check gets, even when the checks before it used up the cell's (so cheap ones still run)
 MIN_EACH_CHECK_S = 0.1
+_IN_A_THREAD: Any = object()  # a check that used its slice of the loop: run it again in a thread
+
 #: checks that outgrew their slice of the event loop and run in threads at once (the rest wait their turn)
 MAX_CHECK_THREADS = 2
 
@@ -75,12 +77,15 @@ async def evaluate_one(spec: dict[str, Any], ctx: AssertionContext, *, deadline:
             if deadline is None or atype.is_async:
                 res = atype.fn(sub_ctx, **kwargs)
             else:
-                left = max(deadline - time.monotonic(), MIN_EACH_CHECK_S)
+                regexes.start_on_loop(deadline, MIN_EACH_CHECK_S)  # not a context manager: this runs for every check of every cell
                 try:
-                    with regexes.budget(left, on_loop=True):
-                        res = atype.fn(sub_ctx, **kwargs)
+                    res = atype.fn(sub_ctx, **kwargs)
                 except regexes.NeedsThread:
-                    res = await _in_thread(atype.fn, sub_ctx, kwargs, time.monotonic() + left)
+                    res = _IN_A_THREAD
+                finally:
+                    regexes.stop_on_loop()
+                if res is _IN_A_THREAD:
+                    res = await _in_thread(atype.fn, sub_ctx, kwargs, max(deadline, time.monotonic() + MIN_EACH_CHECK_S))
             if not isinstance(res, Verdict) and inspect.isawaitable(res):  # a Verdict: skip the slower check
                 res = await res
             verdict = res

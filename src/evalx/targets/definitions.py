@@ -30,6 +30,7 @@ from typing import Any
 from jinja2 import ChainableUndefined, StrictUndefined, TemplateError, TemplateSyntaxError, Undefined
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
+from evalx import regexes
 from evalx.documents import KeyPath, Loaded, SchemaValidator, format_path, load_yaml
 from evalx.errors import ConfigError, Issue
 from evalx.shipped import data_dir
@@ -256,10 +257,10 @@ class EmbeddingsRequest:
 @dataclass
 class ErrorClass:
     statuses: frozenset[int] = frozenset()
-    patterns: tuple[re.Pattern[str], ...] = ()
+    patterns: tuple[Any, ...] = ()  # evalx.regexes.compile_user: a server's body cannot make them backtrack for ever
 
     def matches(self, status: int, body: str) -> bool:
-        return status in self.statuses or any(p.search(body) for p in self.patterns)
+        return status in self.statuses or any(regexes.search(p, body) is not None for p in self.patterns)
 
 
 @dataclass
@@ -833,7 +834,7 @@ def _embeddings_request(spec: Any) -> EmbeddingsRequest | None:
 
 def _error_class(spec: Any) -> ErrorClass:
     spec = spec or {}
-    return ErrorClass(frozenset(spec.get("status") or ()), tuple(re.compile(p) for p in spec.get("body") or ()))
+    return ErrorClass(frozenset(spec.get("status") or ()), tuple(regexes.compile_user(p) for p in spec.get("body") or ()))
 
 
 def _template_issues(loaded: Loaded) -> list[Issue]:
