@@ -420,3 +420,69 @@ def test_a_provider_definitions_error_regex_cannot_be_made_to_backtrack_by_the_s
     assert proc.returncode == 3, proc.stdout + proc.stderr  # every cell errored, and the run ended
     for cell in _results(config):
         assert cell["status"] == "error" and "the regex /(a|a)+$/ ran past" in cell["error"], cell["error"]
+
+
+# -- a check that never returns --------------------------------------------------------------------
+
+SPINNING_CHECK = """\
+from pathlib import Path
+
+
+def spin(output, ctx):
+    if ctx.case.id == "spin":
+        Path("spinning").touch()
+        while True:  # a check that never returns nor awaits
+            pass
+    return True
+"""
+
+
+def _spin_check_project(tmp_path: Path, timeout_s: float) -> Path:
+    (tmp_path / "agent.py").write_text("def answer(x):\n    return 'ok'\n", encoding="utf-8")
+    (tmp_path / "checks.py").write_text(SPINNING_CHECK, encoding="utf-8")
+    config = tmp_path / "evalconfig.yaml"
+    config.write_text(
+        f"version: 1\ndefaults: {{timeout_s: {timeout_s}, concurrency: 1}}\n"
+        "targets: [{id: t, type: python, callable: 'agent.py:answer'}]\n"
+        "datasets: [{id: d, cases: [{id: a, input: hi}, {id: spin, input: x}, {id: b, input: ho}]}]\n"
+        "assert: [{type: python, callable: 'checks.py:spin'}]\n",
+        encoding="utf-8",
+    )
+    return config
+
+
+def test_a_check_that_never_returns_ends_with_its_cell_and_the_run_goes_on(tmp_path: Path) -> None:
+    config = _spin_check_project(tmp_path, timeout_s=1)
+    t0 = time.monotonic()
+    proc = subprocess.run(
+        [sys.executable, "-m", "evalx", "run", "-c", str(config)], capture_output=True, text=True, timeout=120, cwd=tmp_path
+    )
+    assert time.monotonic() - t0 < 30
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    by_id = {r["case_id"]: r for r in _results(config)}
+    assert by_id["spin"]["status"] == "error", by_id["spin"]
+    (check,) = by_id["spin"]["assertions"]
+    assert check["passed"] is None and "TargetHeldTheLoop" in check["error"], check
+    assert by_id["a"]["status"] == "pass" and by_id["b"]["status"] == "pass"
+
+
+def test_sigterm_stops_a_run_whose_check_never_returns(tmp_path: Path) -> None:
+    config = _spin_check_project(tmp_path, timeout_s=600)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "evalx", "run", "-c", str(config)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=tmp_path
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while not (tmp_path / "spinning").exists():
+            assert proc.poll() is None and time.monotonic() < deadline
+            time.sleep(0.05)
+        t0 = time.monotonic()
+        proc.send_signal(signal.SIGTERM)
+        out, err = proc.communicate(timeout=60)
+    finally:
+        proc.kill()
+    assert time.monotonic() - t0 < 10
+    assert proc.returncode == 3, out + err
+    assert "Traceback" not in err
+    run_dir = next((tmp_path / "runs").iterdir())
+    assert (run_dir / "summary.json").exists() and (run_dir / "junit.xml").exists()

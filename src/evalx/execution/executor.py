@@ -44,6 +44,8 @@ class TargetPlan:
     pacer: Callable[[], Awaitable[None]] | None = field(default=None, init=False)
     #: the timeouts of the target's cells in flight (:class:`_Deadlines`), made when the run starts
     deadlines: Any = field(default=None, init=False, repr=False)
+    #: the cells whose checks are running (:class:`_Scoring` entries), for the watchdog
+    scoring: dict[Any, None] = field(default_factory=dict, init=False, repr=False)
 
 
 @dataclass
@@ -171,7 +173,12 @@ class Executor:
             )
             # the checks count against the cell's time too (at least MIN_CHECK_TIME_S, if the call used it all)
             time_left = max(plan.settings.timeout_s - (time.perf_counter() - t0), MIN_CHECK_TIME_S)
-            assertions = await evaluate_case(asserts, ctx, time_left=time_left)
+            entry = _Scoring(time_left)  # the watchdog stops a check that holds the loop past it, and answers signals
+            plan.scoring[entry] = None
+            try:
+                assertions = await evaluate_case(asserts, ctx, time_left=time_left)
+            finally:
+                del plan.scoring[entry]
         else:
             assertions = []
         self.stats.cells_by_target[target.id] = self.stats.cells_by_target.get(target.id, 0) + 1
@@ -307,6 +314,17 @@ else:  # Python 3.10: no asyncio.timeout
         return await asyncio.wait_for(aw, timeout_s)
 
     _Deadlines = None  # type: ignore[assignment,misc]
+
+
+class _Scoring:
+    """A cell whose checks are running, as the watchdog sees cells in flight: a deadline (``loop.time()``) and a task."""
+
+    __slots__ = ("expired", "task", "when")
+
+    def __init__(self, time_left: float) -> None:
+        self.when = asyncio.get_running_loop().time() + time_left
+        self.task = asyncio.current_task()
+        self.expired = False  # no timer cancels checks: a judge call may take longer than the cell's timeout
 
 
 def _cancels() -> int | None:

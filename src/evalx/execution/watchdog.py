@@ -1,14 +1,17 @@
-"""Ends a cell whose async target holds the event loop past its timeout plus a short grace (it never yields).
+"""Ends a cell whose async target or check holds the event loop past its timeout plus a short grace (it never yields).
 
 A cell's timeout is a timer on the event loop: an ``async`` target that
 computes without ever awaiting keeps the loop from running it, so the cell,
 and the run, would never end. :class:`Watchdog` is a thread that looks every
-``period_s`` at the cells in flight (the executor's per-target deadlines):
+``period_s`` at the cells in flight (the executor's per-target deadlines,
+and its cells whose checks are running, whose deadline is what was left of
+the cell's ``timeout_s``: a ``python`` check that loops for ever is one):
 when one is past its deadline by more than ``grace_s`` and its timer has not
 fired, the loop is stuck; if the code running on the loop is that cell's
 task, the watchdog raises :class:`TargetHeldTheLoop` (a ``TimeoutError``)
 in the loop's thread, at the target's next Python bytecode. The executor
-reports it as that cell's timeout and the run goes on (reports written).
+reports it as that cell's timeout (or that check's error) and the run goes
+on (reports written).
 
 Ctrl-C and SIGTERM reach a stuck loop the same way: the signal is noted
 (a Python-level handler runs between the target's bytecodes) and, if the
@@ -113,22 +116,22 @@ class Watchdog:
             last = (stuck, now)
             self.stopped_cells += 1
             print(
-                f"evalx: warning: an async target held the event loop {self.grace_s:g}s past its cell's timeout "
+                f"evalx: warning: an async target or a check held the event loop {self.grace_s:g}s past its cell's timeout "
                 "(it never awaits): stopping that cell",
                 file=sys.stderr,
             )
             ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(self._thread_id), ctypes.py_object(TargetHeldTheLoop))
 
     def _live_entries(self) -> list[Any]:
-        """The cells in flight: the executor's deadline entries (``when``, ``task``, ``expired``)."""
+        """The cells in flight: the executor's deadline entries (``when``, ``task``, ``expired``), calls and checks."""
         entries: list[Any] = []
         for plan in self.plans:
-            live = getattr(getattr(plan, "deadlines", None), "_live", None)
-            if live:
-                try:
-                    entries += list(live)
-                except RuntimeError:  # changed while copied: the loop is running, so not stuck
-                    pass
+            for live in (getattr(getattr(plan, "deadlines", None), "_live", None), getattr(plan, "scoring", None)):
+                if live:
+                    try:
+                        entries += list(live)
+                    except RuntimeError:  # changed while copied: the loop is running, so not stuck
+                        pass
         return entries
 
     def _overdue_tasks(self) -> list[Any]:
