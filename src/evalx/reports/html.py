@@ -65,6 +65,7 @@ from markupsafe import Markup
 
 from evalx import __version__
 from evalx.display import BODY_CHARS, escape, show_id
+from evalx.errors import OutputError, writing
 from evalx.figures import ci as _ci
 from evalx.figures import count as _count
 from evalx.figures import duration as _duration
@@ -794,7 +795,8 @@ def write_html(results_path: Path, summary: RunSummary, out: Path, *, baseline: 
     "p99_ms", "newly_failing": [...], "newly_passing": [...]}`` (entries are
     ``{"target", "dataset", "case_id"}`` mappings or case ids).
     """
-    out.parent.mkdir(parents=True, exist_ok=True)
+    with writing(out):
+        out.parent.mkdir(parents=True, exist_ok=True)
     data = _gather(Path(results_path), summary, out.parent)
     try:
         _write_page(data, summary, out, baseline)
@@ -865,6 +867,9 @@ def _write_page(data: _ReportData, summary: RunSummary, out: Path, baseline: Bas
             f.write('],"changes":' + changes + "}")
             f.write(after)
         os.replace(tmp, out)
+    except OSError as exc:
+        Path(tmp).unlink(missing_ok=True)
+        raise OutputError(out, exc) from None
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise

@@ -128,8 +128,8 @@ def check_outputs(outputs: dict[str, Path | None], inputs: Iterable[Path] = ()) 
     command. Raises :class:`EvalxError` naming the option and the file.
     """
     protected: dict[Path, Path] = {}
-    for path in inputs:
-        protected.setdefault(_resolved(path), path)
+    for source in inputs:
+        protected.setdefault(_resolved(source), source)
     claimed: dict[Path, str] = {}
     for option, path in outputs.items():
         if path is None:
