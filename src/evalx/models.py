@@ -240,8 +240,7 @@ def check_figures(traj: Trajectory) -> None:
                 if not (_number(value) and value >= 0 and float(value).is_integer()):
                     raise ValueError(f"usage.{name} is {_kind(value)}: a count of tokens must be a whole number, 0 or more")
                 setattr(u, name, int(value))
-    a, b, c = traj.cost_usd, traj.latency_ms, traj.ttft_ms
-    if a is None and b is None and c is None:
+    if traj.cost_usd is None and traj.latency_ms is None and traj.ttft_ms is None:
         return
     for name in ("cost_usd", "latency_ms", "ttft_ms"):
         value = getattr(traj, name)
