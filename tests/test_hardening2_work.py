@@ -486,3 +486,20 @@ def test_sigterm_stops_a_run_whose_check_never_returns(tmp_path: Path) -> None:
     assert "Traceback" not in err
     run_dir = next((tmp_path / "runs").iterdir())
     assert (run_dir / "summary.json").exists() and (run_dir / "junit.xml").exists()
+
+
+def test_a_ref_to_nothing_in_the_schema_is_a_validate_error(tmp_path: Path) -> None:
+    (tmp_path / "agent.py").write_text("def answer(x):\n    return '{}'\n", encoding="utf-8")
+    config = tmp_path / "evalconfig.yaml"
+    config.write_text(
+        "version: 1\ntargets: [{id: t, type: python, callable: 'agent.py:answer'}]\n"
+        "datasets:\n  - id: d\n    cases:\n      - id: a\n        input: x\n        assert:\n"
+        "          - type: json_schema\n            schema: {$defs: {s: {type: object}}, anyOf: [{$ref: '#/$defs/s'}, {$ref: '#/$defs/t'}]}\n",
+        encoding="utf-8",
+    )
+    code, output = _cli("validate", "-c", str(config))
+    assert code == 2, output
+    (line,) = [line for line in output.splitlines() if line.strip()]
+    assert line.endswith(
+        "evalconfig.yaml:10 datasets[0].cases[0].assert[0].schema.anyOf[1].$ref: $ref '#/$defs/t' points to nothing in the schema"
+    ), line

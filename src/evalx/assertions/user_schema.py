@@ -72,11 +72,13 @@ def _is_shipped(uri: str) -> bool:
 def schema_problems(schema: Any) -> list[tuple[KeyPath, str]]:
     """What evalx refuses in a user's schema: (its key path in the schema, a one-line message) for each.
 
-    Each ``$ref`` that points outside the schema, and ``unevaluatedProperties`` used with ``patternProperties``.
+    Each ``$ref`` that points outside the schema or to nothing in it, and
+    ``unevaluatedProperties`` used with ``patternProperties``.
     """
     found: list[tuple[KeyPath, str]] = []
     ids: set[str] = {""}
     seen_keys: dict[str, KeyPath] = {}
+    bases: dict[KeyPath, str] = {}  # the base URI each $ref resolves against
     refs: list[tuple[KeyPath, str, str]] = []  # (path, ref, its absolute target)
 
     def walk(node: Any, path: KeyPath, base: str, depth: int) -> None:
@@ -90,6 +92,7 @@ def schema_problems(schema: Any) -> list[tuple[KeyPath, str]]:
             ref = node.get(key)
             if isinstance(ref, str):
                 refs.append(((*path, key), ref, urldefrag(urljoin(base, ref)).url))
+                bases[(*path, key)] = base
         for key, value in node.items():
             if key in _BOTH:
                 seen_keys.setdefault(key, (*path, key))
@@ -103,8 +106,13 @@ def schema_problems(schema: Any) -> list[tuple[KeyPath, str]]:
                 walk(value, (*path, key), base, depth + 1)
 
     walk(schema, (), "", 0)
+    resolver = _local_resolver(schema)
     for path, ref, target in refs:
-        if target in ids or _is_shipped(target):
+        if target in ids:
+            if resolver is not None and not _resolves(resolver, urljoin(bases[path], ref)):
+                found.append((path, f"$ref {ref!r} points to nothing in the schema"))
+            continue
+        if _is_shipped(target):
             continue
         found.append((path, f"$ref {ref!r} points outside the schema: evalx resolves only references inside it (like '#/$defs/name')"))
     if all(key in seen_keys for key in _BOTH):
@@ -120,6 +128,31 @@ def refused_ref_reason(exc: BaseException) -> str:
             return str(cause)
         cause = cause.__cause__ or cause.__context__
     return f"$ref {getattr(exc, 'ref', '')!r} does not resolve inside the schema"
+
+
+def _local_resolver(schema: dict[str, Any]) -> Any:
+    """A resolver over the schema alone (its embedded ``$id`` resources included), or None if it cannot be made."""
+    try:
+        dialect = schema.get("$schema")
+        spec = referencing.jsonschema.specification_with(
+            dialect if isinstance(dialect, str) else "", default=referencing.jsonschema.DRAFT202012
+        )
+        resource = spec.create_resource(schema)
+        root = resource.id() or ""
+        registry: referencing.Registry[Any] = referencing.Registry(retrieve=_refuse)  # type: ignore[call-arg]
+        return registry.with_resource(root, resource).crawl().resolver(base_uri=root)
+    except Exception:  # a schema referencing cannot read: jsonschema words it when the check runs
+        return None
+
+
+def _resolves(resolver: Any, uri: str) -> bool:
+    try:
+        resolver.lookup(uri)
+    except referencing.exceptions.Unresolvable:
+        return False
+    except Exception:  # anything else is not this check's to report
+        return True
+    return True
 
 
 def _refuse(uri: str) -> referencing.Resource[Any]:
