@@ -816,14 +816,13 @@ def _answer(rng: random.Random, provider: str) -> Any:
 
 
 def test_a_trajectory_read_by_the_fast_readers_is_the_one_jinja_reads(monkeypatch: Any) -> None:
+    from evalx.errors import TargetProtocolError
+    from evalx.models import token_count
     from evalx.targets import definitions
     from evalx.targets.definitions import DefinitionError, find_provider
     from evalx.targets.provider import ProviderTarget
     from evalx.targets.settings import TargetSettings
     from evalx.targets.transport.http import HttpResponse
-
-    from evalx.errors import TargetProtocolError
-    from evalx.models import token_count
 
     def outcome(target: ProviderTarget, answer: Any) -> Any:
         resp = HttpResponse(200, {}, json.dumps(answer), answer)
