@@ -112,8 +112,18 @@ class Config:
         return Issue(self.file, self.line(path), format_path(path), message, warning)
 
     def default_target_ids(self) -> list[str]:
+        """What ``evalx run`` runs without ``--target``/``--matrix``: ``defaults.targets``, else every target but the judge.
+
+        A target that is only there to grade (``judge.target``) is not also run
+        as a candidate (it would grade itself); ``--target`` or
+        ``defaults.targets`` still run it when asked.
+        """
         ids = self.defaults.get("targets")
-        return list(ids) if ids else [t["id"] for t in self.targets]
+        if ids:
+            return list(ids)
+        judge = (self.data.get("judge") or {}).get("target")
+        candidates = [t["id"] for t in self.targets if t["id"] != judge]
+        return candidates or [t["id"] for t in self.targets]
 
     def check_env(self, target_ids: Iterable[str] | None = None) -> None:
         """Raise for variables that are unset but used by what will run.

@@ -1,0 +1,50 @@
+"""A target that is only the judge is not also run as a candidate (issue 15)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from click.testing import CliRunner
+
+from evalx.cli import main
+
+AGENTS = """
+def answer(question):
+    return "a kind answer"
+
+def judge(prompt, case=None):
+    return "PASS"
+"""
+
+
+def _project(tmp_path: Path, defaults: str = "") -> Path:
+    (tmp_path / "agents.py").write_text(AGENTS, encoding="utf-8")
+    config = tmp_path / "evalconfig.yaml"
+    config.write_text(
+        "version: 1\n"
+        + defaults
+        + "targets:\n  - {id: bot, type: python, callable: agents.py:answer}\n  - {id: grader, type: python, callable: agents.py:judge}\n"
+        "judge: {target: grader}\n"
+        "datasets: [{id: d, cases: [{id: kind, input: hi, assert: [{type: llm_judge, rubric: Is it kind?}]}]}]\n",
+        encoding="utf-8",
+    )
+    return config
+
+
+def _targets_run(config: Path, *args: str) -> list[str]:
+    result = CliRunner().invoke(main, ["run", "-q", "-c", str(config), *args])
+    assert result.exit_code == 0, result.output
+    run_dir = max((config.parent / "runs").iterdir(), key=lambda p: p.stat().st_mtime_ns)
+    return sorted({json.loads(line)["target"] for line in (run_dir / "results.jsonl").read_text().splitlines()})
+
+
+def test_the_judge_target_is_not_run_as_a_candidate(tmp_path: Path) -> None:
+    config = _project(tmp_path)
+    assert _targets_run(config) == ["bot"]
+    assert _targets_run(config, "--target", "grader") == ["grader"]  # asked for: it runs
+
+
+def test_defaults_targets_can_still_name_the_judge(tmp_path: Path) -> None:
+    config = _project(tmp_path, "defaults: {targets: [bot, grader]}\n")
+    assert _targets_run(config) == ["bot", "grader"]
