@@ -5,8 +5,9 @@ CPython's ``re`` cannot be interrupted: ``(a|a)+$`` against 30 ``a``s and a
 ``regex`` package is ``re``'s syntax with a ``timeout=`` that it checks while
 it backtracks, and it is immune to many patterns that are catastrophic for
 ``re`` (``(a+)+$``, ``(\\w+\\s?)+$``). Every regex a user writes and evalx
-applies to a model's output (the ``regex`` assertion, a JSON Schema's
-``pattern`` and ``patternProperties``) goes through :func:`search`.
+applies to a model's or a server's output (the ``regex`` assertion, a JSON
+Schema's ``pattern`` and ``patternProperties``, a provider definition's
+``errors:`` body patterns) goes through :func:`search`.
 
 How long a match may take is the *scoring budget* of the thread that asks:
 
@@ -21,7 +22,8 @@ How long a match may take is the *scoring budget* of the thread that asks:
 
 A match past its budget raises :class:`RegexTimeout`, which the evaluator
 reports as that assertion's error: never a pass, and never a fail a ``not:``
-could turn into a pass.
+could turn into a pass. (The ``regex`` package counts its timeout in the
+process's CPU time: on a loaded machine a match takes longer in wall time.)
 """
 
 from __future__ import annotations
