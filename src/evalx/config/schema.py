@@ -78,6 +78,10 @@ _TARGETS: dict[str, dict[str, Any]] = {
             "idle_timeout_s": {**_POS_NUM, "description": "Fail when the stream sends nothing for this long."},
             "end_event": {"type": "string", "description": "Event type that ends a complete stream (e.g. done)."},
             "max_events": {**_POS_INT, "description": "Events kept per cell in results (default 1000)."},
+            "pricing": {
+                **_PRICING,
+                "description": "USD per million tokens, applied to the usage events when the engine reports no cost_usd of its own.",
+            },
         },
         "required": ["url"],
     },

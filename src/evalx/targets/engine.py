@@ -53,6 +53,7 @@ from evalx.errors import TargetError, TargetProtocolError
 from evalx.figures import finite
 from evalx.models import Cell, ToolCall, Trajectory, Usage, token_count, usd_amount
 from evalx.targets.base import RunContext, task_id, template_context
+from evalx.targets.definitions import Price
 from evalx.targets.settings import TargetSettings
 from evalx.targets.transport.http import Backoff, HttpClient, shown_url
 from evalx.targets.transport.sse import ServerSentEvent, SSEDecoder
@@ -88,6 +89,8 @@ class EngineTarget:
             headers[KEY_HEADER] = str(spec["api_key"])
         self.headers = headers
         self._client: HttpClient | None = None
+        # per-token prices for engines that report usage but no cost_usd of their own
+        self.price = Price.from_mapping(spec["pricing"]) if spec.get("pricing") else None
 
     async def start(self, run: RunContext) -> None:
         s = self.settings
@@ -170,6 +173,12 @@ class EngineTarget:
             exc.args = (run.redactor.text(str(exc)),)
             raise
         traj.request = {"url": self.url, "body": body}
+        if self.price is not None and traj.cost_usd is None:  # the engine's own cost_usd wins over pricing:
+            usage = traj.usage
+            if usage.input_tokens or usage.output_tokens:
+                traj.cost_usd = self.price.cost(usage.input_tokens, usage.output_tokens, usage.cache_hit_tokens)
+            else:
+                traj.cost_note = "no usage in response"
         if retried:
             traj.raw = {**(traj.raw or {}), "attempts": len(retried) + 1, "retried_after": retried}
         return traj
