@@ -34,6 +34,8 @@ def _project(tmp_path: Path, cases: list[dict[str, Any]]) -> Path:
         ({"type": "contains_all"}, "not a list", "contains_all: no 'values' given and the case's 'expected' is not a list"),
         ({"type": "contains_any", "values": []}, None, "contains_any: 'values' is empty: it would check nothing"),
         ({"type": "llm_judge"}, None, "llm_judge: needs 'rubric' or 'characteristics'"),
+        ({"type": "regex", "value": "(unclosed"}, None, "regex: 'value': '(unclosed' is not a valid regex: missing )"),
+        ({"type": "regex"}, "[z-a]", "regex: the case's 'expected': '[z-a]' is not a valid regex: bad character range"),
         ({"type": "semantic_similar"}, None, "semantic_similar: no 'value' given"),
     ],
 )
@@ -59,3 +61,27 @@ def test_the_same_assertions_with_what_they_need_validate(tmp_path: Path) -> Non
     ]
     result = CliRunner().invoke(main, ["validate", "-c", str(_project(tmp_path, cases))])
     assert result.exit_code == 0, result.output
+
+
+@pytest.mark.parametrize(
+    ("field", "template", "message"),
+    [
+        ("prompt", "Hello {{ case.input ", "targets[1].prompt: template syntax error: unexpected end of template"),
+        ("system", "{% if x %}never closed", "targets[1].system: template syntax error: Unexpected end of template"),
+        ("system", "{% include 'system.txt' %}", "targets[1].system: template includes 'system.txt': templates cannot include"),
+    ],
+)
+def test_a_template_that_cannot_render_is_a_validate_error(tmp_path: Path, field: str, template: str, message: str) -> None:
+    config = _project(tmp_path, [{"id": "ok", "input": "q", "assert": [{"type": "contains", "value": "42"}]}])
+    config.write_text(
+        config.read_text(encoding="utf-8").replace(
+            "targets: [{id: bot, type: python, callable: agent.py:answer}]",
+            "targets:\n  - {id: bot, type: python, callable: agent.py:answer}\n"
+            f"  - {{id: model, type: provider, provider: openai, model: m, api_key: sk-test-0000, {field}: {json.dumps(template)}}}",
+        ),
+        encoding="utf-8",
+    )
+    for command in ("validate", "run"):
+        result = CliRunner().invoke(main, [command, "-c", str(config)])
+        assert result.exit_code == 2, result.output
+        assert message in result.output and "evalconfig.yaml:4 " in result.output, result.output

@@ -28,7 +28,7 @@ from collections.abc import Iterator
 from functools import lru_cache
 from typing import Any
 
-from jinja2 import StrictUndefined, TemplateError
+from jinja2 import StrictUndefined, TemplateError, meta
 from jinja2.compiler import CodeGenerator, Frame
 from jinja2.exceptions import SecurityError
 from jinja2.nodes import Concat
@@ -36,7 +36,15 @@ from jinja2.sandbox import ImmutableSandboxedEnvironment
 
 from evalx.timebox import TimeUp, timebox
 
-__all__ = ["MAX_RENDER_CHARS", "RENDER_TIME_S", "BoundedSandbox", "TemplateRenderError", "render", "render_value"]
+__all__ = [
+    "MAX_RENDER_CHARS",
+    "RENDER_TIME_S",
+    "BoundedSandbox",
+    "TemplateRenderError",
+    "render",
+    "render_value",
+    "template_problem",
+]
 
 #: the most characters (or items) a rendered template, or any value made while rendering, may hold
 MAX_RENDER_CHARS = 8_000_000
@@ -250,6 +258,22 @@ def _error(exc: BaseException, field: str | None) -> TemplateRenderError:
     if isinstance(exc, MemoryError):
         return TemplateRenderError(f"{where}template refused: out of memory while rendering")
     return TemplateRenderError(f"{where}template error: {exc}")
+
+
+def template_problem(source: str) -> str | None:
+    """Why ``source`` cannot render whatever the data (a syntax error, an include), or None: for ``evalx validate``."""
+    if "{" not in source:
+        return None
+    try:
+        ast = _env.parse(source)
+    except TemplateError as exc:
+        line = getattr(exc, "lineno", None)
+        return f"template syntax error{f' (template line {line})' if line and source.count(chr(10)) else ''}: {exc}"
+    included = list(meta.find_referenced_templates(ast))
+    if included:
+        name = included[0] if included[0] is not None else "a computed name"
+        return f"template includes {name!r}: templates cannot include, import or extend other files"
+    return None
 
 
 def render(source: str, context: dict[str, Any], *, field: str | None = None) -> str:

@@ -195,7 +195,17 @@ def contains_any(ctx: AssertionContext, *, values: list[str] | None = None) -> V
 _REGEX_FLAGS = {"i": regexes.IGNORECASE, "m": regexes.MULTILINE, "s": regexes.DOTALL, "x": regexes.VERBOSE}
 
 
-@assertion("regex", schema={"flags": {"type": "string", "pattern": "^[imsx]*$"}})
+def _compiles(pattern: Any) -> None:
+    """Raise ValueError saying why ``pattern`` is not a regex the ``regex`` assertion can use."""
+    if not isinstance(pattern, str):
+        raise ValueError(f"a regex must be a string, not {type(pattern).__name__}")
+    try:
+        regexes.compile_user(pattern)
+    except regexes.error as exc:
+        raise ValueError(f"{pattern!r} is not a valid regex: {exc}") from None
+
+
+@assertion("regex", schema={"flags": {"type": "string", "pattern": "^[imsx]*$"}}, check=needs_value(convert=_compiles))
 def regex(ctx: AssertionContext, *, value: str | None = None, flags: str | None = None) -> Verdict:
     """The output matches the regular expression somewhere (flags: any of "imsx").
 

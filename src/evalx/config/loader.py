@@ -217,6 +217,17 @@ def _add_configured_secrets(value: Any, redactor: Redactor) -> None:
 _TEMPLATE_KEYS = frozenset({"body", "params", "system", "prompt", "messages"})
 
 
+def _template_issues(config: Config, value: Any, path: KeyPath) -> list[Issue]:
+    """A syntax error or an include in any template field of the config (what every cell would fail on at run time)."""
+    from evalx.templates import template_problem
+
+    if isinstance(value, str):
+        problem = template_problem(value) if template_path(path) else None
+        return [config.issue(path, problem)] if problem else []
+    items = value.items() if isinstance(value, dict) else enumerate(value) if isinstance(value, list) else ()
+    return [issue for key, item in items for issue in _template_issues(config, item, (*path, key))]
+
+
 def template_path(path: KeyPath) -> bool:
     """Whether the string at ``path`` is rendered as a template: a target's prompt, body... or a judge's prompt.
 
@@ -304,6 +315,8 @@ def semantic_issues(config: Config, *, check_imports: bool = True) -> list[Issue
                 issues.append(config.issue(("targets", i, "callable"), problem))
         if t.get("type") == "provider" and isinstance(t.get("provider"), str):
             issues.extend(_provider_issues(config, ("targets", i, "provider"), t["provider"]))
+
+    issues.extend(_template_issues(config, data, ()))
 
     def check_ref(path: KeyPath, ref: Any, what: str) -> None:
         if isinstance(ref, str) and ref not in target_ids:
