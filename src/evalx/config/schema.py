@@ -120,34 +120,22 @@ _TARGETS: dict[str, dict[str, Any]] = {
     },
 }
 
+
+def _ratio_gate(floor: str, description: str) -> dict[str, Any]:
+    """A gate given as a ratio, or as ``{ratio, <floor>}`` (DESIGN.md "Gates with floors")."""
+    ratio = {"type": "number", "minimum": 0}
+    with_floor = {"type": "object", "properties": {"ratio": ratio, floor: ratio}, "required": ["ratio"], "additionalProperties": False}
+    return {"description": description, "anyOf": [ratio, with_floor]}
+
+
 _GATE_SET: dict[str, Any] = {
     "min_pass_rate": _FRACTION,
     "max_pass_rate_drop": _FRACTION,
     "no_new_failures": {"type": "boolean"},
-    "max_cost_increase": {
-        "description": "Breach when cost rises by more than this ratio and by more than min_usd (default $0.01).",
-        "anyOf": [
-            {"type": "number", "minimum": 0},
-            {
-                "type": "object",
-                "properties": {"ratio": {"type": "number", "minimum": 0}, "min_usd": {"type": "number", "minimum": 0}},
-                "required": ["ratio"],
-                "additionalProperties": False,
-            },
-        ],
-    },
-    "max_p99_increase": {
-        "description": "Breach when p99 latency rises by more than this ratio and by more than min_ms (default 50 ms).",
-        "anyOf": [
-            {"type": "number", "minimum": 0},
-            {
-                "type": "object",
-                "properties": {"ratio": {"type": "number", "minimum": 0}, "min_ms": {"type": "number", "minimum": 0}},
-                "required": ["ratio"],
-                "additionalProperties": False,
-            },
-        ],
-    },
+    "max_cost_increase": _ratio_gate("min_usd", "Breach when cost rises by more than this ratio and by more than min_usd (default $0.01)."),
+    "max_p99_increase": _ratio_gate(
+        "min_ms", "Breach when p99 latency rises by more than this ratio and by more than min_ms (default 50 ms)."
+    ),
     "max_skipped_rate": {**_FRACTION, "description": "Breach when more than this share of a target's cells was skipped."},
 }
 
