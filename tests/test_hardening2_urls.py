@@ -151,7 +151,7 @@ def test_url_credentials_are_never_stored_nor_printed_and_still_authenticate(ser
           - {{id: e, type: engine, url: "http://{USER}:{PASSWORD}@{host}/", cache: true}}
           - {{id: wrong, type: provider, provider: openai, model: m, base_url: "http://{USER}:{WRONG}@{host}/v1"}}
           - {{id: both, type: provider, provider: openai, model: m, base_url: "http://{USER}:{PASSWORD}@{host}/v1",
-              api_key: sk-conflicting-key-123456}}
+              api_key: sk-conflicting-key-123456, cache: false}}  # p may have cached the same request
         judge:
           target: {{type: engine, url: "http://{USER}:{PASSWORD}@{host}/"}}
         datasets:
