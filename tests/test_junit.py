@@ -188,6 +188,7 @@ def test_one_suite_per_target_in_matrix_order(tmp_path: Path) -> None:
     assert root.get("skipped") is None  # the xUnit XSD has no such attribute on <testsuites>
     prop = rules.find("properties/property")
     assert prop is not None and prop.get("name") == "run_id" and prop.get("value") == RUN_ID
+    assert suites[1].find("properties") is None  # run-wide properties once in the file (xunitparser: no repeated name)
     assert rules.get("timestamp") == "2026-11-26T10:15:00"  # the run id's start time
 
 
@@ -252,10 +253,13 @@ def test_classname_and_repeat_names(tmp_path: Path) -> None:
     assert failure is not None and failure.get("message", "").startswith("1 of 2 repeats passed (repeat_pass_rule: majority); repeat 1: ")
     # ... and once against rules, with the same bare name
     assert root.find("testsuite[@name='rules']/testcase").get("name") == "refund-policy"  # type: ignore[union-attr]
-    assert {c.get("classname") for c in mini.findall("testcase")} == {"golden.billing"}
+    # the identity is <target>.<dataset>; the category is in system-out, not in the classname (issue 15)
+    assert {c.get("classname") for c in mini.findall("testcase")} == {"mini.golden"}
+    assert {c.get("classname") for c in root.findall("testsuite[@name='rules']/testcase")} == {"rules.golden"}
     missing_category = result("c", category=None)
     _, root = write(tmp_path, [missing_category])
-    assert root.find(".//testcase").get("classname") == "golden.general"  # type: ignore[union-attr]
+    assert root.find(".//testcase").get("classname") == "rules.golden"  # type: ignore[union-attr]
+    assert "\ncategory: general\n" in (root.findtext(".//system-out") or "")
 
 
 def test_times_are_plain_decimals(tmp_path: Path, schema: Any) -> None:
@@ -277,14 +281,17 @@ def test_system_out_is_truncated(tmp_path: Path) -> None:
     _, root = write(tmp_path, [result("long", text="x" * 25_000)])
     out = root.findtext(".//system-out")
     assert out is not None
-    assert out.startswith("x" * 10_000) and out.endswith("[15000 more characters]")
-    assert len(out) < 10_100
+    about, text = out.split("\n\n", 1)  # the case's source, category... then the output text
+    assert about.startswith("source: golden.jsonl:1\ncategory: billing")
+    assert text.startswith("x" * 10_000) and text.endswith("[15000 more characters]")
+    assert len(text) < 10_100
 
 
-def test_no_output_text_no_system_out(tmp_path: Path) -> None:
+def test_no_output_text_system_out_is_the_case_only(tmp_path: Path) -> None:
     r = result("c", text="")
     _, root = write(tmp_path, [r | {"output": None}, result("d", text="", index=1)])
-    assert root.find(".//system-out") is None
+    outs = [c.findtext("system-out") for c in root.iter("testcase")]
+    assert outs == ["source: golden.jsonl:1\ncategory: billing\ndifficulty: easy"] * 2
 
 
 def test_empty_run_is_valid(tmp_path: Path, schema: Any) -> None:

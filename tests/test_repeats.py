@@ -219,7 +219,8 @@ def test_junit_one_testcase_per_case_valid_against_the_xsd(tmp_path: Path, junit
     assert rule is not None and rule.get("value") == "majority"
 
     assert [child.tag for child in cases["steady"]] == ["system-out"]
-    assert cases["steady"].findtext("system-out", "").startswith("4 of 4 repeats passed (repeat_pass_rule: majority)")
+    # the case's category first (issue 15: it left the classname), then the repeats
+    assert cases["steady"].findtext("system-out", "").startswith("category: billing\n\n4 of 4 repeats passed (repeat_pass_rule: majority)")
 
 
 def test_junit_flaky_pass_carries_flaky_failures(tmp_path: Path, junit_schema: Any) -> None:
@@ -234,7 +235,7 @@ def test_junit_flaky_pass_carries_flaky_failures(tmp_path: Path, junit_schema: A
     assert flaky_failure.find("stackTrace") is not None and flaky_failure.findtext("system-out") == "bot says wobbly #1"
     assert flaky_error.get("message") == "repeat 3: TargetTimeout: too slow" and flaky_error.get("type") == "TargetTimeout"
     assert case.findtext("system-out", "").startswith(
-        "3 of 5 repeats passed (repeat_pass_rule: majority)\nrepeat 0: pass\nrepeat 1: fail: expected 'x'"
+        "category: billing\n\n3 of 5 repeats passed (repeat_pass_rule: majority)\nrepeat 0: pass\nrepeat 1: fail: expected 'x'"
     )
     assert root.get("failures") == "0" and root.get("errors") == "0"
     # under "all" the same repeats fail: one <failure> for the first failing repeat, a <rerunFailure>/<rerunError> for the others
@@ -261,7 +262,8 @@ def test_junit_failing_and_erroring_cases(tmp_path: Path, junit_schema: Any) -> 
     assert cases["unknown"][0].tag == "skipped"
     assert cases["unknown"][0].get("message", "").startswith("all 4 repeats inconclusive")
     # a single run is written as before: no counts, no rerun elements
-    assert [child.tag for child in cases["once"]] == ["system-out"] and cases["once"].findtext("system-out") == "bot says once #0"
+    assert [child.tag for child in cases["once"]] == ["system-out"]
+    assert cases["once"].findtext("system-out") == "category: billing\n\nbot says once #0"
     assert root.get("failures") == "2" and root.get("errors") == "1"
 
 

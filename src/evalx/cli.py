@@ -178,6 +178,15 @@ def _hidden_id_warnings(config: Any, cases: dict[str, list[Any]]) -> list[str]:
     return lines
 
 
+junit_flavor_option = click.option(
+    "--junit-flavor",
+    type=click.Choice(["standard", "extended"]),
+    default="standard",
+    show_default=True,
+    help="extended: the --junit file also has file/line attributes on each testcase (for tools that link them; not valid against junit-10.xsd).",
+)
+
+
 @main.command(name="run")
 @config_option
 @click.option("--matrix", is_flag=True, help="Expand the matrix: section.")
@@ -189,6 +198,7 @@ def _hidden_id_warnings(config: Any, cases: dict[str, list[Any]]) -> list[str]:
 @click.option("--concurrency", type=click.IntRange(min=1), help="Cells in flight per target.")
 @click.option("--no-cache", is_flag=True, help="Bypass the response cache.")
 @click.option("--junit", type=click.Path(dir_okay=False, path_type=Path), help="Also write JUnit XML here.")
+@junit_flavor_option
 @click.option("--html", type=click.Path(dir_okay=False, path_type=Path), help="Also write the HTML report here.")
 @click.option("--json", "json_out", is_flag=True, help="Print the summary as JSON on stdout.")
 @click.option("--var", multiple=True, metavar="KEY=VALUE", help="Set a template var.")
@@ -210,6 +220,7 @@ def run_cmd(
     concurrency: int | None,
     no_cache: bool,
     junit: Path | None,
+    junit_flavor: str,
     html: Path | None,
     json_out: bool,
     var: tuple[str, ...],
@@ -239,6 +250,7 @@ def run_cmd(
         selection, run_id = resume_selection(meta, selection), str(meta["run_id"])
         inputs.append(Path(resumed) / "results.jsonl")
     check_outputs({"--junit": junit, "--html": html, "--markdown": markdown}, inputs)
+    _check_flavor(junit, junit_flavor)
     if dry_run:
         plan = build_plan(config, selection)
         _print_plan(plan, config)
@@ -250,6 +262,8 @@ def run_cmd(
 
     with descriptor_1_to_stderr():  # what C code or a subprocess of a target writes to fd 1 goes to stderr, not the --json
         outcome = run(config, options)
+    if junit is not None and junit_flavor != "standard":
+        _flavored_junit(outcome.run_dir, outcome.summary, junit, junit_flavor)
     if json_out:
         import json
 
@@ -307,7 +321,8 @@ def _print_plan(plan: Any, config: Any = None) -> None:
 @config_option
 @click.option("--html", type=click.Path(dir_okay=False, path_type=Path), help="Also write the HTML report here.")
 @click.option("--junit", type=click.Path(dir_okay=False, path_type=Path), help="Also write JUnit XML here.")
-def report(run_ref: str, config_path: Path, html: Path | None, junit: Path | None) -> None:
+@junit_flavor_option
+def report(run_ref: str, config_path: Path, html: Path | None, junit: Path | None, junit_flavor: str) -> None:
     """Re-render a stored run's summary, junit.xml and report.html.
 
     RUN is a run id under the config's output dir, `latest`, or the path of a
@@ -318,17 +333,44 @@ def report(run_ref: str, config_path: Path, html: Path | None, junit: Path | Non
 
     run_dir = _find_run(run_ref, config_path)
     check_outputs({"--html": html, "--junit": junit}, [run_dir / RESULTS, run_dir / "summary.json", run_dir / "config.yaml"])
+    _check_flavor(junit, junit_flavor)
+    if junit is not None and junit_flavor != "standard" and junit.resolve() == (run_dir / "junit.xml").resolve():
+        _fail(f"evalx: --junit {junit}: the run's own junit.xml stays standard; write the {junit_flavor} file elsewhere")
     problems = ReadProblems()
-    rebuild_reports(run_dir, problems)
+    summary = rebuild_reports(run_dir, problems)
     if problems:
         click.echo(f"evalx: warning: {problems.warning(run_dir / RESULTS)}", err=True)
     written = [run_dir / name for name in REPORT_FILES]
     for extra, name in ((html, "report.html"), (junit, "junit.xml")):
-        if extra and extra.resolve() != (run_dir / name).resolve():
+        if extra and extra is junit and junit_flavor != "standard":
+            _flavored_junit(run_dir, summary, extra, junit_flavor)
+            written.append(extra)
+        elif extra and extra.resolve() != (run_dir / name).resolve():
             copy_report(run_dir / name, extra)
             written.append(extra)
     for path in written:
         click.echo(f"wrote {os.path.relpath(path)}")
+
+
+def _check_flavor(junit: Path | None, flavor: str) -> None:
+    if flavor != "standard" and junit is None:
+        _fail(f"evalx: --junit-flavor {flavor} applies to the file --junit writes (runs/<id>/junit.xml stays standard): give --junit")
+
+
+def _flavored_junit(run_dir: Path, summary: Any, path: Path, flavor: str) -> None:
+    """Write ``path`` (``--junit``) again from the run's results in ``flavor`` (the run folder's junit.xml stays standard)."""
+    from evalx.reports.junit import write_junit
+    from evalx.results.repeats import RULES
+
+    rule = summary.get("repeat_pass_rule")
+    write_junit(
+        run_dir / "results.jsonl",
+        path,
+        name=str(summary.get("name") or ""),
+        run_id=str(summary.get("run_id") or run_dir.name),
+        repeat_pass_rule=rule if rule in RULES else "majority",
+        flavor=flavor,
+    )
 
 
 def _find_run(run_ref: str, config_path: Path) -> Path:

@@ -4,15 +4,31 @@ The file targets the Jenkins xUnit plugin's ``junit-10.xsd`` (a copy lives at
 ``shared/conformance/junit-10.xsd``; the test suite validates real output
 against it). Layout::
 
-    <testsuites name tests failures errors time>   (the XSD allows no `skipped` here)
+    <testsuites name tests failures errors time>   (the XSD allows no `skipped` and no <properties> here)
       <testsuite name=<target> tests failures errors skipped time timestamp>
-        <properties><property name="run_id"/><property name="repeat_pass_rule"/></properties>
-        <testcase classname="<dataset>.<category>" name="<case_id>" time>   one a case, repeats folded in
+        <properties>...run_id, repeat_pass_rule...</properties>   in the first <testsuite> only
+        <testcase classname="<target>.<dataset>" name="<case_id>" time>   one a case and target, repeats folded in
           <failure|error|skipped .../>     at most one, by the case's status
           <flakyFailure|flakyError .../>   a passing case: one per repeat that did not pass
           <rerunFailure|rerunError .../>   a failing case: one per further repeat that did not pass
-          <system-out>the output text (with repeats: each repeat's outcome first), truncated</system-out>
+          <system-out>the case's source (file:line), category, difficulty, tags, description and notes;
+                      then the output text (with repeats: each repeat's outcome first), truncated</system-out>
         </testcase>
+
+Identity (DESIGN.md "JUnit identity", "JUnit details"): ``classname`` is
+``<target or matrix variant id>.<dataset id>`` with every ``.`` inside an id
+written as ``_`` (so the one ``.`` separates the two), ``name`` the case id.
+Nothing that changes with an edit of the case (category, tags, its line) is in
+the identity: those are in ``system-out``. A case's repeats are one testcase
+(the case-level verdict by ``repeat_pass_rule``), so ``(classname, name)`` is
+unique within a file and a case keeps one CI history whatever its repeat
+count. Two ids that only differ by ``.`` against ``_`` (``a.b`` and ``a_b``)
+would share a classname: the second one met (in matrix order) gets ``~2``.
+The run-wide properties are written once (in the first suite): a parser that
+merges every suite's properties into one (xunitparser) fails on a repeated
+name. The ``extended`` flavour adds ``file`` and ``line`` attributes (the
+case's source) to each ``<testcase>`` for consumers that link them; the XSD
+does not allow them, so the default (``standard``) leaves them out.
 
 A ``fail`` cell (an assertion did not hold) is a ``<failure>``; an ``error``
 cell (the target crashed, timed out, the transport failed) is an
@@ -57,12 +73,17 @@ from evalx.reports.spool import Spool
 from evalx.results.model import AssertionRecord, CellOutput, CellResult
 from evalx.results.repeats import DEFAULT_RULE, RULES, Tally, case_status
 
-__all__ = ["JUnitStream", "write_junit", "xml_safe"]
+__all__ = ["FLAVORS", "JUnitStream", "classname_part", "write_junit", "xml_safe"]
+
+#: ``standard``: valid against junit-10.xsd; ``extended``: also ``file``/``line`` attributes on each testcase
+FLAVORS = ("standard", "extended")
 
 #: longest <system-out> kept per test case, in characters
 MAX_SYSTEM_OUT = 10_000
 #: longest message="" attribute; the element text keeps the whole story
 MAX_MESSAGE = 1_000
+#: longest description or notes kept in a test case's <system-out>
+MAX_NOTE = 2_000
 #: a suite's testcases are kept in memory up to this many characters, then spilled to a temporary file
 SPOOL_BYTES = 4 * 1024 * 1024
 #: rendered test cases are gathered up to this many characters before they go to the spool
@@ -76,6 +97,7 @@ _XML_BODY = re.compile(f"{_ILLEGAL_XML_CHARS.pattern}|[{BODY_CHARS}]")
 _XML_IDENT = re.compile(f"{_ILLEGAL_XML_CHARS.pattern}|[{IDENT_CHARS}]")
 _RUN_ID_TIME = re.compile(r"^(\d{8}-\d{6})")
 _ERROR_TYPE = re.compile(r"^([A-Za-z_][\w.]*(?:Error|Exception|Timeout)):")
+_SOURCE_LINE = re.compile(r"^(.*):(\d+)$")
 INDENT = "  "
 
 ResultsSource = Union[Iterable[CellResult], str, "os.PathLike[str]"]
@@ -249,13 +271,10 @@ class _Repeat:
     text: str | None  # the output text, clipped
     seconds: float
     order: tuple[float, int]  # (matrix index, arrival) for a stable matrix order
-    classname: str
+    result: CellResult  # the case's fields (source, category, tags...) are read from the first repeat's
 
 
 def _repeat(result: CellResult, seconds: float, order: tuple[float, int]) -> _Repeat:
-    dataset = result.get("dataset") or ""
-    category = result.get("category") or "general"
-    classname = f"{dataset}.{category}" if dataset else str(category)
     output = result.get("output")
     text = output.get("text") if isinstance(output, dict) else None
     if result.get("truncated") is True:  # a cut-off answer is flagged where CI shows the output
@@ -269,8 +288,62 @@ def _repeat(result: CellResult, seconds: float, order: tuple[float, int]) -> _Re
         text=_clip(str(text), MAX_SYSTEM_OUT) if text else None,
         seconds=seconds,
         order=order,
-        classname=classname,
+        result=result,
     )
+
+
+def classname_part(value: Any) -> str:
+    """An id as one part of a ``classname``: each ``.`` written as ``_``, so the one ``.`` separates target and dataset."""
+    text = "" if value is None else str(value)
+    return text.replace(".", "_") if "." in text else text
+
+
+def _flat(value: Any) -> str:
+    """``value`` on one line (runs of whitespace, newlines included, become one space), XML-safe."""
+    text = "" if value is None else str(value)
+    if text.isascii() and text.isprintable() and "  " not in text:  # the common case
+        return text
+    return xml_safe(" ".join(text.split()))
+
+
+def _prose(label: str, value: Any) -> str:
+    """``label: value``, XML-safe, the value clipped and its further lines indented so each header line starts with a label."""
+    text = _clip(str(value).strip(), MAX_NOTE)
+    if "\n" in text or "\r" in text:
+        text = "\n  ".join(text.splitlines())
+    return f"{label}: {xml_safe(text)}"
+
+
+def _about(result: CellResult) -> str:
+    """What a test case's <system-out> opens with: where the case is and how it is filed (none of it is its identity).
+
+    Already XML-safe, piece by piece: the whole (several lines) would miss
+    :func:`xml_safe`'s fast path.
+    """
+    lines = []
+    source = result.get("case_source")
+    if source:
+        lines.append(f"source: {_flat(source)}")
+    lines.append(f"category: {_flat(result.get('category') or 'general')}")
+    difficulty = result.get("difficulty")
+    if difficulty:
+        lines.append(f"difficulty: {_flat(difficulty)}")
+    tags = result.get("tags")
+    if isinstance(tags, list) and tags:
+        lines.append("tags: " + ", ".join(_flat(t) for t in tags))
+    for key in ("description", "notes"):
+        value = result.get(key)
+        if value:
+            lines.append(_prose(key, value))
+    return "\n".join(lines)
+
+
+def _file_line(source: Any) -> dict[str, str]:
+    """The ``file``/``line`` attributes of the extended flavour, from the case's ``file:line``."""
+    if not source or not isinstance(source, str):
+        return {}
+    match = _SOURCE_LINE.match(source)
+    return {"file": match.group(1), "line": match.group(2)} if match else {"file": source}
 
 
 def _rerun(tag: str, rep: _Repeat) -> _Element:
@@ -292,7 +365,7 @@ def _rerun(tag: str, rep: _Repeat) -> _Element:
     return el
 
 
-def _repeats_testcase(name: str, reps: list[_Repeat], rule: str) -> tuple[_Element, str]:
+def _repeats_testcase(name: str, classname: str, reps: list[_Repeat], rule: str, *, flavor: str = "standard") -> tuple[_Element, str]:
     """One <testcase> for a case's repeats, and its status by ``rule``.
 
     A single run is written as it is. With repeats: a passing case carries a
@@ -301,16 +374,20 @@ def _repeats_testcase(name: str, reps: list[_Repeat], rule: str) -> tuple[_Eleme
     repeat's, its message prefixed with the k/N count and the rule — plus a
     <rerunFailure>/<rerunError> per other repeat that did not pass; a case
     whose every repeat was inconclusive is <skipped>. <system-out> lists
-    every repeat's outcome, then the output text of the deciding repeat.
+    every repeat's outcome, then the output text of the deciding repeat,
+    after :func:`_about` (the case's source, category, tags...).
     """
     reps = sorted(reps, key=lambda r: (r.repeat, r.order))
-    case = _element("testcase", {"name": name, "classname": reps[0].classname, "time": _fmt_time(sum(r.seconds for r in reps))})
+    attrs: dict[str, Any] = {"name": name, "classname": classname, "time": _fmt_time(sum(r.seconds for r in reps))}
+    if flavor == "extended":
+        attrs.update(_file_line(reps[0].result.get("case_source")))
+    case = _element("testcase", attrs)
+    about = _about(reps[0].result)
     if len(reps) == 1:
         only = reps[0]
         if only.outcome is not None:
             case.append(only.outcome)
-        if only.text:
-            case.append(_element("system-out", {}, only.text))
+        case.append(_Element("system-out", {}, f"{about}\n\n{xml_safe(only.text)}" if only.text else about))
         return case, only.status
     tally = Tally()
     for rep in reps:
@@ -350,7 +427,7 @@ def _repeats_testcase(name: str, reps: list[_Repeat], rule: str) -> tuple[_Eleme
         lines.append(f"repeat {rep.repeat}: {rep.status}" + (f": {why}" if why else ""))
     if shown.text:
         lines += ["", f"output of repeat {shown.repeat}:", shown.text]
-    case.append(_element("system-out", {}, _clip("\n".join(lines), MAX_SYSTEM_OUT)))
+    case.append(_Element("system-out", {}, about + "\n\n" + xml_safe(_clip("\n".join(lines), MAX_SYSTEM_OUT))))
     return case, status
 
 
@@ -386,10 +463,37 @@ class _Disorder(Exception):
 class _SuiteWriter:
     """Renders whole test cases, in the order given, into one spool per target."""
 
-    def __init__(self, rule: str, spool_dir: Path) -> None:
+    def __init__(self, rule: str, spool_dir: Path, flavor: str = "standard") -> None:
+        if flavor not in FLAVORS:
+            raise ValueError(f"unknown JUnit flavor {flavor!r} (one of {', '.join(FLAVORS)})")
         self.rule = rule
         self.spool_dir = spool_dir
+        self.flavor = flavor
         self.suites: dict[str, _Suite] = {}
+        self.classnames: dict[tuple[str, str], str] = {}  # (target, dataset) -> its classname, as written
+        self.taken: set[str] = set()  # classnames written (as XML-safe text)
+
+    def classname(self, target: str, dataset: str, *, strict: bool = False) -> str:
+        """The classname of ``(target, dataset)``: unique in the file; a clash of written forms gets ``~2``, ``~3``...
+
+        ``strict`` (the streaming path) raises :class:`_Disorder` on a clash
+        instead, so the in-memory sort decides who gets the plain name, in the
+        same order whichever path wrote the file.
+        """
+        key = (target, dataset)
+        known = self.classnames.get(key)
+        if known is not None:
+            return known
+        base = classname_part(target) + ("." + classname_part(dataset) if dataset else "")
+        name, n = base, 1
+        while xml_safe(name, ident=True) in self.taken:
+            if strict:
+                raise _Disorder
+            n += 1
+            name = f"{base}~{n}"
+        self.taken.add(xml_safe(name, ident=True))
+        self.classnames[key] = name
+        return name
 
     def suite(self, target: str) -> _Suite:
         suite = self.suites.get(target)
@@ -398,8 +502,10 @@ class _SuiteWriter:
             suite = self.suites[target] = _Suite(target, body)
         return suite
 
-    def case(self, suite: _Suite, case_id: str, reps: list[_Repeat]) -> None:
-        element, status = _repeats_testcase(case_id, reps, self.rule)
+    def case(self, suite: _Suite, key: tuple[str, str, str], reps: list[_Repeat], *, strict: bool = False) -> None:
+        """Render the test case ``key`` (target, dataset, case id) from its repeats into ``suite``."""
+        classname = self.classname(key[0], key[1], strict=strict)
+        element, status = _repeats_testcase(key[2], classname, reps, self.rule, flavor=self.flavor)
         if status == "fail":
             suite.counts["failures"] += 1
         elif status == "error":
@@ -436,7 +542,7 @@ class _SuiteWriter:
         head: list[str] = []
         root.render(head, 0)  # "<testsuites ... />": reopen it as a start tag
         fh.write("".join(head)[: -len(" />")] + ">")
-        for suite in suites:
+        for number, suite in enumerate(suites):
             suite_el = _element(
                 "testsuite",
                 {
@@ -449,16 +555,20 @@ class _SuiteWriter:
                     "timestamp": stamp,
                 },
             )
-            properties = _Element("properties", {})
-            properties.append(_element("property", {"name": "run_id", "value": run_id}))
-            properties.append(_element("property", {"name": "repeat_pass_rule", "value": rule}))
-            suite_el.append(properties)
+            if number == 0:  # run-wide: once in the file (the XSD allows no <properties> under <testsuites>)
+                properties = _Element("properties", {})
+                properties.append(_element("property", {"name": "run_id", "value": run_id}))
+                properties.append(_element("property", {"name": "repeat_pass_rule", "value": rule}))
+                suite_el.append(properties)
             out = ["\n" + INDENT]
             suite_el.render(out, 1)
             rendered = "".join(out)
             closing = "\n" + INDENT + "</testsuite>"
-            assert rendered.endswith(closing)
-            fh.write(rendered[: -len(closing)])
+            if suite_el.children:
+                assert rendered.endswith(closing)
+                fh.write(rendered[: -len(closing)])
+            else:  # "<testsuite ... />": reopen it as a start tag
+                fh.write(rendered[: -len(" />")] + ">")
             suite.body.copy_to(fh)
             fh.write(closing)
         fh.write("\n</testsuites>\n")
@@ -502,6 +612,7 @@ class JUnitStream:
             self._flush()
             if hash(key) in self.done:  # (a hash collision only costs the slower path)
                 raise _Disorder
+            self.writer.classname(key[0], key[1], strict=True)  # a clash of classnames: the in-memory sort names them
             self.current, self.reps = key, []
             self.suite = self.writer.suite(key[0])
         assert self.suite is not None
@@ -520,16 +631,16 @@ class JUnitStream:
 
     def _flush(self) -> None:
         if self.current is not None and self.suite is not None:
-            self.writer.case(self.suite, self.current[2], self.reps)
+            self.writer.case(self.suite, self.current, self.reps)
             self.done.add(hash(self.current))
             self.current, self.reps, self.suite = None, [], None
 
     @classmethod
-    def start(cls, repeat_pass_rule: str, spool_dir: Path) -> JUnitStream:
+    def start(cls, repeat_pass_rule: str, spool_dir: Path, *, flavor: str = "standard") -> JUnitStream:
         """A stream whose suites spool in ``spool_dir``; :meth:`close` it when done."""
         if repeat_pass_rule not in RULES:
             raise ValueError(f"unknown repeat_pass_rule {repeat_pass_rule!r} (one of {', '.join(RULES)})")
-        return cls(_SuiteWriter(repeat_pass_rule, spool_dir))
+        return cls(_SuiteWriter(repeat_pass_rule, spool_dir, flavor))
 
     def close(self) -> None:
         self.writer.close()
@@ -563,8 +674,8 @@ def _sorted(results: Iterable[CellResult], writer: _SuiteWriter) -> None:
     for target, cases in sorted(groups.items(), key=lambda kv: first(kv[1])):
         suite = writer.suite(target)
         suite.seconds = seconds_of[target]
-        for (_, case_id), reps in sorted(cases.items(), key=lambda kv: min(r.order for r in kv[1])):
-            writer.case(suite, case_id, reps)
+        for (dataset, case_id), reps in sorted(cases.items(), key=lambda kv: min(r.order for r in kv[1])):
+            writer.case(suite, (target, dataset, case_id), reps)
 
 
 def write_junit(
@@ -575,6 +686,7 @@ def write_junit(
     run_id: str,
     timestamp: str | None = None,
     repeat_pass_rule: str = DEFAULT_RULE,
+    flavor: str = "standard",
 ) -> None:
     """Write the cells in ``results`` as JUnit XML to ``path`` (atomically).
 
@@ -586,8 +698,12 @@ def write_junit(
     (``all``, ``majority`` or ``any``; a run records it in summary.json, so
     re-rendering a stored run passes that value). Suites and cases come out in
     matrix order (each result's ``index``), so the file diffs cleanly between
-    runs even when results arrived in completion order.
+    runs even when results arrived in completion order. ``flavor``
+    ``extended`` adds ``file``/``line`` attributes to each testcase (outside
+    junit-10.xsd; :data:`FLAVORS`).
     """
+    if flavor not in FLAVORS:
+        raise ValueError(f"unknown JUnit flavor {flavor!r} (one of {', '.join(FLAVORS)})")
     if repeat_pass_rule not in RULES:
         raise ValueError(f"unknown repeat_pass_rule {repeat_pass_rule!r} (one of {', '.join(RULES)})")
     if isinstance(results, (str, os.PathLike)):
@@ -607,13 +723,13 @@ def write_junit(
     path = Path(path)
     with writing(path):  # a full disk or a read-only folder: an error naming the file, not a traceback
         path.parent.mkdir(parents=True, exist_ok=True)
-        writer = _SuiteWriter(repeat_pass_rule, path.parent)
+        writer = _SuiteWriter(repeat_pass_rule, path.parent, flavor)
         try:
             try:
                 _stream(again(), writer)
             except _Disorder:
                 writer.close()
-                writer = _SuiteWriter(repeat_pass_rule, path.parent)
+                writer = _SuiteWriter(repeat_pass_rule, path.parent, flavor)
                 _sorted(again(), writer)
             _write_file(writer, path, name=name, run_id=run_id, stamp=stamp, rule=repeat_pass_rule)
         finally:

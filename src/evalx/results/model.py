@@ -248,13 +248,18 @@ class CellResult(_CellResultKeys, total=False):
     """One line of ``results.jsonl``: one case run against one target, one repeat.
 
     Every key of :class:`_CellResultKeys` (above, in the order written) and,
-    only on a cell that was not run, ``skip_reason``. Readers should still
+    only on a cell that was not run, ``skip_reason``; ``description`` and
+    ``notes`` only when the case has them. Readers should still
     treat a line from an older evalx (or edited by hand) with care: ``.get``
     and a type check before use.
     """
 
     skip_reason: str
     """Only on a cell that was not run: why (the cost guard stopped the run)."""
+    description: str
+    """Only when the case has one: its ``description:``, as written (JUnit ``system-out``, the HTML report)."""
+    notes: str
+    """Only when the case has them: its ``notes:``, as written (JUnit ``system-out``, the HTML report)."""
     stop_reason: str
     """Only when the target reported why the model stopped: its words, as given (``stop``, ``end_turn``,
     ``tool_calls``; ``length`` / ``max_tokens``: the answer was cut off at the token limit)."""
@@ -331,6 +336,10 @@ def cell_result(
     }
     if skip_reason is not None:
         result["skip_reason"] = skip_reason
+    if case.description is not None:
+        result["description"] = case.description
+    if case.notes is not None:
+        result["notes"] = case.notes
     if output:
         stop = output.get("stop_reason")
         if stop is not None:
