@@ -282,7 +282,7 @@ def test_python_judge_end_to_end(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 
     summary = json.loads((run_dir(project) / "summary.json").read_text())
     assert summary["judge"]["calls"] == 4 and summary["judge_cost_usd"] == pytest.approx(0.003)
-    assert "(+ $0.0030 judge)" in res.stdout
+    assert "(+ $0.00300 judge)" in res.stdout
     assert "same model" not in res.stderr  # the judge is another callable
 
 

@@ -285,15 +285,29 @@ def test_table_for_a_three_target_run() -> None:
     # old 2/8 = 25%, Wilson (2, 8) = 7.1–59.1%; new 8/8; mini 6/7 decided (skipped excluded)
     assert footer["pass rate"].split()[2:] == ["25.0%", "100.0%", "85.7%"]
     assert footer["95% CI"].split()[2:] == ["7.1–59.1%", "67.6–100.0%", "48.7–97.4%"]
-    assert footer["cost"].split()[1:] == ["—", "—", "$0.0080"]
+    # 8 cells at $0.001: "$0.00800" (three significant digits under a cent), $0.008 / 6 passes = $0.00133 a pass
+    assert footer["cost"].split()[1:] == ["—", "—", "$0.00800"]
+    assert next(line for line in lines if line.startswith("cost / pass")).split()[3:] == ["—", "—", "$0.00133"]
     assert footer["p50"].split()[1:] == ["45ms"] * 3
-    pairs = [line for line in lines if " vs " in line]
-    # old vs new over 8 cases: only new passes 6 → p = 2 × 1/2^6 = 0.03125 → new beats old
-    assert pairs[0] == "  old vs new: 8 cases · both ✓ 2 · only old 0 · only new 6 · both ✗ 0 · p = 0.0312 → new beats old"
-    # old vs mini over the 7 cases both decided (mini skipped case 7): only old passes case 0 (mini errored),
-    # only mini passes 5 → p = 2 × P(X ≤ 1), X ~ Bin(6, ½) = 2 × (C(6,0) + C(6,1)) / 2^6 = 2 × 7/64 = 0.21875
-    assert pairs[1].endswith("only old 1 · only mini[temperature=0.7] 5 · both ✗ 0 · p = 0.219 → no significant difference")
-    assert pairs[2].startswith("  new vs mini[temperature=0.7]: 7 cases · both ✓ 6 · only new 1 ·")
+    pairwise = text[text.index("Pairwise (3 pairs;") :]
+    assert "Holm-adjusted over 3 pairs" in pairwise.replace("\n", " ")
+    # old vs new over 8 cases: only new passes 6 → p = 2 × 1/2^6 = 0.03125; Holm over 3 pairs: the smallest
+    # of 0.03125, 0.0625, 1 is multiplied by 3 → 0.09375: no longer a win (it was one, unadjusted)
+    assert (
+        "  old vs new → no clear difference\n"
+        "    8 cases comparable, 0 not comparable · old wins 0 · new wins 6 · ties 2\n"
+        "    pass rate old 25.0% · new 100.0% · difference -75.0 pts (95% CI -92.9 to -28.0 pts, unadjusted)\n"
+        "    p = 0.0312 · Holm-adjusted p = 0.0938\n"
+    ) in pairwise
+    # old vs mini: case 0 (mini errored) and case 7 (mini inconclusive) are not comparable, so mini's error
+    # is no win for old: only mini passes 5 of the 6 → p = 2/2^5 = 0.0625, × 2 (Holm's second step) = 0.125
+    assert (
+        "  old vs mini[temperature=0.7] → no clear difference\n"
+        "    6 cases comparable, 2 not comparable · old wins 0 · mini[temperature=0.7] wins 5 · ties 1\n"
+    ) in pairwise
+    assert "    p = 0.0625 · Holm-adjusted p = 0.125\n" in pairwise
+    assert "  new vs mini[temperature=0.7] → no clear difference\n    6 cases comparable, 2 not comparable" in pairwise
+    assert "…" not in text
     assert "Flaky" not in text  # no repeats: no flaky section
 
 
@@ -322,13 +336,17 @@ def test_wide_matrix_switches_to_a_per_target_summary() -> None:
     assert target_rows == ["old", "new", "mini[temperature=0.7]"]
 
 
-def test_long_variant_ids_are_shortened_in_the_middle() -> None:
+def test_long_variant_ids_wrap_in_the_header_never_cut() -> None:
     long_id = "assistant[model=a-very-long-model-name-2025-preview,temperature=0.7]"
     results = [cell(long_id, "a", "pass", 0), cell("b", "a", "pass", 1)]
     text = format_matrix(summarise(results), results, width=200)
-    header = next(line for line in text.splitlines() if "…" in line)
-    assert "…ature=0.7]" in header and header.split()[0] == "[model=a-ve…ature=0.7]" and max(len(part) for part in header.split()) <= 22
-    assert f"columns: {long_id}, b" in text  # the full ids, once
+    assert "…" not in text
+    lines = text.splitlines()
+    top = next(i for i, line in enumerate(lines) if line.startswith("case "))
+    header = [line.split() for line in lines[top : top + 4]]
+    # the base, then each param on its own line; a part wider than a column (22) wraps whole
+    assert header == [["case", "assistant", "b"], ["[model=a-very-long-mod"], ["el-name-2025-preview,"], ["temperature=0.7]"]]
+    assert max(len(part) for row in header for part in row) <= 22
 
 
 # --------------------------------------------------------------- end to end, with a provider
@@ -485,7 +503,9 @@ def test_matrix_run_with_repeats_end_to_end(tmp_path: Path, fake_openai: FakeOpe
     row = next(line for line in out.splitlines() if line.startswith("refund"))
     assert row.split() == ["refund", "4/4", "✓", "3/4", "✓", "4/4", "✓", "0/4", "✗"]
     assert "95% CI" in out and "  flaky  qa/refund  3/4  passes" in out
-    assert "  stable vs flaky: 2 cases · both ✓ 2 · only stable 0 · only flaky 0 · both ✗ 0 · p = 1 → no significant difference" in out
+    assert (
+        "  stable vs flaky → no clear difference\n    2 cases comparable, 0 not comparable · stable wins 0 · flaky wins 0 · ties 2" in out
+    )
     assert res.exit_code == 1  # mini at 0.7 fails the refund case
     # the JUnit file: one testcase per case and variant, the flaky one carries <flakyFailure>
     junit = (run_dir / "junit.xml").read_text()

@@ -146,14 +146,20 @@ def test_pairwise_mcnemar_exact() -> None:
     (pair,) = summarise(results)["pairwise"]
     # discordant pairs: b = 0 (only A), c = 6 (only B); under "no difference" each is a fair coin:
     # p = 2 · P(X ≤ 0), X ~ Binomial(6, ½) = 2 · 1/64 = 0.03125 < 0.05 → B beats A
+    ci = pair.pop("difference_ci")
     assert pair == {
-        "a": "A", "b": "B", "cases": 11, "both_pass": 3, "only_a": 0, "only_b": 6, "both_fail": 2,
-        "p_value": 0.03125, "significant": True, "winner": "B", "conclusion": "B beats A",
+        "a": "A", "b": "B", "comparable": 11, "not_comparable": 0,
+        "both_pass": 3, "only_a": 0, "only_b": 6, "both_fail": 2, "ties": 5,
+        "pass_rate_a": 3 / 11, "pass_rate_b": 9 / 11, "difference": -6 / 11,
+        "p_value": 0.03125, "p_adjusted": 0.03125, "adjustment": "none", "family": 1,
+        "significant": True, "winner": "B", "conclusion": "B beats A",
     }  # fmt: skip
+    # Newcombe's paired interval of A − B (method 10), unadjusted: inside [-1, 1], around −6/11, excluding 0
+    assert ci == pytest.approx([-0.7614, -0.1346], abs=1e-4)
     # one discordant pair fewer: p = 2 · 1/32 = 0.0625 → no claim
     b["c8"] = "f"
     (pair,) = summarise(repeated("A", a) + repeated("B", b, start=100))["pairwise"]
-    assert (pair["only_b"], pair["p_value"], pair["winner"], pair["conclusion"]) == (5, 0.0625, None, "no significant difference")
+    assert (pair["only_b"], pair["p_value"], pair["winner"], pair["conclusion"]) == (5, 0.0625, None, "no clear difference")
     # both ways: only A 2, only B 9 → p = 2 · (C(11,0) + C(11,1) + C(11,2)) / 2^11 = 2 · 67/2048 = 0.0654296875
     a2 = {f"c{i}": s for i, s in enumerate("pp" + "fffffffff")}
     b2 = {f"c{i}": s for i, s in enumerate("ff" + "ppppppppp")}
@@ -165,7 +171,7 @@ def test_pairwise_uses_case_verdicts_and_skips_undecided() -> None:
     # with repeats the comparison is over case verdicts: A's 3/4 counts as a pass (majority), B's 2/4 as a fail
     results = repeated("A", {"x": "pppf", "y": "ssss"}) + repeated("B", {"x": "ppff", "y": "pppp"}, start=100)
     (pair,) = summarise(results)["pairwise"]
-    assert (pair["cases"], pair["only_a"], pair["only_b"]) == (1, 1, 0)  # y: A was inconclusive
+    assert (pair["comparable"], pair["not_comparable"], pair["only_a"], pair["only_b"]) == (1, 1, 1, 0)  # y: A was inconclusive
 
 
 def test_categories_and_difficulties_at_case_level() -> None:

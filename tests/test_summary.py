@@ -353,7 +353,7 @@ def test_format_failures_and_facts() -> None:
     assert "  rules  billing/wrong-refund — contains: expected 'refund'\n" in text
     assert "  rules  shipping/crash — error: TargetTimeout: no answer within 120s\n" in text
     assert "  mini   billing/wrong-refund — contains: expected 'refund'\n" in text
-    assert re.search(r"^Cost +\$0\.0300 \(\+ \$0\.0050 judge\) · prices missing for 2 cells$", text, re.MULTILINE)
+    assert re.search(r"^Cost +\$0\.0300 \(\+ \$0\.00500 judge\) · prices missing for 2 cells$", text, re.MULTILINE)
     assert re.search(r"^Duration +1m01\.5s$", text, re.MULTILINE)
     assert re.search(r"^Cache +1 of 6 cells from the response cache \(16\.7%\)$", text, re.MULTILINE)
     assert re.search(r"^Tokens +3,000 in · 500 out · 500 prompt-cache hits \(16\.7% of input\)$", text, re.MULTILINE)

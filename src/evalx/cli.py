@@ -271,7 +271,9 @@ def run_cmd(
     else:
         from evalx.reports import format_summary
 
-        click.echo(format_summary(outcome.summary, color=sys.stdout.isatty(), flaky_list=not selection.matrix))
+        click.echo(
+            format_summary(outcome.summary, color=sys.stdout.isatty(), flaky_list=not selection.matrix, pairwise=not selection.matrix)
+        )
         if selection.matrix:
             from evalx.reports.matrix_view import format_matrix
             from evalx.results.store import read_results

@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-__all__ = ["ci", "clip", "count", "duration", "finite", "ms", "pct", "usd"]
+__all__ = ["ci", "clip", "count", "duration", "finite", "ms", "p_value", "pct", "points", "usd"]
 
 
 def finite(value: Any) -> float | None:
@@ -56,9 +56,39 @@ def count(n: int) -> str:
 
 
 def usd(value: float | None) -> str:
+    """Dollars: cents from $100, four decimals from a cent, and three significant digits under a cent.
+
+    A small cost keeps its size: ``$0.000123`` a call, never ``$0.0001`` or
+    ``$0.0000``. Every reporter formats money here (the HTML report's script
+    has the same rule in ``fmtUsd``).
+    """
     if value is None:
         return "—"
-    return f"${value:,.2f}" if value >= 100 else f"${value:.4f}"
+    size = abs(value)
+    sign = "-" if value < 0 else ""
+    if size >= 100:
+        return f"{sign}${size:,.2f}"
+    if size >= 0.01 or size == 0:
+        return f"{sign}${size:.4f}"
+    if size < 1e-12:  # below any price: plain scientific notation rather than a wall of zeros
+        return f"{sign}${size:.2e}"
+    decimals = 2 - math.floor(math.log10(size))  # three significant digits
+    text = f"{size:.{decimals}f}"
+    if text.startswith("0.01"):  # rounded up to a cent (0.009996 → 0.0100): four decimals, as above
+        text = f"{size:.4f}"
+    return f"{sign}${text}"
+
+
+def p_value(p: float | None) -> str:
+    """A p-value with three significant digits (``0.0312``, ``0.000122``, ``1``), never cut short."""
+    if p is None:
+        return "—"
+    return f"{p:.3g}" if p >= 1e-4 else f"{p:.2e}"
+
+
+def points(difference: float | None) -> str:
+    """A difference of two rates in percentage points, signed (``+12.5 pts``)."""
+    return "—" if difference is None else f"{difference * 100:+.1f} pts"
 
 
 def clip(text: str, width: int) -> str:

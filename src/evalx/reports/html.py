@@ -74,6 +74,7 @@ from evalx.figures import ms as _ms
 from evalx.figures import pct as _pct
 from evalx.figures import usd as _usd
 from evalx.reports import charts as _charts
+from evalx.reports.pairwise import html_pairwise
 from evalx.reports.spool import Spool
 from evalx.results.model import STATUSES, AssertionRecord, BaselineView, CellResult, RunSummary
 from evalx.results.store import read_results
@@ -698,6 +699,7 @@ def _header(summary: RunSummary, data: _ReportData) -> _Json:
                 "tokens": _int(tokens.get("input")) + _int(tokens.get("output")),
                 "cost": finite(t.get("cost_usd")),
                 "judge_cost": finite(t.get("judge_cost_usd")),
+                "cost_per_pass": finite(t.get("cost_per_pass_usd")),
                 "repeats": rep,
             }
         )
@@ -724,6 +726,7 @@ def _header(summary: RunSummary, data: _ReportData) -> _Json:
         "inconclusive": _int(summary.get("inconclusive_assertions")),
         "repeats": repeats if isinstance(repeats, dict) and repeats else None,
         "cells_planned": _int(summary.get("cells_planned")),
+        "pairwise": html_pairwise([p for p in summary.get("pairwise") or [] if isinstance(p, dict)]),
     }
 
 

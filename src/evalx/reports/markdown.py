@@ -13,6 +13,8 @@ from pathlib import Path
 from evalx.display import show_id
 from evalx.errors import writing
 from evalx.figures import pct as _pct
+from evalx.figures import usd as _usd
+from evalx.reports.pairwise import markdown_pairwise
 from evalx.results.compare import markdown_cases, md_escape
 from evalx.results.model import RunSummary
 
@@ -34,7 +36,7 @@ def markdown_summary(summary: RunSummary) -> str:
         "",
         f"**Pass rate {_pct(totals.get('pass_rate'))}** · {totals.get('cells', 0)} cells: {totals.get('pass', 0)} pass · "
         f"{totals.get('fail', 0)} fail · {totals.get('error', 0)} error · {totals.get('skipped', 0)} skipped"
-        + (f" · cost ${cost:.4f}" if isinstance(cost, (int, float)) else "")
+        + (f" · cost {_usd(cost)}" if isinstance(cost, (int, float)) else "")
         + (f" · p99 {p99:.0f}ms" if isinstance(p99, (int, float)) else ""),
         "",
     ]
@@ -43,6 +45,7 @@ def markdown_summary(summary: RunSummary) -> str:
         lines += ["| target | cells | pass rate |", "|---|--:|--:|"]
         lines += [f"| {md_escape(show_id(t))} | {v.get('cells', 0)} | {_pct(v.get('pass_rate'))} |" for t, v in per_target.items()]
         lines.append("")
+    lines += markdown_pairwise(summary.get("pairwise") or [])
     comparison = summary.get("comparison")
     if comparison:
         o = comparison["overall"]

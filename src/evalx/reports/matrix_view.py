@@ -4,13 +4,15 @@ Rows are cases (matrix order), columns are the run's targets (a provider
 target's variants each get one). A cell shows ✓ pass, ✗ fail, E error, – not
 run or inconclusive; with repeats it shows ``k/N`` and the case verdict by
 ``repeat_pass_rule``. A footer gives, per column, the pass rate with its 95%
-Wilson interval, cost and p50/p99 latency; then come the pairwise comparison
-lines (exact McNemar) and the flaky cases. Everything but the case rows comes
-from ``summary.json``, so the view agrees with it by construction.
+Wilson interval, cost, cost per passing cell and p50/p99 latency; then come
+the pairwise comparisons (:mod:`evalx.reports.pairwise`: comparable cases,
+Holm-adjusted exact McNemar) and the flaky cases. Everything but the case rows
+comes from ``summary.json``, so the view agrees with it by construction.
 
-Wide matrices stay readable: headers split a variant id at ``[`` onto two
-lines and shorten each in the middle; a table still wider than the terminal
-becomes a per-target table with a note saying so.
+Wide matrices stay readable without hiding what tells variants apart: a
+header puts the base target on one line and each ``param=value`` on its own
+(a part longer than a column wraps, never cut with ``…``); a table still
+wider than the terminal becomes a per-target table with a note saying so.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from evalx.figures import clip as _clip
 from evalx.figures import ms as _ms
 from evalx.figures import pct as _pct
 from evalx.figures import usd as _usd
+from evalx.reports.pairwise import pairwise_lines
 from evalx.reports.text import flaky_lines, show_id
 from evalx.results.model import CellResult, RunSummary
 from evalx.results.repeats import DEFAULT_RULE, Tally, case_status
@@ -34,12 +37,10 @@ __all__ = ["format_matrix"]
 
 #: case rows shown; the rest are counted
 MAX_ROWS = 50
-#: widest header line of a column (a variant id's part), in characters
+#: widest header line of a column (a variant id's part), in characters; longer parts wrap
 MAX_COLUMN = 22
 #: widest case label
 MAX_LABEL = 40
-#: pairwise comparison lines shown (significant ones first)
-MAX_PAIR_LINES = 12
 #: flaky cases listed
 MAX_FLAKY_LINES = 20
 
@@ -48,22 +49,23 @@ _ANSI = {"red": "31", "green": "32", "yellow": "33", "bold": "1", "dim": "2"}
 _MARK = {"pass": "✓", "fail": "✗", "error": "E", "skipped": "–"}
 
 
-def _shorten(text: str, width: int) -> str:
-    """``text`` cut in the middle to ``width`` characters, keeping both ends (where variants differ)."""
-    if len(text) <= width:
-        return text
-    keep = width - 1
-    head = (keep + 1) // 2
-    return text[:head] + "…" + text[len(text) - (keep - head) :]
+def _header(target_id: str) -> str:
+    """A column header: the base target on one line, then each ``param=value`` of a variant on its own.
 
-
-def _header(target_id: str) -> tuple[str, bool]:
-    """A column header: the target on one line, its ``[params]`` on the next; and whether it was shortened."""
+    Every character of the id is shown (a part wider than :data:`MAX_COLUMN`
+    wraps onto the next line): ``temperature=0`` and ``temperature=0.7``
+    never read the same.
+    """
     safe = show_id(target_id)
     base, bracket, rest = safe.partition("[")
-    parts = [base, bracket + rest] if bracket else [base]
-    shown = [_shorten(p, MAX_COLUMN) for p in parts]
-    return "\n".join(shown), shown != parts
+    parts = [base]
+    if bracket:
+        params = rest.split(",")
+        parts += [("[" if i == 0 else "") + param + ("," if i < len(params) - 1 else "") for i, param in enumerate(params)]
+    lines: list[str] = []
+    for part in parts:
+        lines += [part[i : i + MAX_COLUMN] for i in range(0, len(part), MAX_COLUMN)] or [""]
+    return "\n".join(lines)
 
 
 def _visible_width(text: str) -> int:
@@ -142,12 +144,7 @@ def format_matrix(
         text = f"{tally.passed}/{tally.decided} {_MARK[status]}"
         return paint(text, "yellow" if tally.flaky and status == "pass" else style)
 
-    headers: list[str] = ["case"]
-    shortened = False
-    for target_id in columns:
-        head, cut = _header(target_id)
-        headers.append(head)
-        shortened = shortened or cut
+    headers: list[str] = ["case"] + [_header(t) for t in columns]
     several = len(rows.datasets) > 1
     body: list[list[str]] = []
     for (dataset, case_id), tallies in rows.ordered():
@@ -166,6 +163,7 @@ def format_matrix(
             "cases 95% CI": _ci(level.get("pass_rate_ci") if level else None),
             "flaky": str(level.get("flaky", 0) if level else 0),
             "cost": _usd(t.get("cost_usd")),
+            "cost / pass": _usd(t.get("cost_per_pass_usd")),
             "p50": _ms(latency.get("p50")),
             "p99": _ms(latency.get("p99")),
         }
@@ -173,7 +171,7 @@ def format_matrix(
     footer_keys = ["pass rate", "95% CI"]
     if repeats:
         footer_keys += [f"cases ({rule})", "cases 95% CI", "flaky"]
-    footer_keys += ["cost", "p50", "p99"]
+    footer_keys += ["cost", "cost / pass", "p50", "p99"]
     per_column = {t: figures(t) for t in columns}
     footer = [[key] + [per_column[t][key] for t in columns] for key in footer_keys]
     table = str(
@@ -198,10 +196,8 @@ def format_matrix(
         if repeats:
             legend = "k/N repeats passed, then the case verdict: " + legend
         lines.append(paint(legend, "dim"))
-        if shortened:
-            lines.append("columns: " + ", ".join(show_id(t) for t in columns))
     else:
-        summary_rows = [[_clip(show_id(t), MAX_LABEL)] + [per_column[t][key] for key in footer_keys] for t in columns]
+        summary_rows = [[show_id(t)] + [per_column[t][key] for key in footer_keys] for t in columns]
         narrow = str(
             tabulate(
                 summary_rows,
@@ -222,23 +218,7 @@ def format_matrix(
 
     pairs = summary.get("pairwise") or []
     if pairs:
-        lines += ["", "Pairwise (cases both decided; exact McNemar test, significant when p < 0.05):"]
-        shown = sorted(pairs, key=lambda p: (not p.get("significant"), p.get("p_value", 1.0)))[:MAX_PAIR_LINES]
-        shown.sort(key=pairs.index)  # back to target order: a stable listing
-        for p in shown:
-            a, b = show_id(p["a"]), show_id(p["b"])
-            conclusion = str(p.get("conclusion") or "")
-            verdict = paint(conclusion, "bold") if p.get("significant") else conclusion
-            lines.append(
-                _clip(
-                    f"  {a} vs {b}: {p['cases']} cases · both ✓ {p['both_pass']} · only {a} {p['only_a']} · "
-                    f"only {b} {p['only_b']} · both ✗ {p['both_fail']} · p = {p['p_value']:.3g}",
-                    200,
-                )
-                + f" → {verdict}"
-            )
-        if len(pairs) > len(shown):
-            lines.append(f"  … and {len(pairs) - len(shown)} more pairs (summary.json)")
+        lines += ["", *pairwise_lines(pairs, paint)]
 
     flaky = (repeats.get("flaky") if repeats else None) or []
     if repeats:

@@ -15,6 +15,7 @@ from evalx.figures import duration as _duration
 from evalx.figures import ms as _ms
 from evalx.figures import pct as _pct
 from evalx.figures import usd as _usd
+from evalx.reports.pairwise import pairwise_lines
 from evalx.results.model import CellCounts, Distribution, FlakyCase, RunSummary
 
 __all__ = ["flaky_lines", "format_summary", "one_line", "show_id"]
@@ -57,11 +58,12 @@ def flaky_lines(flaky: list[FlakyCase], paint: Paint) -> list[str]:
     return out
 
 
-def format_summary(summary: RunSummary, *, color: bool = False, flaky_list: bool = True) -> str:
+def format_summary(summary: RunSummary, *, color: bool = False, flaky_list: bool = True, pairwise: bool = True) -> str:
     """The text shown at the end of a run and stored as ``summary.txt``.
 
-    ``flaky_list=False`` leaves out the names of flaky cases (the matrix view
-    of a ``--matrix`` run lists them itself).
+    ``flaky_list=False`` leaves out the names of flaky cases and
+    ``pairwise=False`` the pairwise comparisons (the matrix view of a
+    ``--matrix`` run shows both itself).
     """
 
     def paint(text: str, *styles: str) -> str:
@@ -167,6 +169,9 @@ def format_summary(summary: RunSummary, *, color: bool = False, flaky_list: bool
             more = repeats.get("flaky_cases", len(flaky)) - min(len(flaky), MAX_FLAKY_LINES)
             if more > 0:
                 lines.append(f"  … and {more} more (summary.json)")
+
+    if pairwise and summary.get("pairwise"):
+        lines += ["", *pairwise_lines(summary["pairwise"], paint)]
 
     failures = summary.get("failures") or []
     total_failures = summary.get("failures_total", len(failures))

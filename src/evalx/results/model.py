@@ -467,6 +467,9 @@ class TargetFigures(GroupFigures):
     cost_usd: float | None
     """Total cost of the priced cells; None when none was priced."""
     cost_usd_stats: CostDistribution
+    cost_per_pass_usd: float | None
+    """``cost_usd`` divided by the passing cells: what a pass costs (None without a priced cell or a pass;
+    unpriced cells, ``cost_missing_cells``, are not in it)."""
     cost_missing_cells: int
     """Cells of a priced resource evalx could not price (no price known for the model, or no usage in the answer)."""
     truncated_cells: int
@@ -495,23 +498,48 @@ class MatrixInfo(TypedDict):
 
 
 class PairwiseRow(TypedDict):
-    """Two targets compared over the cases both decided: a 2×2 table of case verdicts and a McNemar test."""
+    """Two targets compared over the cases both graded: a 2×2 table of case verdicts, a McNemar test and a verdict.
+
+    A case is *comparable* when both targets' case verdicts (by ``repeat_pass_rule``) are ``pass`` or
+    ``fail``; an ``error`` or ``skipped`` verdict on either side (or a case one side did not run) makes
+    it not comparable, so a target that errored never "loses" on it. ``only_a`` is A's wins (cases
+    only A passed), ``only_b`` B's wins, ``ties`` the cases both passed or both failed.
+    """
 
     a: str
     b: str
-    cases: int
-    """Cases both targets decided."""
+    comparable: int
+    """Cases both targets graded (pass or fail on both sides): every figure below is computed on these."""
+    not_comparable: int
+    """Cases either target ran that are not comparable: an error, an inconclusive (skipped) verdict or no cell on one side."""
     both_pass: int
     only_a: int
+    """Cases only A passed: A's wins."""
     only_b: int
+    """Cases only B passed: B's wins."""
     both_fail: int
-    p_value: float
-    """Exact McNemar test on ``only_a`` vs ``only_b``."""
+    ties: int
+    """``both_pass + both_fail``."""
+    pass_rate_a: float | None
+    """A's pass rate over the comparable cases; None when there are none."""
+    pass_rate_b: float | None
+    difference: float | None
+    """``pass_rate_a − pass_rate_b`` over the comparable cases (−1..1); None when there are none."""
+    difference_ci: list[float] | None
+    """Paired 95% interval of ``difference`` (Newcombe 1998, method 10) [lo, hi]; unadjusted for multiple comparisons."""
+    p_value: float | None
+    """Exact McNemar test on ``only_a`` vs ``only_b``, unadjusted; None when nothing is comparable."""
+    p_adjusted: float | None
+    """``p_value`` adjusted for the number of pairs (see ``adjustment``); the verdict uses it."""
+    adjustment: str
+    """``holm`` (Holm's step-down over ``family`` pairs), ``none`` (one pair) or ``bonferroni`` (more pairs than listed)."""
+    family: int
+    """How many pairs the adjustment covers: the pairs with at least one comparable case."""
     significant: bool
-    """``p_value`` < 0.05."""
+    """``p_adjusted`` < 0.05."""
     winner: str | None
     conclusion: str
-    """``B beats A`` or ``no significant difference``."""
+    """The verdict in plain words: ``B beats A``, ``no clear difference`` or ``not comparable``."""
 
 
 class JudgeUsage(TypedDict):

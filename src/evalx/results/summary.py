@@ -52,8 +52,10 @@ MAX_FLAKY = 50
 MAX_CASE_ROWS = 1000
 #: target pairs compared in summary.json (in target order)
 MAX_PAIRS = 1000
-#: pairwise McNemar p-value under which a difference is claimed
+#: pairwise McNemar p-value (Holm-adjusted) under which a difference is claimed
 SIGNIFICANCE = 0.05
+#: case verdicts a pairwise comparison counts: an error or an inconclusive verdict is no evidence about the model
+_GRADED = frozenset(("pass", "fail"))
 #: distinct reasons of inconclusive assertions counted in summary.json
 MAX_INCONCLUSIVE_REASONS = 20
 
@@ -200,6 +202,56 @@ def _latency_stats(values: Iterable[float]) -> Distribution:
         "mean": _stats.mean(data),
         "total": math.fsum(data) if data else None,
     }
+
+
+def _pair(a: str, b: str, verdicts_a: Mapping[str, str], verdicts_b: Mapping[str, str]) -> PairwiseRow:
+    """Targets ``a`` and ``b`` over their comparable cases, unadjusted (``_pairwise`` adjusts and decides)."""
+    both_pass = only_a = only_b = both_fail = 0
+    for case, sa in verdicts_a.items():
+        sb = verdicts_b.get(case)
+        if sa not in _GRADED or sb not in _GRADED:
+            continue
+        if sa == "pass":
+            if sb == "pass":
+                both_pass += 1
+            else:
+                only_a += 1
+        elif sb == "pass":
+            only_b += 1
+        else:
+            both_fail += 1
+    comparable = both_pass + only_a + only_b + both_fail
+    either = len(verdicts_a.keys() | verdicts_b.keys())
+    row: PairwiseRow = {
+        "a": a,
+        "b": b,
+        "comparable": comparable,
+        "not_comparable": either - comparable,
+        "both_pass": both_pass,
+        "only_a": only_a,
+        "only_b": only_b,
+        "both_fail": both_fail,
+        "ties": both_pass + both_fail,
+        "pass_rate_a": None,
+        "pass_rate_b": None,
+        "difference": None,
+        "difference_ci": None,
+        "p_value": None,
+        "p_adjusted": None,
+        "adjustment": "none",
+        "family": 0,
+        "significant": False,
+        "winner": None,
+        "conclusion": "not comparable",
+    }
+    if comparable:
+        row["pass_rate_a"] = (both_pass + only_a) / comparable
+        row["pass_rate_b"] = (both_pass + only_b) / comparable
+        row["difference"] = (only_a - only_b) / comparable
+        row["difference_ci"] = list(_stats.paired_difference_interval(both_pass, only_a, only_b, both_fail))
+        row["p_value"] = _stats.mcnemar_exact(only_a, only_b)
+        row["conclusion"] = "no clear difference"
+    return row
 
 
 class SummaryBuilder:
@@ -416,40 +468,35 @@ class SummaryBuilder:
         }
 
     def _pairwise(self, target_order: list[str], verdicts: dict[str, dict[str, str]]) -> list[PairwiseRow]:
-        """Every pair of targets over the cases both decided: a 2×2 table and an exact McNemar test."""
+        """Every pair of targets over the cases both graded: a 2×2 table, McNemar's exact test, Holm's adjustment, a verdict.
+
+        A case is comparable when both sides' case verdicts are ``pass`` or
+        ``fail``: an error or an inconclusive verdict is no evidence about the
+        model, so a target its server did not know (an error on every cell)
+        is "not comparable", never a loser. The verdict uses the p-value
+        adjusted (Holm) over every pair that has a comparable case.
+        """
         pairs: list[PairwiseRow] = []
+        total = len(target_order) * (len(target_order) - 1) // 2
         for i, a in enumerate(target_order):
             for b in target_order[i + 1 :]:
                 if len(pairs) >= MAX_PAIRS:
-                    return pairs
-                va, vb = verdicts.get(a, {}), verdicts.get(b, {})
-                table = {"both_pass": 0, "only_a": 0, "only_b": 0, "both_fail": 0}
-                for case, sa in va.items():
-                    sb = vb.get(case)
-                    if sb is None or sa == "skipped" or sb == "skipped":
-                        continue
-                    pa, pb = sa == "pass", sb == "pass"
-                    table["both_pass" if pa and pb else "only_a" if pa else "only_b" if pb else "both_fail"] += 1
-                p_value = _stats.mcnemar_exact(table["only_a"], table["only_b"])
-                winner = None
-                if p_value < SIGNIFICANCE:
-                    winner = b if table["only_b"] > table["only_a"] else a
-                loser = (a if winner == b else b) if winner else None
-                pairs.append(
-                    {
-                        "a": a,
-                        "b": b,
-                        "cases": sum(table.values()),
-                        "both_pass": table["both_pass"],
-                        "only_a": table["only_a"],
-                        "only_b": table["only_b"],
-                        "both_fail": table["both_fail"],
-                        "p_value": p_value,
-                        "significant": winner is not None,
-                        "winner": winner,
-                        "conclusion": f"{winner} beats {loser}" if winner else "no significant difference",
-                    }
-                )
+                    break
+                pairs.append(_pair(a, b, verdicts.get(a, {}), verdicts.get(b, {})))
+        tested = [p for p in pairs if p["p_value"] is not None]
+        raw = [p["p_value"] for p in tested if p["p_value"] is not None]
+        if total > len(pairs):  # pairs left out of the listing: Bonferroni over all of them bounds Holm's from above
+            adjusted, method, family = [min(1.0, total * p) for p in raw], "bonferroni", total
+        else:
+            adjusted, method, family = _stats.holm_adjust(raw), "holm" if len(raw) > 1 else "none", len(raw)
+        for row, p_adjusted in zip(tested, adjusted, strict=True):
+            row["p_adjusted"], row["adjustment"], row["family"] = p_adjusted, method, family
+            if p_adjusted < SIGNIFICANCE:
+                winner, loser = (row["b"], row["a"]) if row["only_b"] > row["only_a"] else (row["a"], row["b"])
+                row["significant"], row["winner"], row["conclusion"] = True, winner, f"{winner} beats {loser}"
+        for row in pairs:
+            if row["p_value"] is None:
+                row["adjustment"], row["family"] = method, family
         return pairs
 
     def finish(self, finished_at: str, duration_s: float) -> SummaryFigures:
@@ -503,6 +550,7 @@ class SummaryBuilder:
                 "cost_usd": t.cost if t.cost_cells else None,
                 # per priced cell: the spread behind the total
                 "cost_usd_stats": {**_latency_stats(t.costs), "cells": t.cost_cells},
+                "cost_per_pass_usd": t.cost / t.by_status["pass"] if t.cost_cells and t.by_status["pass"] else None,
                 "cost_missing_cells": t.cost_missing,
                 "truncated_cells": t.truncated,
                 "judge_cost_usd": t.judge_cost if t.judge_cells else None,

@@ -29,7 +29,16 @@
     if (v < 60000) return (v / 1000).toFixed(2) + "s";
     return Math.floor(v / 60000) + "m" + ((v % 60000) / 1000).toFixed(1) + "s";
   }
-  function fmtUsd(v) { return v === undefined || v === null ? "—" : v >= 100 ? "$" + v.toFixed(2) : "$" + v.toFixed(4); }
+  // evalx.figures.usd's rule: cents from $100, four decimals from a cent, three significant digits under a cent
+  function fmtUsd(v) {
+    if (v === undefined || v === null) return "—";
+    var size = Math.abs(v), sign = v < 0 ? "-" : "";
+    if (size >= 100) return sign + "$" + size.toLocaleString("en-US", { minimumFractionDigits: 2, maximumFractionDigits: 2 });
+    if (size >= 0.01 || size === 0) return sign + "$" + size.toFixed(4);
+    if (size < 1e-12) return sign + "$" + size.toExponential(2);
+    var text = size.toFixed(2 - Math.floor(Math.log10(size)));
+    return sign + "$" + (text.indexOf("0.01") === 0 ? size.toFixed(4) : text);
+  }
   function fmtInt(v) { return (v || 0).toLocaleString("en-US"); }
 
   // ---------------------------------------------------------------- rows
@@ -177,7 +186,15 @@
     cols.forEach(function (t) {
       var th = el("th", F.sort === "t" + t ? "sorted" : null);
       var sw = el("span", "swatch"); sw.style.background = D.colors[t];
-      add(th, sw, document.createTextNode(T[t]));
+      // the base target, then each param=value of a variant on its own line, every character kept
+      var id = T[t], cut = id.indexOf("[");
+      add(th, add(el("span", "th-part"), sw, document.createTextNode(cut > 0 ? id.slice(0, cut) : id)));
+      if (cut > 0) {
+        var params = id.slice(cut + 1).split(",");
+        params.forEach(function (p, i) {
+          add(th, el("span", "th-part th-param", (i === 0 ? "[" : "") + p + (i < params.length - 1 ? "," : "")));
+        });
+      }
       th.title = T[t] + " (click: most failing first)";
       th.dataset.t = t;
       head.appendChild(th);
