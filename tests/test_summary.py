@@ -334,16 +334,21 @@ def test_format_header_and_tables() -> None:
     text = format_summary(build(sample()))
     lines = text.splitlines()
     assert lines[0] == f"Run {RUN_ID}  support-agent"
-    assert lines[1] == "6 cells: 2 pass · 2 fail · 1 error · 1 skipped"
-    assert lines[2].startswith("Pass rate 40.0%  (95% CI ") and lines[2].endswith("skipped cells excluded")
+    # two targets: a pass rate each in the headline; the pooled 40% only in the last line's footnote (issue 15)
+    assert lines[1] == "2 targets · 6 cells: 2 pass · 2 fail · 1 error · 1 skipped"
+    assert lines[2] == "Pass rate per target  (skipped cells excluded):"
+    assert lines[3].split() == ["rules", "33.3%", "(95%", "CI", "6.1–79.2%)", "1/3", "cells"]
+    assert lines[4].split() == ["mini", "50.0%", "(95%", "CI", "9.5–90.5%)", "1/2", "cells"]
+    assert "40.0%" not in "\n".join(lines[:-1])
+    assert lines[-1].startswith("all targets pooled: 40.0% (95% CI ")
     header = next(line for line in lines if line.startswith("target"))
     assert header.split() == ["target", "cells", "pass", "fail", "error", "skip", "pass", "rate", "p50", "p99", "tokens", "cost"]
     rules_row = next(line for line in lines if line.startswith("rules "))
     assert rules_row.split() == ["rules", "4", "1", "1", "1", "1", "33.3%", "250ms", "397ms", "2,400", "$0.0300"]
     mini_row = next(line for line in lines if line.startswith("mini "))
     assert mini_row.split()[-1] == "—"
-    assert any(line.startswith("category") for line in lines)
-    assert any(line.startswith("shipping") and "0.0%" in line for line in lines)
+    assert any(line.split()[:2] == ["target", "category"] for line in lines)
+    assert any(line.split()[:2] == ["shipping", "2"] and "0.0%" in line for line in lines)  # rules' own shipping row
     assert "\x1b" not in text
 
 

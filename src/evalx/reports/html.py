@@ -31,7 +31,7 @@ Embedded data (short keys: it is repeated for every cell)::
 
     {"v": 1, "run_id": str, "targets": [id, ...], "repeats": bool,
      "cases": [{"d": dataset, "id": case_id, "cat", "dif", "tags": [...],
-                "in": input, "ex": expected, "src": "file:line"}, ...],
+                "in": input, "ex": expected, "src": "file:line", "ds": description, "nt": notes}, ...],
      "cells": [{"c": case index, "t": target index, "r": repeat, "s": status,
                 "sc": score, "ms": latency, "tt": ttft, "usd": cost,
                 "jusd": judge cost, "tk": [in, out, cache_hit], "it": iterations,
@@ -58,7 +58,7 @@ from collections.abc import Iterable, Mapping
 from datetime import datetime
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import jinja2
 from markupsafe import Markup
@@ -74,9 +74,11 @@ from evalx.figures import ms as _ms
 from evalx.figures import pct as _pct
 from evalx.figures import usd as _usd
 from evalx.reports import charts as _charts
+from evalx.reports.breakdown import cross_table, score_text
 from evalx.reports.pairwise import html_pairwise
 from evalx.reports.spool import Spool
-from evalx.results.model import STATUSES, AssertionRecord, BaselineView, CellResult, RunSummary
+from evalx.reports.text import pooled_footnote
+from evalx.results.model import STATUSES, AssertionRecord, BaselineView, CellResult, GroupFigures, RunSummary, TargetFigures
 from evalx.results.store import read_results
 
 __all__ = ["HtmlStream", "clean_text", "embed_json", "write_html"]
@@ -518,6 +520,8 @@ class _ReportData:
         self.embed.put(row, "ex", result.get("expected"), TEXT_CAP)
         if result.get("case_source"):
             row["src"] = clean_text(result["case_source"])
+        self.embed.put(row, "ds", result.get("description"), TEXT_CAP)
+        self.embed.put(row, "nt", result.get("notes"), TEXT_CAP)
         return row
 
     def _assertion(self, a: AssertionRecord) -> list[Any]:
@@ -726,7 +730,37 @@ def _header(summary: RunSummary, data: _ReportData) -> _Json:
         "inconclusive": _int(summary.get("inconclusive_assertions")),
         "repeats": repeats if isinstance(repeats, dict) and repeats else None,
         "cells_planned": _int(summary.get("cells_planned")),
+        # several targets are different models: the headline and the breakdowns are per target, the pooled rate a footnote
+        "several": len(rows) > 1,
+        "pooled_note": pooled_footnote(cast(GroupFigures, totals), len(rows)) if len(rows) > 1 and "pass_rate" in totals else None,
+        "breakdowns": [b for b in (_breakdown_view(row, per_target.get(row["id"])) for row in rows) if b is not None],
         "pairwise": html_pairwise([p for p in summary.get("pairwise") or [] if isinstance(p, dict)]),
+    }
+
+
+def _breakdown_view(row: _Json, figures: Mapping[str, Any] | None) -> _Json | None:
+    """A target's category × difficulty table as the template shows it (texts ready), or None without the figures."""
+    cross = cross_table(cast(TargetFigures, figures)) if isinstance(figures, Mapping) else None
+    if cross is None:
+        return None
+    return {
+        "id": row["id"],
+        "color": row["color"],
+        "pass_rate": row["pass_rate"],
+        "pass_rate_ci": row["pass_rate_ci"],
+        "mean_score": score_text(cross.total.mean_score),
+        "scored": cross.total.scored,
+        "difficulties": [show_id(d) for d in cross.difficulties],
+        "rows": [
+            {
+                "name": "all" if r is cross.total else show_id(r.name),
+                "total": r is cross.total,
+                "cells": [c.text() for c in r.cells],
+                "all": r.all.text(),
+                "mean_score": score_text(r.mean_score),
+            }
+            for r in [*cross.rows, cross.total]
+        ],
     }
 
 

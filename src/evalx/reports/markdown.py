@@ -1,4 +1,4 @@
-"""A run's Markdown summary for CI: the headline, the gates and the newly failing cases.
+"""A run's Markdown summary for CI: the headline, the gates, the newly failing cases and per-target breakdowns.
 
 Written to ``--markdown PATH`` and appended to ``$GITHUB_STEP_SUMMARY`` when
 that is set (GitHub Actions shows it on the run's page). Model output is
@@ -12,11 +12,15 @@ from pathlib import Path
 
 from evalx.display import show_id
 from evalx.errors import writing
+from evalx.figures import ci as _ci
+from evalx.figures import finite
 from evalx.figures import pct as _pct
 from evalx.figures import usd as _usd
+from evalx.reports.breakdown import cross_table, score_text
 from evalx.reports.pairwise import markdown_pairwise
+from evalx.reports.text import pooled_footnote
 from evalx.results.compare import markdown_cases, md_escape
-from evalx.results.model import RunSummary
+from evalx.results.model import RunSummary, TargetFigures
 
 __all__ = ["markdown_summary", "publish_markdown"]
 
@@ -31,19 +35,25 @@ def markdown_summary(summary: RunSummary) -> str:
     name = f" — {md_escape(summary['name'])}" if summary.get("name") else ""
     cost = summary.get("cost_usd")
     p99 = (summary.get("latency_ms") or {}).get("p99")
+    per_target = summary.get("per_target") or {}
+    several = len(per_target) > 1  # different models: no pooled headline, a row and a table per target
     lines = [
         f"## {icon} evalx run `{md_escape(summary.get('run_id', ''))}`{name}",
         "",
-        f"**Pass rate {_pct(totals.get('pass_rate'))}** · {totals.get('cells', 0)} cells: {totals.get('pass', 0)} pass · "
+        (f"**{len(per_target)} targets**" if several else f"**Pass rate {_pct(totals.get('pass_rate'))}**")
+        + f" · {totals.get('cells', 0)} cells: {totals.get('pass', 0)} pass · "
         f"{totals.get('fail', 0)} fail · {totals.get('error', 0)} error · {totals.get('skipped', 0)} skipped"
         + (f" · cost {_usd(cost)}" if isinstance(cost, (int, float)) else "")
         + (f" · p99 {p99:.0f}ms" if isinstance(p99, (int, float)) else ""),
         "",
     ]
-    per_target = summary.get("per_target") or {}
-    if len(per_target) > 1:
-        lines += ["| target | cells | pass rate |", "|---|--:|--:|"]
-        lines += [f"| {md_escape(show_id(t))} | {v.get('cells', 0)} | {_pct(v.get('pass_rate'))} |" for t, v in per_target.items()]
+    if several:
+        lines += ["| target | cells | pass rate | 95% CI | mean score |", "|---|--:|--:|--:|--:|"]
+        lines += [
+            f"| {md_escape(show_id(t))} | {v.get('cells', 0)} | **{_pct(v.get('pass_rate'))}** | {_ci(v.get('pass_rate_ci'))} "
+            f"| {score_text(finite(v.get('mean_score')))} |"
+            for t, v in per_target.items()
+        ]
         lines.append("")
     lines += markdown_pairwise(summary.get("pairwise") or [])
     comparison = summary.get("comparison")
@@ -70,7 +80,34 @@ def markdown_summary(summary: RunSummary) -> str:
     guard = summary.get("cost_guard")
     if guard and guard["skipped"]:
         lines += [f"> 💸 {md_escape(guard['message'] or '', 300)}", ""]
+    for target_id, figures in per_target.items():
+        lines += _breakdown(target_id, figures, several)
+    if several:
+        lines += [f"<sub>{md_escape(pooled_footnote(totals, len(per_target)), 300)}</sub>", ""]
     return "\n".join(lines) + "\n"
+
+
+def _breakdown(target_id: str, figures: TargetFigures, several: bool) -> list[str]:
+    """A target's category × difficulty table with its mean score (the golden_qa runner's breakdown), in Markdown."""
+    cross = cross_table(figures)
+    if cross is None:
+        return []
+    scored = cross.total.scored
+    mean = f"mean score **{score_text(cross.total.mean_score)}**"
+    if scored:
+        mean += f" over {scored} scored cell{'s' if scored != 1 else ''}"
+    lines = [f"### By category and difficulty: `{md_escape(show_id(target_id))}`" if several else "### By category and difficulty", ""]
+    if several:
+        lines += [f"Pass rate **{_pct(finite(figures.get('pass_rate')))}** (95% CI {_ci(figures.get('pass_rate_ci'))}) · {mean}", ""]
+    else:
+        lines += [mean[0].upper() + mean[1:], ""]
+    headers = ["category", *(md_escape(d) for d in cross.difficulties), "all", "mean score"]
+    lines += ["| " + " | ".join(headers) + " |", "|---|" + "--:|" * (len(headers) - 1)]
+    for row in [*cross.rows, cross.total]:
+        name = "**all**" if row is cross.total else md_escape(show_id(row.name))
+        cells = [c.text() for c in row.cells]
+        lines.append("| " + " | ".join([name, *cells, row.all.text(), score_text(row.mean_score)]) + " |")
+    return [*lines, ""]
 
 
 def publish_markdown(summary: RunSummary, path: Path | None) -> list[Path]:

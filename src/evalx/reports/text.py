@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 from tabulate import tabulate  # type: ignore[import-untyped,unused-ignore]  # no stubs shipped
 
@@ -16,9 +16,9 @@ from evalx.figures import ms as _ms
 from evalx.figures import pct as _pct
 from evalx.figures import usd as _usd
 from evalx.reports.pairwise import pairwise_lines
-from evalx.results.model import CellCounts, Distribution, FlakyCase, RunSummary
+from evalx.results.model import CellCounts, Distribution, FlakyCase, GroupFigures, RunSummary, TargetFigures
 
-__all__ = ["flaky_lines", "format_summary", "one_line", "show_id"]
+__all__ = ["flaky_lines", "format_summary", "one_line", "pooled_footnote", "show_id"]
 
 #: paints text with ANSI styles (``paint("3 fail", "red")``), or returns it as it is
 Paint = Callable[..., str]
@@ -91,9 +91,14 @@ def format_summary(summary: RunSummary, *, color: bool = False, flaky_list: bool
         return str(tabulate([headers, rule, *rows], tablefmt="plain", disable_numparse=True, colalign=align))
 
     totals = summary["totals"]
+    per_target = summary.get("per_target") or {}
+    # several targets (or matrix variants) are different models: one pooled rate would
+    # say nothing about any of them, so the headline and the breakdowns are per target
+    several = len(per_target) > 1
     lines = [
         paint(f"Run {summary['run_id']}", "bold") + (f"  {one_line(summary['name'])}" if summary.get("name") else ""),
-        f"{totals['cells']} cells: "
+        (f"{len(per_target)} targets · " if several else "")
+        + f"{totals['cells']} cells: "
         + " · ".join(
             [
                 paint(f"{totals['pass']} pass", "green"),
@@ -102,12 +107,16 @@ def format_summary(summary: RunSummary, *, color: bool = False, flaky_list: bool
                 paint(f"{totals['skipped']} skipped", "yellow") if totals["skipped"] else "0 skipped",
             ]
         ),
-        f"Pass rate {paint(_pct(totals['pass_rate']), 'bold')}"
-        + (f"  (95% CI {_ci(totals['pass_rate_ci'])})" if totals.get("pass_rate_ci") else "")
-        + ("  skipped cells excluded" if totals["skipped"] else ""),
     ]
+    if several:
+        lines += _headline_per_target(per_target, skipped=bool(totals["skipped"]), paint=paint)
+    else:
+        lines.append(
+            f"Pass rate {paint(_pct(totals['pass_rate']), 'bold')}"
+            + (f"  (95% CI {_ci(totals['pass_rate_ci'])})" if totals.get("pass_rate_ci") else "")
+            + ("  skipped cells excluded" if totals["skipped"] else "")
+        )
 
-    per_target = summary.get("per_target") or {}
     if per_target:
         rows = []
         for target_id, t in per_target.items():
@@ -134,11 +143,24 @@ def format_summary(summary: RunSummary, *, color: bool = False, flaky_list: bool
             headers = ["target", "lat p50", "lat p95", "lat p99", "ttft p50", "ttft p95", "ttft p99", "tok in", "tok out", "cache hit"]
             lines += ["", table(rows, headers)]
 
-    for title, groups in (("category", summary.get("per_category")), ("difficulty", summary.get("per_difficulty"))):
-        if groups:
-            rows = [[show_id(name)] + counts_row(c) + [_ci(c["pass_rate_ci"])] for name, c in groups.items()]
-            headers = [title, "cells", "pass", "fail", "error", "skip", "pass rate", "95% CI"]
-            lines += ["", table(rows, headers)]
+    breakdowns: list[tuple[str, Mapping[str, GroupFigures] | None, dict[str, Mapping[str, GroupFigures] | None]]] = [
+        ("category", summary.get("per_category"), {k: t.get("per_category") for k, t in per_target.items()}),
+        ("difficulty", summary.get("per_difficulty"), {k: t.get("per_difficulty") for k, t in per_target.items()}),
+    ]
+    for title, pooled, own in breakdowns:
+        if several and all(groups is not None for groups in own.values()):
+            # one table, a block of rows a target: each target's own rates, never pooled
+            rows = []
+            for target_id, groups in own.items():
+                for n, (name, c) in enumerate((groups or {}).items()):
+                    rows.append([show_id(target_id) if n == 0 else "", show_id(name)] + counts_row(c) + [_ci(c["pass_rate_ci"])])
+            if rows:
+                headers = ["target", title, "cells", "pass", "fail", "error", "skip", "pass rate", "95% CI"]
+                lines += ["", table(rows, headers, numeric_from=2)]
+        elif pooled:  # one target; or a summary from before per-target breakdowns, pooled and saying so
+            rows = [[show_id(name)] + counts_row(c) + [_ci(c["pass_rate_ci"])] for name, c in pooled.items()]
+            label = title + (" (all targets pooled)" if several else "")
+            lines += ["", table(rows, [label, "cells", "pass", "fail", "error", "skip", "pass rate", "95% CI"])]
 
     repeats = summary.get("repeats")
     if repeats and repeats.get("per_target"):
@@ -236,4 +258,29 @@ def format_summary(summary: RunSummary, *, color: bool = False, flaky_list: bool
         facts.append(("Inconclusive", paint(_clip(text, LINE_WIDTH), "yellow")))
     label_width = max(len(label) for label, _ in facts)
     lines += [f"{label.ljust(label_width)}  {value}" for label, value in facts]
+    if several:
+        lines += ["", pooled_footnote(totals, len(per_target))]
     return "\n".join(lines) + "\n"
+
+
+def pooled_footnote(totals: GroupFigures | CellCounts, targets: int) -> str:
+    """The one place a multi-target run's pooled pass rate appears: a footnote that says what it mixes."""
+    decided = totals["cells"] - totals["skipped"]
+    ci = f" (95% CI {_ci(totals['pass_rate_ci'])})" if totals.get("pass_rate_ci") else ""
+    return (
+        f"all targets pooled: {_pct(totals['pass_rate'])}{ci} of {decided} decided cell{'s' if decided != 1 else ''}"
+        f" — {targets} targets mixed, not any one target's rate"
+    )
+
+
+def _headline_per_target(per_target: Mapping[str, TargetFigures], *, skipped: bool, paint: Paint) -> list[str]:
+    """The headline of a run with several targets: each target's pass rate with its 95% interval."""
+    ids = {target_id: show_id(target_id) for target_id in per_target}
+    cis = {k: f"(95% CI {_ci(t['pass_rate_ci'])})" if t.get("pass_rate_ci") else "" for k, t in per_target.items()}
+    width, ci_width = max(map(len, ids.values())), max(map(len, cis.values()))
+    lines = ["Pass rate per target" + ("  (skipped cells excluded)" if skipped else "") + ":"]
+    for target_id, t in per_target.items():
+        rate = paint(_pct(t.get("pass_rate")).rjust(6), "bold")
+        decided = t["cells"] - t["skipped"]
+        lines.append(f"  {ids[target_id].ljust(width)}  {rate}  {cis[target_id].ljust(ci_width)}  {t['pass']}/{decided} cells".rstrip())
+    return lines

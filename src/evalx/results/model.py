@@ -51,6 +51,7 @@ __all__ = [
     "CaseChange",
     "CaseCounts",
     "CaseRow",
+    "CategoryDifficultyFigures",
     "CellCounts",
     "CellOutput",
     "CellResult",
@@ -425,9 +426,22 @@ CaseCounts = TypedDict(
 
 
 class GroupFigures(CellCounts):
-    """A group's cell counts (``totals``, a category, a difficulty) and its case-level verdicts."""
+    """A group's cell counts (``totals``, a target, a category, a difficulty), its case-level verdicts and mean score."""
 
     case_level: CaseCounts
+    mean_score: float | None
+    """Mean of the cells' weighted ``score`` (0..1) over the cells that have one (``scored_cells``): errored cells
+    and cells with no conclusive assertion have none. None when no cell was scored."""
+    scored_cells: int
+    """Cells that have a ``score``: what ``mean_score`` averages."""
+
+
+class CategoryDifficultyFigures(GroupFigures):
+    """One target's cells of one category and one difficulty (an item of ``per_category_difficulty``)."""
+
+    category: str
+    difficulty: str | None
+    """None for the category's cases that have no difficulty."""
 
 
 class Distribution(TypedDict):
@@ -478,6 +492,13 @@ class TargetFigures(GroupFigures):
     """What the judge cost for this target's cells, apart from ``cost_usd``."""
     cached_cells: int
     """Cells answered from evalx's response cache."""
+    per_category: dict[str, GroupFigures]
+    """This target's cells by category, in matrix order (the top-level ``per_category`` pools all targets)."""
+    per_difficulty: dict[str, GroupFigures]
+    """This target's cells by difficulty, in matrix order; cases without a difficulty are not in it."""
+    per_category_difficulty: list[CategoryDifficultyFigures]
+    """This target's cells by category and difficulty (a category × difficulty table), categories in
+    matrix order and difficulties in matrix order within each; cases without a difficulty have ``difficulty`` None."""
 
 
 class MatrixVariant(TypedDict):
@@ -790,10 +811,14 @@ class SummaryFigures(TypedDict):
     repeat_pass_rule: str
     """``all``, ``majority`` or ``any``: the rule the case-level verdicts used."""
     totals: GroupFigures
+    """Every cell of the run. With several targets (or matrix variants) this pools different models: a
+    report's headline is per target (``per_target``); a pooled rate is at most a footnote."""
     per_target: dict[str, TargetFigures]
     """Targets in matrix order."""
     per_category: dict[str, GroupFigures]
+    """All targets pooled, by category; per target: ``per_target.<id>.per_category``."""
     per_difficulty: dict[str, GroupFigures]
+    """All targets pooled, by difficulty; per target: ``per_target.<id>.per_difficulty``."""
     matrix: MatrixInfo | None
     """A ``--matrix`` run's variants; None otherwise."""
     pairwise: list[PairwiseRow]

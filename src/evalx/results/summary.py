@@ -16,7 +16,7 @@ import math
 from array import array
 from collections.abc import Iterable, Mapping
 from operator import itemgetter
-from typing import Any, cast
+from typing import Any, TypedDict, cast
 
 from evalx.figures import finite
 from evalx.results import stats as _stats
@@ -25,6 +25,7 @@ from evalx.results.model import (
     SUMMARY_VERSION,
     CaseCounts,
     CaseRow,
+    CategoryDifficultyFigures,
     CellCounts,
     CellOutput,
     CellResult,
@@ -89,6 +90,12 @@ class _CaseCounts:
         self.counts[status] += 1
         self.flaky += flaky
 
+    def merge(self, other: _CaseCounts) -> None:
+        """Count ``other``'s cases in this group too."""
+        for status, n in other.counts.items():
+            self.counts[status] += n
+        self.flaky += other.flaky
+
 
 def _case_level(group: _CaseCounts | None) -> CaseCounts:
     """A group's case verdict counts with the case pass rate and its 95% Wilson interval."""
@@ -138,17 +145,39 @@ def _tokens(value: Any) -> int:
 
 
 class _Counts:
-    """Cells by status for one group (a target, a category, a difficulty...)."""
+    """Cells by status for one group (a target, a category, a difficulty...), and the sum of their scores."""
 
-    __slots__ = ("by_status", "first")
+    __slots__ = ("by_status", "first", "score_sum", "scored")
 
     def __init__(self) -> None:
         self.by_status: dict[str, int] = dict.fromkeys(STATUSES, 0)
         self.first = math.inf  # lowest matrix index seen: groups list in matrix order
+        self.score_sum = 0.0
+        self.scored = 0
 
-    def add(self, status: str, order: float) -> None:
+    def add(self, status: str, order: float, score: float | None = None) -> None:
         self.by_status[status] += 1
         self.first = min(self.first, order)
+        if score is not None:
+            self.score_sum += score
+            self.scored += 1
+
+    def merge(self, other: _Counts) -> None:
+        """Count ``other``'s cells in this group too."""
+        for status, n in other.by_status.items():
+            self.by_status[status] += n
+        self.first = min(self.first, other.first)
+        self.score_sum += other.score_sum
+        self.scored += other.scored
+
+    def figures(self, case_level: _CaseCounts | None) -> GroupFigures:
+        """The group's cell counts, case-level verdicts and mean score."""
+        return {
+            **self.as_dict(),
+            "case_level": _case_level(case_level),
+            "mean_score": self.score_sum / self.scored if self.scored else None,
+            "scored_cells": self.scored,
+        }
 
     def as_dict(self) -> CellCounts:
         cells = sum(self.by_status.values())
@@ -175,11 +204,13 @@ class _Target(_Counts):
     """A target's counters, plus what is reported per target only."""
 
     __slots__ = (
-        "cached", "cost", "cost_cells", "cost_missing", "costs", "judge_cells", "judge_cost", "latencies", "tokens", "truncated", "ttfts",
+        "cached", "cost", "cost_cells", "cost_missing", "costs", "groups", "judge_cells", "judge_cost", "latencies", "tokens",
+        "truncated", "ttfts",
     )  # fmt: skip
 
     def __init__(self) -> None:
         super().__init__()
+        self.groups: dict[tuple[str, str | None], _Counts] = {}  # (category, difficulty) -> this target's cells
         self.latencies = array("d")  # 8 bytes a cell: the only per-cell memory kept
         self.ttfts = array("d")
         self.costs = array("d")  # priced cells only: the cost distribution
@@ -191,6 +222,53 @@ class _Target(_Counts):
         self.judge_cells = 0
         self.cached = 0
         self.truncated = 0
+
+
+def _ordered(counts: Mapping[str, _Counts], case_level: Mapping[str, _CaseCounts]) -> dict[str, GroupFigures]:
+    """Each group's figures, groups in matrix order."""
+    return {k: counts[k].figures(case_level.get(k)) for k in sorted(counts, key=lambda k: counts[k].first)}
+
+
+def _by_category_and_difficulty(
+    by_group: Mapping[int, _CaseCounts], group_names: Mapping[int, tuple[str, str | None]]
+) -> tuple[dict[str, _CaseCounts], dict[str, _CaseCounts]]:
+    """Case verdicts by (category, difficulty) group number, summed by category and by difficulty."""
+    by_category: dict[str, _CaseCounts] = {}
+    by_difficulty: dict[str, _CaseCounts] = {}
+    for number, group_cases in by_group.items():
+        category, difficulty = group_names[number]
+        by_category.setdefault(category, _CaseCounts()).merge(group_cases)
+        if difficulty is not None:
+            by_difficulty.setdefault(difficulty, _CaseCounts()).merge(group_cases)
+    return by_category, by_difficulty
+
+
+class _Breakdown(TypedDict):
+    """A target's own category and difficulty figures (keys of :class:`~evalx.results.model.TargetFigures`)."""
+
+    per_category: dict[str, GroupFigures]
+    per_difficulty: dict[str, GroupFigures]
+    per_category_difficulty: list[CategoryDifficultyFigures]
+
+
+def _breakdown(target: _Target, cases: Mapping[int, _CaseCounts], group_names: Mapping[int, tuple[str, str | None]]) -> _Breakdown:
+    """One target's cells by category, by difficulty and by both, in matrix order: the per-target tables."""
+    categories: dict[str, _Counts] = {}
+    difficulties: dict[str, _Counts] = {}
+    for (category, difficulty), counts in target.groups.items():
+        categories.setdefault(category, _Counts()).merge(counts)
+        if difficulty is not None:
+            difficulties.setdefault(difficulty, _Counts()).merge(counts)
+    case_groups = {group_names[number]: group_cases for number, group_cases in cases.items()}
+    by_category, by_difficulty = _by_category_and_difficulty(cases, group_names)
+    cross: list[CategoryDifficultyFigures] = []
+    for (category, difficulty), counts in sorted(target.groups.items(), key=lambda kv: (categories[kv[0][0]].first, kv[1].first)):
+        cross.append({"category": category, "difficulty": difficulty, **counts.figures(case_groups.get((category, difficulty)))})
+    return {
+        "per_category": _ordered(categories, by_category),
+        "per_difficulty": _ordered(difficulties, by_difficulty),
+        "per_category_difficulty": cross,
+    }
 
 
 def _latency_stats(values: Iterable[float]) -> Distribution:
@@ -310,15 +388,25 @@ class SummaryBuilder:
         target_id = str(result.get("target") or "")
         category = str(result.get("category") or "general")
         difficulty = result.get("difficulty")
+        if difficulty is not None:
+            difficulty = str(difficulty)
+        score = result.get("score")
+        if score is not None:
+            score = finite(score)
 
-        self._totals.add(status, order)
+        self._totals.add(status, order, score)
         target = self._targets.get(target_id)
         if target is None:
             target = self._targets[target_id] = _Target()
-        target.add(status, order)
-        self._categories.setdefault(category, _Counts()).add(status, order)
+        target.add(status, order, score)
+        self._categories.setdefault(category, _Counts()).add(status, order, score)
         if difficulty is not None:
-            self._difficulties.setdefault(str(difficulty), _Counts()).add(status, order)
+            self._difficulties.setdefault(difficulty, _Counts()).add(status, order, score)
+        group_key = (category, difficulty)
+        cell_group = target.groups.get(group_key)
+        if cell_group is None:
+            cell_group = target.groups[group_key] = _Counts()
+        cell_group.add(status, order, score)
 
         output = result.get("output")
         output = output if isinstance(output, dict) else {}
@@ -377,7 +465,7 @@ class SummaryBuilder:
         position = int(min(order, _ORDER_MAX))
         packed = self._cases.get(key)
         if packed is None:
-            group = self._groups.setdefault((category, None if difficulty is None else str(difficulty)), len(self._groups))
+            group = self._groups.setdefault(group_key, len(self._groups))
             packed = (group << _GROUP_SHIFT) | (position << _ORDER_SHIFT)
         else:
             first = (packed >> _ORDER_SHIFT) & _ORDER_MAX
@@ -514,7 +602,8 @@ class SummaryBuilder:
         compare = len(targets) >= 2
         all_cases = _CaseCounts()
         case_counts = {t: _CaseCounts() for t in targets}
-        by_group = {number: _CaseCounts() for number in group_names}
+        # group number -> case verdicts, per target; summed over targets afterwards
+        target_groups: dict[str, dict[int, _CaseCounts]] = {t: {} for t in targets}
         mask = _PACK - 1
         for key, packed in self._cases.items():
             target_id, case_key = key.split("\x1f", 1)
@@ -525,23 +614,22 @@ class SummaryBuilder:
                 verdicts[target_id][case_key] = status
             case_counts[target_id].add(status, flaky)
             all_cases.add(status, flaky)
-            by_group[packed >> _GROUP_SHIFT].add(status, flaky)
-        by_category: dict[str, _CaseCounts] = {}
-        by_difficulty: dict[str, _CaseCounts] = {}
-        for number, (category, difficulty) in group_names.items():
-            for bucket, group_key in ((by_category, category), (by_difficulty, difficulty)):
-                if group_key is None:
-                    continue
-                merged = bucket.setdefault(group_key, _CaseCounts())
-                for status, n in by_group[number].counts.items():
-                    merged.counts[status] += n
-                merged.flaky += by_group[number].flaky
+            groups_here = target_groups[target_id]
+            number = packed >> _GROUP_SHIFT
+            group_cases = groups_here.get(number)
+            if group_cases is None:
+                group_cases = groups_here[number] = _CaseCounts()
+            group_cases.add(status, flaky)
+        by_group = {number: _CaseCounts() for number in group_names}
+        for groups_here in target_groups.values():
+            for number, group_cases in groups_here.items():
+                by_group[number].merge(group_cases)
+        by_category, by_difficulty = _by_category_and_difficulty(by_group, group_names)
         per_target: dict[str, TargetFigures] = {}
         for target_id in targets:
             t = self._targets[target_id]
             per_target[target_id] = {
-                **t.as_dict(),
-                "case_level": _case_level(case_counts.get(target_id)),
+                **t.figures(case_counts.get(target_id)),
                 "latency_ms": _latency_stats(t.latencies),
                 "ttft_ms": _latency_stats(t.ttfts),
                 "tokens": {"input": t.tokens[0], "output": t.tokens[1], "cache_hit": t.tokens[2]},
@@ -555,6 +643,7 @@ class SummaryBuilder:
                 "truncated_cells": t.truncated,
                 "judge_cost_usd": t.judge_cost if t.judge_cells else None,
                 "cached_cells": t.cached,
+                **_breakdown(t, target_groups[target_id], group_names),
             }
 
         groups = self._targets.values()
@@ -562,12 +651,6 @@ class SummaryBuilder:
         tokens_in = sum(t.tokens[0] for t in groups)
         tokens_cache = sum(t.tokens[2] for t in groups)
         cached = sum(t.cached for t in groups)
-
-        def ordered(counts: dict[str, _Counts], case_level: dict[str, _CaseCounts]) -> dict[str, GroupFigures]:
-            return {
-                k: {**counts[k].as_dict(), "case_level": _case_level(case_level.get(k))}
-                for k in sorted(counts, key=lambda k: counts[k].first)
-            }
 
         failures = [entry for _, _, entry in sorted(self._failures, reverse=True)]
         summary: SummaryFigures = {
@@ -578,13 +661,10 @@ class SummaryBuilder:
             "finished_at": finished_at,
             "duration_s": duration_s,
             "repeat_pass_rule": rule,
-            "totals": {
-                **self._totals.as_dict(),
-                "case_level": _case_level(all_cases),
-            },
+            "totals": self._totals.figures(all_cases),
             "per_target": per_target,
-            "per_category": ordered(self._categories, by_category),
-            "per_difficulty": ordered(self._difficulties, by_difficulty),
+            "per_category": _ordered(self._categories, by_category),
+            "per_difficulty": _ordered(self._difficulties, by_difficulty),
             "matrix": self.matrix,
             "pairwise": self._pairwise(targets, verdicts) if len(targets) >= 2 else [],
             # overall percentiles from the per-target samples: no second copy kept while streaming

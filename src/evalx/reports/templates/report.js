@@ -109,7 +109,7 @@
   function haystack(row) {
     if (!hay) {
       hay = rows.map(function (r) {
-        var c = C[r.i], parts = [c.d, c.id, c.cat || "", c.dif || "", (c.tags || []).join(" "), c["in"] || "", c.ex || ""];
+        var c = C[r.i], parts = [c.d, c.id, c.cat || "", c.dif || "", (c.tags || []).join(" "), c["in"] || "", c.ex || "", c.ds || "", c.nt || ""];
         r.cells.forEach(function (list) { list.forEach(function (k) { var x = X[k]; parts.push((x.x || "").slice(0, 5000), x.e || ""); }); });
         return parts.join("\n").toLowerCase();
       });
@@ -344,6 +344,9 @@
     var ch = row.change[t];
     if (ch) b.appendChild(el("p", ch === "failing" ? "bad" : "good", ch === "failing" ? "Newly failing compared with the baseline." : "Newly passing compared with the baseline."));
 
+    // the case's own words about itself: why it exists, what it checks
+    if (c.ds) b.appendChild(section("Description", longText(c.ds, c.dsN, "about")));
+    if (c.nt) b.appendChild(section("Notes", longText(c.nt, c.ntN, "about")));
     if (x.e) b.appendChild(section("Error", add(longText(x.e, x.eN, "err"), x.tb ? collapsed("traceback", longText(x.tb, x.tbN, "err"), true) : null)));
 
     if (c["in"]) b.appendChild(section("Input", longText(c["in"], c.inN)));
