@@ -327,3 +327,18 @@ def test_cost_per_passing_cell() -> None:
 )
 def test_usd_keeps_small_amounts_visible(amount: float | None, shown: str) -> None:
     assert usd(amount) == shown
+
+
+def test_mcnemar_exact_sums_the_binomial_tail_exactly() -> None:
+    # the tail is built term by term (C(n, i+1) from C(n, i)); it must equal the definition, bit for bit
+    import math
+    import random
+
+    def definition(b: int, c: int) -> float:
+        n = b + c
+        return 1.0 if n == 0 else min(1.0, 2 * sum(math.comb(n, i) for i in range(min(b, c) + 1)) / (1 << n))
+
+    rng = random.Random(15)
+    pairs = [(rng.randint(0, 80), rng.randint(0, 80)) for _ in range(500)] + [(0, 0), (0, 1), (1, 0), (700, 760), (2500, 2500)]
+    for b, c in pairs:
+        assert stats.mcnemar_exact(b, c) == definition(b, c), (b, c)

@@ -392,7 +392,7 @@ def _delta(key: str, m: Metric) -> str:
     if key == "pass_rate":
         return f"{d * 100:+.1f}pp"
     sign = "+" if d >= 0 else "-"
-    text = {"cost_usd": f"{sign}${abs(d):.4f}", "p50_ms": f"{sign}{_ms(abs(d))}", "p99_ms": f"{sign}{_ms(abs(d))}"}.get(key, f"{d:+,.0f}")
+    text = {"cost_usd": f"{sign}{_usd(abs(d))}", "p50_ms": f"{sign}{_ms(abs(d))}", "p99_ms": f"{sign}{_ms(abs(d))}"}.get(key, f"{d:+,.0f}")
     if m["relative"] is not None:
         text += f" ({m['relative'] * 100:+.0f}%)"
     return text

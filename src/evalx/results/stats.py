@@ -89,8 +89,12 @@ def mcnemar_exact(b: int, c: int) -> float:
     n = b + c
     if n == 0:
         return 1.0
-    tail = sum(math.comb(n, i) for i in range(min(b, c) + 1))
-    # exact integers, one correctly rounded division: no underflow in the sum
+    # exact integers, one correctly rounded division: no underflow in the sum. Each term comes from the
+    # one before (C(n, i+1) = C(n, i)·(n−i)/(i+1), exact): a math.comb per term cost 1.9 s at b, c ≈ 4,000
+    term = tail = 1
+    for i in range(min(b, c)):
+        term = term * (n - i) // (i + 1)
+        tail += term
     return min(1.0, 2 * tail / (1 << n))
 
 
