@@ -175,7 +175,10 @@ def test_url_credentials_are_never_stored_nor_printed_and_still_authenticate(ser
     assert any(f"api_key={QUERY_KEY}" in r["path"] for r in server.requests)
     assert all("@" not in r["path"] for r in server.requests)
 
-    run_dirs = sorted(p for p in (tmp_path / "runs").iterdir() if p.is_dir())
+    # in start order (two runs in one second have ids in random order)
+    run_dirs = sorted(
+        (p for p in (tmp_path / "runs").iterdir() if p.is_dir()), key=lambda p: json.loads((p / "run.json").read_text())["started_unix"]
+    )
     assert len(run_dirs) == 2
     rows = results_of(run_dirs[0])
     assert rows["p/a"]["status"] == "pass", rows["p/a"]
