@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import textwrap
 from collections.abc import Iterator
 from pathlib import Path
@@ -312,6 +313,7 @@ def test_a_cut_off_answer_is_flagged_in_results_summary_junit_and_html(server: S
     assert all(r["status"] == "pass" for r in results)  # flagged, not failed, unless asked (below)
     assert summary["truncated_cells"] == 3
     assert summary["per_target"]["cut"]["truncated_cells"] == 1 and summary["per_target"]["whole"]["truncated_cells"] == 0
+    assert re.search(r"^Truncated +3 answers cut off at a token limit", output, re.M), output  # the terminal says so too
     xml = junit.read_text()
     assert xml.count("[truncated: the answer was cut off at the token limit") == 3 and "stop_reason 'max_tokens'" in xml
     xmlschema = pytest.importorskip("xmlschema")

@@ -250,6 +250,17 @@ def format_summary(summary: RunSummary, *, color: bool = False, flaky_list: bool
         if judge.get("cached_calls"):
             text += f" · {judge['cached_calls']:,} from the response cache"
         facts.append(("Judge", text))
+    truncated = summary.get("truncated_cells") or 0
+    if truncated:
+        facts.append(
+            (
+                "Truncated",
+                paint(
+                    f"{truncated} answer{'s' if truncated != 1 else ''} cut off at a token limit (the not_truncated check fails them)",
+                    "yellow",
+                ),
+            )
+        )
     if summary.get("inconclusive_assertions"):
         n = summary["inconclusive_assertions"]
         reasons = summary.get("inconclusive_reasons") or {}
