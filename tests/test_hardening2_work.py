@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import http.server
 import json
-import signal
 import socket
 import subprocess
 import sys
@@ -17,6 +16,7 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 from hostile_server import HostileServer
+from interrupting import interrupt_when
 
 from evalx import regexes
 from evalx.assertions.deterministic import json_schema, regex
@@ -248,23 +248,11 @@ def test_a_backtracking_regex_counts_against_the_cell_and_never_holds_up_the_oth
 
 def test_sigterm_stops_a_run_while_a_regex_backtracks(tmp_path: Path) -> None:
     config = _regex_project(tmp_path, timeout_s=600, evil=1, good=0)
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "evalx", "run", "-c", str(config)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=tmp_path
-    )
-    try:
-        deadline = time.monotonic() + 60
-        while not (tmp_path / "answered-evil0").exists():  # the target tells when it answered: scoring starts
-            assert proc.poll() is None and time.monotonic() < deadline
-            time.sleep(0.05)
-        time.sleep(0.5)  # the regex is backtracking now (with 600 s of budget)
-        t0 = time.monotonic()
-        proc.send_signal(signal.SIGTERM)
-        out, err = proc.communicate(timeout=60)
-    finally:
-        proc.kill()
-    assert time.monotonic() - t0 < 10
-    assert proc.returncode == 3, out + err
-    assert "Traceback" not in err
+    # the target tells when it answered (scoring starts); half a second on, the regex backtracks with 600 s of budget
+    run = interrupt_when(tmp_path / "answered-evil0", config, settle_s=0.5)
+    assert run.seconds < 10
+    assert run.returncode == 3, run.out + run.err
+    assert "Traceback" not in run.err
     run_dir = next((tmp_path / "runs").iterdir())
     assert (run_dir / "summary.json").exists() and (run_dir / "junit.xml").exists()
 
@@ -468,22 +456,10 @@ def test_a_check_that_never_returns_ends_with_its_cell_and_the_run_goes_on(tmp_p
 
 def test_sigterm_stops_a_run_whose_check_never_returns(tmp_path: Path) -> None:
     config = _spin_check_project(tmp_path, timeout_s=600)
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "evalx", "run", "-c", str(config)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=tmp_path
-    )
-    try:
-        deadline = time.monotonic() + 60
-        while not (tmp_path / "spinning").exists():
-            assert proc.poll() is None and time.monotonic() < deadline
-            time.sleep(0.05)
-        t0 = time.monotonic()
-        proc.send_signal(signal.SIGTERM)
-        out, err = proc.communicate(timeout=60)
-    finally:
-        proc.kill()
-    assert time.monotonic() - t0 < 10
-    assert proc.returncode == 3, out + err
-    assert "Traceback" not in err
+    run = interrupt_when(tmp_path / "spinning", config)
+    assert run.seconds < 10
+    assert run.returncode == 3, run.out + run.err
+    assert "Traceback" not in run.err
     run_dir = next((tmp_path / "runs").iterdir())
     assert (run_dir / "summary.json").exists() and (run_dir / "junit.xml").exists()
 

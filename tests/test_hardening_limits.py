@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 from hostile_server import HostileServer
+from interrupting import interrupt_when
 
 from evalx.cli import main
 
@@ -318,21 +319,9 @@ def test_an_async_target_that_never_yields_ends_after_its_timeout_plus_a_grace(t
 def test_ctrl_c_stops_a_run_whose_async_target_never_yields(tmp_path: Path) -> None:
     config = _spin_project(tmp_path)
     config.write_text(config.read_text().replace("timeout_s: 1", "timeout_s: 600"), encoding="utf-8")
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "evalx", "run", "-c", str(config)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=tmp_path
-    )
-    try:
-        deadline = time.monotonic() + 60
-        while not (tmp_path / "spinning").exists():  # the target tells when it starts spinning
-            assert proc.poll() is None and time.monotonic() < deadline
-            time.sleep(0.05)
-        t0 = time.monotonic()
-        proc.send_signal(signal.SIGINT)
-        out, err = proc.communicate(timeout=60)
-    finally:
-        proc.kill()
-    assert time.monotonic() - t0 < 15
-    assert proc.returncode == 3, out + err
-    assert "Traceback" not in err
+    run = interrupt_when(tmp_path / "spinning", config, sig=signal.SIGINT)  # the target tells when it starts spinning
+    assert run.seconds < 15
+    assert run.returncode == 3, run.out + run.err
+    assert "Traceback" not in run.err
     run_dir = next((tmp_path / "runs").iterdir())
     assert (run_dir / "summary.json").exists()
