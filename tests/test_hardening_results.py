@@ -373,3 +373,28 @@ def test_a_cell_that_times_out_keeps_what_its_target_printed(tmp_path: Path, mon
     assert rows["bot"]["output"]["printed"] == "sync started slow\n"
     assert rows["abot"]["error"].startswith("timed out after 0.3s")
     assert rows["abot"]["output"]["printed"] == "async started slow\n"
+
+
+LATE_PRINTING_AGENT = """
+import glob, os, threading, time
+
+def _later():
+    deadline = time.monotonic() + 30
+    while not glob.glob("runs/*/summary.json") and time.monotonic() < deadline:  # the run is over: its reports are written
+        time.sleep(0.01)
+    print("a thread the target left running, printing after the run")
+
+def answer(question):
+    threading.Thread(target=_later).start()  # not a daemon: the process waits for it at exit
+    return "ok " + question
+"""
+
+
+def test_a_thread_printing_after_the_run_never_reaches_the_json(tmp_path: Path) -> None:
+    project = write_project(
+        tmp_path / "p", LATE_PRINTING_AGENT, [{"id": "one", "input": "one", "assert": [{"type": "contains", "value": "ok"}]}]
+    )
+    proc = _json_run(project)
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)["totals"]["pass"] == 1  # the whole of stdout is evalx's JSON
+    assert "printing after the run" in proc.stderr

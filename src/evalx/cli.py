@@ -258,38 +258,42 @@ def run_cmd(
     options = RunOptions(
         selection, concurrency, not no_cache, junit, html, json_out, quiet, run_id=run_id, baseline=baseline, resume=bool(resume)
     )
-    from evalx.targets.printed import descriptor_1_to_stderr
+    from evalx.targets.printed import stdout_for_evalx
 
-    with descriptor_1_to_stderr():  # what C code or a subprocess of a target writes to fd 1 goes to stderr, not the --json
+    # what a target prints (a late thread, C code, a subprocess) goes to stderr; only evalx writes to `out`
+    with stdout_for_evalx() as out:
         outcome = run(config, options)
-    if junit is not None and junit_flavor != "standard":
-        _flavored_junit(outcome.run_dir, outcome.summary, junit, junit_flavor)
-    if json_out:
-        import json
+        _report_run(outcome, selection.matrix, json_out, out)
+        if junit is not None and junit_flavor != "standard":
+            _flavored_junit(outcome.run_dir, outcome.summary, junit, junit_flavor)
+        from evalx.reports.markdown import publish_markdown
 
-        click.echo(json.dumps(outcome.summary, indent=2, ensure_ascii=False))
-    else:
-        from evalx.reports import format_summary
-
-        click.echo(
-            format_summary(outcome.summary, color=sys.stdout.isatty(), flaky_list=not selection.matrix, pairwise=not selection.matrix)
-        )
-        if selection.matrix:
-            from evalx.reports.matrix_view import format_matrix
-            from evalx.results.store import read_results
-
-            results = read_results(outcome.run_dir / "results.jsonl")
-            click.echo(format_matrix(outcome.summary, results, color=sys.stdout.isatty()))
-        from evalx.results.gates import format_outcome
-
-        click.echo(format_outcome(outcome.summary), nl=False)
-    from evalx.reports.markdown import publish_markdown
-
-    publish_markdown(outcome.summary, markdown)
+        publish_markdown(outcome.summary, markdown)
     for line in outcome.messages:
         click.secho(line, err=True, fg="red", bold=True)
     click.echo(f"results: {os.path.relpath(outcome.run_dir)}/", err=True)
     sys.exit(outcome.exit_code)
+
+
+def _report_run(outcome: Any, matrix: bool, json_out: bool, out: Any) -> None:
+    """The run's summary on ``out``: JSON, or the terminal summary (with the matrix view) and the gate report."""
+    if json_out:
+        import json
+
+        click.echo(json.dumps(outcome.summary, indent=2, ensure_ascii=False), file=out)
+        return
+    from evalx.reports import format_summary
+    from evalx.results.gates import format_outcome
+
+    color = out.isatty()
+    click.echo(format_summary(outcome.summary, color=color, flaky_list=not matrix, pairwise=not matrix), file=out)
+    if matrix:
+        from evalx.reports.matrix_view import format_matrix
+        from evalx.results.store import read_results
+
+        results = read_results(outcome.run_dir / "results.jsonl")
+        click.echo(format_matrix(outcome.summary, results, color=color), file=out)
+    click.echo(format_outcome(outcome.summary), nl=False, file=out)
 
 
 def _print_plan(plan: Any, config: Any = None) -> None:

@@ -11,9 +11,9 @@ assertion — goes to evalx's stderr, so the machine-readable output evalx
 writes to stdout (``--json``) stays valid whatever targets print. evalx
 writes its own output to the streams it held before (never through the
 routers). Writes to file descriptor 1 by C code or subprocesses are not
-seen by the routers: :func:`descriptor_1_to_stderr` points that descriptor
-at stderr while targets run, and evalx's own ``sys.stdout`` at a duplicate
-of the real stdout.
+seen by the routers: :func:`stdout_for_evalx` points that descriptor and
+``sys.stdout`` at stderr for the rest of an ``evalx run`` process, and gives
+evalx a duplicate of the real stdout for its own output.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from collections.abc import Iterator
 from contextvars import ContextVar
 from typing import Any, TextIO
 
-__all__ = ["MAX_PRINTED", "SINK", "Printed", "descriptor_1_to_stderr", "install", "uninstall"]
+__all__ = ["MAX_PRINTED", "SINK", "Printed", "install", "stdout_for_evalx", "uninstall"]
 
 #: characters of printed text kept per cell; the rest is counted, not kept
 MAX_PRINTED = 64 * 1024
@@ -143,12 +143,15 @@ def uninstall() -> None:
 
 
 @contextlib.contextmanager
-def descriptor_1_to_stderr() -> Iterator[None]:
-    """While the block runs, file descriptor 1 is stderr's, and ``sys.stdout`` writes to the real stdout through a duplicate.
+def stdout_for_evalx() -> Iterator[TextIO]:
+    """For ``evalx run``: yields the stream evalx writes its own output to (the real stdout), and keeps everything else off it.
 
-    So what C code or a subprocess a target starts writes to descriptor 1
-    reaches evalx's stderr, never the stdout a CI job parses (``--json``).
-    Nothing changes when stdout is not descriptor 1 (a test runner's capture).
+    From the block's start to the process's end, file descriptor 1 and
+    ``sys.stdout`` are stderr's, so nothing a target prints — in its call, from
+    a thread it left running (even after the run), by C code or a subprocess
+    — reaches the stdout a CI job parses (``--json``). evalx writes there
+    through a duplicate of the old descriptor 1, which the block closes.
+    Nothing moves when stdout is not descriptor 1 (a test runner's capture).
     """
     try:
         sys.stdout.flush()
@@ -156,25 +159,18 @@ def descriptor_1_to_stderr() -> Iterator[None]:
     except (AttributeError, OSError, ValueError):
         out_fd = err_fd = -1
     if out_fd != 1 or err_fd == 1:
-        yield
+        yield sys.stdout
         return
     previous = sys.stdout
-    saved = os.dup(1)
-    ours = open(
-        saved, "w", buffering=1 if previous.line_buffering else -1, encoding=previous.encoding, errors=previous.errors, closefd=False
-    )
+    ours = open(os.dup(1), "w", buffering=1 if previous.line_buffering else -1, encoding=previous.encoding, errors=previous.errors)
     os.dup2(err_fd, 1)
-    sys.stdout = ours
+    sys.stdout = sys.stderr
     try:
-        yield
+        yield ours
     finally:
-        with contextlib.suppress(OSError, ValueError):
-            ours.flush()
-        if sys.stdout is ours:
-            sys.stdout = previous
         _flush_c_stdio()  # what C code left in its stdout buffer goes where it was written: stderr
-        os.dup2(saved, 1)
-        os.close(saved)
+        with contextlib.suppress(OSError, ValueError):
+            ours.close()
 
 
 def _flush_c_stdio() -> None:
