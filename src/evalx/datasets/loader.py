@@ -309,15 +309,22 @@ def _build_case(raw: _Raw, defaults: dict[str, Any], default_asserts: list[dict[
     # no copies: a case's values were just parsed for it, and assertion specs are never mutated
     asserts = default_asserts + own_asserts + [spec for spec, _ in expansion.generated]
     case = Case(id=str(known["id"]), asserts=asserts, source=raw.source, **fields)
-    origins: list[KeyPath | None] = [None] * len(default_asserts)  # a defaults: assertion: named at the case
-    origins += [("assert", i) for i in range(len(own_asserts))] + [origin for _, origin in expansion.generated]
-    for spec, where in zip(asserts, origins):
+    for i, spec in enumerate(asserts):  # what the assertion types know would fail on any output (their check= hooks)
         atype = get_assertion(spec["type"])
         problem = atype.check(spec, case) if atype is not None and atype.check is not None else None
         if problem is not None:
-            sub = where if where is not None else ()
+            sub = _assertion_origin(i, len(default_asserts), len(own_asserts), expansion.generated)
             errors.add(raw.file, raw.line_of(sub), raw.path + sub, f"{spec['type']}: {problem}")
     return None if errors.count > before else case
+
+
+def _assertion_origin(i: int, n_defaults: int, n_own: int, generated: list[tuple[dict[str, Any], KeyPath]]) -> KeyPath:
+    """Where the case's ``i``-th assertion was written: the case itself for a ``defaults:`` one, its ``assert:`` item, or its shorthand."""
+    if i < n_defaults:
+        return ()
+    if i < n_defaults + n_own:
+        return ("assert", i - n_defaults)
+    return generated[i - n_defaults - n_own][1]
 
 
 def _is_str(v: Any) -> bool:
