@@ -129,19 +129,19 @@ def _cell_key(r: Mapping[str, Any]) -> CellKey:
     return (str(r.get("target") or ""), str(r.get("dataset") or ""), str(r.get("case_id") or ""), repeat if isinstance(repeat, int) else 0)
 
 
-def cell_keys(run_dir: Path) -> set[CellKey]:
-    """The (target, dataset, case id, repeat) of every cell a run has a result for."""
-    path = run_dir / RESULTS
-    return {_cell_key(r) for r in read_results(path)} if path.is_file() else set()
-
-
 def case_verdicts(
-    run_dir: Path, rule: str | None = None, *, only: set[CellKey] | None = None, builder: Any = None
+    run_dir: Path,
+    rule: str | None = None,
+    *,
+    only: set[CellKey] | None = None,
+    builder: Any = None,
+    keys: set[CellKey] | None = None,
 ) -> dict[tuple[str, str, str], CaseVerdict]:
     """One verdict a (target, dataset, case id), from a run's ``results.jsonl``.
 
     ``only``: count just these cells (the cells two compared runs share);
-    ``builder``: a :class:`~evalx.results.summary.SummaryBuilder` fed the same cells.
+    ``builder``: a :class:`~evalx.results.summary.SummaryBuilder` fed the same cells;
+    ``keys``: a set that gets every cell's (target, dataset, case id, repeat), in the same read.
     """
     rule = rule or _rule_of(run_dir)
     cases: dict[tuple[str, str, str], CaseVerdict] = {}
@@ -149,8 +149,12 @@ def case_verdicts(
     if not path.is_file():
         return cases
     for r in read_results(path):
-        if only is not None and _cell_key(r) not in only:
-            continue
+        if only is not None or keys is not None:
+            cell = _cell_key(r)
+            if keys is not None:
+                keys.add(cell)
+            if only is not None and cell not in only:
+                continue
         if builder is not None:
             builder.add(r)
         key = (str(r.get("target") or ""), str(r.get("dataset") or ""), str(r.get("case_id") or ""))
@@ -284,13 +288,15 @@ def compare_runs(a_dir: Path, b_dir: Path, *, b_summary: SummaryFigures | None =
     a full baseline compares those categories, not a pooled rate over cells
     only one side ran. The cells only one side has are counted, not compared.
     """
-    keys_a, keys_b = cell_keys(a_dir), cell_keys(b_dir)
+    keys_a: set[CellKey] = set()
+    keys_b: set[CellKey] = set()
+    va, vb = case_verdicts(a_dir, keys=keys_a), case_verdicts(b_dir, keys=keys_b)  # one read of each run
+    all_vb = vb
     shared = keys_a & keys_b
-    if keys_a == keys_b:  # the same selection: the stored figures are the shared ones
+    if keys_a == keys_b:  # the same selection (the common case): the stored figures are the shared ones
         sa = _summary_of(a_dir)
         sb = b_summary if b_summary is not None else _summary_of(b_dir)
-        va, vb = case_verdicts(a_dir), case_verdicts(b_dir)
-    else:
+    else:  # another selection: a second read of each run, of the shared cells only
         (sa, va), (sb, vb) = _shared_figures(a_dir, shared), _shared_figures(b_dir, shared)
     cases_a, cases_b = {k[:3] for k in keys_a}, {k[:3] for k in keys_b}
 
@@ -334,18 +340,12 @@ def compare_runs(a_dir: Path, b_dir: Path, *, b_summary: SummaryFigures | None =
         "flaky_changed": flaky_changed[:MAX_CASES],
         "flaky_changed_total": len(flaky_changed),
         "new_cases": len(new_cases),
-        "new_cases_failing": len(_failing_cases(b_dir, set(new_cases))) if new_cases else 0,
+        "new_cases_failing": sum(1 for k in new_cases if all_vb[k].status in _FAILING),
         "removed_cases": len(removed),
         "cells_compared": len(shared),
         "cells_only_in_baseline": len(keys_a - shared),
         "cells_only_in_run": len(keys_b - shared),
     }
-
-
-def _failing_cases(run_dir: Path, cases: set[tuple[str, str, str]]) -> list[tuple[str, str, str]]:
-    """Which of ``cases`` (only one run has them) fail or error in ``run_dir``."""
-    verdicts = case_verdicts(run_dir, only={k for k in cell_keys(run_dir) if k[:3] in cases})
-    return [k for k, v in verdicts.items() if v.status in _FAILING]
 
 
 def baseline_view(comparison: Comparison) -> BaselineView:
