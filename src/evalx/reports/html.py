@@ -65,7 +65,7 @@ from markupsafe import Markup
 
 from evalx import __version__
 from evalx.display import BODY_CHARS, escape, show_id
-from evalx.errors import OutputError, writing
+from evalx.errors import writing
 from evalx.figures import ci as _ci
 from evalx.figures import count as _count
 from evalx.figures import duration as _duration
@@ -894,19 +894,17 @@ def _write_page(data: _ReportData, summary: RunSummary, out: Path, baseline: Bas
     if not found or marker in after:
         raise RuntimeError("report.html.j2 must place data_json exactly once")
     tmp = out.with_name(f".{out.name}.{os.getpid()}.tmp")  # same folder: the rename is atomic
-    try:
-        with open(tmp, "w", encoding="utf-8", errors="replace", newline="\n") as f:
-            f.write(before)
-            f.write(head[:-1] + ',"cases":[')
-            data.case_rows.copy_to(f)
-            f.write('],"cells":[')
-            data.cells.copy_to(f)
-            f.write('],"changes":' + changes + "}")
-            f.write(after)
-        os.replace(tmp, out)
-    except OSError as exc:
-        Path(tmp).unlink(missing_ok=True)
-        raise OutputError(out, exc) from None
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    with writing(out):  # a full disk, a read-only folder: OutputError naming the file
+        try:
+            with open(tmp, "w", encoding="utf-8", errors="replace", newline="\n") as f:
+                f.write(before)
+                f.write(head[:-1] + ',"cases":[')
+                data.case_rows.copy_to(f)
+                f.write('],"cells":[')
+                data.cells.copy_to(f)
+                f.write('],"changes":' + changes + "}")
+                f.write(after)
+            os.replace(tmp, out)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
