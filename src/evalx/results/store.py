@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
-from evalx.errors import EvalxError, writing
+from evalx.errors import EvalxError, OutputError, writing
 from evalx.models import OUT_OF_RANGE, finite_json, safe_value
 from evalx.results.model import CellResult
 
@@ -118,7 +118,7 @@ class ResultWriter:
         with writing(self.path):
             if append:
                 self._index_existing()
-            self._file.seek(0, os.SEEK_END)
+            self._end = self._file.seek(0, os.SEEK_END)  # where the next line goes, kept here: tell() on a raw file is a syscall
 
     def _index_existing(self) -> None:
         good_end = 0
@@ -149,17 +149,17 @@ class ResultWriter:
         except UnicodeEncodeError:  # a lone surrogate the executor did not see (a judge's reply...): made safe here, for every reader
             result.update(safe_value(dict(result)))  # in place: the summary gets the same result
             line = (dumps(result) + "\n").encode("utf-8")
-        offset = self._file.tell()
-        with writing(self.path):
-            try:
-                view = memoryview(line)
-                while view:
-                    view = view[self._file.write(view) or 0 :]
-            except OSError:
-                with contextlib.suppress(OSError):
-                    os.ftruncate(self._file.fileno(), offset)  # never a torn line (best effort: the disk is full)
-                    self._file.seek(offset)
-                raise
+        offset = self._end
+        try:  # (not `with writing(...)`: a context manager a line costs more than the write on the hot path)
+            view = memoryview(line)
+            while view:
+                view = view[self._file.write(view) or 0 :]
+        except OSError as exc:
+            with contextlib.suppress(OSError):
+                os.ftruncate(self._file.fileno(), offset)  # never a torn line (best effort: the disk is full)
+                self._file.seek(offset)
+            raise OutputError(self.path, exc) from None
+        self._end = offset + len(line)
         self._offsets.append((int(result["index"]), offset, len(line)))
 
     @property
