@@ -24,7 +24,7 @@ from evalx.execution.executor import ExecutionStats, Executor, TargetPlan
 from evalx.execution.plan import Plan, Selection, build_plan
 from evalx.execution.progress import Progress
 from evalx.execution.watchdog import Watchdog
-from evalx.reports.render import copy_report, write_reports
+from evalx.reports.render import ReportOptions, copy_report, write_reports
 from evalx.results.model import CellResult, CostGuardReport, RunSummary
 from evalx.results.outcome import RunFacts, decide_exit, finish_summary, nothing_graded
 from evalx.results.store import RESULTS, ReadProblems, ResultWriter, RunLock, new_run_id, read_results, rewrite_results, write_json
@@ -44,6 +44,7 @@ class RunOptions:
     run_id: str | None = None
     baseline: str | None = None  # a run id, a path or `latest`; overrides gates.baseline
     resume: bool = False  # run_id names a stored run: run only its cells without a result
+    reports: ReportOptions = field(default_factory=ReportOptions)  # how junit.xml and report.html are rendered
 
 
 @dataclass
@@ -219,7 +220,7 @@ def _run_locked(
     if guard is not None and guard.tripped:
         messages.append(guard.message())
     meta.update(status="interrupted" if stats.interrupted else "complete", finished_at=summary.get("finished_at"), exit_code=exit_code)
-    write_reports(run_dir, summary)
+    write_reports(run_dir, summary, options.reports)
     write_json(run_dir / "run.json", meta)
     if options.junit:
         copy_report(run_dir / "junit.xml", options.junit)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import shutil
 from collections.abc import Iterable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, cast
 
@@ -19,14 +20,24 @@ from evalx.results.repeats import RULES
 from evalx.results.store import ReadProblems, read_results, write_json
 from evalx.results.summary import SummaryBuilder
 
-__all__ = ["REPORT_FILES", "check_outputs", "copy_report", "rebuild_reports", "write_reports"]
+__all__ = ["REPORT_FILES", "ReportOptions", "check_outputs", "copy_report", "rebuild_reports", "write_reports"]
 
 REPORT_FILES = ("summary.json", "summary.txt", "junit.xml", "report.html")
 #: what a run folder holds that no report may overwrite: its record, not a rendering of it
 RUN_RECORDS = ("results.jsonl", "summary.json", "config.yaml", "run.json", "reviews.jsonl")
 
 
-def write_reports(run_dir: Path, summary: RunSummary) -> None:
+@dataclass(frozen=True)
+class ReportOptions:
+    """How the report files are rendered (``evalx run`` and ``evalx report`` options); the defaults suit most runs."""
+
+    #: ``all``: a testcase per cell in junit.xml; ``summary``: failures, errors and skips in full, passes summarised
+    junit_passes: str = "all"
+    #: the most cells report.html embeds in full (None: the built-in cap)
+    html_max_cells: int | None = None
+
+
+def write_reports(run_dir: Path, summary: RunSummary, options: ReportOptions | None = None) -> None:
     """Write :data:`REPORT_FILES` into ``run_dir`` from its ``results.jsonl`` and the run's ``summary``.
 
     The run's name, id and repeat rule are read from the summary (the rule the
@@ -84,7 +95,7 @@ def _junit_and_html(
             html.close()
 
 
-def rebuild_reports(run_dir: Path, problems: ReadProblems | None = None) -> RunSummary:
+def rebuild_reports(run_dir: Path, problems: ReadProblems | None = None, options: ReportOptions | None = None) -> RunSummary:
     """Re-render a stored run's reports from its ``results.jsonl`` (`evalx report`); returns the summary.
 
     The summary is rebuilt from the results (so it reflects every stored cell);
@@ -115,7 +126,7 @@ def rebuild_reports(run_dir: Path, problems: ReadProblems | None = None) -> RunS
     for key in ("unreadable_lines", "duplicate_cells"):  # what this read found, not what an earlier one did
         summary.pop(key, None)  # type: ignore[misc]
     problems.record(cast(dict[str, Any], summary))
-    write_reports(run_dir, summary)
+    write_reports(run_dir, summary, options)
     return summary
 
 
