@@ -258,7 +258,7 @@ class Browser:
             context = self._browser.new_context(viewport={"width": 1280, "height": 900})
             page = context.new_page()
             errors: list[Any] = []
-            page.on("pageerror", errors.append)
+            page.on("pageerror", lambda e, errors=errors: errors.append(e))
             try:
                 t0 = time.perf_counter()
                 page.goto(report.resolve().as_uri(), wait_until="load", timeout=BROWSER_TIMEOUT_MS)
@@ -321,7 +321,7 @@ def measure_run(tree: Tree, project: Path, n: int, browser: Browser) -> dict[str
     if proc.returncode not in (0, 1):
         problem = f"exit {proc.returncode}"
     elif run_dir is None:
-        problem = "no single run directory under runs/"
+        problem = f"exit {proc.returncode}, no single run directory under runs/"
     else:
         problem = check_summary(run_dir, n)
     if problem is not None:
@@ -339,7 +339,10 @@ def measure_run(tree: Tree, project: Path, n: int, browser: Browser) -> dict[str
         junit_xml_mb=file_mb(run_dir / "junit.xml"),
     )
     if (run_dir / "report.html").is_file():
-        ms, note = browser.load_ms(run_dir / "report.html")
+        try:
+            ms, note = browser.load_ms(run_dir / "report.html")
+        except Exception as e:  # whatever Playwright raised: the row says so, the other figures stand
+            ms, note = None, f"failed: {type(e).__name__}: {str(e).splitlines()[0][:200] if str(e) else ''}"
         row["chromium_load_ms"] = round(ms) if ms is not None else None
         if note:
             row["note"] = f"chromium: {note}"
