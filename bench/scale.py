@@ -17,7 +17,8 @@ Measured per run:
 - peak RSS of the whole process tree: the sampled peak of the sum of RSS over ``evalx`` and its
   descendants every 5 ms (``bench/run.py``'s ``TreeSampler``; its sum of PSS beside it), and
   ``os.wait4``'s ``ru_maxrss`` (the largest single process);
-- wall time of the whole command (spawn to exit) and per cell (µs);
+- wall time of the whole command (spawn to exit) and per cell (µs), and the CPU time per cell
+  (user + system of the process and its children, ``os.wait4``: steadier than wall time on a busy machine);
 - bytes per cell of ``results.jsonl``; sizes of ``report.html`` and ``junit.xml``;
 - the report's load time in headless Chromium (Playwright driving /usr/bin/chromium, never a
   downloaded build): from ``page.goto`` of the file:// URL until the ``load`` event has fired
@@ -315,6 +316,7 @@ def measure_run(tree: Tree, project: Path, n: int, browser: Browser) -> dict[str
         "maxrss_mb": round(proc.maxrss_mb, 1),
         "processes": proc.processes,
         "cpu_s": round(proc.cpu_s, 2),
+        "cpu_us_per_cell": round(proc.cpu_s / n * 1e6, 1),
     }
     run_dir = only_run_dir(project)
     problem = None
@@ -444,6 +446,8 @@ def resume_check(tree: Tree, project: Path, n: int) -> dict[str, Any]:
     counts = json.loads(verify.stdout)
     row.update(counts)
     problems = []
+    if lines >= n:
+        problems.append(f"every cell was already written when the run was killed ({lines:,} lines): not a half-way kill")
     if len(dirs) != 1:
         problems.append(f"{len(dirs)} run directories (the resume made a new run?)")
     if counts["distinct"] != n or counts["cell_records"] != n or counts["out_of_range"]:
@@ -481,20 +485,22 @@ def _cell(rows: list[dict[str, Any]], key: str, spec: str = ",.1f") -> str:
 
 def runs_table(rows: list[dict[str, Any]], trees: list[Tree], sizes: list[int]) -> str:
     out = [
-        "| tree | cells | peak RSS, sum over the tree (MB) | largest process, wait4 (MB) | wall (s) | µs / cell "
+        "| tree | cells | peak RSS, sum over the tree (MB) | largest process, wait4 (MB) | wall (s) | µs / cell | CPU µs / cell "
         "| results.jsonl (B / cell) | report.html (MB) | junit.xml (MB) | Chromium load (ms) | load avg | note |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for n in sizes:
         for tree in trees:
             mine = [r for r in rows if r["tree"] == tree.label and r["cells"] == n]
+            if not mine:
+                continue
             good = [r for r in mine if r["ok"]]
             notes = sorted({r["note"] for r in mine if r.get("note")})
             if len(good) < len(mine):
                 notes.insert(0, f"{len(mine) - len(good)} of {len(mine)} runs FAILED")
             out.append(
                 f"| {tree.label} | {n:,} | {_cell(good, 'tree_rss_mb', ',.0f')} | {_cell(good, 'maxrss_mb', ',.0f')} "
-                f"| {_cell(good, 'wall_s')} | {_cell(good, 'us_per_cell', ',.0f')} | {_cell(good, 'results_bytes_per_cell', ',.0f')} "
+                f"| {_cell(good, 'wall_s')} | {_cell(good, 'us_per_cell', ',.0f')} | {_cell(good, 'cpu_us_per_cell', ',.0f')} | {_cell(good, 'results_bytes_per_cell', ',.0f')} "
                 f"| {_cell(good, 'report_html_mb')} | {_cell(good, 'junit_xml_mb')} | {_cell(good, 'chromium_load_ms', ',.0f')} "
                 f"| {' / '.join(_num(r['load_avg'], '.2f') for r in mine)} | {'; '.join(notes) or ''} |"
             )
@@ -524,7 +530,7 @@ def main() -> None:
         metavar="[LABEL=]DIR",
         help="measure `python -m evalx` with PYTHONPATH=DIR (repeatable: trees are interleaved); default: the installed evalx",
     )
-    parser.add_argument("--repeats", type=int, default=1, help="runs per tree and size (default 1)")
+    parser.add_argument("--repeats", type=int, default=1, help="runs per tree and size (default 1; 0 with --resume-check: only the check)")
     parser.add_argument("--resume-check", action="store_true", help="also kill a run at half way and resume it (once per tree and size)")
     parser.add_argument("--no-browser", action="store_true", help="do not time the report in Chromium")
     parser.add_argument("--work", type=Path, default=OUT / "scale-work", help="where the projects go (default bench/out/scale-work)")
