@@ -178,6 +178,15 @@ def _hidden_id_warnings(config: Any, cases: dict[str, list[Any]]) -> list[str]:
     return lines
 
 
+junit_passes_option = click.option(
+    "--junit-passes",
+    type=click.Choice(["all", "summary"]),
+    default="all",
+    show_default=True,
+    help="summary: junit.xml has failures, errors and skips in full and, per target and dataset, one testcase "
+    "for the passing cases (their ids in its system-out): for huge suites.",
+)
+
 junit_flavor_option = click.option(
     "--junit-flavor",
     type=click.Choice(["standard", "extended"]),
@@ -199,6 +208,7 @@ junit_flavor_option = click.option(
 @click.option("--no-cache", is_flag=True, help="Bypass the response cache.")
 @click.option("--junit", type=click.Path(dir_okay=False, path_type=Path), help="Also write JUnit XML here.")
 @junit_flavor_option
+@junit_passes_option
 @click.option("--html", type=click.Path(dir_okay=False, path_type=Path), help="Also write the HTML report here.")
 @click.option("--json", "json_out", is_flag=True, help="Print the summary as JSON on stdout.")
 @click.option("--var", multiple=True, metavar="KEY=VALUE", help="Set a template var.")
@@ -221,6 +231,7 @@ def run_cmd(
     no_cache: bool,
     junit: Path | None,
     junit_flavor: str,
+    junit_passes: str,
     html: Path | None,
     json_out: bool,
     var: tuple[str, ...],
@@ -235,7 +246,7 @@ def run_cmd(
     """Run the evals and write runs/<run_id>/."""
     from evalx.execution.plan import Selection, build_plan
     from evalx.execution.runner import RunOptions, run
-    from evalx.reports.render import check_outputs
+    from evalx.reports.render import ReportOptions, check_outputs
 
     config = _load(config_path, var)
     selection = Selection(
@@ -256,7 +267,17 @@ def run_cmd(
         _print_plan(plan, config)
         return
     options = RunOptions(
-        selection, concurrency, not no_cache, junit, html, json_out, quiet, run_id=run_id, baseline=baseline, resume=bool(resume)
+        selection,
+        concurrency,
+        not no_cache,
+        junit,
+        html,
+        json_out,
+        quiet,
+        run_id=run_id,
+        baseline=baseline,
+        resume=bool(resume),
+        reports=ReportOptions(junit_passes=junit_passes),
     )
     from evalx.targets.printed import stdout_for_evalx
 
@@ -265,7 +286,7 @@ def run_cmd(
         outcome = run(config, options)
         _report_run(outcome, selection.matrix, json_out, out)
         if junit is not None and junit_flavor != "standard":
-            _flavored_junit(outcome.run_dir, outcome.summary, junit, junit_flavor)
+            _flavored_junit(outcome.run_dir, outcome.summary, junit, junit_flavor, junit_passes)
         from evalx.reports.markdown import publish_markdown
 
         publish_markdown(outcome.summary, markdown)
@@ -328,13 +349,14 @@ def _print_plan(plan: Any, config: Any = None) -> None:
 @click.option("--html", type=click.Path(dir_okay=False, path_type=Path), help="Also write the HTML report here.")
 @click.option("--junit", type=click.Path(dir_okay=False, path_type=Path), help="Also write JUnit XML here.")
 @junit_flavor_option
-def report(run_ref: str, config_path: Path, html: Path | None, junit: Path | None, junit_flavor: str) -> None:
+@junit_passes_option
+def report(run_ref: str, config_path: Path, html: Path | None, junit: Path | None, junit_flavor: str, junit_passes: str) -> None:
     """Re-render a stored run's summary, junit.xml and report.html.
 
     RUN is a run id under the config's output dir, `latest`, or the path of a
     run directory (which needs no config).
     """
-    from evalx.reports.render import REPORT_FILES, check_outputs, copy_report, rebuild_reports
+    from evalx.reports.render import REPORT_FILES, ReportOptions, check_outputs, copy_report, rebuild_reports
     from evalx.results.store import RESULTS, ReadProblems
 
     run_dir = _find_run(run_ref, config_path)
@@ -343,13 +365,13 @@ def report(run_ref: str, config_path: Path, html: Path | None, junit: Path | Non
     if junit is not None and junit_flavor != "standard" and junit.resolve() == (run_dir / "junit.xml").resolve():
         _fail(f"evalx: --junit {junit}: the run's own junit.xml stays standard; write the {junit_flavor} file elsewhere")
     problems = ReadProblems()
-    summary = rebuild_reports(run_dir, problems)
+    summary = rebuild_reports(run_dir, problems, ReportOptions(junit_passes=junit_passes))
     if problems:
         click.echo(f"evalx: warning: {problems.warning(run_dir / RESULTS)}", err=True)
     written = [run_dir / name for name in REPORT_FILES]
     for extra, name in ((html, "report.html"), (junit, "junit.xml")):
         if extra and extra is junit and junit_flavor != "standard":
-            _flavored_junit(run_dir, summary, extra, junit_flavor)
+            _flavored_junit(run_dir, summary, extra, junit_flavor, junit_passes)
             written.append(extra)
         elif extra and extra.resolve() != (run_dir / name).resolve():
             copy_report(run_dir / name, extra)
@@ -363,7 +385,7 @@ def _check_flavor(junit: Path | None, flavor: str) -> None:
         _fail(f"evalx: --junit-flavor {flavor} applies to the file --junit writes (runs/<id>/junit.xml stays standard): give --junit")
 
 
-def _flavored_junit(run_dir: Path, summary: Any, path: Path, flavor: str) -> None:
+def _flavored_junit(run_dir: Path, summary: Any, path: Path, flavor: str, passes: str = "all") -> None:
     """Write ``path`` (``--junit``) again from the run's results in ``flavor`` (the run folder's junit.xml stays standard)."""
     from evalx.reports.junit import write_junit
     from evalx.results.repeats import RULES
@@ -376,6 +398,7 @@ def _flavored_junit(run_dir: Path, summary: Any, path: Path, flavor: str) -> Non
         run_id=str(summary.get("run_id") or run_dir.name),
         repeat_pass_rule=rule if rule in RULES else "majority",
         flavor=flavor,
+        passes=passes,
     )
 
 

@@ -43,6 +43,15 @@ for the other repeats that did not pass — all allowed by the XSD, and
 every attribute and text node, as pytest's junitxml does: left in, they make
 CI parsers read the file as zero tests, a false pass.
 
+``passes="summary"`` (``--junit-passes summary``, for huge suites; DESIGN.md
+"JUnit details") writes every case that did not pass as above and folds the
+passing cases of each (target, dataset) into one ``<testcase name="passed
+cases (N)">`` at the top of its suite, their ids in its ``<system-out>``, one
+a line, then the flaky ones (passed by the rule, not every repeat passed) with
+their counts. The ids are spooled, never a list; past :data:`MAX_PASSED_IDS`
+bytes they are only counted. ``tests`` still counts ``<testcase>`` elements,
+and the suites' times are those of the full file.
+
 The file is written as a stream, never held as a tree: results in matrix
 order (what a finished run's ``results.jsonl`` is) are folded one case at a
 time into a text buffer per target (in memory while small, spilled to a
@@ -73,7 +82,7 @@ from evalx.reports.spool import Spool
 from evalx.results.model import AssertionRecord, CellOutput, CellResult
 from evalx.results.repeats import DEFAULT_RULE, RULES, Tally, case_status
 
-__all__ = ["FLAVORS", "JUnitStream", "classname_part", "write_junit", "xml_safe"]
+__all__ = ["FLAVORS", "PASSES", "JUnitStream", "classname_part", "write_junit", "xml_safe"]
 
 #: ``standard``: valid against junit-10.xsd; ``extended``: also ``file``/``line`` attributes on each testcase
 FLAVORS = ("standard", "extended")
@@ -88,6 +97,14 @@ MAX_NOTE = 2_000
 SPOOL_BYTES = 4 * 1024 * 1024
 #: rendered test cases are gathered up to this many characters before they go to the spool
 PENDING_CHARS = 64 * 1024
+#: ``all``: a testcase per case; ``summary``: the passing cases of a target and dataset folded into one testcase
+PASSES = ("all", "summary")
+#: the most bytes of passing ids one summary testcase lists (libxml2-based readers refuse a text node over 10 MB)
+MAX_PASSED_IDS = 8_000_000
+#: the most bytes of flaky-case lines one summary testcase lists
+MAX_FLAKY_NOTES = 1_000_000
+#: a summary testcase's ids are kept in memory up to this many characters, then spilled to a temporary file
+ID_SPOOL_BYTES = 256 * 1024
 
 # Everything outside XML 1.0's Char production:
 # #x9 | #xA | #xD | [#x20-#xD7FF] | [#xE000-#xFFFD] | [#x10000-#x10FFFF]
@@ -446,6 +463,23 @@ def _timestamp(run_id: str) -> str:
 
 
 @dataclass
+class _Passed:
+    """``passes="summary"``: the passing cases of one (target, dataset), counted and timed, their ids spooled (never a list)."""
+
+    classname: str
+    ids: Spool  # one escaped id a line
+    cases: int = 0
+    seconds: float = 0.0
+    listed: int = 0  # bytes of ids written to ``ids``; past MAX_PASSED_IDS the rest are only counted
+    listed_cases: int = 0
+    repeats: bool = False  # some case had more than one repeat
+    flaky: int = 0
+    notes: Spool | None = None  # the flaky cases, one a line (made on the first)
+    noted: int = 0  # bytes written to ``notes``
+    noted_cases: int = 0
+
+
+@dataclass
 class _Suite:
     """One target's <testsuite>: its counts and its <testcase> elements, already rendered, in a spool."""
 
@@ -454,23 +488,44 @@ class _Suite:
     tests: int = 0
     counts: dict[str, int] = field(default_factory=lambda: {"failures": 0, "errors": 0, "skipped": 0})
     seconds: float = 0.0
+    passed: dict[str, _Passed] = field(default_factory=dict)  # classname -> its passes (``summary`` only)
 
 
 class _Disorder(Exception):
     """The results are not in matrix order: stream them again through the in-memory sort."""
 
 
-class _SuiteWriter:
-    """Renders whole test cases, in the order given, into one spool per target."""
+_COUNT_OF = {"fail": "failures", "error": "errors", "skipped": "skipped"}
+_CASE_INDENT = "\n" + INDENT * 2
+_CHILD_INDENT = "\n" + INDENT * 3
+_CASE_END = "\n" + INDENT * 2 + "</testcase>"
 
-    def __init__(self, rule: str, spool_dir: Path, flavor: str = "standard") -> None:
+
+def _attr(value: str, *, ident: bool = True) -> str:
+    """An attribute value as :func:`_element` + :meth:`_Element.render` write it."""
+    return _escape_attrib(xml_safe(value, ident=ident))
+
+
+class _SuiteWriter:
+    """Renders whole test cases, in the order given, into one spool per target.
+
+    ``passes="summary"`` keeps every case that does not pass as it is and
+    folds the passing ones into one ``<testcase>`` per (target, dataset),
+    written at the top of its suite (:meth:`write`).
+    """
+
+    def __init__(self, rule: str, spool_dir: Path, flavor: str = "standard", passes: str = "all") -> None:
         if flavor not in FLAVORS:
             raise ValueError(f"unknown JUnit flavor {flavor!r} (one of {', '.join(FLAVORS)})")
+        if passes not in PASSES:
+            raise ValueError(f"unknown junit passes {passes!r} (one of {', '.join(PASSES)})")
         self.rule = rule
         self.spool_dir = spool_dir
         self.flavor = flavor
+        self.summary = passes == "summary"
         self.suites: dict[str, _Suite] = {}
         self.classnames: dict[tuple[str, str], str] = {}  # (target, dataset) -> its classname, as written
+        self.escaped: dict[str, str] = {}  # classname -> its attribute text
         self.taken: set[str] = set()  # classnames written (as XML-safe text)
 
     def classname(self, target: str, dataset: str, *, strict: bool = False) -> str:
@@ -493,6 +548,7 @@ class _SuiteWriter:
             name = f"{base}~{n}"
         self.taken.add(xml_safe(name, ident=True))
         self.classnames[key] = name
+        self.escaped[name] = _attr(name)
         return name
 
     def suite(self, target: str) -> _Suite:
@@ -505,21 +561,115 @@ class _SuiteWriter:
     def case(self, suite: _Suite, key: tuple[str, str, str], reps: list[_Repeat], *, strict: bool = False) -> None:
         """Render the test case ``key`` (target, dataset, case id) from its repeats into ``suite``."""
         classname = self.classname(key[0], key[1], strict=strict)
+        if self.summary:
+            tally = Tally()
+            for rep in reps:
+                tally.add(rep.status)
+            if case_status(tally, self.rule) == "pass":
+                self._pass(suite, classname, key[2], sum(r.seconds for r in reps), reps if len(reps) > 1 else None, tally)
+                return
         element, status = _repeats_testcase(key[2], classname, reps, self.rule, flavor=self.flavor)
-        if status == "fail":
-            suite.counts["failures"] += 1
-        elif status == "error":
-            suite.counts["errors"] += 1
-        elif status == "skipped":
-            suite.counts["skipped"] += 1
+        if status != "pass":
+            suite.counts[_COUNT_OF[status]] += 1
         suite.tests += 1
-        out = ["\n" + INDENT * 2]
+        out = [_CASE_INDENT]
         element.render(out, 2)
         suite.body.write("".join(out))
+
+    def single(self, suite: _Suite, key: tuple[str, str, str], result: CellResult, seconds: float) -> None:
+        """:meth:`case` for a case of one cell, rendered straight from its result: the same bytes, a few times faster."""
+        classname = self.classnames[(key[0], key[1])]  # JUnitStream.add named it
+        status = result.get("status")
+        if status == "pass":
+            if self.summary:
+                self._pass(suite, classname, key[2], seconds, None, None)
+                return
+        else:
+            suite.counts[_COUNT_OF.get(status, "errors")] += 1  # unknown: an error, never a pass
+        suite.tests += 1
+        output = result.get("output")
+        text = output.get("text") if type(output) is dict else None
+        if result.get("truncated") is True:
+            text = f"[truncated: the answer was cut off at the token limit, stop_reason {str(result.get('stop_reason'))!r}]\n{text or ''}"
+        about = _about(result)
+        body = f"{about}\n\n{xml_safe(_clip(str(text), MAX_SYSTEM_OUT))}" if text else about
+        extra = ""
+        if self.flavor == "extended":
+            extra = "".join(f' {k}="{_attr(v, ident=False)}"' for k, v in _file_line(result.get("case_source")).items())
+        outcome = ""
+        if status != "pass":
+            element = _outcome(result)
+            assert element is not None
+            rendered = [_CHILD_INDENT]
+            element.render(rendered, 3)
+            outcome = "".join(rendered)
+        suite.body.write(
+            f'{_CASE_INDENT}<testcase name="{_attr(key[2])}" classname="{self.escaped[classname]}" time="{seconds:.3f}"{extra}>'
+            f"{outcome}{_CHILD_INDENT}<system-out>{_escape_text(body)}</system-out>{_CASE_END}"
+        )
+
+    def _pass(self, suite: _Suite, classname: str, case_id: str, seconds: float, reps: list[_Repeat] | None, tally: Tally | None) -> None:
+        """Fold a passing case into its (target, dataset)'s summary testcase: its id on a line of the spool."""
+        passed = suite.passed.get(classname)
+        if passed is None:
+            ids = Spool(max_size=ID_SPOOL_BYTES, batch=PENDING_CHARS, dir=self.spool_dir)
+            passed = suite.passed[classname] = _Passed(classname, ids)
+            suite.tests += 1
+        passed.cases += 1
+        passed.seconds += seconds
+        line = _escape_text(xml_safe(case_id, ident=True)) + "\n"
+        size = len(line) if line.isascii() else len(line.encode("utf-8", "replace"))
+        if passed.listed + size <= MAX_PASSED_IDS:
+            passed.ids.write(line)
+            passed.listed += size
+            passed.listed_cases += 1
+        if reps is None:
+            return
+        passed.repeats = True
+        not_passing = [r for r in sorted(reps, key=lambda r: (r.repeat, r.order)) if r.status != "pass"]
+        if not not_passing:
+            return
+        passed.flaky += 1
+        assert tally is not None
+        note = f"{xml_safe(case_id, ident=True)}: {tally.passed} of {tally.decided} repeats passed; " + ", ".join(
+            f"repeat {r.repeat}: {r.status}" for r in not_passing
+        )
+        note = _escape_text(_clip(note, MAX_MESSAGE)) + "\n"
+        size = len(note.encode("utf-8", "replace"))
+        if passed.noted + size <= MAX_FLAKY_NOTES:
+            if passed.notes is None:
+                passed.notes = Spool(max_size=ID_SPOOL_BYTES, batch=PENDING_CHARS, dir=self.spool_dir)
+            passed.notes.write(note)
+            passed.noted += size
+            passed.noted_cases += 1
+
+    def _write_passed(self, fh: IO[str], passed: _Passed) -> None:
+        """The summary testcase of ``passed``: how many passed, then their ids, one a line (then the flaky ones)."""
+        rule = f" by repeat_pass_rule {self.rule}" if passed.repeats else ""
+        flaky = f", {passed.flaky} of them flaky (listed after the ids)" if passed.flaky else ""
+        fh.write(
+            f'{_CASE_INDENT}<testcase name="passed cases ({passed.cases})" classname="{self.escaped[passed.classname]}"'
+            f' time="{passed.seconds:.3f}">{_CHILD_INDENT}<system-out>'
+            f"{passed.cases} case{'' if passed.cases == 1 else 's'} passed{rule}{flaky}; their ids, one a line:\n"
+        )
+        passed.ids.copy_to(fh)
+        unlisted = passed.cases - passed.listed_cases
+        if unlisted:
+            fh.write(f"… and {unlisted} more, not listed (the list stops at {MAX_PASSED_IDS} bytes; results.jsonl has every case)\n")
+        if passed.notes is not None:
+            fh.write("\nflaky (passed by the rule, not every repeat passed):\n")
+            passed.notes.copy_to(fh)
+            if passed.flaky > passed.noted_cases:
+                fh.write(f"… and {passed.flaky - passed.noted_cases} more\n")
+        fh.write(f"</system-out>{_CASE_END}")
 
     def close(self) -> None:
         for suite in self.suites.values():
             suite.body.close()
+            for passed in suite.passed.values():
+                passed.ids.close()
+                if passed.notes is not None:
+                    passed.notes.close()
 
     def write(self, fh: IO[str], *, name: str, run_id: str, stamp: str, rule: str) -> None:
         suites = list(self.suites.values())
@@ -569,6 +719,8 @@ class _SuiteWriter:
                 fh.write(rendered[: -len(closing)])
             else:  # "<testsuite ... />": reopen it as a start tag
                 fh.write(rendered[: -len(" />")] + ">")
+            for passed in suite.passed.values():
+                self._write_passed(fh, passed)
             suite.body.copy_to(fh)
             fh.write(closing)
         fh.write("\n</testsuites>\n")
@@ -598,27 +750,33 @@ class JUnitStream:
         self.last = -1
         self.arrival = 0
         self.current: tuple[str, str, str] | None = None
-        self.reps: list[_Repeat] = []
+        self.cells: list[tuple[CellResult, float, int, int]] = []  # the current case's: (result, seconds, index, arrival)
         self.suite: _Suite | None = None
         self.done: set[int] = set()  # hashes of finished groups: a group seen again means disorder
 
     def add(self, result: CellResult) -> None:
         index = result.get("index")
-        if not isinstance(index, int) or isinstance(index, bool) or index <= self.last:
+        if type(index) is not int or index <= self.last:
             raise _Disorder
         self.last = index
-        key = _key(result)
+        target, dataset, case_id = result.get("target"), result.get("dataset"), result.get("case_id")
+        key = (
+            target if type(target) is str else str(target or ""),
+            dataset if type(dataset) is str else str(dataset or ""),
+            case_id if type(case_id) is str else str(case_id or ""),
+        )
         if key != self.current:
             self._flush()
             if hash(key) in self.done:  # (a hash collision only costs the slower path)
                 raise _Disorder
             self.writer.classname(key[0], key[1], strict=True)  # a clash of classnames: the in-memory sort names them
-            self.current, self.reps = key, []
+            self.current = key
             self.suite = self.writer.suite(key[0])
         assert self.suite is not None
-        seconds = _seconds(result.get("latency_ms"))
+        latency = result.get("latency_ms")
+        seconds = latency / 1000.0 if type(latency) is float and 0.0 <= latency < math.inf else _seconds(latency)
         self.suite.seconds += seconds
-        self.reps.append(_repeat(result, seconds, (float(index), self.arrival)))
+        self.cells.append((result, seconds, index, self.arrival))
         self.arrival += 1
 
     def offer(self, result: CellResult) -> bool:
@@ -631,16 +789,21 @@ class JUnitStream:
 
     def _flush(self) -> None:
         if self.current is not None and self.suite is not None:
-            self.writer.case(self.suite, self.current, self.reps)
+            cells = self.cells
+            if len(cells) == 1:
+                self.writer.single(self.suite, self.current, cells[0][0], cells[0][1])
+            else:
+                self.writer.case(self.suite, self.current, [_repeat(r, s, (float(i), n)) for r, s, i, n in cells])
             self.done.add(hash(self.current))
-            self.current, self.reps, self.suite = None, [], None
+            self.current, self.suite = None, None
+            self.cells = []
 
     @classmethod
-    def start(cls, repeat_pass_rule: str, spool_dir: Path, *, flavor: str = "standard") -> JUnitStream:
-        """A stream whose suites spool in ``spool_dir``; :meth:`close` it when done."""
+    def start(cls, repeat_pass_rule: str, spool_dir: Path, *, flavor: str = "standard", passes: str = "all") -> JUnitStream:
+        """A stream whose suites spool in ``spool_dir``; :meth:`close` it when done (``passes``: :data:`PASSES`)."""
         if repeat_pass_rule not in RULES:
             raise ValueError(f"unknown repeat_pass_rule {repeat_pass_rule!r} (one of {', '.join(RULES)})")
-        return cls(_SuiteWriter(repeat_pass_rule, spool_dir, flavor))
+        return cls(_SuiteWriter(repeat_pass_rule, spool_dir, flavor, passes))
 
     def close(self) -> None:
         self.writer.close()
@@ -687,6 +850,7 @@ def write_junit(
     timestamp: str | None = None,
     repeat_pass_rule: str = DEFAULT_RULE,
     flavor: str = "standard",
+    passes: str = "all",
 ) -> None:
     """Write the cells in ``results`` as JUnit XML to ``path`` (atomically).
 
@@ -700,8 +864,13 @@ def write_junit(
     matrix order (each result's ``index``), so the file diffs cleanly between
     runs even when results arrived in completion order. ``flavor``
     ``extended`` adds ``file``/``line`` attributes to each testcase (outside
-    junit-10.xsd; :data:`FLAVORS`).
+    junit-10.xsd; :data:`FLAVORS`). ``passes`` ``summary`` writes every case
+    that did not pass as ``all`` does and, for each target and dataset, one
+    ``<testcase>`` named ``passed cases (N)`` whose ``<system-out>`` lists
+    the passing ids, one a line (:data:`PASSES`; for huge suites).
     """
+    if passes not in PASSES:
+        raise ValueError(f"unknown junit passes {passes!r} (one of {', '.join(PASSES)})")
     if flavor not in FLAVORS:
         raise ValueError(f"unknown JUnit flavor {flavor!r} (one of {', '.join(FLAVORS)})")
     if repeat_pass_rule not in RULES:
@@ -723,13 +892,13 @@ def write_junit(
     path = Path(path)
     with writing(path):  # a full disk or a read-only folder: an error naming the file, not a traceback
         path.parent.mkdir(parents=True, exist_ok=True)
-        writer = _SuiteWriter(repeat_pass_rule, path.parent, flavor)
+        writer = _SuiteWriter(repeat_pass_rule, path.parent, flavor, passes)
         try:
             try:
                 _stream(again(), writer)
             except _Disorder:
                 writer.close()
-                writer = _SuiteWriter(repeat_pass_rule, path.parent, flavor)
+                writer = _SuiteWriter(repeat_pass_rule, path.parent, flavor, passes)
                 _sorted(again(), writer)
             _write_file(writer, path, name=name, run_id=run_id, stamp=stamp, rule=repeat_pass_rule)
         finally:

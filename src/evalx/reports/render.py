@@ -53,11 +53,20 @@ def write_reports(run_dir: Path, summary: RunSummary, options: ReportOptions | N
     with writing(run_dir / "summary.txt"):
         (run_dir / "summary.txt").write_text(text, encoding="utf-8", errors="replace")  # a lone surrogate cannot be UTF-8
     name, run_id = str(summary.get("name") or ""), str(summary.get("run_id") or run_dir.name)
-    _junit_and_html(results, summary, run_dir, name=name, run_id=run_id, rule=rule, baseline=baseline)
+    junit_passes = options.junit_passes if options is not None else "all"
+    _junit_and_html(results, summary, run_dir, name=name, run_id=run_id, rule=rule, baseline=baseline, junit_passes=junit_passes)
 
 
 def _junit_and_html(
-    results: Path, summary: RunSummary, run_dir: Path, *, name: str, run_id: str, rule: str, baseline: BaselineView | None
+    results: Path,
+    summary: RunSummary,
+    run_dir: Path,
+    *,
+    name: str,
+    run_id: str,
+    rule: str,
+    baseline: BaselineView | None,
+    junit_passes: str = "all",
 ) -> None:
     """junit.xml and report.html from one read of ``results``: both follow the lines as they are read.
 
@@ -65,7 +74,7 @@ def _junit_and_html(
     run) is written afterwards by :func:`write_junit` / :func:`write_html`
     from the file, exactly as they would have written it alone.
     """
-    junit: JUnitStream | None = JUnitStream.start(rule, run_dir)  # an unknown rule: write_junit's ValueError
+    junit: JUnitStream | None = JUnitStream.start(rule, run_dir, passes=junit_passes)  # an unknown rule: write_junit's ValueError
     html: HtmlStream | None = HtmlStream(summary, run_dir)
     try:
         if results.exists():
@@ -83,7 +92,7 @@ def _junit_and_html(
         if junit is not None:
             junit.finish(run_dir / "junit.xml", name=name, run_id=run_id, repeat_pass_rule=rule)
         else:
-            write_junit(results, run_dir / "junit.xml", name=name, run_id=run_id, repeat_pass_rule=rule)
+            write_junit(results, run_dir / "junit.xml", name=name, run_id=run_id, repeat_pass_rule=rule, passes=junit_passes)
         if html is not None:
             html.write(run_dir / "report.html", baseline=baseline)
         else:
