@@ -320,3 +320,23 @@ def test_resume_a_v1_run(project: Path, torn: bool) -> None:
         assert summary["totals"][key] == stored["totals"][key], key
     assert not list(project.glob("stored/*/results.jsonl.tmp"))
     assert [p.name for p in (project / "stored").iterdir() if p.name not in RUNS] == []  # resumed in place, no new run
+
+
+def test_compare_a_v1_run_without_its_summary(project: Path) -> None:
+    """A killed v1 run has no summary.json: compare rebuilds its figures from results.jsonl alone."""
+    stored = json.loads((project / "stored" / RUN1 / "summary.json").read_text(encoding="utf-8"))
+    (project / "stored" / RUN1 / "summary.json").unlink()
+    result = cli("compare", project / "stored" / RUN1, project / "stored" / RUN2, "--json")
+    assert result.exit_code == 0, result.output
+    assert "warning" not in result.output
+    comparison = json.loads(result.stdout)
+    keys = lambda rows: {(r["target"], r["dataset"], r["case_id"]) for r in rows}  # noqa: E731
+    assert keys(comparison["newly_failing"]) == NEWLY_FAILING
+    assert keys(comparison["newly_passing"]) == NEWLY_PASSING
+    assert comparison["overall"]["pass_rate"]["a"] == pytest.approx(stored["totals"]["pass_rate"])
+    for target, figures in stored["per_target"].items():
+        delta = comparison["per_target"][target]
+        assert delta["cells_compared"] == figures["cells"]
+        assert delta["pass_rate"]["a"] == pytest.approx(figures["pass_rate"])
+        assert delta["cost_usd"]["a"] == pytest.approx(figures["cost_usd"])
+        assert delta["tokens_input"]["a"] == figures["tokens"]["input"]
