@@ -271,3 +271,50 @@ def test_summary_from_completion_order_matches_matrix_order(tmp_path: Path) -> N
     lines.write_text("".join(json.dumps(r) + "\n" for r in reversed(results)), encoding="utf-8")  # the in-memory sort
     write_junit(lines, tmp_path / "b.xml", name="n", run_id="r", passes="summary")
     assert (tmp_path / "a.xml").read_bytes() == (tmp_path / "b.xml").read_bytes()
+
+
+def _varied(cases: int) -> list[dict[str, Any]]:
+    """Two targets, two datasets, three repeats; passes, fails, errors and skips in a fixed pattern."""
+    out: list[dict[str, Any]] = []
+    for dataset in ("d1", "d2.v"):
+        for c in range(cases):
+            for target in ("t.a", "t2"):
+                for r in range(3):
+                    status = ["pass", "pass", "fail", "pass", "error", "skipped", "pass"][(c * 3 + r + len(target)) % 7]
+                    out.append(
+                        {
+                            "index": len(out),
+                            "target": target,
+                            "dataset": dataset,
+                            "case_id": f"c{c}",
+                            "repeat": r,
+                            "status": status,
+                            "latency_ms": 1.5 * (c + r),
+                            "error": "ValueError: boom" if status == "error" else None,
+                            "assertions": [{"type": "contains", "passed": {"pass": True, "fail": False}.get(status), "reason": "r"}],
+                            "output": {"text": f"out {c} {r} é"},
+                            "case_source": f"{dataset}.jsonl:{c + 1}",
+                        }
+                    )
+    return out
+
+
+@pytest.mark.parametrize("passes", ["all", "summary"])
+def test_a_file_out_of_order_is_sorted_in_flat_memory(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, passes: str) -> None:
+    """A killed run's file (completion order): sorted in chunks spilled to disk, never gathered whole, same bytes."""
+    results = _varied(12)
+    write_junit(results, tmp_path / "in_order.xml", name="n", run_id="r", passes=passes)
+    shuffled = results[:]
+    import random
+
+    random.Random(16).shuffle(shuffled)
+    lines = tmp_path / "results.jsonl"
+    lines.write_text("".join(json.dumps(r) + "\n" for r in shuffled), encoding="utf-8")
+
+    def gathered(*args: Any) -> None:
+        raise AssertionError("the in-memory sort was used")
+
+    monkeypatch.setattr(junit, "_sorted", gathered)
+    monkeypatch.setattr(junit, "SORT_CHUNK", 10)  # many chunks, merged
+    write_junit(lines, tmp_path / "from_file.xml", name="n", run_id="r", passes=passes)
+    assert (tmp_path / "from_file.xml").read_bytes() == (tmp_path / "in_order.xml").read_bytes()

@@ -66,11 +66,13 @@ writes, byte for byte (a test compares the two).
 
 from __future__ import annotations
 
+import heapq
+import json
 import math
 import os
 import re
 import tempfile
-from collections.abc import Iterable
+from collections.abc import Generator, Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -105,6 +107,10 @@ MAX_PASSED_IDS = 8_000_000
 MAX_FLAKY_NOTES = 1_000_000
 #: a summary testcase's ids are kept in memory up to this many characters, then spilled to a temporary file
 ID_SPOOL_BYTES = 256 * 1024
+#: passing ids gathered before they are joined into their spool
+PENDING_IDS = 2048
+#: results of a file out of matrix order sorted in memory at a time; each sorted chunk then waits in a temporary file
+SORT_CHUNK = 20_000
 
 # Everything outside XML 1.0's Char production:
 # #x9 | #xA | #xD | [#x20-#xD7FF] | [#xE000-#xFFFD] | [#x10000-#x10FFFF]
@@ -468,6 +474,7 @@ class _Passed:
 
     classname: str
     ids: Spool  # one escaped id a line
+    pending: list[str] = field(default_factory=list)  # ids not yet in ``ids``: at most PENDING_IDS
     cases: int = 0
     seconds: float = 0.0
     listed: int = 0  # bytes of ids written to ``ids``; past MAX_PASSED_IDS the rest are only counted
@@ -566,7 +573,7 @@ class _SuiteWriter:
             for rep in reps:
                 tally.add(rep.status)
             if case_status(tally, self.rule) == "pass":
-                self._pass(suite, classname, key[2], sum(r.seconds for r in reps), reps if len(reps) > 1 else None, tally)
+                self.add_pass(suite, classname, key[2], sum(r.seconds for r in reps), reps if len(reps) > 1 else None, tally)
                 return
         element, status = _repeats_testcase(key[2], classname, reps, self.rule, flavor=self.flavor)
         if status != "pass":
@@ -576,13 +583,12 @@ class _SuiteWriter:
         element.render(out, 2)
         suite.body.write("".join(out))
 
-    def single(self, suite: _Suite, key: tuple[str, str, str], result: CellResult, seconds: float) -> None:
+    def single(self, suite: _Suite, classname: str, case_id: str, result: CellResult, seconds: float) -> None:
         """:meth:`case` for a case of one cell, rendered straight from its result: the same bytes, a few times faster."""
-        classname = self.classnames[(key[0], key[1])]  # JUnitStream.add named it
         status = result.get("status")
         if status == "pass":
             if self.summary:
-                self._pass(suite, classname, key[2], seconds, None, None)
+                self.add_pass(suite, classname, case_id, seconds, None, None)
                 return
         else:
             suite.counts[_COUNT_OF.get(status, "errors")] += 1  # unknown: an error, never a pass
@@ -604,11 +610,11 @@ class _SuiteWriter:
             element.render(rendered, 3)
             outcome = "".join(rendered)
         suite.body.write(
-            f'{_CASE_INDENT}<testcase name="{_attr(key[2])}" classname="{self.escaped[classname]}" time="{seconds:.3f}"{extra}>'
+            f'{_CASE_INDENT}<testcase name="{_attr(case_id)}" classname="{self.escaped[classname]}" time="{seconds:.3f}"{extra}>'
             f"{outcome}{_CHILD_INDENT}<system-out>{_escape_text(body)}</system-out>{_CASE_END}"
         )
 
-    def _pass(self, suite: _Suite, classname: str, case_id: str, seconds: float, reps: list[_Repeat] | None, tally: Tally | None) -> None:
+    def add_pass(self, suite: _Suite, classname: str, case_id: str, seconds: float, reps: list[_Repeat] | None, tally: Tally | None) -> None:
         """Fold a passing case into its (target, dataset)'s summary testcase: its id on a line of the spool."""
         passed = suite.passed.get(classname)
         if passed is None:
@@ -617,10 +623,18 @@ class _SuiteWriter:
             suite.tests += 1
         passed.cases += 1
         passed.seconds += seconds
-        line = _escape_text(xml_safe(case_id, ident=True)) + "\n"
-        size = len(line) if line.isascii() else len(line.encode("utf-8", "replace"))
+        if case_id.isascii() and case_id.isprintable():  # the common case: xml_safe leaves it alone
+            line = _escape_text(case_id) if "&" in case_id or "<" in case_id or ">" in case_id else case_id
+            size = len(line) + 1
+        else:
+            line = _escape_text(xml_safe(case_id, ident=True))
+            size = len(line.encode("utf-8", "replace")) + 1
         if passed.listed + size <= MAX_PASSED_IDS:
-            passed.ids.write(line)
+            pending = passed.pending
+            pending.append(line)
+            if len(pending) >= PENDING_IDS:
+                passed.ids.write("\n".join(pending) + "\n")
+                pending.clear()
             passed.listed += size
             passed.listed_cases += 1
         if reps is None:
@@ -652,6 +666,9 @@ class _SuiteWriter:
             f' time="{passed.seconds:.3f}">{_CHILD_INDENT}<system-out>'
             f"{passed.cases} case{'' if passed.cases == 1 else 's'} passed{rule}{flaky}; their ids, one a line:\n"
         )
+        if passed.pending:
+            passed.ids.write("\n".join(passed.pending) + "\n")
+            passed.pending.clear()
         passed.ids.copy_to(fh)
         unlisted = passed.cases - passed.listed_cases
         if unlisted:
@@ -747,12 +764,15 @@ class JUnitStream:
 
     def __init__(self, writer: _SuiteWriter) -> None:
         self.writer = writer
+        self.summary = writer.summary
         self.last = -1
-        self.arrival = 0
         self.current: tuple[str, str, str] | None = None
-        self.cells: list[tuple[CellResult, float, int, int]] = []  # the current case's: (result, seconds, index, arrival)
+        self.cells: list[CellResult] = []  # the current case's
+        self.seconds = 0.0  # the last cell's (the case's, for a case of one cell)
+        self.pair: tuple[str, str] | None = None  # the current case's (target, dataset), its classname and suite
+        self.classname = ""
         self.suite: _Suite | None = None
-        self.done: set[int] = set()  # hashes of finished groups: a group seen again means disorder
+        self.done: set[int] = set()  # hashes of the groups met: a group seen again after another means disorder
 
     def add(self, result: CellResult) -> None:
         index = result.get("index")
@@ -765,19 +785,27 @@ class JUnitStream:
             dataset if type(dataset) is str else str(dataset or ""),
             case_id if type(case_id) is str else str(case_id or ""),
         )
-        if key != self.current:
-            self._flush()
-            if hash(key) in self.done:  # (a hash collision only costs the slower path)
+        if key == self.current:
+            self.cells.append(result)
+        else:
+            if self.cells:
+                self._flush()
+            hashed = hash(key)
+            if hashed in self.done:  # (a hash collision only costs the slower path)
                 raise _Disorder
-            self.writer.classname(key[0], key[1], strict=True)  # a clash of classnames: the in-memory sort names them
+            self.done.add(hashed)
             self.current = key
-            self.suite = self.writer.suite(key[0])
-        assert self.suite is not None
+            self.cells = [result]
+            pair = self.pair
+            if pair is None or pair[0] != key[0] or pair[1] != key[1]:
+                # a clash of classnames: the in-memory sort names them
+                self.classname = self.writer.classname(key[0], key[1], strict=True)
+                self.suite = self.writer.suite(key[0])
+                self.pair = (key[0], key[1])
         latency = result.get("latency_ms")
         seconds = latency / 1000.0 if type(latency) is float and 0.0 <= latency < math.inf else _seconds(latency)
-        self.suite.seconds += seconds
-        self.cells.append((result, seconds, index, self.arrival))
-        self.arrival += 1
+        self.seconds = seconds
+        self.suite.seconds += seconds  # type: ignore[union-attr]  # set with self.pair
 
     def offer(self, result: CellResult) -> bool:
         """:meth:`add`, saying False instead of raising once the results are out of matrix order."""
@@ -788,15 +816,20 @@ class JUnitStream:
         return True
 
     def _flush(self) -> None:
-        if self.current is not None and self.suite is not None:
-            cells = self.cells
-            if len(cells) == 1:
-                self.writer.single(self.suite, self.current, cells[0][0], cells[0][1])
+        """Write the current case (complete: the next one started, or the results ended)."""
+        cells, key, suite = self.cells, self.current, self.suite
+        if not cells or key is None or suite is None:
+            return
+        if len(cells) == 1:
+            result = cells[0]
+            if self.summary and result.get("status") == "pass":  # the hot path of a huge suite
+                self.writer.add_pass(suite, self.classname, key[2], self.seconds, None, None)
             else:
-                self.writer.case(self.suite, self.current, [_repeat(r, s, (float(i), n)) for r, s, i, n in cells])
-            self.done.add(hash(self.current))
-            self.current, self.suite = None, None
-            self.cells = []
+                self.writer.single(suite, self.classname, key[2], result, self.seconds)
+        else:  # indexes are unique here: (index, 0) orders the repeats as (index, arrival) would
+            reps = [_repeat(r, _seconds(r.get("latency_ms")), (float(r.get("index") or 0), 0)) for r in cells]
+            self.writer.case(suite, key, reps)
+        self.cells = []
 
     @classmethod
     def start(cls, repeat_pass_rule: str, spool_dir: Path, *, flavor: str = "standard", passes: str = "all") -> JUnitStream:
@@ -821,8 +854,54 @@ def _stream(results: Iterable[CellResult], writer: _SuiteWriter) -> None:
     stream._flush()
 
 
+def _external_sort(results: Iterable[CellResult], spool_dir: Path) -> Generator[CellResult, None, None]:
+    """``results`` in matrix order (``index``, then arrival) in flat memory: sorted :data:`SORT_CHUNK` at a time, spilled, merged.
+
+    Each chunk waits in a temporary file in ``spool_dir`` as JSON lines; the
+    merge reads one line of each at a time. What :func:`_stream` then makes of
+    them is what :func:`_sorted` would (a group is contiguous in matrix order).
+    """
+    files: list[IO[str]] = []
+    try:
+        chunk: list[tuple[float, int, str]] = []
+        for arrival, result in enumerate(results):
+            index = result.get("index")
+            chunk.append((float(index) if type(index) is int else math.inf, arrival, json.dumps(result)))
+            if len(chunk) >= SORT_CHUNK:
+                files.append(_spill(chunk, spool_dir))
+                chunk = []
+        chunk.sort()
+        if files:
+            if chunk:
+                files.append(_spill(chunk, spool_dir))
+                chunk = []
+            merged: Iterable[tuple[float, int, str]] = heapq.merge(*(_spilled(fh) for fh in files))
+        else:
+            merged = chunk
+        for _, _, line in merged:
+            yield json.loads(line)
+    finally:
+        for fh in files:
+            fh.close()
+
+
+def _spill(chunk: list[tuple[float, int, str]], spool_dir: Path) -> IO[str]:
+    """A sorted chunk in a temporary file: ``index<TAB>arrival<TAB>json`` lines (JSON escapes its own tabs and newlines)."""
+    chunk.sort()
+    fh = tempfile.TemporaryFile(mode="w+", encoding="utf-8", newline="\n", dir=spool_dir)
+    fh.writelines(f"{index!r}\t{arrival}\t{line}\n" for index, arrival, line in chunk)
+    fh.seek(0)
+    return fh
+
+
+def _spilled(fh: IO[str]) -> Iterator[tuple[float, int, str]]:
+    for line in fh:
+        index, arrival, text = line.split("\t", 2)
+        yield float(index), int(arrival), text
+
+
 def _sorted(results: Iterable[CellResult], writer: _SuiteWriter) -> None:
-    """Any order: gather every case in memory, then write suites and cases in matrix order."""
+    """Any order: gather every case in memory, then write suites and cases in matrix order (the last resort: see write_junit)."""
     groups: dict[str, dict[tuple[str, str], list[_Repeat]]] = {}
     seconds_of: dict[str, float] = {}
     for arrival, result in enumerate(results):
@@ -854,9 +933,11 @@ def write_junit(
 ) -> None:
     """Write the cells in ``results`` as JUnit XML to ``path`` (atomically).
 
-    ``results`` is a ``results.jsonl`` path (read as a stream, twice only if
-    it is not in matrix order) or the result dicts themselves (an iterator is
-    read into a list first, so it can be gone through again). One
+    ``results`` is a ``results.jsonl`` path (read as a stream; if it is not in
+    matrix order — a killed run's — read again and sorted in chunks spilled to
+    temporary files, :func:`_external_sort`, so memory stays flat) or the
+    result dicts themselves (an iterator is read into a list first, so it can
+    be gone through again; out of order, sorted in memory). One
     ``<testsuite>`` per target, one ``<testcase>`` per case of that target —
     its repeats folded in, passing or failing by ``repeat_pass_rule``
     (``all``, ``majority`` or ``any``; a run records it in summary.json, so
@@ -899,7 +980,19 @@ def write_junit(
             except _Disorder:
                 writer.close()
                 writer = _SuiteWriter(repeat_pass_rule, path.parent, flavor, passes)
-                _sorted(again(), writer)
+                if isinstance(results, (str, os.PathLike)):  # a file: sorted in flat memory, unless even sorted it will not stream
+                    try:
+                        sorted_results = _external_sort(again(), path.parent)
+                        try:
+                            _stream(sorted_results, writer)
+                        finally:
+                            sorted_results.close()
+                    except _Disorder:
+                        writer.close()
+                        writer = _SuiteWriter(repeat_pass_rule, path.parent, flavor, passes)
+                        _sorted(again(), writer)
+                else:
+                    _sorted(again(), writer)
             _write_file(writer, path, name=name, run_id=run_id, stamp=stamp, rule=repeat_pass_rule)
         finally:
             writer.close()
