@@ -178,6 +178,28 @@ def _hidden_id_warnings(config: Any, cases: dict[str, list[Any]]) -> list[str]:
     return lines
 
 
+def _html_max_cells(ctx: click.Context, param: click.Parameter, value: str | None) -> int | None:
+    """``--html-max-cells N``: a whole number, 0 or more; anything else is one line and exit 2."""
+    if value is None:
+        return None
+    try:
+        number = int(value)
+    except ValueError:
+        number = -1
+    if number < 0:
+        _fail(f"evalx: --html-max-cells {value}: give a whole number of cells, 0 (no cap) or more")
+    return number
+
+
+#: the default is evalx.reports.html.MAX_CELLS (tests/test_html_scale.py checks this text against it)
+html_max_cells_option = click.option(
+    "--html-max-cells",
+    metavar="N",
+    callback=_html_max_cells,
+    help="report.html embeds every cell of a run of up to N cells (default 10,000); past N, failures and errors first "
+    "and an evenly spread sample of the passes, N in all, and the page says so. 0: no cap.",
+)
+
 junit_passes_option = click.option(
     "--junit-passes",
     type=click.Choice(["all", "summary"]),
@@ -219,6 +241,7 @@ junit_flavor_option = click.option(
 @click.option("--markdown", type=click.Path(dir_okay=False, path_type=Path), help="Write a Markdown summary here (CI).")
 @max_cells_option
 @max_variants_option
+@html_max_cells_option
 def run_cmd(
     config_path: Path,
     matrix: bool,
@@ -242,6 +265,7 @@ def run_cmd(
     markdown: Path | None,
     max_cells: int | None,
     max_variants: int | None,
+    html_max_cells: int | None,
 ) -> None:
     """Run the evals and write runs/<run_id>/."""
     from evalx.execution.plan import Selection, build_plan
@@ -277,7 +301,7 @@ def run_cmd(
         run_id=run_id,
         baseline=baseline,
         resume=bool(resume),
-        reports=ReportOptions(junit_passes=junit_passes),
+        reports=ReportOptions(html_max_cells=html_max_cells, junit_passes=junit_passes),
     )
     from evalx.targets.printed import stdout_for_evalx
 
@@ -350,7 +374,10 @@ def _print_plan(plan: Any, config: Any = None) -> None:
 @click.option("--junit", type=click.Path(dir_okay=False, path_type=Path), help="Also write JUnit XML here.")
 @junit_flavor_option
 @junit_passes_option
-def report(run_ref: str, config_path: Path, html: Path | None, junit: Path | None, junit_flavor: str, junit_passes: str) -> None:
+@html_max_cells_option
+def report(
+    run_ref: str, config_path: Path, html: Path | None, junit: Path | None, junit_flavor: str, junit_passes: str, html_max_cells: int | None
+) -> None:
     """Re-render a stored run's summary, junit.xml and report.html.
 
     RUN is a run id under the config's output dir, `latest`, or the path of a
@@ -365,7 +392,7 @@ def report(run_ref: str, config_path: Path, html: Path | None, junit: Path | Non
     if junit is not None and junit_flavor != "standard" and junit.resolve() == (run_dir / "junit.xml").resolve():
         _fail(f"evalx: --junit {junit}: the run's own junit.xml stays standard; write the {junit_flavor} file elsewhere")
     problems = ReadProblems()
-    summary = rebuild_reports(run_dir, problems, ReportOptions(junit_passes=junit_passes))
+    summary = rebuild_reports(run_dir, problems, ReportOptions(html_max_cells=html_max_cells, junit_passes=junit_passes))
     if problems:
         click.echo(f"evalx: warning: {problems.warning(run_dir / RESULTS)}", err=True)
     written = [run_dir / name for name in REPORT_FILES]

@@ -25,7 +25,11 @@ characters shown as symbols (NUL becomes ``␀``). Long texts are clipped to a
 cap with their full length recorded (the page says so and offers "show all"
 up to the cap), and past :data:`BUDGET` characters of text the remaining
 cells are embedded leaner, so a 10,000-cell report stays a file a browser
-opens in a second.
+opens in a second. A run of more than :data:`MAX_CELLS` cells
+(``--html-max-cells``) keeps its header, tables and charts (from the summary
+and aggregates of every cell) but embeds a :class:`Sampling` of its cells:
+failures and errors first, an evenly spread sample of the passes, only the
+cases they reference; a notice at the top of the page gives the numbers.
 
 Embedded data (short keys: it is repeated for every cell)::
 
@@ -38,7 +42,9 @@ Embedded data (short keys: it is repeated for every cell)::
                 "ca": cached, "st": stop reason, "tr": truncated (1), "x": text, "rq": request, "tc": [[name, args, result]],
                 "a": [[passed, type, name, score, reason, details, error]],
                 "e": error, "tb": traceback, "ev": [event, ...]}, ...],
-     "changes": {"failing": [[target, dataset, case_id]], "passing": [...]}}
+     "changes": {"failing": [[target, dataset, case_id]], "passing": [...]},
+     "sample": {"cells", "cap", "embedded", "bad", "bad_kept", "bad_cap", "skipped", "skipped_kept",
+                "passes", "pass_kept", "command"}}  (only past the cap)
 
 A clipped field ``k`` comes with ``kN``, the full length in characters;
 absent fields are null or empty.
@@ -81,7 +87,7 @@ from evalx.reports.text import pooled_footnote
 from evalx.results.model import STATUSES, AssertionRecord, BaselineView, CellResult, GroupFigures, RunSummary, TargetFigures
 from evalx.results.store import read_results
 
-__all__ = ["HtmlStream", "clean_text", "embed_json", "write_html"]
+__all__ = ["MAX_CELLS", "HtmlStream", "Sampling", "clean_text", "embed_json", "write_html"]
 
 #: characters of each long text field (output, input, traceback...) kept per cell
 TEXT_CAP = 20_000
@@ -106,6 +112,12 @@ MAX_CHANGES = 2_000
 SPOOL_BYTES = 4 * 1024 * 1024
 #: encoded rows are gathered up to this many characters before they go to the spool
 PENDING_CHARS = 64 * 1024
+#: the most cells report.html embeds by default (``--html-max-cells``, 0: no cap); a run of more is sampled.
+#: Measured for issue 16: at 10,000 cells whose outputs all hit the text caps (42 MB) the page opens
+#: in headless Chromium in 1.7-2.5 s on a loaded 2-core machine, at 20,000 (70 MB) in 3.0-3.9 s
+MAX_CELLS = 10_000
+#: past the cap, at least this fraction of it is kept for passing cells (1,000 at the default cap)
+PASS_SHARE = 10
 
 _Json = dict[str, Any]
 
@@ -352,6 +364,90 @@ class _Rows:
         self.spool.close()
 
 
+class Sampling:
+    """Which cells a report of more than its cap embeds, decided from each cell's status alone.
+
+    Planned from the summary's totals before the first cell: failures and
+    errors first (the first ``bad_cap`` in matrix order), then skipped cells
+    in what is left, and the rest of the cap for passing cells, at least
+    ``cap // PASS_SHARE`` of them, spread evenly over the run (pass number
+    ``k`` is kept when ``k * pass_cap % passes < pass_cap``: exactly
+    ``pass_cap`` of ``passes``, the first among them). The ``*_kept`` counts
+    are what was embedded; the caps hold even if the totals were wrong.
+    """
+
+    __slots__ = (
+        "bad",
+        "bad_cap",
+        "bad_kept",
+        "cap",
+        "cells",
+        "pass_cap",
+        "pass_kept",
+        "passes",
+        "passes_seen",
+        "skipped",
+        "skipped_cap",
+        "skipped_kept",
+    )
+
+    def __init__(self, cap: int, totals: Mapping[str, Any]) -> None:
+        self.cap = cap
+        self.cells = _int(totals.get("cells"))
+        self.passes = _int(totals.get("pass"))
+        self.bad = _int(totals.get("fail")) + _int(totals.get("error"))
+        self.skipped = _int(totals.get("skipped"))
+        reserve = min(self.passes, max(1, cap // PASS_SHARE))
+        self.bad_cap = cap - reserve
+        self.skipped_cap = max(0, self.bad_cap - min(self.bad, self.bad_cap))
+        self.pass_cap = max(0, min(self.passes, cap - min(self.bad, self.bad_cap) - min(self.skipped, self.skipped_cap)))
+        self.bad_kept = self.skipped_kept = self.pass_kept = self.passes_seen = 0
+
+    @classmethod
+    def plan(cls, summary: RunSummary, max_cells: int | None) -> Sampling | None:
+        """The sampling for a run of ``summary``'s cells under ``max_cells`` (None: :data:`MAX_CELLS`; 0: no cap); None when every cell fits."""
+        cap = MAX_CELLS if max_cells is None else max_cells
+        totals = summary.get("totals") or {}
+        if cap <= 0 or _int(totals.get("cells")) <= cap:
+            return None
+        return cls(cap, totals)
+
+    def keep(self, status: str) -> bool:
+        """Whether the next cell, of ``status``, is embedded (counted as such when it is)."""
+        if status == "pass":
+            k = self.passes_seen
+            self.passes_seen = k + 1
+            if self.pass_kept < self.pass_cap and k * self.pass_cap % max(self.passes, 1) < self.pass_cap:
+                self.pass_kept += 1
+                return True
+            return False
+        if status == "skipped":
+            if self.skipped_kept < self.skipped_cap:
+                self.skipped_kept += 1
+                return True
+            return False
+        if self.bad_kept < self.bad_cap:
+            self.bad_kept += 1
+            return True
+        return False
+
+    def view(self, run_id: str) -> _Json:
+        """The figures the page's notice and script show."""
+        return {
+            "cells": self.cells,
+            "cap": self.cap,
+            "embedded": self.bad_kept + self.skipped_kept + self.pass_kept,
+            "bad": self.bad,
+            "bad_kept": self.bad_kept,
+            "bad_cap": self.bad_cap,
+            "skipped": self.skipped,
+            "skipped_kept": self.skipped_kept,
+            "passes": self.passes,
+            "pass_kept": self.pass_kept,
+            "command": f"evalx report {run_id or 'RUN'} --html-max-cells N",
+        }
+
+
 class _CasesNotContiguous(Exception):
     """A case came back after another one started: number the cases with a full index instead."""
 
@@ -362,10 +458,21 @@ class _ReportData:
     With ``index_cases=False`` only the current case is remembered (matrix
     order keeps a case's cells together), plus the hashes of finished ones to
     notice when that does not hold (:class:`_CasesNotContiguous`).
+
+    Every cell counts in the charts' aggregates; with a ``sample`` only the
+    cells it keeps become rows (decided from the status before any row is
+    built), and their cases are indexed (at most the cap of them).
     """
 
-    def __init__(self, target_order: Iterable[str], *, spool_dir: Path | None = None, index_cases: bool = True) -> None:
+    def __init__(
+        self, target_order: Iterable[str], *, spool_dir: Path | None = None, index_cases: bool = True, sample: Sampling | None = None
+    ) -> None:
         self.embed = _Embedder()
+        self.sample = sample
+        # show_id of the targets and categories seen, by the stored string (few, and looked up for every cell)
+        self.shown: dict[str, str] = {}
+        # (stored target, stored category) -> (target index, target as shown, its [passed, decided], its latencies)
+        self.slots: dict[tuple[str, str | None], tuple[int, str, list[int], array[float]]] = {}
         self.targets: dict[str, int] = {}
         for target in target_order:
             self.targets.setdefault(show_id(target), len(self.targets))
@@ -403,26 +510,90 @@ class _ReportData:
         self.current_case = (key, c)
         return c
 
+    def _show(self, value: Any, default: str) -> str:
+        if type(value) is str and value:
+            shown = self.shown.get(value)
+            if shown is None:
+                shown = show_id(value)
+                if len(self.shown) < 1000:
+                    self.shown[value] = shown
+            return shown
+        return show_id(value or default)
+
     def add(self, result: CellResult) -> None:
-        target = show_id(result.get("target") or "")
-        t = self.targets.setdefault(target, len(self.targets))
+        """Count ``result`` in the aggregates and, unless the sample leaves it out, embed it as a row.
+
+        The common cell (a known status, a finite latency, no repeat) takes the
+        fast path: one lookup of its (target, category) slot, then the status
+        decides; the rest is :meth:`_add`, which counts exactly the same way.
+        """
+        status = result.get("status")
+        if status == "pass" or status == "fail" or status == "error":
+            try:
+                slot = self.slots[(result.get("target"), result.get("category"))]
+            except (KeyError, TypeError):
+                slot = None
+            latency = result.get("latency_ms")
+            if slot is not None and type(latency) is float and 0.0 <= latency < math.inf and not result.get("repeat"):
+                counts = slot[2]
+                if status == "pass":
+                    counts[0] += 1
+                counts[1] += 1
+                slot[3].append(latency)
+                sample = self.sample
+                if sample is None or sample.keep(status):
+                    self._row(result, slot[1], slot[0], status, latency, 0)
+                return
+        self._add(result)
+
+    def _add(self, result: CellResult) -> None:
+        raw_target, raw_category = result.get("target"), result.get("category")
+        target = self._show(raw_target, "")
+        t = self.targets.get(target)
+        if t is None:
+            t = self.targets[target] = len(self.targets)
+        status = result.get("status")
+        if status not in STATUSES:
+            status = "error"  # an unknown status must never read as a pass
+        # for the charts
+        if status != "skipped":
+            category = self._show(raw_category, "general")
+            counts = self.by_category.setdefault(category, {}).setdefault(target, [0, 0])
+            if status == "pass":
+                counts[0] += 1
+            counts[1] += 1
+            values = self.latencies.get(target)
+            if values is None:
+                values = self.latencies[target] = array("d")
+            if type(raw_target) is str and type(raw_category) in (str, type(None)) and len(self.slots) < 1000:
+                self.slots[(raw_target, raw_category)] = (t, target, counts, values)
+        latency = finite(result.get("latency_ms"))
+        if latency is None:
+            output = result.get("output")
+            latency = finite(output.get("latency_ms")) if isinstance(output, dict) else None
+        if latency is not None and latency >= 0:
+            values = self.latencies.get(target)
+            if values is None:
+                values = self.latencies[target] = array("d")
+            values.append(latency)
+        repeat = result.get("repeat")
+        repeat = repeat if isinstance(repeat, int) and not isinstance(repeat, bool) and repeat >= 0 else 0
+        if repeat > self.max_repeat:
+            self.max_repeat = repeat
+        if self.sample is not None and not self.sample.keep(status):
+            return
+        self._row(result, target, t, status, latency, repeat)
+
+    def _row(self, result: CellResult, target: str, t: int, status: str, latency: float | None, repeat: int) -> None:
         dataset = show_id(result.get("dataset") or "")
         case_id = show_id(result.get("case_id") or "")
         c = self._case_index(result, dataset, case_id)
-
-        status = result.get("status")
-        status = status if status in STATUSES else "error"  # an unknown status must never read as a pass
         output = result.get("output")
         output = output if isinstance(output, dict) else {}
-        repeat = result.get("repeat")
-        repeat = repeat if isinstance(repeat, int) and not isinstance(repeat, bool) and repeat >= 0 else 0
-        self.max_repeat = max(self.max_repeat, repeat)
 
         cell: _Json = {"c": c, "t": t, "s": status}
         if repeat:
             cell["r"] = repeat
-        latency = finite(result.get("latency_ms"))
-        latency = latency if latency is not None else finite(output.get("latency_ms"))
         # the figures, in this key order (the embedded bytes depend on it)
         score = finite(result.get("score"))
         ttft = result.get("ttft_ms")
@@ -495,17 +666,6 @@ class _ReportData:
                 if output.get("events_truncated"):
                     cell["evT"] = 1  # the target already dropped some
         self.cells.add(cell)
-
-        category = show_id(result.get("category") or "general")
-        if status != "skipped":
-            counts = self.by_category.setdefault(category, {}).setdefault(target, [0, 0])
-            counts[0] += status == "pass"
-            counts[1] += 1
-        if latency is not None and latency >= 0:
-            values = self.latencies.get(target)
-            if values is None:
-                values = self.latencies[target] = array("d")
-            values.append(latency)
 
     def _case(self, result: CellResult, dataset: str, case_id: str) -> _Json:
         row: _Json = {"d": dataset, "id": case_id}
@@ -637,7 +797,7 @@ def _environment() -> jinja2.Environment:
         trim_blocks=True,
         lstrip_blocks=True,
     )
-    env.filters.update(pct=_pct, ci=_ci, ms=_ms, usd=_usd, count=_count, duration=_duration, when=_when)
+    env.filters.update(pct=_pct, ci=_ci, ms=_ms, usd=_usd, count=_count, duration=_duration, when=_when, num="{:,}".format)
     return env
 
 
@@ -772,9 +932,9 @@ class HtmlStream:
     and :func:`write_html` must write the page from the file instead.
     """
 
-    def __init__(self, summary: RunSummary, spool_dir: Path) -> None:
+    def __init__(self, summary: RunSummary, spool_dir: Path, *, max_cells: int | None = None) -> None:
         self.summary = summary
-        self.data: _ReportData | None = _ReportData(summary.get("per_target") or {}, spool_dir=spool_dir, index_cases=False)
+        self.data: _ReportData | None = _new_data(summary, spool_dir, max_cells, index_cases=False)
 
     def offer(self, result: CellResult) -> bool:
         if self.data is None:
@@ -797,10 +957,15 @@ class HtmlStream:
             self.data = None
 
 
-def _gather(results_path: Path, summary: RunSummary, spool_dir: Path) -> _ReportData:
+def _new_data(summary: RunSummary, spool_dir: Path, max_cells: int | None, *, index_cases: bool) -> _ReportData:
+    """What a page gathers: every cell, or past the cap the cells of a :class:`Sampling` (their cases indexed: at most the cap)."""
+    sample = Sampling.plan(summary, max_cells)
+    return _ReportData(summary.get("per_target") or {}, spool_dir=spool_dir, index_cases=index_cases or sample is not None, sample=sample)
+
+
+def _gather(results_path: Path, summary: RunSummary, spool_dir: Path, max_cells: int | None) -> _ReportData:
     """One pass over ``results_path`` (two if its cases are not contiguous)."""
-    target_order = summary.get("per_target") or {}
-    data = _ReportData(target_order, spool_dir=spool_dir, index_cases=False)
+    data = _new_data(summary, spool_dir, max_cells, index_cases=False)
     if not results_path.exists():
         return data
     try:
@@ -813,7 +978,7 @@ def _gather(results_path: Path, summary: RunSummary, spool_dir: Path) -> _Report
     except BaseException:
         data.close()
         raise
-    data = _ReportData(target_order, spool_dir=spool_dir, index_cases=True)
+    data = _new_data(summary, spool_dir, max_cells, index_cases=True)
     try:
         for result in read_results(results_path):
             if isinstance(result, dict):
@@ -824,17 +989,21 @@ def _gather(results_path: Path, summary: RunSummary, spool_dir: Path) -> _Report
     return data
 
 
-def write_html(results_path: Path, summary: RunSummary, out: Path, *, baseline: BaselineView | None = None) -> None:
+def write_html(
+    results_path: Path, summary: RunSummary, out: Path, *, baseline: BaselineView | None = None, max_cells: int | None = None
+) -> None:
     """Write the self-contained HTML report of the run in ``results_path`` to ``out``.
 
     ``summary`` is the run's ``summary.json`` content; ``baseline``, when the
     run was compared with one, is ``{"run_id", "pass_rate", "cost_usd",
     "p99_ms", "newly_failing": [...], "newly_passing": [...]}`` (entries are
-    ``{"target", "dataset", "case_id"}`` mappings or case ids).
+    ``{"target", "dataset", "case_id"}`` mappings or case ids). A run of more
+    than ``max_cells`` cells (None: :data:`MAX_CELLS`; 0: no cap) is embedded
+    as a :class:`Sampling`, and the page says so.
     """
     with writing(out):
         out.parent.mkdir(parents=True, exist_ok=True)
-    data = _gather(Path(results_path), summary, out.parent)
+    data = _gather(Path(results_path), summary, out.parent, max_cells)
     try:
         _write_page(data, summary, out, baseline)
     finally:
@@ -844,6 +1013,7 @@ def write_html(results_path: Path, summary: RunSummary, out: Path, *, baseline: 
 def _write_page(data: _ReportData, summary: RunSummary, out: Path, baseline: BaselineView | None) -> None:
     header = _header(summary, data)
     versus = _baseline_view(baseline, summary)
+    sample = data.sample.view(header["run_id"]) if data.sample is not None else None
     targets = list(data.targets)
     category_order = [show_id(c) for c in (summary.get("per_category") or {})]
     categories = category_order + [c for c in data.by_category if c not in category_order]
@@ -868,6 +1038,7 @@ def _write_page(data: _ReportData, summary: RunSummary, out: Path, baseline: Bas
             "colors": [_charts.color(i) for i in range(len(targets))],
             "repeats": data.max_repeat > 0,
             "lean": data.embed.lean,
+            **({"sample": sample} if sample else {}),
         }
     )
     changes = embed_json(versus["changes"] if versus else None)
@@ -888,6 +1059,7 @@ def _write_page(data: _ReportData, summary: RunSummary, out: Path, baseline: Bas
             version=__version__,
             case_count=data.case_rows.count,
             cell_count=data.cells.count,
+            sample=sample,
         )
     )
     before, found, after = page.partition(marker)

@@ -53,8 +53,19 @@ def write_reports(run_dir: Path, summary: RunSummary, options: ReportOptions | N
     with writing(run_dir / "summary.txt"):
         (run_dir / "summary.txt").write_text(text, encoding="utf-8", errors="replace")  # a lone surrogate cannot be UTF-8
     name, run_id = str(summary.get("name") or ""), str(summary.get("run_id") or run_dir.name)
+    html_max_cells = options.html_max_cells if options is not None else None
     junit_passes = options.junit_passes if options is not None else "all"
-    _junit_and_html(results, summary, run_dir, name=name, run_id=run_id, rule=rule, baseline=baseline, junit_passes=junit_passes)
+    _junit_and_html(
+        results,
+        summary,
+        run_dir,
+        name=name,
+        run_id=run_id,
+        rule=rule,
+        baseline=baseline,
+        html_max_cells=html_max_cells,
+        junit_passes=junit_passes,
+    )
 
 
 def _junit_and_html(
@@ -66,6 +77,7 @@ def _junit_and_html(
     run_id: str,
     rule: str,
     baseline: BaselineView | None,
+    html_max_cells: int | None = None,
     junit_passes: str = "all",
 ) -> None:
     """junit.xml and report.html from one read of ``results``: both follow the lines as they are read.
@@ -75,7 +87,7 @@ def _junit_and_html(
     from the file, exactly as they would have written it alone.
     """
     junit: JUnitStream | None = JUnitStream.start(rule, run_dir, passes=junit_passes)  # an unknown rule: write_junit's ValueError
-    html: HtmlStream | None = HtmlStream(summary, run_dir)
+    html: HtmlStream | None = HtmlStream(summary, run_dir, max_cells=html_max_cells)
     try:
         if results.exists():
             for result in read_results(results):
@@ -96,7 +108,7 @@ def _junit_and_html(
         if html is not None:
             html.write(run_dir / "report.html", baseline=baseline)
         else:
-            write_html(results, summary, run_dir / "report.html", baseline=baseline)
+            write_html(results, summary, run_dir / "report.html", baseline=baseline, max_cells=html_max_cells)
     finally:
         if junit is not None:
             junit.close()

@@ -1,12 +1,13 @@
 /* evalx report: renders the matrix and cell details from the embedded JSON.
  * Every string from the run is untrusted: it only ever reaches the page through
  * textContent / createTextNode, never innerHTML. Only the rows in view are in
- * the DOM, so 10,000 cells scroll and filter smoothly. */
+ * the DOM, so 10,000 cells scroll and filter smoothly. A run past the cap
+ * embeds a sample (D.sample says how many of how many): the counts say so. */
 "use strict";
 (function () {
   var t0 = performance.now();
   var D = JSON.parse(document.getElementById("evalx-data").textContent);
-  var T = D.targets, C = D.cases, X = D.cells;
+  var T = D.targets, C = D.cases, X = D.cells, S = D.sample || null;
   var ROW_H = 44, OVERSCAN = 12, SHOW = 4000;
   var LABEL = { pass: "pass", fail: "fail", error: "error", skipped: "skip" };
   var RANK = { error: 0, fail: 1, flaky: 2, skipped: 3, pass: 4 };
@@ -101,6 +102,7 @@
   options($("f-difficulty"), distinct(function (c) { return [c.dif]; }));
   options($("f-tag"), distinct(function (c) { return c.tags; }).sort());
   if (!D.repeats) $("l-flaky").hidden = true;
+  if (S) $("mx-empty").textContent = "No embedded case matches these filters: this report holds a sample, results.jsonl every cell.";
   if (!changed) $("l-changed").hidden = true;
   var sortSel = $("f-sort");
   if (T.length > 1) T.forEach(function (t, i) { var o = el("option", null, "worst on " + t); o.value = "t" + i; sortSel.appendChild(o); });
@@ -149,9 +151,11 @@
     buildHead(cols);
     var nCells = 0;
     visible.forEach(function (row) { cols.forEach(function (t) { nCells += row.cells[t].length; }); });
+    // past the cap the rows are a sample (D.sample): never let a count read as the whole run's
+    var of = S ? " (a sample of the run's " + fmtInt(S.cells) + " cells: see the note at the top)" : "";
     $("mx-count").textContent = (visible.length === rows.length && cols.length === T.length)
-      ? fmtInt(rows.length) + " cases × " + fmtInt(T.length) + " target" + (T.length === 1 ? "" : "s") + " · " + fmtInt(X.length) + " cells"
-      : "showing " + fmtInt(visible.length) + " of " + fmtInt(rows.length) + " cases · " + fmtInt(nCells) + " cells";
+      ? fmtInt(rows.length) + " cases × " + fmtInt(T.length) + " target" + (T.length === 1 ? "" : "s") + " · " + fmtInt(X.length) + " cells" + (S ? " embedded" : "") + of
+      : "showing " + fmtInt(visible.length) + " of " + fmtInt(rows.length) + (S ? " embedded" : "") + " cases · " + fmtInt(nCells) + " cells" + of;
     $("mx-empty").hidden = visible.length > 0;
     $("mx-scroll").scrollTop = 0;
     renderRows(true);
