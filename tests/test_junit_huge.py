@@ -217,7 +217,9 @@ def test_summary_with_the_extended_flavor(tmp_path: Path, monkeypatch: pytest.Mo
     assert cases[("bot_v1.alpha", "a-wrong")].get("file") == "alpha.jsonl"
     assert cases[("bot_v1.alpha", "a-wrong")].get("line") == "5"
     assert cases[("bot_v1.alpha", "passed cases (4)")].get("file") is None  # many cases: no one file:line
-    outcomes = {key: "pass" if not list(c.iter("failure")) + list(c.iter("error")) + list(c.iter("skipped")) else "-" for key, c in cases.items()}
+    outcomes = {
+        key: "pass" if not list(c.iter("failure")) + list(c.iter("error")) + list(c.iter("skipped")) else "-" for key, c in cases.items()
+    }
     assert sorted(k for k, v in outcomes.items() if v == "pass") == [
         ("bot2.beta_v2", "passed cases (3)"),
         ("bot_v1.alpha", "passed cases (4)"),
@@ -318,3 +320,27 @@ def test_a_file_out_of_order_is_sorted_in_flat_memory(tmp_path: Path, monkeypatc
     monkeypatch.setattr(junit, "SORT_CHUNK", 10)  # many chunks, merged
     write_junit(lines, tmp_path / "from_file.xml", name="n", run_id="r", passes=passes)
     assert (tmp_path / "from_file.xml").read_bytes() == (tmp_path / "in_order.xml").read_bytes()
+
+
+def test_a_case_met_again_after_another_is_still_one_testcase(tmp_path: Path) -> None:
+    """Increasing indexes but a case's cells apart: the stream notices (its table of groups) and the file is sorted."""
+    results = [
+        {"index": 0, "target": "t", "dataset": "d", "case_id": "a", "repeat": 0, "status": "pass"},
+        {"index": 1, "target": "t", "dataset": "d", "case_id": "b", "repeat": 0, "status": "pass"},
+        {"index": 2, "target": "t", "dataset": "d", "case_id": "a", "repeat": 1, "status": "fail"},
+    ]
+    lines = tmp_path / "results.jsonl"
+    lines.write_text("".join(json.dumps(r) + "\n" for r in results), encoding="utf-8")
+    write_junit(lines, tmp_path / "j.xml", name="n", run_id="r", repeat_pass_rule="all")
+    cases = list(ET.parse(tmp_path / "j.xml").getroot().iter("testcase"))
+    assert [c.get("name") for c in cases] == ["a", "b"]
+    failure = cases[0].find("failure")
+    assert failure is not None and failure.get("message", "").startswith("1 of 2 repeats passed")
+
+
+def test_the_table_of_groups_grows_and_remembers() -> None:
+    groups = junit._Groups(size=8)
+    keys = [("t", "d", f"case-{i}") for i in range(5000)]
+    assert all(groups.add(k) for k in keys)
+    assert not any(groups.add(k) for k in keys)
+    assert groups.count == 5000 and len(groups.table) == 16384  # doubled while more than half full
