@@ -344,3 +344,11 @@ def test_the_table_of_groups_grows_and_remembers() -> None:
     assert all(groups.add(k) for k in keys)
     assert not any(groups.add(k) for k in keys)
     assert groups.count == 5000 and len(groups.table) == 16384  # doubled while more than half full
+
+
+def test_a_failing_case_named_like_the_summary_keeps_identities_unique(tmp_path: Path, junit_schema: Any) -> None:
+    results = _passing(3)
+    results[2]["case_id"], results[2]["status"] = "passed cases (2)", "fail"
+    write_junit(results, tmp_path / "s.xml", name="n", run_id="r", passes="summary")
+    outcomes = read_by_every_parser(tmp_path / "s.xml", junit_schema)
+    assert outcomes == {("t.d", "passed cases (2)~2"): "pass", ("t.d", "passed cases (2)"): "failure"}

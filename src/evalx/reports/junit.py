@@ -534,6 +534,7 @@ class _SuiteWriter:
         self.classnames: dict[tuple[str, str], str] = {}  # (target, dataset) -> its classname, as written
         self.escaped: dict[str, str] = {}  # classname -> its attribute text
         self.taken: set[str] = set()  # classnames written (as XML-safe text)
+        self.reserved: set[tuple[str, str]] = set()  # ``summary``: (classname, name) of cases in full named "passed cases (..."
 
     def classname(self, target: str, dataset: str, *, strict: bool = False) -> str:
         """The classname of ``(target, dataset)``: unique in the file; a clash of written forms gets ``~2``, ``~3``...
@@ -573,8 +574,11 @@ class _SuiteWriter:
             for rep in reps:
                 tally.add(rep.status)
             if case_status(tally, self.rule) == "pass":
-                self.add_pass(suite, classname, key[2], sum(r.seconds for r in reps), reps if len(reps) > 1 else None, tally)
+                passed = self.add_pass(suite, classname, key[2], sum(r.seconds for r in reps))
+                if len(reps) > 1:
+                    self._add_repeats_pass(passed, key[2], reps, tally)
                 return
+            self._reserve(classname, key[2])
         element, status = _repeats_testcase(key[2], classname, reps, self.rule, flavor=self.flavor)
         if status != "pass":
             suite.counts[_COUNT_OF[status]] += 1
@@ -588,9 +592,11 @@ class _SuiteWriter:
         status = result.get("status")
         if status == "pass":
             if self.summary:
-                self.add_pass(suite, classname, case_id, seconds, None, None)
+                self.add_pass(suite, classname, case_id, seconds)
                 return
         else:
+            if self.summary:
+                self._reserve(classname, case_id)
             suite.counts[_COUNT_OF.get(status, "errors")] += 1  # unknown: an error, never a pass
         suite.tests += 1
         output = result.get("output")
@@ -614,10 +620,8 @@ class _SuiteWriter:
             f"{outcome}{_CHILD_INDENT}<system-out>{_escape_text(body)}</system-out>{_CASE_END}"
         )
 
-    def add_pass(
-        self, suite: _Suite, classname: str, case_id: str, seconds: float, reps: list[_Repeat] | None, tally: Tally | None
-    ) -> None:
-        """Fold a passing case into its (target, dataset)'s summary testcase: its id on a line of the spool."""
+    def add_pass(self, suite: _Suite, classname: str, case_id: str, seconds: float) -> _Passed:
+        """Fold a passing case into its (target, dataset)'s summary testcase: its id on a line of the spool (the hot path)."""
         passed = suite.passed.get(classname)
         if passed is None:
             ids = Spool(max_size=ID_SPOOL_BYTES, batch=PENDING_CHARS, dir=self.spool_dir)
@@ -639,14 +643,15 @@ class _SuiteWriter:
                 pending.clear()
             passed.listed += size
             passed.listed_cases += 1
-        if reps is None:
-            return
+        return passed
+
+    def _add_repeats_pass(self, passed: _Passed, case_id: str, reps: list[_Repeat], tally: Tally) -> None:
+        """A passing case with repeats: if some did not pass (flaky), a line for the summary testcase's flaky list."""
         passed.repeats = True
         not_passing = [r for r in sorted(reps, key=lambda r: (r.repeat, r.order)) if r.status != "pass"]
         if not not_passing:
             return
         passed.flaky += 1
-        assert tally is not None
         note = f"{xml_safe(case_id, ident=True)}: {tally.passed} of {tally.decided} repeats passed; " + ", ".join(
             f"repeat {r.repeat}: {r.status}" for r in not_passing
         )
@@ -659,12 +664,21 @@ class _SuiteWriter:
             passed.noted += size
             passed.noted_cases += 1
 
+    def _reserve(self, classname: str, case_id: str) -> None:
+        """``summary``: a case written in full whose name looks like a summary testcase's, so that one is named apart."""
+        if case_id.startswith("passed cases ("):
+            self.reserved.add((classname, xml_safe(case_id, ident=True)))
+
     def _write_passed(self, fh: IO[str], passed: _Passed) -> None:
         """The summary testcase of ``passed``: how many passed, then their ids, one a line (then the flaky ones)."""
         rule = f" by repeat_pass_rule {self.rule}" if passed.repeats else ""
         flaky = f", {passed.flaky} of them flaky (listed after the ids)" if passed.flaky else ""
+        name, n = f"passed cases ({passed.cases})", 1
+        while (passed.classname, xml_safe(name, ident=True)) in self.reserved:  # a case of that name: keep identities unique
+            n += 1
+            name = f"passed cases ({passed.cases})~{n}"
         fh.write(
-            f'{_CASE_INDENT}<testcase name="passed cases ({passed.cases})" classname="{self.escaped[passed.classname]}"'
+            f'{_CASE_INDENT}<testcase name="{_attr(name)}" classname="{self.escaped[passed.classname]}"'
             f' time="{passed.seconds:.3f}">{_CHILD_INDENT}<system-out>'
             f"{passed.cases} case{'' if passed.cases == 1 else 's'} passed{rule}{flaky}; their ids, one a line:\n"
         )
@@ -837,8 +851,12 @@ class JUnitStream:
         if key == self.current:
             self.cells.append(result)
         else:
-            if self.cells:
-                self._flush()
+            cells = self.cells
+            if cells:
+                if self.summary and len(cells) == 1 and cells[0].get("status") == "pass" and self.suite and self.current:
+                    self.writer.add_pass(self.suite, self.classname, self.current[2], self.seconds)  # the hot path of a huge suite
+                else:
+                    self._flush()
             if not self.groups.add(key):
                 raise _Disorder
             self.current = key
@@ -869,8 +887,8 @@ class JUnitStream:
             return
         if len(cells) == 1:
             result = cells[0]
-            if self.summary and result.get("status") == "pass":  # the hot path of a huge suite
-                self.writer.add_pass(suite, self.classname, key[2], self.seconds, None, None)
+            if self.summary and result.get("status") == "pass":
+                self.writer.add_pass(suite, self.classname, key[2], self.seconds)
             else:
                 self.writer.single(suite, self.classname, key[2], result, self.seconds)
         else:  # indexes are unique here: (index, 0) orders the repeats as (index, arrival) would
