@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 from _fake_llm import ANTHROPIC_KEY, OPENAI_KEY, Canned, FakeLLMServer, embedding_for, fast_backoff, server  # noqa: F401  (fixtures)
 from click.testing import CliRunner
+from results_file import read_cells
 
 from evalx.cli import main
 from evalx.targets.definitions import find_provider, load_definition
@@ -91,7 +92,7 @@ def write_project(root: Path, embedder_line: str, cases: list[dict[str, Any]] = 
 def run(project: Path, *args: str) -> tuple[int, str, dict[str, dict[str, Any]], dict[str, Any]]:
     res = CliRunner().invoke(main, ["run", "-c", str(project / "evalconfig.yaml"), *args])
     runs = sorted((project / "runs").iterdir(), key=lambda p: p.stat().st_mtime_ns)
-    rows = [json.loads(line) for line in (runs[-1] / "results.jsonl").read_text().splitlines()]
+    rows = read_cells(runs[-1])
     summary = json.loads((runs[-1] / "summary.json").read_text())
     return res.exit_code, res.output, {r["case_id"]: r for r in rows}, summary
 

@@ -21,6 +21,7 @@ import yaml
 from click.testing import CliRunner, Result
 from conftest import ENGINE_TEST_KEY, REPO
 from engine_server import NASTY, EngineServer
+from results_file import read_cells
 
 from evalx.cli import main
 
@@ -69,10 +70,8 @@ def run_dir(config: Path, result: Result | None = None) -> Path:
 
 
 def results(config: Path, result: Result | None = None) -> dict[str, dict[str, Any]]:
-    lines = (run_dir(config, result) / "results.jsonl").read_text(encoding="utf-8").splitlines()
     out = {}
-    for line in lines:
-        r = json.loads(line)
+    for r in read_cells(run_dir(config, result)):
         out[f"{r['case_id']}" + (f"#r{r['repeat']}" if r["repeat"] else "")] = r
     return out
 
@@ -341,8 +340,7 @@ def test_connection_refused_reported_once(tmp_path: Path, engine_server: EngineS
 
 
 def results_by_target(config: Path, target: str) -> list[dict[str, Any]]:
-    lines = (run_dir(config) / "results.jsonl").read_text().splitlines()
-    return [r for r in map(json.loads, lines) if r["target"] == target]
+    return [r for r in read_cells(run_dir(config)) if r["target"] == target]
 
 
 # ---------------------------------------------------------------- golden sets
@@ -354,7 +352,7 @@ def test_engine_harness_and_golden_trajectories_score_right(tmp_path: Path, engi
     config = write_config(tmp_path, [engine_target(engine_server)], datasets=datasets)
     result = cli_run(config)
     assert result.exit_code == 1
-    res = {r["case_id"]: r for r in map(json.loads, (run_dir(config) / "results.jsonl").read_text().splitlines())}
+    res = {r["case_id"]: r for r in read_cells(run_dir(config))}
 
     def reasons(case_id: str) -> list[str]:
         return [a["reason"] for a in res[case_id]["assertions"] if a["passed"] is False]

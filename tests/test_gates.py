@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from results_file import read_cells
 
 from evalx.cli import main
 
@@ -163,7 +164,7 @@ def test_cost_guard_skips_the_rest_and_exits_1(tmp_path: Path, monkeypatch: pyte
     assert res.exit_code == 1, res.output
     assert "cost guard: spend $0.0200 reached defaults.max_total_cost $0.0250; 3 cells not run" in res.output
     run_dir = next((root / "runs").iterdir())
-    rows = [json.loads(line) for line in (run_dir / "results.jsonl").read_text().splitlines()]
+    rows = read_cells(run_dir)
     assert [r["status"] for r in rows] == ["pass", "pass", "skipped", "skipped", "skipped"]  # nothing silently missing
     assert rows[2]["skip_reason"].startswith("not run: spend $0.0200")
     assert "not run: spend" in (run_dir / "junit.xml").read_text()

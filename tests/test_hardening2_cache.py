@@ -7,7 +7,6 @@ URL, the rendered body (params, tools, json_mode, an engine's ``vars:``...).
 
 from __future__ import annotations
 
-import json
 import textwrap
 from collections.abc import Iterator
 from pathlib import Path
@@ -15,6 +14,7 @@ from typing import Any
 
 import pytest
 from click.testing import CliRunner
+from results_file import read_cells
 from scripted_server import ScriptedServer, openai_answer
 
 from evalx.cli import main
@@ -40,7 +40,7 @@ def run(config: Path, *args: str) -> list[dict[str, Any]]:
     result = CliRunner().invoke(main, ["run", "-c", str(config), *args])
     assert result.exit_code in (0, 1), result.output
     run_dir = sorted((config.parent / "runs").iterdir(), key=lambda p: p.stat().st_mtime_ns)[-1]
-    return sorted((json.loads(line) for line in (run_dir / "results.jsonl").read_text().splitlines()), key=lambda r: r["index"])
+    return sorted(read_cells(run_dir), key=lambda r: r["index"])
 
 
 ECHO = """

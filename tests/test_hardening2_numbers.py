@@ -20,6 +20,7 @@ from typing import Any
 
 import pytest
 from click.testing import CliRunner
+from results_file import read_cells
 from scripted_server import ScriptedServer, openai_answer
 
 from evalx.cli import main
@@ -61,7 +62,7 @@ def run(config: Path, *args: str) -> tuple[int, str, list[dict[str, Any]], dict[
     """``evalx run`` through the CLI; every JSON file of the run is read with a strict parser."""
     result = CliRunner().invoke(main, ["run", "-c", str(config), *args])
     run_dir = sorted((config.parent / "runs").iterdir(), key=lambda p: p.stat().st_mtime_ns)[-1]
-    results = [strict_json(line) for line in (run_dir / "results.jsonl").read_text().splitlines()]
+    results = read_cells(run_dir)
     summary = strict_json((run_dir / "summary.json").read_text())
     for path in run_dir.glob("*.json"):
         strict_json(path.read_text())

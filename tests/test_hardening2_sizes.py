@@ -22,6 +22,7 @@ from typing import Any
 import pytest
 from _fake_llm import OPENAI_KEY, FakeLLMServer, fast_backoff, server  # noqa: F401  (fixtures)
 from click.testing import CliRunner
+from results_file import read_cells
 
 from evalx.cli import main
 from evalx.config.matrix import combinations, count_combinations, format_value
@@ -231,7 +232,7 @@ def test_the_cell_limit_is_overridable_and_applies_to_real_runs(tmp_path: Path, 
     code, out, err = _cli("run", "-c", str(config), "--max-cells", "12", "--json")
     assert code == 0, err
     run_dir = next((tmp_path / "runs").iterdir())
-    assert len((run_dir / "results.jsonl").read_text().splitlines()) == 12
+    assert len(read_cells(run_dir)) == 12
     code, out, err = _cli("validate", "-c", str(config), "--max-cells", "12")
     assert code == 0 and "evalx run: 12 cells" in out, out
     # a big dataset is blamed on its dataset entry

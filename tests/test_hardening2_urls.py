@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from results_file import read_cells
 
 USER, PASSWORD = "alice", "pw-S3cr3t-4242"
 QUERY_KEY = "qkey-abcdef-98765"
@@ -125,7 +126,7 @@ def evalx(tmp_path: Path, env: dict[str, str], *args: str) -> subprocess.Complet
 
 
 def results_of(run_dir: Path) -> dict[str, dict[str, Any]]:
-    rows = [json.loads(line) for line in (run_dir / "results.jsonl").read_text().splitlines()]
+    rows = read_cells(run_dir)
     return {f"{r['target']}/{r['case_id']}": r for r in rows}
 
 

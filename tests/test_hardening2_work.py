@@ -17,6 +17,7 @@ import pytest
 from click.testing import CliRunner
 from hostile_server import HostileServer
 from interrupting import interrupt_when
+from results_file import read_cells
 
 from evalx import regexes
 from evalx.assertions.deterministic import json_schema, regex
@@ -83,7 +84,7 @@ def _cli(*args: str) -> tuple[int, str]:
 
 def _results(config: Path) -> list[dict[str, Any]]:
     run_dir = max((config.parent / "runs").iterdir(), key=lambda p: p.stat().st_mtime_ns)
-    return [json.loads(line) for line in (run_dir / "results.jsonl").read_text().splitlines() if line.strip()]
+    return read_cells(run_dir)
 
 
 def _everything_written(tmp_path: Path) -> str:

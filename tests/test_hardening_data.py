@@ -22,6 +22,7 @@ from _fake_llm import OPENAI_KEY, Canned, FakeLLMServer, fast_backoff, server  #
 from click.testing import CliRunner, Result
 from conftest import ENGINE_TEST_KEY, REPO
 from engine_server import SCENARIOS, Call, EngineServer, scenario, sse
+from results_file import read_cells
 
 from evalx.cli import main
 
@@ -52,7 +53,7 @@ def the_run(root: Path) -> Path:
 
 
 def rows(run_dir: Path) -> list[dict[str, Any]]:
-    return [json.loads(line) for line in (run_dir / "results.jsonl").read_text(encoding="utf-8").splitlines()]
+    return read_cells(run_dir)
 
 
 def assert_reports_written(run_dir: Path) -> None:
@@ -327,9 +328,10 @@ def test_report_and_compare_name_damaged_and_duplicate_lines(tmp_path: Path, mon
     root = project(tmp_path, "def answer(q):\n    return q\n", [PY_TARGETS[0]], [f"q{i}" for i in range(10)])
     assert cli(["run", "-q"], root, monkeypatch).exit_code == 0
     run_dir = the_run(root)
-    good = (run_dir / "results.jsonl").read_bytes().splitlines(keepends=True)
-    assert len(good) == 10
+    head, *good = (run_dir / "results.jsonl").read_bytes().splitlines(keepends=True)
+    assert b'"kind":"run"' in head and len(good) == 10  # the run record, then a line a cell
     damaged = [
+        head,
         good[0],
         b"\0" * 4096 + good[1],  # a NUL block before a whole line: the line is still read
         good[2][:40] + b"\0" * 512 + b"\n",  # a line cut by a NUL block: lost
@@ -344,11 +346,11 @@ def test_report_and_compare_name_damaged_and_duplicate_lines(tmp_path: Path, mon
     (run_dir / "results.jsonl").write_bytes(b"".join(damaged))
     res = cli(["report", str(run_dir)], root, monkeypatch)
     assert res.exit_code == 0, res.output
-    assert "unreadable line(s) skipped (lines 3, 4, 8, 13)" in res.stderr, res.stderr
+    assert "unreadable line(s) skipped (lines 4, 5, 9, 14)" in res.stderr, res.stderr
     assert "1 duplicate line(s) of 1 cell(s) ignored (cell 3)" in res.stderr
     summary = json.loads((run_dir / "summary.json").read_text(encoding="utf-8"))
     assert summary["totals"]["cells"] == 8  # not 10, not 11
-    assert summary["unreadable_lines"] == [3, 4, 8, 13]
+    assert summary["unreadable_lines"] == [4, 5, 9, 14]
     assert summary["duplicate_cells"] == [3]
     compared = cli(["compare", str(run_dir), str(run_dir)], root, monkeypatch)
     assert compared.exit_code == 0, compared.output

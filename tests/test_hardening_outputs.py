@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from results_file import read_cells
 
 from evalx.cli import main
 
@@ -99,7 +100,7 @@ def test_a_report_on_a_full_disk_names_the_file_and_exits_3(tmp_path: Path) -> N
         assert code == 3, output
         assert "cannot write /dev/full: No space left on device" in output
     for run_dir in (tmp_path / "runs").iterdir():  # the run itself is whole
-        assert len((run_dir / "results.jsonl").read_text(encoding="utf-8").splitlines()) == 3
+        assert len(read_cells(run_dir)) == 3
         assert (run_dir / "summary.json").is_file()
 
 
@@ -129,7 +130,7 @@ def test_a_disk_that_fills_mid_run_names_the_file_keeps_whole_lines_and_resumes(
     code, output = _cli("run", "-q", "-c", str(config), "--resume", run_dir.name)
     assert code == 0, output
     assert "unreadable" not in output
-    assert len((run_dir / "results.jsonl").read_text(encoding="utf-8").splitlines()) == 200
+    assert len(read_cells(run_dir)) == 200
 
 
 # -- numbers that are not numbers ----------------------------------------------------------------------

@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 from click.testing import CliRunner
+from results_file import read_cells
 
 from evalx.cli import main
 
@@ -45,7 +46,7 @@ def run(project: Path, monkeypatch: pytest.MonkeyPatch, *args: str) -> Any:
 
 def results(project: Path) -> dict[str, dict[str, Any]]:
     (run_dir,) = list((project / "runs").iterdir())
-    rows = [json.loads(line) for line in (run_dir / "results.jsonl").read_text().splitlines()]
+    rows = read_cells(run_dir)
     return {r["case_id"]: r for r in rows if r.get("case_id")}
 
 
@@ -299,7 +300,7 @@ def test_a_printing_target_leaves_evalx_json_valid_and_its_prints_are_kept_per_c
     assert "from a thread of its own" in proc.stderr
 
     (run_dir,) = list((project / "runs").iterdir())
-    rows = {(r["target"], r["case_id"]): r for r in map(json.loads, (run_dir / "results.jsonl").read_text().splitlines())}
+    rows = {(r["target"], r["case_id"]): r for r in read_cells(run_dir)}
     one = rows["bot", "one"]["output"]
     assert one["printed"] == "sync says one\nsync warns one\nraw bytes\n"
     assert rows["bot", "two"]["output"]["printed"] == "sync says two\nsync warns two\nraw bytes\n"
@@ -368,7 +369,7 @@ def test_a_cell_that_times_out_keeps_what_its_target_printed(tmp_path: Path, mon
         (project / "release").touch()
     assert res.exit_code == 3, res.output  # every cell of a target errored
     (run_dir,) = list((project / "runs").iterdir())
-    rows = {r["target"]: r for r in map(json.loads, (run_dir / "results.jsonl").read_text().splitlines())}
+    rows = {r["target"]: r for r in read_cells(run_dir)}
     assert rows["bot"]["error"].startswith("timed out after 0.3s")
     assert rows["bot"]["output"]["printed"] == "sync started slow\n"
     assert rows["abot"]["error"].startswith("timed out after 0.3s")

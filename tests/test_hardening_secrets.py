@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from results_file import read_cells
 
 
 class Recorder(ThreadingHTTPServer):
@@ -108,7 +109,7 @@ def run_cli(tmp_path: Path, config: str, env: dict[str, str], *args: str) -> tup
 
 
 def results_of(run_dir: Path) -> dict[str, dict[str, Any]]:
-    rows = [json.loads(line) for line in (run_dir / "results.jsonl").read_text().splitlines()]
+    rows = read_cells(run_dir)
     return {f"{r['target']}/{r['case_id']}": r for r in rows}
 
 

@@ -21,6 +21,7 @@ from typing import Any
 
 import pytest
 from click.testing import CliRunner
+from results_file import read_cells
 
 from evalx.cli import main
 from evalx.reports import write_html
@@ -353,7 +354,7 @@ def test_browser_filters_search_and_sort(report_page: tuple[Any, list[str], list
     from playwright.sync_api import expect
 
     page, _, _ = report_page
-    results = [json.loads(line) for line in (hostile_run / "results.jsonl").read_text(encoding="utf-8").splitlines()]
+    results = read_cells(hostile_run)
 
     def shown() -> list[str]:
         return page.locator("#mx-body .cid").all_text_contents()

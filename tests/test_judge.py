@@ -19,6 +19,7 @@ import pytest
 from _fake_llm import FakeLLMServer
 from aiohttp import web
 from click.testing import CliRunner
+from results_file import read_cells
 
 from evalx import Case, JudgeError, Trajectory
 from evalx.assertions import AssertionContext
@@ -231,7 +232,7 @@ def run(project: Path, monkeypatch: pytest.MonkeyPatch, *args: str):  # type: ig
 
 def results(project: Path) -> dict[str, dict[str, Any]]:
     (run_dir,) = list((project / "runs").iterdir())
-    rows = [json.loads(line) for line in (run_dir / "results.jsonl").read_text().splitlines()]
+    rows = read_cells(run_dir)
     return {f"{r['target']}/{r['case_id']}": r for r in rows}
 
 

@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 from click.testing import CliRunner
+from results_file import read_cells
 
 from evalx.cli import main
 
@@ -38,7 +39,7 @@ def _targets_run(config: Path, *args: str) -> list[str]:
     result = CliRunner().invoke(main, ["run", "-q", "-c", str(config), *args])
     assert result.exit_code == 0, result.output
     run_dir = max((config.parent / "runs").iterdir(), key=lambda p: p.stat().st_mtime_ns)
-    return sorted({json.loads(line)["target"] for line in (run_dir / "results.jsonl").read_text().splitlines()})
+    return sorted({r["target"] for r in read_cells(run_dir)})
 
 
 def test_the_judge_target_is_not_run_as_a_candidate(tmp_path: Path) -> None:
@@ -68,7 +69,7 @@ def test_an_engine_with_pricing_costs_its_usage(engine_server: Any, tmp_path: Pa
     )
     result = CliRunner().invoke(main, ["run", "-q", "-c", str(config)])
     (run_dir,) = (tmp_path / "runs").iterdir()
-    rows = {r["case_id"]: r for r in map(json.loads, (run_dir / "results.jsonl").read_text().splitlines())}
+    rows = {r["case_id"]: r for r in read_cells(run_dir)}
     # 100 input tokens (40 of them cached) and 20 output: 60 x $2 + 40 x $0.5 + 20 x $10 per million
     assert rows["a"]["cost_usd"] == pytest.approx((60 * 2.0 + 40 * 0.5 + 20 * 10.0) / 1e6), result.output
     assert rows["b"]["cost_usd"] is None and rows["b"]["cost_note"] == "no usage in response"  # never a silent 0

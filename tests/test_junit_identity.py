@@ -24,6 +24,7 @@ from _fake_llm import OPENAI_KEY, FakeLLMServer, fast_backoff, server  # noqa: F
 from click.testing import CliRunner, Result
 from junit2htmlreport import parser as junit2html_parser
 from junit2htmlreport.matrix import ReportMatrix
+from results_file import read_cells
 
 from evalx.cli import main
 
@@ -228,7 +229,7 @@ def test_repeats_fold_into_one_testcase(tmp_path: Path, server: FakeLLMServer, m
     cases = {(c.get("classname"), c.get("name")): c for c in ET.parse(path).getroot().iter("testcase")}
     assert [e.tag for e in cases[("rules_v2.wobbly", "wobbly")]] == ["failure", "rerunFailure", "system-out"]
     assert [e.tag for e in cases[("rules_v2.wobbly", "steady-ish")]] == ["flakyFailure", "system-out"]
-    results = [json.loads(line) for line in (latest_run(root) / "results.jsonl").read_text().splitlines()]
+    results = read_cells(latest_run(root))
     assert len(results) == 3 * 8
 
 
@@ -254,7 +255,7 @@ def test_system_out_names_the_case(tmp_path: Path, server: FakeLLMServer, monkey
         "source: data/golden.v1.jsonl:3\ncategory: basics\n\n"
     )
     # description and notes are carried in results.jsonl, only when the case has them
-    results = {r["case_id"]: r for r in map(json.loads, (run_dir / "results.jsonl").read_text().splitlines())}
+    results = {r["case_id"]: r for r in read_cells(run_dir)}
     assert results["refund"]["description"] == "Refund window\nas the policy says" and results["refund"]["notes"] == "from ticket 42"
     assert "description" not in results["math"] and "notes" not in results["math"]
 

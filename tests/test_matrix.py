@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 from click.testing import CliRunner
+from results_file import read_cells
 
 from evalx.cli import main
 from evalx.config.loader import load_config
@@ -484,7 +485,7 @@ def test_matrix_run_with_repeats_end_to_end(tmp_path: Path, fake_openai: FakeOpe
     config = provider_project(tmp_path, fake_openai)
     res = CliRunner().invoke(main, ["run", "-c", str(config), "--matrix", "--repeat", "4", "--no-cache"])
     (run_dir,) = (tmp_path / "runs").iterdir()
-    results = [json.loads(line) for line in (run_dir / "results.jsonl").read_text().splitlines()]
+    results = read_cells(run_dir)
     summary = json.loads((run_dir / "summary.json").read_text())
     # 4 variants × 2 cases × 4 repeats
     variants = ["stable", "flaky", "mini[temperature=0]", "mini[temperature=0.7]"]

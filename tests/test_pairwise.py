@@ -18,6 +18,7 @@ from typing import Any
 
 import pytest
 from click.testing import CliRunner
+from results_file import read_cells
 from scripted_server import ScriptedServer, openai_answer
 from test_html import browser  # noqa: F401  (the Chromium fixture, with its launch flags and skip rules)
 
@@ -110,7 +111,7 @@ def test_a_model_that_errors_everywhere_is_not_comparable_and_p_is_holm_adjusted
     assert exit_code == 3, terminal  # a target whose every cell failed makes the run incomplete (exit 3), as before
     assert f"target '{vid(UNKNOWN, 0)}': every cell failed (12): HTTP 404" in terminal
     summary = json.loads((run_dir / "summary.json").read_text())
-    cells = [json.loads(line) for line in (run_dir / "results.jsonl").read_text().splitlines()]
+    cells = read_cells(run_dir)
     unknown = [c for c in cells if f"model={UNKNOWN}" in c["target"]]
     assert len(unknown) == 2 * CASES and all(c["status"] == "error" and "404" in c["error"] for c in unknown)
 

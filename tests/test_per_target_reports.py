@@ -22,6 +22,7 @@ from typing import Any
 import pytest
 from _fake_llm import OPENAI_KEY, FakeLLMServer, server  # noqa: F401  (fixture)
 from click.testing import CliRunner
+from results_file import read_cells
 from test_html import browser  # noqa: F401  (fixture: headless Chromium, skipped without it outside CI)
 
 from evalx.cli import main
@@ -159,7 +160,7 @@ def test_one_target_output_is_as_before(tmp_path: Path) -> None:
 def test_summary_json_has_per_target_breakdowns_that_match_the_results(two_targets: tuple[str, Path, Path]) -> None:
     _, run_dir, _ = two_targets
     summary = _summary(run_dir)
-    results = [json.loads(line) for line in (run_dir / "results.jsonl").read_text(encoding="utf-8").splitlines()]
+    results = read_cells(run_dir)
     # the existing keys stay: the pooled totals and groups are still there (for whoever read them)
     assert summary["totals"]["pass_rate"] == pytest.approx(0.7) and set(summary["per_category"]) == {"billing", "shipping"}
     assert summary["totals"]["mean_score"] == pytest.approx((5 * 1.0 + 1 + 0.5 + 1 + 0.5) / 9) and summary["totals"]["scored_cells"] == 9

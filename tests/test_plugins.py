@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 from jsonschema import Draft202012Validator
+from results_file import read_cells
 
 import evalx
 from evalx import plugins
@@ -84,7 +85,7 @@ def test_the_readme_example_validates_runs_and_shows_in_schema_and_reports(tmp_p
     ran = CliRunner().invoke(main, ["run", "-c", str(cfg), "-q"])
     assert ran.exit_code == 1, ran.output  # `curt` fails: no courtesy word
     (run_dir,) = (tmp_path / "runs").iterdir()
-    results = {r["case_id"]: r for r in map(json.loads, (run_dir / "results.jsonl").read_text().splitlines())}
+    results = {r["case_id"]: r for r in read_cells(run_dir)}
     assert results["kind"]["status"] == "pass"
     assert results["curt"]["status"] == "fail"
     assert [(a["type"], a["passed"]) for a in results["kind"]["assertions"]] == [("polite", True)]

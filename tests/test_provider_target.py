@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 from _fake_llm import ANTHROPIC_KEY, OPENAI_KEY, Canned, FakeLLMServer, fast_backoff, server  # noqa: F401  (fixtures)
 from click.testing import CliRunner
+from results_file import read_cells
 
 from evalx.cli import main
 
@@ -50,7 +51,7 @@ def run(config: Path, *args: str) -> tuple[int, str, list[dict[str, Any]], dict[
     result = CliRunner().invoke(main, ["run", "-c", str(config), *args])
     runs = sorted((config.parent / "runs").iterdir(), key=lambda p: p.stat().st_mtime_ns)
     run_dir = runs[-1]
-    results = [json.loads(line) for line in (run_dir / "results.jsonl").read_text().splitlines()]
+    results = read_cells(run_dir)
     summary = json.loads((run_dir / "summary.json").read_text())
     return result.exit_code, result.output, results, summary
 

@@ -10,6 +10,7 @@ from typing import Any, get_args, get_origin, get_type_hints, is_typeddict
 
 import pytest
 from click.testing import CliRunner
+from results_file import read_cells
 
 from evalx.cli import main
 from evalx.models import Case
@@ -105,7 +106,7 @@ def _check(value: Any, td: Any, where: str, problems: list[str]) -> None:
 
 
 def _lines(run_dir: Path) -> list[dict[str, Any]]:
-    return [json.loads(line) for line in (run_dir / "results.jsonl").read_text(encoding="utf-8").splitlines()]
+    return read_cells(run_dir)
 
 
 def test_every_results_line_is_a_declared_cell_result(runs: list[Path]) -> None:

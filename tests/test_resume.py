@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from results_file import cell_lines, read_cells
 
 from evalx.cli import main
 
@@ -79,12 +80,14 @@ def start_run(root: Path) -> tuple[subprocess.Popen, Path]:  # type: ignore[type
 
     found = wait_for(run_dir, "the run directory", proc)
     # c0..c2 finished and written, c3 in flight (called, blocked)
-    wait_for(lambda: len(lines(found / "results.jsonl")) == 3 and "c3" in lines(root / "calls.log"), "3 results and c3 in flight", proc)
+    wait_for(
+        lambda: len(cell_lines(found / "results.jsonl")) == 3 and "c3" in lines(root / "calls.log"), "3 results and c3 in flight", proc
+    )
     return proc, found
 
 
 def results(run_dir: Path) -> list[dict]:  # type: ignore[type-arg]
-    return [json.loads(line) for line in lines(run_dir / "results.jsonl")]
+    return read_cells(run_dir / "results.jsonl") if (run_dir / "results.jsonl").exists() else []
 
 
 def test_sigkill_then_resume_runs_each_cell_exactly_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

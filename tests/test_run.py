@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from results_file import read_cells
 
 from evalx.cli import main
 
@@ -22,7 +23,7 @@ def only_run_dir(project: Path, out: str = "runs") -> Path:
 
 
 def results(run_dir: Path) -> list[dict]:  # type: ignore[type-arg]
-    return [json.loads(line) for line in (run_dir / "results.jsonl").read_text().splitlines()]
+    return read_cells(run_dir)
 
 
 def test_default_config_runs_offline(example_project: Path, monkeypatch: pytest.MonkeyPatch, junit_schema) -> None:  # type: ignore[no-untyped-def]

@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 from click.testing import CliRunner
+from results_file import read_cells
 
 from evalx.cli import main
 
@@ -33,7 +34,7 @@ def _run(tmp_path: Path, cases: list[dict[str, Any]], name: str) -> dict[str, st
     result = CliRunner().invoke(main, ["run", "-q", "-c", str(tmp_path / "evalconfig.yaml")])
     assert result.exit_code in (0, 1), result.output
     (run_dir,) = (tmp_path / "runs").iterdir()
-    rows = [json.loads(line) for line in (run_dir / "results.jsonl").read_text(encoding="utf-8").splitlines()]
+    rows = read_cells(run_dir)
     return {r["case_id"]: r["status"] for r in rows}
 
 

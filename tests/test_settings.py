@@ -8,7 +8,6 @@ must never time out for time it spent waiting for its turn.
 from __future__ import annotations
 
 import asyncio
-import json
 import textwrap
 import time
 from collections.abc import Iterator
@@ -21,6 +20,7 @@ from _fake_llm import OPENAI_KEY, FakeLLMServer, fast_backoff  # noqa: F401  (an
 from click.testing import CliRunner
 from conftest import ENGINE_TEST_KEY
 from engine_server import EngineServer
+from results_file import read_cells
 
 from evalx.cli import main
 from evalx.targets import RunContext, TargetSettings, build_target, resolve_settings
@@ -131,8 +131,7 @@ def test_the_connection_pool_is_as_large_as_the_resolved_concurrency(tmp_path: P
 def _run(config: Path, *args: str) -> tuple[int, str, list[dict[str, Any]]]:
     result = CliRunner().invoke(main, ["run", "-c", str(config), "-q", *args])
     runs = sorted((config.parent / "runs").iterdir(), key=lambda p: p.stat().st_mtime_ns)
-    lines = (runs[-1] / "results.jsonl").read_text(encoding="utf-8").splitlines()
-    return result.exit_code, result.output, [json.loads(line) for line in lines]
+    return result.exit_code, result.output, read_cells(runs[-1])
 
 
 def _write(tmp_path: Path, target: dict[str, Any], cases: list[dict[str, Any]], **extra: Any) -> Path:

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import json
 import sys
 import textwrap
 from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from results_file import read_cells
 
 from evalx.cli import main
 from evalx.usercode import UserCodeError, import_user_module, resolve_callable, user_code_on_path
@@ -77,7 +77,7 @@ def project(tmp_path: Path, *, target: str, assertion: str, case_assert: str = "
 
 def results_of(tmp_path: Path) -> list[dict]:
     (run_dir,) = (tmp_path / "runs").iterdir()
-    return [json.loads(line) for line in (run_dir / "results.jsonl").read_text().splitlines()]
+    return read_cells(run_dir)
 
 
 def test_static_and_class_methods_validate_and_run(tmp_path: Path) -> None:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -159,7 +160,7 @@ def validate(config_path: Path, var: tuple[str, ...], max_cells: int | None, max
     click.echo(f"{config.file}: ok — {len(config.targets)} targets, {len(cases)} datasets, {n_cases} cases; {sizes}")
 
 
-def _hidden_id_warnings(config: Any, cases: dict[str, list[Any]]) -> list[str]:
+def _hidden_id_warnings(config: Any, cases: Mapping[str, Sequence[Any]]) -> list[str]:
     """One line (file:line key path) for each target, dataset or case id with characters that do not show."""
     from evalx.display import describe_hidden, has_hidden, show_id
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import csv
 import io
 import json
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any
@@ -22,6 +22,7 @@ from evalx.assertions.deterministic import spec_problems
 from evalx.assertions.plain import plainly_valid
 from evalx.assertions.registry import generation
 from evalx.datasets.shorthands import SHORTHAND_PROPERTIES, KeyPath, expand, unknown_field
+from evalx.datasets.table import CaseTable
 from evalx.documents import DocumentError, SchemaValidator, describe_schema_error, did_you_mean, load_json, load_yaml
 from evalx.errors import DatasetError
 from evalx.models import Case
@@ -158,7 +159,8 @@ def load_dataset(
     positions: Mapping[KeyPath, int] | None = None,
     path_prefix: KeyPath = (),
     check_imports: bool = True,
-) -> list[Case]:
+    digest: Callable[[Case], bytes] | None = None,
+) -> CaseTable:
     """The validated cases of one ``datasets:`` entry, in file order.
 
     ``positions`` maps key paths of the config (``("datasets", 1, "cases", 0)``)
@@ -199,30 +201,58 @@ def load_dataset(
         errors.add(config_file, line, path_prefix, "a dataset needs 'path' or 'cases'")
         raws = []
 
-    cases: list[Case] = []
-    first_seen: dict[str, str] = {}
+    cases = CaseTable()
+    # duplicate ids: the ids' hashes are kept (an int each, not a million strings and where each was seen);
+    # a repeated hash is looked up exactly in `first_seen`, made from the table when the first one turns up
+    hashes: set[int] = set()
+    first_seen: dict[str, int | str] | None = None  # id -> where it was first used: a line of the file, or a source
+    unbuilt: dict[str, int | str] = {}  # the ids of cases that had problems (not in the table), and where
+    graded: dict[str, bool] = {}  # assertion type -> a model grades it
     for raw in raws:
         case = _build_case(raw, defaults, default_asserts, errors)
         if case is not None and callables is not None:
             callables.check(raw.data.get("assert"), raw, errors)
         case_id = _case_id(raw.data)
         if case_id is not None:
-            if case_id in first_seen:
-                errors.add(
-                    raw.file,
-                    raw.line_of(("id",)),
-                    raw.path + ("id",),
-                    f"case id {case_id!r} is used twice (first at {first_seen[case_id]})",
-                )
+            here: int | str = raw.line if raw.line and raw.source == f"{raw.file}:{raw.line}" else raw.source
+            if hash(case_id) in hashes:
+                if first_seen is None:
+                    first_seen = {**unbuilt, **_where_each_id_is(cases)}
+                first = first_seen.get(case_id)
+                if first is not None:
+                    where = first if isinstance(first, str) else f"{raw.file}:{first}"
+                    errors.add(raw.file, raw.line_of(("id",)), raw.path + ("id",), f"case id {case_id!r} is used twice (first at {where})")
+                else:
+                    first_seen[case_id] = here
             else:
-                first_seen[case_id] = raw.source
+                hashes.add(hash(case_id))
+                if first_seen is not None:
+                    first_seen[case_id] = here
+                elif case is None:
+                    unbuilt[case_id] = here
         if case is not None:
             case.dataset = dataset_id
             if case.targets is None and spec.get("targets") is not None:
                 case.targets = list(spec["targets"])
-            cases.append(case)
+            cases.append(
+                case, graded=any(_graded(a.get("type"), graded) for a in case.asserts), digest=digest(case) if digest is not None else None
+            )
     errors.raise_if_any()
     return cases
+
+
+def _where_each_id_is(cases: CaseTable) -> dict[str, int | str]:
+    """Each case id of ``cases`` and where it was read (its source), for naming a duplicate's first use."""
+    return {case.id: case.source for case in cases}
+
+
+def _graded(kind: Any, known: dict[str, bool]) -> bool:
+    """Whether a model grades assertions of type ``kind`` (looked up once per type)."""
+    answer = known.get(kind) if isinstance(kind, str) else False
+    if answer is None:
+        atype = get_assertion(kind)
+        answer = known[kind] = atype is not None and atype.model_graded
+    return bool(answer)
 
 
 class _Callables:
@@ -503,16 +533,16 @@ def _read_path(spec_path: str, base_dir: Path, errors: _Errors, config_file: str
 
 
 def _read_file(path: Path, shown: str, errors: _Errors) -> Iterable[_Raw]:
+    suffix = path.suffix.lower()
+    if suffix == ".jsonl":
+        # streamed from the file, a line at a time: a million cases' text, or their lines, held at once
+        # were hundreds of MB of a run's peak; load_dataset reads them once and raises the parse errors after the loop
+        return _read_jsonl(path, shown, errors)
     try:
         text = path.read_text(encoding="utf-8-sig")
     except (OSError, UnicodeDecodeError) as exc:
         errors.add(shown, None, (), f"cannot read: {exc}")
         return []
-    suffix = path.suffix.lower()
-    if suffix == ".jsonl":
-        # streamed: 100,000 raw cases held at once were ~100 MB of a run's peak RSS (bench/RESULTS.md);
-        # load_dataset reads them once and raises the parse errors after the loop
-        return _read_jsonl(text, shown, errors)
     if suffix == ".csv":
         return list(_read_csv(text, shown, errors))
     try:  # the one loader of documents with positions (evalx.documents): a key written twice is an error
@@ -553,19 +583,28 @@ def _split_cases(data: Any, positions: Mapping[KeyPath, int], shown: str, errors
     return [_Raw(c, shown, ("cases", i), positions.get(("cases", i)), ("cases", i), positions) for i, c in enumerate(cases)]
 
 
-def _read_jsonl(text: str, shown: str, errors: _Errors) -> Iterator[_Raw]:
+def _read_jsonl(path: Path, shown: str, errors: _Errors) -> Iterator[_Raw]:
     index = 0
-    for lineno, line in enumerate(text.split("\n"), 1):
-        stripped = line.strip()
-        if not stripped or stripped.startswith(("//", "#")):
-            continue
-        try:
-            loaded = load_json(line, shown, first_line=lineno)  # the whole line: error columns count from its start
-        except DocumentError as exc:
-            _add_problems(errors, exc, ("cases", index))
-        else:
-            yield _Raw(loaded.data, shown, ("cases", index), lineno)
-        index += 1
+    try:
+        with open(path, "rb") as f:
+            for lineno, raw in enumerate(f, 1):
+                try:
+                    line = raw.decode("utf-8-sig" if lineno == 1 else "utf-8")
+                except UnicodeDecodeError as exc:
+                    errors.add(shown, lineno, (), f"cannot read: {exc}")
+                    return
+                stripped = line.strip()
+                if not stripped or stripped.startswith(("//", "#")):
+                    continue
+                try:
+                    loaded = load_json(line.rstrip("\n"), shown, first_line=lineno)  # the whole line: error columns count from its start
+                except DocumentError as exc:
+                    _add_problems(errors, exc, ("cases", index))
+                else:
+                    yield _Raw(loaded.data, shown, ("cases", index), lineno)
+                index += 1
+    except OSError as exc:
+        errors.add(shown, None, (), f"cannot read: {exc}")
 
 
 # CSV cells are text: these columns hold JSON when they look like it, lists when split, numbers when parsed.

@@ -17,10 +17,10 @@ import asyncio
 import sys
 import time
 import traceback
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from typing import Any, TypeVar, cast
+from typing import Any, Protocol, TypeVar, cast
 
 from evalx.assertions import AssertionContext, Grader, cell_status, evaluate_case
 from evalx.assertions.evaluate import MIN_CHECK_TIME_S
@@ -33,12 +33,19 @@ from evalx.targets.transport.http import CALL_DEADLINE
 T = TypeVar("T")
 
 
+class Cells(Protocol):
+    """A target's cells: counted, and read once in order (a list, or a plan's :class:`~evalx.execution.plan.TargetCells`)."""
+
+    def __len__(self) -> int: ...
+    def __iter__(self) -> Iterator[Cell]: ...
+
+
 @dataclass
 class TargetPlan:
     """One target's cells and the settings they run under (resolved once per run)."""
 
     target: Target
-    cells: list[Cell]
+    cells: Cells
     settings: TargetSettings
     #: the target's ``pacer`` (rate limit), looked up once when the run starts
     pacer: Callable[[], Awaitable[None]] | None = field(default=None, init=False)

@@ -14,11 +14,16 @@ from __future__ import annotations
 
 import fnmatch
 import gc
+from array import array
+from bisect import bisect_right
+from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from itertools import islice
+from typing import Any, overload
 
 from evalx.config.loader import Config
 from evalx.config.matrix import MatrixCount, Variant, count_variants, expand, matrix_count
+from evalx.datasets.table import CaseTable, content_digest
 from evalx.errors import ConfigError, DatasetError, Issue
 from evalx.models import Case, Cell
 
@@ -53,25 +58,181 @@ class PlanSize:
     matrix: MatrixCount | None = None  # --matrix runs: the combinations of matrix:
 
 
+class PlanCells:
+    """A plan's cells in matrix order, made as they are read: ``len``, iteration, indexing, per target.
+
+    Only the selected cases' positions and where each case's cells start are
+    kept (a few bytes a case); a :class:`Cell` and its :class:`Case` are made
+    when a cell is read, so a million-cell plan costs megabytes, not gigabytes.
+    ``skip``: cell indexes left out (a resumed run's finished cells).
+    """
+
+    def __init__(
+        self,
+        targets: list[tuple[str, str]],
+        chosen: list[tuple[str, CaseTable, array[int]]],
+        repeat: int | None,
+        default_repeat: int,
+        skip: frozenset[int] | set[int] = frozenset(),
+    ) -> None:
+        self._targets = targets  # (run target id, the targets: id it comes from), in order
+        self._chosen = chosen  # (dataset id, its cases, the selected positions)
+        self._repeat, self._default_repeat = repeat, default_repeat
+        self._skip = skip
+        self._applies: dict[int, list[int]] = {}  # a case's targets: column -> the positions in _targets it runs on
+        starts = array("Q")
+        total = 0
+        for _, table, positions in chosen:
+            for pos in positions:
+                starts.append(total)
+                total += len(self._on(table, pos)) * self._repeats(table, pos)
+        self._starts = starts
+        self.total = total  # every planned cell, skipped ones included
+
+    def _on(self, table: CaseTable, pos: int) -> list[int]:
+        code = table.targets_code(pos)
+        applies = self._applies.get(code)
+        if applies is None:
+            only = table.target_lists[code]
+            applies = self._applies[code] = [i for i, (_, base) in enumerate(self._targets) if only is None or base in only]
+        return applies
+
+    def _repeats(self, table: CaseTable, pos: int) -> int:
+        return self._repeat or table.repeat(pos) or self._default_repeat
+
+    def __len__(self) -> int:
+        return self.total - len(self._skip)
+
+    def without(self, done: set[int]) -> PlanCells:
+        """These cells but those whose index is in ``done`` (a resume)."""
+        return PlanCells(
+            self._targets, self._chosen, self._repeat, self._default_repeat, {*self._skip, *(i for i in done if 0 <= i < self.total)}
+        )
+
+    def _walk(self, only: int | None = None) -> Iterator[Cell]:
+        skip = self._skip
+        n = 0
+        for ds_id, table, positions in self._chosen:
+            for pos in positions:
+                on = self._on(table, pos)
+                repeats = self._repeats(table, pos)
+                case: Case | None = None
+                for t in on:
+                    if only is not None and t != only:
+                        n += repeats
+                        continue
+                    for r in range(repeats):
+                        if n not in skip:
+                            if case is None:
+                                case = table.case(pos)
+                            yield Cell(n, self._targets[t][0], ds_id, case, r)
+                        n += 1
+
+    def __iter__(self) -> Iterator[Cell]:
+        return self._walk()
+
+    def for_target(self, target_id: str) -> TargetCells:
+        """The cells of one target, in matrix order (each read makes them again)."""
+        at = next((i for i, (t, _) in enumerate(self._targets) if t == target_id), None)
+        return TargetCells(self, at)
+
+    def count_for(self, at: int | None) -> int:
+        if at is None:
+            return 0
+        n = 0
+        for _, table, positions in self._chosen:
+            for pos in positions:
+                if at in self._on(table, pos):
+                    n += self._repeats(table, pos)
+        if self._skip:
+            n -= sum(1 for i in self._skip if self._locate(i)[2] == at)
+        return n
+
+    def _locate(self, index: int) -> tuple[int, int, int, int]:
+        """(chosen dataset, case position, target position, repeat) of cell ``index``."""
+        if not 0 <= index < self.total:
+            raise IndexError("cell index out of range")
+        k = bisect_right(self._starts, index) - 1  # the selected case the cell belongs to
+        offset = index - self._starts[k]
+        for d, (_, table, positions) in enumerate(self._chosen):
+            if k < len(positions):
+                pos = positions[k]
+                repeats = self._repeats(table, pos)
+                return d, pos, self._on(table, pos)[offset // repeats], offset % repeats
+            k -= len(positions)
+        raise IndexError("cell index out of range")  # pragma: no cover  (the starts cover every case)
+
+    @overload
+    def __getitem__(self, i: int) -> Cell: ...
+    @overload
+    def __getitem__(self, i: slice) -> list[Cell]: ...
+    def __getitem__(self, i: int | slice) -> Cell | list[Cell]:
+        """Cell ``i`` by its index (skipped ones too); a slice: the first cells read."""
+        if isinstance(i, slice):
+            return list(islice(self, i.start, i.stop, i.step))
+        d, pos, t, r = self._locate(i)
+        ds_id, table, _ = self._chosen[d]
+        return Cell(i, self._targets[t][0], ds_id, table.case(pos), r)
+
+    def case_span(self, index: int) -> tuple[int, int]:
+        """(the index of the first cell of cell ``index``'s case, how many cells the case has)."""
+        k = bisect_right(self._starts, index) - 1
+        first = self._starts[k]
+        end = self._starts[k + 1] if k + 1 < len(self._starts) else self.total
+        return first, end - first
+
+    def key_of(self, index: int) -> tuple[str, str, str, int]:
+        """(target, dataset, case id, repeat) of cell ``index``, without making its case."""
+        d, pos, t, r = self._locate(index)
+        ds_id, table, _ = self._chosen[d]
+        return self._targets[t][0], ds_id, table.case_id(pos), r
+
+    def cases(self) -> Iterator[tuple[str, CaseTable, int, list[str], int]]:
+        """Each selected case: (dataset id, its table, its position, the run targets it runs on, repeats)."""
+        for ds_id, table, positions in self._chosen:
+            for pos in positions:
+                yield ds_id, table, pos, [self._targets[t][0] for t in self._on(table, pos)], self._repeats(table, pos)
+
+    @property
+    def case_count(self) -> int:
+        return len(self._starts)
+
+
+class TargetCells:
+    """One target's cells of a :class:`PlanCells`, in matrix order: ``len`` and iteration."""
+
+    def __init__(self, cells: PlanCells, at: int | None) -> None:
+        self._cells, self._at = cells, at
+        self._len: int | None = None
+
+    def __len__(self) -> int:
+        if self._len is None:
+            self._len = self._cells.count_for(self._at)
+        return self._len
+
+    def __iter__(self) -> Iterator[Cell]:
+        return iter(()) if self._at is None else self._cells._walk(self._at)
+
+
 @dataclass
 class Plan:
     target_specs: list[dict[str, Any]]
-    cases: dict[str, list[Case]]
-    cells: list[Cell]
+    cases: dict[str, CaseTable]
+    cells: PlanCells
     #: --matrix runs: every target of the run as a variant (id -> variant), in order
     variants: dict[str, Variant] = field(default_factory=dict)
-    #: target id -> its cells, made on first use (for the cells list it was made from)
-    _by_target: tuple[int, int, dict[str, list[Cell]]] | None = field(default=None, repr=False, compare=False)
 
-    def cells_for(self, target_id: str) -> list[Cell]:
-        """The cells of one target, in order (one pass over the cells for all targets, not one per target)."""
-        made = self._by_target
-        if made is None or made[0] != id(self.cells) or made[1] != len(self.cells):
-            index: dict[str, list[Cell]] = {}
-            for cell in self.cells:
-                index.setdefault(cell.target, []).append(cell)
-            made = self._by_target = (id(self.cells), len(self.cells), index)
-        return list(made[2].get(target_id, ()))
+    def cells_for(self, target_id: str) -> TargetCells:
+        """The cells of one target, in order."""
+        return self.cells.for_target(target_id)
+
+    def graded_targets(self) -> set[str]:
+        """The run targets with at least one case a model grades."""
+        hit: set[str] = set()
+        for _, table, pos, targets, _ in self.cells.cases():
+            if table.graded(pos):
+                hit.update(targets)
+        return hit
 
     def base_id(self, target_id: str) -> str:
         """The ``targets:`` id a run target comes from (a matrix variant's own target)."""
@@ -90,10 +251,11 @@ class Plan:
         return {"variants": [v.to_dict() for v in self.variants.values()]}
 
 
-def load_all_datasets(config: Config, only: list[str] | None = None) -> dict[str, list[Case]]:
+def load_all_datasets(config: Config, only: list[str] | None = None) -> dict[str, CaseTable]:
     from evalx.datasets.loader import load_dataset
 
-    out: dict[str, list[Case]] = {}
+    redact = config.redactor.obj if config.redactor else (lambda value: value)
+    out: dict[str, CaseTable] = {}
     errors: list[str] = []
     for i, spec in enumerate(config.datasets):
         if only and spec["id"] not in only:
@@ -106,6 +268,7 @@ def load_all_datasets(config: Config, only: list[str] | None = None) -> dict[str
                 line=config.line(("datasets", i)),
                 positions=config.loaded.lines,
                 path_prefix=("datasets", i),
+                digest=lambda case: content_digest(case, redact),  # for --resume's fingerprint, made while the case is at hand
             )
         except DatasetError as exc:
             errors.extend(str(exc).splitlines())
@@ -158,37 +321,53 @@ def _check_variants(config: Config, sel: Selection, per_target: dict[str, int], 
     )
 
 
-def _selected(cases: dict[str, list[Case]], sel: Selection) -> list[tuple[str, Case]]:
-    out: list[tuple[str, Case]] = []
-    for ds_id, ds_cases in cases.items():
-        for case in ds_cases:
-            if sel.case_globs and not any(fnmatch.fnmatchcase(case.id, g) for g in sel.case_globs):
-                continue
-            if sel.categories and case.category not in sel.categories:
-                continue
-            out.append((ds_id, case))
+Chosen = list[tuple[str, CaseTable, "array[int]"]]
+
+
+def _selected(cases: dict[str, CaseTable], sel: Selection) -> Chosen:
+    """Each dataset's selected cases: (dataset id, its table, the positions selected), in order."""
+    out: Chosen = []
+    categories = set(sel.categories)
+    for ds_id, table in cases.items():
+        keep = array("L")
+        if not sel.case_globs and not categories:
+            keep.extend(range(len(table)))
+        else:
+            for i in range(len(table)):
+                if sel.case_globs and not any(fnmatch.fnmatchcase(table.case_id(i), g) for g in sel.case_globs):
+                    continue
+                if categories and table.category(i) not in categories:
+                    continue
+                keep.append(i)
+        out.append((ds_id, table, keep))
     return out
 
 
-def _check_cells(config: Config, sel: Selection, selected: list[tuple[str, Case]], per_target: dict[str, int]) -> int:
+def _n_selected(chosen: Chosen) -> int:
+    return sum(len(positions) for _, _, positions in chosen)
+
+
+def _check_cells(config: Config, sel: Selection, selected: Chosen, per_target: dict[str, int]) -> int:
     """Count the cells (targets × cases × repeats) without making them; refuse past the cell limit, naming the biggest factor."""
     default_repeat = int(config.defaults.get("repeat", 1))
     everyone = sum(per_target.values())
     cells = 0
     most_repeat, most_repeated = 1, None
-    for _, case in selected:
-        repeat = sel.repeat or case.repeat or default_repeat
-        if case.targets is None:
-            n = everyone
-        else:
-            n = sum(count for t, count in per_target.items() if t in case.targets)
-        cells += repeat * n
-        if repeat > most_repeat:
-            most_repeat, most_repeated = repeat, case
+    on: dict[tuple[str, ...] | None, int] = {None: everyone}  # a case's targets: -> its cells a repeat
+    for _, table, positions in selected:
+        for pos in positions:
+            repeat = sel.repeat or table.repeat(pos) or default_repeat
+            only = table.targets(pos)
+            n = on.get(only)
+            if n is None:
+                n = on[only] = sum(count for t, count in per_target.items() if only is not None and t in only)
+            cells += repeat * n
+            if repeat > most_repeat:
+                most_repeat, most_repeated = repeat, (table, pos)
     limit = _limit(config, sel.max_cells, "max_cells", MAX_CELLS)
     if cells <= limit:
         return cells
-    n_cases = len(selected)
+    n_cases = _n_selected(selected)
     uniform = cells == n_cases * everyone * most_repeat
     sep = " × " if uniform else ", "
     shape = sep.join(
@@ -205,8 +384,9 @@ def _check_cells(config: Config, sel: Selection, selected: list[tuple[str, Case]
         message = f"{cells:,} cells ({shape}) is more than the limit of {limit:,} cells; lower the repeat, or {fix}"
         if sel.repeat:
             issue = Issue(f"--repeat {sel.repeat}", None, "", message)
-        elif most_repeated is not None and most_repeated.repeat == most_repeat:
-            issue = Issue(most_repeated.source or most_repeated.dataset, None, "repeat", message)
+        elif most_repeated is not None and most_repeated[0].repeat(most_repeated[1]) == most_repeat:
+            case = most_repeated[0].case(most_repeated[1])
+            issue = Issue(case.source or case.dataset, None, "repeat", message)
         else:
             issue = config.issue(("defaults", "repeat"), message)
     elif everyone == biggest and sel.matrix:
@@ -218,9 +398,7 @@ def _check_cells(config: Config, sel: Selection, selected: list[tuple[str, Case]
             ("targets",), f"{cells:,} cells ({shape}) is more than the limit of {limit:,} cells; select fewer with --target, or {fix}"
         )
     else:
-        sizes: dict[str, int] = {}
-        for ds_id, _ in selected:
-            sizes[ds_id] = sizes.get(ds_id, 0) + 1
+        sizes = {ds_id: len(positions) for ds_id, _, positions in selected}
         largest = max(sizes, key=lambda d: sizes[d])
         index = next(i for i, d in enumerate(config.datasets) if d.get("id") == largest)
         issue = config.issue(
@@ -230,7 +408,7 @@ def _check_cells(config: Config, sel: Selection, selected: list[tuple[str, Case]
     raise ConfigError(issue)
 
 
-def measure_plan(config: Config, sel: Selection, cases: dict[str, list[Case]] | None = None) -> PlanSize:
+def measure_plan(config: Config, sel: Selection, cases: dict[str, CaseTable] | None = None) -> PlanSize:
     """The size of the plan ``sel`` selects, without building it; raise :class:`ConfigError` past a limit.
 
     ``cases``: the datasets, already loaded (else they are loaded here).
@@ -239,8 +417,8 @@ def measure_plan(config: Config, sel: Selection, cases: dict[str, list[Case]] | 
 
 
 def _measure(
-    config: Config, sel: Selection, cases: dict[str, list[Case]] | None
-) -> tuple[PlanSize, list[dict[str, Any]], dict[str, list[Case]]]:
+    config: Config, sel: Selection, cases: dict[str, CaseTable] | None
+) -> tuple[PlanSize, list[dict[str, Any]], dict[str, CaseTable]]:
     known_ds = [d["id"] for d in config.datasets]
     for d in sel.datasets:
         if d not in known_ds:
@@ -258,7 +436,7 @@ def _measure(
         cases = {k: v for k, v in cases.items() if k in sel.datasets}
     selected = _selected(cases, sel)
     n_cells = _check_cells(config, sel, selected, per_target)
-    return PlanSize(sum(per_target.values()), len(selected), n_cells, counted), target_specs, cases
+    return PlanSize(sum(per_target.values()), _n_selected(selected), n_cells, counted), target_specs, cases
 
 
 def build_plan(config: Config, sel: Selection) -> Plan:
@@ -276,7 +454,7 @@ def build_plan(config: Config, sel: Selection) -> Plan:
             gc.enable()
 
 
-def _build(config: Config, sel: Selection, target_specs: list[dict[str, Any]], cases: dict[str, list[Case]]) -> Plan:
+def _build(config: Config, sel: Selection, target_specs: list[dict[str, Any]], cases: dict[str, CaseTable]) -> Plan:
     variants: dict[str, Variant] = {}
     if sel.matrix:
         # --target narrows which targets the matrix expands; provider ones become variants
@@ -284,20 +462,12 @@ def _build(config: Config, sel: Selection, target_specs: list[dict[str, Any]], c
         variants = {v.id: v for v in expanded}
         target_specs = [v.spec for v in expanded]
     default_repeat = int(config.defaults.get("repeat", 1))
-    cells: list[Cell] = []
-    for ds_id, case in _selected(cases, sel):
-        repeat = sel.repeat or case.repeat or default_repeat
-        for spec in target_specs:
-            base = variants[spec["id"]].target if spec["id"] in variants else spec["id"]
-            if case.targets is not None and base not in case.targets:
-                continue
-            for r in range(repeat):
-                cells.append(Cell(len(cells), spec["id"], ds_id, case, r))
-    return Plan(target_specs, cases, cells, variants)
+    targets = [(str(spec["id"]), variants[spec["id"]].target if spec["id"] in variants else str(spec["id"])) for spec in target_specs]
+    return Plan(target_specs, cases, PlanCells(targets, _selected(cases, sel), sel.repeat, default_repeat), variants)
 
 
 def measure_runs(
-    config: Config, cases: dict[str, list[Case]], max_cells: int | None = None, max_variants: int | None = None
+    config: Config, cases: dict[str, CaseTable], max_cells: int | None = None, max_variants: int | None = None
 ) -> tuple[str, list[str]]:
     """What ``evalx validate`` says of the runs a config makes (``evalx run``, and ``--matrix`` with a ``matrix:``).
 

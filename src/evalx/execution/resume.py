@@ -15,15 +15,15 @@ import json
 from pathlib import Path
 from typing import Any
 
+from evalx.datasets.table import content_digest
 from evalx.errors import EvalxError
 from evalx.execution.plan import Selection
-from evalx.models import Case
 from evalx.results.model import CellResult
 
 __all__ = [
     "ResumeError",
     "check_plan",
-    "check_results",
+    "check_result",
     "load_run_meta",
     "plan_fingerprint",
     "resume_selection",
@@ -63,18 +63,18 @@ def plan_fingerprint(config: Any, plan: Any) -> str:
     feed(redact(plan.target_specs))
     feed(redact(config.global_asserts))
     feed(redact(config.data.get("judge")))
-    case_digests: dict[int, str] = {}  # a case's cells (targets x repeats) share one digest
-    for cell in plan.cells:
-        digest = case_digests.get(id(cell.case))
-        if digest is None:
-            fields = {f: getattr(cell.case, f) for f in _CASE_FIELDS}  # not `source`: a moved line is the same case
-            text = encode(redact(fields))
-            digest = case_digests[id(cell.case)] = hashlib.sha256(text.encode()).hexdigest()
-        feed([cell.index, cell.key, digest])
+    index = 0
+    for dataset, table, pos, targets, repeats in plan.cells.cases():  # a case's cells (targets x repeats) share one digest
+        made = table.digest(pos)  # made when the case was loaded
+        digest = (made if made is not None else content_digest(table.case(pos), redact)).hex()
+        case_id = table.case_id(pos)
+        for target in targets:
+            for repeat in range(repeats):
+                feed([index, f"{target}\x1f{dataset}\x1f{case_id}\x1f{repeat}", digest])
+                index += 1
     return h.hexdigest()[:32]
 
 
-_CASE_FIELDS = tuple(f for f in Case.__dataclass_fields__ if f != "source")
 #: ``json.dumps(value, sort_keys=True, default=str, ensure_ascii=False)``, without building an encoder per call
 _ENCODER = json.JSONEncoder(sort_keys=True, default=str, ensure_ascii=False)
 
@@ -122,19 +122,18 @@ def check_plan(meta: dict[str, Any], config: Any, plan: Any, fingerprint: str) -
     return notes
 
 
-def check_results(results: list[CellResult], plan: Any) -> None:
-    """Every stored result must be the planned cell at its index (same target, dataset, case, repeat)."""
+def check_result(result: CellResult, plan: Any) -> None:
+    """A stored result must be the planned cell at its index (same target, dataset, case, repeat)."""
     cells = plan.cells
-    for r in results:
-        i = r.get("index")
-        if not isinstance(i, int) or not 0 <= i < len(cells):
-            raise ResumeError(f"results.jsonl has a result for cell {i!r}, which the plan does not have; start a new run")
-        c = cells[i]
-        if (r.get("target"), r.get("dataset"), r.get("case_id"), r.get("repeat")) != (c.target, c.dataset, c.case.id, c.repeat):
-            raise ResumeError(
-                f"results.jsonl cell {i} is {r.get('target')} {r.get('dataset')}/{r.get('case_id')}, "
-                f"but the plan has {c.target} {c.dataset}/{c.case.id} there; start a new run"
-            )
+    i = result.get("index")
+    if not isinstance(i, int) or isinstance(i, bool) or not 0 <= i < cells.total:
+        raise ResumeError(f"results.jsonl has a result for cell {i!r}, which the plan does not have; start a new run")
+    target, dataset, case_id, repeat = cells.key_of(i)
+    if (result.get("target"), result.get("dataset"), result.get("case_id"), result.get("repeat")) != (target, dataset, case_id, repeat):
+        raise ResumeError(
+            f"results.jsonl cell {i} is {result.get('target')} {result.get('dataset')}/{result.get('case_id')}, "
+            f"but the plan has {target} {dataset}/{case_id} there; start a new run"
+        )
 
 
 def resume_selection(meta: dict[str, Any], given: Selection) -> Selection:

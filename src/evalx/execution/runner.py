@@ -142,34 +142,36 @@ def _run_locked(
         meta["started_at"],
         repeat_pass_rule=str(config.defaults.get("repeat_pass_rule", "majority")),
         matrix=plan.matrix_summary(),
+        per_case=plan.cells.total > plan.cells.case_count,  # one cell a case: no per-case tallies to keep
     )
     todo = plan
-    done: list[CellResult] = []
+    from evalx.execution.budget import CostGuard
+
+    limit = config.defaults.get("max_total_cost")
+    guard = CostGuard(limit) if limit is not None else None
     if options.resume:
         problems = ReadProblems()
-        done = list(read_results(run_dir / RESULTS, problems))
+        for result in read_results(run_dir / RESULTS, problems):  # streamed: a million stored cells are never all in memory
+            _resume.check_result(result, plan)
+            summary_builder.add(result)
+            if guard is not None:
+                guard.record(result)  # a resumed run has already spent this
         if problems:  # damaged or duplicate lines: the file is rewritten with the readable ones, each cell once
             print(
                 f"evalx: warning: {problems.warning(run_dir / RESULTS)}; resuming from the readable lines (a cell without one runs again)",
                 file=err,
             )
-            rewrite_results(run_dir / RESULTS, done)
-    writer = ResultWriter(run_dir, append=options.resume)  # append: a torn last line is dropped
+            rewrite_results(run_dir / RESULTS, read_results(run_dir / RESULTS))
+    types = {str(t["id"]): str(t.get("type") or "") for t in plan.target_specs}
+    # append: a torn last line is dropped
+    writer = ResultWriter(
+        run_dir, append=options.resume, run_id=run_id, target_types=types, cases=plan.cells, dataset=next(iter(plan.cases), None)
+    )
     if options.resume:
-        _resume.check_results(done, plan)
-        for result in done:
-            summary_builder.add(result)
         finished = writer.finished_indexes()
-        todo = Plan(plan.target_specs, plan.cases, [c for c in plan.cells if c.index not in finished], plan.variants)
+        todo = Plan(plan.target_specs, plan.cases, plan.cells.without(finished), plan.variants)
         print(f"evalx: resuming {run_id}: {len(finished)} of {len(plan.cells)} cells have results, running {len(todo.cells)}", file=err)
     progress = Progress(len(todo.cells), stream=err, quiet=options.quiet)
-    from evalx.execution.budget import CostGuard
-
-    limit = config.defaults.get("max_total_cost")
-    guard = CostGuard(limit) if limit is not None else None
-    if guard is not None:
-        for result in done:
-            guard.record(result)  # a resumed run has already spent this
 
     def on_result(result: CellResult) -> None:
         writer.write(result)
@@ -358,7 +360,7 @@ def _judge(config: Config, plan: Plan, ctx: RunContext, command_line: dict[str, 
     judge = Judge(
         ctx, targets=specs, defaults=config.defaults, command_line=command_line, settings=dict(config.data.get("judge") or {}), err=err
     )
-    judge.check_self_grading(graded_target_ids(plan.cells, config.global_asserts, target_ids))
+    judge.check_self_grading(graded_target_ids(plan.graded_targets(), config.global_asserts, target_ids))
     return judge
 
 

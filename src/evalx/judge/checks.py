@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from evalx.models import Case, Cell
+from evalx.models import Case
 
 __all__ = ["check_judge_refs", "graded_target_ids", "same_model"]
 
@@ -34,27 +34,19 @@ def same_model(judge: dict[str, Any], graded: dict[str, Any], resolve: Callable[
     return None
 
 
-def graded_target_ids(cells: list[Cell], global_asserts: list[dict[str, Any]], target_ids: list[str]) -> list[str]:
-    """The targets (of ``target_ids``, in order) with at least one model-graded assertion to grade."""
+def graded_target_ids(graded: set[str], global_asserts: list[dict[str, Any]], target_ids: list[str]) -> list[str]:
+    """The targets (of ``target_ids``, in order) with at least one model-graded assertion to grade.
+
+    ``graded``: the targets with a case a model grades (:meth:`evalx.execution.plan.Plan.graded_targets`).
+    """
     from evalx.assertions import get_assertion
 
-    def graded(asserts: list[dict[str, Any]]) -> bool:
-        return any((t := get_assertion(str(a.get("type")))) is not None and t.model_graded for a in asserts)
-
-    if graded(global_asserts):
+    if any((t := get_assertion(str(a.get("type")))) is not None and t.model_graded for a in global_asserts):
         return list(target_ids)
-    seen: dict[int, bool] = {}
-    hit: set[str] = set()
-    for cell in cells:
-        key = id(cell.case)
-        if key not in seen:
-            seen[key] = graded(cell.case.asserts)
-        if seen[key]:
-            hit.add(cell.target)
-    return [t for t in target_ids if t in hit]
+    return [t for t in target_ids if t in graded]
 
 
-def check_judge_refs(config: Any, cases: dict[str, list[Case]]) -> int:
+def check_judge_refs(config: Any, cases: Mapping[str, Sequence[Case]]) -> int:
     """``evalx validate``'s judge checks: the number of model-graded assertions no judge will grade.
 
     Raises :class:`ConfigError` for a per-assertion ``judge.target`` or an

@@ -86,8 +86,10 @@ __all__ = [
     "not_run",
 ]
 
-#: ``version`` of every ``results.jsonl`` line; bumped when a line's layout changes
-RESULT_VERSION = 1
+#: the results format (``version`` of a cell as readers get it; a v2 file says it in its run record).
+#: 1: every line a whole cell; 2: a run record, case records and compact cell lines
+#: (:mod:`evalx.results.compact`). :func:`evalx.results.store.read_results` reads both the same.
+RESULT_VERSION = 2
 #: ``version`` of ``summary.json``. 2 added case-level verdicts (repeat_pass_rule),
 #: pairwise comparisons, cost distributions and the matrix.
 SUMMARY_VERSION = 2
@@ -190,7 +192,7 @@ class _CellResultKeys(TypedDict):
     """The keys every ``results.jsonl`` line has, in the order they are written."""
 
     version: int
-    """:data:`RESULT_VERSION` of the line's layout; first, so a reader can tell."""
+    """The results format the cell was read from (:data:`RESULT_VERSION`; 1 in files of an older evalx); first, so a reader can tell."""
     run_id: str
     """The run's id (``YYYYMMDD-HHMMSS-<6 hex>``)."""
     index: int

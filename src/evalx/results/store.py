@@ -18,19 +18,21 @@ try:
     import fcntl
 except ImportError:  # pragma: no cover  (Windows)
     fcntl = None  # type: ignore[assignment]
-from collections.abc import Callable, Iterator
+from array import array
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, Protocol
 
 from evalx.errors import EvalxError, OutputError, writing
 from evalx.models import OUT_OF_RANGE, finite_json, safe_value
+from evalx.results.compact import CASE_KEYS, compact_cell, expand, run_record, split_case, t0_of
 from evalx.results.model import CellResult
 
 RESULTS = "results.jsonl"
 
 
-def _unstorable(result: CellResult, exc: BaseException) -> None:
+def _unstorable(result: Any, exc: BaseException) -> None:
     """Turn ``result`` (in place: the summary gets the same) into an error saying why it could not be written."""
     text = result.get("output", {}).get("text")
     result["status"], result["score"], result["assertions"] = "error", None, []
@@ -106,32 +108,88 @@ def dumps(value: Any) -> str:
     return _ENCODE(finite_json(value))
 
 
-class ResultWriter:
-    """Appends results as they finish; remembers where each line is for the final reorder."""
+class CaseSpans(Protocol):
+    """Where each cell's case lies in matrix order (a plan's :class:`~evalx.execution.plan.PlanCells`)."""
 
-    def __init__(self, run_dir: Path, *, append: bool = False) -> None:
+    total: int
+
+    def case_span(self, index: int) -> tuple[int, int]:
+        """(the index of the case's first cell, how many cells the case has) for cell ``index``."""
+        ...
+
+
+class ResultWriter:
+    """Appends results as they finish, in results format v2 (:mod:`evalx.results.compact`); orders the file at the end.
+
+    ``run_id`` and ``target_types`` go in the file's first line (the run
+    record). With ``cases`` (the plan's), a case with several cells gets a
+    case record before its first cell written, and its cells leave the case
+    out; without, every cell carries its case. Appending to a file written by
+    an evalx that wrote v1 lines goes on writing v1 lines, so a file is never
+    half one format.
+    """
+
+    def __init__(
+        self,
+        run_dir: Path,
+        *,
+        append: bool = False,
+        run_id: str = "",
+        target_types: dict[str, str] | None = None,
+        cases: CaseSpans | None = None,
+        dataset: str | None = None,
+    ) -> None:
         self.path = run_dir / RESULTS
+        self._types = dict(target_types or {})
+        self._record = run_record(run_id, self._types, dataset)
+        self._cases = cases
+        # a case record written, by the index of the case's first cell (a byte a cell: no set of a million ints)
+        self._recorded = bytearray(cases.total) if cases is not None else bytearray()
+        # each line's sort key (2 x its cell's index + 1; a case record: 2 x its first cell's index), offset and length
+        self._keys, self._starts, self._lengths = array("q"), array("q"), array("q")
+        self._cells = 0
+        self.v1 = False
         with writing(self.path):
             # unbuffered: one write(2) a line, and a failed one can be cut off without a buffer that still holds it
             self._file: IO[bytes] = open(self.path, "ab" if append else "wb", buffering=0)
-        self._offsets: list[tuple[int, int, int]] = []  # (index, offset, length)
         with writing(self.path):
             if append:
                 self._index_existing()
             self._end = self._file.seek(0, os.SEEK_END)  # where the next line goes, kept here: tell() on a raw file is a syscall
+            if self._end == 0:
+                self._put((dumps(self._record) + "\n").encode("utf-8"), -1)
+        defaults = self._record.get("defaults")
+        self._defaults: dict[str, Any] = defaults if isinstance(defaults, dict) else {}
+        self._t0 = t0_of(self._defaults)
 
     def _index_existing(self) -> None:
         good_end = 0
         with open(self.path, "rb") as f:
             offset = 0
-            for raw in f:
+            for number, raw in enumerate(f):
                 if raw.endswith(b"\n"):
                     try:
-                        index = int(json.loads(raw)["index"])
-                    except (ValueError, KeyError, TypeError, RecursionError):
+                        value = json.loads(raw)
+                        kind = value.get("kind")
+                        if number == 0:
+                            self.v1 = kind != "run"
+                        if kind == "run":
+                            key = -1
+                            self._record = value
+                        elif kind == "case":
+                            first = int(value["first_index"])
+                            key = 2 * first
+                            if 0 <= first < len(self._recorded):
+                                self._recorded[first] = 1
+                        else:
+                            key = 2 * int(value["index"]) + 1
+                            self._cells += 1
+                    except (ValueError, KeyError, TypeError, AttributeError, RecursionError):
                         offset += len(raw)
                         continue
-                    self._offsets.append((index, offset, len(raw)))
+                    self._keys.append(key)
+                    self._starts.append(offset)
+                    self._lengths.append(len(raw))
                     good_end = offset + len(raw)
                 offset += len(raw)
         # drop a torn last line (the process died mid-write)
@@ -139,16 +197,39 @@ class ResultWriter:
             self._file.truncate(good_end)
 
     def write(self, result: CellResult) -> None:
+        index = int(result["index"])
+        if self.v1:
+            self._write_line(result, lambda r: r, 2 * index + 1)
+            return
+        spans = self._cases
+        with_case = True
+        if spans is not None and 0 <= index < spans.total:
+            first, n = spans.case_span(index)
+            if n > 1:
+                with_case = False
+                if not self._recorded[first]:
+                    record = split_case(result, n)
+                    record["first_index"] = first
+                    self._write_line(record, lambda r: r, 2 * first)
+                    self._recorded[first] = 1
+        types, defaults, t0 = self._types, self._defaults, self._t0
+        self._write_line(result, lambda r: compact_cell(r, types, with_case=with_case, defaults=defaults, t0=t0), 2 * index + 1)
+        self._cells += 1
+
+    def _write_line(self, value: Any, shape: Callable[[Any], Any], key: int) -> None:
         try:
-            text = dumps(result)
+            text = dumps(shape(value))
         except (TypeError, ValueError, RecursionError) as exc:  # e.g. a mapping keyed by tuples: the cell's error, not a lost run
-            _unstorable(result, exc)
-            text = dumps(result)
+            _unstorable(value, exc)
+            text = dumps(shape(value))
         try:
             line = (text + "\n").encode("utf-8")
         except UnicodeEncodeError:  # a lone surrogate the executor did not see (a judge's reply...): made safe here, for every reader
-            result.update(safe_value(dict(result)))  # in place: the summary gets the same result
-            line = (dumps(result) + "\n").encode("utf-8")
+            value.update(safe_value(dict(value)))  # in place: the summary gets the same result
+            line = (dumps(shape(value)) + "\n").encode("utf-8")
+        self._put(line, key)
+
+    def _put(self, line: bytes, key: int) -> None:
         offset = self._end
         try:  # (not `with writing(...)`: a context manager a line costs more than the write on the hot path)
             view = memoryview(line)
@@ -160,33 +241,32 @@ class ResultWriter:
                 self._file.seek(offset)
             raise OutputError(self.path, exc) from None
         self._end = offset + len(line)
-        self._offsets.append((int(result["index"]), offset, len(line)))
-
-    @property
-    def lines(self) -> list[tuple[int, int, int]]:
-        """(index, offset, length) of every line in the file so far, in file order."""
-        return self._offsets
+        self._keys.append(key)
+        self._starts.append(offset)
+        self._lengths.append(len(line))
 
     @property
     def count(self) -> int:
-        return len(self._offsets)
+        """The cells in the file so far."""
+        return self._cells
 
     def finished_indexes(self) -> set[int]:
-        return {i for i, _, _ in self._offsets}
+        return {k >> 1 for k in self._keys if k > 0 and k & 1}
 
     def close(self, *, reorder: bool = True) -> None:
         with writing(self.path):
             self._file.close()
         if not reorder:
             return
-        order = sorted(self._offsets)
-        if [o for _, o, _ in order] == sorted(o for _, o, _ in order):
+        keys = self._keys
+        if all(keys[i] <= keys[i + 1] for i in range(len(keys) - 1)):
             return  # already in matrix order
+        order = sorted(range(len(keys)), key=keys.__getitem__)
         tmp = self.path.with_suffix(".jsonl.tmp")
         with writing(self.path, tmp=tmp), open(self.path, "rb") as src, open(tmp, "wb") as dst:
-            for _, offset, length in order:
-                src.seek(offset)
-                dst.write(src.read(length))
+            for i in order:
+                src.seek(self._starts[i])
+                dst.write(src.read(self._lengths[i]))
             dst.flush()
             os.fsync(dst.fileno())
         os.replace(tmp, self.path)
@@ -254,7 +334,12 @@ def _listed(numbers: list[int], noun: str, most: int = 5) -> str:
 
 
 def read_results(path: Path, problems: ReadProblems | None = None) -> Iterator[CellResult]:
-    """Yield every readable result line, each cell once (its first line); the one reader of ``results.jsonl``.
+    """Yield every readable cell, each once (its first line), with every v1 key; the one reader of ``results.jsonl``.
+
+    Reads v1 files (every line a whole cell) and v2 ones (a run record, case
+    records, compact cell lines: :mod:`evalx.results.compact`), and yields
+    the same full cells for both. A case record is kept until the last of its
+    cells is read, so memory stays flat in a file in matrix order.
 
     What it skips is counted in ``problems`` when given: a line that is not a
     JSON object (torn by a kill, garbage, a block of NUL bytes) by its line
@@ -264,18 +349,59 @@ def read_results(path: Path, problems: ReadProblems | None = None) -> Iterator[C
     from an older evalx (or edited by hand) may lack keys or hold other types,
     and readers check before use.
     """
-    seen: set[int] = set()
+    seen = bytearray()  # a byte a cell index: no set of a million ints
+    others: set[int] = set()  # indexes too large for the bytes (a hand-edited line)
+    run: dict[str, Any] | None = None
+    default_dataset: Any = None  # the dataset a v2 cell line leaves out
+    cases: dict[tuple[Any, Any], list[Any]] = {}  # (dataset, case id) -> [its record, cells still to read]
 
     def first_time(value: dict[str, Any]) -> bool:
         """False for a cell already read (counted as a duplicate): each cell is kept once, its first line."""
         index = value.get("index")
         if type(index) is int:
-            if index in seen:
+            if 0 <= index < 1 << 32:
+                if index >= len(seen):
+                    seen.extend(bytes(max(index + 1 - len(seen), len(seen))))
+                if seen[index]:
+                    duplicate = True
+                else:
+                    seen[index] = 1
+                    duplicate = False
+            else:
+                duplicate = index in others
+                others.add(index)
+            if duplicate:
                 if problems is not None:
                     problems.duplicate_cells.append(index)
                 return False
-            seen.add(index)
         return True
+
+    def cell(value: dict[str, Any]) -> CellResult | None:
+        nonlocal run, default_dataset
+        kind = value.get("kind")
+        if kind is None:
+            if "version" in value:  # a v1 line: whole as it is
+                return value if first_time(value) else None  # type: ignore[return-value]
+            if not first_time(value):
+                return None
+            record = None
+            if cases and not any(k in value for k in CASE_KEYS):
+                key = (value.get("dataset", default_dataset), value.get("case_id"))
+                entry = cases.get(key)
+                if entry is not None:
+                    record = entry[0]
+                    entry[1] -= 1
+                    if entry[1] <= 0:
+                        del cases[key]
+            return expand(value, run, record)
+        if kind == "run":
+            run = value
+            defaults = value.get("defaults")
+            default_dataset = defaults.get("dataset") if isinstance(defaults, dict) else None
+        elif kind == "case":
+            n = value.get("cells")
+            cases[(value.get("dataset"), value.get("case_id"))] = [value, n if type(n) is int else 1 << 62]
+        return None
 
     with open(path, "rb") as f:
         for number, raw in enumerate(f, 1):
@@ -285,8 +411,9 @@ def read_results(path: Path, problems: ReadProblems | None = None) -> Iterator[C
                 except (ValueError, RecursionError):
                     value = None
                 if isinstance(value, dict):
-                    if first_time(value):
-                        yield value  # type: ignore[misc]
+                    result = cell(value)
+                    if result is not None:
+                        yield result
                     continue
             # anything else (blank, torn, NUL bytes, not an object) as below
             if not raw.endswith(b"\n"):  # the last line, torn by a kill
@@ -306,19 +433,46 @@ def read_results(path: Path, problems: ReadProblems | None = None) -> Iterator[C
                     if problems is not None and number not in problems.unreadable_lines[-1:]:
                         problems.unreadable_lines.append(number)
                     continue
-                if first_time(value):
-                    yield value  # type: ignore[misc]
+                result = cell(value)
+                if result is not None:
+                    yield result
 
 
-def rewrite_results(path: Path, results: list[CellResult]) -> None:
-    """Replace ``path`` atomically with ``results``, one line each (a damaged file, cleaned before a resume appends)."""
+def rewrite_results(path: Path, results: Iterable[CellResult]) -> None:
+    """Replace ``path`` atomically with ``results`` (a damaged file, cleaned before a resume appends).
+
+    A v1 file stays v1 (whole lines); a v2 file gets its run record and every
+    cell with its case (no case records), so a resume can append to it.
+    """
+    v1 = _first_line_is_v1(path)
     tmp = path.with_suffix(".jsonl.tmp")
     with writing(path, tmp=tmp), open(tmp, "wb") as dst:
+        run_written = v1
         for result in results:
-            dst.write((dumps(result) + "\n").encode("utf-8", "backslashreplace"))
+            if not run_written:
+                types = {str(result.get("target")): str(result.get("target_type"))}
+                dst.write((dumps(run_record(str(result.get("run_id") or ""), types)) + "\n").encode("utf-8", "backslashreplace"))
+                run_written = True
+            line = result if v1 else compact_cell(result, {}, with_case=True)
+            dst.write((dumps(line) + "\n").encode("utf-8", "backslashreplace"))
         dst.flush()
         os.fsync(dst.fileno())
     os.replace(tmp, path)
+
+
+def _first_line_is_v1(path: Path) -> bool:
+    """Whether ``path`` was written in results format v1 (its first readable line is a whole cell, not a run record)."""
+    try:
+        with open(path, "rb") as f:
+            for raw in f:
+                try:
+                    value = json.loads(raw.strip(b"\0"))
+                except (ValueError, RecursionError):
+                    continue
+                return not (isinstance(value, dict) and value.get("kind") == "run")
+    except OSError:
+        pass
+    return False
 
 
 def json_text(value: Any) -> str:

@@ -90,6 +90,11 @@ class _CaseCounts:
         self.counts[status] += 1
         self.flaky += flaky
 
+    def add_counts(self, by_status: Mapping[str, int]) -> None:
+        """Count cases whose verdicts are ``by_status`` (none flaky: one cell each)."""
+        for status, n in by_status.items():
+            self.counts[status] += n
+
     def merge(self, other: _CaseCounts) -> None:
         """Count ``other``'s cases in this group too."""
         for status, n in other.counts.items():
@@ -348,7 +353,10 @@ class SummaryBuilder:
         *,
         repeat_pass_rule: str = DEFAULT_RULE,
         matrix: MatrixInfo | dict[str, Any] | None = None,
+        per_case: bool = True,
     ) -> None:
+        """``per_case``: keep each case's repeats (False only when every case has one cell: one target, no repeats,
+        so a case's verdict is its cell's and no two targets are compared; memory then stays flat in the cells)."""
         if repeat_pass_rule not in RULES:
             raise ValueError(f"unknown repeat_pass_rule {repeat_pass_rule!r} (one of {', '.join(RULES)})")
         self.run_id = run_id
@@ -373,6 +381,7 @@ class SummaryBuilder:
         self._failures: list[tuple[float, int, FailureRow]] = []
         self._failures_total = 0
         self._seen = 0
+        self._per_case = per_case
 
     def add(self, result: CellResult) -> None:
         """Count one cell's result (a ``results.jsonl`` line, parsed)."""
@@ -461,17 +470,20 @@ class SummaryBuilder:
         repeat = result.get("repeat")
         if isinstance(repeat, int) and repeat > self._max_repeat:
             self._max_repeat = repeat
-        key = f"{target_id}\x1f{result.get('dataset') or ''}\x1f{result.get('case_id') or ''}"
-        position = int(min(order, _ORDER_MAX))
-        packed = self._cases.get(key)
-        if packed is None:
-            group = self._groups.setdefault(group_key, len(self._groups))
-            packed = (group << _GROUP_SHIFT) | (position << _ORDER_SHIFT)
-        else:
-            first = (packed >> _ORDER_SHIFT) & _ORDER_MAX
-            if position < first:
-                packed -= (first - position) << _ORDER_SHIFT
-        self._cases[key] = packed + _ADD[status]
+        if self._per_case:
+            key = f"{target_id}\x1f{result.get('dataset') or ''}\x1f{result.get('case_id') or ''}"
+            position = int(min(order, _ORDER_MAX))
+            packed = self._cases.get(key)
+            if packed is None:
+                group = self._groups.setdefault(group_key, len(self._groups))
+                packed = (group << _GROUP_SHIFT) | (position << _ORDER_SHIFT)
+            else:
+                first = (packed >> _ORDER_SHIFT) & _ORDER_MAX
+                if position < first:
+                    packed -= (first - position) << _ORDER_SHIFT
+            self._cases[key] = packed + _ADD[status]
+        elif group_key not in self._groups:
+            self._groups[group_key] = len(self._groups)
 
         if status in ("fail", "error"):
             self._failures_total += 1
@@ -620,6 +632,13 @@ class SummaryBuilder:
             if group_cases is None:
                 group_cases = groups_here[number] = _CaseCounts()
             group_cases.add(status, flaky)
+        if not self._per_case:  # one cell a case: each case's verdict is its cell's status
+            for target_id in targets:
+                t = self._targets[target_id]
+                case_counts[target_id].add_counts(t.by_status)
+                all_cases.add_counts(t.by_status)
+                for group_key, group_cells in t.groups.items():
+                    target_groups[target_id].setdefault(self._groups[group_key], _CaseCounts()).add_counts(group_cells.by_status)
         by_group = {number: _CaseCounts() for number in group_names}
         for groups_here in target_groups.values():
             for number, group_cases in groups_here.items():

@@ -1,0 +1,179 @@
+"""A dataset's cases held compactly: each case packed into bytes, rebuilt as a :class:`Case` when a cell needs it.
+
+A million cases as :class:`Case` objects take ~1.4 GB (a dict of 17 fields, a
+list and two dicts each); packed with :mod:`marshal` into one ``bytearray``
+they take ~140 bytes each. What the plan asks of every case (its id for
+``--case``, category for ``--category``, repeat and targets to count cells,
+whether a judge grades it) is kept in small columns beside the bytes, so
+planning a run never rebuilds a case; a cell rebuilds its case when it runs
+(a few microseconds).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import marshal
+import pickle
+from array import array
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import fields
+from operator import attrgetter
+from typing import Any, overload
+
+from evalx.models import Case
+
+__all__ = ["CaseTable", "content_digest"]
+
+_FIELDS = tuple(f.name for f in fields(Case))
+_VALUES = attrgetter(*_FIELDS)  # a case's fields as a tuple, in Case's order
+_new_case = object.__new__
+_MARSHAL, _PICKLE = b"m", b"p"
+
+
+class CaseTable(Sequence[Case]):
+    """The cases of one dataset, in order: ``len``, indexing and iteration rebuild :class:`Case` objects.
+
+    Each case is rebuilt fresh, so whoever gets one may change it without
+    changing the table. :meth:`append` packs a case; the columns answer the
+    plan's questions without rebuilding it.
+    """
+
+    def __init__(self, cases: Sequence[Case] = ()) -> None:
+        self._data = bytearray()
+        self._ends = array("Q")
+        # every case id, UTF-8, back to back (no str object a case)
+        self._id_data = bytearray()
+        self._id_ends = array("Q")
+        #: per case: the number of its category in :attr:`categories`
+        self._category = array("L")
+        self.categories = _Distinct()
+        #: per case: its ``repeat:`` (0: not set)
+        self._repeat = array("L")
+        #: per case: the number of its ``targets:`` in :attr:`target_lists` (0: every target)
+        self._targets = array("L")
+        self.target_lists = _Distinct([None])
+        self._graded = bytearray()
+        #: per case: :func:`content_digest` (32 bytes), when the loader made one
+        self._digests = bytearray()
+        for case in cases:
+            self.append(case)
+
+    def append(self, case: Case, *, graded: bool = False, digest: bytes | None = None) -> None:
+        """Pack ``case`` (``graded``: a model grades one of its assertions; ``digest``: its :func:`content_digest`)."""
+        values = _VALUES(case)
+        try:
+            blob = _MARSHAL + marshal.dumps(values)
+        except ValueError:  # a value marshal does not know (a YAML date...)
+            blob = _PICKLE + pickle.dumps(values, protocol=pickle.HIGHEST_PROTOCOL)
+        self._data += blob
+        self._ends.append(len(self._data))
+        self._id_data += case.id.encode("utf-8", "surrogatepass")
+        self._id_ends.append(len(self._id_data))
+        self._category.append(self.categories.number(case.category))
+        self._repeat.append(case.repeat or 0)
+        self._targets.append(0 if case.targets is None else self.target_lists.number(tuple(case.targets)))
+        self._graded.append(1 if graded else 0)
+        if digest is not None and len(self._digests) == 32 * (len(self._ends) - 1):
+            self._digests += digest
+
+    def __len__(self) -> int:
+        return len(self._ends)
+
+    @overload
+    def __getitem__(self, i: int) -> Case: ...
+    @overload
+    def __getitem__(self, i: slice) -> list[Case]: ...
+    def __getitem__(self, i: int | slice) -> Case | list[Case]:
+        if isinstance(i, slice):
+            return [self.case(j) for j in range(*i.indices(len(self)))]
+        if i < 0:
+            i += len(self)
+        if not 0 <= i < len(self):
+            raise IndexError("case index out of range")
+        return self.case(i)
+
+    def case(self, i: int) -> Case:
+        """Case ``i``, rebuilt."""
+        start = self._ends[i - 1] if i else 0
+        blob = memoryview(self._data)[start : self._ends[i]]
+        try:
+            values = marshal.loads(blob[1:]) if blob[0] == _MARSHAL[0] else pickle.loads(blob[1:])
+        finally:
+            blob.release()
+        case = _new_case(Case)  # the fields as packed: Case.__init__ (defaults for what is given anyway) is skipped
+        case.__dict__.update(zip(_FIELDS, values, strict=True))
+        return case
+
+    def __iter__(self) -> Iterator[Case]:
+        for i in range(len(self)):
+            yield self.case(i)
+
+    # ---------------------------------------------------------------- the columns
+
+    def case_id(self, i: int) -> str:
+        start = self._id_ends[i - 1] if i else 0
+        return self._id_data[start : self._id_ends[i]].decode("utf-8", "surrogatepass")
+
+    def case_ids(self) -> Iterator[str]:
+        """Every case id, in order."""
+        start = 0
+        data = self._id_data
+        for end in self._id_ends:
+            yield data[start:end].decode("utf-8", "surrogatepass")
+            start = end
+
+    def category(self, i: int) -> str:
+        return str(self.categories[self._category[i]])
+
+    def repeat(self, i: int) -> int | None:
+        return self._repeat[i] or None
+
+    def targets(self, i: int) -> tuple[str, ...] | None:
+        only: tuple[str, ...] | None = self.target_lists[self._targets[i]]
+        return only
+
+    def targets_code(self, i: int) -> int:
+        """The number of case ``i``'s ``targets:`` in :attr:`target_lists` (0: every target)."""
+        return self._targets[i]
+
+    def graded(self, i: int) -> bool:
+        return bool(self._graded[i])
+
+    def digest(self, i: int) -> bytes | None:
+        """Case ``i``'s :func:`content_digest`, if the loader made every case's."""
+        if len(self._digests) != 32 * len(self._ends):
+            return None
+        return bytes(self._digests[32 * i : 32 * i + 32])
+
+
+class _Distinct(list[Any]):
+    """A column's distinct values, each numbered once (a list with a dict beside it)."""
+
+    def __init__(self, values: Sequence[Any] = ()) -> None:
+        super().__init__(values)
+        self._numbers = {v: i for i, v in enumerate(values)}
+
+    def number(self, value: Any) -> int:
+        n = self._numbers.get(value)
+        if n is None:
+            n = self._numbers[value] = len(self)
+            self.append(value)
+        return n
+
+
+#: the fields of a case that make it what it is (not ``source``: a moved line is the same case)
+_CONTENT = tuple(name for name in _FIELDS if name != "source")
+_CONTENT_VALUES = attrgetter(*_CONTENT)
+#: ``json.dumps(value, sort_keys=True, default=str, ensure_ascii=False)``, without building an encoder per call
+_ENCODER = json.JSONEncoder(sort_keys=True, default=str, ensure_ascii=False)
+
+
+def content_digest(case: Case, redact: Callable[[Any], Any]) -> bytes:
+    """SHA-256 of a case's content (every field but ``source``), secrets masked by ``redact`` first.
+
+    ``run.json``'s plan fingerprint is made of these (:func:`evalx.execution.resume.plan_fingerprint`),
+    so ``--resume`` can tell that a case changed; a secret's value never goes into it, not even hashed.
+    """
+    fields = dict(zip(_CONTENT, _CONTENT_VALUES(case), strict=True))
+    return hashlib.sha256(_ENCODER.encode(redact(fields)).encode()).digest()

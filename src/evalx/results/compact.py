@@ -1,0 +1,382 @@
+"""Results format v2: a cell result written without what a reader can restore, and restored to every v1 key.
+
+A v2 ``results.jsonl`` opens with a run record (``{"kind": "run", "version":
+2, "run_id": ..., "target_types": {...}}``). A cell line leaves out every key
+whose value is its default (:data:`CELL_DEFAULTS`: nulls, ``false``, empty
+lists, repeat 0, category ``general``...), ``run_id``, ``version`` and
+``target_type`` (in the run record), and in ``output`` the copies of the
+cell's own ``latency_ms``/``ttft_ms``/``cost_usd``/``error`` and the empty
+defaults of a trajectory. The case's fields (input, expected, category,
+source...) are written once per case: on the cell itself when the case has
+one cell, else in a case record (``{"kind": "case", "cells": N, ...}``)
+written before the case's first cell. :func:`expand` gives a cell line back
+with every key of :class:`~evalx.results.model.CellResult`, in the v1 order,
+so every reader of v1 lines reads v2 ones unchanged. docs/results-format.md
+describes both versions.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta, timezone
+from typing import Any
+
+from evalx.results.model import RESULT_VERSION, CellResult
+
+__all__ = [
+    "CASE_KEYS",
+    "RESULTS_VERSION",
+    "Clock",
+    "compact_cell",
+    "expand",
+    "run_record",
+    "split_case",
+    "t0_of",
+]
+
+#: the version a v2 file's run record says
+RESULTS_VERSION = RESULT_VERSION
+
+#: the case's own keys of a cell line, with their defaults (a case record holds those that differ)
+CASE_KEYS: dict[str, Any] = {
+    "category": "general",
+    "difficulty": None,
+    "tags": [],
+    "case_source": "",
+    "input": None,
+    "expected": None,
+}
+#: keys only some cells have (no default: absent means absent)
+_OPTIONAL_CASE_KEYS = ("description", "notes")
+
+#: every other key of a v1 cell line, in v1 order, with the value it has when a v2 line leaves it out
+CELL_DEFAULTS: dict[str, Any] = {
+    "repeat": 0,
+    "score": None,
+    "assertions": [],
+    "latency_ms": None,
+    "ttft_ms": None,
+    "cost_usd": None,
+    "judge_cost_usd": None,
+    "cached": False,
+    "error": None,
+    "traceback": None,
+    "started_at": None,
+}
+#: the keys of a v1 ``output`` a trajectory always has, with their defaults (``None``: copied from the cell)
+_OUTPUT_DEFAULTS: dict[str, Any] = {
+    "text": "",
+    "tool_calls": [],
+    "usage": {"input_tokens": 0, "output_tokens": 0, "cache_hit_tokens": 0},
+    "iterations": None,
+    "events": [],
+    "events_truncated": False,
+    "latency_ms": None,
+    "ttft_ms": None,
+    "cost_usd": None,
+    "error": None,
+    "request": None,
+    "raw": None,
+}
+_FROM_CELL = ("latency_ms", "ttft_ms", "cost_usd", "error")
+_ASSERTION_DEFAULTS: dict[str, Any] = {"name": None, "passed": None, "reason": "", "weight": 1.0}
+#: the keys a v2 cell line always has
+_IDENTITY = ("index", "target", "dataset", "case_id")
+
+
+def run_record(run_id: str, target_types: dict[str, str], dataset: str | None = None, t0: datetime | None = None) -> dict[str, Any]:
+    """The first line of a v2 file: its version, the run's id, each target's kind and the line defaults.
+
+    ``defaults``: the ``target`` and ``dataset`` a cell line leaves out (the
+    run's first), and ``t0``, the time ``t`` counts from: a cell's
+    ``started_at`` is written as ``t``, milliseconds after it.
+    """
+    start = (t0 or datetime.now(timezone.utc)).astimezone(timezone.utc).replace(microsecond=0)
+    defaults: dict[str, Any] = {"t0": start.isoformat(timespec="milliseconds")}
+    if target_types:
+        defaults["target"] = next(iter(target_types))
+    if dataset is not None:
+        defaults["dataset"] = dataset
+    return {"kind": "run", "version": RESULTS_VERSION, "run_id": run_id, "target_types": target_types, "defaults": defaults}
+
+
+_MS = timedelta(milliseconds=1)
+_DAY_MS = 86_400_000
+
+
+class Clock:
+    """A file's ``t0``: turns a cell's ``started_at`` into ``t`` (ms after it) and back, exactly."""
+
+    __slots__ = ("date", "ms_of_day", "start")
+
+    def __init__(self, start: datetime) -> None:
+        self.start = start
+        self.date = start.date().isoformat()
+        self.ms_of_day = ((start.hour * 60 + start.minute) * 60 + start.second) * 1000 + start.microsecond // 1000
+
+    def ms_after(self, started_at: Any) -> int | None:
+        """``started_at`` (``YYYY-MM-DDTHH:MM:SS.mmm+00:00``, as the executor writes it) as ms after t0; None for anything else."""
+        if type(started_at) is not str or len(started_at) != 29 or not started_at.endswith("+00:00"):
+            return None
+        if started_at.startswith(self.date):  # the usual case, by hand: a datetime a cell was a hot spot
+            try:
+                h, m, sec, ms = int(started_at[11:13]), int(started_at[14:16]), int(started_at[17:19]), int(started_at[20:23])
+            except ValueError:
+                return None
+            t = ((h * 60 + m) * 60 + sec) * 1000 + ms - self.ms_of_day
+        else:
+            try:
+                t = (datetime.fromisoformat(started_at) - self.start) // _MS
+            except (ValueError, TypeError):
+                return None
+        return t if self.time_at(t) == started_at else None  # only what reads back the same
+
+    def time_at(self, t: int) -> str:
+        """The ``started_at`` text of ``t``."""
+        of_day = self.ms_of_day + t
+        if 0 <= of_day < _DAY_MS:
+            sec, ms = divmod(of_day, 1000)
+            minute, sec = divmod(sec, 60)
+            hour, minute = divmod(minute, 60)
+            return f"{self.date}T{hour:02d}:{minute:02d}:{sec:02d}.{ms:03d}+00:00"
+        return (self.start + t * _MS).isoformat(timespec="milliseconds")
+
+
+def t0_of(defaults: dict[str, Any]) -> Clock | None:
+    """The clock of a file's ``t`` (its run record's ``defaults.t0``), or None."""
+    t0 = defaults.get("t0")
+    if type(t0) is not str:
+        return None
+    try:
+        start = datetime.fromisoformat(t0)
+    except ValueError:
+        return None
+    return Clock(start) if start.utcoffset() == timedelta(0) else None
+
+
+def split_case(result: CellResult | dict[str, Any], cells: int) -> dict[str, Any]:
+    """The case record of ``result``'s case (``cells``: how many cells the case has), its defaults left out."""
+    record: dict[str, Any] = {"kind": "case", "dataset": result.get("dataset"), "case_id": result.get("case_id"), "cells": cells}
+    for key, default in CASE_KEYS.items():
+        value = result.get(key, default)
+        if value != default or type(value) is not type(default):
+            record[key] = value
+    for key in _OPTIONAL_CASE_KEYS:
+        if key in result:
+            record[key] = result[key]  # type: ignore[literal-required]
+    return record
+
+
+def compact_cell(
+    result: CellResult | dict[str, Any],
+    target_types: dict[str, str],
+    *,
+    with_case: bool,
+    defaults: dict[str, Any] | None = None,
+    t0: Clock | None = None,
+) -> dict[str, Any]:
+    """``result`` as a v2 cell line: defaults, the run's fields and (unless ``with_case``) the case's fields left out.
+
+    ``defaults``: the run record's (the target and dataset a line may leave
+    out); ``t0``: its clock (:func:`t0_of`), which ``t`` counts from. By hand,
+    key by key, in the order written: this runs for every cell.
+    """
+    get = result.get
+    line: dict[str, Any] = {"index": get("index")}
+    target, dataset = get("target"), get("dataset")
+    if defaults is None or target != defaults.get("target"):
+        line["target"] = target
+    if defaults is None or dataset != defaults.get("dataset"):
+        line["dataset"] = dataset
+    line["case_id"] = get("case_id")
+    kind = get("target_type")
+    if target_types.get(target) != kind:  # type: ignore[arg-type]
+        line["target_type"] = kind
+    if with_case:
+        for key, default in CASE_KEYS.items():
+            value = get(key, default)
+            if value != default or type(value) is not type(default):
+                line[key] = value
+        for key in _OPTIONAL_CASE_KEYS:
+            if key in result:
+                line[key] = result[key]  # type: ignore[literal-required]
+    status = line["status"] = get("status")
+    repeat = get("repeat", 0)
+    if repeat != 0 or type(repeat) is not int:
+        line["repeat"] = repeat
+    score = get("score")
+    if status == "pass" and score == 1.0 and type(score) is float:
+        pass  # a pass's usual score
+    elif score is not None or status == "pass":
+        line["score"] = score
+    assertions = get("assertions", [])
+    if type(assertions) is not list:
+        line["assertions"] = assertions
+    elif assertions:
+        line["assertions"] = [_compact_assertion(a) for a in assertions]
+    for key in _NULLABLE:
+        value = get(key)
+        if value is not None:
+            line[key] = value
+    cached = get("cached", False)
+    if cached is not False:
+        line["cached"] = cached
+    for key in ("error", "traceback"):
+        value = get(key)
+        if value is not None:
+            line[key] = value
+    started = get("started_at")
+    if started is not None:
+        t = t0.ms_after(started) if t0 is not None else None
+        if t is None:
+            line["started_at"] = started
+        else:
+            line["t"] = t
+    output = get("output")
+    if output:
+        line["output"] = _compact_output(output, result) if isinstance(output, dict) else output
+    if not result.keys() <= _KNOWN:  # what v1 writes only when it applies (skip_reason, stop_reason...), and anything newer
+        for key, value in result.items():
+            if key not in line and key not in _KNOWN:
+                line[key] = value
+    return line
+
+
+_NULLABLE = ("latency_ms", "ttft_ms", "cost_usd", "judge_cost_usd")
+
+
+def _compact_assertion(a: Any) -> Any:
+    if not isinstance(a, dict):
+        return a
+    out = {}
+    passed = a.get("passed")
+    for key, value in a.items():
+        if key == "score":
+            if value == _default_score(passed) and type(value) is float:
+                continue
+        elif key in _ASSERTION_DEFAULTS:
+            default = _ASSERTION_DEFAULTS[key]
+            if value is default or (value == default and type(value) is type(default)):
+                continue
+        out[key] = value
+    return out
+
+
+def _default_score(passed: Any) -> float:
+    return 1.0 if passed is True else 0.0
+
+
+def _compact_output(output: dict[str, Any], result: CellResult | dict[str, Any]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in output.items():
+        if key in _FROM_CELL:
+            if value is result.get(key) or (value == result.get(key) and type(value) is type(result.get(key))):
+                continue
+            out[key] = value
+            continue
+        default = _OUTPUT_DEFAULTS.get(key, _MISSING)
+        if default is not _MISSING and (value is default or (value == default and type(value) is type(default))):
+            continue
+        out[key] = value
+    missing = [k for k in _OUTPUT_DEFAULTS if k not in output]
+    if missing:  # a trajectory without some of the usual keys: say which, so expand() does not add them
+        out["_absent"] = missing
+    return out
+
+
+_MISSING = object()
+_KNOWN = frozenset(
+    ("version", "run_id", "target_type", "status", "output", "t", *_IDENTITY, *CASE_KEYS, *_OPTIONAL_CASE_KEYS, *CELL_DEFAULTS)
+)
+
+
+def expand(line: dict[str, Any], run: dict[str, Any] | None, case: dict[str, Any] | None) -> CellResult:
+    """A v2 cell line with every v1 key back, in v1 order (``run``: the file's run record; ``case``: its case record)."""
+    get = line.get
+    run = run or {}
+    defaults = run.get("defaults")
+    if not isinstance(defaults, dict):
+        defaults = {}
+    target = get("target") if "target" in line else defaults.get("target")
+    types = run.get("target_types")
+    source = case if case is not None else line
+    cget = source.get
+    status = get("status")
+    if "started_at" in line or "t" not in line:
+        started = get("started_at")
+    else:
+        t = get("t")
+        if "_t0" not in run:
+            run["_t0"] = t0_of(defaults)  # the reader's own record: parsed once a file
+        clock = run["_t0"]
+        started = clock.time_at(t) if type(t) is int and clock is not None else None
+    result: dict[str, Any] = {
+        "version": RESULTS_VERSION,
+        "run_id": run.get("run_id"),
+        "index": get("index"),
+        "target": target,
+        "target_type": get("target_type") if "target_type" in line else (types.get(target) if isinstance(types, dict) else None),
+        "dataset": get("dataset") if "dataset" in line else defaults.get("dataset"),
+        "case_id": get("case_id"),
+        "repeat": get("repeat", 0),
+        "category": cget("category", "general"),
+        "difficulty": cget("difficulty"),
+        "tags": cget("tags", []),
+        "case_source": cget("case_source", ""),
+        "input": cget("input"),
+        "expected": cget("expected"),
+        "status": status,
+        "score": get("score", 1.0 if status == "pass" else None),
+        "assertions": [_expand_assertion(a) for a in line["assertions"]] if "assertions" in line else [],
+        "output": _expand_output(line["output"], line) if "output" in line else {},
+        "latency_ms": get("latency_ms"),
+        "ttft_ms": get("ttft_ms"),
+        "cost_usd": get("cost_usd"),
+        "judge_cost_usd": get("judge_cost_usd"),
+        "cached": get("cached", False),
+        "error": get("error"),
+        "traceback": get("traceback"),
+        "started_at": started,
+    }
+    for key in _OPTIONAL_CASE_KEYS:
+        if key in source:
+            result[key] = source[key]
+    for key, value in line.items():
+        if key not in result and key not in _KNOWN:
+            result[key] = value
+    return result  # type: ignore[return-value]
+
+
+def _expand_assertion(a: Any) -> Any:
+    if not isinstance(a, dict):
+        return a
+    out = {"type": a.get("type")}
+    out["name"] = a.get("name")
+    out["passed"] = a.get("passed")
+    out["score"] = a["score"] if "score" in a else _default_score(out["passed"])
+    out["reason"] = a.get("reason", "")
+    out["weight"] = a.get("weight", 1.0)
+    for key, value in a.items():
+        if key not in out:
+            out[key] = value
+    return out
+
+
+def _expand_output(output: Any, line: dict[str, Any]) -> Any:
+    if not isinstance(output, dict):
+        return output
+    absent = output.get("_absent")
+    skip = set(absent) if isinstance(absent, list) else ()
+    out: dict[str, Any] = {}
+    for key, default in _OUTPUT_DEFAULTS.items():
+        if key in skip:
+            continue
+        if key in output:
+            out[key] = output[key]
+        elif key in _FROM_CELL:
+            out[key] = line.get(key)
+        else:
+            out[key] = {**default} if type(default) is dict else ([] if type(default) is list else default)
+    for key, value in output.items():
+        if key not in out and key != "_absent":
+            out[key] = value
+    return out
