@@ -433,7 +433,10 @@ def test_plan_fingerprint_is_what_it_was(tmp_path: Any) -> None:
 
     from evalx.config.loader import load_config
     from evalx.execution.plan import Selection, build_plan
-    from evalx.execution.resume import _CASE_FIELDS, plan_fingerprint
+    from evalx.execution.resume import plan_fingerprint
+    from evalx.models import Case
+
+    case_fields = [f for f in Case.__dataclass_fields__ if f != "source"]
 
     def reference(config: Any, plan: Any) -> str:  # the implementation before issue 12
         h = hashlib.sha256()
@@ -446,14 +449,10 @@ def test_plan_fingerprint_is_what_it_was(tmp_path: Any) -> None:
         feed(redact(plan.target_specs))
         feed(redact(config.global_asserts))
         feed(redact(config.data.get("judge")))
-        digests: dict[int, str] = {}
-        for cell in plan.cells:
-            digest = digests.get(id(cell.case))
-            if digest is None:
-                fields = {f: getattr(cell.case, f) for f in _CASE_FIELDS}
-                text = json.dumps(redact(fields), sort_keys=True, default=str, ensure_ascii=False)
-                digest = digests[id(cell.case)] = hashlib.sha256(text.encode()).hexdigest()
-            feed([cell.index, cell.key, digest])
+        for cell in plan.cells:  # (the cells' cases are made as they are read: a digest each, not one a case by id())
+            fields = {f: getattr(cell.case, f) for f in case_fields}
+            text = json.dumps(redact(fields), sort_keys=True, default=str, ensure_ascii=False)
+            feed([cell.index, cell.key, hashlib.sha256(text.encode()).hexdigest()])
         return h.hexdigest()[:32]
 
     (tmp_path / "bot.py").write_text("def answer(q):\n    return q\n")

@@ -27,6 +27,9 @@ Paint = Callable[..., str]
 MAX_FLAKY_LINES = 20
 #: failing cases listed in the text summary
 MAX_FAILURE_LINES = 30
+#: rows of a table of targets, or of one target's categories / difficulties, before "… and N more": the
+#: summary is as long for a million cells, or a matrix of thousands of variants, as for ten
+MAX_TABLE_ROWS = 25
 LINE_WIDTH = 120
 
 _SGR = re.compile(r"\x1b\[[0-9;]*m")
@@ -56,6 +59,12 @@ def flaky_lines(flaky: list[FlakyCase], paint: Paint) -> list[str]:
         line = f"  {show_id(f['target']).ljust(width)}  {_clip(label, label_width).ljust(label_width)}  {f['passed']}/{f['runs']}"
         out.append(_clip(line, LINE_WIDTH) + (f"  {mark}" if mark else ""))
     return out
+
+
+def _more(total: int, what: str) -> list[str]:
+    """``  … and N more WHAT (summary.json)`` when a table shows fewer than ``total`` rows."""
+    left = total - MAX_TABLE_ROWS
+    return [f"  … and {left:,} more {what} (summary.json)"] if left > 0 else []
 
 
 def format_summary(summary: RunSummary, *, color: bool = False, flaky_list: bool = True, pairwise: bool = True) -> str:
@@ -119,7 +128,7 @@ def format_summary(summary: RunSummary, *, color: bool = False, flaky_list: bool
 
     if per_target:
         rows = []
-        for target_id, t in per_target.items():
+        for target_id, t in list(per_target.items())[:MAX_TABLE_ROWS]:
             tokens = t["tokens"]["input"] + t["tokens"]["output"]
             rows.append(
                 [show_id(target_id)]
@@ -127,12 +136,12 @@ def format_summary(summary: RunSummary, *, color: bool = False, flaky_list: bool
                 + [_ms(t["latency_ms"]["p50"]), _ms(t["latency_ms"]["p99"]), _count(tokens), _usd(t["cost_usd"])]
             )
         headers = ["target", "cells", "pass", "fail", "error", "skip", "pass rate", "p50", "p99", "tokens", "cost"]
-        lines += ["", table(rows, headers)]
+        lines += ["", table(rows, headers), *_more(len(per_target), "targets")]
         # streaming targets (engines, providers) report time to first token: show the
         # latency/TTFT percentiles, tokens and prompt-cache share per target
         if any((t.get("ttft_ms") or _NO_FIGURES).get("p50") is not None for t in per_target.values()):
             rows = []
-            for target_id, t in per_target.items():
+            for target_id, t in list(per_target.items())[:MAX_TABLE_ROWS]:
                 tok = t["tokens"]
                 rows.append(
                     [show_id(target_id)]
@@ -151,16 +160,23 @@ def format_summary(summary: RunSummary, *, color: bool = False, flaky_list: bool
         if several and all(groups is not None for groups in own.values()):
             # one table, a block of rows a target: each target's own rates, never pooled
             rows = []
+            left = 0  # rows not shown: at most 2 x MAX_TABLE_ROWS are
             for target_id, groups in own.items():
-                for n, (name, c) in enumerate((groups or {}).items()):
+                listed = list((groups or {}).items())
+                room = min(MAX_TABLE_ROWS, 2 * MAX_TABLE_ROWS - len(rows))
+                left += max(0, len(listed) - room)
+                for n, (name, c) in enumerate(listed[: max(room, 0)]):
                     rows.append([show_id(target_id) if n == 0 else "", show_id(name)] + counts_row(c) + [_ci(c["pass_rate_ci"])])
             if rows:
                 headers = ["target", title, "cells", "pass", "fail", "error", "skip", "pass rate", "95% CI"]
                 lines += ["", table(rows, headers, numeric_from=2)]
+                lines += [f"  … and {left:,} more rows (summary.json)"] if left else []
         elif pooled:  # one target; or a summary from before per-target breakdowns, pooled and saying so
-            rows = [[show_id(name)] + counts_row(c) + [_ci(c["pass_rate_ci"])] for name, c in pooled.items()]
+            named = list(pooled.items())
+            rows = [[show_id(name)] + counts_row(c) + [_ci(c["pass_rate_ci"])] for name, c in named[:MAX_TABLE_ROWS]]
             label = title + (" (all targets pooled)" if several else "")
             lines += ["", table(rows, [label, "cells", "pass", "fail", "error", "skip", "pass rate", "95% CI"])]
+            lines += _more(len(named), {"category": "categories", "difficulty": "difficulties"}.get(title, title))
 
     repeats = summary.get("repeats")
     if repeats and repeats.get("per_target"):
@@ -286,12 +302,13 @@ def pooled_footnote(totals: GroupFigures | CellCounts, targets: int) -> str:
 
 def _headline_per_target(per_target: Mapping[str, TargetFigures], *, skipped: bool, paint: Paint) -> list[str]:
     """The headline of a run with several targets: each target's pass rate with its 95% interval."""
-    ids = {target_id: show_id(target_id) for target_id in per_target}
-    cis = {k: f"(95% CI {_ci(t['pass_rate_ci'])})" if t.get("pass_rate_ci") else "" for k, t in per_target.items()}
+    shown = dict(list(per_target.items())[:MAX_TABLE_ROWS])
+    ids = {target_id: show_id(target_id) for target_id in shown}
+    cis = {k: f"(95% CI {_ci(t['pass_rate_ci'])})" if t.get("pass_rate_ci") else "" for k, t in shown.items()}
     width, ci_width = max(map(len, ids.values())), max(map(len, cis.values()))
     lines = ["Pass rate per target" + ("  (skipped cells excluded)" if skipped else "") + ":"]
-    for target_id, t in per_target.items():
+    for target_id, t in shown.items():
         rate = paint(_pct(t.get("pass_rate")).rjust(6), "bold")
         decided = t["cells"] - t["skipped"]
         lines.append(f"  {ids[target_id].ljust(width)}  {rate}  {cis[target_id].ljust(ci_width)}  {t['pass']}/{decided} cells".rstrip())
-    return lines
+    return lines + _more(len(per_target), "targets")

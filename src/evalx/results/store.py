@@ -380,7 +380,7 @@ def read_results(path: Path, problems: ReadProblems | None = None) -> Iterator[C
         nonlocal run, default_dataset
         kind = value.get("kind")
         if kind is None:
-            if "version" in value:  # a v1 line: whole as it is
+            if run is None or "version" in value:  # a v1 line (a file without a run record is v1): whole as it is
                 return value if first_time(value) else None  # type: ignore[return-value]
             if not first_time(value):
                 return None
