@@ -283,8 +283,8 @@ def test_browser_opens_a_200k_cell_report_quickly(browser: Any, sampled_run: Pat
     assert data["sample"]["cells"] == n and data["sample"]["embedded"] == MAX_CELLS
     bad = sum(cells[i % N_CASES]["status"] != "pass" for i in range(n))
     assert data["sample"]["bad_kept"] == data["sample"]["bad"] == bad and len(data["cells"]) == MAX_CELLS
-    loads = []
-    for _ in range(2):  # the better of two: the machine is shared
+    loads: list[float] = []
+    while len(loads) < 2 and not (loads and loads[0] < 3.0):  # a second try only if the first was slow: the machine is shared
         started = time.perf_counter()
         page, errors = _open(browser, run_dir / "report.html")
         loads.append(time.perf_counter() - started)
