@@ -577,8 +577,9 @@ def main() -> None:
                     print(f"  resume {tree.label} {n:,}: {r.get('note')}, resume {r.get('resume_wall_s')} s", flush=True)
     finally:
         browser.close()
-    print()
-    print(runs_table(rows, trees, sizes))
+    if rows:
+        print()
+        print(runs_table(rows, trees, sizes))
     if resumes:
         print()
         print(resume_table(resumes))
