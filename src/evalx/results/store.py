@@ -8,6 +8,7 @@ the original (never edited in place).
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 import os
@@ -148,6 +149,9 @@ class ResultWriter:
         # each line's sort key (2 x its cell's index + 1; a case record: 2 x its first cell's index), offset and length
         self._keys, self._starts, self._lengths = array("q"), array("q"), array("q")
         self._cells = 0
+        self._pending: list[bytes] = []  # lines not written yet: written before the event loop next waits
+        self._scheduled = False
+        self._failed: OutputError | None = None  # a write that failed: raised by every later write and close()
         self.v1 = False
         with writing(self.path):
             # unbuffered: one write(2) a line, and a failed one can be cut off without a buffer that still holds it
@@ -230,20 +234,56 @@ class ResultWriter:
         self._put(line, key)
 
     def _put(self, line: bytes, key: int) -> None:
-        offset = self._end
-        try:  # (not `with writing(...)`: a context manager a line costs more than the write on the hot path)
-            view = memoryview(line)
+        """Append ``line``: written before the event loop next waits (lines of one loop turn in one write), else now."""
+        if self._failed is not None:
+            raise self._failed
+        self._pending.append(line)
+        self._keys.append(key)
+        self._starts.append(self._end)
+        self._lengths.append(len(line))
+        self._end += len(line)
+        if self._scheduled:
+            return
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            loop = None
+        if loop is None:
+            self.flush()
+        else:  # the cells that finish in this turn of the loop (a batch from the thread pool...) share one write(2)
+            self._scheduled = True
+            loop.call_soon(self._flush_soon)
+
+    def _flush_soon(self) -> None:
+        self._scheduled = False
+        try:
+            self.flush()
+        except OutputError:
+            pass  # kept in self._failed: the next write, or close(), raises it in the run's own frame
+
+    def flush(self) -> None:
+        """Write the lines not written yet; on failure the file keeps whole lines only, and :class:`OutputError` is raised."""
+        if self._failed is not None:
+            raise self._failed
+        if not self._pending:
+            return
+        data = self._pending[0] if len(self._pending) == 1 else b"".join(self._pending)
+        offset = self._end - len(data)
+        try:  # (not `with writing(...)`: a context manager costs more than the write on the hot path)
+            view = memoryview(data)
             while view:
                 view = view[self._file.write(view) or 0 :]
         except OSError as exc:
             with contextlib.suppress(OSError):
                 os.ftruncate(self._file.fileno(), offset)  # never a torn line (best effort: the disk is full)
                 self._file.seek(offset)
-            raise OutputError(self.path, exc) from None
-        self._end = offset + len(line)
-        self._keys.append(key)
-        self._starts.append(offset)
-        self._lengths.append(len(line))
+            n = len(self._pending)  # these lines are not in the file: forget them
+            del self._keys[-n:], self._starts[-n:], self._lengths[-n:]
+            self._end = offset
+            self._pending.clear()
+            self._failed = OutputError(self.path, exc)
+            raise self._failed from None
+        self._pending.clear()
 
     @property
     def count(self) -> int:
@@ -254,8 +294,11 @@ class ResultWriter:
         return {k >> 1 for k in self._keys if k > 0 and k & 1}
 
     def close(self, *, reorder: bool = True) -> None:
-        with writing(self.path):
-            self._file.close()
+        try:
+            self.flush()
+        finally:
+            with writing(self.path):
+                self._file.close()
         if not reorder:
             return
         keys = self._keys
