@@ -212,3 +212,20 @@ def test_started_at_reads_back_exactly_whatever_the_time() -> None:
         None,
     ):
         assert clock.ms_after(odd) is None  # written as it is, never changed
+
+
+def test_report_rebuilds_case_figures_even_when_the_stored_summary_understates_the_cells(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`evalx report` keeps no per-case tallies when summary.json says one cell a case; if a case turns out to have more, it reads again."""
+    root = _project(tmp_path, 200)
+    monkeypatch.chdir(root)
+    CliRunner().invoke(main, ["run", "-q", "--repeat", "2"])
+    (run_dir,) = (root / "runs").iterdir()
+    stored = json.loads((run_dir / "summary.json").read_text(encoding="utf-8"))
+    assert stored["totals"]["case_level"]["cases"] == 200 and stored["totals"]["cells"] == 400
+    (run_dir / "summary.json").write_text(json.dumps({**stored, "repeats": None}), encoding="utf-8")
+    res = CliRunner().invoke(main, ["report", str(run_dir)])
+    assert res.exit_code == 0, res.output
+    again = json.loads((run_dir / "summary.json").read_text(encoding="utf-8"))
+    assert again["totals"] == stored["totals"] and again["repeats"] == stored["repeats"]

@@ -131,15 +131,23 @@ def rebuild_reports(run_dir: Path, problems: ReadProblems | None = None, options
     meta, stored = _read_json_dict(run_dir / "run.json"), _read_json_dict(run_dir / "summary.json")
     rule = stored.get("repeat_pass_rule")
     matrix = stored.get("matrix")
-    builder = SummaryBuilder(
-        str(meta.get("run_id") or stored.get("run_id") or run_dir.name),
-        str(meta.get("name") or stored.get("name") or ""),
-        str(meta.get("started_at") or stored.get("started_at") or ""),
-        repeat_pass_rule=rule if rule in RULES else "majority",
-        matrix=matrix if isinstance(matrix, dict) else None,
-    )
-    for result in read_results(run_dir / "results.jsonl", problems):
-        builder.add(result)
+    # one cell a case (one target, no repeats), as the stored summary says: no per-case tallies to keep
+    one_cell_a_case = stored.get("repeats", True) is None and isinstance(stored.get("per_target"), dict) and len(stored["per_target"]) <= 1
+    for per_case in (False, True) if one_cell_a_case else (True,):
+        builder = SummaryBuilder(
+            str(meta.get("run_id") or stored.get("run_id") or run_dir.name),
+            str(meta.get("name") or stored.get("name") or ""),
+            str(meta.get("started_at") or stored.get("started_at") or ""),
+            repeat_pass_rule=rule if rule in RULES else "majority",
+            matrix=matrix if isinstance(matrix, dict) else None,
+            per_case=per_case,
+        )
+        problems.unreadable_lines.clear()
+        problems.duplicate_cells.clear()
+        for result in read_results(run_dir / "results.jsonl", problems):
+            builder.add(result)
+        if not builder.needs_per_case:  # the stored summary was right (else: read again, keeping each case's cells)
+            break
     duration = stored.get("duration_s")
     finished = str(stored.get("finished_at") or meta.get("finished_at") or "")
     figures = builder.finish(finished, float(duration) if isinstance(duration, (int, float)) else 0.0)

@@ -382,6 +382,8 @@ class SummaryBuilder:
         self._failures_total = 0
         self._seen = 0
         self._per_case = per_case
+        #: set when built without ``per_case`` yet a case had several cells: its case-level figures would be wrong
+        self.needs_per_case = False
 
     def add(self, result: CellResult) -> None:
         """Count one cell's result (a ``results.jsonl`` line, parsed)."""
@@ -482,8 +484,11 @@ class SummaryBuilder:
                 if position < first:
                     packed -= (first - position) << _ORDER_SHIFT
             self._cases[key] = packed + _ADD[status]
-        elif group_key not in self._groups:
-            self._groups[group_key] = len(self._groups)
+        else:
+            if group_key not in self._groups:
+                self._groups[group_key] = len(self._groups)
+            if (isinstance(repeat, int) and repeat > 0) or len(self._targets) > 1:
+                self.needs_per_case = True  # told one cell a case, but a case has more: read again with per_case
 
         if status in ("fail", "error"):
             self._failures_total += 1
