@@ -29,8 +29,9 @@ Every run is checked: exit status 0 or 1 (failures are expected), ``summary.json
 and ``results.jsonl`` exists. A run that fails prints the tail of its stderr and its row says so.
 
 ``--resume-check`` (once per tree and size, after the repeats): starts ``evalx run``, polls
-``results.jsonl`` until it holds at least N/2 lines, SIGKILLs the run's process group, runs
-``evalx run --resume RUN_ID`` (measured like a run) and then counts, with the tree's own
+``results.jsonl`` until it holds at least N/2 lines, SIGKILLs the run's process group (the cells
+the file then holds are counted and reported), runs ``evalx run --resume RUN_ID`` (measured like
+a run) and then counts, with the tree's own
 ``evalx.results.store.read_results`` (in a subprocess with that tree on ``PYTHONPATH``), the cell
 records of ``results.jsonl``: the check passes when the file holds exactly the N cell indexes
 0..N-1 (records of another ``kind``, e.g. ``"case"``, are not counted).
@@ -364,6 +365,17 @@ def count_lines(handle: Any, state: dict[str, int]) -> int:
         state["lines"] += chunk.count(b"\n")
 
 
+def count_cells(tree: Tree, results: Path, n: int) -> dict[str, Any]:
+    """The cell records of ``results`` as the tree's own ``read_results`` yields them (:data:`VERIFY`), or ``{"error": ...}``."""
+    verify = subprocess.run(
+        [sys.executable, "-c", VERIFY, str(results), str(n)], env=tree.env(), capture_output=True, text=True, check=False
+    )
+    if verify.returncode != 0:
+        return {"error": tail(verify.stderr, 1)}
+    counts: dict[str, Any] = json.loads(verify.stdout)
+    return counts
+
+
 def resume_check(tree: Tree, project: Path, n: int) -> dict[str, Any]:
     """Kill a run at half way (SIGKILL to its process group), resume it, check exactly ``n`` cells are in results.jsonl."""
     clear_runs(project)
@@ -422,6 +434,8 @@ def resume_check(tree: Tree, project: Path, n: int) -> dict[str, Any]:
         row["note"] = "FAILED: no run directory after the kill"
         return row
     run_id = run_dir.name
+    at_kill = count_cells(tree, run_dir / "results.jsonl", n)
+    row["killed_at_cells"] = at_kill.get("distinct") if at_kill else None
     tree.select()
     proc = bench_run.run_process([*tree.command, "run", "--resume", run_id], cwd=project, sample_memory=True)
     row.update(
@@ -436,14 +450,11 @@ def resume_check(tree: Tree, project: Path, n: int) -> dict[str, Any]:
         clear_runs(project)
         return row
     dirs = [p for p in (project / "runs").iterdir() if p.is_dir()]
-    verify = subprocess.run(
-        [sys.executable, "-c", VERIFY, str(run_dir / "results.jsonl"), str(n)], env=tree.env(), capture_output=True, text=True, check=False
-    )
-    if verify.returncode != 0:
-        row["note"] = "FAILED: reading results.jsonl: " + tail(verify.stderr, 1)
+    counts = count_cells(tree, run_dir / "results.jsonl", n)
+    if "error" in counts:
+        row["note"] = "FAILED: reading results.jsonl: " + counts["error"]
         clear_runs(project)
         return row
-    counts = json.loads(verify.stdout)
     row.update(counts)
     problems = []
     if lines >= n:
@@ -509,12 +520,12 @@ def runs_table(rows: list[dict[str, Any]], trees: list[Tree], sizes: list[int]) 
 
 def resume_table(rows: list[dict[str, Any]]) -> str:
     out = [
-        "| tree | cells | killed at (result lines) | resume wall (s) | resume peak RSS, tree (MB) | distinct cells after | exact? | note |",
+        "| tree | cells | killed at (cells / lines of results.jsonl) | resume wall (s) | resume peak RSS, tree (MB) | distinct cells after | exact? | note |",
         "|---|---|---|---|---|---|---|---|",
     ]
     for r in rows:
         out.append(
-            f"| {r['tree']} | {r['cells']:,} | {_num(r.get('killed_at_lines'), ',d')} | {_num(r.get('resume_wall_s'))} "
+            f"| {r['tree']} | {r['cells']:,} | {_num(r.get('killed_at_cells'), ',d')} / {_num(r.get('killed_at_lines'), ',d')} | {_num(r.get('resume_wall_s'))} "
             f"| {_num(r.get('resume_tree_rss_mb'), ',.0f')} | {_num(r.get('distinct'), ',d')} | {'yes' if r['ok'] else 'NO'} | {r.get('note', '')} |"
         )
     return "\n".join(out)
