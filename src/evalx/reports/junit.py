@@ -57,9 +57,13 @@ order (what a finished run's ``results.jsonl`` is) are folded one case at a
 time into a text buffer per target (in memory while small, spilled to a
 temporary file past :data:`SPOOL_BYTES`), and the buffers are joined under
 their ``<testsuite>`` headers once the counts are known, so memory stays
-O(targets + one case's repeats) however many cells a run has. Input in any
+O(targets + one case's repeats) however many cells a run has (plus 16 bytes a
+case: the hashes of the cases met, to notice one met again). Input in any
 other order (a killed run's completion-order file) is noticed on the fly and
-written again through the in-memory sort, with the same bytes. The serializer
+read again, sorted in chunks spilled to temporary files and merged, with the
+same bytes; only a list given in memory, or a file that even sorted will not
+stream (no indexes), goes through the in-memory sort. A case of one cell is
+rendered straight from its result, the same bytes as the element path. The serializer
 reproduces what ``xml.etree.ElementTree`` with ``ET.indent(space="  ")``
 writes, byte for byte (a test compares the two).
 """
