@@ -19,8 +19,10 @@ from typing import Any
 
 from evalx.assertions import get_assertion, registered
 from evalx.assertions.deterministic import spec_problems
+from evalx.assertions.hints import missing_type_hint
 from evalx.assertions.plain import plainly_valid
 from evalx.assertions.registry import generation
+from evalx.datasets.fields import UNKNOWN_FIELD_HINT, Shape
 from evalx.datasets.shorthands import SHORTHAND_PROPERTIES, KeyPath, expand, unknown_field
 from evalx.datasets.table import CaseTable
 from evalx.documents import DocumentError, SchemaValidator, describe_schema_error, did_you_mean, load_json, load_yaml
@@ -101,9 +103,14 @@ class _Errors:
         if len(self.lines) >= MAX_ERRORS:
             self.dropped += 1
             return
-        where = f"{file}:{line}" if line else file
-        key = format_path(path)
-        self.lines.append(f"{where} {key}: {message}" if key else f"{where}: {message}")
+        self.lines.append(_error_line(file, line, path, message))
+
+    def add_first(self, file: str, line: int | None, path: KeyPath, message: str) -> None:
+        """A problem of the whole dataset, shown before the cases' (which it may explain)."""
+        self.lines.insert(0, _error_line(file, line, path, message))
+        if len(self.lines) > MAX_ERRORS:
+            self.lines.pop()
+            self.dropped += 1
 
     @property
     def count(self) -> int:
@@ -113,6 +120,12 @@ class _Errors:
         if self.lines:
             more = [f"... and {self.dropped} more"] if self.dropped else []
             raise DatasetError("\n".join(self.lines + more))
+
+
+def _error_line(file: str, line: int | None, path: KeyPath, message: str) -> str:
+    where = f"{file}:{line}" if line else file
+    key = format_path(path)
+    return f"{where} {key}: {message}" if key else f"{where}: {message}"
 
 
 def format_path(path: KeyPath) -> str:
@@ -148,6 +161,18 @@ class _Raw:
     @property
     def source(self) -> str:
         return f"{self.file}:{self.line}" if self.line else self.file
+
+
+@dataclass
+class _MappedRaw(_Raw):
+    """A case of a dataset with ``fields:``: a field's line is its column's."""
+
+    fields: Mapping[str, str] = field(default_factory=dict)  # case field -> column
+
+    def line_of(self, sub: KeyPath) -> int | None:
+        if sub and isinstance(sub[0], str) and sub[0] in self.fields:
+            sub = (self.fields[sub[0]], *sub[1:])
+        return super().line_of(sub)
 
 
 def load_dataset(
@@ -189,6 +214,7 @@ def load_dataset(
     defaults = {k: v for k, v in raw_defaults.items() if k != "assert"}
     default_asserts: list[dict[str, Any]] = list(raw_defaults.get("assert") or [])
 
+    shape = Shape.of(spec, CASE_FIELDS)
     raws: Iterable[_Raw]
     if "cases" in spec:
         raws = [
@@ -196,10 +222,12 @@ def load_dataset(
             for i, data in enumerate(spec["cases"] or [])
         ]
     elif "path" in spec:
-        raws = _read_path(str(spec["path"]), base_dir, errors, config_file, config_line(("path",)), path_prefix)
+        raws = _read_path(str(spec["path"]), base_dir, errors, config_file, config_line(("path",)), path_prefix, shape)
     else:
         errors.add(config_file, line, path_prefix, "a dataset needs 'path' or 'cases'")
         raws = []
+    if shape is not None:  # only then is each case reshaped: a plain dataset's cases are read as written
+        raws = _reshaped(raws, shape, errors)
 
     cases = CaseTable()
     # duplicate ids: the ids' hashes are kept (an int each, not a million strings and where each was seen);
@@ -214,7 +242,6 @@ def load_dataset(
             callables.check(raw.data.get("assert"), raw, errors)
         case_id = _case_id(raw.data)
         if case_id is not None:
-            here: int | str = raw.line if raw.line and raw.source == f"{raw.file}:{raw.line}" else raw.source
             if hash(case_id) in hashes:
                 if first_seen is None:
                     first_seen = {**unbuilt, **_where_each_id_is(cases)}
@@ -223,13 +250,13 @@ def load_dataset(
                     where = first if isinstance(first, str) else f"{raw.file}:{first}"
                     errors.add(raw.file, raw.line_of(("id",)), raw.path + ("id",), f"case id {case_id!r} is used twice (first at {where})")
                 else:
-                    first_seen[case_id] = here
+                    first_seen[case_id] = _where(raw)
             else:
                 hashes.add(hash(case_id))
                 if first_seen is not None:
-                    first_seen[case_id] = here
+                    first_seen[case_id] = _where(raw)
                 elif case is None:
-                    unbuilt[case_id] = here
+                    unbuilt[case_id] = _where(raw)
         if case is not None:
             case.dataset = dataset_id
             if case.targets is None and spec.get("targets") is not None:
@@ -237,8 +264,24 @@ def load_dataset(
             cases.append(
                 case, graded=any(_graded(a.get("type"), graded) for a in case.asserts), digest=digest(case) if digest is not None else None
             )
+    for name, message in shape.missing_columns() if shape is not None else ():
+        errors.add_first(config_file, config_line(("fields", name)), path_prefix + ("fields", name), message)
     errors.raise_if_any()
     return cases
+
+
+def _reshaped(raws: Iterable[_Raw], shape: Shape, errors: _Errors) -> Iterator[_Raw]:
+    """Each case with its columns read through the dataset's ``fields:`` and ``extra:``."""
+    for raw in raws:
+        data, problems = shape.apply(raw.data)
+        for sub, message in problems:
+            errors.add(raw.file, raw.line_of(sub), raw.path + sub, message)
+        yield _MappedRaw(data, raw.file, raw.path, raw.line, raw.native, raw.positions, shape.fields)
+
+
+def _where(raw: _Raw) -> int | str:
+    """Where a case was read: its line in the file (an int), or its source when that is not ``file:line``."""
+    return raw.line if raw.line and raw.source == f"{raw.file}:{raw.line}" else raw.source
 
 
 def _where_each_id_is(cases: CaseTable) -> dict[str, int | str]:
@@ -313,13 +356,17 @@ def _build_case(raw: _Raw, defaults: dict[str, Any], default_asserts: list[dict[
         return None
     for key in data:
         if key not in CASE_FIELDS:
-            errors.add(raw.file, raw.line_of((key,)), raw.path + (key,), unknown_field(str(key), CASE_FIELDS))
+            errors.add(raw.file, raw.line_of((key,)), raw.path + (key,), unknown_field(str(key), CASE_FIELDS) + UNKNOWN_FIELD_HINT)
     known = {k: v for k, v in data.items() if k in CASE_FIELDS}
     for err in () if _plainly_valid(known) else _case_validator.iter_errors(known):
         sub = tuple(err.absolute_path)
         message = err.message
         if not sub and err.validator == "anyOf":  # the input alternatives
             message = "'input' is a required property"
+        if not sub and isinstance(raw, _MappedRaw) and message.startswith("'"):
+            name = message.split("'")[1]
+            if name in raw.fields:
+                message += f" (fields: reads it from column {raw.fields[name]!r}, which this case does not have)"
         errors.add(raw.file, raw.line_of(sub), raw.path + sub, message)
     own_asserts: list[Any] = known["assert"] if isinstance(known.get("assert"), list) else []
     for i, spec in enumerate(own_asserts):
@@ -454,7 +501,7 @@ def _check_assertion(spec: Any, raw: _Raw, sub: KeyPath, errors: _Errors, *, gen
         return
     kind = spec.get("type")
     if kind is None:
-        report((), "'type' is a required property")
+        report((), "'type' is a required property" + missing_type_hint(spec))
         return
     if not isinstance(kind, str):
         report(("type",), f"{kind!r} is not of type 'string'")
@@ -509,7 +556,9 @@ def _kind(value: Any) -> str:
 # ---------------------------------------------------------------------------- files
 
 
-def _read_path(spec_path: str, base_dir: Path, errors: _Errors, config_file: str, line: int | None, path_prefix: KeyPath) -> Iterable[_Raw]:
+def _read_path(
+    spec_path: str, base_dir: Path, errors: _Errors, config_file: str, line: int | None, path_prefix: KeyPath, shape: Shape | None = None
+) -> Iterable[_Raw]:
     where = path_prefix + ("path",) if path_prefix else ()
     full = base_dir / spec_path
     shown = PurePosixPath(Path(spec_path).as_posix())
@@ -517,7 +566,7 @@ def _read_path(spec_path: str, base_dir: Path, errors: _Errors, config_file: str
         files = sorted(p for p in full.iterdir() if p.is_file() and p.suffix.lower() in FILE_SUFFIXES)
         if not files:
             errors.add(config_file, line, where, f"no case files ({', '.join(FILE_SUFFIXES)}) in directory {shown}")
-        return [raw for f in files for raw in _read_file(f, str(shown / f.name), errors)]
+        return [raw for f in files for raw in _read_file(f, str(shown / f.name), errors, shape)]
     if not full.exists():
         errors.add(config_file, line, where, f"missing dataset file {shown}")
         return []
@@ -529,10 +578,10 @@ def _read_path(spec_path: str, base_dir: Path, errors: _Errors, config_file: str
             f"unsupported dataset format {full.suffix!r} in {shown} (use .jsonl, .json, .yaml, .yml, .csv or a directory)",
         )
         return []
-    return _read_file(full, str(shown), errors)
+    return _read_file(full, str(shown), errors, shape)
 
 
-def _read_file(path: Path, shown: str, errors: _Errors) -> Iterable[_Raw]:
+def _read_file(path: Path, shown: str, errors: _Errors, shape: Shape | None = None) -> Iterable[_Raw]:
     suffix = path.suffix.lower()
     if suffix == ".jsonl":
         # streamed from the file, a line at a time: a million cases' text, or their lines, held at once
@@ -544,7 +593,7 @@ def _read_file(path: Path, shown: str, errors: _Errors) -> Iterable[_Raw]:
         errors.add(shown, None, (), f"cannot read: {exc}")
         return []
     if suffix == ".csv":
-        return list(_read_csv(text, shown, errors))
+        return list(_read_csv(text, shown, errors, shape))
     try:  # the one loader of documents with positions (evalx.documents): a key written twice is an error
         loaded = load_json(text, shown) if suffix == ".json" else load_yaml(text, shown, interpolate=False)
     except DocumentError as exc:
@@ -623,15 +672,28 @@ _LIST_CELLS = {
 _NUMBER_CELLS: dict[str, type] = {"threshold": float, "repeat": int, "max_tokens": int, "max_iterations": int}
 
 
-def _read_csv(text: str, shown: str, errors: _Errors) -> Iterator[_Raw]:
+def _read_csv(text: str, shown: str, errors: _Errors, shape: Shape | None = None) -> Iterator[_Raw]:
+    """The rows as cases keyed by column; with a ``shape``, a cell is parsed as the field its column is read as."""
     reader = csv.reader(io.StringIO(text, newline=""))
     try:
         header = [h.strip() for h in next(reader)]
     except StopIteration:
         return
+    # each column's use: parsed as the case field named (None: dropped, "": kept as text, a var or metadata)
+    plan: list[str | None] = []
     for name in header:
-        if name not in CASE_FIELDS:
-            errors.add(shown, 1, (name,), unknown_field(name, CASE_FIELDS))
+        if shape is None:
+            parse_as = name if name in CASE_FIELDS else None
+            problem = None if parse_as else unknown_field(name, CASE_FIELDS) + UNKNOWN_FIELD_HINT
+        else:
+            role = shape.role(name)
+            parse_as = shape.field_of(name) if role == "field" else "" if role == "extra" else None
+            problem = shape.problem(name) if role is None else None
+        if problem is not None:
+            errors.add(shown, 1, (name,), problem)
+        plan.append(parse_as)
+    if shape is not None:
+        shape.seen.update(header)
     index, last_line = 0, reader.line_num
     for row in reader:
         start, last_line = last_line + 1, reader.line_num
@@ -640,11 +702,15 @@ def _read_csv(text: str, shown: str, errors: _Errors) -> Iterator[_Raw]:
         if len(row) > len(header):
             errors.add(shown, start, ("cases", index), f"row has {len(row)} cells but the header has {len(header)}")
         case: dict[str, Any] = {}
-        for name, cell in zip(header, row):
-            if name not in CASE_FIELDS or not cell.strip():
+        for name, parse_as, cell in zip(header, plan, row):
+            if not parse_as:
+                if parse_as == "":
+                    case[name] = cell
+                continue
+            if not cell.strip():
                 continue
             try:
-                case[name] = _csv_cell(name, cell)
+                case[name] = _csv_cell(parse_as, cell)
             except json.JSONDecodeError as exc:
                 errors.add(shown, start, ("cases", index, name), f"invalid JSON: {exc.msg} (column {exc.colno})")
         yield _Raw(case, shown, ("cases", index), start)
