@@ -309,7 +309,7 @@ def test_inline_case_errors_name_config_file_line_and_key_path() -> None:
         load_dataset(data["datasets"][1], base_dir=DATA, positions=positions, path_prefix=("datasets", 1), line=5)
     assert str(info.value) == "\n".join(
         [
-            "evalconfig.yaml:16 datasets[1].cases[1].expectd: unknown field 'expectd' (did you mean 'expected'?)",
+            "evalconfig.yaml:16 datasets[1].cases[1].expectd: unknown field 'expectd' (did you mean 'expected'?); or map it with fields:, or set extra: vars | metadata on the dataset",
             "evalconfig.yaml:18 datasets[1].cases[1].assert[0].type: unknown assertion type 'containz' (did you mean 'contains'?)",
         ]
     )
@@ -349,7 +349,7 @@ def test_invalid_yaml() -> None:
 def test_unknown_fields_and_assertion_errors_with_key_paths() -> None:
     assert error_of("bad/golden.json") == "\n".join(
         [
-            "bad/golden.json:8 cases[3].expectd: unknown field 'expectd' (did you mean 'expected'?)",
+            "bad/golden.json:8 cases[3].expectd: unknown field 'expectd' (did you mean 'expected'?); or map it with fields:, or set extra: vars | metadata on the dataset",
             "bad/golden.json:11 cases[3].assert[1].type: unknown assertion type 'containz' (did you mean 'contains'?)",
             "bad/golden.json:12 cases[3].assert[2].value: 'many' is not of type 'integer'",
             "bad/golden.json:13 cases[3].assert[3].valu: unknown field 'valu' (did you mean 'value'?)",
@@ -396,7 +396,7 @@ def test_shorthand_errors() -> None:
 def test_csv_errors() -> None:
     assert error_of("bad/bad.csv") == "\n".join(
         [
-            "bad/bad.csv:1 expectd: unknown field 'expectd' (did you mean 'expected'?)",
+            "bad/bad.csv:1 expectd: unknown field 'expectd' (did you mean 'expected'?); or map it with fields:, or set extra: vars | metadata on the dataset",
             "bad/bad.csv:3 cases[1].assert: invalid JSON: Expecting ',' delimiter (column 22)",
         ]
     )
@@ -409,7 +409,7 @@ def test_wrong_top_level_shape() -> None:
 def test_errors_are_capped() -> None:
     lines = error_of("bad/many.jsonl").split("\n")
     assert len(lines) == MAX_ERRORS + 1
-    assert lines[0] == "bad/many.jsonl:1 cases[0].inptu: unknown field 'inptu' (did you mean 'input'?)"
+    assert lines[0] == "bad/many.jsonl:1 cases[0].inptu: unknown field 'inptu' (did you mean 'input'?); or map it with fields:, or set extra: vars | metadata on the dataset"
     assert lines[1] == "bad/many.jsonl:1 cases[0]: 'input' is a required property"
     assert lines[-1] == "... and 30 more"
 

@@ -209,7 +209,8 @@ def config_schema() -> dict[str, Any]:
 
 
 def _build_schema() -> dict[str, Any]:
-    from evalx.datasets.loader import CASE_SCHEMA
+    from evalx.datasets.fields import EXTRA_MODES
+    from evalx.datasets.loader import CASE_FIELDS, CASE_SCHEMA
 
     assertion, assertion_defs = _assertion_schema()
     dataset = {
@@ -218,12 +219,29 @@ def _build_schema() -> dict[str, Any]:
             "id": _ID,
             "description": {"type": "string"},
             "path": {"type": "string", "description": "A .jsonl/.json/.yaml/.csv file or a directory, relative to the config."},
-            "cases": {"type": "array", "items": {"$ref": "#/$defs/case"}},
+            "cases": {"type": "array", "items": {"type": "object"}, "description": "Cases written here instead of in a file."},
             "targets": {"type": "array", "items": {"type": "string"}, "description": "Targets this dataset applies to (default: all)."},
             "defaults": {"type": "object", "description": "Fields merged under every case (category, tags, assert...)."},
+            "fields": {
+                "type": "object",
+                "properties": {name: {"type": "string", "minLength": 1, "description": f"The column read as the case's {name}."} for name in CASE_FIELDS},
+                "additionalProperties": False,
+                "description": "CASE_FIELD: COLUMN, for files in another tool's shape: {input: question, expected: answer} reads each "
+                "case's question as its input. A case with no id then gets its place in the dataset (1, 2, ...).",
+            },
+            "extra": {
+                "enum": list(EXTRA_MODES),
+                "default": "error",
+                "description": "Columns that are neither case fields nor mapped by fields: go into the case's vars (templates see them, "
+                "as in a promptfoo CSV), its metadata, or are an error (the default).",
+            },
         },
         "required": ["id"],
         "additionalProperties": False,
+        # inline cases are case-shaped unless fields:/extra: reshape them (the dataset loader checks them after that)
+        "if": {"anyOf": [{"required": ["fields"]}, {"required": ["extra"]}]},
+        "then": {},
+        "else": {"properties": {"cases": {"items": {"$ref": "#/$defs/case"}}}},
     }
     gate_set = {"type": "object", "properties": _GATE_SET, "additionalProperties": False}
     schema: dict[str, Any] = {
