@@ -50,6 +50,8 @@ class Loaded:
     missing_env: list[tuple[KeyPath, str]] = field(default_factory=list)
     #: values that came from the environment (candidates for redaction)
     env_values: dict[str, str] = field(default_factory=dict)
+    #: the key paths of the values ``${VAR}`` was replaced in (not template strings), with the text as written
+    interpolated: dict[KeyPath, str] = field(default_factory=dict)
 
     def line_of(self, path: KeyPath) -> int | None:
         """The line of ``path``, or of its nearest ancestor that has one."""
@@ -109,6 +111,7 @@ class _Builder:
         self.lines: dict[KeyPath, int] = {}
         self.missing: list[tuple[KeyPath, str]] = []
         self.env_values: dict[str, str] = {}
+        self.interpolated: dict[KeyPath, str] = {}
         self.constructor = yaml.SafeLoader("")  # only its constructor methods are used
         self.scalars = self.constructor.yaml_constructors
         self.problems: list[Problem] = []
@@ -214,11 +217,14 @@ class _Builder:
         return str(raw)
 
     def substitute(self, text: str, path: KeyPath) -> str:
-        data = jinja_literal if self.template_path is not None and self.template_path(path) else str
+        template = self.template_path is not None and self.template_path(path)
+        data = jinja_literal if template else str
 
         def repl(m: re.Match[str]) -> str:
             if m.group(1):  # $${...} is a literal ${...}
                 return m.group(0)[1:]
+            if not template:  # a number or a boolean may be wanted here: the schema's reader coerces it
+                self.interpolated[path] = text
             name, default = m.group(2), m.group(3)
             value = self.env.get(name)
             if value is None or (value == "" and default is not None):
@@ -318,7 +324,7 @@ def load_yaml(
         raise DocumentError(file, [Problem(line, path, message)]) from None
     if builder.problems:
         raise DocumentError(file, builder.problems)
-    return Loaded(data, builder.lines, file, builder.missing, builder.env_values)
+    return Loaded(data, builder.lines, file, builder.missing, builder.env_values, builder.interpolated)
 
 
 # ---------------------------------------------------------------------------- JSON

@@ -182,7 +182,9 @@ def load_config(
     config = Config(p.resolve(), loaded, redactor)
     _add_configured_secrets(loaded.data, redactor)
 
-    issues = schema_issues(config)
+    issues = coercion_issues(config)
+    coerced = {i.path for i in issues}  # the schema would say the same of them, less clearly
+    issues += [i for i in schema_issues(config) if i.path not in coerced]
     issues += semantic_issues(config, check_imports=check_imports)
     issues.sort(key=lambda i: i.line or 0)
     if redactor:  # a message may quote a value, and a value may be a secret
@@ -276,6 +278,18 @@ def load_plugins_of(loaded: Loaded, base_dir: Path) -> None:
 # --- schema -----------------------------------------------------------------
 
 
+def coercion_issues(config: Config) -> list[Issue]:
+    """Read each ``${VAR}`` value the schema wants as a number or a boolean as one (in place); the values that are not one."""
+    if not config.loaded.interpolated:
+        return []
+    from evalx.config.coercion import coerce_interpolated
+    from evalx.config.schema import config_schema
+
+    missing = {path for path, _ in config.loaded.missing_env}
+    problems = coerce_interpolated(config.data, config.loaded.interpolated, config_schema(), missing)
+    return [config.issue(path, message) for path, message in problems]
+
+
 def schema_issues(config: Config) -> list[Issue]:
     from evalx.config.schema import config_schema
 
@@ -285,12 +299,32 @@ def schema_issues(config: Config) -> list[Issue]:
     for err in validator.iter_errors(config.data):
         for leaf in schema_error_leaves(err):
             path, message = describe_schema_error(leaf)
+            message += _hint(config, path, message, leaf.instance)
             key = (path, message)
             if key not in seen:
                 seen.add(key)
                 issues.append(config.issue(path, message))
     issues.sort(key=lambda i: (i.line or 0, i.path))
     return issues
+
+
+def _hint(config: Config, path: KeyPath, message: str, instance: Any) -> str:
+    """What to write instead, for mistakes another tool's habits make: ``type: openai``, ``- contains: Paris``."""
+    if message == "'type' is a required property" and "assert" in path:
+        from evalx.assertions.hints import missing_type_hint
+
+        return missing_type_hint(instance)
+    if message.startswith("unknown type ") and path and path[-1] == "type" and isinstance(instance, str) and _is_target_path(path[:-1]):
+        from evalx.targets.definitions import available, providers_dir_of
+
+        if instance in available(providers_dir_of(config)):
+            return f"; {instance!r} is a provider: write type: provider, provider: {instance}"
+    return ""
+
+
+def _is_target_path(path: KeyPath) -> bool:
+    """``targets[i]``, or a judge's inline target (``judge.target``, also inside an assertion's ``judge:``)."""
+    return (len(path) == 2 and path[0] == "targets") or (len(path) >= 2 and path[-2:] == ("judge", "target"))
 
 
 # --- semantics --------------------------------------------------------------
