@@ -137,15 +137,15 @@ def listed_ids(text: str) -> list[str]:
 
 
 EXPECTED_SUMMARY = {
-    ("bot_v1.alpha", "passed cases (5)"): "pass",  # a-ok-0..3 and flaky (2 of 3 repeats)
+    ("bot_v1.alpha", "passed cases"): "pass",  # a-ok-0..3 and flaky (2 of 3 repeats)
     ("bot_v1.alpha", "a-wrong"): "failure",
     ("bot_v1.alpha", "crash-a"): "error",
     ("bot_v1.alpha", "a-judged"): "skipped",
-    ("bot_v1.beta_v2", "passed cases (3)"): "pass",
+    ("bot_v1.beta_v2", "passed cases"): "pass",
     ("bot_v1.beta_v2", "b-wrong"): "failure",
     ("bot_v1.beta_v2", "crash-b"): "error",
     ("bot_v1.beta_v2", "b-judged"): "skipped",
-    ("bot2.beta_v2", "passed cases (3)"): "pass",
+    ("bot2.beta_v2", "passed cases"): "pass",
     ("bot2.beta_v2", "b-wrong"): "failure",
     ("bot2.beta_v2", "crash-b"): "error",
     ("bot2.beta_v2", "b-judged"): "skipped",
@@ -161,11 +161,11 @@ def test_summary_folds_the_passes_and_keeps_the_rest(tmp_path: Path, monkeypatch
     assert ci.read_bytes() == (run / "junit.xml").read_bytes()  # the run's own file follows the option too
     assert read_by_every_parser(ci, junit_schema) == EXPECTED_SUMMARY
 
-    text = system_out(ci, "bot_v1.alpha", "passed cases (5)")
+    text = system_out(ci, "bot_v1.alpha", "passed cases")
     assert text.startswith("5 cases passed by repeat_pass_rule majority, 1 of them flaky")
     assert listed_ids(text) == ["a-ok-0", "a-ok-1", "a-ok-2", "a-ok-3", "flaky"]  # in dataset order
     assert "\nflaky (passed by the rule, not every repeat passed):\nflaky: 2 of 3 repeats passed; repeat 0: fail\n" in text
-    assert listed_ids(system_out(ci, "bot2.beta_v2", "passed cases (3)")) == ["b-ok-0", "b-ok-1", "b-ok-2"]
+    assert listed_ids(system_out(ci, "bot2.beta_v2", "passed cases")) == ["b-ok-0", "b-ok-1", "b-ok-2"]
 
     # failures, errors and skips are exactly what the full file has
     full = tmp_path / "full.xml"
@@ -176,7 +176,7 @@ def test_summary_folds_the_passes_and_keeps_the_rest(tmp_path: Path, monkeypatch
         key = (case.get("classname"), case.get("name"))
         if case.find("failure") is not None or case.find("error") is not None or case.find("skipped") is not None:
             assert kept.pop(key) == ET.tostring(case)
-    assert all(name.startswith("passed cases (") for _, name in kept)
+    assert all(name.startswith("passed cases") for _, name in kept)
 
     # time: the summary testcase's is its passes'; the suites' and the root's are unchanged
     full_root, summary_root = ET.parse(full).getroot(), ET.parse(ci).getroot()
@@ -201,11 +201,11 @@ def test_default_is_every_case_and_report_can_summarise(tmp_path: Path, monkeypa
     res = evalx(root, monkeypatch, "report", str(run), "--junit-passes", "summary", "--junit", str(tmp_path / "s.xml"))
     assert res.exit_code == 0, res.output
     outcomes = read_by_every_parser(tmp_path / "s.xml", junit_schema)
-    assert outcomes[("bot_v1.alpha", "passed cases (4)")] == "pass"
+    assert outcomes[("bot_v1.alpha", "passed cases")] == "pass"
     assert outcomes[("bot_v1.alpha", "flaky")] == "failure"  # no repeats: its one call fails
     assert outcomes[("bot2.beta_v2", "b-wrong")] == "failure"
     assert len(outcomes) == 5 + 4 + 4
-    assert system_out(tmp_path / "s.xml", "bot_v1.alpha", "passed cases (4)").startswith("4 cases passed; their ids, one a line:\n")
+    assert system_out(tmp_path / "s.xml", "bot_v1.alpha", "passed cases").startswith("4 cases passed; their ids, one a line:\n")
     assert (run / "junit.xml").read_bytes() == (tmp_path / "s.xml").read_bytes()  # `evalx report` re-renders the run's file too
 
 
@@ -216,14 +216,14 @@ def test_summary_with_the_extended_flavor(tmp_path: Path, monkeypatch: pytest.Mo
     cases = {(c.get("classname"), c.get("name")): c for c in ET.parse(root / "ext.xml").getroot().iter("testcase")}
     assert cases[("bot_v1.alpha", "a-wrong")].get("file") == "alpha.jsonl"
     assert cases[("bot_v1.alpha", "a-wrong")].get("line") == "5"
-    assert cases[("bot_v1.alpha", "passed cases (4)")].get("file") is None  # many cases: no one file:line
+    assert cases[("bot_v1.alpha", "passed cases")].get("file") is None  # many cases: no one file:line
     outcomes = {
         key: "pass" if not list(c.iter("failure")) + list(c.iter("error")) + list(c.iter("skipped")) else "-" for key, c in cases.items()
     }
     assert sorted(k for k, v in outcomes.items() if v == "pass") == [
-        ("bot2.beta_v2", "passed cases (3)"),
-        ("bot_v1.alpha", "passed cases (4)"),
-        ("bot_v1.beta_v2", "passed cases (3)"),
+        ("bot2.beta_v2", "passed cases"),
+        ("bot_v1.alpha", "passed cases"),
+        ("bot_v1.beta_v2", "passed cases"),
     ]
 
 
@@ -248,8 +248,8 @@ def test_summary_of_many_passes_is_small_spooled_and_capped(tmp_path: Path, monk
     monkeypatch.setattr(junit, "ID_SPOOL_BYTES", 1024)  # the ids go to a temporary file early
     write_junit(results, tmp_path / "s.xml", name="n", run_id="r", passes="summary")
     outcomes = read_by_every_parser(tmp_path / "s.xml", junit_schema)
-    assert outcomes == {("t.d", "passed cases (19999)"): "pass", ("t.d", "case-0000007"): "failure"}
-    ids = listed_ids(system_out(tmp_path / "s.xml", "t.d", "passed cases (19999)"))
+    assert outcomes == {("t.d", "passed cases"): "pass", ("t.d", "case-0000007"): "failure"}
+    ids = listed_ids(system_out(tmp_path / "s.xml", "t.d", "passed cases"))
     assert len(ids) == 19_999 and ids[:8] == [f"case-{i:07d}" for i in (0, 1, 2, 3, 4, 5, 6, 8)]
     case = ET.parse(tmp_path / "s.xml").getroot().find("testsuite/testcase")
     assert case is not None and case.get("time") == "39.998"
@@ -257,7 +257,7 @@ def test_summary_of_many_passes_is_small_spooled_and_capped(tmp_path: Path, monk
     # past MAX_PASSED_IDS bytes the ids are counted, not listed (a libxml2 reader refuses a text node over 10 MB)
     monkeypatch.setattr(junit, "MAX_PASSED_IDS", 13 * 100)
     write_junit(results, tmp_path / "capped.xml", name="n", run_id="r", passes="summary")
-    text = system_out(tmp_path / "capped.xml", "t.d", "passed cases (19999)")
+    text = system_out(tmp_path / "capped.xml", "t.d", "passed cases")
     assert len(listed_ids(text)) == 101  # 100 ids and the line that says how many more
     assert text.endswith("… and 19899 more, not listed (the list stops at 1300 bytes; results.jsonl has every case)\n")
 
@@ -348,7 +348,7 @@ def test_the_table_of_groups_grows_and_remembers() -> None:
 
 def test_a_failing_case_named_like_the_summary_keeps_identities_unique(tmp_path: Path, junit_schema: Any) -> None:
     results = _passing(3)
-    results[2]["case_id"], results[2]["status"] = "passed cases (2)", "fail"
+    results[2]["case_id"], results[2]["status"] = "passed cases", "fail"
     write_junit(results, tmp_path / "s.xml", name="n", run_id="r", passes="summary")
     outcomes = read_by_every_parser(tmp_path / "s.xml", junit_schema)
-    assert outcomes == {("t.d", "passed cases (2)~2"): "pass", ("t.d", "passed cases (2)"): "failure"}
+    assert outcomes == {("t.d", "passed cases~2"): "pass", ("t.d", "passed cases"): "failure"}

@@ -538,7 +538,7 @@ class _SuiteWriter:
         self.classnames: dict[tuple[str, str], str] = {}  # (target, dataset) -> its classname, as written
         self.escaped: dict[str, str] = {}  # classname -> its attribute text
         self.taken: set[str] = set()  # classnames written (as XML-safe text)
-        self.reserved: set[tuple[str, str]] = set()  # ``summary``: (classname, name) of cases in full named "passed cases (..."
+        self.reserved: set[tuple[str, str]] = set()  # ``summary``: (classname, name) of cases in full named "passed cases..."
 
     def classname(self, target: str, dataset: str, *, strict: bool = False) -> str:
         """The classname of ``(target, dataset)``: unique in the file; a clash of written forms gets ``~2``, ``~3``...
@@ -670,17 +670,18 @@ class _SuiteWriter:
 
     def _reserve(self, classname: str, case_id: str) -> None:
         """``summary``: a case written in full whose name looks like a summary testcase's, so that one is named apart."""
-        if case_id.startswith("passed cases ("):
+        if case_id.startswith("passed cases"):
             self.reserved.add((classname, xml_safe(case_id, ident=True)))
 
     def _write_passed(self, fh: IO[str], passed: _Passed) -> None:
         """The summary testcase of ``passed``: how many passed, then their ids, one a line (then the flaky ones)."""
         rule = f" by repeat_pass_rule {self.rule}" if passed.repeats else ""
         flaky = f", {passed.flaky} of them flaky (listed after the ids)" if passed.flaky else ""
-        name, n = f"passed cases ({passed.cases})", 1
+        # one name whatever the count, so CI keeps the testcase's history from run to run
+        name, n = "passed cases", 1
         while (passed.classname, xml_safe(name, ident=True)) in self.reserved:  # a case of that name: keep identities unique
             n += 1
-            name = f"passed cases ({passed.cases})~{n}"
+            name = f"passed cases~{n}"
         fh.write(
             f'{_CASE_INDENT}<testcase name="{_attr(name)}" classname="{self.escaped[passed.classname]}"'
             f' time="{passed.seconds:.3f}">{_CHILD_INDENT}<system-out>'
@@ -1016,7 +1017,7 @@ def write_junit(
     ``extended`` adds ``file``/``line`` attributes to each testcase (outside
     junit-10.xsd; :data:`FLAVORS`). ``passes`` ``summary`` writes every case
     that did not pass as ``all`` does and, for each target and dataset, one
-    ``<testcase>`` named ``passed cases (N)`` whose ``<system-out>`` lists
+    ``<testcase>`` named ``passed cases`` whose ``<system-out>`` lists
     the passing ids, one a line (:data:`PASSES`; for huge suites).
     """
     if passes not in PASSES:
