@@ -1,14 +1,14 @@
 """evalx at scale (issue 16): N instant Python cells through a whole ``evalx run``, for one or more source trees side by side.
 
     python bench/scale.py --cells 100000 [--cells 1000000] [--evalx-src [LABEL=]DIR ...] [--repeats N]
-                          [--resume-check] [--no-browser] [--work DIR] [--out FILE]
+                          [--resume-check] [--run-args ARGS] [--no-browser] [--work DIR] [--out FILE]
 
 The project is what a new user would write (issue 16): ``cases.jsonl`` with N cases, case i
 ``{"id": "case-000000i", "input": "Say hello to user i", "assert": [{"type": "contains", "value": "user i"}]}``
 (every 50th case asserts ``"nobody"`` instead, so 2 % fail and the reports have failures), ``agent.py``
 ``def echo(text): return 'Hello ' + text`` and ``evalconfig.yaml`` with that one python target and that one
 dataset, nothing else (default concurrency, default outputs). Each measurement is ``evalx run`` with no
-flag, in the project directory, as a subprocess: the installed ``evalx``, or ``python -m evalx`` with
+flag (or ``--run-args``), in the project directory, as a subprocess: the installed ``evalx``, or ``python -m evalx`` with
 ``PYTHONPATH=DIR`` for each ``--evalx-src`` (e.g. a ``git archive`` of an older commit, to compare before
 and after in the same invocation: trees and sizes are interleaved, each repeat runs every tree once).
 
@@ -45,6 +45,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shlex
 import shutil
 import signal
 import statistics
@@ -298,12 +299,12 @@ class Browser:
 # -- one measurement -------------------------------------------------------------------------------
 
 
-def measure_run(tree: Tree, project: Path, n: int, browser: Browser) -> dict[str, Any]:
+def measure_run(tree: Tree, project: Path, n: int, browser: Browser, extra: list[str]) -> dict[str, Any]:
     """One whole ``evalx run`` of the project: the row's figures, or the failure."""
     clear_runs(project)
     load = os.getloadavg()[0]
     tree.select()
-    proc = bench_run.run_process([*tree.command, "run"], cwd=project, sample_memory=True)
+    proc = bench_run.run_process([*tree.command, "run", *extra], cwd=project, sample_memory=True)
     row: dict[str, Any] = {
         "tree": tree.label,
         "cells": n,
@@ -543,6 +544,7 @@ def main() -> None:
     )
     parser.add_argument("--repeats", type=int, default=1, help="runs per tree and size (default 1; 0 with --resume-check: only the check)")
     parser.add_argument("--resume-check", action="store_true", help="also kill a run at half way and resume it (once per tree and size)")
+    parser.add_argument("--run-args", default="", help="extra arguments for the measured `evalx run`, e.g. '--junit-passes summary'")
     parser.add_argument("--no-browser", action="store_true", help="do not time the report in Chromium")
     parser.add_argument("--work", type=Path, default=OUT / "scale-work", help="where the projects go (default bench/out/scale-work)")
     parser.add_argument("--out", type=Path, default=OUT / "scale.json", help="the JSON written (default bench/out/scale.json)")
@@ -565,7 +567,7 @@ def main() -> None:
         for repeat in range(args.repeats):
             for n in sizes:
                 for tree in trees:  # interleaved: drift on the shared machine hits every tree alike
-                    row = measure_run(tree, projects[n], n, browser)
+                    row = measure_run(tree, projects[n], n, browser, shlex.split(args.run_args))
                     row["repeat"] = repeat + 1
                     rows.append(row)
                     print(
@@ -600,6 +602,7 @@ def main() -> None:
         "command": " ".join(["python", "bench/scale.py", *sys.argv[1:]]),
         "seconds": round(time.perf_counter() - t0, 1),
         "load_avg_end": [round(x, 2) for x in os.getloadavg()],
+        "run_args": args.run_args,
         "trees": [{"label": t.label, "src": t.src} for t in trees],
         "runs": rows,
         "resume_checks": resumes,
