@@ -229,3 +229,35 @@ def test_report_rebuilds_case_figures_even_when_the_stored_summary_understates_t
     assert res.exit_code == 0, res.output
     again = json.loads((run_dir / "summary.json").read_text(encoding="utf-8"))
     assert again["totals"] == stored["totals"] and again["repeats"] == stored["repeats"]
+
+
+def test_a_case_table_gives_back_every_case_as_packed() -> None:
+    """Cases packed 64 to a compressed block come back equal, in any order, whatever their values."""
+    import datetime
+
+    from evalx.datasets.table import BLOCK, CaseTable
+    from evalx.models import Case
+
+    rng = random.Random(11)
+    cases = [
+        Case(
+            id=f"c{i}",
+            input=rng.choice(["hi", {"q": [1, 2.5, None]}, datetime.date(2026, 1, i % 28 + 1), "é\u2028😀"]),
+            dataset="d",
+            tags=["a"] * (i % 3),
+            targets=["t1"] if i % 5 == 0 else None,
+            repeat=i % 4 or None,
+            category=f"cat{i % 7}",
+            source=f"d.jsonl:{i + 1}",
+            asserts=[{"type": "contains", "value": f"v{i}"}],
+        )
+        for i in range(3 * BLOCK + 5)
+    ]
+    table = CaseTable(cases)
+    assert len(table) == len(cases) and list(table) == cases
+    for i in rng.sample(range(len(cases)), len(cases)):  # random access across blocks, the open one included
+        assert table[i] == cases[i] and table.case_id(i) == cases[i].id and table.category(i) == cases[i].category
+        assert table.repeat(i) == cases[i].repeat and table.targets(i) == (tuple(cases[i].targets) if cases[i].targets else None)
+    copy = table[7]
+    copy.tags.append("changed")
+    assert table[7] == cases[7]  # each read is a fresh case

@@ -16,7 +16,7 @@ import fnmatch
 import gc
 from array import array
 from bisect import bisect_right
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from itertools import islice
 from typing import Any, overload
@@ -64,7 +64,7 @@ class PlanCells:
     Only the selected cases' positions and where each case's cells start are
     kept (a few bytes a case); a :class:`Cell` and its :class:`Case` are made
     when a cell is read, so a million-cell plan costs megabytes, not gigabytes.
-    ``skip``: cell indexes left out (a resumed run's finished cells).
+    ``skip``: a byte a cell index, non-zero for a cell left out (a resumed run's finished cells).
     """
 
     def __init__(
@@ -73,12 +73,13 @@ class PlanCells:
         chosen: list[tuple[str, CaseTable, array[int]]],
         repeat: int | None,
         default_repeat: int,
-        skip: frozenset[int] | set[int] = frozenset(),
+        skip: bytes | bytearray = b"",
     ) -> None:
         self._targets = targets  # (run target id, the targets: id it comes from), in order
         self._chosen = chosen  # (dataset id, its cases, the selected positions)
         self._repeat, self._default_repeat = repeat, default_repeat
         self._skip = skip
+        self._skipped = len(skip) - skip.count(0)
         self._applies: dict[int, list[int]] = {}  # a case's targets: column -> the positions in _targets it runs on
         starts = array("Q")
         total = 0
@@ -101,16 +102,18 @@ class PlanCells:
         return self._repeat or table.repeat(pos) or self._default_repeat
 
     def __len__(self) -> int:
-        return self.total - len(self._skip)
+        return self.total - self._skipped
 
-    def without(self, done: set[int]) -> PlanCells:
+    def without(self, done: Iterable[int]) -> PlanCells:
         """These cells but those whose index is in ``done`` (a resume)."""
-        return PlanCells(
-            self._targets, self._chosen, self._repeat, self._default_repeat, {*self._skip, *(i for i in done if 0 <= i < self.total)}
-        )
+        skip = bytearray(self._skip) + bytes(max(0, self.total - len(self._skip)))
+        for i in done:
+            if 0 <= i < self.total:
+                skip[i] = 1
+        return PlanCells(self._targets, self._chosen, self._repeat, self._default_repeat, skip)
 
     def _walk(self, only: int | None = None) -> Iterator[Cell]:
-        skip = self._skip
+        skip = self._skip if self._skipped else None
         n = 0
         for ds_id, table, positions in self._chosen:
             for pos in positions:
@@ -122,7 +125,7 @@ class PlanCells:
                         n += repeats
                         continue
                     for r in range(repeats):
-                        if n not in skip:
+                        if skip is None or not skip[n]:
                             if case is None:
                                 case = table.case(pos)
                             yield Cell(n, self._targets[t][0], ds_id, case, r)
@@ -144,8 +147,8 @@ class PlanCells:
             for pos in positions:
                 if at in self._on(table, pos):
                     n += self._repeats(table, pos)
-        if self._skip:
-            n -= sum(1 for i in self._skip if self._locate(i)[2] == at)
+        if self._skipped:
+            n -= sum(1 for i in _set_bytes(self._skip) if self._locate(i)[2] == at)
         return n
 
     def _locate(self, index: int) -> tuple[int, int, int, int]:
@@ -196,6 +199,14 @@ class PlanCells:
     @property
     def case_count(self) -> int:
         return len(self._starts)
+
+
+def _set_bytes(flags: bytes | bytearray) -> Iterator[int]:
+    """The positions of the non-zero bytes of ``flags``."""
+    i = flags.find(1)
+    while i != -1:
+        yield i
+        i = flags.find(1, i + 1)
 
 
 class TargetCells:

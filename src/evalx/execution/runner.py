@@ -168,9 +168,9 @@ def _run_locked(
         run_dir, append=options.resume, run_id=run_id, target_types=types, cases=plan.cells, dataset=next(iter(plan.cases), None)
     )
     if options.resume:
-        finished = writer.finished_indexes()
-        todo = Plan(plan.target_specs, plan.cases, plan.cells.without(finished), plan.variants)
-        print(f"evalx: resuming {run_id}: {len(finished)} of {len(plan.cells)} cells have results, running {len(todo.cells)}", file=err)
+        todo = Plan(plan.target_specs, plan.cases, plan.cells.without(writer.finished_indexes()), plan.variants)
+        finished = len(plan.cells) - len(todo.cells)
+        print(f"evalx: resuming {run_id}: {finished} of {len(plan.cells)} cells have results, running {len(todo.cells)}", file=err)
     progress = Progress(len(todo.cells), stream=err, quiet=options.quiet)
 
     def on_result(result: CellResult) -> None:
