@@ -261,3 +261,19 @@ def test_a_case_table_gives_back_every_case_as_packed() -> None:
     copy = table[7]
     copy.tags.append("changed")
     assert table[7] == cases[7]  # each read is a fresh case
+
+
+def test_a_cell_with_every_optional_key_reads_back_in_v1_order(tmp_path: Path) -> None:
+    from typing import get_type_hints
+
+    from evalx.results.model import _CellResultKeys
+
+    first = v1_cells()[0]
+    cell = {key: first[key] for key in get_type_hints(_CellResultKeys)} | {"index": 0}
+    # what cell_result adds only when it applies, in its order
+    cell.update(skip_reason="budget", description="d", notes="n", stop_reason="length", truncated=True, cost_note="no usage")
+    writer = ResultWriter(tmp_path, run_id=cell["run_id"], target_types={cell["target"]: cell["target_type"]})
+    writer.write(json.loads(json.dumps(cell)))
+    writer.close()
+    (back,) = read_cells(tmp_path)
+    assert list(back) == list(cell) and {**back, "version": cell["version"]} == cell

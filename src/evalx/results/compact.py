@@ -337,12 +337,15 @@ def expand(line: dict[str, Any], run: dict[str, Any] | None, case: dict[str, Any
         "traceback": get("traceback"),
         "started_at": started,
     }
+    if "skip_reason" in line:  # v1's order: skip_reason, then the case's description and notes, then the rest
+        result["skip_reason"] = line["skip_reason"]
     for key in _OPTIONAL_CASE_KEYS:
         if key in source:
             result[key] = source[key]
-    for key, value in line.items():
-        if key not in result and key not in _KNOWN:
-            result[key] = value
+    if not line.keys() <= _KNOWN:
+        for key, value in line.items():
+            if key not in result and key not in _KNOWN:
+                result[key] = value
     return result  # type: ignore[return-value]
 
 
