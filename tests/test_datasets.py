@@ -409,7 +409,10 @@ def test_wrong_top_level_shape() -> None:
 def test_errors_are_capped() -> None:
     lines = error_of("bad/many.jsonl").split("\n")
     assert len(lines) == MAX_ERRORS + 1
-    assert lines[0] == "bad/many.jsonl:1 cases[0].inptu: unknown field 'inptu' (did you mean 'input'?); or map it with fields:, or set extra: vars | metadata on the dataset"
+    assert (
+        lines[0]
+        == "bad/many.jsonl:1 cases[0].inptu: unknown field 'inptu' (did you mean 'input'?); or map it with fields:, or set extra: vars | metadata on the dataset"
+    )
     assert lines[1] == "bad/many.jsonl:1 cases[0]: 'input' is a required property"
     assert lines[-1] == "... and 30 more"
 

@@ -22,6 +22,7 @@ from typing import Any
 import pytest
 import yaml
 from _fake_llm import OPENAI_KEY, FakeLLMServer, fast_backoff, server  # noqa: F401  (fixtures)
+from browser import CHROMIUM, launch
 from click.testing import CliRunner, Result
 from conftest import REPO
 from hostile_server import HostileServer
@@ -29,7 +30,6 @@ from hostile_server import HostileServer
 from evalx.cli import main
 from evalx.display import IDENT_CHARS, has_hidden, one_line, show_id, terminal_text
 
-CHROMIUM = Path("/usr/bin/chromium")
 HIDDEN = re.compile(f"[{IDENT_CHARS}]")
 ZWSP_ID, RLO_ID = "ref\u200bund", "pay\u202edlo"  # a failing look-alike of `refund`; an id whose end shows reversed
 
@@ -123,7 +123,7 @@ def test_a_hidden_character_in_an_id_is_shown_escaped_in_every_output(tmp_path: 
     if CHROMIUM.exists() and not os.environ.get("EVALX_NO_BROWSER"):
         sync_api = pytest.importorskip("playwright.sync_api")
         with sync_api.sync_playwright() as p:
-            browser = p.chromium.launch(executable_path=str(CHROMIUM), args=["--headless", "--no-sandbox", "--disable-gpu"])
+            browser = launch(p)
             try:
                 tab = browser.new_page()
                 tab.goto((run_dir / "report.html").resolve().as_uri())

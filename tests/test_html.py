@@ -13,13 +13,13 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
-import os
 import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from browser import chromium
 from click.testing import CliRunner
 from results_file import read_cells
 
@@ -27,17 +27,6 @@ from evalx.cli import main
 from evalx.reports import write_html
 from evalx.reports.html import TEXT_CAP, clean_text, embed_json
 from evalx.results.summary import SummaryBuilder
-
-CHROMIUM = Path("/usr/bin/chromium")
-CHROMIUM_ARGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--no-first-run",
-]
 
 SCRIPT_XSS = "<script>window.__pwned=1</script>"
 IMG_XSS = '<img src=x onerror="window.__pwned=1">'
@@ -274,18 +263,7 @@ def test_missing_results_file_still_renders(tmp_path: Path) -> None:
 
 @pytest.fixture(scope="module")
 def browser() -> Iterator[Any]:
-    # in CI (.ci/run installs both) a missing browser must fail, not quietly skip
-    skip = pytest.fail if os.environ.get("CI") else pytest.skip
-    if not CHROMIUM.exists():
-        skip("headless browser tests need /usr/bin/chromium (apt-get install chromium, or run .ci/browser)")
-    try:
-        import playwright.sync_api as sync_api
-    except ImportError:
-        skip("headless browser tests need Playwright: pip install -e '.[browser]'")
-    with sync_api.sync_playwright() as p:
-        b = p.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
-        yield b
-        b.close()
+    yield from chromium()
 
 
 @pytest.fixture

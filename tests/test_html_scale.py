@@ -11,7 +11,6 @@ opens in under 3 s.
 from __future__ import annotations
 
 import json
-import os
 import re
 import shutil
 import time
@@ -21,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from browser import chromium
 from click.testing import CliRunner
 
 from evalx.cli import main
@@ -213,20 +213,8 @@ def test_sampling_caps_and_spreads() -> None:
 
 @pytest.fixture(scope="module")
 def browser() -> Iterator[Any]:
-    """Headless Chromium as tests/test_html.py launches it (skipped without it, failing in CI)."""
-    from test_html import CHROMIUM, CHROMIUM_ARGS
-
-    skip = pytest.fail if os.environ.get("CI") else pytest.skip
-    if not CHROMIUM.exists():
-        skip("headless browser tests need /usr/bin/chromium (apt-get install chromium, or run .ci/browser)")
-    try:
-        import playwright.sync_api as sync_api
-    except ImportError:
-        skip("headless browser tests need Playwright: pip install -e '.[browser]'")
-    with sync_api.sync_playwright() as p:
-        b = p.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
-        yield b
-        b.close()
+    """Headless Chromium (tests/browser.py: skipped without it, failing in CI)."""
+    yield from chromium()
 
 
 def _open(browser: Any, path: Path) -> tuple[Any, list[str]]:

@@ -224,7 +224,10 @@ def _build_schema() -> dict[str, Any]:
             "defaults": {"type": "object", "description": "Fields merged under every case (category, tags, assert...)."},
             "fields": {
                 "type": "object",
-                "properties": {name: {"type": "string", "minLength": 1, "description": f"The column read as the case's {name}."} for name in CASE_FIELDS},
+                "properties": {
+                    name: {"type": "string", "minLength": 1, "description": f"The column read as the case's {name}."}
+                    for name in CASE_FIELDS
+                },
                 "additionalProperties": False,
                 "description": "CASE_FIELD: COLUMN, for files in another tool's shape: {input: question, expected: answer} reads each "
                 "case's question as its input. A case with no id then gets its place in the dataset (1, 2, ...).",
