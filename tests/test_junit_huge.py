@@ -352,3 +352,33 @@ def test_a_failing_case_named_like_the_summary_keeps_identities_unique(tmp_path:
     write_junit(results, tmp_path / "s.xml", name="n", run_id="r", passes="summary")
     outcomes = read_by_every_parser(tmp_path / "s.xml", junit_schema)
     assert outcomes == {("t.d", "passed cases~2"): "pass", ("t.d", "passed cases"): "failure"}
+
+
+def test_report_keeps_the_options_the_run_used(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`evalx report RUN` re-renders junit.xml and report.html as the run rendered them, unless told otherwise."""
+    import json as _json
+
+    from click.testing import CliRunner
+
+    from evalx.cli import main
+
+    (tmp_path / "agent.py").write_text("def echo(text):\n    return 'Hello ' + text\n", encoding="utf-8")
+    cases = "".join(
+        _json.dumps({"id": f"c{i}", "input": f"hi {i}", "assert": [{"type": "contains", "value": "hi 3" if i == 3 else "Hello"}]}) + "\n"
+        for i in range(6)
+    )
+    (tmp_path / "cases.jsonl").write_text(cases, encoding="utf-8")
+    (tmp_path / "evalconfig.yaml").write_text(
+        "version: 1\nname: keep\ntargets: [{id: t, type: python, callable: agent.py:echo}]\ndatasets: [{id: d, path: cases.jsonl}]\n",
+        encoding="utf-8",
+    )
+    monkeypatch.chdir(tmp_path)
+    assert CliRunner().invoke(main, ["run", "-q", "--junit-passes", "summary", "--html-max-cells", "3"]).exit_code == 0
+    (run_dir,) = (tmp_path / "runs").iterdir()
+    first = (run_dir / "junit.xml").read_bytes()
+    assert b'name="passed cases"' in first
+    assert _json.loads((run_dir / "run.json").read_text())["reports"] == {"junit_passes": "summary", "html_max_cells": 3}
+    assert CliRunner().invoke(main, ["report", str(run_dir)]).exit_code == 0
+    assert b'name="passed cases"' in (run_dir / "junit.xml").read_bytes()  # kept
+    assert CliRunner().invoke(main, ["report", str(run_dir), "--junit-passes", "all"]).exit_code == 0
+    assert b'name="passed cases"' not in (run_dir / "junit.xml").read_bytes()  # told otherwise

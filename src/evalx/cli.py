@@ -204,10 +204,9 @@ html_max_cells_option = click.option(
 junit_passes_option = click.option(
     "--junit-passes",
     type=click.Choice(["all", "summary"]),
-    default="all",
-    show_default=True,
+    default=None,
     help="summary: junit.xml has failures, errors and skips in full and, per target and dataset, one testcase "
-    "for the passing cases (their ids in its system-out): for huge suites.",
+    "for the passing cases (their ids in its system-out): for huge suites. Default: all (evalx report: what the run used).",
 )
 
 junit_flavor_option = click.option(
@@ -255,7 +254,7 @@ def run_cmd(
     no_cache: bool,
     junit: Path | None,
     junit_flavor: str,
-    junit_passes: str,
+    junit_passes: str | None,
     html: Path | None,
     json_out: bool,
     var: tuple[str, ...],
@@ -302,7 +301,7 @@ def run_cmd(
         run_id=run_id,
         baseline=baseline,
         resume=bool(resume),
-        reports=ReportOptions(html_max_cells=html_max_cells, junit_passes=junit_passes),
+        reports=ReportOptions(html_max_cells=html_max_cells, junit_passes=junit_passes or "all"),
     )
     from evalx.targets.printed import stdout_for_evalx
 
@@ -311,7 +310,7 @@ def run_cmd(
         outcome = run(config, options)
         _report_run(outcome, selection.matrix, json_out, out)
         if junit is not None and junit_flavor != "standard":
-            _flavored_junit(outcome.run_dir, outcome.summary, junit, junit_flavor, junit_passes)
+            _flavored_junit(outcome.run_dir, outcome.summary, junit, junit_flavor, junit_passes or "all")
         from evalx.reports.markdown import publish_markdown
 
         publish_markdown(outcome.summary, markdown)
@@ -377,14 +376,20 @@ def _print_plan(plan: Any, config: Any = None) -> None:
 @junit_passes_option
 @html_max_cells_option
 def report(
-    run_ref: str, config_path: Path, html: Path | None, junit: Path | None, junit_flavor: str, junit_passes: str, html_max_cells: int | None
+    run_ref: str,
+    config_path: Path,
+    html: Path | None,
+    junit: Path | None,
+    junit_flavor: str,
+    junit_passes: str | None,
+    html_max_cells: int | None,
 ) -> None:
     """Re-render a stored run's summary, junit.xml and report.html.
 
     RUN is a run id under the config's output dir, `latest`, or the path of a
     run directory (which needs no config).
     """
-    from evalx.reports.render import REPORT_FILES, ReportOptions, check_outputs, copy_report, rebuild_reports
+    from evalx.reports.render import REPORT_FILES, ReportOptions, check_outputs, copy_report, rebuild_reports, stored_report_options
     from evalx.results.store import RESULTS, ReadProblems
 
     run_dir = _find_run(run_ref, config_path)
@@ -393,6 +398,9 @@ def report(
     if junit is not None and junit_flavor != "standard" and junit.resolve() == (run_dir / "junit.xml").resolve():
         _fail(f"evalx: --junit {junit}: the run's own junit.xml stays standard; write the {junit_flavor} file elsewhere")
     problems = ReadProblems()
+    used = stored_report_options(run_dir)  # what the run was rendered with: an option not given keeps it
+    junit_passes = junit_passes or used.junit_passes
+    html_max_cells = html_max_cells if html_max_cells is not None else used.html_max_cells
     summary = rebuild_reports(run_dir, problems, ReportOptions(html_max_cells=html_max_cells, junit_passes=junit_passes))
     if problems:
         click.echo(f"evalx: warning: {problems.warning(run_dir / RESULTS)}", err=True)

@@ -119,6 +119,8 @@ def _run_locked(
         },
         "selection_args": _resume.selection_args(options.selection),
         "plan_digest": fingerprint,
+        # how the reports were rendered: `evalx report` keeps it unless told otherwise
+        "reports": {"junit_passes": options.reports.junit_passes, "html_max_cells": options.reports.html_max_cells},
         "started_unix": started.timestamp(),  # orders runs started within the same second
         "status": "running",
     }

@@ -20,7 +20,7 @@ from evalx.results.repeats import RULES
 from evalx.results.store import ReadProblems, read_results, write_json
 from evalx.results.summary import SummaryBuilder
 
-__all__ = ["REPORT_FILES", "ReportOptions", "check_outputs", "copy_report", "rebuild_reports", "write_reports"]
+__all__ = ["REPORT_FILES", "ReportOptions", "check_outputs", "copy_report", "rebuild_reports", "stored_report_options", "write_reports"]
 
 REPORT_FILES = ("summary.json", "summary.txt", "junit.xml", "report.html")
 #: what a run folder holds that no report may overwrite: its record, not a rendering of it
@@ -35,6 +35,18 @@ class ReportOptions:
     junit_passes: str = "all"
     #: the most cells report.html embeds in full (None: the built-in cap)
     html_max_cells: int | None = None
+
+
+def stored_report_options(run_dir: Path) -> ReportOptions:
+    """The report options a run recorded in its ``run.json`` (``reports``), else the defaults."""
+    stored = _read_json_dict(run_dir / "run.json").get("reports")
+    if not isinstance(stored, dict):
+        return ReportOptions()
+    passes, cap = stored.get("junit_passes"), stored.get("html_max_cells")
+    return ReportOptions(
+        junit_passes=passes if passes in ("all", "summary") else "all",
+        html_max_cells=cap if isinstance(cap, int) and not isinstance(cap, bool) and cap >= 0 else None,
+    )
 
 
 def write_reports(run_dir: Path, summary: RunSummary, options: ReportOptions | None = None) -> None:
