@@ -25,16 +25,9 @@ from pathlib import Path
 from evalx.reports import write_html
 from evalx.results.summary import SummaryBuilder
 
-CHROMIUM = "/usr/bin/chromium"
-ARGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--no-first-run",
-]
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+from browser import launch
+
 CATEGORIES = ["billing", "orders", "shipping", "refunds", "account", "safety", "tools", "math", "policy", "escalation"]
 WORDS = [
     "the",
@@ -178,7 +171,7 @@ def main() -> int:
         return 1
     loads, ready, filters, filter_js, searches = [], [], [], [], []
     with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+        browser = launch(p)
         for _ in range(args.runs):
             page = browser.new_page(viewport={"width": 1280, "height": 900})
             t0 = time.perf_counter()

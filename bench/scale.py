@@ -63,18 +63,10 @@ import run as bench_run  # noqa: E402  (bench/run.py: TreeSampler, run_process, 
 
 OUT = BENCH / "out"
 FAIL_EVERY = 50  # every 50th case asserts "nobody": 2 % of the cells fail
-CHROMIUM = Path("/usr/bin/chromium")
-CHROMIUM_ARGS = [  # tests/test_html.py's
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--no-first-run",
-]
-# when Chromium's GPU process dies at start ("GPU process isn't usable. Goodbye."), run it inside the browser process
-GPU_FALLBACK_ARGS = ["--in-process-gpu", "--disable-gpu-sandbox", "--disable-software-rasterizer", "--use-gl=swiftshader"]
+sys.path.insert(0, str(BENCH.parent / "tests"))
+from browser import CHROMIUM, CHROMIUM_ARGS  # noqa: E402  (tests/browser.py: the one Chromium launch of tests and bench)
+from browser import FALLBACK_ARGS as GPU_FALLBACK_ARGS  # noqa: E402
+
 BROWSER_TIMEOUT_MS = 180_000
 
 # run with the tree under test on PYTHONPATH: count the cell records of results.jsonl with its own reader

@@ -1,4 +1,4 @@
-"""Headless Chromium for the browser tests: one launch, with the fallback for machines whose GPU process dies at start."""
+"""Headless Chromium for the browser tests and bench/: one launch, with the fallback for machines whose GPU process dies at start."""
 
 from __future__ import annotations
 
@@ -6,8 +6,6 @@ import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
-
-import pytest
 
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMIUM_ARGS = [
@@ -33,6 +31,8 @@ def launch(playwright: Any) -> Any:
 
 def chromium() -> Iterator[Any]:
     """Body of a ``browser`` fixture: skipped without Chromium or Playwright, failing in CI (.ci/run installs both)."""
+    import pytest  # (here: bench/ imports this module for the launch alone)
+
     skip = pytest.fail if os.environ.get("CI") else pytest.skip
     if not CHROMIUM.exists():
         skip("headless browser tests need /usr/bin/chromium (apt-get install chromium, or run .ci/browser)")
