@@ -245,18 +245,22 @@ _NULLABLE = ("latency_ms", "ttft_ms", "cost_usd", "judge_cost_usd")
 
 
 def _compact_assertion(a: Any) -> Any:
-    if not isinstance(a, dict):
+    if type(a) is not dict:
         return a
-    out = {}
     passed = a.get("passed")
-    for key, value in a.items():
+    out = {}
+    for key, value in a.items():  # by hand, key by key: a dict of defaults looked up a key was most of the line's cost
         if key == "score":
-            if value == _default_score(passed) and type(value) is float:
+            if type(value) is float and value == (1.0 if passed is True else 0.0):
                 continue
-        elif key in _ASSERTION_DEFAULTS:
-            default = _ASSERTION_DEFAULTS[key]
-            if value is default or (value == default and type(value) is type(default)):
+        elif key == "name" or key == "passed":
+            if value is None:
                 continue
+        elif key == "reason":
+            if value == "" and type(value) is str:
+                continue
+        elif key == "weight" and type(value) is float and value == 1.0:
+            continue
         out[key] = value
     return out
 
