@@ -231,9 +231,10 @@ def evalx_run(config: Path, *extra: str, sample_memory: bool = False) -> tuple[P
         raise SystemExit(f"evalx run failed ({proc.returncode}): {proc.stderr[-2000:]}")
     (run_dir,) = list(runs.iterdir())
     summary = json.loads((run_dir / "summary.json").read_text())
-    n = sum(1 for _ in open(run_dir / "results.jsonl", "rb"))
+    # cell lines: results format v2 also has a run record and case records ({"kind": ...}), v1 has neither
+    n = sum(1 for line in open(run_dir / "results.jsonl", "rb") if not line.startswith(b'{"kind":'))
     if n != summary["totals"]["cells"] or summary["totals"]["pass"] != n:
-        raise SystemExit(f"evalx run of {config}: {n} result lines, totals {summary['totals']}")
+        raise SystemExit(f"evalx run of {config}: {n} cell lines, totals {summary['totals']}")
     for name in ("summary.txt", "junit.xml", "report.html"):
         if not (run_dir / name).is_file():
             raise SystemExit(f"evalx run of {config}: {name} missing")
