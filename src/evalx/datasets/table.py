@@ -26,7 +26,7 @@ from typing import Any, overload
 
 from evalx.models import Case
 
-__all__ = ["CaseTable", "content_digest"]
+__all__ = ["FINGERPRINT_JSON", "CaseTable", "content_digest"]
 
 _FIELDS = tuple(f.name for f in fields(Case))
 _VALUES = attrgetter(*_FIELDS)  # a case's fields as a tuple, in Case's order
@@ -143,14 +143,6 @@ class CaseTable(Sequence[Case]):
         start = self._id_ends[i - 1] if i else 0
         return self._id_data[start : self._id_ends[i]].decode("utf-8", "surrogatepass")
 
-    def case_ids(self) -> Iterator[str]:
-        """Every case id, in order."""
-        start = 0
-        data = self._id_data
-        for end in self._id_ends:
-            yield data[start:end].decode("utf-8", "surrogatepass")
-            start = end
-
     def category(self, i: int) -> str:
         return str(self.categories[self._category[i]])
 
@@ -193,8 +185,9 @@ class _Distinct(list[Any]):
 #: the fields of a case that make it what it is (not ``source``: a moved line is the same case)
 _CONTENT = tuple(name for name in _FIELDS if name != "source")
 _CONTENT_VALUES = attrgetter(*_CONTENT)
-#: ``json.dumps(value, sort_keys=True, default=str, ensure_ascii=False)``, without building an encoder per call
-_ENCODER = json.JSONEncoder(sort_keys=True, default=str, ensure_ascii=False)
+#: the JSON of ``run.json``'s plan fingerprint and its case digests: ``json.dumps(value, sort_keys=True,
+#: default=str, ensure_ascii=False)``, without building an encoder per call (changing it breaks ``--resume``)
+FINGERPRINT_JSON = json.JSONEncoder(sort_keys=True, default=str, ensure_ascii=False)
 
 
 def content_digest(case: Case, redact: Callable[[Any], Any]) -> bytes:
@@ -204,4 +197,4 @@ def content_digest(case: Case, redact: Callable[[Any], Any]) -> bytes:
     so ``--resume`` can tell that a case changed; a secret's value never goes into it, not even hashed.
     """
     fields = dict(zip(_CONTENT, _CONTENT_VALUES(case), strict=True))
-    return hashlib.sha256(_ENCODER.encode(redact(fields)).encode()).digest()
+    return hashlib.sha256(FINGERPRINT_JSON.encode(redact(fields)).encode()).digest()

@@ -15,7 +15,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from evalx.datasets.table import content_digest
+from evalx.datasets.table import FINGERPRINT_JSON, content_digest
 from evalx.errors import EvalxError
 from evalx.execution.plan import Selection
 from evalx.results.model import CellResult
@@ -52,7 +52,7 @@ def selection_from_meta(meta: dict[str, Any]) -> Selection:
 def plan_fingerprint(config: Any, plan: Any) -> str:
     """A digest of everything that decides what the cells are and how they are scored."""
     h = hashlib.sha256()
-    encode = _ENCODER.encode
+    encode = FINGERPRINT_JSON.encode
 
     def feed(value: Any) -> None:
         h.update(encode(value).encode())
@@ -73,10 +73,6 @@ def plan_fingerprint(config: Any, plan: Any) -> str:
                 feed([index, f"{target}\x1f{dataset}\x1f{case_id}\x1f{repeat}", digest])
                 index += 1
     return h.hexdigest()[:32]
-
-
-#: ``json.dumps(value, sort_keys=True, default=str, ensure_ascii=False)``, without building an encoder per call
-_ENCODER = json.JSONEncoder(sort_keys=True, default=str, ensure_ascii=False)
 
 
 def load_run_meta(ref: str, output_dir: Path) -> tuple[Path, dict[str, Any]]:

@@ -78,7 +78,6 @@ _OUTPUT_DEFAULTS: dict[str, Any] = {
     "raw": None,
 }
 _FROM_CELL = ("latency_ms", "ttft_ms", "cost_usd", "error")
-_ASSERTION_DEFAULTS: dict[str, Any] = {"name": None, "passed": None, "reason": "", "weight": 1.0}
 #: the keys a v2 cell line always has
 _IDENTITY = ("index", "target", "dataset", "case_id")
 
@@ -156,14 +155,20 @@ def t0_of(defaults: dict[str, Any]) -> Clock | None:
 def split_case(result: CellResult | dict[str, Any], cells: int) -> dict[str, Any]:
     """The case record of ``result``'s case (``cells``: how many cells the case has), its defaults left out."""
     record: dict[str, Any] = {"kind": "case", "dataset": result.get("dataset"), "case_id": result.get("case_id"), "cells": cells}
+    _case_fields(result, record)
+    return record
+
+
+def _case_fields(result: CellResult | dict[str, Any], into: dict[str, Any]) -> None:
+    """Copy the case's own fields of ``result`` that differ from their defaults (and description/notes) into ``into``."""
+    get = result.get
     for key, default in CASE_KEYS.items():
-        value = result.get(key, default)
+        value = get(key, default)
         if value != default or type(value) is not type(default):
-            record[key] = value
+            into[key] = value
     for key in _OPTIONAL_CASE_KEYS:
         if key in result:
-            record[key] = result[key]  # type: ignore[literal-required]
-    return record
+            into[key] = result[key]  # type: ignore[literal-required]
 
 
 def compact_cell(
@@ -192,13 +197,7 @@ def compact_cell(
     if target_types.get(target) != kind:  # type: ignore[arg-type]
         line["target_type"] = kind
     if with_case:
-        for key, default in CASE_KEYS.items():
-            value = get(key, default)
-            if value != default or type(value) is not type(default):
-                line[key] = value
-        for key in _OPTIONAL_CASE_KEYS:
-            if key in result:
-                line[key] = result[key]  # type: ignore[literal-required]
+        _case_fields(result, line)
     status = line["status"] = get("status")
     repeat = get("repeat", 0)
     if repeat != 0 or type(repeat) is not int:

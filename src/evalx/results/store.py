@@ -148,7 +148,6 @@ class ResultWriter:
         self._recorded = bytearray(cases.total) if cases is not None else bytearray()
         # each line's sort key (2 x its cell's index + 1; a case record: 2 x its first cell's index), offset and length
         self._keys, self._starts, self._lengths = array("q"), array("q"), array("q")
-        self._cells = 0
         self._pending: list[bytes] = []  # lines not written yet: written before the event loop next waits
         self._scheduled = False
         self._failed: OutputError | None = None  # a write that failed: raised by every later write and close()
@@ -187,7 +186,6 @@ class ResultWriter:
                                 self._recorded[first] = 1
                         else:
                             key = 2 * int(value["index"]) + 1
-                            self._cells += 1
                     except (ValueError, KeyError, TypeError, AttributeError, RecursionError):
                         offset += len(raw)
                         continue
@@ -218,7 +216,6 @@ class ResultWriter:
                     self._recorded[first] = 1
         types, defaults, t0 = self._types, self._defaults, self._t0
         self._write_line(result, lambda r: compact_cell(r, types, with_case=with_case, defaults=defaults, t0=t0), 2 * index + 1)
-        self._cells += 1
 
     def _write_line(self, value: Any, shape: Callable[[Any], Any], key: int) -> None:
         try:
@@ -284,11 +281,6 @@ class ResultWriter:
             self._failed = OutputError(self.path, exc)
             raise self._failed from None
         self._pending.clear()
-
-    @property
-    def count(self) -> int:
-        """The cells in the file so far."""
-        return self._cells
 
     def _order(self) -> Iterable[int]:
         """The lines' positions in matrix order (the run record first, a case record before its case's first cell).
