@@ -428,7 +428,7 @@ def test_datasets_load_alike_with_and_without_the_spec_fast_path(tmp_path: Any, 
 
 
 def test_plan_fingerprint_is_what_it_was(tmp_path: Any) -> None:
-    """The digest in run.json must not change with its encoder (a run started before still resumes)."""
+    """Version 1 of run.json's digest must not change (a run an older evalx started still resumes)."""
     import hashlib
 
     from evalx.config.loader import load_config
@@ -467,7 +467,8 @@ def test_plan_fingerprint_is_what_it_was(tmp_path: Any) -> None:
     config = load_config(tmp_path / "evalconfig.yaml")
     plan = build_plan(config, Selection())
     assert len(plan.cells) == 8
-    assert plan_fingerprint(config, plan) == reference(config, plan)
+    assert plan_fingerprint(config, plan, version=1) == reference(config, plan)
+    assert plan_fingerprint(config, plan) != reference(config, plan)  # a new run records version 2
 
 
 # -- junit.xml and report.html from one read of results.jsonl ---------------------------------

@@ -184,3 +184,71 @@ def test_resume_refuses_when_cells_changed(tmp_path: Path, monkeypatch: pytest.M
 
     unknown = CliRunner().invoke(main, ["run", "--resume", "nope"])
     assert unknown.exit_code == 2 and "--resume: no run 'nope'" in unknown.stderr
+
+
+# -- the plan fingerprint (version 2) ------------------------------------------------------------
+
+
+def _fingerprint(root: Path, config_text: str, version: int | None = None) -> str:
+    from evalx.config.loader import load_config
+    from evalx.execution.plan import Selection, build_plan
+    from evalx.execution.resume import plan_fingerprint
+
+    (root / "evalconfig.yaml").write_text(config_text, encoding="utf-8")
+    config = load_config(root / "evalconfig.yaml")
+    plan = build_plan(config, Selection())
+    return plan_fingerprint(config, plan) if version is None else plan_fingerprint(config, plan, version)
+
+
+FP_CONFIG = (
+    "version: 1\nname: fp\nsecrets: [FP_TOKEN]\n"
+    "targets: [{id: a, type: python, callable: bot.py:answer}, {id: b, type: python, callable: bot.py:answer}]\n"
+    "datasets:\n  - id: d\n    cases:\n"
+    "      - {id: c1, input: 'hi ${FP_TOKEN}', vars: {k: [1, 2.5, null]}, assert: [{type: contains, value: ok}]}\n"
+    "      - {id: c2, input: second, repeat: 2, targets: [a]}\n"
+)
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        ("input: second", "input: Second"),  # a case's content
+        ("[1, 2.5, null]", "[1, 2.5, 0]"),  # deep inside it
+        ("repeat: 2", "repeat: 3"),  # its cells
+        ("targets: [a]", "targets: [b]"),  # which targets run it
+        ("id: c2", "id: c3"),  # its id
+        ("{id: b, type: python", "{id: b2, type: python"),  # a target
+    ],
+)
+def test_fingerprint_changes_with_the_cells(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, change: tuple[str, str]) -> None:
+    monkeypatch.setenv("FP_TOKEN", "s3cret-value-1")
+    (tmp_path / "bot.py").write_text("def answer(q):\n    return 'ok'\n")
+    before = _fingerprint(tmp_path, FP_CONFIG)
+    assert _fingerprint(tmp_path, FP_CONFIG) == before  # the same config, the same digest
+    assert _fingerprint(tmp_path, FP_CONFIG.replace(*change)) != before
+
+
+def test_fingerprint_ignores_line_moves_and_secret_values(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    (tmp_path / "bot.py").write_text("def answer(q):\n    return 'ok'\n")
+    monkeypatch.setenv("FP_TOKEN", "s3cret-value-1")
+    before = _fingerprint(tmp_path, FP_CONFIG)
+    assert _fingerprint(tmp_path, FP_CONFIG.replace("datasets:\n", "\n\ndatasets:\n")) == before  # source lines moved
+    monkeypatch.setenv("FP_TOKEN", "another-secret-2")
+    assert _fingerprint(tmp_path, FP_CONFIG) == before  # a secret's value never goes into the digest
+    assert _fingerprint(tmp_path, FP_CONFIG, version=1) != before
+
+
+def test_resume_of_a_run_with_an_unknown_fingerprint_version_is_refused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    project(tmp_path, n_cases=2)
+    (tmp_path / "go").write_text("")
+    monkeypatch.chdir(tmp_path)
+    first = CliRunner().invoke(main, ["run", "-q"])
+    assert first.exit_code == 0, first.output
+    run_dir = next((tmp_path / "runs").iterdir())
+    meta = json.loads((run_dir / "run.json").read_text())
+    assert meta["plan_digest_version"] == 2
+    meta["plan_digest_version"] = 7
+    (run_dir / "run.json").write_text(json.dumps(meta))
+    again = CliRunner().invoke(main, ["run", "--resume", run_dir.name])
+    assert again.exit_code == 2
+    assert "plan fingerprint of version 7" in again.output and "Traceback" not in again.output

@@ -23,7 +23,7 @@ from typing import Any, overload
 
 from evalx.config.loader import Config
 from evalx.config.matrix import MatrixCount, Variant, count_variants, expand, matrix_count
-from evalx.datasets.table import CaseTable, content_digest
+from evalx.datasets.table import CaseTable, case_digest
 from evalx.errors import ConfigError, DatasetError, Issue
 from evalx.models import Case, Cell
 
@@ -279,7 +279,7 @@ def load_all_datasets(config: Config, only: list[str] | None = None) -> dict[str
                 line=config.line(("datasets", i)),
                 positions=config.loaded.lines,
                 path_prefix=("datasets", i),
-                digest=lambda case: content_digest(case, redact),  # for --resume's fingerprint, made while the case is at hand
+                digest=lambda case: case_digest(case, redact),  # for --resume's fingerprint, made while the case is at hand
             )
         except DatasetError as exc:
             errors.extend(str(exc).splitlines())

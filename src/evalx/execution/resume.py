@@ -15,7 +15,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from evalx.datasets.table import FINGERPRINT_JSON, content_digest
+from evalx.datasets.table import FINGERPRINT_JSON, case_digest, content_digest
 from evalx.errors import EvalxError
 from evalx.execution.plan import Selection
 from evalx.results.model import CellResult
@@ -25,10 +25,12 @@ __all__ = [
     "check_plan",
     "check_result",
     "load_run_meta",
+    "FINGERPRINT_VERSION",
     "plan_fingerprint",
     "resume_selection",
     "selection_args",
     "selection_from_meta",
+    "stored_fingerprint_version",
 ]
 
 
@@ -49,8 +51,18 @@ def selection_from_meta(meta: dict[str, Any]) -> Selection:
     return Selection(**{k: v for k, v in stored.items() if k in names})
 
 
-def plan_fingerprint(config: Any, plan: Any) -> str:
-    """A digest of everything that decides what the cells are and how they are scored."""
+#: the version of the plan fingerprint a new run records in ``run.json`` (``plan_digest_version``; absent: 1)
+FINGERPRINT_VERSION = 2
+
+
+def plan_fingerprint(config: Any, plan: Any, version: int = FINGERPRINT_VERSION) -> str:
+    """A digest of everything that decides what the cells are and how they are scored.
+
+    Version 2 (what a run records now) feeds each selected case once: its
+    :func:`case_digest`, dataset, id, targets and repeats, which fix its cells
+    and their indexes. Version 1, fed a line a cell with :func:`content_digest`,
+    is what a run started by an older evalx recorded: such a run resumes with it.
+    """
     h = hashlib.sha256()
     encode = FINGERPRINT_JSON.encode
 
@@ -63,16 +75,35 @@ def plan_fingerprint(config: Any, plan: Any) -> str:
     feed(redact(plan.target_specs))
     feed(redact(config.global_asserts))
     feed(redact(config.data.get("judge")))
-    index = 0
-    for dataset, table, pos, targets, repeats in plan.cells.cases():  # a case's cells (targets x repeats) share one digest
+    if version == 1:
+        index = 0
+        for dataset, table, pos, targets, repeats in plan.cells.cases():  # a case's cells (targets x repeats) share one digest
+            digest = content_digest(table.case(pos), redact).hex()
+            case_id = table.case_id(pos)
+            for target in targets:
+                for repeat in range(repeats):
+                    feed([index, f"{target}\x1f{dataset}\x1f{case_id}\x1f{repeat}", digest])
+                    index += 1
+        return h.hexdigest()[:32]
+    h.update(b"v2\x1e")
+    update = h.update
+    for dataset, table, pos, targets, repeats in plan.cells.cases():
+        on = "\x1d".join(targets)
         made = table.digest(pos)  # made when the case was loaded
-        digest = (made if made is not None else content_digest(table.case(pos), redact)).hex()
-        case_id = table.case_id(pos)
-        for target in targets:
-            for repeat in range(repeats):
-                feed([index, f"{target}\x1f{dataset}\x1f{case_id}\x1f{repeat}", digest])
-                index += 1
+        update(made if made is not None else case_digest(table.case(pos), redact))
+        update(f"{dataset}\x1f{table.case_id(pos)}\x1f{on}\x1f{repeats}\x1e".encode("utf-8", "surrogatepass"))
     return h.hexdigest()[:32]
+
+
+def stored_fingerprint_version(meta: dict[str, Any]) -> int:
+    """The version of the fingerprint in a run's ``run.json`` (1 when it does not say: an older evalx)."""
+    version = meta.get("plan_digest_version", 1)
+    if version not in (1, FINGERPRINT_VERSION) or isinstance(version, bool):
+        raise ResumeError(
+            f"cannot resume {meta.get('run_id')}: its run.json has a plan fingerprint of version {version!r}, "
+            "which this evalx does not know (was it started by a newer evalx?)"
+        )
+    return int(version)
 
 
 def load_run_meta(ref: str, output_dir: Path) -> tuple[Path, dict[str, Any]]:

@@ -70,12 +70,14 @@ def run(config: Config, options: RunOptions, *, out: TextIO | None = None, err: 
     run_dir = config.output_dir / run_id
     from evalx.execution import resume as _resume
 
-    fingerprint = _resume.plan_fingerprint(config, plan)
     previous: dict[str, Any] | None = None
     if options.resume:
         run_dir, previous = _resume.load_run_meta(run_id, config.output_dir)
+        fingerprint = _resume.plan_fingerprint(config, plan, _resume.stored_fingerprint_version(previous))
         for note in _resume.check_plan(previous, config, plan, fingerprint):
             print(f"evalx: {note}", file=err)
+    else:
+        fingerprint = _resume.plan_fingerprint(config, plan)
     with writing(run_dir):
         run_dir.mkdir(parents=True, exist_ok=True)
     lock = RunLock(run_dir)  # one writer per run folder: a second run or --resume of it is refused (exit 2)
@@ -119,6 +121,8 @@ def _run_locked(
         },
         "selection_args": _resume.selection_args(options.selection),
         "plan_digest": fingerprint,
+        # a resumed run keeps the version it was fingerprinted with (a run of an older evalx: 1)
+        "plan_digest_version": _resume.stored_fingerprint_version(previous) if previous is not None else _resume.FINGERPRINT_VERSION,
         # how the reports were rendered: `evalx report` keeps it unless told otherwise
         "reports": {"junit_passes": options.reports.junit_passes, "html_max_cells": options.reports.html_max_cells},
         "started_unix": started.timestamp(),  # orders runs started within the same second
