@@ -860,6 +860,8 @@ def _header(summary: RunSummary, data: _ReportData) -> _Json:
                 "p50": finite(latency.get("p50")),
                 "p95": finite(latency.get("p95")),
                 "p99": finite(latency.get("p99")),
+                "ttft_p50": finite((t.get("ttft_ms") or {}).get("p50")),
+                "ttft_p95": finite((t.get("ttft_ms") or {}).get("p95")),
                 "tokens": _int(tokens.get("input")) + _int(tokens.get("output")),
                 "cost": finite(t.get("cost_usd")),
                 "judge_cost": finite(t.get("judge_cost_usd")),
@@ -880,6 +882,8 @@ def _header(summary: RunSummary, data: _ReportData) -> _Json:
         "targets": rows,
         "latency": {k: finite((summary.get("latency_ms") or {}).get(k)) for k in ("p50", "p95", "p99")},
         "ttft": {k: finite((summary.get("ttft_ms") or {}).get(k)) for k in ("p50", "p95", "p99")},
+        # streaming targets (engines, providers with stream: true): a TTFT column in the targets table
+        "has_ttft": any(row["ttft_p50"] is not None for row in rows),
         "tokens": {k: _int(tokens.get(k)) for k in ("input", "output", "cache_hit")},
         "cache_hit_ratio": finite(summary.get("cache_hit_ratio")),
         "cached_cells": _int(summary.get("cached_cells")),

@@ -66,6 +66,78 @@ _PRICE = {
     "additionalProperties": False,
 }
 
+_STREAM_EVENT = {
+    "type": "object",
+    "description": "What one event of this type carries; every expression is over `event` (the event's decoded JSON data).",
+    "properties": {
+        "text": {**_EXPR, "description": "A piece of the answer's text (the pieces are joined; the first one sets ttft_ms)."},
+        "tool_calls": {
+            "type": "object",
+            "description": "Tool-call deltas: pieces of calls, put together by index into whole calls.",
+            "properties": {
+                "items": {**_EXPR, "description": "The list of deltas in the event (default: the event itself is one delta, `item`)."},
+                "index": {
+                    **_EXPR,
+                    "description": "Which call a delta belongs to (default: a delta with a name starts a call, others add to the last).",
+                },
+                "id": {**_EXPR, "description": "The call id, over `item`."},
+                "name": {**_EXPR, "description": "The tool name, over `item`."},
+                "args": {
+                    **_EXPR,
+                    "description": "A fragment of the arguments' JSON text (fragments are joined, then parsed), or a whole object.",
+                },
+            },
+            "additionalProperties": False,
+        },
+        "usage": {
+            "type": "object",
+            "description": "Token counts: the last one the stream sends of each wins (servers send running totals).",
+            "properties": {
+                "input_tokens": {**_EXPR, "description": "All input tokens, including those served from the prompt cache."},
+                "output_tokens": _EXPR,
+                "cached_tokens": {**_EXPR, "description": "Input tokens served from the provider's prompt cache."},
+            },
+            "additionalProperties": False,
+        },
+        "stop_reason": {**_EXPR, "description": "Why the model stopped (the last one sent wins)."},
+        "error": {
+            **_EXPR,
+            "description": "The message of an error this event carries (default: errors.message, for an `error` event or "
+            "data with an `error`).",
+        },
+    },
+    "additionalProperties": False,
+}
+
+_STREAM = {
+    "type": "object",
+    "description": "How the API streams an answer (Server-Sent Events): a target with stream: true uses it.",
+    "properties": {
+        "default": {"type": "boolean", "description": "Stream unless a target sets stream: false (default false)."},
+        "params": {
+            "type": "object",
+            "description": "Request params added when streaming, e.g. {stream: true, stream_options: {include_usage: true}}.",
+        },
+        "end": {
+            "type": "object",
+            "description": "What ends a complete stream; a stream that closes without it is the cell's error.",
+            "properties": {
+                "data": {"type": "string", "description": "An event whose data is exactly this text, e.g. '[DONE]'."},
+                "event": {"type": "string", "description": "An event of this type, e.g. message_stop."},
+            },
+            "minProperties": 1,
+            "additionalProperties": False,
+        },
+        "events": {
+            "type": "object",
+            "description": "By event type (the SSE event: field, else the data's `type` when listed here, else `message`).",
+            "additionalProperties": _STREAM_EVENT,
+        },
+    },
+    "required": ["params", "end", "events"],
+    "additionalProperties": False,
+}
+
 PROVIDER_SCHEMA: dict[str, Any] = {
     "$schema": "https://json-schema.org/draft/2020-12/schema",
     "$id": PROVIDER_SCHEMA_ID,
@@ -148,6 +220,13 @@ PROVIDER_SCHEMA: dict[str, Any] = {
             "properties": {"params": {"type": "object", "description": "Params merged in when a caller wants a JSON answer."}},
             "additionalProperties": False,
         },
+        "params": {
+            "type": "array",
+            "items": {"type": "string"},
+            "description": "The request params the API knows: a target's params key not listed is a warning (with a did-you-mean). "
+            "Without the list nothing is checked.",
+        },
+        "stream": _STREAM,
         "embeddings": {
             "type": "object",
             "description": "Optional: how to embed a text (semantic_similar's `embedding:` target). Without it the provider cannot embed.",
@@ -254,6 +333,26 @@ class EmbeddingsRequest:
     has_input_tokens: bool = False
 
 
+@dataclass(frozen=True)
+class StreamSpec:
+    """A definition's ``stream:`` section; its expressions are read with :meth:`ProviderDefinition.reader`
+    at ``("stream", "events", TYPE, ...)`` (see :mod:`evalx.targets.provider_stream`)."""
+
+    params: dict[str, Any]
+    #: the data text that ends a complete stream (``[DONE]``), if any
+    end_data: str | None
+    #: the event type that ends a complete stream (``message_stop``), if any
+    end_event: str | None
+    #: event type -> its ``events:`` entry
+    events: dict[str, dict[str, Any]]
+    default: bool = False
+
+    @property
+    def end_shown(self) -> str:
+        """The end marker as a message names it: ``data: [DONE]`` or ``event: message_stop``."""
+        return f"data: {self.end_data}" if self.end_data is not None else f"event: {self.end_event}"
+
+
 @dataclass
 class ErrorClass:
     statuses: frozenset[int] = frozenset()
@@ -288,6 +387,9 @@ class ProviderDefinition:
     json_mode_params: dict[str, Any] = field(default_factory=dict)
     pricing: dict[str, Price] = field(default_factory=dict)
     embeddings: EmbeddingsRequest | None = None  # None: this provider cannot embed
+    stream: StreamSpec | None = None  # None: this provider cannot stream
+    #: the request params the API knows (``params:``); None: the definition does not say
+    known_params: tuple[str, ...] | None = None
     #: response expression path -> its reader (:meth:`reader`), made once
     _expressions: dict[tuple[str, ...], Callable[[dict[str, Any]], Any]] = field(default_factory=dict, repr=False, compare=False)
     _reads_headers: bool | None = field(default=None, repr=False, compare=False)
@@ -818,6 +920,21 @@ def _parse_definition(path: Path, shown: str, text: str, shipped: bool) -> Provi
         json_mode_params=dict((data.get("json_mode") or {}).get("params") or {}),
         pricing={model: Price.from_mapping(p) for model, p in (data.get("pricing") or {}).items()},
         embeddings=_embeddings_request(data.get("embeddings")),
+        stream=_stream_spec(data.get("stream")),
+        known_params=tuple(data["params"]) if isinstance(data.get("params"), list) else None,
+    )
+
+
+def _stream_spec(spec: Any) -> StreamSpec | None:
+    if not spec:
+        return None
+    end = spec["end"]
+    return StreamSpec(
+        params=dict(spec["params"]),
+        end_data=end.get("data"),
+        end_event=end.get("event"),
+        events={str(k): dict(v or {}) for k, v in spec["events"].items()},
+        default=bool(spec.get("default", False)),
     )
 
 
@@ -871,6 +988,13 @@ def _template_issues(loaded: Loaded) -> list[Issue]:
     check_expression(("embeddings", "vector"), embeddings.get("vector"))
     for key, expr in (embeddings.get("usage") or {}).items():
         check_expression(("embeddings", "usage", key), expr)
+    for kind, entry in ((data.get("stream") or {}).get("events") or {}).items():
+        for key, expr in (entry or {}).items():
+            if isinstance(expr, dict):
+                for sub, inner in expr.items():
+                    check_expression(("stream", "events", kind, key, sub), inner)
+            else:
+                check_expression(("stream", "events", kind, key), expr)
     for cls in ("rate_limited", "retryable", "fatal"):
         for i, pattern in enumerate(((data.get("errors") or {}).get(cls) or {}).get("body") or []):
             try:
@@ -878,6 +1002,61 @@ def _template_issues(loaded: Loaded) -> list[Issue]:
             except re.error as exc:
                 issues.append(_issue(loaded, ("errors", cls, "body", i), f"invalid regular expression: {exc}"))
     return issues
+
+
+# --- a target's params against its definition -------------------------------------
+
+
+def stream_requested(spec: Mapping[str, Any], definition: ProviderDefinition) -> bool:
+    """Whether a provider target streams: its ``stream:``, else ``params: {stream: ...}``, else the definition's default."""
+    value = spec.get("stream")
+    if value is None:
+        params = spec.get("params")
+        value = params.get("stream") if isinstance(params, dict) else None
+    if value is None or not isinstance(value, bool):  # a templated params.stream is sent as it is
+        return definition.stream is not None and definition.stream.default
+    return value
+
+
+def target_problems(spec: Mapping[str, Any], definition: ProviderDefinition) -> list[tuple[KeyPath, str, bool]]:
+    """What a provider target's ``stream``/``params`` get wrong against its definition: ``(path under the target, message, is_warning)``.
+
+    A target that streams with a definition that has no ``stream:`` section is an error; a
+    ``params:`` key the definition's ``params:`` list does not know is a warning with a
+    did-you-mean (a definition without the list checks nothing).
+    """
+    from evalx.documents import did_you_mean
+
+    problems: list[tuple[KeyPath, str, bool]] = []
+    params = spec.get("params")
+    if definition.stream is None and stream_requested(spec, definition):
+        path: KeyPath = ("stream",) if spec.get("stream") is not None else ("params", "stream")
+        problems.append(
+            (
+                path,
+                f"provider {definition.name!r} cannot stream ({definition.file} has no stream: section)"
+                + (
+                    "; for Ollama use provider: openai with base_url: http://localhost:11434/v1, its OpenAI-compatible API"
+                    if definition.name == "ollama"
+                    else ""
+                ),
+                False,
+            )
+        )
+    known = definition.known_params
+    if known is not None and isinstance(params, dict):
+        allowed = set(known) | {"stream"}
+        for key in params:
+            if isinstance(key, str) and key not in allowed:
+                problems.append(
+                    (
+                        ("params", key),
+                        f"{key!r} is not a parameter provider {definition.name!r} knows{did_you_mean(key, known)} "
+                        f"(its list: {definition.where('params')}); it is sent as it is",
+                        True,
+                    )
+                )
+    return problems
 
 
 # --- finding definitions --------------------------------------------------------

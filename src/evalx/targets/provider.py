@@ -36,16 +36,28 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any, NamedTuple
 
-from evalx.errors import ConfigError, Issue, TargetError, TargetProtocolError
+from evalx.errors import ConfigError, Issue, TargetError, TargetProtocolError, TargetTimeout
 from evalx.models import Cell, ToolCall, Trajectory, Usage, json_text_is_clean, token_count, vouch_clean
 from evalx.redaction import SECRET_KEYS, harmless_header, looks_secret_name
 from evalx.targets.base import RunContext, template_context
-from evalx.targets.definitions import _PATH_EXPR, _STEP, DefinitionError, Price, ProviderDefinition, _strip_braces, find_provider
+from evalx.targets.definitions import (
+    _PATH_EXPR,
+    _STEP,
+    DefinitionError,
+    Price,
+    ProviderDefinition,
+    _strip_braces,
+    find_provider,
+    stream_requested,
+    target_problems,
+)
+from evalx.targets.provider_stream import StreamAssembler, StreamErrorEvent, carries_error
 from evalx.targets.settings import TargetSettings
 from evalx.targets.transport.http import (
     Backoff,
     HttpClient,
     HttpResponse,
+    StreamResponse,
     _snippet,
     classify_status,
     parse_retry_after,
@@ -53,6 +65,7 @@ from evalx.targets.transport.http import (
     shown_url,
 )
 from evalx.targets.transport.ratelimit import RateLimiter
+from evalx.targets.transport.sse import SSEDecoder
 from evalx.templates import TemplateRenderError, render, render_value
 
 #: a response body larger than this is not kept in the result's ``raw``
@@ -61,8 +74,11 @@ _MAX_RAW_CHARS = 64_000
 NO_USAGE = "no usage in response"
 #: ``cost_note`` when the provider definition reads no usage at all
 NO_USAGE_MAPPING = "the provider definition reads no usage"
-#: a definition's keys that do not change a request or how its answer is read (left out of the cache key)
-_UNKEYED = frozenset({"name", "description", "pricing"})
+#: ``raw.usage_note`` of a streamed answer that sent no usage (its token counts are not known, not 0)
+NO_STREAM_USAGE = "the stream sent no usage: token counts unknown"
+#: a definition's keys that do not change a request or how its answer is read (left out of the cache key);
+#: ``stream`` counts only for a target that streams
+_UNKEYED = frozenset({"name", "description", "pricing", "params", "stream"})
 
 
 class ProviderTarget:
@@ -93,6 +109,9 @@ class ProviderTarget:
         self._readers: _Readers | None = None
         self._readers_of: ProviderDefinition | None = None  # the definition _readers were made from
         self._key_base = ""  # the cache key's part that is the same for every cell (set by start())
+        #: whether answers are streamed (``stream: true``, ``params: {stream: true}`` or the definition's default)
+        self.streaming = False
+        self._params: dict[str, Any] = spec.get("params") or {}  # the target's params, less its ``stream`` switch
 
     # -- lifecycle ---------------------------------------------------------------
 
@@ -139,6 +158,17 @@ class ProviderTarget:
                 raise ConfigError(str(exc)) from None
             secret_headers.add(definition.auth_header.lower())
         self.headers = headers
+        for path, message, warning in target_problems(self.spec, definition):
+            if not warning:
+                raise ConfigError(Issue(where, None, ".".join(str(p) for p in path), message))
+        self.streaming = stream_requested(self.spec, definition)
+        params = self.spec.get("params") or {}
+        if isinstance(params, dict) and "stream" in params and isinstance(params["stream"], bool):
+            params = {k: v for k, v in params.items() if k != "stream"}  # the switch, not a param sent as it is
+        if self.streaming:
+            assert definition.stream is not None
+            params = {**definition.stream.params, **params}
+        self._params = params
         self._key_base = _key_base(
             self.provider,
             self.model,
@@ -146,6 +176,7 @@ class ProviderTarget:
             self.url,
             definition,
             {k: v for k, v in headers.items() if k != definition.auth_header},
+            self.streaming,
         )
         self.public_headers = {
             k: v
@@ -196,7 +227,7 @@ class ProviderTarget:
         ctx = _LazyContext(cell, run, self.spec)
         try:
             system, messages = self._messages(cell, ctx)
-            params = self.spec.get("params") or {}
+            params = self._params
             if params:
                 params = render_value(params, ctx.get(), field="params")
         except TemplateRenderError as exc:
@@ -298,6 +329,8 @@ class ProviderTarget:
 
     async def invoke(self, cell: Cell, run: RunContext) -> Trajectory:
         assert self.definition is not None and self.client is not None, "start() first"
+        if self.streaming:
+            return await self._invoke_streamed(cell, run)
         request = self.render_request(cell, run)
         resp = await self._send(request)
         data = resp.json_body()
@@ -315,6 +348,101 @@ class ProviderTarget:
             response = None
         vouch_clean(traj, request_body=request["body"], raw_response=response)
         return traj
+
+    # -- streamed answers (stream: true) --------------------------------------------
+
+    async def _invoke_streamed(self, cell: Cell, run: RunContext) -> Trajectory:
+        """The cell's answer streamed (the definition's ``stream:`` section), with ``ttft_ms`` from the cell's start."""
+        client = self.client
+        assert client is not None
+        t0 = time.perf_counter()
+        request = self.render_request(cell, run)
+        public = {"method": request["method"], "url": request["url"], "headers": dict(self.public_headers), "body": request["body"]}
+        try:
+            traj = await client.retrying(lambda: self._stream_attempt(request, t0), deadline=time.monotonic() + self.settings.timeout_s)
+        except DefinitionError as exc:
+            raise TargetProtocolError(f"reading the stream of provider {self.provider!r}: {exc}") from None
+        except TargetError as exc:
+            exc.args = (self._safe(str(exc)),)  # the line is reported as it is: a server's echo of a secret stays out
+            raise
+        traj.request = public
+        return traj
+
+    async def _stream_attempt(self, request: dict[str, Any], t0: float) -> Trajectory:
+        client, limiter, d = self.client, self.limiter, self.definition
+        assert client is not None and d is not None
+        if limiter is not None:
+            if self._prepaid:
+                self._prepaid -= 1
+            else:
+                await limiter.acquire()
+        shown = shown_url(self.url)
+        headers = {"Accept": "text/event-stream", **self.headers}
+        async with client.stream(
+            request["method"], request["url"], json=request["body"], headers=headers, idle_timeout_s=self.settings.idle_timeout_s
+        ) as resp:
+            if resp.status >= 400 or resp.content_type in ("application/json", "application/problem+json"):
+                # an error status, or a server that answered the request whole: read as a non-streamed answer
+                whole = await _whole(resp)
+                if whole.status >= 400:
+                    raise self._http_error(whole)
+                body = whole.json_body()
+                if type(body) is dict and carries_error(body):
+                    raise self._http_error(whole)
+                return self._trajectory(body, whole)
+            assembler = StreamAssembler(d, t0, shown, self._safe)
+            decoder = SSEDecoder()
+            try:
+                async for line in resp.lines():
+                    event = decoder.decode(line)
+                    if event is not None and assembler.feed(event):
+                        return self._streamed_trajectory(assembler)
+            except TargetError as exc:
+                # a stream that answered in part is not sent again (its tokens are billed)
+                if assembler.n_events and not isinstance(exc, StreamErrorEvent):
+                    if exc.retryable and not isinstance(exc, TargetTimeout):  # the connection broke
+                        raise assembler.closed_early(decoder.pending, str(exc)) from None
+                    exc.retryable = False
+                raise
+            raise assembler.closed_early(decoder.pending)
+
+    def _streamed_trajectory(self, assembler: StreamAssembler) -> Trajectory:
+        calls, ids = assembler.tool_calls()
+        text = "".join(assembler.text)
+        stop = assembler.stop_reason
+        if not text and not calls and stop is None:
+            n = assembler.n_events
+            raise TargetProtocolError(
+                f"stream from {assembler.shown} ended without an answer: no text, no tool call and no stop reason in {n} event{'s' if n != 1 else ''}"
+            )
+        usage = Usage(
+            input_tokens=assembler.input_tokens or 0,
+            output_tokens=assembler.output_tokens or 0,
+            cache_hit_tokens=assembler.cached_tokens or 0,
+        )
+        raw: dict[str, Any] = {"stream_events": assembler.n_events}
+        if stop is not None:
+            raw["stop_reason"] = stop
+        if any(i is not None for i in ids):
+            raw["tool_call_ids"] = ids
+        cost, note = self._cost(usage), None
+        if not assembler.saw_usage:
+            raw["usage"] = None
+            raw["usage_note"] = NO_STREAM_USAGE
+            if cost is not None:
+                cost, note = None, NO_USAGE
+        elif assembler.output_tokens is None and cost is not None:
+            cost, note = None, NO_USAGE  # an input count alone cannot price an answer
+        return Trajectory(
+            text=text,
+            tool_calls=calls,
+            usage=usage,
+            cost_usd=cost,
+            cost_note=note,
+            raw=raw,
+            ttft_ms=assembler.ttft_ms,
+            stop_reason=stop if stop is None or isinstance(stop, str) else json.dumps(stop, ensure_ascii=False, default=str),
+        )
 
     # -- embeddings (semantic_similar's `embedding:` target) ---------------------
 
@@ -577,26 +705,26 @@ def _no_answer(read: _Readers, scope: dict[str, Any], stop: Any) -> bool:
     return read.has_stop_reason and stop is None
 
 
-def _carries_error(body: dict[str, Any]) -> bool:
-    """Whether a 2xx JSON body is an error: an ``error`` that is set, ``type: error`` (Anthropic), ``object: error`` (vLLM)."""
-    error = body.get("error")
-    return (
-        (error is not None and error is not False and error != "" and error != {})
-        or body.get("type") == "error"
-        or body.get("object") == "error"
-    )
+#: whether a 2xx JSON body is an error (one rule for whole answers and stream events)
+_carries_error = carries_error
 
 
-def _key_base(provider: str, model: str, base_url: str, url: str, definition: ProviderDefinition, headers: dict[str, str]) -> str:
+def _key_base(
+    provider: str, model: str, base_url: str, url: str, definition: ProviderDefinition, headers: dict[str, str], streaming: bool = False
+) -> str:
     """A digest of what decides every cell's answer alike: the cache key's fixed part.
 
     The definition counts by its parsed content (request, response mapping, headers, errors...;
     not its name, description or prices: a cached answer is repriced), so an edit of
     ``response.text`` is a new key. Headers count by a digest (a secret header is never kept
-    in clear, and the key is itself a digest); the API key's header is left out.
+    in clear, and the key is itself a digest); the API key's header is left out. The ``stream:``
+    section counts for a target that streams only (a definition that learns to stream keeps its
+    non-streamed answers' keys), the ``params:`` list never (it only feeds a warning).
     """
     data = definition.loaded.data
     mapping = {k: v for k, v in data.items() if k not in _UNKEYED} if isinstance(data, dict) else data
+    if streaming and isinstance(data, dict):
+        mapping = {**mapping, "stream": data.get("stream")}
     parts = [provider, model, base_url, url, mapping, sorted((k.lower(), str(v)) for k, v in headers.items())]
     text = json.dumps(parts, sort_keys=True, ensure_ascii=False, separators=(",", ":"), default=str)
     return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
@@ -615,6 +743,17 @@ class _LazyContext:
         if self._value is None:
             self._value = template_context(self.cell, self.run, self.spec)
         return self._value
+
+
+async def _whole(resp: StreamResponse) -> HttpResponse:
+    """A streamed response read whole (at most its ``max_bytes``), as :meth:`HttpClient.request_json` would give it."""
+    raw = await resp.read()
+    text = raw.decode("utf-8", "replace")
+    try:
+        parsed = json.loads(text) if text.strip() else None
+    except ValueError:
+        parsed = None
+    return HttpResponse(resp.status, resp.headers, text, parsed, resp.url)
 
 
 def _retry_after(headers: Any, name: str) -> float | None:
