@@ -31,6 +31,15 @@ class StreamServer(ThreadedAioServer):
     def __init__(self) -> None:
         super().__init__()
         self.requests: list[dict[str, Any]] = []
+        self._waiting: set[asyncio.Task[Any]] = set()  # handlers that never answer, cancelled by stop()
+
+    def stop(self) -> None:
+        def cancel() -> None:
+            for task in self._waiting:
+                task.cancel()
+
+        self._loop.call_soon_threadsafe(cancel)
+        super().stop()
 
     def routes(self, app: web.Application) -> None:
         app.router.add_post("/v1/chat/completions", self.openai)
@@ -97,6 +106,9 @@ class StreamServer(ThreadedAioServer):
                     await send({"error": {"message": "the model crashed", "type": "server_error"}})
                     return resp
                 if scenario == "idle" and n == 1:
+                    task = asyncio.current_task()
+                    assert task is not None
+                    self._waiting.add(task)
                     await asyncio.Event().wait()  # never another byte
                 if scenario == "endless" and n == 1:
                     while True:  # a comment now and then: never idle, never ends

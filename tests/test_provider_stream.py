@@ -380,3 +380,12 @@ def test_a_broken_stream_section_names_its_line(tmp_path: Path, server: StreamSe
     result = CliRunner().invoke(main, ["validate", "-c", str(path)])
     assert result.exit_code == 2
     assert "mine.yaml:4 stream.end: 'end' is a required property" in result.output
+
+
+def test_a_stream_past_max_response_bytes_is_cut(server: StreamServer, tmp_path: Path) -> None:
+    path = config(tmp_path, server, "openai", "endless", "stream: true\nmax_response_bytes: 2000\ntimeout_s: 30")
+    started = time.monotonic()
+    code, output, [cell], _ = run(path)
+    assert time.monotonic() - started < 10
+    assert cell["status"] == "error"
+    assert "larger than max_response_bytes (2,000 bytes)" in cell["error"]
