@@ -1,6 +1,6 @@
 """A fake provider that streams its answers as OpenAI (``/v1/chat/completions``) and Anthropic (``/v1/messages``) do.
 
-The request's ``model`` picks the scenario: ``text``, ``nousage``, ``tools``, ``badargs``, ``cut``, ``idle``,
+The request's ``model`` picks the scenario: ``text``, ``nousage``, ``tools``, ``badargs``, ``cut``, ``drop``, ``idle``,
 ``endless``, ``error``, ``empty``, ``echo-key`` (an error event quoting the key it got), ``whole`` (a plain
 JSON answer, as a server that ignores ``stream`` gives). Every request is logged with its body and headers.
 """
@@ -102,6 +102,10 @@ class StreamServer(ThreadedAioServer):
                 await send(chunk({"content": piece}))
                 if scenario == "cut" and n == 1:
                     return resp  # closed before [DONE]
+                if scenario == "drop" and n == 1:
+                    assert request.transport is not None
+                    request.transport.abort()  # the connection dropped mid-stream: no chunked-encoding end
+                    return resp
                 if scenario == "error" and n == 1:
                     await send({"error": {"message": "the model crashed", "type": "server_error"}})
                     return resp

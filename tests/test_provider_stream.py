@@ -122,7 +122,8 @@ def test_openai_stream_joins_text_reads_usage_and_records_ttft(server: StreamSer
     assert summary["ttft_ms"]["p50"] == pytest.approx(cell["ttft_ms"])
     assert "ttft p50" in (run_dir / "summary.txt").read_text()
     html = (run_dir / "report.html").read_text()
-    assert "TTFT p50" in html and '"tt":' in html
+    assert 'time to first token">TTFT p50</th>' in html  # the targets table's column
+    assert '"tt":' in html  # each cell's TTFT in the embedded data
 
 
 def test_params_stream_true_is_the_same_switch(server: StreamServer, tmp_path: Path) -> None:
@@ -249,6 +250,16 @@ def test_a_stream_cut_mid_way_is_an_error_naming_the_missing_end_and_is_not_cach
     assert cell["output"]["text"] == ""  # a part of an answer is never scored
     run(path)
     assert len(sent(server, "cut")) == before + 2  # the error was not cached: asked again
+
+
+def test_a_dropped_connection_mid_stream_is_an_error_and_not_sent_again(server: StreamServer, tmp_path: Path) -> None:
+    path = config(tmp_path, server, "openai", "drop")
+    path.write_text(path.read_text().replace("retries: 0", "retries: 3"))
+    before = len(sent(server, "drop"))
+    code, output, [cell], _ = run(path)
+    assert cell["status"] == "error"
+    assert "closed before its end (data: [DONE]) after 3 events" in cell["error"]
+    assert len(sent(server, "drop")) == before + 1  # an answer under way is not asked again (its tokens are billed)
 
 
 def test_an_idle_stream_is_stopped_by_the_idle_timeout(server: StreamServer, tmp_path: Path) -> None:
