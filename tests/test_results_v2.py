@@ -203,6 +203,13 @@ def test_started_at_reads_back_exactly_whatever_the_time() -> None:
         text = when.isoformat(timespec="milliseconds")
         t = clock.ms_after(text)
         assert t is not None and clock.time_at(t) == text
+    second = start + timedelta(milliseconds=rng.randrange(0, 86_400_000))
+    for ms in [*rng.sample(range(1000), 50), 0, 999]:  # many cells within one second: the second is turned once, reused
+        text = (second.replace(microsecond=0) + timedelta(milliseconds=ms)).isoformat(timespec="milliseconds")
+        t = clock.ms_after(text)
+        assert t is not None and clock.time_at(t) == text
+        assert clock.ms_after(text[:20] + "\u0661\u0662\u0663+00:00") is None  # digits, but not ASCII ones
+        assert clock.ms_after(text[:20] + "1 2+00:00") is None
     for odd in (
         "2026-11-26T23:59:59.5+00:00",
         "2026-11-26T23:59:59.500+01:00",

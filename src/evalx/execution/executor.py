@@ -127,16 +127,17 @@ class Executor:
         if hit is None and plan.pacer is not None:
             await plan.pacer()  # the target's rate limit: waiting for a turn is not the cell's time
         # the cell starts now: its timeout and latency count from here
-        started_at = datetime.now(timezone.utc).isoformat(timespec="milliseconds")
+        started_at = _started_at()
         t0 = time.perf_counter()
+        task = asyncio.current_task()  # the worker's: its cell's timeout, cancels and watchdog entry
         if hit is not None:
             traj = _from_cache(hit, target)
         else:
             timeout_s = plan.settings.timeout_s
-            cancels = _cancels()  # this task's cancel requests before the call: more after it means a real cancel
+            cancels = _cancels(task)  # this task's cancel requests before the call: more after it means a real cancel
             try:
-                if plan.deadlines is not None:
-                    traj = await plan.deadlines.run(target.invoke(cell, self.run))
+                if plan.deadlines is not None and task is not None:
+                    traj = await plan.deadlines.run(target.invoke(cell, self.run), task)
                 else:
                     traj = await _within(target.invoke(cell, self.run), timeout_s)
             except asyncio.TimeoutError as exc:
@@ -147,7 +148,7 @@ class Executor:
             except TargetError as exc:
                 traj = Trajectory(error=str(exc))
             except asyncio.CancelledError as exc:
-                if cancels is None or _cancels() != cancels:
+                if cancels is None or _cancels(task) != cancels:
                     raise  # the run is interrupted (Ctrl-C, SIGTERM): not this cell's doing
                 # nobody cancelled this task: the target raised CancelledError itself (or let an inner task's escape)
                 traj = Trajectory(
@@ -180,7 +181,7 @@ class Executor:
             )
             # the checks count against the cell's time too (at least MIN_CHECK_TIME_S, if the call used it all)
             time_left = max(plan.settings.timeout_s - (time.perf_counter() - t0), MIN_CHECK_TIME_S)
-            entry = _Scoring(time_left)  # the watchdog stops a check that holds the loop past it, and answers signals
+            entry = _Scoring(time_left, task)  # the watchdog stops a check that holds the loop past it, and answers signals
             plan.scoring[entry] = None
             try:
                 assertions = await evaluate_case(asserts, ctx, time_left=time_left)
@@ -270,10 +271,9 @@ if sys.version_info >= (3, 11):
             self._live: dict[_Deadline, None] = {}  # cells in flight, in the order they started
             self._handle: asyncio.TimerHandle | None = None
 
-        async def run(self, aw: Awaitable[T]) -> T:
+        async def run(self, aw: Awaitable[T], task: asyncio.Task[Any]) -> T:
+            """``await aw`` in ``task`` (the current task), cancelled past the timeout."""
             loop = asyncio.get_running_loop()
-            task = asyncio.current_task()
-            assert task is not None
             entry = _Deadline(loop.time() + self.timeout_s, task)
             live = self._live
             live[entry] = None
@@ -328,15 +328,34 @@ class _Scoring:
 
     __slots__ = ("expired", "task", "when")
 
-    def __init__(self, time_left: float) -> None:
+    def __init__(self, time_left: float, task: asyncio.Task[Any] | None) -> None:
         self.when = asyncio.get_running_loop().time() + time_left
-        self.task = asyncio.current_task()
+        self.task = task
         self.expired = False  # no timer cancels checks: a judge call may take longer than the cell's timeout
 
 
-def _cancels() -> int | None:
-    """How many cancel requests the current task has pending (``Task.cancelling``); None where Python cannot tell (3.10)."""
-    task = asyncio.current_task()
+class _Stamp:
+    """``datetime.now(timezone.utc).isoformat(timespec="milliseconds")``, the date and time up to the second made once a second."""
+
+    __slots__ = ("prefix", "second")
+
+    def __init__(self) -> None:
+        self.second, self.prefix = -1, ""
+
+    def __call__(self) -> str:
+        us = round(time.time() * 1_000_000)
+        second, us = divmod(us, 1_000_000)
+        if second != self.second:
+            self.second, self.prefix = second, datetime.fromtimestamp(second, timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.")
+        return f"{self.prefix}{us // 1000:03d}+00:00"
+
+
+#: a cell's ``started_at``
+_started_at = _Stamp()
+
+
+def _cancels(task: asyncio.Task[Any] | None) -> int | None:
+    """How many cancel requests ``task`` (the current one) has pending (``Task.cancelling``); None where Python cannot tell (3.10)."""
     counter = getattr(task, "cancelling", None)
     return counter() if counter is not None else None
 

@@ -21,11 +21,11 @@ from evalx.execution.plan import Selection
 from evalx.results.model import CellResult
 
 __all__ = [
+    "FINGERPRINT_VERSION",
     "ResumeError",
     "check_plan",
     "check_result",
     "load_run_meta",
-    "FINGERPRINT_VERSION",
     "plan_fingerprint",
     "resume_selection",
     "selection_args",

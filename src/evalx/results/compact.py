@@ -105,38 +105,49 @@ _DAY_MS = 86_400_000
 class Clock:
     """A file's ``t0``: turns a cell's ``started_at`` into ``t`` (ms after it) and back, exactly."""
 
-    __slots__ = ("date", "ms_of_day", "start")
+    __slots__ = ("_in_base", "_in_prefix", "_out_prefix", "_out_second", "date", "ms_of_day", "start")
 
     def __init__(self, start: datetime) -> None:
         self.start = start
         self.date = start.date().isoformat()
         self.ms_of_day = ((start.hour * 60 + start.minute) * 60 + start.second) * 1000 + start.microsecond // 1000
+        # the second last turned each way (cells come a second at a time): its text up to the ms, and its t
+        self._in_prefix, self._in_base = "", 0
+        self._out_second, self._out_prefix = -1, ""
 
     def ms_after(self, started_at: Any) -> int | None:
         """``started_at`` (``YYYY-MM-DDTHH:MM:SS.mmm+00:00``, as the executor writes it) as ms after t0; None for anything else."""
         if type(started_at) is not str or len(started_at) != 29 or not started_at.endswith("+00:00"):
             return None
+        ms = started_at[20:23]
+        if started_at.startswith(self._in_prefix) and self._in_prefix and ms.isdigit() and ms.isascii():
+            return self._in_base + int(ms)  # the same second as the last one: read back exactly by construction
         if started_at.startswith(self.date):  # the usual case, by hand: a datetime a cell was a hot spot
             try:
-                h, m, sec, ms = int(started_at[11:13]), int(started_at[14:16]), int(started_at[17:19]), int(started_at[20:23])
+                h, m, sec, ms_ = int(started_at[11:13]), int(started_at[14:16]), int(started_at[17:19]), int(ms)
             except ValueError:
                 return None
-            t = ((h * 60 + m) * 60 + sec) * 1000 + ms - self.ms_of_day
+            t = ((h * 60 + m) * 60 + sec) * 1000 + ms_ - self.ms_of_day
         else:
             try:
                 t = (datetime.fromisoformat(started_at) - self.start) // _MS
             except (ValueError, TypeError):
                 return None
-        return t if self.time_at(t) == started_at else None  # only what reads back the same
+        if self.time_at(t) != started_at:  # only what reads back the same
+            return None
+        self._in_prefix, self._in_base = started_at[:20], t - int(ms)
+        return t
 
     def time_at(self, t: int) -> str:
         """The ``started_at`` text of ``t``."""
         of_day = self.ms_of_day + t
         if 0 <= of_day < _DAY_MS:
-            sec, ms = divmod(of_day, 1000)
-            minute, sec = divmod(sec, 60)
-            hour, minute = divmod(minute, 60)
-            return f"{self.date}T{hour:02d}:{minute:02d}:{sec:02d}.{ms:03d}+00:00"
+            second, ms = divmod(of_day, 1000)
+            if second != self._out_second:
+                minute, sec = divmod(second, 60)
+                hour, minute = divmod(minute, 60)
+                self._out_second, self._out_prefix = second, f"{self.date}T{hour:02d}:{minute:02d}:{sec:02d}."
+            return f"{self._out_prefix}{ms:03d}+00:00"
         return (self.start + t * _MS).isoformat(timespec="milliseconds")
 
 
