@@ -68,7 +68,7 @@ def test_the_same_assertions_with_what_they_need_validate(tmp_path: Path) -> Non
     [
         ("prompt", "Hello {{ case.input ", "targets[1].prompt: template syntax error: unexpected end of template"),
         ("system", "{% if x %}never closed", "targets[1].system: template syntax error: Unexpected end of template"),
-        ("system", "{% include 'system.txt' %}", "targets[1].system: template includes 'system.txt': templates cannot include"),
+        ("system", "{% include 'system.txt' %}", "targets[1].system: included file 'system.txt': no such file"),
     ],
 )
 def test_a_template_that_cannot_render_is_a_validate_error(tmp_path: Path, field: str, template: str, message: str) -> None:

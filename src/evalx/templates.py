@@ -18,17 +18,25 @@ from eating the machine:
 
 A refused or stopped render raises :class:`TemplateRenderError`, which the
 caller turns into that cell's error naming the template's field.
+
+``{% include 'file' %}`` (and ``import``/``extend``) reads files from the
+config's folder (:func:`use_folder`, called when a config loads): a name that
+is absolute, climbs out with ``..`` or is a symlink leading out is refused,
+and each file is read once (the loader keeps its text until the next config
+loads). :func:`template_problem` finds them statically for ``evalx validate``.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from functools import lru_cache
+from pathlib import Path, PurePosixPath, PureWindowsPath
 from typing import Any
 
-from jinja2 import StrictUndefined, TemplateError, meta
+from jinja2 import BaseLoader, Environment, StrictUndefined, TemplateError, TemplateNotFound, meta
 from jinja2.compiler import CodeGenerator, Frame
 from jinja2.exceptions import SecurityError
 from jinja2.nodes import Concat
@@ -40,10 +48,15 @@ __all__ = [
     "MAX_RENDER_CHARS",
     "RENDER_TIME_S",
     "BoundedSandbox",
+    "FolderLoader",
+    "TemplateFileError",
     "TemplateRenderError",
+    "read_template_file",
     "render",
     "render_value",
+    "resolve_in_folder",
     "template_problem",
+    "use_folder",
 ]
 
 #: the most characters (or items) a rendered template, or any value made while rendering, may hold
@@ -224,18 +237,108 @@ class BoundedSandbox(ImmutableSandboxedEnvironment):
         return "".join(parts)
 
 
-_env = BoundedSandbox(undefined=StrictUndefined, keep_trailing_newline=True, autoescape=False)
-_env.filters["tojson"] = _bounded_filter("tojson", lambda v: json.dumps(v, ensure_ascii=False))
+# --- template files ------------------------------------------------------------
+
+
+class TemplateFileError(TemplateError):
+    """A template file that may not be read (outside the config's folder) or cannot be (missing, not text)."""
+
+
+def resolve_in_folder(root: Path, name: str, *, what: str = "template file") -> Path:
+    """The file ``name`` (relative, ``/``-separated) names inside ``root``; raise :class:`TemplateFileError` when it is outside.
+
+    Refused: an absolute path, a ``..`` that climbs out of ``root``, and a
+    path that leads out through a symlink. The file need not exist.
+    """
+    if not name:
+        raise TemplateFileError(f"{what}: an empty file name")
+    posix = name.replace("\\", "/")
+    if PurePosixPath(posix).is_absolute() or PureWindowsPath(name).drive or posix.startswith("~"):
+        raise TemplateFileError(f"{what} {name!r}: an absolute path; give a path relative to the config's folder")
+    normal = os.path.normpath(posix)
+    if normal == ".." or normal.startswith("../"):
+        raise TemplateFileError(f"{what} {name!r}: '..' leads outside the config's folder")
+    base = root.resolve()
+    target = (base / normal).resolve()
+    if not target.is_relative_to(base):
+        raise TemplateFileError(f"{what} {name!r}: a symlink leads outside the config's folder")
+    return target
+
+
+def read_template_file(root: Path, name: str, *, what: str = "template file") -> str:
+    """The text of ``name`` inside ``root`` (see :func:`resolve_in_folder`); :class:`TemplateFileError` says why not."""
+    path = resolve_in_folder(root, name, what=what)
+    if not path.is_file():
+        from evalx.documents import display_path
+
+        where = display_path(root) + "/"
+        raise TemplateFileError(f"{what} {name!r}: {'a directory, not a file' if path.is_dir() else 'no such file'} in {where}")
+    try:
+        if path.stat().st_size > MAX_RENDER_CHARS * 4:
+            raise TemplateFileError(f"{what} {name!r}: larger than the render limit of {MAX_RENDER_CHARS:,} characters")
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError:
+        raise TemplateFileError(f"{what} {name!r}: not UTF-8 text") from None
+    except OSError as exc:
+        raise TemplateFileError(f"{what} {name!r}: cannot read it: {exc.strerror or exc}") from None
+    if len(text) > MAX_RENDER_CHARS:
+        raise TemplateFileError(f"{what} {name!r}: larger than the render limit of {MAX_RENDER_CHARS:,} characters")
+    return text
+
+
+class FolderLoader(BaseLoader):
+    """Loads included templates from one folder (sandboxed by :func:`resolve_in_folder`), each file read once."""
+
+    def __init__(self, root: Path | None) -> None:
+        self.root = root
+        self._texts: dict[str, str] = {}
+
+    def get_source(self, environment: Environment, template: str) -> tuple[str, str | None, Callable[[], bool]]:
+        text = self._texts.get(template)
+        if text is None:
+            if self.root is None:
+                raise TemplateFileError(f"cannot include {template!r}: templates include files only from a config's folder")
+            try:
+                text = read_template_file(self.root, template, what="included file")
+            except TemplateFileError as exc:
+                if "no such file" in str(exc):
+                    raise TemplateNotFound(template, str(exc)) from None
+                raise
+            self._texts[template] = text
+        return text, None, lambda: True
+
+
+def _make_env(root: Path | None) -> BoundedSandbox:
+    env = BoundedSandbox(undefined=StrictUndefined, keep_trailing_newline=True, autoescape=False, loader=FolderLoader(root))
+    env.filters["tojson"] = _bounded_filter("tojson", lambda v: json.dumps(v, ensure_ascii=False))
+    return env
+
+
+_env = _make_env(None)
+
+
+def use_folder(root: Path | None) -> None:
+    """Templates rendered from now on include files from ``root`` (the config's folder), read afresh."""
+    global _env
+    _env = _make_env(root.resolve() if root is not None else None)
 
 
 @lru_cache(maxsize=512)
+def _compile_in(env: BoundedSandbox, source: str) -> Any:
+    return env.from_string(source)
+
+
+@lru_cache(maxsize=512)
+def _compile_expression_in(env: BoundedSandbox, source: str) -> Any:
+    return env.compile_expression(source, undefined_to_none=False)
+
+
 def _compile(source: str) -> Any:
-    return _env.from_string(source)
+    return _compile_in(_env, source)
 
 
-@lru_cache(maxsize=512)
 def _compile_expression(source: str) -> Any:
-    return _env.compile_expression(source, undefined_to_none=False)
+    return _compile_expression_in(_env, source)
 
 
 def _joined(chunks: Iterator[str]) -> str:
@@ -260,8 +363,13 @@ def _error(exc: BaseException, field: str | None) -> TemplateRenderError:
     return TemplateRenderError(f"{where}template error: {exc}")
 
 
-def template_problem(source: str) -> str | None:
-    """Why ``source`` cannot render whatever the data (a syntax error, an include), or None: for ``evalx validate``."""
+def template_problem(source: str, root: Path | None = None) -> str | None:
+    """Why ``source`` cannot render whatever the data, or None: for ``evalx validate``.
+
+    A syntax error; an included file (a literal name: a computed one is
+    checked when it renders) that is outside ``root``, missing, not text or
+    itself broken; a file that includes itself.
+    """
     if "{" not in source:
         return None
     try:
@@ -269,10 +377,30 @@ def template_problem(source: str) -> str | None:
     except TemplateError as exc:
         line = getattr(exc, "lineno", None)
         return f"template syntax error{f' (template line {line})' if line and source.count(chr(10)) else ''}: {exc}"
-    included = list(meta.find_referenced_templates(ast))
-    if included:
-        name = included[0] if included[0] is not None else "a computed name"
-        return f"template includes {name!r}: templates cannot include, import or extend other files"
+    return _includes_problem(ast, root, ())
+
+
+def _includes_problem(ast: Any, root: Path | None, chain: tuple[str, ...]) -> str | None:
+    for name in meta.find_referenced_templates(ast):
+        if name is None:
+            continue
+        where = "".join(f"{n} → " for n in chain)
+        if root is None:
+            return f"template includes {name!r}: templates include files only from a config's folder"
+        if name in chain:
+            return f"template includes {where}{name!r}: a file that includes itself"
+        try:
+            text = read_template_file(root, name, what="included file")
+        except TemplateFileError as exc:
+            return f"{where}{exc}" if chain else str(exc)
+        try:
+            inner = _env.parse(text, name=name)
+        except TemplateError as exc:
+            line = getattr(exc, "lineno", None)
+            return f"included file {where}{name}{f':{line}' if line else ''}: template syntax error: {exc}"
+        problem = _includes_problem(inner, root, (*chain, name))
+        if problem:
+            return problem
     return None
 
 

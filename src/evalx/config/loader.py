@@ -15,6 +15,8 @@ from pathlib import Path
 from typing import Any
 
 from evalx.assertions.registry import check_entry_point_plugins
+from evalx.config.files import FileValue, resolve_file_keys
+from evalx.config.schema import tools_schema
 from evalx.documents import (
     KeyPath,
     Loaded,
@@ -29,6 +31,7 @@ from evalx.documents import (
 from evalx.errors import ConfigError, Issue
 from evalx.plugins import import_config_plugins
 from evalx.redaction import Redactor, looks_secret_name
+from evalx.templates import use_folder
 from evalx.usercode import resolve_callable
 
 #: built-in values of the run-wide ``defaults:`` keys; the target settings' (concurrency, timeout_s,
@@ -44,6 +47,8 @@ class Config:
     warnings: list[Issue] = field(default_factory=list)
     #: with ``load_config(..., raise_errors=False)``: the errors found (else they are raised)
     errors: list[Issue] = field(default_factory=list)
+    #: the values read from ``system_file:``/``prompt_file:``/``tools_file:`` (config/files.py)
+    file_values: list[FileValue] = field(default_factory=list)
 
     @property
     def data(self) -> dict[str, Any]:
@@ -103,6 +108,7 @@ class Config:
         code = [str(t.get("callable", "")) for t in self.data.get("targets") or [] if isinstance(t, dict)]
         code += [str(p) for p in self.data.get("plugins") or []]
         files.extend(self.base_dir / ref.split(":")[0] for ref in code if ref.split(":")[0].endswith(".py"))
+        files.extend(value.file for value in self.file_values)
         return files
 
     def line(self, path: KeyPath) -> int | None:
@@ -181,8 +187,10 @@ def load_config(
     redactor.add_environment(env, secrets)  # reachable through {{ env.X }} and os.environ, not only ${VAR}
     config = Config(p.resolve(), loaded, redactor)
     _add_configured_secrets(loaded.data, redactor)
+    use_folder(config.base_dir)  # {% include %} reads from the config's folder from now on
+    config.file_values, issues = resolve_file_keys(loaded, config.base_dir, tools_schema())
 
-    issues = coercion_issues(config)
+    issues += coercion_issues(config)
     coerced = {i.path for i in issues}  # the schema would say the same of them, less clearly
     issues += [i for i in schema_issues(config) if i.path not in coerced]
     issues += semantic_issues(config, check_imports=check_imports)
@@ -219,15 +227,17 @@ def _add_configured_secrets(value: Any, redactor: Redactor) -> None:
 _TEMPLATE_KEYS = frozenset({"body", "params", "system", "prompt", "messages"})
 
 
-def _template_issues(config: Config, value: Any, path: KeyPath) -> list[Issue]:
-    """A syntax error or an include in any template field of the config (what every cell would fail on at run time)."""
+def _template_issues(config: Config, value: Any, path: KeyPath, from_files: dict[KeyPath, str] | None = None) -> list[Issue]:
+    """A syntax error or a bad include in any template field of the config (what every cell would fail on at run time)."""
     from evalx.templates import template_problem
 
+    if from_files is None:  # the values read from system_file: and co. are named by their file in a problem
+        from_files = {v.path: f"{v.file_key[-1]} {display_path(v.file)}: " for v in config.file_values}
     if isinstance(value, str):
-        problem = template_problem(value) if template_path(path) else None
-        return [config.issue(path, problem)] if problem else []
+        problem = template_problem(value, config.base_dir) if template_path(path) else None
+        return [config.issue(path, from_files.get(path, "") + problem)] if problem else []
     items = value.items() if isinstance(value, dict) else enumerate(value) if isinstance(value, list) else ()
-    return [issue for key, item in items for issue in _template_issues(config, item, (*path, key))]
+    return [issue for key, item in items for issue in _template_issues(config, item, (*path, key), from_files)]
 
 
 def template_path(path: KeyPath) -> bool:
@@ -348,7 +358,7 @@ def semantic_issues(config: Config, *, check_imports: bool = True) -> list[Issue
             if problem:
                 issues.append(config.issue(("targets", i, "callable"), problem))
         if t.get("type") == "provider" and isinstance(t.get("provider"), str):
-            issues.extend(_provider_issues(config, ("targets", i, "provider"), t["provider"], t))
+            issues.extend(_provider_issues(config, ("targets", i, "provider"), t["provider"]))
 
     issues.extend(_template_issues(config, data, ()))
 
@@ -401,20 +411,17 @@ def semantic_issues(config: Config, *, check_imports: bool = True) -> list[Issue
     return issues
 
 
-def _provider_issues(config: Config, path: KeyPath, name: str, spec: dict[str, Any] | None = None) -> list[Issue]:
-    """The provider a target names must exist, and its definition must be valid (errors name its FILE:LINE);
-    the target's ``stream``/``params`` are checked against it (an unknown param is a warning)."""
-    from evalx.targets.definitions import UnknownProvider, find_provider, providers_dir_of, target_problems
+def _provider_issues(config: Config, path: KeyPath, name: str) -> list[Issue]:
+    """The provider a target names must exist, and its definition must be valid (errors name its FILE:LINE)."""
+    from evalx.targets.definitions import UnknownProvider, find_provider, providers_dir_of
 
     try:
-        definition = find_provider(name, providers_dir_of(config))
+        find_provider(name, providers_dir_of(config))
     except UnknownProvider as exc:  # this config's error
         return [config.issue(path, exc.reason)]
     except ConfigError as exc:  # a broken definition: its issues name its own FILE:LINE
         return list(exc.issues)
-    if spec is None:
-        return []
-    return [config.issue((*path[:-1], *inner), message, warning=warning) for inner, message, warning in target_problems(spec, definition)]
+    return []
 
 
 def _list(value: Any) -> list[Any]:

@@ -20,6 +20,7 @@ _POS_INT = {"type": "integer", "minimum": 1}
 _POS_NUM = {"type": "number", "exclusiveMinimum": 0}
 _FRACTION = {"type": "number", "minimum": 0, "maximum": 1}
 _STR_MAP = {"type": "object", "additionalProperties": {"type": "string"}}
+_FILE = {"type": "string", "minLength": 1}
 
 _RUN_SETTINGS: dict[str, Any] = {
     "concurrency": {**_POS_INT, "description": "Cells in flight at once, per target."},
@@ -97,7 +98,9 @@ _TARGETS: dict[str, dict[str, Any]] = {
             "headers": _STR_MAP,
             "params": {"type": "object", "description": "Request parameters: temperature, max_tokens, ..."},
             "system": {"type": "string", "description": "System prompt template (a case's own system wins)."},
+            "system_file": {**_FILE, "description": "A file holding the system prompt template, relative to the config (instead of system)."},
             "prompt": {"type": "string", "description": "User message template (Jinja2 over case, vars); default: the case input."},
+            "prompt_file": {**_FILE, "description": "A file holding the prompt template, relative to the config (instead of prompt)."},
             "messages": {
                 "type": "array",
                 "items": {"type": "object", "required": ["role", "content"]},
@@ -108,13 +111,8 @@ _TARGETS: dict[str, dict[str, Any]] = {
                 "items": {"type": "object"},
                 "description": "Tools offered to the model: {name, description, parameters} (OpenAI and Anthropic forms are accepted too).",
             },
+            "tools_file": {**_FILE, "description": "A YAML or JSON file holding the tools list, relative to the config (instead of tools)."},
             "json_mode": {"type": "boolean", "description": "Ask for a JSON answer (the provider definition's json_mode params)."},
-            "stream": {
-                "type": "boolean",
-                "description": "Stream the answer (the provider definition's stream: section) and record ttft_ms; "
-                "params: {stream: true} means the same.",
-            },
-            "idle_timeout_s": {**_POS_NUM, "description": "With stream: fail when the stream sends nothing for this long."},
             "pricing": _PRICING,
             "rate_limit": {
                 "type": "object",
@@ -156,6 +154,7 @@ _JUDGE_SETTINGS: dict[str, Any] = {
         "description": "Jinja2 judge prompt replacing the default; in scope: kind, case, input, output, tool_calls, expected, "
         "reference, rubric, characteristics, criterion, threshold.",
     },
+    "prompt_file": {"type": "string", "minLength": 1, "description": "A file holding the judge prompt, relative to the config (instead of prompt)."},
     "samples": {**_POS_INT, "description": "Ask N times and take the majority (a tie fails)."},
     "temperature": {"type": "number", "minimum": 0, "description": "Sampling temperature for a provider judge."},
     "allow_self_grading": {"type": "boolean", "description": "Silence the same-model judge warning."},
@@ -227,7 +226,11 @@ def _build_schema() -> dict[str, Any]:
             "path": {"type": "string", "description": "A .jsonl/.json/.yaml/.csv file or a directory, relative to the config."},
             "cases": {"type": "array", "items": {"type": "object"}, "description": "Cases written here instead of in a file."},
             "targets": {"type": "array", "items": {"type": "string"}, "description": "Targets this dataset applies to (default: all)."},
-            "defaults": {"type": "object", "description": "Fields merged under every case (category, tags, assert...)."},
+            "defaults": {
+                "type": "object",
+                "description": "Fields merged under every case (category, tags, assert, system...); "
+                "system_file: reads the system prompt from a file relative to the config.",
+            },
             "fields": {
                 "type": "object",
                 "properties": {
@@ -340,6 +343,11 @@ def _build_schema() -> dict[str, Any]:
         },
     }
     return schema
+
+
+def tools_schema() -> dict[str, Any]:
+    """The schema of a target's ``tools:`` (a ``tools_file:`` is checked against it)."""
+    return dict(_TARGETS["provider"]["properties"]["tools"])
 
 
 def schema_json() -> str:

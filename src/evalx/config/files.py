@@ -1,0 +1,148 @@
+"""``system_file:``, ``prompt_file:``, ``tools_file:``: values read from files beside the config, once, when it loads.
+
+Where a config accepts ``system:``, ``prompt:`` or ``tools:`` it accepts the
+``_file`` twin instead (a provider target, an inline judge target, a
+``judge:`` prompt, a dataset's ``defaults:`` system prompt). The path is
+relative to the config's folder and may not leave it (the rule of
+``{% include %}``, :func:`evalx.templates.resolve_in_folder`). Loading
+replaces the twin by the value it names, so everything downstream (the
+request, the cache key, the budget) sees the text itself; a text file is
+still a template (it renders like an inline one), a tools file is YAML or
+JSON checked against the inline ``tools:`` schema, its errors naming its own
+``FILE:LINE``. Values in a dataset *file* stay inline: only the config's
+keys are read from files.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from evalx.documents import (
+    DocumentError,
+    KeyPath,
+    Loaded,
+    SchemaValidator,
+    describe_schema_error,
+    display_path,
+    format_path,
+    load_json,
+    load_yaml,
+    schema_error_leaves,
+)
+from evalx.errors import Issue
+from evalx.templates import TemplateFileError, read_template_file, resolve_in_folder
+
+__all__ = ["FILE_KEYS", "FileValue", "resolve_file_keys"]
+
+#: the ``_file`` twin of each key whose value may come from a file
+FILE_KEYS: dict[str, str] = {"system_file": "system", "prompt_file": "prompt", "tools_file": "tools"}
+
+
+@dataclass(frozen=True)
+class FileValue:
+    """A value read from a file: where it went in the config, the key that named it, and the file."""
+
+    path: KeyPath
+    file_key: KeyPath
+    file: Path
+
+
+def _places(data: dict[str, Any]) -> Iterator[tuple[KeyPath, dict[str, Any], tuple[str, ...]]]:
+    """Each mapping of the config that may hold file keys, with its path and the keys it may hold."""
+    for i, target in enumerate(_list(data.get("targets"))):
+        if isinstance(target, dict) and target.get("type") == "provider":
+            yield ("targets", i), target, tuple(FILE_KEYS)
+    for i, dataset in enumerate(_list(data.get("datasets"))):
+        if isinstance(dataset, dict) and isinstance(dataset.get("defaults"), dict):
+            yield ("datasets", i, "defaults"), dataset["defaults"], ("system_file",)
+    yield from _judges((), data)
+
+
+def _judges(path: KeyPath, value: Any) -> Iterator[tuple[KeyPath, dict[str, Any], tuple[str, ...]]]:
+    """Every ``judge:`` mapping (the config's, an assertion's override) and its inline provider target."""
+    items = value.items() if isinstance(value, dict) else enumerate(value) if isinstance(value, list) else ()
+    for key, item in items:
+        if key == "judge" and isinstance(item, dict):
+            yield (*path, key), item, ("prompt_file",)
+            target = item.get("target")
+            if isinstance(target, dict) and target.get("type") == "provider":
+                yield (*path, key, "target"), target, tuple(FILE_KEYS)
+        elif key != "targets" or path:
+            yield from _judges((*path, key), item)
+
+
+def _list(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else []
+
+
+def resolve_file_keys(loaded: Loaded, base_dir: Path, tools_schema: dict[str, Any]) -> tuple[list[FileValue], list[Issue]]:
+    """Replace each ``X_file: PATH`` in ``loaded.data`` by ``X: <the file's value>`` (in place); the values read and the problems.
+
+    A key with a problem is dropped (its problem is reported, not also the
+    schema's view of it). ``loaded``'s lines learn the new keys (at their twin's line).
+    """
+    data = loaded.data
+    if not isinstance(data, dict):
+        return [], []
+    read: list[FileValue] = []
+    issues: list[Issue] = []
+    validator: SchemaValidator | None = None
+
+    def issue(path: KeyPath, message: str) -> None:
+        issues.append(Issue(loaded.file, loaded.line_of(path), format_path(path), message))
+
+    for where, mapping, keys in list(_places(data)):
+        for file_key in keys:
+            if file_key not in mapping:
+                continue
+            key = FILE_KEYS[file_key]
+            file_path: KeyPath = (*where, file_key)
+            name = mapping.pop(file_key)
+            if key in mapping:
+                issue(file_path, f"give {key} or {file_key}, not both")
+                continue
+            if not isinstance(name, str):
+                issue(file_path, f"{file_key} must be a file name (relative to the config), not {type(name).__name__}")
+                continue
+            try:
+                text = read_template_file(base_dir, name, what=file_key)
+            except TemplateFileError as exc:
+                issue(file_path, str(exc))
+                continue
+            file = resolve_in_folder(base_dir, name)
+            value: Any = text
+            if key == "tools":
+                validator = validator or SchemaValidator(tools_schema)
+                value, problems = _tools(text, file, validator)
+                if problems:
+                    issues.extend(problems)
+                    continue
+            mapping[key] = value
+            if isinstance(loaded.lines, dict):
+                loaded.lines[(*where, key)] = loaded.line_of(file_path) or 0
+            read.append(FileValue((*where, key), file_path, file))
+    return read, issues
+
+
+def _tools(text: str, file: Path, validator: SchemaValidator) -> tuple[Any, list[Issue]]:
+    """A tools file's list (YAML, or JSON when it is named .json), or its problems at its own lines."""
+    shown = display_path(file)
+    try:
+        doc = load_json(text, shown) if file.suffix.lower() == ".json" else load_yaml(text, shown, interpolate=False)
+    except DocumentError as exc:
+        return None, list(exc.issues)
+    problems = []
+    for err in validator.iter_errors(doc.data):
+        for leaf in schema_error_leaves(err):
+            path, message = describe_schema_error(leaf)
+            problems.append(Issue(shown, doc.line_of(path) or (1 if not path else None), format_path(path), message))
+    if problems and not isinstance(doc.data, list):
+        problems = [Issue(shown, 1, "", f"a tools file holds a list of tools ({{name, description, parameters}}), not {_kind(doc.data)}")]
+    return doc.data, problems
+
+
+def _kind(value: Any) -> str:
+    return "a mapping" if isinstance(value, dict) else "nothing" if value is None else f"a {type(value).__name__}"
