@@ -358,7 +358,7 @@ def semantic_issues(config: Config, *, check_imports: bool = True) -> list[Issue
             if problem:
                 issues.append(config.issue(("targets", i, "callable"), problem))
         if t.get("type") == "provider" and isinstance(t.get("provider"), str):
-            issues.extend(_provider_issues(config, ("targets", i, "provider"), t["provider"]))
+            issues.extend(_provider_issues(config, ("targets", i, "provider"), t["provider"], t))
 
     issues.extend(_template_issues(config, data, ()))
 
@@ -411,17 +411,20 @@ def semantic_issues(config: Config, *, check_imports: bool = True) -> list[Issue
     return issues
 
 
-def _provider_issues(config: Config, path: KeyPath, name: str) -> list[Issue]:
-    """The provider a target names must exist, and its definition must be valid (errors name its FILE:LINE)."""
-    from evalx.targets.definitions import UnknownProvider, find_provider, providers_dir_of
+def _provider_issues(config: Config, path: KeyPath, name: str, spec: dict[str, Any] | None = None) -> list[Issue]:
+    """The provider a target names must exist, and its definition must be valid (errors name its FILE:LINE);
+    the target's ``stream``/``params`` are checked against it (an unknown param is a warning)."""
+    from evalx.targets.definitions import UnknownProvider, find_provider, providers_dir_of, target_problems
 
     try:
-        find_provider(name, providers_dir_of(config))
+        definition = find_provider(name, providers_dir_of(config))
     except UnknownProvider as exc:  # this config's error
         return [config.issue(path, exc.reason)]
     except ConfigError as exc:  # a broken definition: its issues name its own FILE:LINE
         return list(exc.issues)
-    return []
+    if spec is None:
+        return []
+    return [config.issue((*path[:-1], *inner), message, warning=warning) for inner, message, warning in target_problems(spec, definition)]
 
 
 def _list(value: Any) -> list[Any]:

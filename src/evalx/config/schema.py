@@ -113,6 +113,12 @@ _TARGETS: dict[str, dict[str, Any]] = {
             },
             "tools_file": {**_FILE, "description": "A YAML or JSON file holding the tools list, relative to the config (instead of tools)."},
             "json_mode": {"type": "boolean", "description": "Ask for a JSON answer (the provider definition's json_mode params)."},
+            "stream": {
+                "type": "boolean",
+                "description": "Stream the answer (the provider definition's stream: section) and record ttft_ms; "
+                "params: {stream: true} means the same.",
+            },
+            "idle_timeout_s": {**_POS_NUM, "description": "With stream: fail when the stream sends nothing for this long."},
             "pricing": _PRICING,
             "rate_limit": {
                 "type": "object",
