@@ -467,11 +467,21 @@ def _find_run(run_ref: str, config_path: Path) -> Path:
     help="Include the assertion types this config's plugins: register.",
 )
 @click.option("--provider", "provider_schema", is_flag=True, help="Print the provider definition schema instead.")
-def schema(config_path: Path | None, provider_schema: bool) -> None:
+@click.option(
+    "--write",
+    "write_path",
+    is_flag=False,
+    flag_value="",
+    default=None,
+    metavar="[PATH]",
+    help="Write it to PATH (default: evalconfig.schema.json beside the -c config, else in this folder) instead of printing it.",
+)
+def schema(config_path: Path | None, provider_schema: bool, write_path: str | None) -> None:
     """Print the config JSON Schema (or, with --provider, the providers/*.yaml one).
 
     It knows the built-in assertion types, those of installed plugins (the
     evalx.plugins entry points) and, with -c, those of the config's plugins:.
+    --write refreshes the file a config's `$schema` line points at.
     """
     if provider_schema:
         from evalx.targets.definitions import schema_json as provider_schema_json
@@ -485,6 +495,16 @@ def schema(config_path: Path | None, provider_schema: bool) -> None:
     check_entry_point_plugins()  # a broken installed plugin is an error here too (exit 2)
     if config_path is not None:
         load_plugins(config_path)
+    if write_path is not None:
+        from evalx.config.scaffold import schema_path, write_schema
+        from evalx.documents import display_path
+
+        try:
+            written = write_schema(schema_path(write_path, config_path))
+        except OSError as exc:
+            _fail(f"evalx schema: cannot write {write_path or 'the schema'}: {exc.strerror or exc}")
+        click.echo(f"wrote {display_path(written)}")
+        return
 
     click.echo(schema_json(), nl=False)
 
@@ -526,17 +546,31 @@ def providers(config_path: Path) -> None:
 
 @main.command()
 @click.argument("directory", default=".", type=click.Path(file_okay=False, path_type=Path))
-def init(directory: Path) -> None:
-    """Scaffold an evalconfig.yaml, a dataset and an example agent in DIRECTORY."""
-    from evalx.config.scaffold import scaffold
+@click.option(
+    "--template",
+    "template",
+    default="python",
+    show_default=True,
+    metavar="python|provider|engine|judge|matrix",
+    help="The starter: a Python agent, a model behind an API, an agent engine, a judge, a matrix of variants.",
+)
+def init(directory: Path, template: str) -> None:
+    """Scaffold a starter in DIRECTORY: evalconfig.yaml, its schema, a dataset and what it runs (all offline)."""
+    from evalx.config.scaffold import NEXT_STEPS, UnknownTemplate, scaffold
 
     try:
-        written = scaffold(directory)
+        written = scaffold(directory, template)
+    except UnknownTemplate as exc:
+        _fail(f"evalx init: {exc}")
     except FileExistsError as exc:
-        _fail(f"evalx init: {exc} already exists; not overwriting")
+        _fail(f"evalx init: {exc} already exists; not overwriting (nothing written)")
+    except OSError as exc:
+        _fail(f"evalx init: cannot write in {directory}: {exc.strerror or exc}")
     for p in written:
         click.echo(f"created {p}")
-    click.echo(f"next: cd {directory} && evalx run")
+    click.echo("next:")
+    for step in NEXT_STEPS[template]:
+        click.echo("  " + step.format(dir=directory))
 
 
 def _output_dir(config_path: Path) -> Path:

@@ -15,6 +15,7 @@ keys are read from files.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -116,7 +117,7 @@ def resolve_file_keys(loaded: Loaded, base_dir: Path, tools_schema: dict[str, An
             value: Any = text
             if key == "tools":
                 validator = validator or SchemaValidator(tools_schema)
-                value, problems = _tools(text, file, validator)
+                value, problems = _tools(text, file, validator, f" (the tools_file of {format_path(where)})")
                 if problems:
                     issues.extend(problems)
                     continue
@@ -127,20 +128,20 @@ def resolve_file_keys(loaded: Loaded, base_dir: Path, tools_schema: dict[str, An
     return read, issues
 
 
-def _tools(text: str, file: Path, validator: SchemaValidator) -> tuple[Any, list[Issue]]:
+def _tools(text: str, file: Path, validator: SchemaValidator, whose: str) -> tuple[Any, list[Issue]]:
     """A tools file's list (YAML, or JSON when it is named .json), or its problems at its own lines."""
     shown = display_path(file)
     try:
         doc = load_json(text, shown) if file.suffix.lower() == ".json" else load_yaml(text, shown, interpolate=False)
     except DocumentError as exc:
-        return None, list(exc.issues)
+        return None, [dataclasses.replace(i, message=i.message + whose) for i in exc.issues]
     problems = []
     for err in validator.iter_errors(doc.data):
         for leaf in schema_error_leaves(err):
             path, message = describe_schema_error(leaf)
-            problems.append(Issue(shown, doc.line_of(path) or (1 if not path else None), format_path(path), message))
+            problems.append(Issue(shown, doc.line_of(path) or (1 if not path else None), format_path(path), message + whose))
     if problems and not isinstance(doc.data, list):
-        problems = [Issue(shown, 1, "", f"a tools file holds a list of tools ({{name, description, parameters}}), not {_kind(doc.data)}")]
+        problems = [Issue(shown, 1, "", f"a tools file holds a list of tools ({{name, description, parameters}}), not {_kind(doc.data)}{whose}")]
     return doc.data, problems
 
 

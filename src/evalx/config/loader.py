@@ -194,7 +194,7 @@ def load_config(
     coerced = {i.path for i in issues}  # the schema would say the same of them, less clearly
     issues += [i for i in schema_issues(config) if i.path not in coerced]
     issues += semantic_issues(config, check_imports=check_imports)
-    issues.sort(key=lambda i: i.line or 0)
+    issues.sort(key=lambda i: (i.file != config.file, i.line or 0))  # then those of files it names (a tools_file)
     if redactor:  # a message may quote a value, and a value may be a secret
         issues = [dataclasses.replace(i, message=redactor.text(i.message)) for i in issues]
     errors = [i for i in issues if not i.warning]

@@ -1,66 +1,90 @@
-"""``evalx init``: a small, working starting point."""
+"""``evalx init``: a small, working starting point, from one of the starters in ``config/starters/``.
+
+Each starter is a folder of files written as they are (a ``.tmpl`` suffix is
+dropped: the starters' Python files are not evalx modules), plus
+``evalconfig.schema.json`` beside the config for editors (the config's
+``$schema`` line points at it; ``evalx schema --write`` refreshes it).
+Nothing that exists is overwritten: one existing file and nothing is written.
+"""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-CONFIG = """\
-# yaml-language-server: $schema=https://evalx.dev/schemas/evalconfig.schema.json
-# Run `evalx schema > evalconfig.schema.json` for an offline copy of the schema.
-version: 1
-name: my-agent
+__all__ = ["DEFAULT_TEMPLATE", "NEXT_STEPS", "SCHEMA_FILE", "TEMPLATES", "UnknownTemplate", "scaffold", "schema_path", "write_schema"]
 
-defaults:
-  concurrency: 8
-  timeout_s: 60
+STARTERS = Path(__file__).with_name("starters")
+#: the starters, in the order ``evalx init --help`` lists them
+TEMPLATES = ("python", "provider", "engine", "judge", "matrix")
+DEFAULT_TEMPLATE = "python"
+#: the schema file written beside a config (the scaffolded ``$schema`` line points at it)
+SCHEMA_FILE = "evalconfig.schema.json"
 
-targets:
-  - id: agent
-    type: python
-    callable: agent.py:answer     # module:function or file.py:function
-
-datasets:
-  - id: golden
-    path: datasets/cases.jsonl
-
-assert:                           # applied to every case
-  - {type: completed}
-"""
-
-CASES = """\
-{"id": "greeting", "input": "Say hello", "assert": [{"type": "icontains", "value": "hello"}], "category": "basics"}
-{"id": "arithmetic", "input": "What is 2 + 2?", "expected": "4", "assert": [{"type": "numeric_close"}], "category": "math"}
-{"id": "refund-window", "input": "How long do I have to ask for a refund?", "expectedKeywords": ["30 days"], "category": "policy"}
-"""
-
-AGENT = '''\
-"""A stand-in agent: replace the body with a call to yours."""
+#: what to do after ``evalx init --template NAME DIR`` (``{dir}`` is DIR)
+NEXT_STEPS = {
+    "python": ["cd {dir} && evalx run"],
+    "provider": ["cd {dir}", "python demo_server.py &   # the demo model server (port $DEMO_PORT, default 8765)", "evalx run"],
+    "engine": ["cd {dir}", "python demo_engine.py &   # the demo engine (port $DEMO_PORT, default 8766)", "evalx run"],
+    "judge": ["cd {dir} && evalx run"],
+    "matrix": ["cd {dir} && evalx run --matrix"],
+}
 
 
-def answer(question: str) -> str:
-    q = question.lower()
-    if "hello" in q:
-        return "Hello!"
-    if "2 + 2" in q:
-        return "2 + 2 = 4"
-    if "refund" in q:
-        return "You can ask for a refund within 30 days of purchase."
-    return "I don't know."
-'''
+class UnknownTemplate(ValueError):
+    pass
 
 
-def scaffold(directory: Path) -> list[Path]:
-    files = {
-        directory / "evalconfig.yaml": CONFIG,
-        directory / "datasets" / "cases.jsonl": CASES,
-        directory / "agent.py": AGENT,
-    }
+def _files(template: str) -> dict[Path, Path]:
+    """``{relative path written: starter file}`` of a starter."""
+    root = STARTERS / template
+    out = {}
+    for src in sorted(root.rglob("*")):
+        if src.is_file() and "__pycache__" not in src.parts:
+            rel = src.relative_to(root)
+            out[rel.with_name(rel.name.removesuffix(".tmpl"))] = src
+    return out
+
+
+def scaffold(directory: Path, template: str = DEFAULT_TEMPLATE) -> list[Path]:
+    """Write the starter ``template`` into ``directory``; the files written.
+
+    Raises :class:`UnknownTemplate` (its message lists the choices) and
+    :class:`FileExistsError` (naming the first file that exists) before writing anything.
+    """
+    if template not in TEMPLATES:
+        raise UnknownTemplate(f"unknown template {template!r}; choose one of: {', '.join(TEMPLATES)}")
+    files = {directory / rel: src.read_text(encoding="utf-8") for rel, src in _files(template).items()}
+    files[directory / SCHEMA_FILE] = _schema_text()
     for path in files:
-        if path.exists():
+        if path.exists() or path.is_symlink():
             raise FileExistsError(str(path))
     written = []
     for path, text in files.items():
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text, encoding="utf-8")
+        with path.open("x", encoding="utf-8") as out:  # never over a file made meanwhile
+            out.write(text)
         written.append(path)
     return written
+
+
+def _schema_text() -> str:
+    from evalx.config.schema import schema_json
+
+    return schema_json()
+
+
+def write_schema(path: Path) -> Path:
+    """Write the config schema (the types registered now: built-ins, installed and loaded plugins) to ``path``."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(_schema_text(), encoding="utf-8")
+    return path
+
+
+def schema_path(given: str, config_path: Path | None) -> Path:
+    """Where ``evalx schema --write [PATH]`` writes: PATH (a folder gets the file name), else beside the config, else here."""
+    if given:
+        path = Path(given)
+        return path / SCHEMA_FILE if path.is_dir() else path
+    if config_path is not None:
+        return config_path.parent / SCHEMA_FILE
+    return Path(SCHEMA_FILE)
