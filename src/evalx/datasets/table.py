@@ -160,6 +160,15 @@ class CaseTable(Sequence[Case]):
     def graded(self, i: int) -> bool:
         return bool(self._graded[i])
 
+    def any_graded(self) -> bool:
+        """Whether a model grades an assertion of any case."""
+        return 1 in self._graded
+
+    def uniform(self) -> bool:
+        """Whether no case sets ``targets:`` or ``repeat:`` (so every case has as many cells as the next)."""
+        n = len(self._ends)
+        return self._targets.count(0) == n and self._repeat.count(0) == n
+
     def digest(self, i: int) -> bytes | None:
         """Case ``i``'s :func:`case_digest`, if the loader made every case's."""
         if len(self._digests) != DIGEST_SIZE * len(self._ends):

@@ -84,6 +84,11 @@ class PlanCells:
         starts = array("Q")
         total = 0
         for _, table, positions in chosen:
+            if table.uniform() and positions:  # every case of the table has the same cells: no per-case lookups
+                k = len(self._on(table, positions[0])) * self._repeats(table, positions[0])
+                starts.extend(range(total, total + k * len(positions), k) if k else [total] * len(positions))
+                total += k * len(positions)
+                continue
             for pos in positions:
                 starts.append(total)
                 total += len(self._on(table, pos)) * self._repeats(table, pos)
@@ -144,6 +149,10 @@ class PlanCells:
             return 0
         n = 0
         for _, table, positions in self._chosen:
+            if table.uniform() and positions:
+                if at in self._on(table, positions[0]):
+                    n += self._repeats(table, positions[0]) * len(positions)
+                continue
             for pos in positions:
                 if at in self._on(table, pos):
                     n += self._repeats(table, pos)
@@ -240,6 +249,8 @@ class Plan:
     def graded_targets(self) -> set[str]:
         """The run targets with at least one case a model grades."""
         hit: set[str] = set()
+        if not any(table.any_graded() for table in self.cases.values()):
+            return hit
         for _, table, pos, targets, _ in self.cells.cases():
             if table.graded(pos):
                 hit.update(targets)

@@ -162,7 +162,8 @@ class _Counts:
 
     def add(self, status: str, order: float, score: float | None = None) -> None:
         self.by_status[status] += 1
-        self.first = min(self.first, order)
+        if order < self.first:
+            self.first = order
         if score is not None:
             self.score_sum += score
             self.scored += 1
@@ -368,6 +369,8 @@ class SummaryBuilder:
         self._targets: dict[str, _Target] = {}
         self._categories: dict[str, _Counts] = {}
         self._difficulties: dict[str, _Counts] = {}
+        #: (target, category, difficulty) -> the target's counters and the groups its cells count in
+        self._chains: dict[tuple[str, str, str | None], tuple[_Target, tuple[_Counts, ...]]] = {}
         # "target\x1fdataset\x1fcase_id" -> the repeats' statuses packed by _ADD:
         # one int a case rather than a list, a third of the memory on big runs
         self._cases: dict[str, int] = {}
@@ -405,24 +408,20 @@ class SummaryBuilder:
         if score is not None:
             score = finite(score)
 
-        self._totals.add(status, order, score)
-        target = self._targets.get(target_id)
-        if target is None:
-            target = self._targets[target_id] = _Target()
-        target.add(status, order, score)
-        self._categories.setdefault(category, _Counts()).add(status, order, score)
-        if difficulty is not None:
-            self._difficulties.setdefault(difficulty, _Counts()).add(status, order, score)
         group_key = (category, difficulty)
-        cell_group = target.groups.get(group_key)
-        if cell_group is None:
-            cell_group = target.groups[group_key] = _Counts()
-        cell_group.add(status, order, score)
+        chain = self._chains.get((target_id, category, difficulty))
+        if chain is None:  # the groups a cell of this target, category and difficulty counts in, found once
+            chain = self._chain(target_id, group_key)
+        target, groups = chain
+        for counts in groups:
+            counts.add(status, order, score)
 
         output = result.get("output")
         output = output if isinstance(output, dict) else {}
 
-        latency = _either(result, output, "latency_ms")
+        latency = result.get("latency_ms")
+        if type(latency) is not float or not math.isfinite(latency):
+            latency = _either(result, output, "latency_ms")
         if latency is not None and latency >= 0:
             target.latencies.append(latency)
         ttft = _either(result, output, "ttft_ms")
@@ -504,6 +503,19 @@ class SummaryBuilder:
             heapq.heappush(self._failures, (-order, -arrival, entry))
             if len(self._failures) > MAX_FAILURES:
                 heapq.heappop(self._failures)  # drops the latest in matrix order
+
+    def _chain(self, target_id: str, group_key: tuple[str, str | None]) -> tuple[_Target, tuple[_Counts, ...]]:
+        """A target's counters and every group its cells of ``group_key`` (category, difficulty) count in, made as needed."""
+        category, difficulty = group_key
+        target = self._targets.get(target_id)
+        if target is None:
+            target = self._targets[target_id] = _Target()
+        groups: list[_Counts] = [self._totals, target, self._categories.setdefault(category, _Counts())]
+        if difficulty is not None:
+            groups.append(self._difficulties.setdefault(difficulty, _Counts()))
+        groups.append(target.groups.setdefault(group_key, _Counts()))
+        chain = self._chains[(target_id, category, difficulty)] = (target, tuple(groups))
+        return chain
 
     def _tallies(self, target_order: list[str]) -> dict[str, list[tuple[str, str, Tally]]]:
         """Each target's cases (dataset, case id, tally), in matrix order."""
