@@ -32,6 +32,7 @@ _FIELDS = tuple(f.name for f in fields(Case))
 _VALUES = attrgetter(*_FIELDS)  # a case's fields as a tuple, in Case's order
 _new_case = object.__new__
 _MARSHAL, _PICKLE = b"m", b"p"
+_MARSHAL_TAG = _MARSHAL[0]
 #: cases a compressed block holds
 BLOCK = 64
 #: decompressed blocks kept (targets reading their cases at different places each keep theirs)
@@ -124,11 +125,8 @@ class CaseTable(Sequence[Case]):
         """Case ``i``, rebuilt."""
         data = self._block(i // BLOCK)
         start = self._ends[i - 1] if i % BLOCK else 0
-        blob = memoryview(data)[start : self._ends[i]]
-        try:
-            values = marshal.loads(blob[1:]) if blob[0] == _MARSHAL[0] else pickle.loads(blob[1:])
-        finally:
-            blob.release()
+        packed = data[start + 1 : self._ends[i]]  # a copy of ~100 bytes: cheaper than a memoryview made and released
+        values = marshal.loads(packed) if data[start] == _MARSHAL_TAG else pickle.loads(packed)
         case = _new_case(Case)  # the fields as packed: Case.__init__ (defaults for what is given anyway) is skipped
         case.__dict__.update(zip(_FIELDS, values, strict=True))
         return case
