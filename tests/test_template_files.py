@@ -279,3 +279,20 @@ def test_render_without_a_config_folder_refuses_an_include_clearly() -> None:
     use_folder(None)
     with pytest.raises(TemplateRenderError, match="templates include files only from a config's folder"):
         render("{% include 'x.txt' %}", {}, field="prompt")
+
+
+def test_every_jinja_environment_that_renders_user_text_is_the_one_bounded_sandbox() -> None:
+    """templates.py makes them all: the config's templates and provider definitions' bodies and expressions.
+
+    (reports/html.py renders evalx's own report templates, autoescaped: it is not one of these.)
+    """
+    import re as re_
+
+    from evalx.targets import definitions
+    from evalx.templates import BoundedSandbox
+
+    assert isinstance(definitions._REQUEST_ENV, BoundedSandbox) and isinstance(definitions._RESPONSE_ENV, BoundedSandbox)
+    src = Path(__file__).resolve().parent.parent / "src" / "evalx"
+    makers = re_.compile(r"\b(?:Sandboxed|ImmutableSandboxed)?Environment\(")
+    found = sorted(str(p.relative_to(src)) for p in src.rglob("*.py") if makers.search(p.read_text(encoding="utf-8")))
+    assert found == ["reports/html.py"], found  # templates.py subclasses ImmutableSandboxedEnvironment (BoundedSandbox)

@@ -36,7 +36,7 @@ from functools import lru_cache
 from pathlib import Path, PurePosixPath, PureWindowsPath
 from typing import Any
 
-from jinja2 import BaseLoader, Environment, StrictUndefined, TemplateError, TemplateNotFound, meta
+from jinja2 import BaseLoader, Environment, StrictUndefined, TemplateError, TemplateNotFound, Undefined, meta
 from jinja2.compiler import CodeGenerator, Frame
 from jinja2.exceptions import SecurityError
 from jinja2.nodes import Concat
@@ -55,6 +55,7 @@ __all__ = [
     "render",
     "render_value",
     "resolve_in_folder",
+    "sandbox",
     "template_problem",
     "use_folder",
 ]
@@ -308,10 +309,16 @@ class FolderLoader(BaseLoader):
         return text, None, lambda: True
 
 
-def _make_env(root: Path | None) -> BoundedSandbox:
-    env = BoundedSandbox(undefined=StrictUndefined, keep_trailing_newline=True, autoescape=False, loader=FolderLoader(root))
+def sandbox(undefined: type[Undefined] = StrictUndefined, root: Path | None = None) -> BoundedSandbox:
+    """A new :class:`BoundedSandbox` whose includes read from ``root`` (none without one): every Jinja environment
+    of evalx that renders what users write is one of these (the config's templates here, provider definitions')."""
+    env = BoundedSandbox(undefined=undefined, keep_trailing_newline=True, autoescape=False, loader=FolderLoader(root))
     env.filters["tojson"] = _bounded_filter("tojson", lambda v: json.dumps(v, ensure_ascii=False))
     return env
+
+
+def _make_env(root: Path | None) -> BoundedSandbox:
+    return sandbox(StrictUndefined, root)
 
 
 _env = _make_env(None)

@@ -28,12 +28,12 @@ from pathlib import Path
 from typing import Any
 
 from jinja2 import ChainableUndefined, StrictUndefined, TemplateError, TemplateSyntaxError, Undefined
-from jinja2.sandbox import ImmutableSandboxedEnvironment
 
 from evalx import regexes
 from evalx.documents import KeyPath, Loaded, SchemaValidator, format_path, load_yaml
 from evalx.errors import ConfigError, Issue
 from evalx.shipped import data_dir
+from evalx.templates import BoundedSandbox, sandbox
 
 PROVIDER_SCHEMA_ID = "https://evalx.dev/schemas/provider.schema.json"
 
@@ -276,8 +276,8 @@ def _tojson(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False)
 
 
-def _make_env(undefined: type) -> ImmutableSandboxedEnvironment:
-    env = ImmutableSandboxedEnvironment(undefined=undefined, keep_trailing_newline=True, autoescape=False)
+def _make_env(undefined: type[Undefined]) -> BoundedSandbox:
+    env = sandbox(undefined)  # evalx's one sandbox: bounded sizes, no file access
     env.filters["tojson"] = _tojson
     env.filters["fromjson"] = _fromjson
     return env
