@@ -25,6 +25,13 @@ pricing aside), a digest of the headers sent (never the API key, never a
 header in clear), the rendered body and the repeat index. A definition with an ``embeddings:``
 section also lets the target embed a text (:meth:`ProviderTarget.embed`), for
 ``semantic_similar``'s ``embedding:``.
+
+``stream: true`` (or ``params: {stream: true}``, or the definition's
+``stream.default``) asks for the answer as Server-Sent Events, read as the
+definition's ``stream:`` section says (:mod:`evalx.targets.provider_stream`):
+the cell gets ``ttft_ms`` as an engine cell does, and a stream cut before its
+end marker, an error event or an idle stream is the cell's error. A target
+that does not stream never touches that code.
 """
 
 from __future__ import annotations
