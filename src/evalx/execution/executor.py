@@ -271,9 +271,12 @@ if sys.version_info >= (3, 11):
             self._live: dict[_Deadline, None] = {}  # cells in flight, in the order they started
             self._handle: asyncio.TimerHandle | None = None
 
-        async def run(self, aw: Awaitable[T], task: asyncio.Task[Any]) -> T:
-            """``await aw`` in ``task`` (the current task), cancelled past the timeout."""
+        async def run(self, aw: Awaitable[T], task: asyncio.Task[Any] | None = None) -> T:
+            """``await aw`` in ``task`` (the current task; None: looked up), cancelled past the timeout."""
             loop = asyncio.get_running_loop()
+            if task is None:
+                task = asyncio.current_task()
+                assert task is not None
             entry = _Deadline(loop.time() + self.timeout_s, task)
             live = self._live
             live[entry] = None
