@@ -102,6 +102,7 @@ class Executor:
         return self.stats
 
     async def _worker(self, plan: TargetPlan, cells: Any) -> None:
+        turns = 0
         for cell in cells:
             reason = self.admit(cell) if self.admit is not None else None
             if reason is not None:
@@ -109,6 +110,10 @@ class Executor:
                 continue
             result = await self.run_cell(plan, cell)
             self.on_result(result)
+            turns += 1
+            if turns >= YIELD_EVERY:  # a target that answers without ever waiting would hold the loop for the whole run:
+                turns = 0  # the other workers, the results file's writes and signals get a turn now and then
+                await asyncio.sleep(0)
 
     def skipped_cell(self, plan: TargetPlan, cell: Cell, reason: str) -> CellResult:
         """The result of a cell that was not run, so nothing goes silently missing."""
@@ -335,6 +340,10 @@ class _Scoring:
         self.when = asyncio.get_running_loop().time() + time_left
         self.task = task
         self.expired = False  # no timer cancels checks: a judge call may take longer than the cell's timeout
+
+
+#: cells a worker runs before it lets the event loop turn (when nothing it awaited made it wait meanwhile)
+YIELD_EVERY = 64
 
 
 class _Stamp:

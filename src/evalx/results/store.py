@@ -43,6 +43,10 @@ def _unstorable(result: Any, exc: BaseException) -> None:
     result.update(safe_value(dict(result)))
 
 
+#: lines the writer holds for one write(2) at most: past it they are written at once
+MAX_PENDING_LINES = 256
+
+
 def new_run_id(now: float | None = None) -> str:
     stamp = time.strftime("%Y%m%d-%H%M%S", time.localtime(now))
     return f"{stamp}-{secrets.token_hex(3)}"
@@ -239,6 +243,9 @@ class ResultWriter:
         self._starts.append(self._end)
         self._lengths.append(len(line))
         self._end += len(line)
+        if len(self._pending) >= MAX_PENDING_LINES:  # cells that end without the loop ever waiting (an async target that never
+            self.flush()  # awaits): written now, not held until the loop turns
+            return
         if self._scheduled:
             return
         try:
