@@ -24,6 +24,7 @@ from evalx.assertions.plain import plainly_valid
 from evalx.assertions.registry import generation
 from evalx.datasets.fields import UNKNOWN_FIELD_HINT, Shape
 from evalx.datasets.shorthands import SHORTHAND_PROPERTIES, KeyPath, expand, unknown_field
+from evalx.datasets.split import Part, halves, in_child
 from evalx.datasets.table import CaseTable
 from evalx.documents import DocumentError, SchemaValidator, describe_schema_error, did_you_mean, load_json, load_yaml
 from evalx.errors import DatasetError
@@ -215,6 +216,13 @@ def load_dataset(
     default_asserts: list[dict[str, Any]] = list(raw_defaults.get("assert") or [])
 
     shape = Shape.of(spec, CASE_FIELDS)
+    fill = _Fill(dataset_id, spec.get("targets"), defaults, default_asserts, callables, digest)
+    if shape is None and "path" in spec and "cases" not in spec:
+        halves = _halves_of(base_dir / str(spec["path"]))
+        if halves is not None:
+            table = _read_in_halves(halves, str(spec["path"]), base_dir, config_file, config_line(("path",)), path_prefix, fill)
+            if table is not None:
+                return table
     raws: Iterable[_Raw]
     if "cases" in spec:
         raws = [
@@ -229,7 +237,29 @@ def load_dataset(
     if shape is not None:  # only then is each case reshaped: a plain dataset's cases are read as written
         raws = _reshaped(raws, shape, errors)
 
+    cases, _ = _fill(raws, errors, fill)
+    for name, message in shape.missing_columns() if shape is not None else ():
+        errors.add_first(config_file, config_line(("fields", name)), path_prefix + ("fields", name), message)
+    errors.raise_if_any()
+    return cases
+
+
+@dataclass
+class _Fill:
+    """What building a dataset's cases needs besides the cases: the dataset's id, ``targets:`` and ``defaults:``, the checks."""
+
+    dataset_id: str
+    targets: Any
+    defaults: dict[str, Any]
+    default_asserts: list[dict[str, Any]]
+    callables: _Callables | None
+    digest: Callable[[Case], bytes] | None
+
+
+def _fill(raws: Iterable[_Raw], errors: _Errors, fill: _Fill) -> tuple[CaseTable, set[int]]:
+    """The cases of ``raws`` built, checked and packed, in order; problems go to ``errors``. Also the hashes of their ids."""
     cases = CaseTable()
+    dataset_id, default_targets, callables = fill.dataset_id, fill.targets, fill.callables
     # duplicate ids: the ids' hashes are kept (an int each, not a million strings and where each was seen);
     # a repeated hash is looked up exactly in `first_seen`, made from the table when the first one turns up
     hashes: set[int] = set()
@@ -237,7 +267,7 @@ def load_dataset(
     unbuilt: dict[str, int | str] = {}  # the ids of cases that had problems (not in the table), and where
     graded: dict[str, bool] = {}  # assertion type -> a model grades it
     for raw in raws:
-        case = _build_case(raw, defaults, default_asserts, errors)
+        case = _build_case(raw, fill.defaults, fill.default_asserts, errors)
         if case is not None and callables is not None:
             callables.check(raw.data.get("assert"), raw, errors)
         case_id = _case_id(raw.data)
@@ -259,15 +289,51 @@ def load_dataset(
                     unbuilt[case_id] = _where(raw)
         if case is not None:
             case.dataset = dataset_id
-            if case.targets is None and spec.get("targets") is not None:
-                case.targets = list(spec["targets"])
+            if case.targets is None and default_targets is not None:
+                case.targets = list(default_targets)
             cases.append(
-                case, graded=any(_graded(a.get("type"), graded) for a in case.asserts), digest=digest(case) if digest is not None else None
+                case,
+                graded=any(_graded(a.get("type"), graded) for a in case.asserts),
+                digest=fill.digest(case) if fill.digest is not None else None,
             )
-    for name, message in shape.missing_columns() if shape is not None else ():
-        errors.add_first(config_file, config_line(("fields", name)), path_prefix + ("fields", name), message)
-    errors.raise_if_any()
-    return cases
+    return cases, hashes
+
+
+def _halves_of(path: Path) -> tuple[Part, Part] | None:
+    return halves(path) if path.suffix.lower() == ".jsonl" and path.is_file() else None
+
+
+def _read_in_halves(
+    parts: tuple[Part, Part], spec_path: str, base_dir: Path, config_file: str, line: int | None, path_prefix: KeyPath, fill: _Fill
+) -> CaseTable | None:
+    """The dataset read by this process (first half) and a forked child (second half) at once; None: read it the usual way.
+
+    None whenever either half has a problem or an id may be in both: the one-process
+    read then words every problem exactly (:mod:`evalx.datasets.split`).
+    """
+    first, second = parts
+
+    def read(part: Part) -> tuple[CaseTable, set[int], int]:
+        errors = _Errors()
+        table, hashes = _fill(_read_path(spec_path, base_dir, errors, config_file, line, path_prefix, part=part), errors, fill)
+        table.forget_unpacked()  # decompressed blocks are a cache: not sent, not kept
+        return table, hashes, errors.count
+
+    child = in_child(lambda: read(second))
+    if child is None:
+        return None
+    try:
+        table, hashes, problems = read(first)
+        other = child.result()
+    finally:
+        child.stop()
+    if problems or other is None:
+        return None
+    rest, rest_hashes, rest_problems = other
+    if rest_problems or not hashes.isdisjoint(rest_hashes):
+        return None
+    table.extend(rest)
+    return table
 
 
 def _reshaped(raws: Iterable[_Raw], shape: Shape, errors: _Errors) -> Iterator[_Raw]:
@@ -557,8 +623,16 @@ def _kind(value: Any) -> str:
 
 
 def _read_path(
-    spec_path: str, base_dir: Path, errors: _Errors, config_file: str, line: int | None, path_prefix: KeyPath, shape: Shape | None = None
+    spec_path: str,
+    base_dir: Path,
+    errors: _Errors,
+    config_file: str,
+    line: int | None,
+    path_prefix: KeyPath,
+    shape: Shape | None = None,
+    part: Part | None = None,
 ) -> Iterable[_Raw]:
+    """The raw cases of a dataset's ``path:`` (``part``: only those lines of a JSONL file)."""
     where = path_prefix + ("path",) if path_prefix else ()
     full = base_dir / spec_path
     shown = PurePosixPath(Path(spec_path).as_posix())
@@ -578,15 +652,15 @@ def _read_path(
             f"unsupported dataset format {full.suffix!r} in {shown} (use .jsonl, .json, .yaml, .yml, .csv or a directory)",
         )
         return []
-    return _read_file(full, str(shown), errors, shape)
+    return _read_file(full, str(shown), errors, shape, part)
 
 
-def _read_file(path: Path, shown: str, errors: _Errors, shape: Shape | None = None) -> Iterable[_Raw]:
+def _read_file(path: Path, shown: str, errors: _Errors, shape: Shape | None = None, part: Part | None = None) -> Iterable[_Raw]:
     suffix = path.suffix.lower()
     if suffix == ".jsonl":
         # streamed from the file, a line at a time: a million cases' text, or their lines, held at once
         # were hundreds of MB of a run's peak; load_dataset reads them once and raises the parse errors after the loop
-        return _read_jsonl(path, shown, errors)
+        return _read_jsonl(path, shown, errors, part)
     try:
         text = path.read_text(encoding="utf-8-sig")
     except (OSError, UnicodeDecodeError) as exc:
@@ -632,11 +706,17 @@ def _split_cases(data: Any, positions: Mapping[KeyPath, int], shown: str, errors
     return [_Raw(c, shown, ("cases", i), positions.get(("cases", i)), ("cases", i), positions) for i, c in enumerate(cases)]
 
 
-def _read_jsonl(path: Path, shown: str, errors: _Errors) -> Iterator[_Raw]:
-    index = 0
+def _read_jsonl(path: Path, shown: str, errors: _Errors, part: Part | None = None) -> Iterator[_Raw]:
+    index = part.first_index if part is not None else 0
+    first_line = part.first_line if part is not None else 1
     try:
         with open(path, "rb") as f:
-            for lineno, raw in enumerate(f, 1):
+            lines: Iterable[bytes] = f
+            if part is not None:
+                f.seek(part.start)
+                if part.end is not None:
+                    lines = _up_to(f, part.end - part.start)
+            for lineno, raw in enumerate(lines, first_line):
                 try:
                     line = raw.decode("utf-8-sig" if lineno == 1 else "utf-8")
                 except UnicodeDecodeError as exc:
@@ -654,6 +734,15 @@ def _read_jsonl(path: Path, shown: str, errors: _Errors) -> Iterator[_Raw]:
                 index += 1
     except OSError as exc:
         errors.add(shown, None, (), f"cannot read: {exc}")
+
+
+def _up_to(lines: Iterable[bytes], size: int) -> Iterator[bytes]:
+    """The lines of ``lines`` within its first ``size`` bytes."""
+    for line in lines:
+        if size <= 0:
+            return
+        size -= len(line)
+        yield line
 
 
 # CSV cells are text: these columns hold JSON when they look like it, lists when split, numbers when parsed.

@@ -92,6 +92,34 @@ class CaseTable(Sequence[Case]):
         if digest is not None and len(self._digests) == DIGEST_SIZE * (len(self._ends) - 1):
             self._digests += digest
 
+    def extend(self, other: CaseTable) -> None:
+        """Append ``other``'s cases (as packed: its blocks are taken whole when this table ends on a block boundary)."""
+        if len(self._ends) % BLOCK or self._open:
+            for i in range(len(other)):
+                self.append(other.case(i), graded=other.graded(i), digest=other.digest(i))
+            return
+        had_digests = len(self._digests) == DIGEST_SIZE * len(self._ends)
+        self._blocks += other._blocks
+        self._open = bytearray(other._open)
+        self._ends += other._ends  # where each case ends within its block: blocks stay whole, so these stay true
+        shift = len(self._id_data)
+        self._id_data += other._id_data
+        self._id_ends += array("Q", [end + shift for end in other._id_ends])
+        categories = [self.categories.number(c) for c in other.categories]
+        self._category += array("L", [categories[n] for n in other._category])
+        target_lists = [self.target_lists.number(t) for t in other.target_lists]
+        self._targets += array("L", [target_lists[n] for n in other._targets])
+        self._repeat += other._repeat
+        self._graded += other._graded
+        if had_digests and len(other._digests) == DIGEST_SIZE * len(other._ends):
+            self._digests += other._digests
+        else:
+            self._digests = bytearray()  # not every case has one: none is used (digest() says None)
+
+    def forget_unpacked(self) -> None:
+        """Drop the decompressed blocks kept for reading (they are made again when needed)."""
+        self._unpacked.clear()
+
     def __len__(self) -> int:
         return len(self._ends)
 
