@@ -37,7 +37,7 @@ def example_project(tmp_path: Path) -> Path:
     dst = tmp_path / "project"
     dst.mkdir()
     shutil.copy(REPO / "evalconfig.yaml", dst / "evalconfig.yaml")
-    shutil.copytree(REPO / "examples", dst / "examples", ignore=shutil.ignore_patterns("__pycache__", "runs", ".evalx"))
+    shutil.copytree(REPO / "examples", dst / "examples", ignore=shutil.ignore_patterns("__pycache__", "runs", ".evalx", ".venv", "models"))
     return dst
 
 
