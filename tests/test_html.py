@@ -412,3 +412,15 @@ def test_browser_changed_vs_baseline_and_repeats(browser: Any, tmp_path: Path) -
         assert page.evaluate("typeof window.__pwned") == "undefined"
     finally:
         page.close()
+
+
+def test_cost_chart_of_free_models_shows_their_tokens() -> None:
+    """A local model priced at $0 is priced, yet a chart of $0 bars says nothing: its tokens are drawn instead."""
+    from evalx.reports.charts import cost_per_target
+
+    free = str(cost_per_target(["local", "other"], {"local": 0.0, "other": 0.0}, {}, {"local": 132, "other": 40}))
+    assert "Tokens per target" in free and "132 tokens" in free and "every priced cell cost $0" in free
+    assert "No cost or tokens recorded" not in free
+    paid = str(cost_per_target(["a"], {"a": 0.5}, {}, {"a": 10}))
+    assert "Cost per target" in paid and "$0.50" in paid
+    assert "No cost or tokens recorded" in str(cost_per_target(["a"], {"a": 0.0}, {}, {"a": 0}))

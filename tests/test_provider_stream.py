@@ -232,6 +232,13 @@ def test_a_stream_without_usage_says_so_never_zero_cost(server: StreamServer, tm
     assert "no usage" in cell["output"]["raw"]["usage_note"]
     summary = json.loads((run_dir / "summary.json").read_text())
     assert summary["cost_missing_cells"] == 1
+    assert summary["usage_unknown_cells"] == 1 and summary["per_target"]["model"]["usage_unknown_cells"] == 1
+    # unknown tokens are shown as unknown, never as 0, in the terminal and in the report
+    assert "cost unknown for 1 cell (usage unknown for 1 cell)" in output
+    table_row = next(line for line in output.splitlines() if line.startswith("model ") and "100.0%" in line)
+    assert table_row.split()[-2] == "—"  # tokens (the last column: cost, also unknown)
+    page = (run_dir / "report.html").read_text()
+    assert "usage unknown for 1 cell" in page
 
 
 # --- broken streams ---------------------------------------------------------------------------

@@ -109,7 +109,7 @@ def test_layout_and_json_ready() -> None:
         "repeat_pass_rule", "totals", "per_target", "per_category", "per_difficulty",
         "matrix", "pairwise",
         "latency_ms", "ttft_ms", "tokens", "cache_hit_ratio",
-        "cost_usd", "cost_missing_cells", "truncated_cells", "judge_cost_usd",
+        "cost_usd", "cost_missing_cells", "usage_unknown_cells", "truncated_cells", "judge_cost_usd",
         "cached_cells", "response_cache_hit_ratio", "inconclusive_assertions",
         "inconclusive_reasons", "judge",
         "repeats", "failures", "failures_total",

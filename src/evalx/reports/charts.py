@@ -196,9 +196,11 @@ def cost_per_target(
     if not drawn:
         return _empty("No targets.")
     priced = any(cost.get(t) is not None or judge_cost.get(t) is not None for t in drawn)
-    if priced:
-        parts = {t: ((cost.get(t) or 0.0), (judge_cost.get(t) or 0.0)) for t in drawn}
-    else:
+    note = "lighter: judge cost"
+    parts = {t: ((cost.get(t) or 0.0), (judge_cost.get(t) or 0.0)) for t in drawn}
+    if not priced or max(a + b for a, b in parts.values()) <= 0:  # nothing priced, or all of it free (a local model)
+        note = "no prices: tokens (input + output) shown instead" if not priced else "every priced cell cost $0: tokens shown instead"
+        priced = False
         parts = {t: (float(tokens.get(t) or 0), 0.0) for t in drawn}
     peak = max((a + b for a, b in parts.values()), default=0.0)
     if peak <= 0:
@@ -229,6 +231,5 @@ def cost_per_target(
             label = f"{int(own):,} tokens"
         body.append(f'<text x="{LABEL_W + max(w_own + w_judge, 0) + 6:.1f}" y="{y + bar - 4:.1f}" class="value">{escape(label)}</text>')
         y += bar + 10
-    note = "lighter: judge cost" if priced else "no prices: tokens (input + output) shown instead"
     body.append(f'<text x="{LABEL_W}" y="{y + 8:.1f}" class="tick">{escape(note)}</text>')
     return _svg(y + 14, body, "Cost per target" if priced else "Tokens per target")

@@ -83,7 +83,7 @@ from evalx.reports import charts as _charts
 from evalx.reports.breakdown import cross_table, score_text
 from evalx.reports.pairwise import html_pairwise
 from evalx.reports.spool import Spool
-from evalx.reports.text import pooled_footnote
+from evalx.reports.text import cost_gaps, pooled_footnote, tokens_shown
 from evalx.results.model import STATUSES, AssertionRecord, BaselineView, CellResult, GroupFigures, RunSummary, TargetFigures
 from evalx.results.store import read_results
 
@@ -863,6 +863,7 @@ def _header(summary: RunSummary, data: _ReportData) -> _Json:
                 "ttft_p50": finite((t.get("ttft_ms") or {}).get("p50")),
                 "ttft_p95": finite((t.get("ttft_ms") or {}).get("p95")),
                 "tokens": _int(tokens.get("input")) + _int(tokens.get("output")),
+                "tokens_text": tokens_shown(_int(tokens.get("input")) + _int(tokens.get("output")), t),
                 "cost": finite(t.get("cost_usd")),
                 "judge_cost": finite(t.get("judge_cost_usd")),
                 "cost_per_pass": finite(t.get("cost_per_pass_usd")),
@@ -891,6 +892,8 @@ def _header(summary: RunSummary, data: _ReportData) -> _Json:
         "cost": finite(summary.get("cost_usd")),
         "judge_cost": finite(summary.get("judge_cost_usd")),
         "cost_missing": _int(summary.get("cost_missing_cells")),
+        "cost_gaps": cost_gaps(summary),
+        "tokens_text": tokens_shown(_int(tokens.get("input")) + _int(tokens.get("output")), {**totals, **summary}),
         "inconclusive": _int(summary.get("inconclusive_assertions")),
         "repeats": repeats if isinstance(repeats, dict) and repeats else None,
         "cells_planned": _int(summary.get("cells_planned")),

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Mapping
+from typing import Any
 
 from tabulate import tabulate  # type: ignore[import-untyped,unused-ignore]  # no stubs shipped
 
@@ -18,7 +19,7 @@ from evalx.figures import usd as _usd
 from evalx.reports.pairwise import pairwise_lines
 from evalx.results.model import CellCounts, Distribution, FlakyCase, GroupFigures, RunSummary, TargetFigures
 
-__all__ = ["flaky_lines", "format_summary", "one_line", "pooled_footnote", "show_id"]
+__all__ = ["cost_gaps", "flaky_lines", "format_summary", "one_line", "pooled_footnote", "show_id", "tokens_shown"]
 
 #: paints text with ANSI styles (``paint("3 fail", "red")``), or returns it as it is
 Paint = Callable[..., str]
@@ -37,6 +38,31 @@ _ANSI = {"red": "31", "green": "32", "yellow": "33", "bold": "1", "dim": "2"}
 
 
 _NO_FIGURES: Distribution = {"p50": None, "p95": None, "p99": None, "mean": None, "total": None}
+
+
+def _cells(n: int) -> str:
+    return f"{n} cell{'s' if n != 1 else ''}"
+
+
+def cost_gaps(summary: Mapping[str, Any]) -> str | None:
+    """What the run's cost leaves out: cells evalx could not price, cells whose usage is unknown (None: nothing)."""
+    missing = summary.get("cost_missing_cells") or 0
+    unknown = summary.get("usage_unknown_cells") or 0
+    if missing and unknown:
+        return f"cost unknown for {_cells(missing)} (usage unknown for {_cells(unknown)})"
+    if missing:
+        return f"prices missing for {_cells(missing)}"
+    if unknown:
+        return f"usage unknown for {_cells(unknown)}"
+    return None
+
+
+def tokens_shown(tokens: int, figures: Mapping[str, Any]) -> str:
+    """A target's token count: "—" when none of its cells reported usage, "≥ N" when some did not."""
+    unknown = figures.get("usage_unknown_cells") or 0
+    if unknown and unknown >= (figures.get("cells") or 0):
+        return "—"
+    return f"≥ {_count(tokens)}" if unknown else _count(tokens)
 
 
 def _percentiles(figures: Distribution | None) -> list[str]:
@@ -133,7 +159,7 @@ def format_summary(summary: RunSummary, *, color: bool = False, flaky_list: bool
             rows.append(
                 [show_id(target_id)]
                 + counts_row(t)
-                + [_ms(t["latency_ms"]["p50"]), _ms(t["latency_ms"]["p99"]), _count(tokens), _usd(t["cost_usd"])]
+                + [_ms(t["latency_ms"]["p50"]), _ms(t["latency_ms"]["p99"]), tokens_shown(tokens, t), _usd(t["cost_usd"])]
             )
         headers = ["target", "cells", "pass", "fail", "error", "skip", "pass rate", "p50", "p99", "tokens", "cost"]
         lines += ["", table(rows, headers), *_more(len(per_target), "targets")]
@@ -147,7 +173,7 @@ def format_summary(summary: RunSummary, *, color: bool = False, flaky_list: bool
                     [show_id(target_id)]
                     + _percentiles(t["latency_ms"])
                     + _percentiles(t.get("ttft_ms"))
-                    + [_count(tok["input"]), _count(tok["output"]), _pct(t.get("cache_hit_ratio"))]
+                    + [tokens_shown(tok["input"], t), tokens_shown(tok["output"], t), _pct(t.get("cache_hit_ratio"))]
                 )
             headers = ["target", "lat p50", "lat p95", "lat p99", "ttft p50", "ttft p95", "ttft p99", "tok in", "tok out", "cache hit"]
             lines += ["", table(rows, headers)]
@@ -233,9 +259,9 @@ def format_summary(summary: RunSummary, *, color: bool = False, flaky_list: bool
     cost = _usd(summary.get("cost_usd"))
     if summary.get("judge_cost_usd") is not None:
         cost += f" (+ {_usd(summary['judge_cost_usd'])} judge)"
-    missing = summary.get("cost_missing_cells") or 0
-    if missing:
-        cost += paint(f" · prices missing for {missing} cell{'s' if missing != 1 else ''}", "yellow")
+    gaps = cost_gaps(summary)
+    if gaps:
+        cost += paint(f" · {gaps}", "yellow")
     latency = summary.get("latency_ms") or {}
     facts = [
         ("Cost", cost),

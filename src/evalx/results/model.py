@@ -488,6 +488,8 @@ class TargetFigures(GroupFigures):
     unpriced cells, ``cost_missing_cells``, are not in it)."""
     cost_missing_cells: int
     """Cells of a priced resource evalx could not price (no price known for the model, or no usage in the answer)."""
+    usage_unknown_cells: int
+    """Cells whose answer reported no usage (a stream without it, a priced answer without it): their tokens are not counted."""
     truncated_cells: int
     """Cells whose answer was cut off at the token limit (``truncated`` in the cell result)."""
     judge_cost_usd: float | None
@@ -831,6 +833,8 @@ class SummaryFigures(TypedDict):
     cache_hit_ratio: float | None
     cost_usd: float | None
     cost_missing_cells: int
+    usage_unknown_cells: int
+    """Cells whose answer reported no usage, all targets."""
     truncated_cells: int
     """Cells whose answer was cut off at the token limit, all targets."""
     judge_cost_usd: float | None

@@ -211,7 +211,7 @@ class _Target(_Counts):
 
     __slots__ = (
         "cached", "cost", "cost_cells", "cost_missing", "costs", "groups", "judge_cells", "judge_cost", "latencies", "tokens",
-        "truncated", "ttfts",
+        "truncated", "ttfts", "usage_unknown",
     )  # fmt: skip
 
     def __init__(self) -> None:
@@ -228,6 +228,7 @@ class _Target(_Counts):
         self.judge_cells = 0
         self.cached = 0
         self.truncated = 0
+        self.usage_unknown = 0  # cells whose answer reported no usage: their tokens are unknown, not 0
 
 
 def _ordered(counts: Mapping[str, _Counts], case_level: Mapping[str, _CaseCounts]) -> dict[str, GroupFigures]:
@@ -430,6 +431,9 @@ class SummaryBuilder:
 
         raw_usage = output.get("usage")
         usage: Mapping[str, Any] = raw_usage if isinstance(raw_usage, dict) else {}
+        raw = output.get("raw")
+        if result.get("cost_note") or (type(raw) is dict and raw.get("usage_note")):  # the answer said nothing of its tokens
+            target.usage_unknown += 1
         tokens_in = _tokens(usage.get("input_tokens"))
         tokens_out = _tokens(usage.get("output_tokens"))
         target.tokens[0] += tokens_in
@@ -676,6 +680,7 @@ class SummaryBuilder:
                 "cost_usd_stats": {**_latency_stats(t.costs), "cells": t.cost_cells},
                 "cost_per_pass_usd": t.cost / t.by_status["pass"] if t.cost_cells and t.by_status["pass"] else None,
                 "cost_missing_cells": t.cost_missing,
+                "usage_unknown_cells": t.usage_unknown,
                 "truncated_cells": t.truncated,
                 "judge_cost_usd": t.judge_cost if t.judge_cells else None,
                 "cached_cells": t.cached,
@@ -711,6 +716,7 @@ class SummaryBuilder:
             "cache_hit_ratio": tokens_cache / tokens_in if tokens_in else None,
             "cost_usd": sum(t.cost for t in groups) if any(t.cost_cells for t in groups) else None,
             "cost_missing_cells": sum(t.cost_missing for t in groups),
+            "usage_unknown_cells": sum(t.usage_unknown for t in groups),
             "truncated_cells": sum(t.truncated for t in groups),
             "judge_cost_usd": sum(t.judge_cost for t in groups) if any(t.judge_cells for t in groups) else None,
             "cached_cells": cached,
