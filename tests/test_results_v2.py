@@ -284,3 +284,33 @@ def test_a_cell_with_every_optional_key_reads_back_in_v1_order(tmp_path: Path) -
     writer.close()
     (back,) = read_cells(tmp_path)
     assert list(back) == list(cell) and {**back, "version": cell["version"]} == cell
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        b'{"index": 1, "t": 5}\n',
+        b'  {"a": 1}\n',  # leading blanks: json.loads reads it
+        b'{"a": 1} \t\n',
+        b'{"a": 1} {"b": 2}\n',  # extra data
+        b'{"a": NaN, "b": -Infinity}\n',
+        b'{"s": "\\ud800"}\n',  # a lone surrogate, escaped
+        b'{"s": "caf\xc3\xa9"}\n',
+        b'{"s": "\xff"}\n',  # not UTF-8
+        b'{"a": [1, 2\n',  # torn
+        b"[1, 2]\n",
+        b"\n",
+    ],
+)
+def test_a_results_line_parses_as_json_loads_parses_it(raw: bytes) -> None:
+    import json
+
+    from evalx.results.store import _loads_line
+
+    def outcome(parse: Any) -> Any:
+        try:
+            return ("value", repr(parse(raw)))
+        except ValueError as exc:
+            return ("error", type(exc).__name__)
+
+    assert outcome(_loads_line) == outcome(json.loads)

@@ -378,9 +378,27 @@ def _expand_assertion(a: Any) -> Any:
     return out
 
 
+#: a v1 output with every key at its default, in v1 order (copied, its lists and dict made afresh, for each cell)
+_OUTPUT_TEMPLATE = dict(_OUTPUT_DEFAULTS)
+
+
 def _expand_output(output: Any, line: dict[str, Any]) -> Any:
     if not isinstance(output, dict):
         return output
+    if "_absent" not in output:  # the usual output: the defaults, the cell's figures, then what the line holds (its keys in place)
+        full = _OUTPUT_TEMPLATE.copy()
+        full["tool_calls"] = []
+        full["usage"] = {"input_tokens": 0, "output_tokens": 0, "cache_hit_tokens": 0}
+        full["events"] = []
+        get = line.get
+        full["latency_ms"], full["ttft_ms"], full["cost_usd"], full["error"] = (
+            get("latency_ms"),
+            get("ttft_ms"),
+            get("cost_usd"),
+            get("error"),
+        )
+        full.update(output)
+        return full
     absent = output.get("_absent")
     skip = set(absent) if isinstance(absent, list) else ()
     out: dict[str, Any] = {}
