@@ -67,7 +67,9 @@ def demo_server(monkeypatch: pytest.MonkeyPatch) -> Iterator[object]:
 
 
 @pytest.mark.parametrize("template", TEMPLATES)
-def test_each_starter_validates_and_runs_as_written(template: str, tmp_path: Path, demo_server: object, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_each_starter_validates_and_runs_as_written(
+    template: str, tmp_path: Path, demo_server: object, monkeypatch: pytest.MonkeyPatch
+) -> None:
     created = cli("init", "--template", template, "proj")
     assert created.exit_code == 0, created.output
     root = tmp_path / "proj"

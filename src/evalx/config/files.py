@@ -141,7 +141,9 @@ def _tools(text: str, file: Path, validator: SchemaValidator, whose: str) -> tup
             path, message = describe_schema_error(leaf)
             problems.append(Issue(shown, doc.line_of(path) or (1 if not path else None), format_path(path), message + whose))
     if problems and not isinstance(doc.data, list):
-        problems = [Issue(shown, 1, "", f"a tools file holds a list of tools ({{name, description, parameters}}), not {_kind(doc.data)}{whose}")]
+        problems = [
+            Issue(shown, 1, "", f"a tools file holds a list of tools ({{name, description, parameters}}), not {_kind(doc.data)}{whose}")
+        ]
     return doc.data, problems
 
 

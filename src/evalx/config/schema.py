@@ -98,7 +98,10 @@ _TARGETS: dict[str, dict[str, Any]] = {
             "headers": _STR_MAP,
             "params": {"type": "object", "description": "Request parameters: temperature, max_tokens, ..."},
             "system": {"type": "string", "description": "System prompt template (a case's own system wins)."},
-            "system_file": {**_FILE, "description": "A file holding the system prompt template, relative to the config (instead of system)."},
+            "system_file": {
+                **_FILE,
+                "description": "A file holding the system prompt template, relative to the config (instead of system).",
+            },
             "prompt": {"type": "string", "description": "User message template (Jinja2 over case, vars); default: the case input."},
             "prompt_file": {**_FILE, "description": "A file holding the prompt template, relative to the config (instead of prompt)."},
             "messages": {
@@ -111,7 +114,10 @@ _TARGETS: dict[str, dict[str, Any]] = {
                 "items": {"type": "object"},
                 "description": "Tools offered to the model: {name, description, parameters} (OpenAI and Anthropic forms are accepted too).",
             },
-            "tools_file": {**_FILE, "description": "A YAML or JSON file holding the tools list, relative to the config (instead of tools)."},
+            "tools_file": {
+                **_FILE,
+                "description": "A YAML or JSON file holding the tools list, relative to the config (instead of tools).",
+            },
             "json_mode": {"type": "boolean", "description": "Ask for a JSON answer (the provider definition's json_mode params)."},
             "stream": {
                 "type": "boolean",
@@ -160,7 +166,11 @@ _JUDGE_SETTINGS: dict[str, Any] = {
         "description": "Jinja2 judge prompt replacing the default; in scope: kind, case, input, output, tool_calls, expected, "
         "reference, rubric, characteristics, criterion, threshold.",
     },
-    "prompt_file": {"type": "string", "minLength": 1, "description": "A file holding the judge prompt, relative to the config (instead of prompt)."},
+    "prompt_file": {
+        "type": "string",
+        "minLength": 1,
+        "description": "A file holding the judge prompt, relative to the config (instead of prompt).",
+    },
     "samples": {**_POS_INT, "description": "Ask N times and take the majority (a tie fails)."},
     "temperature": {"type": "number", "minimum": 0, "description": "Sampling temperature for a provider judge."},
     "allow_self_grading": {"type": "boolean", "description": "Silence the same-model judge warning."},
