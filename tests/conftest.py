@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import shutil
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -53,3 +54,18 @@ def engine_server():  # type: ignore[no-untyped-def]
 
 #: the key the scripted engine expects; tests grep every output for it
 ENGINE_TEST_KEY = "ek-test-5f1c9a7e3b2d4c68"
+
+
+@pytest.fixture
+def fresh_registry() -> Iterator[None]:
+    """The test's plugins register into the assertion registry of that test only."""
+    from evalx import plugins
+    from evalx.assertions import registry
+
+    registry.registered()
+    saved, saved_entry_points = dict(registry._REGISTRY), plugins._entry_point_issues
+    yield
+    registry._REGISTRY.clear()
+    registry._REGISTRY.update(saved)
+    registry._generation += 1  # never back to an old number: the schema cache must rebuild
+    plugins._entry_point_issues = saved_entry_points

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import sys
 import textwrap
-from collections.abc import Iterator
 from importlib.metadata import entry_points
 from pathlib import Path
 
@@ -48,16 +47,8 @@ datasets:
 """
 
 
-@pytest.fixture(autouse=True)
-def fresh_registry() -> Iterator[None]:
-    """Each test's plugins register into the registry of that test only."""
-    registry.registered()
-    saved, saved_entry_points = dict(registry._REGISTRY), plugins._entry_point_issues
-    yield
-    registry._REGISTRY.clear()
-    registry._REGISTRY.update(saved)
-    registry._generation += 1  # never back to an old number: the schema cache must rebuild
-    plugins._entry_point_issues = saved_entry_points
+#: each test's plugins register into the registry of that test only (conftest.fresh_registry)
+pytestmark = pytest.mark.usefixtures("fresh_registry")
 
 
 def project(tmp_path: Path, config: str = CONFIG, checks: str = MY_CHECKS) -> Path:

@@ -20,8 +20,6 @@ import pytest
 from click.testing import CliRunner, Result
 from results_file import read_cells
 
-from evalx import plugins
-from evalx.assertions import registry
 from evalx.cli import main
 from evalx.config.scaffold import TEMPLATES
 from evalx.config.schema import schema_json
@@ -130,18 +128,6 @@ def test_an_unknown_template_is_one_line_listing_the_choices(tmp_path: Path) -> 
     assert result.exit_code == 2
     assert result.output.strip() == "evalx init: unknown template 'chat'; choose one of: python, provider, engine, judge, matrix"
     assert not (tmp_path / "proj").exists()
-
-
-@pytest.fixture
-def fresh_registry() -> Iterator[None]:
-    """The test's plugin registers into the registry of that test only (as in test_plugins.py)."""
-    registry.registered()
-    saved, saved_entry_points = dict(registry._REGISTRY), plugins._entry_point_issues
-    yield
-    registry._REGISTRY.clear()
-    registry._REGISTRY.update(saved)
-    registry._generation += 1  # never back to an old number: the schema cache must rebuild
-    plugins._entry_point_issues = saved_entry_points
 
 
 @pytest.mark.usefixtures("fresh_registry")

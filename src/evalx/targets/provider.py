@@ -440,16 +440,7 @@ class ProviderTarget:
                 cost, note = None, NO_USAGE
         elif assembler.output_tokens is None and cost is not None:
             cost, note = None, NO_USAGE  # an input count alone cannot price an answer
-        return Trajectory(
-            text=text,
-            tool_calls=calls,
-            usage=usage,
-            cost_usd=cost,
-            cost_note=note,
-            raw=raw,
-            ttft_ms=assembler.ttft_ms,
-            stop_reason=stop if stop is None or isinstance(stop, str) else json.dumps(stop, ensure_ascii=False, default=str),
-        )
+        return _answer(text, calls, usage, cost, note, raw, stop, ttft_ms=assembler.ttft_ms)
 
     # -- embeddings (semantic_similar's `embedding:` target) ---------------------
 
@@ -577,15 +568,7 @@ class ProviderTarget:
             counted = output_tokens if read.output_tokens is not None else input_tokens if read.input_tokens is not None else None
             if counted is None:
                 cost, note = None, NO_USAGE if read.output_tokens is not None or read.input_tokens is not None else NO_USAGE_MAPPING
-        return Trajectory(
-            text=text,
-            tool_calls=calls,
-            usage=usage,
-            cost_usd=cost,
-            cost_note=note,
-            raw=raw or None,
-            stop_reason=stop if stop is None or isinstance(stop, str) else json.dumps(stop, ensure_ascii=False, default=str),
-        )
+        return _answer(text, calls, usage, cost, note, raw or None, stop)
 
     def _safe(self, text: str) -> str:
         return self._redact(text) if self._redact is not None else text
@@ -804,3 +787,27 @@ def _normalize_tool(tool: Any, index: int, where: str) -> dict[str, Any]:
     if parameters is not None:
         out["parameters"] = parameters
     return out
+
+
+def _answer(
+    text: str,
+    calls: list[ToolCall],
+    usage: Usage,
+    cost: float | None,
+    note: str | None,
+    raw: dict[str, Any] | None,
+    stop: Any,
+    *,
+    ttft_ms: float | None = None,
+) -> Trajectory:
+    """The trajectory of an answer, streamed or not (a stop reason that is not text is kept as its JSON)."""
+    return Trajectory(
+        text=text,
+        tool_calls=calls,
+        usage=usage,
+        cost_usd=cost,
+        cost_note=note,
+        raw=raw,
+        ttft_ms=ttft_ms,
+        stop_reason=stop if stop is None or isinstance(stop, str) else json.dumps(stop, ensure_ascii=False, default=str),
+    )
