@@ -11,6 +11,14 @@ request body, so one server covers every case of a run:
   ``read`` calls read_file);
 - ``retry_after`` sets the wait the 429 and rate-limit scenarios ask for.
 
+Conversations: a body with a ``turn`` (1-based) is one turn of the
+conversation named by its ``task_id``. The server keeps each conversation
+(:attr:`EngineServer.conversations`: its messages and the facts told): turn 1
+starts it afresh, turn N must follow turn N-1 (a repeated number replaces that
+turn, as a retry does; anything else is HTTP 409). In a conversation "my
+order number is 12345" is remembered and "what is my order number?" answered
+from it, "which turn is this?" answered with the turn count.
+
 Scenarios that fail "then succeed" count attempts per ``task_id``. With a
 ``key``, a request without the right ``X-Engine-Key`` gets 401. Every request
 (path, headers, body) is recorded in :attr:`EngineServer.requests`;
@@ -22,6 +30,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 from collections import Counter
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -67,6 +76,9 @@ class Call:
         server.attempts[self.task_id] += 1
         self.attempt = server.attempts[self.task_id]
         self.response: web.StreamResponse | None = None
+        turn = body.get("turn")
+        self.turn = turn if isinstance(turn, int) and not isinstance(turn, bool) else None
+        self.conversation: dict[str, Any] | None = None
 
     async def open(self) -> web.StreamResponse:
         self.response = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-store"})
@@ -91,6 +103,8 @@ class Call:
         tools = self.body.get("tools")
         answer = self.body.get("answer")
         text = self.message.lower()
+        if answer is None and self.conversation is not None:
+            answer = self.remembered(text)
         if tools is None:
             tools = [t for word, t in (("weather", "web_search"), ("delete", "delete_file"), ("read", "read_file")) if word in text]
         if answer is None:
@@ -104,6 +118,22 @@ class Call:
                 answer = f"You said: {self.message or json.dumps(self.body, sort_keys=True)}"
         usage = {"input_tokens": 100, "output_tokens": int(self.body.get("output_tokens", 20)), "cache_hit_tokens": 40}
         return list(tools), str(answer), usage
+
+    def remembered(self, text: str) -> str | None:
+        """In a conversation: an answer from what earlier turns told (None: answer as usual)."""
+        assert self.conversation is not None
+        facts: dict[str, str] = self.conversation["facts"]
+        asked = re.search(r"what is my ([a-z][a-z ]*?)\s*\?", text)
+        if asked:
+            name = asked.group(1)
+            return f"Your {name} is {facts[name]}." if name in facts else f"You have not told me your {name}."
+        if "which turn" in text:
+            return f"This is turn {self.turn} of our conversation."
+        told = re.findall(r"my ([a-z][a-z ]*?) is (\w+)", text)
+        if told:
+            facts.update(told)
+            return "Noted: " + ", ".join(f"{name} {value}" for name, value in told) + "."
+        return None
 
     async def normal_events(self, *, eol: str = "\n") -> None:
         tools, answer, usage = self.plan()
@@ -132,6 +162,8 @@ class EngineServer(ThreadedAioServer):
         self.attempts: Counter[str] = Counter()
         self.in_flight = 0
         self.peak_in_flight = 0
+        #: task_id -> {"messages": [message of turn 1, 2...], "facts": {name: value}}
+        self.conversations: dict[str, dict[str, Any]] = {}
         super().__init__()
 
     def start(self) -> EngineServer:
@@ -145,6 +177,29 @@ class EngineServer(ThreadedAioServer):
     def requests_for(self, run_id: str) -> list[dict[str, Any]]:
         return [r for r in list(self.requests) if run_id in str(r["body"].get("task_id", ""))]
 
+    def turns_sent(self, run_id: str) -> list[tuple[str, int | None, str]]:
+        """(task_id, turn, message) of each request of a run, in the order received."""
+        return [
+            (str(r["body"].get("task_id")), r["body"].get("turn"), str(r["body"].get("message", ""))) for r in self.requests_for(run_id)
+        ]
+
+    def _follow(self, call: Call) -> str | None:
+        """Record a conversation turn; an error line when it does not follow the previous one."""
+        assert call.turn is not None
+        if call.turn == 1:
+            self.conversations[call.task_id] = {"messages": [], "facts": {}}
+        conversation = self.conversations.get(call.task_id)
+        if conversation is None:
+            return f"turn {call.turn} of unknown conversation {call.task_id!r}"
+        messages = conversation["messages"]
+        if call.turn == len(messages):  # the same turn again (a retry): replaces it
+            messages.pop()
+        elif call.turn != len(messages) + 1:
+            return f"turn {call.turn} out of order: conversation {call.task_id!r} is at turn {len(messages)}"
+        messages.append(call.message)
+        call.conversation = conversation
+        return None
+
     # -- the endpoint
     async def _execute(self, request: web.Request) -> web.StreamResponse:
         raw = await request.read()
@@ -156,6 +211,10 @@ class EngineServer(ThreadedAioServer):
         if self.key is not None and request.headers.get("X-Engine-Key") != self.key:
             return web.json_response({"error": {"message": "invalid engine key"}}, status=401)
         call = Call(self, request, body if isinstance(body, dict) else {"message": body})
+        if call.turn is not None:
+            wrong = self._follow(call)
+            if wrong is not None:
+                return web.json_response({"error": {"message": wrong}}, status=409)
         name = body.get("scenario") if isinstance(body, dict) else None
         if not name and call.message.startswith("script:"):
             name = call.message[len("script:") :].split()[0]

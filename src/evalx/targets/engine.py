@@ -40,6 +40,16 @@ stream that already produced events is never replayed — the engine did work
 exception: an ``LLM_RATE_LIMITED`` error event that arrives before any text
 is retried like a 429 (honouring its ``retry_after``), because the model had
 not answered yet. The retry reuses the cell's task id.
+
+Conversations (a case with ``turns:``, :meth:`EngineTarget.converse`): the
+engine keeps the conversation on its side. Every turn is one ``POST
+/execute`` with the same ``task_id`` for all turns of the cell (the
+conversation id, :func:`conversation_id`: the cell's task id plus its cell
+index, so two targets, datasets or repeats never share one) and a 1-based
+``turn``; the body is built exactly as a single-turn body with the turn's
+user message as the input (a mapping as it is, else ``{"message": text}``).
+The history is not resent. Each turn's stream is read as a single-turn
+answer (timeouts, idle timeout, ``max_events``, errors, retries, TTFT).
 """
 
 from __future__ import annotations
@@ -135,12 +145,7 @@ class EngineTarget:
         tid = task_id(run.run_id, cell)
         template = self.spec.get("body")
         if template is not None:
-            try:
-                body = render_value(template, template_context(cell, run, self.spec))
-            except TemplateRenderError as exc:
-                raise TargetError(f"body: {exc}") from None
-            if not isinstance(body, dict):
-                raise TargetError(f"body: the template must render to a mapping, not {type(body).__name__}")
+            body = self._render(template_context(cell, run, self.spec))
         elif isinstance(cell.case.input, dict):
             body = dict(cell.case.input)
         else:
@@ -148,7 +153,52 @@ class EngineTarget:
         body.setdefault("task_id", tid)
         return body
 
+    def turn_body(self, cell: Cell, run: RunContext, message: Any, turn: int) -> dict[str, Any]:
+        """The JSON body of one turn of a conversation: a single-turn body for ``message``, plus the conversation's ``task_id`` and ``turn``.
+
+        A ``body:`` template sees the turn's message as ``case.input``, the
+        conversation id as ``task_id`` and the turn number as ``turn``.
+        """
+        tid = conversation_id(run.run_id, cell)
+        template = self.spec.get("body")
+        if template is not None:
+            context = template_context(cell, run, self.spec)
+            context["case"]["input"] = message
+            context["task_id"] = tid
+            context["turn"] = turn
+            body = self._render(context)
+        elif isinstance(message, dict):
+            body = dict(message)
+        else:
+            body = {"message": "" if message is None else str(message)}
+        body.setdefault("task_id", tid)
+        body["turn"] = turn
+        return body
+
+    def _render(self, context: dict[str, Any]) -> dict[str, Any]:
+        try:
+            body = render_value(self.spec["body"], context)
+        except TemplateRenderError as exc:
+            raise TargetError(f"body: {exc}") from None
+        if not isinstance(body, dict):
+            raise TargetError(f"body: the template must render to a mapping, not {type(body).__name__}")
+        return body
+
     async def invoke(self, cell: Cell, run: RunContext) -> Trajectory:
+        return await self._post(cell, run, None, 0)
+
+    async def converse(self, cell: Cell, run: RunContext, history: list[dict[str, Any]], turn: int) -> Trajectory:
+        """One turn of a conversation: POST the last user message of ``history`` under the conversation's ``task_id``.
+
+        The engine keeps the conversation's state, so only the new message is
+        sent (with ``turn``, 1-based); the stream is read as a single-turn answer.
+        """
+        if not history:
+            raise TargetError(f"turn {turn}: no user message to send")
+        return await self._post(cell, run, history[-1].get("content"), turn)
+
+    async def _post(self, cell: Cell, run: RunContext, message: Any, turn: int) -> Trajectory:
+        """POST one request (a cell's, or turn ``turn`` of its conversation when ``turn`` > 0) and read its stream."""
         if self._client is None:
             raise RuntimeError("EngineTarget.invoke() before start()")
         client = self._client
@@ -156,7 +206,7 @@ class EngineTarget:
         deadline = time.monotonic() + self.settings.timeout_s
         retried: list[str] = []
         try:
-            body = self.body(cell, run)
+            body = self.turn_body(cell, run, message, turn) if turn else self.body(cell, run)
 
             async def attempt() -> Trajectory:
                 try:
@@ -286,6 +336,15 @@ class EngineTarget:
 
 #: how long an engine's error message may be in the cell's error line
 _MAX_MESSAGE = 500
+
+
+def conversation_id(run_id: str, cell: Cell) -> str:
+    """The ``task_id`` every turn of a cell's conversation is sent under: the cell's task id and its index.
+
+    Stable within the cell (so the engine keeps one conversation), distinct
+    across cells: two targets, datasets or repeats of a case never share one.
+    """
+    return f"{task_id(run_id, cell)}-c{cell.index}"
 
 
 def _error_message(data: dict[str, Any]) -> str:
