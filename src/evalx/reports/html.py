@@ -41,13 +41,18 @@ Embedded data (short keys: it is repeated for every cell)::
                 "jusd": judge cost, "tk": [in, out, cache_hit], "it": iterations,
                 "ca": cached, "st": stop reason, "tr": truncated (1), "x": text, "rq": request, "tc": [[name, args, result]],
                 "a": [[passed, type, name, score, reason, details, error]],
-                "e": error, "tb": traceback, "ev": [event, ...]}, ...],
+                "e": error, "tb": traceback, "ev": [event, ...],
+                "cv": [{"i": turn input, "o": reply text, "ms": latency, "tc": [[name, args, result]],
+                        "a": [assertion, ...], "e": error, "f": 1 when the turn failed}, ...]}, ...],
      "changes": {"failing": [[target, dataset, case_id]], "passing": [...]},
      "sample": {"cells", "cap", "embedded", "bad", "bad_kept", "bad_cap", "skipped", "skipped_kept",
                 "passes", "pass_kept", "command"}}  (only past the cap)
 
 A clipped field ``k`` comes with ``kN``, the full length in characters;
-absent fields are null or empty.
+absent fields are null or empty. An assertion that checked one turn of a
+conversation has an eighth item, the 1-based turn; ``cv`` (a conversation,
+the cell's ``turns``) keeps at most :data:`MAX_TURNS` turns (``cvN``: how
+many there were), each text clipped at :data:`TURN_CAP`.
 """
 
 from __future__ import annotations
@@ -99,6 +104,9 @@ TOOL_CAP = 2_000
 MAX_TOOL_CALLS = 100
 #: characters of an assertion's reason / judge details kept
 REASON_CAP = 4_000
+#: turns of a conversation kept per cell, and characters of each turn's input and reply
+MAX_TURNS = 100
+TURN_CAP = 4_000
 #: engine events kept per cell, and characters of each
 MAX_EVENTS = 200
 EVENT_CAP = 1_000
@@ -653,6 +661,9 @@ class _ReportData:
         assertions = result.get("assertions")
         if isinstance(assertions, list) and assertions:
             cell["a"] = [self._assertion(a) for a in assertions if isinstance(a, dict)]
+        turns = cast("dict[str, Any]", result).get("turns")
+        if isinstance(turns, list) and turns:
+            self._turns(cell, turns)
         error = result.get("error") or output.get("error")
         embed.put(cell, "e", error, REASON_CAP)
         embed.put(cell, "tb", result.get("traceback") or output.get("traceback"), TEXT_CAP)
@@ -666,6 +677,48 @@ class _ReportData:
                 if output.get("events_truncated"):
                     cell["evT"] = 1  # the target already dropped some
         self.cells.add(cell)
+
+    def _turns(self, cell: _Json, turns: list[Any]) -> None:
+        """``cell["cv"]``: a conversation's turns, as the chat in the cell detail shows them."""
+        embed = self.embed
+        kept = []
+        for turn in turns[:MAX_TURNS]:
+            if not isinstance(turn, dict):
+                continue
+            output = turn.get("output")
+            output = output if isinstance(output, dict) else {"text": output}
+            row: _Json = {}
+            embed.put(row, "i", turn.get("input"), TURN_CAP)
+            embed.put(row, "o", output.get("text"), TURN_CAP)
+            latency = finite(turn.get("latency_ms"))
+            if latency is not None:
+                row["ms"] = round(latency, 3)
+            calls = turn.get("tool_calls")
+            if not isinstance(calls, list):
+                calls = output.get("tool_calls")
+            if isinstance(calls, list) and calls:
+                row["tc"] = [
+                    [
+                        embed.text(c.get("name", c.get("tool", "?")), 200),
+                        embed.text(c.get("args"), TOOL_CAP) if c.get("args") is not None else None,
+                        embed.text(c.get("result"), TOOL_CAP) if c.get("result") is not None else None,
+                    ]
+                    if isinstance(c, dict)
+                    else [embed.text(c, 200), None, None]
+                    for c in calls[:MAX_TOOL_CALLS]
+                ]
+            checks = turn.get("assertions")
+            failed = False
+            if isinstance(checks, list) and checks:
+                row["a"] = [self._assertion(cast(AssertionRecord, a)) for a in checks if isinstance(a, dict)]
+                failed = any(a[0] is False or a[6] for a in row["a"])
+            embed.put(row, "e", output.get("error") or turn.get("error"), REASON_CAP)
+            if failed or "e" in row:
+                row["f"] = 1
+            kept.append(row)
+        cell["cv"] = kept
+        if len(turns) > len(kept):
+            cell["cvN"] = len(turns)
 
     def _case(self, result: CellResult, dataset: str, case_id: str) -> _Json:
         row: _Json = {"d": dataset, "id": case_id}
@@ -690,7 +743,7 @@ class _ReportData:
         if isinstance(details, dict):
             # the judge's words are what a reader wants; figures like cost are elsewhere
             details = {k: v for k, v in details.items() if v not in (None, "", [], {})} or None
-        return [
+        row = [
             passed if isinstance(passed, bool) else None,
             self.embed.text(a.get("type") or "assertion", 200),
             self.embed.text(a["name"], 200) if a.get("name") else None,
@@ -699,6 +752,10 @@ class _ReportData:
             self.embed.text(details, REASON_CAP) if details else None,
             self.embed.text(a.get("error"), REASON_CAP) if a.get("error") else None,
         ]
+        turn = a.get("turn")
+        if type(turn) is int:
+            row.append(turn)
+        return row
 
 
 def _one_line_json(event: Any) -> str:

@@ -318,6 +318,47 @@
     return dl;
   }
 
+  function assertionLine(a) {
+    var icon = a[0] === true ? ["pass", "✓"] : a[0] === false ? ["fail", "✗"] : ["none", "?"];
+    var li = add(el("li", "check " + icon[0]), el("span", "icon " + icon[0], icon[1]), el("span", "kind", a[1] + (a[2] ? " (" + a[2] + ")" : "")));
+    if (a[4]) li.appendChild(el("span", "reason", a[4]));
+    if (a[6]) li.appendChild(el("span", "reason bad", "assertion error: " + a[6]));
+    return li;
+  }
+  // a conversation (the cell's turns): each turn as a user bubble and an assistant bubble, with its checks
+  function chat(x) {
+    var ol = el("ol", "chat");
+    x.cv.forEach(function (t, n) {
+      var li = el("li", "turn" + (t.f ? " failed" : ""));
+      li.setAttribute("data-turn", String(n + 1));
+      add(li, el("div", "turn-head", ["turn " + (n + 1), t.ms !== undefined ? fmtMs(t.ms) : null, t.f ? (t.e ? "error" : "failed") : null].filter(Boolean).join(" · ")));
+      li.appendChild(add(el("div", "bubble user"), el("div", "who", "user"), longText(t.i || "", t.iN)));
+      var bot = add(el("div", "bubble assistant"), el("div", "who", "assistant"));
+      if (t.o) bot.appendChild(longText(t.o, t.oN));
+      else if (!t.tc && !t.e) bot.appendChild(el("p", "muted", "(no text)"));
+      if (t.tc && t.tc.length) {
+        var calls = el("ol", "tools");
+        t.tc.forEach(function (call) {
+          var c = add(el("li"), el("div", "tname", call[0]));
+          if (call[1]) c.appendChild(longText(call[1]));
+          if (call[2]) c.appendChild(collapsed("result", longText(call[2])));
+          calls.appendChild(c);
+        });
+        bot.appendChild(calls);
+      }
+      if (t.e) bot.appendChild(longText(t.e, t.eN, "err"));
+      li.appendChild(bot);
+      if (t.a && t.a.length) {
+        var checks = el("ul", "checks");
+        t.a.forEach(function (a) { checks.appendChild(assertionLine(a)); });
+        li.appendChild(checks);
+      }
+      ol.appendChild(li);
+    });
+    if (x.cvN) ol.appendChild(el("li", "muted", "… " + (x.cvN - x.cv.length) + " more turns in results.jsonl"));
+    return ol;
+  }
+
   function openDetail(r, t, rep) {
     var row = rows[r], list = row.cells[t], c = C[row.i];
     if (!list.length) return;
@@ -355,7 +396,11 @@
 
     if (c["in"]) b.appendChild(section("Input", longText(c["in"], c.inN)));
     if (c.ex) b.appendChild(section("Expected", longText(c.ex, c.exN)));
-    b.appendChild(section("Output", x.x ? longText(x.x, x.xN) : el("p", "muted", "(no text)")));
+    if (x.cv) {
+      var bad = x.cv.map(function (u, n) { return u.f ? n + 1 : 0; }).filter(Boolean);
+      b.appendChild(section("Conversation (" + (x.cvN || x.cv.length) + " turns" + (bad.length ? "; failed: turn " + bad.join(", ") : "") + ")", chat(x)));
+    }
+    b.appendChild(section(x.cv ? "Output (last reply)" : "Output", x.x ? longText(x.x, x.xN) : el("p", "muted", "(no text)")));
 
     if (x.tc && x.tc.length) {
       var ol = el("ol", "tools");
@@ -394,7 +439,7 @@
         if (a[5]) reason.appendChild(collapsed("judge", el("pre", "text", a[5]), a[0] === false));
         add(tb, add(el("tr"),
           el("td", "icon " + icon[0], icon[1]),
-          el("td", "kind", a[1] + (a[2] ? " (" + a[2] + ")" : "")),
+          el("td", "kind", (a[7] ? "turn " + a[7] + ": " : "") + a[1] + (a[2] ? " (" + a[2] + ")" : "")),
           el("td", "score", a[3] !== null && a[3] !== undefined ? a[3].toFixed(2) : ""),
           reason));
       });
