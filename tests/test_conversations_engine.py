@@ -8,13 +8,19 @@ client that resent a conversation under a new id, or skipped a turn, fails here.
 from __future__ import annotations
 
 import asyncio
+import re
+import xml.etree.ElementTree as ET
 from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
+from click.testing import CliRunner, Result
 from conftest import ENGINE_TEST_KEY
 from engine_server import EngineServer
+from results_file import read_cells
 
+from evalx.cli import main
 from evalx.errors import TargetError
 from evalx.models import Case, Cell, Trajectory
 from evalx.targets.base import RunContext
@@ -141,3 +147,127 @@ def test_a_turn_out_of_order_is_refused_by_the_scripted_engine(engine_server: En
             await t.aclose()
 
     asyncio.run(go())
+
+
+# ---------------------------------------------------------------- through the CLI
+
+
+def write_config(tmp: Path, server: EngineServer, cases: list[dict[str, Any]], **target: Any) -> Path:
+    config = {
+        "version": 1,
+        "name": "engine-chats",
+        "defaults": {"timeout_s": 5.0, "retries": 1},
+        "targets": [{"id": "agent", "type": "engine", "url": server.url, "api_key": "${ENGINE_KEY}", "idle_timeout_s": 2.0, **target}],
+        "datasets": [{"id": "chats", "cases": cases}],
+    }
+    path = tmp / "evalconfig.yaml"
+    path.write_text(yaml.safe_dump(config, sort_keys=False), encoding="utf-8")
+    return path
+
+
+def cli_run(config: Path, *args: str) -> tuple[Result, Path]:
+    result = CliRunner().invoke(main, ["run", "-c", str(config), *args], catch_exceptions=False)
+    match = re.search(r"^\s*results: (.+?)/?$", result.output, re.M)
+    assert match, result.output
+    run_dir = Path(match.group(1))
+    return result, run_dir if run_dir.is_absolute() else config.parent / run_dir
+
+
+ORDER = {
+    "id": "order",
+    "turns": [
+        {"input": "Hi, my order number is 48151623.", "assert": [{"type": "contains", "value": "Noted"}]},
+        {"input": "Which turn is this?", "assert": [{"type": "contains", "value": "turn 2"}]},
+        {"input": "What is my order number?", "assert": [{"type": "contains", "value": "48151623"}]},
+    ],
+    "assert": [{"type": "contains", "value": "Your order number"}],
+}
+
+
+@pytest.fixture
+def engine_key(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("ENGINE_KEY", ENGINE_TEST_KEY)
+
+
+@pytest.mark.usefixtures("engine_key")
+def test_a_three_turn_case_passes_against_the_engine(engine_server: EngineServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    result, run_dir = cli_run(write_config(tmp_path, engine_server, [ORDER]))
+    assert result.exit_code == 0, result.output
+    [cell_result] = read_cells(run_dir)
+    assert cell_result["status"] == "pass"
+    turns = cell_result["turns"]
+    assert [t["output"]["text"] for t in turns] == [
+        "Noted: order number 48151623.",
+        "This is turn 2 of our conversation.",
+        "Your order number is 48151623.",
+    ]
+    assert all(t["latency_ms"] > 0 and t["output"]["ttft_ms"] is not None for t in turns)
+    assert cell_result["output"]["text"] == "Your order number is 48151623."  # the case's own assert checks the last reply
+    sent = engine_server.turns_sent(run_dir.name)
+    assert [s[1] for s in sent] == [1, 2, 3] and len({s[0] for s in sent}) == 1
+    assert ENGINE_TEST_KEY not in (run_dir / "results.jsonl").read_text(encoding="utf-8")
+
+
+@pytest.mark.usefixtures("engine_key")
+def test_a_failing_second_turn_is_named_and_later_turns_still_run(
+    engine_server: EngineServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    case = {
+        **ORDER,
+        "turns": [ORDER["turns"][0], {**ORDER["turns"][1], "assert": [{"type": "contains", "value": "turn 9"}]}, ORDER["turns"][2]],
+    }
+    result, run_dir = cli_run(write_config(tmp_path, engine_server, [case]))
+    assert result.exit_code == 1, result.output
+    [cell_result] = read_cells(run_dir)
+    assert cell_result["status"] == "fail" and len(cell_result["turns"]) == 3
+    assert [a["passed"] for a in cell_result["turns"][1]["assertions"]] == [False]
+    assert [(a.get("turn"), a["passed"]) for a in cell_result["assertions"]] == [(1, True), (2, False), (3, True), (None, True)]
+    assert [s[1] for s in engine_server.turns_sent(run_dir.name)] == [1, 2, 3]
+    assert re.search(r"order — turn 2: contains: expected to contain 'turn 9'", result.output), result.output
+    junit = ET.parse(run_dir / "junit.xml").getroot()
+    [failure] = junit.iter("failure")
+    assert failure.get("message", "").startswith("turn 2: contains: expected to contain 'turn 9'")
+
+
+@pytest.mark.usefixtures("engine_key")
+def test_an_engine_error_on_turn_two_errors_the_cell_and_turn_three_is_never_sent(
+    engine_server: EngineServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    case = {
+        "id": "broken",
+        "turns": [{"input": "my order number is 5"}, {"input": "script:error_event"}, {"input": "What is my order number?"}],
+    }
+    result, run_dir = cli_run(write_config(tmp_path, engine_server, [ORDER, case]))
+    assert result.exit_code == 1, result.output
+    cells = {c["case_id"]: c for c in read_cells(run_dir)}
+    assert cells["order"]["status"] == "pass"
+    broken = cells["broken"]
+    assert broken["status"] == "error"
+    assert broken["error"] == "turn 2: engine error TOOL_FAILED: the sandbox crashed"
+    assert len(broken["turns"]) == 2
+    assert [s[1] for s in engine_server.turns_sent(run_dir.name) if "-broken-" in s[0]] == [1, 2]  # an error ends the conversation
+    [error] = ET.parse(run_dir / "junit.xml").getroot().iter("error")
+    assert "turn 2: engine error TOOL_FAILED" in error.get("message", "")
+
+
+@pytest.mark.usefixtures("engine_key")
+def test_repeats_and_cells_of_one_case_hold_separate_conversations(
+    engine_server: EngineServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    config = write_config(tmp_path, engine_server, [ORDER])
+    data = yaml.safe_load(config.read_text(encoding="utf-8"))
+    data["targets"].append({**data["targets"][0], "id": "agent-b"})  # the same engine under a second target id
+    config.write_text(yaml.safe_dump(data, sort_keys=False), encoding="utf-8")
+    result, run_dir = cli_run(config, "--repeat", "2")
+    assert result.exit_code == 0, result.output
+    cells = read_cells(run_dir)
+    assert len(cells) == 4 and {c["status"] for c in cells} == {"pass"}
+    sent = engine_server.turns_sent(run_dir.name)
+    by_id: dict[str, list[int | None]] = {}
+    for tid, n, _ in sent:
+        by_id.setdefault(tid, []).append(n)
+    assert len(by_id) == 4 and all(turns == [1, 2, 3] for turns in by_id.values())
