@@ -114,3 +114,18 @@ def test_every_shipped_definition_has_a_params_list_without_duplicates() -> None
         known = find_provider(name).known_params
         assert known is not None and len(known) == len(set(known)), name
         assert "temperature" in known and "max_tokens" in known
+
+
+def test_a_typo_in_a_matrix_axis_or_include_is_a_warning_too(tmp_path: Path) -> None:
+    path = project(tmp_path, "openai", "{max_tokens: 5}")
+    path.write_text(
+        path.read_text(encoding="utf-8")
+        + "matrix:\n  params:\n    temprature: [0, 1]\n    model: [a, b]\n  include:\n    - {model: a, top_pp: 0.5}\n",
+        encoding="utf-8",
+    )
+    result = CliRunner().invoke(main, ["validate", "-c", str(path)])
+    assert result.exit_code == 0, result.output
+    warnings = [line for line in result.stderr.splitlines() if line.startswith("warning: ")]
+    assert any("matrix.params.temprature:" in w and "(did you mean 'temperature'?)" in w for w in warnings), warnings
+    assert any("matrix.include[0].top_pp:" in w and "(did you mean 'top_p'?)" in w for w in warnings), warnings
+    assert not any(".model" in w for w in warnings)

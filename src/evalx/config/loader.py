@@ -408,6 +408,44 @@ def semantic_issues(config: Config, *, check_imports: bool = True) -> list[Issue
     from evalx.config.matrix import matrix_issues
 
     issues += matrix_issues(config)
+    issues += _matrix_param_warnings(config)
+    return issues
+
+
+def _matrix_param_warnings(config: Config) -> list[Issue]:
+    """A ``matrix:`` axis or ``include`` key that the provider of a target it applies to does not list: a warning, as in ``params:``."""
+    from evalx.targets.definitions import UnknownProvider, find_provider, providers_dir_of, target_problems
+
+    matrix = config.data.get("matrix")
+    if not isinstance(matrix, dict):
+        return []
+    keyed: list[tuple[KeyPath, Any]] = []  # (where the key is written, the key)
+    if isinstance(matrix.get("params"), dict):
+        keyed += [(("matrix", "params", key), key) for key in matrix["params"]]
+    for i, entry in enumerate(_list(matrix.get("include"))):
+        if isinstance(entry, dict):
+            keyed += [(("matrix", "include", i, key), key) for key in entry]
+    keyed = [(path, key) for path, key in keyed if isinstance(key, str) and key != "model"]
+    if not keyed:
+        return []
+    chosen = matrix.get("targets")
+    issues: list[Issue] = []
+    said: set[KeyPath] = set()
+    for t in config.targets:
+        if t.get("type") != "provider" or not isinstance(t.get("provider"), str):
+            continue
+        if isinstance(chosen, list) and t.get("id") not in chosen:
+            continue
+        try:
+            definition = find_provider(t["provider"], providers_dir_of(config))
+        except (UnknownProvider, ConfigError):  # said where the target names it
+            continue
+        probe = {"params": {key: None for _, key in keyed}}
+        unknown = {inner[-1]: message for inner, message, warning in target_problems(probe, definition) if warning}
+        for path, key in keyed:
+            if key in unknown and path not in said:
+                said.add(path)
+                issues.append(config.issue(path, unknown[key], warning=True))
     return issues
 
 
