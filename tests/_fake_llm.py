@@ -72,6 +72,25 @@ def answer_for(question: str) -> str:
     return f"You said: {question}"
 
 
+def answer_from_history(messages: list[dict[str, Any]]) -> str | None:
+    """What the fake model says from the conversation so far (conversations, ``turns:``), or None: answer the last message alone.
+
+    "what is my order number?" repeats the number a user message said earlier ("my order number is 1234"),
+    else says it does not know; "how many messages" counts the user messages it was sent.
+    """
+    users = [str(m.get("content")) for m in messages if m.get("role") == "user"]
+    last = users[-1].lower() if users else ""
+    if "what is my order number" in last:
+        for text in users[:-1]:
+            found = re.search(r"order number is (\w+)", text, re.IGNORECASE)
+            if found:
+                return f"Your order number is {found.group(1)}."
+        return "I do not know your order number."
+    if "how many messages" in last:
+        return f"You sent {len(users)} messages."
+    return None
+
+
 EMBEDDING_DIMENSIONS = 512
 
 
@@ -218,7 +237,7 @@ class FakeLLMServer:
             finish = "tool_calls"
             completion = 12
         else:
-            message["content"] = answer_for(user)
+            message["content"] = answer_from_history(messages) or answer_for(user)
             completion = _words(message["content"])
         return web.json_response(
             {

@@ -143,7 +143,7 @@ def validate(config_path: Path, var: tuple[str, ...], max_cells: int | None, max
     n_global = len(config.global_asserts)
     for ds_cases in cases.values():
         for case in ds_cases:
-            if not case.asserts and not n_global:
+            if not case.asserts and not n_global and not any(t.get("assert") for t in case.turns or ()):
                 click.echo(f"warning: {case.source} case {case.id!r} has no assertion: it would pass on anything", err=True)
                 warnings += 1
     from evalx.judge import check_judge_refs

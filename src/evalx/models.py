@@ -36,6 +36,10 @@ class Case:
     targets: list[str] | None = None
     system: str | None = None
     source: str = ""  # "file:line"
+    #: a scripted conversation: ``[{input, assert?, tool_results?}]`` (plain JSON-like values), None for a one-shot case
+    turns: list[dict[str, Any]] | None = None
+    #: mocked tool results ``{TOOL: VALUE}`` for every turn of a conversation
+    tool_results: dict[str, Any] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """The case as a plain mapping (what a Python target's ``case=`` gets).
@@ -43,7 +47,7 @@ class Case:
         By hand (``dataclasses.asdict`` was a per-cell hot spot), with the same
         result: a deep copy, so whoever gets it may change it freely.
         """
-        return {
+        out = {
             "id": self.id,
             "input": _copied(self.input),
             "dataset": self.dataset,
@@ -62,6 +66,11 @@ class Case:
             "source": self.source,
             "assert": _copied(self.asserts),  # last, as asdict() + pop() had it
         }
+        if self.turns is not None:  # only on a conversation: a one-shot case's mapping (and cache key) is as before
+            out["turns"] = _copied(self.turns)
+        if self.tool_results is not None:
+            out["tool_results"] = _copied(self.tool_results)
+        return out
 
 
 _ATOMIC = (str, int, float, bool, type(None))

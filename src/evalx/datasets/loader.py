@@ -53,6 +53,23 @@ _BASE_PROPERTIES: dict[str, dict[str, Any]] = {
     "repeat": {"type": "integer", "minimum": 1},
     "targets": {**_STRINGS, "description": "Target ids this case runs on (default: the dataset's)."},
     "system": {"type": "string", "description": "A system prompt for this case."},
+    "turns": {
+        "type": "array",
+        "minItems": 1,
+        "description": "A scripted conversation: each turn's input is the next user message, its assert checks the reply "
+        "to it; the case's own assert checks the whole conversation (the last reply is the output).",
+        "items": {
+            "type": "object",
+            "required": ["input"],
+            "properties": {
+                "input": {"type": "string", "description": "The user message of this turn."},
+                "assert": {"type": "array", "items": {"$ref": "#/$defs/assertion"}},
+                "tool_results": {"type": "object", "description": "Mocked tool results {TOOL: VALUE} for this turn."},
+            },
+            "additionalProperties": False,
+        },
+    },
+    "tool_results": {"type": "object", "description": "Mocked tool results {TOOL: VALUE} for every turn."},
 }
 _BASE_FIELDS = tuple(_BASE_PROPERTIES)
 
@@ -64,7 +81,7 @@ CASE_SCHEMA: dict[str, Any] = {
     "type": "object",
     "properties": {**_BASE_PROPERTIES, **SHORTHAND_PROPERTIES},
     "required": ["id"],
-    "anyOf": [{"required": [name]} for name in ("input", "user_message", "question")],
+    "anyOf": [{"required": [name]} for name in ("input", "user_message", "question", "turns")],
     "additionalProperties": False,
 }
 
@@ -293,7 +310,8 @@ def _fill(raws: Iterable[_Raw], errors: _Errors, fill: _Fill) -> tuple[CaseTable
                 case.targets = list(default_targets)
             cases.append(
                 case,
-                graded=any(_graded(a.get("type"), graded) for a in case.asserts),
+                graded=any(_graded(a.get("type"), graded) for a in case.asserts)
+                or (case.turns is not None and any(_graded(a.get("type"), graded) for t in case.turns for a in t.get("assert") or ())),
                 digest=fill.digest(case) if fill.digest is not None else None,
             )
     return cases, hashes
@@ -427,6 +445,8 @@ def _build_case(raw: _Raw, defaults: dict[str, Any], default_asserts: list[dict[
     for err in () if _plainly_valid(known) else _case_validator.iter_errors(known):
         sub = tuple(err.absolute_path)
         message = err.message
+        if err.validator == "additionalProperties" and sub[:1] == ("turns",):
+            continue  # a turn's unknown key: _check_turns names it, with a suggestion
         if not sub and err.validator == "anyOf":  # the input alternatives
             message = "'input' is a required property"
         if not sub and isinstance(raw, _MappedRaw) and message.startswith("'"):
@@ -437,6 +457,9 @@ def _build_case(raw: _Raw, defaults: dict[str, Any], default_asserts: list[dict[
     own_asserts: list[Any] = known["assert"] if isinstance(known.get("assert"), list) else []
     for i, spec in enumerate(own_asserts):
         _check_assertion(spec, raw, ("assert", i), errors, generated=False)
+    turns = known.get("turns")
+    if turns is not None:
+        _check_turns(turns, known, raw, errors)
     if errors.count > before:
         return None
 
@@ -449,6 +472,8 @@ def _build_case(raw: _Raw, defaults: dict[str, Any], default_asserts: list[dict[
         return None
 
     fields = expansion.fields
+    if turns is not None:
+        fields["input"] = turns[0]["input"]  # what a report shows as the case's input: the first user message
     # no copies: a case's values were just parsed for it, and assertion specs are never mutated
     asserts = default_asserts + own_asserts + [spec for spec, _ in expansion.generated]
     case = Case(id=str(known["id"]), asserts=asserts, source=raw.source, **fields)
@@ -458,7 +483,30 @@ def _build_case(raw: _Raw, defaults: dict[str, Any], default_asserts: list[dict[
         if problem is not None:
             sub = _assertion_origin(i, len(default_asserts), len(own_asserts), expansion.generated)
             errors.add(raw.file, raw.line_of(sub), raw.path + sub, f"{spec['type']}: {problem}")
+    for t, turn in enumerate(turns or ()):
+        for i, spec in enumerate(turn.get("assert") or ()):
+            atype = get_assertion(spec["type"])
+            problem = atype.check(spec, case) if atype is not None and atype.check is not None else None
+            if problem is not None:
+                sub = ("turns", t, "assert", i)
+                errors.add(raw.file, raw.line_of(sub), raw.path + sub, f"{spec['type']}: {problem}")
     return None if errors.count > before else case
+
+
+def _check_turns(turns: Any, known: dict[str, Any], raw: _Raw, errors: _Errors) -> None:
+    """A conversation's own rules (its shape is the schema's): each turn's assertions, and no ``input`` beside ``turns``."""
+    for name in ("input", "user_message", "question"):
+        if name in known:
+            message = f"{name!r} and 'turns' cannot both be given (the first turn's input is the case's input)"
+            errors.add(raw.file, raw.line_of((name,)), raw.path + (name,), message)
+    allowed = tuple(_BASE_PROPERTIES["turns"]["items"]["properties"])
+    for t, turn in enumerate(turns if isinstance(turns, list) else ()):
+        for key in turn if isinstance(turn, dict) else ():
+            if key not in allowed:
+                errors.add(raw.file, raw.line_of(("turns", t, key)), raw.path + ("turns", t, key), unknown_field(str(key), allowed))
+        asserts = turn.get("assert") if isinstance(turn, dict) else None
+        for i, spec in enumerate(asserts if isinstance(asserts, list) else ()):
+            _check_assertion(spec, raw, ("turns", t, "assert", i), errors, generated=False)
 
 
 def _assertion_origin(i: int, n_defaults: int, n_own: int, generated: list[tuple[dict[str, Any], KeyPath]]) -> KeyPath:

@@ -220,6 +220,10 @@ class _Distinct(list[Any]):
 #: the fields of a case that make it what it is (not ``source``: a moved line is the same case)
 _CONTENT = tuple(name for name in _FIELDS if name != "source")
 _CONTENT_VALUES = attrgetter(*_CONTENT)
+#: case fields added after the digests' version 2 (``turns``, ``tool_results``): left out of a digest while None,
+#: so a case that does not use them has the digest it had (``--resume`` of a run started before)
+_LATER = ("turns", "tool_results")
+_V2_FIELDS = len(_CONTENT) - len(_LATER)
 #: the JSON of ``run.json``'s plan fingerprint and its case digests: ``json.dumps(value, sort_keys=True,
 #: default=str, ensure_ascii=False)``, without building an encoder per call (changing it breaks ``--resume``)
 FINGERPRINT_JSON = json.JSONEncoder(sort_keys=True, default=str, ensure_ascii=False)
@@ -238,7 +242,10 @@ def case_digest(case: Case, redact: Callable[[Any], Any]) -> bytes:
     exact and the same in every process, and a few times cheaper than sorted JSON
     (:func:`content_digest`, version 1): a dict whose keys were reordered counts as changed.
     """
-    text = repr(redact(list(_CONTENT_VALUES(case))))  # a lone surrogate is escaped by repr: always UTF-8
+    values = list(_CONTENT_VALUES(case))
+    while len(values) > _V2_FIELDS and values[-1] is None:  # a field added since (turns...), left out while unset
+        values.pop()
+    text = repr(redact(values))  # a lone surrogate is escaped by repr: always UTF-8
     return hashlib.blake2b(text.encode(), digest_size=DIGEST_SIZE).digest()
 
 
@@ -248,5 +255,5 @@ def content_digest(case: Case, redact: Callable[[Any], Any]) -> bytes:
     What version 1 of ``run.json``'s plan fingerprint is made of: a run started by evalx 0.x
     before the fingerprint's version 2 (:func:`case_digest`) still resumes.
     """
-    fields = dict(zip(_CONTENT, _CONTENT_VALUES(case), strict=True))
+    fields = {k: v for k, v in zip(_CONTENT, _CONTENT_VALUES(case), strict=True) if v is not None or k not in _LATER}
     return hashlib.sha256(FINGERPRINT_JSON.encode(redact(fields)).encode()).digest()

@@ -125,6 +125,10 @@ class Executor:
         return self.run.redactor.obj(result) if self.run.redactor else result
 
     async def run_cell(self, plan: TargetPlan, cell: Cell) -> CellResult:
+        if cell.case.turns is not None:  # a scripted conversation: its own driver (never cached yet)
+            from evalx.execution.conversation import run_conversation
+
+            return await run_conversation(self, plan, cell)
         target = plan.target
         cache = self.run.cache
         cache_key = self._cache_key(plan, cell) if cache is not None else None

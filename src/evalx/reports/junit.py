@@ -80,7 +80,7 @@ from collections.abc import Generator, Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import IO, Any, Union
+from typing import IO, Any, Union, cast
 
 from evalx.display import BODY_CHARS, IDENT_CHARS
 from evalx.errors import writing
@@ -242,7 +242,31 @@ def _clip(text: str, limit: int) -> str:
 def _label(assertion: AssertionRecord) -> str:
     kind = str(assertion.get("type") or "assertion")
     name = assertion.get("name")
-    return f"{kind} ({name})" if name else kind
+    label = f"{kind} ({name})" if name else kind
+    turn = assertion.get("turn")
+    return f"turn {turn}: {label}" if turn is not None else label  # a conversation's check of one turn's reply
+
+
+def _transcript(turns: Any, text: Any) -> Any:
+    """A conversation's system-out text: each turn's user message and reply on a line (clipped), and which checks failed."""
+    if not isinstance(turns, list):
+        return text
+    lines = []
+    for n, turn in enumerate(turns, 1):
+        if not isinstance(turn, dict):
+            continue
+        output = turn.get("output")
+        reply = output.get("error") or output.get("text") if isinstance(output, dict) else None
+        failed = [
+            _label(cast(AssertionRecord, a)) for a in turn.get("assertions") or () if isinstance(a, dict) and a.get("passed") is False
+        ]
+        lines.append(f"turn {n} user: {_clip(_flat(turn.get('input')), MAX_TURN_LINE)}")
+        lines.append(f"turn {n} reply: {_clip(_flat(reply), MAX_TURN_LINE)}" + (f"  [failed: {', '.join(failed)}]" if failed else ""))
+    return "\n".join(lines) or text
+
+
+#: longest user message or reply shown per turn in a conversation's system-out
+MAX_TURN_LINE = 200
 
 
 def _line(assertion: AssertionRecord) -> str:
@@ -263,6 +287,8 @@ def _outcome(result: CellResult) -> _Element | None:
         if failing:
             first = failing[0]
             message = str(first.get("reason") or first.get("error") or f"{_label(first)} did not hold")
+            if first.get("turn") is not None:  # a conversation: name the turn whose reply failed
+                message = _line(first)
             text = "\n".join(_line(a) for a in failing)
         else:  # a weighted score under the case threshold, no single culprit
             score = result.get("score")
@@ -304,6 +330,8 @@ class _Repeat:
 def _repeat(result: CellResult, seconds: float, order: tuple[float, int]) -> _Repeat:
     output = result.get("output")
     text = output.get("text") if isinstance(output, dict) else None
+    if "turns" in result:  # a conversation: the transcript, briefly
+        text = _transcript(result.get("turns"), text)
     if result.get("truncated") is True:  # a cut-off answer is flagged where CI shows the output
         text = f"[truncated: the answer was cut off at the token limit, stop_reason {str(result.get('stop_reason'))!r}]\n{text or ''}"
     raw_repeat = result.get("repeat")
@@ -605,6 +633,8 @@ class _SuiteWriter:
         suite.tests += 1
         output = result.get("output")
         text = output.get("text") if type(output) is dict else None
+        if "turns" in result:  # a conversation: the transcript, briefly
+            text = _transcript(result.get("turns"), text)
         if result.get("truncated") is True:
             text = f"[truncated: the answer was cut off at the token limit, stop_reason {str(result.get('stop_reason'))!r}]\n{text or ''}"
         about = _about(result)

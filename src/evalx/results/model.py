@@ -109,6 +109,7 @@ _AssertionExtras = TypedDict(
         "not": bool,  # true when the assertion was negated with `not: true`
         "error": str,  # the assertion itself broke (an unreadable judge verdict, a check that raised): the cell errors
         "details": dict[str, Any],  # more to say: a judge's raw text, calls, tokens, cost_usd, cached...
+        "turn": int,  # in a conversation: the 1-based turn whose reply it checked (absent: the whole conversation)
     },
     total=False,
 )
@@ -270,6 +271,10 @@ class CellResult(_CellResultKeys, total=False):
     """Only on a cell whose answer was cut off (``stop_reason`` is ``length``, ``max_tokens``,
     ``max_output_tokens``, ``model_length`` or ``token_limit``, in any case): ``true``. The
     ``not_truncated`` assertion fails such a cell."""
+    turns: list[dict[str, Any]]
+    """Only on a conversation (a case with ``turns:``): each turn run, in order, as
+    ``{input, output, latency_ms, usage, tool_calls, assertions}`` (``output`` the turn's trajectory,
+    ``assertions`` the turn's own, each with ``turn``). A turn that errored is the last one."""
     cost_note: str
     """Only when ``cost_usd`` is None although the model has a price: why (``no usage in response``).
     Such a cell is never counted as free: the summary counts it in ``cost_missing_cells`` and the cost
@@ -358,7 +363,9 @@ def cell_result(
 def _label(assertion: AssertionRecord) -> str:
     kind = str(assertion.get("type") or "assertion")
     name = assertion.get("name")
-    return f"{kind} ({name})" if name else kind
+    label = f"{kind} ({name})" if name else kind
+    turn = assertion.get("turn")
+    return f"turn {turn}: {label}" if turn is not None else label  # a conversation's check of one turn's reply
 
 
 def _number(value: object) -> float | None:

@@ -48,6 +48,22 @@ class Target(Protocol):
         """Release what start() created."""
 
 
+class ConversingTarget(Target, Protocol):
+    """A target that can hold a scripted conversation (a case with ``turns:``, :mod:`evalx.execution.conversation`).
+
+    ``converse`` is called once per turn, in order, with the history so far
+    (``[{role, content}]``, ending with this turn's user message; an assistant
+    message may carry ``tool_calls`` and be followed by ``{role: tool, name,
+    content}`` messages for the mocked ``tool_results``) and the 1-based turn
+    number. It returns that turn's reply or raises TargetError, as ``invoke``
+    does. A target without it cannot run conversations: such a cell is an error
+    that says so.
+    """
+
+    async def converse(self, cell: Cell, run: RunContext, history: list[dict[str, Any]], turn: int) -> Trajectory:
+        """One turn's reply to ``history`` (whose last item is the turn's user message)."""
+
+
 def task_id(run_id: str, cell: Cell) -> str:
     """A fresh id per cell so an agent's memory never bleeds between cases."""
     tid = f"eval-{run_id}-{cell.case.id}"

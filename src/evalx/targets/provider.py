@@ -225,15 +225,16 @@ class ProviderTarget:
 
     # -- requests ----------------------------------------------------------------
 
-    def render_request(self, cell: Cell, run: RunContext) -> dict[str, Any]:
+    def render_request(self, cell: Cell, run: RunContext, history: list[dict[str, Any]] | None = None) -> dict[str, Any]:
         """The request for one cell: ``{method, url, body, data}`` (headers live on the target).
 
         ``data`` is the body as the bytes to send when rendering made them already, else None.
+        ``history``: a conversation's messages so far (:meth:`converse`), sent instead of the prompt.
         """
         assert self.definition is not None, "start() first"
         ctx = _LazyContext(cell, run, self.spec)
         try:
-            system, messages = self._messages(cell, ctx)
+            system, messages = self._messages(cell, ctx) if history is None else self._conversation(cell, ctx, history)
             params = self._params
             if params:
                 params = render_value(params, ctx.get(), field="params")
@@ -286,6 +287,39 @@ class ProviderTarget:
                 messages.append(dict(m))
         return ("\n\n".join(system_parts) if system_parts else None), messages
 
+    def _conversation(self, cell: Cell, ctx: _LazyContext, history: list[dict[str, Any]]) -> tuple[str | None, list[dict[str, Any]]]:
+        """``(system, messages)`` for a turn of a conversation: the system prompt as for a cell, then the history.
+
+        The ``prompt:``/``messages:`` templates are not used: the turns are the user messages. An assistant
+        reply's tool calls and the mocked tool results go as OpenAI ``tool_calls`` / ``tool`` messages to an
+        OpenAI-shaped definition (openai, ollama); other definitions get the replies' text only.
+        """
+        system = None
+        if cell.case.system:
+            system = str(cell.case.system)
+        elif self.spec.get("system"):
+            system = render(str(self.spec["system"]), ctx.get(), field="system")
+        openai = self.definition is not None and self.definition.name in ("openai", "ollama")
+        messages: list[dict[str, Any]] = []
+        ids: list[str] = []
+        for n, m in enumerate(history):
+            role = m["role"]
+            if role == "tool":
+                if openai and m.get("tool_call_index", 0) < len(ids):
+                    content = m["content"] if isinstance(m["content"], str) else json.dumps(m["content"], ensure_ascii=False)
+                    messages.append({"role": "tool", "tool_call_id": ids[m.get("tool_call_index", 0)], "content": content})
+                continue
+            if role == "assistant" and m.get("tool_calls") and openai:
+                ids = [f"call_{n}_{i}" for i in range(len(m["tool_calls"]))]
+                calls = [
+                    {"id": ids[i], "type": "function", "function": {"name": c["name"], "arguments": json.dumps(c.get("args") or {})}}
+                    for i, c in enumerate(m["tool_calls"])
+                ]
+                messages.append({"role": "assistant", "content": m["content"] or None, "tool_calls": calls})
+                continue
+            messages.append({"role": role, "content": m["content"]})
+        return system, messages
+
     def cache_key(self, cell: Cell, run: RunContext) -> str | None:
         """sha256 of what is the same for every cell (provider, model, URLs, definition, headers: see start()),
         the rendered body and the repeat index — never the API key."""
@@ -334,11 +368,15 @@ class ProviderTarget:
 
         return await client.retrying(attempt, deadline=time.monotonic() + self.settings.timeout_s)
 
-    async def invoke(self, cell: Cell, run: RunContext) -> Trajectory:
+    async def converse(self, cell: Cell, run: RunContext, history: list[dict[str, Any]], turn: int) -> Trajectory:
+        """One turn of a conversation: the growing history sent as the request's messages (streamed with ``stream: true``)."""
+        return await self.invoke(cell, run, history)
+
+    async def invoke(self, cell: Cell, run: RunContext, history: list[dict[str, Any]] | None = None) -> Trajectory:
         assert self.definition is not None and self.client is not None, "start() first"
         if self.streaming:
-            return await self._invoke_streamed(cell, run)
-        request = self.render_request(cell, run)
+            return await self._invoke_streamed(cell, run, history)
+        request = self.render_request(cell, run, history)
         resp = await self._send(request)
         data = resp.json_body()
         public = {"method": request["method"], "url": request["url"], "headers": dict(self.public_headers), "body": request["body"]}
@@ -358,12 +396,12 @@ class ProviderTarget:
 
     # -- streamed answers (stream: true) --------------------------------------------
 
-    async def _invoke_streamed(self, cell: Cell, run: RunContext) -> Trajectory:
+    async def _invoke_streamed(self, cell: Cell, run: RunContext, history: list[dict[str, Any]] | None = None) -> Trajectory:
         """The cell's answer streamed (the definition's ``stream:`` section), with ``ttft_ms`` from the cell's start."""
         client = self.client
         assert client is not None
         t0 = time.perf_counter()
-        request = self.render_request(cell, run)
+        request = self.render_request(cell, run, history)
         public = {"method": request["method"], "url": request["url"], "headers": dict(self.public_headers), "body": request["body"]}
         try:
             traj = await client.retrying(lambda: self._stream_attempt(request, t0), deadline=time.monotonic() + self.settings.timeout_s)

@@ -1,7 +1,10 @@
 """Python-callable targets: ``module:function`` or ``path/file.py:function``.
 
 Called as ``fn(input)``, plus ``case=`` (the case as a plain mapping) when the
-function declares a parameter named ``case``. Sync functions run in a
+function declares a parameter named ``case``. In a conversation (``turns:``)
+each turn calls ``fn(messages=history)`` when the function declares a
+``messages`` parameter (the history ``[{role, content}]`` so far, ending with
+the turn's user message), else ``fn(the turn's input)``. Sync functions run in a
 bounded thread pool (:class:`._threads.SyncRunner`: quick calls stay on one
 thread), async ones are awaited on the loop. What a call prints through
 ``sys.stdout``/``sys.stderr`` is kept with its cell (:mod:`evalx.targets.printed`):
@@ -36,6 +39,7 @@ class PythonTarget:
         self._fn: Any = None
         self._is_async = False
         self._wants_case = False
+        self._wants_messages = False
         self._pool: SyncRunner | None = None
         self._routed = False
 
@@ -50,14 +54,26 @@ class PythonTarget:
         except (TypeError, ValueError):
             params = {}  # type: ignore[assignment]
         self._wants_case = "case" in params or any(p.kind is p.VAR_KEYWORD for p in params.values())
+        self._wants_messages = "messages" in params
         if not self._is_async:
             # as many threads as the executor has workers for this target: a started call never queues
             self._pool = SyncRunner(self.settings.concurrency, name=f"evalx-{self.id}")
 
-    async def invoke(self, cell: Cell, run: RunContext) -> Trajectory:
+    async def converse(self, cell: Cell, run: RunContext, history: list[dict[str, Any]], turn: int) -> Trajectory:
+        """One turn of a conversation: ``fn(messages=history)`` when the function declares ``messages``, else ``fn(turn's input)``.
+
+        ``case=`` is passed as for :meth:`invoke`; the history is a copy, the function may change it.
+        """
+        if self._wants_messages:
+            return await self.invoke(cell, run, _call=((), {"messages": [dict(m) for m in history]}))
+        return await self.invoke(cell, run, _call=((history[-1]["content"],), {}))
+
+    async def invoke(self, cell: Cell, run: RunContext, _call: tuple[tuple[Any, ...], dict[str, Any]] | None = None) -> Trajectory:
         kwargs = {"case": cell.case.to_dict()} if self._wants_case else {}
         out = printed.Printed()  # what the call prints, kept with this cell
         fn, arg = self._fn, cell.case.input
+        if _call is not None:  # a turn of a conversation (converse): its own arguments
+            fn = _with_arguments(fn, *_call)
         if self._is_async:
             token = printed.SINK.set(out)  # tasks the callable starts inherit it
             try:
@@ -106,6 +122,15 @@ class PythonTarget:
         if self._routed:
             self._routed = False
             printed.uninstall()
+
+
+def _with_arguments(fn: Any, args: tuple[Any, ...], more: dict[str, Any]) -> Any:
+    """``fn`` called as ``fn(*args, **more, **kwargs)`` when :meth:`PythonTarget.invoke` calls it with ``(input, **kwargs)``."""
+
+    def call(_input: Any, **kwargs: Any) -> Any:
+        return fn(*args, **more, **kwargs)
+
+    return call
 
 
 def _printed_so_far(exc: BaseException, out: printed.Printed) -> None:

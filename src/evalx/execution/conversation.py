@@ -1,0 +1,241 @@
+"""Run a scripted conversation (a case with ``turns:``) as one cell: turn by turn, then its checks.
+
+For each turn, in order, the user message is appended to the history and the
+target's ``converse(cell, run, history, turn)`` (1-based ``turn``) gives the
+reply, which is appended as the assistant's message (with its tool calls, and
+the mocked ``tool_results`` of the turn or the case as ``tool`` messages). The
+cell's timeout bounds the whole conversation; a turn that errors (or times out)
+ends it and the cell is ``error``, its error naming the turn (``turn 2: ...``).
+Once the turns are done, each turn's ``assert`` checks its own reply and the
+case's ``assert`` (and the config's) the whole conversation: the last reply is
+``output``, with the tool calls, tokens and cost of every turn. A failing turn
+fails the cell; later turns still ran. The cell's ``latency_ms`` is the
+conversation's wall time; each turn keeps its own. A conversation is never
+cached (yet): the response cache is skipped for it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import traceback
+from typing import TYPE_CHECKING, Any, cast
+
+from evalx.assertions import AssertionContext, cell_status, evaluate_case
+from evalx.assertions.evaluate import MIN_CHECK_TIME_S
+from evalx.errors import TargetError
+from evalx.models import Cell, ToolCall, Trajectory, Usage, safe_trajectory
+from evalx.results.model import AssertionRecord, CellOutput, CellResult, cell_result
+from evalx.targets import RunContext
+
+if TYPE_CHECKING:
+    from evalx.execution.executor import Executor, TargetPlan
+
+__all__ = ["run_conversation"]
+
+
+class _Turn:
+    """One turn as it ran: its user message, its reply (a trajectory) and how long the call took."""
+
+    __slots__ = ("input", "latency_ms", "traj")
+
+    def __init__(self, text: str, traj: Trajectory, latency_ms: float | None) -> None:
+        self.input, self.traj, self.latency_ms = text, traj, latency_ms
+
+
+async def run_conversation(executor: Executor, plan: TargetPlan, cell: Cell) -> CellResult:
+    """The result of a conversation cell (``cell.case.turns`` is set): every turn run, checked and recorded."""
+    from evalx.execution import executor as ex  # its deadlines and helpers; it imports this module only when needed
+
+    run, target, case = executor.run, plan.target, cell.case
+    turns_spec = case.turns or []
+    if plan.pacer is not None:
+        await plan.pacer()  # one turn of the rate limit for the cell, as a one-shot cell takes
+    started_at = ex._started_at()
+    t0 = time.perf_counter()
+    task = asyncio.current_task()
+    done: list[_Turn] = []
+    error: str | None = None
+    tb: str | None = None
+    timeout_s = plan.settings.timeout_s
+    converse = getattr(target, "converse", None)
+    if converse is None:
+        error = f"conversations (turns:) are not supported by {target.type} targets (target {target.id!r})"
+    else:
+        cancels = ex._cancels(task)
+        talk = _talk(converse, cell, run, turns_spec, done)
+        try:
+            if plan.deadlines is not None and task is not None:
+                await plan.deadlines.run(talk, task)
+            else:
+                await ex._within(talk, timeout_s)
+        except _TurnFailed as exc:
+            error, tb = exc.message, exc.tb
+        except asyncio.TimeoutError as exc:
+            notes = getattr(exc.__cause__, "__notes__", None) or []
+            n = len(done) + 1
+            reason = "; ".join([f"timed out after {timeout_s:g}s (the limit of the whole conversation)", *notes])
+            error = f"turn {n}: {reason}"
+            done.append(_Turn(turns_spec[n - 1]["input"], Trajectory(error=reason), None))
+        except asyncio.CancelledError:
+            if cancels is None or ex._cancels(task) != cancels:
+                raise  # the run is interrupted
+            n = len(done) + 1
+            error, tb = f"turn {n}: CancelledError raised by the target", traceback.format_exc()
+            done.append(_Turn(turns_spec[n - 1]["input"], Trajectory(error="CancelledError raised by the target"), None))
+    latency = round((time.perf_counter() - t0) * 1000.0, 3)
+
+    final = _final(done, latency)
+    if error is not None:
+        final.error = error
+    records: list[dict[str, Any]] = []
+    assertions: list[AssertionRecord] = []
+    if error is None:
+        time_left = max(timeout_s - (time.perf_counter() - t0), MIN_CHECK_TIME_S)
+        entry = ex._Scoring(time_left, task)
+        plan.scoring[entry] = None
+        try:
+            for n, turn in enumerate(done, 1):
+                own = turns_spec[n - 1].get("assert") or []
+                checked = await evaluate_case(own, _context(executor, cell, target.id, turn.traj), time_left=time_left) if own else []
+                for a in checked:
+                    a["turn"] = n
+                assertions.extend(checked)
+                records.append(_record(turn, checked))
+            asserts = [*executor.global_asserts, *case.asserts]
+            assertions.extend(await evaluate_case(asserts, _context(executor, cell, target.id, final), time_left=time_left))
+        finally:
+            del plan.scoring[entry]
+    else:
+        records = [_record(turn, []) for turn in done]
+    executor.stats.cells_by_target[target.id] = executor.stats.cells_by_target.get(target.id, 0) + 1
+    status, score = cell_status(assertions, threshold=case.threshold, target_error=error)
+    output = final.to_dict()
+    output.pop("traceback", None)
+    output.pop("cached", None)
+    result = cell_result(
+        run.run_id, cell.index, target.id, target.type, case, cell.dataset, cell.repeat,
+        status, score, assertions, cast(CellOutput, output), final.latency_ms, final.ttft_ms, final.cost_usd,
+        ex._judge_cost(assertions), False, error, tb, started_at,
+    )  # fmt: skip
+    result["turns"] = records
+    if run.redactor:
+        result = run.redactor.obj(result)
+    if result["error"] is not None:
+        executor.stats.errors_by_target.setdefault(target.id, []).append(result["error"])
+    return result
+
+
+class _TurnFailed(Exception):
+    """A turn's call failed: the conversation ends here (the failed turn is the last of ``done``)."""
+
+    def __init__(self, turn: int, message: str, tb: str | None) -> None:
+        super().__init__(message)
+        self.turn, self.message, self.tb = turn, message, tb
+
+
+async def _talk(converse: Any, cell: Cell, run: RunContext, turns: list[dict[str, Any]], done: list[_Turn]) -> None:
+    """Call the target turn by turn, appending each finished turn to ``done``; raise :class:`_TurnFailed` on an error."""
+    from evalx.execution.executor import _one_line
+
+    history: list[dict[str, Any]] = []
+    case_results = cell.case.tool_results or {}
+    for n, spec in enumerate(turns, 1):
+        text = spec["input"]
+        history.append({"role": "user", "content": text})
+        t0 = time.perf_counter()
+        tb = None
+        try:
+            traj = await converse(cell, run, history, n)
+        except TargetError as exc:
+            traj = Trajectory(error=str(exc))
+        except (asyncio.CancelledError, asyncio.TimeoutError):
+            raise  # the cell's timeout or the run's interrupt: the caller tells which
+        except BaseException as exc:  # the target's own exception: this turn's error, with its traceback
+            traj, tb = Trajectory(error=_one_line(exc)), traceback.format_exc()
+        try:
+            traj = safe_trajectory(traj)
+        except ValueError as exc:
+            traj = Trajectory(error=f"{cell.target} returned output evalx cannot store: {exc}")
+        latency = round((time.perf_counter() - t0) * 1000.0, 3)
+        if traj.latency_ms is None:
+            traj.latency_ms = latency
+        done.append(_Turn(text, traj, traj.latency_ms))
+        if traj.error is not None:
+            raise _TurnFailed(n, f"turn {n}: {traj.error}", tb or traj.traceback)
+        mocked = {**case_results, **(spec.get("tool_results") or {})}
+        history.extend(_reply_messages(traj, mocked))
+
+
+def _reply_messages(traj: Trajectory, mocked: dict[str, Any]) -> list[dict[str, Any]]:
+    """The assistant's reply as history: its text (and tool calls), then a ``tool`` message per call with a mocked result."""
+    message: dict[str, Any] = {"role": "assistant", "content": traj.text}
+    if not traj.tool_calls:
+        return [message]
+    message["tool_calls"] = [{"name": c.name, "args": c.args} for c in traj.tool_calls]
+    out = [message]
+    for i, call in enumerate(traj.tool_calls):
+        if call.name in mocked:
+            if call.result is None:
+                call.result = mocked[call.name]
+            out.append({"role": "tool", "name": call.name, "tool_call_index": i, "content": call.result})
+    return out
+
+
+def _final(done: list[_Turn], latency_ms: float) -> Trajectory:
+    """The conversation as one trajectory: the last reply, with every turn's tool calls, tokens and cost added up."""
+    if not done:
+        return Trajectory(latency_ms=latency_ms)
+    last = done[-1].traj
+    calls: list[ToolCall] = []
+    usage = Usage()
+    costs = [t.traj.cost_usd for t in done if t.traj.cost_usd is not None]
+    iterations = [t.traj.iterations for t in done if t.traj.iterations is not None]
+    for turn in done:
+        calls.extend(turn.traj.tool_calls)
+        usage.add(turn.traj.to_dict()["usage"])
+    return Trajectory(
+        text=last.text,
+        tool_calls=calls,
+        usage=usage,
+        iterations=sum(iterations) if iterations else None,
+        events=last.events,
+        events_truncated=last.events_truncated,
+        latency_ms=latency_ms,
+        ttft_ms=done[0].traj.ttft_ms,
+        cost_usd=round(sum(costs), 8) if costs else None,
+        request=last.request,
+        raw=last.raw,
+        printed=last.printed,
+        stop_reason=last.stop_reason,
+        cost_note=next((t.traj.cost_note for t in done if t.traj.cost_note is not None), None),
+    )
+
+
+def _context(executor: Executor, cell: Cell, target_id: str, traj: Trajectory) -> AssertionContext:
+    return AssertionContext(
+        case=cell.case,
+        output=traj,
+        config_dir=executor.run.config_dir,
+        judge=executor.judge,
+        judge_settings=executor.judge_settings,
+        target=target_id,
+    )
+
+
+def _record(turn: _Turn, assertions: list[AssertionRecord]) -> dict[str, Any]:
+    """A turn as ``results.jsonl`` keeps it: ``{input, output, latency_ms, usage, tool_calls, assertions}``."""
+    output = turn.traj.to_dict()
+    output.pop("cached", None)
+    tb = output.pop("traceback", None)
+    record = {
+        "input": turn.input,
+        "output": output,
+        "latency_ms": turn.latency_ms,
+        "usage": output["usage"],
+        "tool_calls": output["tool_calls"],
+        "assertions": assertions,
+    }
+    if tb is not None:
+        record["traceback"] = tb
+    return record
