@@ -9,6 +9,9 @@ from __future__ import annotations
 
 import asyncio
 import re
+import socket
+import subprocess
+import sys
 import xml.etree.ElementTree as ET
 from pathlib import Path
 from typing import Any
@@ -16,7 +19,7 @@ from typing import Any
 import pytest
 import yaml
 from click.testing import CliRunner, Result
-from conftest import ENGINE_TEST_KEY
+from conftest import ENGINE_TEST_KEY, REPO
 from engine_server import EngineServer
 from results_file import read_cells
 
@@ -170,7 +173,7 @@ def cli_run(config: Path, *args: str) -> tuple[Result, Path]:
     match = re.search(r"^\s*results: (.+?)/?$", result.output, re.M)
     assert match, result.output
     run_dir = Path(match.group(1))
-    return result, run_dir if run_dir.is_absolute() else config.parent / run_dir
+    return result, run_dir if run_dir.is_absolute() else Path.cwd() / run_dir
 
 
 ORDER = {
@@ -271,3 +274,47 @@ def test_repeats_and_cells_of_one_case_hold_separate_conversations(
     for tid, n, _ in sent:
         by_id.setdefault(tid, []).append(n)
     assert len(by_id) == 4 and all(turns == [1, 2, 3] for turns in by_id.values())
+
+
+def test_the_demo_engine_keeps_a_conversation(tmp_path: Path) -> None:
+    """The case docs/targets.md shows, against examples/engine/demo_engine.py."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    demo = REPO / "examples/engine/demo_engine.py"
+    proc = subprocess.Popen(
+        [sys.executable, str(demo), "--port", str(port), "--delay", "0", "--key", ""],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    case = {
+        "id": "remembers-the-order",
+        "turns": [
+            {"input": "Hi, my order number is 48151623."},
+            {"input": "What is 2 + 2?", "assert": [{"type": "contains", "value": "4"}]},
+            {"input": "What is my order number?", "assert": [{"type": "contains", "value": "48151623"}]},
+        ],
+    }
+    single = {"id": "capital", "input": "What is the capital of France?", "assert": [{"type": "contains", "value": "Paris"}]}
+    config = {
+        "version": 1,
+        "name": "demo-chat",
+        "targets": [{"id": "demo", "type": "engine", "url": f"http://127.0.0.1:{port}"}],
+        "datasets": [{"id": "chats", "cases": [case, single]}],
+    }
+    path = tmp_path / "evalconfig.yaml"
+    path.write_text(yaml.safe_dump(config, sort_keys=False), encoding="utf-8")
+    try:
+        assert proc.stdout is not None
+        first = proc.stdout.readline()  # the engine says it is listening once it is: no sleeping
+        assert f"127.0.0.1:{port}" in first, first
+        result, run_dir = cli_run(path)
+    finally:
+        proc.terminate()
+        proc.wait(10)
+    assert result.exit_code == 0, result.output
+    cells = {c["case_id"]: c for c in read_cells(run_dir)}
+    replies = [t["output"]["text"] for t in cells["remembers-the-order"]["turns"]]
+    assert replies == ["Noted.", "2 + 2 = 4.", "Your order number is 48151623."]
+    assert cells["capital"]["output"]["text"] == "The capital of France is Paris."

@@ -7,6 +7,11 @@ read_file), streaming the events an agent Engine sends: ``iteration``,
 ``tool_call``, ``tool_result``, ``text_delta``, ``usage``, ``done`` (or
 ``error``). If ENGINE_KEY is set (or ``--key`` given), requests must carry
 it in ``X-Engine-Key``. Needs only aiohttp (installed with evalx).
+
+Conversations (a case with ``turns:``): a request with a ``turn`` is one turn
+of the conversation named by its ``task_id``; the engine keeps what it was
+told ("my order number is 123") and answers from it later ("what is my order
+number?"). ``turn: 1`` starts the conversation afresh.
 """
 
 from __future__ import annotations
@@ -46,11 +51,24 @@ def plan(message: str) -> tuple[list[tuple[str, dict[str, Any], str]], str]:
     return [], "I can answer arithmetic, capitals, weather and refund questions."
 
 
+def remember(memory: dict[str, str], message: str) -> str | None:
+    """In a conversation: store what the user tells ("my X is Y"), answer "what is my X?" from it; None otherwise."""
+    text = message.lower()
+    if asked := re.search(r"what(?: is|'s) my ([a-z][a-z ]*?)\s*\?", text):
+        name = asked.group(1)
+        return f"Your {name} is {memory[name]}." if name in memory else f"You have not told me your {name} yet."
+    told = re.findall(r"my ([a-z][a-z ]*?) is ([\w-]+)", text)
+    memory.update(told)
+    return None
+
+
 def sse(event: str, data: dict[str, Any]) -> bytes:
     return f"event: {event}\ndata: {json.dumps(data, ensure_ascii=False)}\n\n".encode()
 
 
 def make_app(key: str | None, delay: float) -> web.Application:
+    conversations: dict[str, dict[str, str]] = {}  # task_id -> what the user told in earlier turns
+
     async def execute(request: web.Request) -> web.StreamResponse:
         if key and request.headers.get("X-Engine-Key") != key:
             return web.json_response({"error": {"code": "UNAUTHORIZED", "message": "bad or missing X-Engine-Key"}}, status=401)
@@ -68,6 +86,16 @@ def make_app(key: str | None, delay: float) -> web.Application:
                 await asyncio.sleep(delay)
 
         calls, answer = plan(message)
+        turn = body.get("turn")
+        if isinstance(turn, int):  # one turn of a conversation: the engine keeps its state under task_id
+            tid = str(body.get("task_id"))
+            if turn == 1 or tid not in conversations:
+                conversations[tid] = {}
+            recalled = remember(conversations[tid], message)
+            if recalled is not None:
+                calls, answer = [], recalled
+            elif not calls and conversations[tid]:
+                answer = "Noted."
         await send("iteration", {"iteration": 1, "task_id": body.get("task_id")})
         for i, (tool, args, result) in enumerate(calls):
             await send("tool_call", {"id": f"call_{i}", "tool": tool, "args": args})
