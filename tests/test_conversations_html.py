@@ -141,6 +141,11 @@ def test_a_conversation_is_embedded_small_with_its_failing_turn_flagged(tmp_path
     assert [t.get("f") for t in chat] == [None, 1, None]
     assert [t["ms"] for t in chat] == [10.0, 20.0, 30.0]
     assert chat[0]["a"] == [[True, "contains", None, 1.0, "r1", None, None, 1]]  # the eighth item: the turn it checked
+    # as the runner writes them, the turns' checks are among the cell's too: embedded once, there
+    tagged = [a for t in turns for a in t["assertions"]]
+    again = embedded(write_report(tmp_path, [cell("chat", "fail", turns, assertions=tagged)]))["cells"][0]
+    assert [a[7] for a in again["a"]] == [1, 2] and all("a" not in t for t in again["cv"])
+    assert [t.get("f") for t in again["cv"]] == [None, 1, None]
     assert len(chat[1]["o"]) == TURN_CAP and chat[1]["oN"] == TURN_CAP + 50  # clipped like other texts
     assert chat[2]["tc"] == [["lookup", '{\n  "q": 1\n}', "ok"]]
     for t in chat:  # only what the chat needs: no events, no usage, no raw output

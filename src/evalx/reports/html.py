@@ -43,7 +43,8 @@ Embedded data (short keys: it is repeated for every cell)::
                 "a": [[passed, type, name, score, reason, details, error]],
                 "e": error, "tb": traceback, "ev": [event, ...],
                 "cv": [{"i": turn input, "o": reply text, "ms": latency, "tc": [[name, args, result]],
-                        "a": [assertion, ...], "e": error, "f": 1 when the turn failed}, ...]}, ...],
+                        "a": [assertion, ...] (only when "a" has none with a turn), "e": error,
+                        "f": 1 when the turn failed}, ...]}, ...],
      "changes": {"failing": [[target, dataset, case_id]], "passing": [...]},
      "sample": {"cells", "cap", "embedded", "bad", "bad_kept", "bad_cap", "skipped", "skipped_kept",
                 "passes", "pass_kept", "command"}}  (only past the cap)
@@ -679,8 +680,13 @@ class _ReportData:
         self.cells.add(cell)
 
     def _turns(self, cell: _Json, turns: list[Any]) -> None:
-        """``cell["cv"]``: a conversation's turns, as the chat in the cell detail shows them."""
+        """``cell["cv"]``: a conversation's turns, as the chat in the cell detail shows them.
+
+        A turn's checks are embedded once: when the cell's own assertions carry
+        their turn (as the runner writes them), the page takes them from there.
+        """
         embed = self.embed
+        tagged = any(len(a) > 7 for a in cell.get("a", ()))
         kept = []
         for turn in turns[:MAX_TURNS]:
             if not isinstance(turn, dict):
@@ -710,8 +716,9 @@ class _ReportData:
             checks = turn.get("assertions")
             failed = False
             if isinstance(checks, list) and checks:
-                row["a"] = [self._assertion(cast(AssertionRecord, a)) for a in checks if isinstance(a, dict)]
-                failed = any(a[0] is False or a[6] for a in row["a"])
+                failed = any(isinstance(a, dict) and (a.get("passed") is False or a.get("error")) for a in checks)
+                if not tagged:  # else the page finds them among the cell's own, by their turn
+                    row["a"] = [self._assertion(cast(AssertionRecord, a)) for a in checks if isinstance(a, dict)]
             embed.put(row, "e", output.get("error") or turn.get("error"), REASON_CAP)
             if failed or "e" in row:
                 row["f"] = 1

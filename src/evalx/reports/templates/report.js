@@ -348,9 +348,10 @@
       }
       if (t.e) bot.appendChild(longText(t.e, t.eN, "err"));
       li.appendChild(bot);
-      if (t.a && t.a.length) {
+      var own = t.a || (x.a || []).filter(function (a) { return a[7] === n + 1; });
+      if (own.length) {
         var checks = el("ul", "checks");
-        t.a.forEach(function (a) { checks.appendChild(assertionLine(a)); });
+        own.forEach(function (a) { checks.appendChild(assertionLine(a)); });
         li.appendChild(checks);
       }
       ol.appendChild(li);
