@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import textwrap
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -16,9 +17,13 @@ import pytest
 from _fake_llm import OPENAI_KEY, FakeLLMServer, fast_backoff, server  # noqa: F401  (fixtures)
 from click.testing import CliRunner
 from results_file import read_cells
+from stream_server import TEXT as STREAM_TEXT
+from stream_server import StreamServer
 from test_junit import schema  # noqa: F401  (the XSD fixture)
 
 from evalx.cli import main
+
+STREAM_KEY = "sk-test-stream-0123456789"
 
 AGENT = '''
 import re
@@ -43,6 +48,12 @@ def chat(messages, case=None):
 
 def one_arg(text):
     return "echo: " + text
+
+async def slow(messages):
+    import asyncio
+    if len(messages) >= 3:  # the second turn never answers in time
+        await asyncio.sleep(30)
+    return "quick"
 '''
 
 TURNS = """
@@ -174,12 +185,8 @@ datasets:
 """
 
 
-@pytest.mark.parametrize("stream", [False, True])
-def test_a_provider_target_sends_the_growing_history(server: FakeLLMServer, tmp_path: Path, stream: bool) -> None:
-    extra = "stream: true" if stream else ""
-    if stream:
-        pytest.skip("the fake OpenAI server answers whole (not streamed): see test_provider_stream for streaming")
-    code, out, run_dir = run(project(tmp_path, openai(server, extra), PROVIDER_TURNS))
+def test_a_provider_target_sends_the_growing_history(server: FakeLLMServer, tmp_path: Path) -> None:
+    code, out, run_dir = run(project(tmp_path, openai(server), PROVIDER_TURNS))
     assert code == 0, out
     bodies = server.bodies("/v1/chat/completions")
     assert len(bodies) == 3
@@ -263,3 +270,101 @@ def test_turns_round_trip_through_results_and_other_cells_are_unchanged(tmp_path
     line = compact_cell(conv, {"py": "python"}, with_case=True)
     back: dict[str, Any] = dict(expand(json.loads(json.dumps(line)), None, None))
     assert back["turns"] == conv["turns"]
+
+
+def streaming(server: StreamServer, model: str) -> str:
+    return f"""
+    targets:
+      - id: streamed
+        type: provider
+        provider: openai
+        model: {model}
+        base_url: {server.url}/v1
+        api_key: {STREAM_KEY}
+        stream: true
+        retries: 0
+    """
+
+
+@pytest.fixture
+def stream_server() -> Iterator[StreamServer]:
+    s = StreamServer().start()
+    yield s
+    s.stop()
+
+
+def test_a_streamed_provider_conversation_streams_each_turn(stream_server: StreamServer, tmp_path: Path) -> None:
+    datasets = """
+    datasets:
+      - id: chat
+        cases:
+          - id: paris
+            turns:
+              - {input: "Capital of France?", assert: [{type: contains, value: Paris}]}
+              - {input: "Again?", assert: [{type: contains, value: Paris}]}
+    """
+    code, out, run_dir = run(project(tmp_path, streaming(stream_server, "text"), datasets))
+    assert code == 0, out
+    bodies = [r["body"] for r in stream_server.requests]
+    assert [b["stream"] for b in bodies] == [True, True]
+    assert bodies[1]["messages"] == [
+        {"role": "user", "content": "Capital of France?"},
+        {"role": "assistant", "content": STREAM_TEXT},
+        {"role": "user", "content": "Again?"},
+    ]
+    (cell,) = read_cells(run_dir)
+    assert all(t["output"]["ttft_ms"] is not None for t in cell["turns"])
+    assert cell["ttft_ms"] == cell["turns"][0]["output"]["ttft_ms"]
+
+
+def test_tool_calls_and_mocked_tool_results_go_back_as_tool_messages(stream_server: StreamServer, tmp_path: Path) -> None:
+    datasets = """
+    datasets:
+      - id: chat
+        cases:
+          - id: weather
+            tool_results: {search: "no results"}
+            turns:
+              - {input: "Weather in Paris?", tool_results: {get_weather: {temp: 21}}}
+              - {input: "And tomorrow?"}
+            assert: [{type: must_call_tools, tools: [get_weather, search]}]
+    """
+    code, out, run_dir = run(project(tmp_path, streaming(stream_server, "tools"), datasets))
+    assert code == 0, out
+    second = stream_server.requests[1]["body"]["messages"]
+    assert [m["role"] for m in second] == ["user", "assistant", "tool", "tool", "user"]
+    calls = second[1]["tool_calls"]
+    assert [c["function"]["name"] for c in calls] == ["get_weather", "search"]
+    assert [m["tool_call_id"] for m in second[2:4]] == [c["id"] for c in calls]
+    assert json.loads(second[2]["content"]) == {"temp": 21} and second[3]["content"] == "no results"
+    (cell,) = read_cells(run_dir)
+    assert [c["name"] for c in cell["output"]["tool_calls"]] == ["get_weather", "search", "get_weather", "search"]  # every turn's
+    assert cell["turns"][0]["tool_calls"][0]["result"] == {"temp": 21}
+
+
+def test_the_timeout_bounds_the_whole_conversation(tmp_path: Path) -> None:
+    targets = """
+    targets:
+      - {id: py, type: python, callable: "agent.py:slow", timeout_s: 0.5}
+    """
+    code, out, run_dir = run(project(tmp_path, targets))
+    (cell,) = read_cells(run_dir)
+    assert cell["status"] == "error"
+    assert cell["error"].startswith("turn 2: timed out after 0.5s"), cell["error"]
+    assert [t["output"]["text"] for t in cell["turns"]] == ["quick", ""]
+    assert cell["latency_ms"] < 5000
+
+
+def test_a_case_without_turns_keeps_its_digest_and_mapping() -> None:
+    import hashlib
+
+    from evalx.datasets.table import case_digest
+    from evalx.models import Case
+
+    case = Case(id="a", input="hi", asserts=[{"type": "contains", "value": "x"}])
+    assert "turns" not in case.to_dict() and "tool_results" not in case.to_dict()
+    before = [case.input, case.dataset, case.expected, case.category, case.difficulty, case.tags, case.vars, case.asserts]
+    before += [case.description, case.notes, case.metadata, case.threshold, case.repeat, case.targets, case.system]
+    assert case_digest(case, lambda v: v) == hashlib.blake2b(repr(["a", *before]).encode(), digest_size=16).digest()
+    case.turns = [{"input": "hi"}]
+    assert case_digest(case, lambda v: v) != hashlib.blake2b(repr(["a", *before]).encode(), digest_size=16).digest()
