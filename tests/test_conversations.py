@@ -201,11 +201,11 @@ def test_a_provider_target_sends_the_growing_history(server: FakeLLMServer, tmp_
     assert cell["cached"] is False
 
 
-def test_a_provider_conversation_is_not_cached(server: FakeLLMServer, tmp_path: Path) -> None:
+def test_a_provider_conversation_is_replayed_from_the_cache(server: FakeLLMServer, tmp_path: Path) -> None:
     config = project(tmp_path, openai(server), PROVIDER_TURNS)
     assert run(config)[0] == 0
     assert run(config)[0] == 0
-    assert server.count("/v1/chat/completions") == 6  # every turn asked again: conversations skip the cache (this slice)
+    assert server.count("/v1/chat/completions") == 3  # every turn replayed (tests/test_conversation_cache.py has the rest)
 
 
 def test_a_provider_failing_second_turn(server: FakeLLMServer, tmp_path: Path) -> None:

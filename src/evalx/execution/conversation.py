@@ -10,8 +10,9 @@ Once the turns are done, each turn's ``assert`` checks its own reply and the
 case's ``assert`` (and the config's) the whole conversation: the last reply is
 ``output``, with the tool calls, tokens and cost of every turn. A failing turn
 fails the cell; later turns still ran. The cell's ``latency_ms`` is the
-conversation's wall time; each turn keeps its own. A conversation is never
-cached (yet): the response cache is skipped for it.
+conversation's wall time; each turn keeps its own. The response cache
+(:mod:`evalx.execution.turn_cache`) replays a stateless target's turns one by
+one, an engine's conversation whole; the cell is ``cached`` when every turn was.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from typing import TYPE_CHECKING, Any, cast
 from evalx.assertions import AssertionContext, cell_status, evaluate_case
 from evalx.assertions.evaluate import MIN_CHECK_TIME_S
 from evalx.errors import TargetError
+from evalx.execution import turn_cache
 from evalx.models import Cell, ToolCall, Trajectory, Usage, safe_trajectory
 from evalx.results.model import AssertionRecord, CellOutput, CellResult, cell_result
 from evalx.targets import RunContext
@@ -63,7 +65,9 @@ async def run_conversation(executor: Executor, plan: TargetPlan, cell: Cell) -> 
         error = f"conversations (turns:) are not supported by {target.type} targets (target {target.id!r})"
     else:
         cancels = ex._cancels(task)
-        talk = _talk(converse, cell, run, turns_spec, done)
+        converse = turn_cache.per_turn(executor, plan, converse)  # each turn looked up first (stateless targets)
+        whole = turn_cache.whole_key(executor, plan, cell)  # an engine's conversation, cached whole with cache: true
+        talk = _talk(converse, cell, run, turns_spec, done) if whole is None else _talk_whole(executor, plan, whole, converse, cell, turns_spec, done)
         try:
             if plan.deadlines is not None and task is not None:
                 await plan.deadlines.run(talk, task)
@@ -116,7 +120,7 @@ async def run_conversation(executor: Executor, plan: TargetPlan, cell: Cell) -> 
     result = cell_result(
         run.run_id, cell.index, target.id, target.type, case, cell.dataset, cell.repeat,
         status, score, assertions, cast(CellOutput, output), final.latency_ms, final.ttft_ms, final.cost_usd,
-        ex._judge_cost(assertions), False, error, tb, started_at,
+        ex._judge_cost(assertions), bool(done) and error is None and all(t.traj.cached for t in done), error, tb, started_at,
     )  # fmt: skip
     result["turns"] = records
     if run.redactor:
@@ -165,6 +169,21 @@ async def _talk(converse: Any, cell: Cell, run: RunContext, turns: list[dict[str
             raise _TurnFailed(n, f"turn {n}: {traj.error}", tb or traj.traceback)
         mocked = {**case_results, **(spec.get("tool_results") or {})}
         history.extend(_reply_messages(traj, mocked))
+
+
+async def _talk_whole(
+    executor: Executor, plan: TargetPlan, key: str, converse: Any, cell: Cell, turns: list[dict[str, Any]], done: list[_Turn]
+) -> None:
+    """:func:`_talk` for a conversation cached whole: every turn replayed from the cache, or run and then stored."""
+    replayed = await turn_cache.replay_whole(executor, plan, key, len(turns))
+    if replayed is None:
+        await _talk(converse, cell, executor.run, turns, done)
+        turn_cache.store_whole(executor, key, [t.traj for t in done])
+        return
+    case_results = cell.case.tool_results or {}
+    for spec, traj in zip(turns, replayed):
+        _reply_messages(traj, {**case_results, **(spec.get("tool_results") or {})})  # the mocked results, as when it ran
+        done.append(_Turn(spec["input"], traj, traj.latency_ms))
 
 
 def _reply_messages(traj: Trajectory, mocked: dict[str, Any]) -> list[dict[str, Any]]:
@@ -238,4 +257,6 @@ def _record(turn: _Turn, assertions: list[AssertionRecord]) -> dict[str, Any]:
     }
     if tb is not None:
         record["traceback"] = tb
+    if turn.traj.cached:
+        record["cached"] = True
     return record

@@ -125,7 +125,7 @@ class Executor:
         return self.run.redactor.obj(result) if self.run.redactor else result
 
     async def run_cell(self, plan: TargetPlan, cell: Cell) -> CellResult:
-        if cell.case.turns is not None:  # a scripted conversation: its own driver (never cached yet)
+        if cell.case.turns is not None:  # a scripted conversation: its own driver (and its own cache lookups)
             from evalx.execution.conversation import run_conversation
 
             return await run_conversation(self, plan, cell)

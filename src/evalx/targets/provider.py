@@ -320,13 +320,13 @@ class ProviderTarget:
             messages.append({"role": role, "content": m["content"]})
         return system, messages
 
-    def cache_key(self, cell: Cell, run: RunContext) -> str | None:
+    def cache_key(self, cell: Cell, run: RunContext, history: list[dict[str, Any]] | None = None) -> str | None:
         """sha256 of what is the same for every cell (provider, model, URLs, definition, headers: see start()),
-        the rendered body and the repeat index — never the API key."""
+        the rendered body (with ``history`` as its messages, for a conversation's turn) and the repeat index — never the API key."""
         from evalx.targets.transport.cache import make_key
 
         try:
-            request = self.render_request(cell, run)  # rendered again by invoke() on a miss: cheap, templates are compiled once
+            request = self.render_request(cell, run, history)  # rendered again by invoke() on a miss: cheap, templates are compiled once
         except TargetError:
             return None  # invoke() reports it
         return make_key("provider", self._key_base, request["method"], request["body"], cell.repeat)
