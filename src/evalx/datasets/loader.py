@@ -81,7 +81,7 @@ CASE_SCHEMA: dict[str, Any] = {
     "type": "object",
     "properties": {**_BASE_PROPERTIES, **SHORTHAND_PROPERTIES},
     "required": ["id"],
-    "anyOf": [{"required": [name]} for name in ("input", "user_message", "question", "turns")],
+    "anyOf": [{"required": [name]} for name in ("input", "user_message", "question", "turns", "messages")],
     "additionalProperties": False,
 }
 
@@ -472,6 +472,13 @@ def _build_case(raw: _Raw, defaults: dict[str, Any], default_asserts: list[dict[
         return None
 
     fields = expansion.fields
+    if "messages" in known:  # a transcript: its turns were made by expand, each reply checked by expect_assert
+        turns = fields["turns"]
+        first = next((t["assert"][0] for t in turns if "assert" in t), None)
+        if first is not None:
+            _check_assertion(first, raw, ("expect_assert",), errors, generated=False)
+            if errors.count > before:
+                return None
     if turns is not None:
         fields["input"] = turns[0]["input"]  # what a report shows as the case's input: the first user message
     # no copies: a case's values were just parsed for it, and assertion specs are never mutated
@@ -488,7 +495,7 @@ def _build_case(raw: _Raw, defaults: dict[str, Any], default_asserts: list[dict[
             atype = get_assertion(spec["type"])
             problem = atype.check(spec, case) if atype is not None and atype.check is not None else None
             if problem is not None:
-                sub = ("turns", t, "assert", i)
+                sub = ("turns", t, "assert", i) if not expansion.turn_origins else expansion.turn_origins[t] or ()
                 errors.add(raw.file, raw.line_of(sub), raw.path + sub, f"{spec['type']}: {problem}")
     return None if errors.count > before else case
 

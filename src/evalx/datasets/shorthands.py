@@ -10,7 +10,11 @@ appended after the case's own ``assert`` list:
   ``forbidden_tools``, ``max_tokens`` (total tokens), ``max_iterations``;
 - golden_qa.json: ``question``, ``expected_answer``, ``tolerance``, ``notes``;
 - TypeScript harnesses: ``expectedKeywords``, ``expectedCharacteristics``,
-  ``expectedOutput``, ``mockElements`` (and their snake_case spellings).
+  ``expectedOutput``, ``mockElements`` (and their snake_case spellings);
+- transcripts: ``messages: [{role, content}]`` becomes ``turns:`` (each user
+  message a turn's input, the assistant message after it that turn's expected
+  reply, checked by ``expect_assert``, default ``{type: equals}``), a leading
+  ``system`` message the case's ``system``.
 
 Each shorthand scores exactly as its own runner defines it: golden_qa's
 ``exact_match`` is lower-cased, whitespace-collapsed equality (``equals``
@@ -27,11 +31,15 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from evalx.assertions.registry import get_assertion
 from evalx.documents import did_you_mean
 
 KeyPath = tuple[str | int, ...]
 
 _STRINGS: dict[str, Any] = {"type": "array", "items": {"type": "string"}}
+MESSAGE_ROLES = ("user", "assistant", "system")
+#: how a transcript's expected replies are checked when the case names no ``expect_assert``
+DEFAULT_EXPECT_ASSERT: dict[str, Any] = {"type": "equals"}
 
 #: JSON Schema of every shorthand field, as written in a case
 SHORTHAND_PROPERTIES: dict[str, dict[str, Any]] = {
@@ -53,6 +61,25 @@ SHORTHAND_PROPERTIES: dict[str, dict[str, Any]] = {
     "expectedOutput": {"description": "The expected value."},
     "expected_output": {"description": "The expected value."},
     "mockElements": {"type": "array", "description": "Kept as metadata.mockElements."},
+    "messages": {
+        "type": "array",
+        "minItems": 1,
+        "description": "A transcript: each user message is a turn's input, the assistant message after it the expected "
+        "reply (checked by expect_assert); a leading system message is the case's system.",
+        "items": {
+            "type": "object",
+            "required": ["role", "content"],
+            "properties": {"role": {"enum": list(MESSAGE_ROLES)}, "content": {"type": "string"}},
+            "additionalProperties": False,
+        },
+    },
+    "expect_assert": {
+        "type": "object",
+        "required": ["type"],
+        "properties": {"type": {"type": "string"}},
+        "description": "How each assistant message of 'messages' is checked: an assertion whose value is that message "
+        "(default {type: equals}).",
+    },
 }
 
 ENGINE_EXPECTED_KEYS = ("must_call_tools", "must_not_call_tools", "output_must_contain", "max_tokens")
@@ -85,6 +112,8 @@ _SHORTHAND_KEYS = frozenset(
         "max_iterations",
         "tolerance",
         "mockElements",
+        "messages",
+        "expect_assert",
     }
 )
 
@@ -95,6 +124,8 @@ class Expansion:
 
     fields: dict[str, Any]  # keyword arguments of Case, minus id/asserts/source/dataset
     generated: list[tuple[dict[str, Any], KeyPath]] = field(default_factory=list)  # (assertion, shorthand's key path)
+    #: for ``messages:``, the key path of each turn's expected reply (None for a turn without one), by turn
+    turn_origins: list[KeyPath | None] = field(default_factory=list)
     errors: list[tuple[KeyPath, str]] = field(default_factory=list)
 
 
@@ -107,6 +138,8 @@ def expand(raw: dict[str, Any], *, base_fields: tuple[str, ...]) -> Expansion:
         present = [n for n in names if n in raw]
         for extra in present[1:]:
             out.errors.append(((extra,), f"'{extra}' and '{present[0]}' cannot both be given"))
+    if "messages" in raw or "expect_assert" in raw:
+        _transcript(raw, out)
     if out.errors:
         return out
 
@@ -145,6 +178,59 @@ def expand(raw: dict[str, Any], *, base_fields: tuple[str, ...]) -> Expansion:
     if "mockElements" in raw:
         out.fields["metadata"] = {**raw.get("metadata", {}), "mockElements": raw["mockElements"]}
     return out
+
+
+def _transcript(raw: dict[str, Any], out: Expansion) -> None:
+    """``messages: [{role, content}]`` becomes ``turns:`` (and ``system``); see the module's docstring.
+
+    Two user messages in a row are an error rather than joined: a transcript
+    that asks twice before an answer is more likely a mistake (a missing
+    assistant message) than one question, and joining would hide it.
+    """
+    if "messages" not in raw:
+        out.errors.append(
+            (("expect_assert",), "'expect_assert' checks the assistant messages of 'messages', which this case does not have")
+        )
+        return
+    for name in ("turns", *_INPUT_NAMES):
+        if name in raw:
+            out.errors.append(((name,), f"{name!r} and 'messages' cannot both be given (the user messages are the turns)"))
+    spec = raw.get("expect_assert", DEFAULT_EXPECT_ASSERT)
+    if "value" in spec:
+        out.errors.append((("expect_assert", "value"), "'expect_assert' takes no 'value': each assistant message is the value"))
+    atype = get_assertion(spec["type"])
+    if atype is not None and "value" not in atype.params:
+        problem = f"{spec['type']} compares with no value; expect_assert needs a type that does (equals, icontains, regex, ...)"
+        out.errors.append((("expect_assert", "type"), problem))
+    messages: list[dict[str, Any]] = raw["messages"]
+    turns: list[dict[str, Any]] = []
+    origins: list[KeyPath | None] = []
+    for i, message in enumerate(messages):
+        role, content = message["role"], message["content"]
+        previous = messages[i - 1]["role"] if i else None
+        if role == "system":
+            if i:
+                out.errors.append((("messages", i, "role"), "a system message may only come first in 'messages'"))
+            elif "system" in raw:
+                out.errors.append((("messages", 0), "'system' and a leading system message cannot both be given"))
+            else:
+                out.fields["system"] = content
+        elif role == "user":
+            if previous == "user":
+                problem = f"two user messages in a row (messages[{i - 1}] and messages[{i}]): add the assistant's reply between them, or join them"
+                out.errors.append((("messages", i), problem))
+            turns.append({"input": content})
+            origins.append(None)
+        elif previous != "user":
+            after = "comes first" if previous in (None, "system") else "follows another assistant message"
+            out.errors.append((("messages", i), f"an assistant message must answer a user message; this one {after}"))
+        else:
+            turns[-1]["assert"] = [{**spec, "value": content}]
+            origins[-1] = ("messages", i)
+    if not turns and not out.errors:
+        out.errors.append((("messages",), "'messages' has no user message"))
+    out.fields["turns"] = turns
+    out.turn_origins = origins
 
 
 def _engine_expected(raw: dict[str, Any], out: Expansion) -> None:
