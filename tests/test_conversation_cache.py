@@ -245,3 +245,37 @@ def test_an_engine_conversation_with_cache_true_is_cached_whole(engine_server: E
     assert [s[1] for s in engine_server.turns_sent(third.name)] == [1, 2, 3]
     assert cached_turns(third) == [False, False, False]
 
+
+# ---------------------------------------------------------------- repeats: flakiness per turn
+
+FLAKY_TURNS = """
+datasets:
+  - id: chat
+    cases:
+      - id: shaky
+        turns:
+          - {input: "one", assert: [{type: contains, value: "1 messages"}]}
+          - {input: "flaky two", assert: [{type: contains, value: "2 messages"}]}
+          - {input: "three", assert: [{type: contains, value: "3 messages"}]}
+      - id: steady
+        turns:
+          - {input: "one", assert: [{type: contains, value: "1 messages"}]}
+          - {input: "two", assert: [{type: contains, value: "2 messages"}]}
+"""
+
+
+def test_a_turn_that_fails_in_some_repeats_is_reported_flaky(tmp_path: Path) -> None:
+    targets = """
+    targets:
+      - {id: py, type: python, callable: "agent.py:chat", concurrency: 1}
+    """
+    config = project(tmp_path, targets, FLAKY_TURNS)
+    code, out, run_dir = run(config, "--repeat", "4")
+    assert code == 1, out
+    cells = [c for c in read_cells(run_dir) if c["case_id"] == "shaky"]
+    assert sorted(c["status"] for c in cells) == ["fail", "fail", "pass", "pass"]
+    summary = json.loads((run_dir / "summary.json").read_text(encoding="utf-8"))
+    flaky = summary["repeats"]["flaky_turns"]
+    assert flaky == [{"target": "py", "dataset": "chat", "case_id": "shaky", "turn": 2, "passed": 2, "runs": 4}]
+    assert re.search(r"py\s+chat/shaky\s+turn 2\s+2/4", out), out
+    assert "steady" not in json.dumps(flaky)

@@ -17,9 +17,9 @@ from evalx.figures import ms as _ms
 from evalx.figures import pct as _pct
 from evalx.figures import usd as _usd
 from evalx.reports.pairwise import pairwise_lines
-from evalx.results.model import CellCounts, Distribution, FlakyCase, GroupFigures, RunSummary, TargetFigures
+from evalx.results.model import CellCounts, Distribution, FlakyCase, FlakyTurn, GroupFigures, RunSummary, TargetFigures
 
-__all__ = ["cost_gaps", "flaky_lines", "format_summary", "one_line", "pooled_footnote", "show_id", "tokens_shown"]
+__all__ = ["cost_gaps", "flaky_lines", "flaky_turn_lines", "format_summary", "one_line", "pooled_footnote", "show_id", "tokens_shown"]
 
 #: paints text with ANSI styles (``paint("3 fail", "red")``), or returns it as it is
 Paint = Callable[..., str]
@@ -85,6 +85,24 @@ def flaky_lines(flaky: list[FlakyCase], paint: Paint) -> list[str]:
         line = f"  {show_id(f['target']).ljust(width)}  {_clip(label, label_width).ljust(label_width)}  {f['passed']}/{f['runs']}"
         out.append(_clip(line, LINE_WIDTH) + (f"  {mark}" if mark else ""))
     return out
+
+
+def flaky_turn_lines(flaky: list[FlakyTurn]) -> list[str]:
+    """``  target  dataset/case  turn N  k/N`` lines for flaky turns of conversations, aligned."""
+    if not flaky:
+        return []
+    labels = [f"{show_id(f.get('dataset'))}/{show_id(f.get('case_id'))}" for f in flaky]
+    width = max(len(show_id(f["target"])) for f in flaky)
+    label_width = min(max(len(label) for label in labels), 60)
+    turn_width = max(len(str(f["turn"])) for f in flaky)
+    return [
+        _clip(
+            f"  {show_id(f['target']).ljust(width)}  {_clip(label, label_width).ljust(label_width)}"
+            f"  turn {str(f['turn']).ljust(turn_width)}  {f['passed']}/{f['runs']}",
+            LINE_WIDTH,
+        )
+        for f, label in zip(flaky, labels, strict=True)
+    ]
 
 
 def _more(total: int, what: str) -> list[str]:
@@ -231,6 +249,13 @@ def format_summary(summary: RunSummary, *, color: bool = False, flaky_list: bool
             lines += ["", "Flaky cases (passed some repeats, not all):"]
             lines += flaky_lines(flaky[:MAX_FLAKY_LINES], paint)
             more = repeats.get("flaky_cases", len(flaky)) - min(len(flaky), MAX_FLAKY_LINES)
+            if more > 0:
+                lines.append(f"  … and {more} more (summary.json)")
+        flaky_turns = repeats.get("flaky_turns") or []
+        if flaky_turns and flaky_list:
+            lines += ["", "Flaky turns (passed in some repeats, failed in others):"]
+            lines += flaky_turn_lines(flaky_turns[:MAX_FLAKY_LINES])
+            more = repeats.get("flaky_turns_total", len(flaky_turns)) - min(len(flaky_turns), MAX_FLAKY_LINES)
             if more > 0:
                 lines.append(f"  … and {more} more (summary.json)")
 

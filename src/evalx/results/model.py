@@ -62,6 +62,7 @@ __all__ = [
     "FailureRow",
     "FlakyCase",
     "FlakyChange",
+    "FlakyTurn",
     "GateReport",
     "GateResult",
     "GroupFigures",
@@ -629,9 +630,20 @@ class CaseRow(TypedDict):
     pass_hat_k: float | None
 
 
-class RepeatsSummary(TypedDict):
-    """Repeat statistics, when the run repeated its cases."""
+class FlakyTurn(TypedDict):
+    """A turn of a conversation that passed in some repeats and failed in others."""
 
+    target: str
+    dataset: str
+    case_id: str
+    turn: int
+    """1-based."""
+    passed: int
+    runs: int
+    """Repeats that decided the turn (reached it, and it had checks or errored)."""
+
+
+class _RepeatsSummaryKeys(TypedDict):
     runs_per_case: int
     repeat_pass_rule: str
     per_target: dict[str, RepeatFigures]
@@ -641,6 +653,14 @@ class RepeatsSummary(TypedDict):
     cases: list[CaseRow]
     """The first 1,000 cases (in matrix order)."""
     cases_total: int
+
+
+class RepeatsSummary(_RepeatsSummaryKeys, total=False):
+    """Repeat statistics, when the run repeated its cases."""
+
+    flaky_turns: list[FlakyTurn]
+    """Only when the run has conversations: their flaky turns (the first 50, in matrix order)."""
+    flaky_turns_total: int
 
 
 class FailureRow(TypedDict):

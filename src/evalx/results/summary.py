@@ -32,6 +32,7 @@ from evalx.results.model import (
     Distribution,
     FailureRow,
     FlakyCase,
+    FlakyTurn,
     GroupFigures,
     MatrixInfo,
     PairwiseRow,
@@ -41,7 +42,7 @@ from evalx.results.model import (
     TargetFigures,
     failure_reason,
 )
-from evalx.results.repeats import DEFAULT_RULE, RULES, Tally, case_status, status_of
+from evalx.results.repeats import DEFAULT_RULE, RULES, Tally, TurnTallies, case_status, status_of
 
 __all__ = ["SUMMARY_VERSION", "SummaryBuilder"]
 
@@ -378,6 +379,7 @@ class SummaryBuilder:
         # (category, difficulty) -> group number packed into each case's int
         self._groups: dict[tuple[str, str | None], int] = {}
         self._max_repeat = 0
+        self._turns = TurnTallies()  # per-turn tallies, of conversation cases only (for flaky turns)
         self._inconclusive = 0
         self._inconclusive_reasons: dict[str, int] = {}  # reason -> count, at most MAX_INCONCLUSIVE_REASONS kept
         self._judge = [0, 0, 0, 0]  # judge calls, input tokens, output tokens, cached calls
@@ -487,6 +489,9 @@ class SummaryBuilder:
                 if position < first:
                     packed -= (first - position) << _ORDER_SHIFT
             self._cases[key] = packed + _ADD[status]
+            turns = result.get("turns")
+            if turns is not None:  # a conversation: its turns tallied too
+                self._turns.add(key, turns)
         else:
             if group_key not in self._groups:
                 self._groups[group_key] = len(self._groups)
@@ -538,6 +543,7 @@ class SummaryBuilder:
         tallies = self._tallies(target_order)
         per_target: dict[str, RepeatFigures] = {}
         flaky: list[FlakyCase] = []
+        flaky_turns: list[FlakyTurn] = []
         rows: list[CaseRow] = []
         total_rows = 0
         for target_id, all_cases in tallies.items():
@@ -559,6 +565,12 @@ class SummaryBuilder:
                 {"target": target_id, "dataset": d, "case_id": c, "passed": t.passed, "runs": t.decided, "status": case_status(t, rule)}
                 for d, c, t in flaky_here
             )
+            if self._turns:
+                flaky_turns.extend(
+                    {"target": target_id, "dataset": d, "case_id": c, "turn": n, "passed": p, "runs": runs}
+                    for d, c, _ in all_cases
+                    for n, p, runs in self._turns.flaky(f"{target_id}\x1f{d}\x1f{c}")
+                )
             for d, c, t in all_cases:
                 total_rows += 1
                 if len(rows) < MAX_CASE_ROWS:
@@ -578,7 +590,7 @@ class SummaryBuilder:
                             "pass_hat_k": _stats.pass_hat_k(t.decided, t.passed, k) if t.decided >= k else None,
                         }
                     )
-        return {
+        out: RepeatsSummary = {
             "runs_per_case": self._max_repeat + 1,
             "repeat_pass_rule": rule,
             "per_target": per_target,
@@ -587,6 +599,10 @@ class SummaryBuilder:
             "cases": rows,
             "cases_total": total_rows,
         }
+        if self._turns:  # the run has conversations: their flaky turns
+            out["flaky_turns"] = flaky_turns[:MAX_FLAKY]
+            out["flaky_turns_total"] = len(flaky_turns)
+        return out
 
     def _pairwise(self, target_order: list[str], verdicts: dict[str, dict[str, str]]) -> list[PairwiseRow]:
         """Every pair of targets over the cases both graded: a 2×2 table, McNemar's exact test, Holm's adjustment, a verdict.
