@@ -23,6 +23,8 @@ REPLIES = {"hello": "Hi! How can I help?", "refund": "Refund issued.", "bye": "G
 
 def chat(messages, case=None):
     """A scripted support agent: a reply per keyword, tool calls named in the message, its system prompt echoed."""
+    if isinstance(messages, str):  # a one-shot case: called with its input
+        messages = [{"role": "user", "content": messages}]
     last = messages[-1]["content"].lower()
     if "system?" in last:
         return "system: " + str((case or {}).get("system"))
@@ -138,6 +140,22 @@ def test_a_transcript_in_a_jsonl_file(tmp_path: Path) -> None:
     assert code == 0, out
     (cell,) = read_cells(run_dir)
     assert cell["turns"][0]["assertions"][0]["type"] == "contains"
+
+
+def test_expect_assert_in_a_datasets_defaults_checks_its_transcripts_only(tmp_path: Path) -> None:
+    body = """
+    - id: t
+      messages: [{role: user, content: "I want a refund"}, {role: assistant, content: "refund"}]
+    - id: plain
+      input: "hello"
+      assert: [{type: contains, value: "Hi!"}]
+    """
+    datasets = cases(body).replace("  - id: chat\n", "  - id: chat\n    defaults: {expect_assert: {type: icontains}}\n")
+    code, out, run_dir = run(project(tmp_path, datasets))
+    assert code == 0, out
+    by_id = {c["case_id"]: c for c in read_cells(run_dir)}
+    assert by_id["t"]["turns"][0]["assertions"][0]["type"] == "icontains"
+    assert [a["type"] for a in by_id["plain"]["assertions"]] == ["contains"] and "turns" not in by_id["plain"]
 
 
 @pytest.mark.parametrize(

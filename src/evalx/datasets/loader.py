@@ -479,6 +479,10 @@ def _build_case(raw: _Raw, defaults: dict[str, Any], default_asserts: list[dict[
             _check_assertion(first, raw, ("expect_assert",), errors, generated=False)
             if errors.count > before:
                 return None
+    elif "expect_assert" in known:  # a dataset's defaults may set it for its transcripts; a case only beside messages
+        message = "'expect_assert' checks the assistant messages of 'messages', which this case does not have"
+        errors.add(raw.file, raw.line_of(("expect_assert",)), raw.path + ("expect_assert",), message)
+        return None
     if turns is not None:
         fields["input"] = turns[0]["input"]  # what a report shows as the case's input: the first user message
     # no copies: a case's values were just parsed for it, and assertion specs are never mutated
