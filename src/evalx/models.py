@@ -40,6 +40,8 @@ class Case:
     turns: list[dict[str, Any]] | None = None
     #: mocked tool results ``{TOOL: VALUE}`` for every turn of a conversation
     tool_results: dict[str, Any] | None = None
+    #: a simulated user: ``{target, instructions, max_turns?, stop?}`` (plain JSON-like values), None otherwise
+    simulate: dict[str, Any] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """The case as a plain mapping (what a Python target's ``case=`` gets).
@@ -70,6 +72,8 @@ class Case:
             out["turns"] = _copied(self.turns)
         if self.tool_results is not None:
             out["tool_results"] = _copied(self.tool_results)
+        if self.simulate is not None:
+            out["simulate"] = _copied(self.simulate)
         return out
 
 

@@ -12,7 +12,8 @@ from __future__ import annotations
 import csv
 import io
 import json
-from collections.abc import Callable, Iterable, Iterator, Mapping
+import re
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any
@@ -70,6 +71,27 @@ _BASE_PROPERTIES: dict[str, dict[str, Any]] = {
         },
     },
     "tool_results": {"type": "object", "description": "Mocked tool results {TOOL: VALUE} for every turn."},
+    "simulate": {
+        "type": "object",
+        "description": "A simulated user: a target that plays the user with its instructions until stop or max_turns "
+        "agent replies (instead of turns:; the case's input, if any, is the first user message).",
+        "required": ["target", "instructions"],
+        "properties": {
+            "target": {"type": "string", "minLength": 1, "description": "The id of the target that plays the user."},
+            "instructions": {"type": "string", "description": "The user's persona and goal."},
+            "max_turns": {"type": "integer", "minimum": 1, "default": 5, "description": "Agent replies at most."},
+            "stop": {
+                "type": "object",
+                "description": "{regex: PATTERN} on the agent's reply, {tool: NAME} when the agent calls it, or "
+                "{user_done: true}: the user target returns {\"done\": true}.",
+                "properties": {"regex": {"type": "string"}, "tool": {"type": "string", "minLength": 1}, "user_done": {"const": True}},
+                "minProperties": 1,
+                "maxProperties": 1,
+                "additionalProperties": False,
+            },
+        },
+        "additionalProperties": False,
+    },
 }
 _BASE_FIELDS = tuple(_BASE_PROPERTIES)
 
@@ -81,7 +103,7 @@ CASE_SCHEMA: dict[str, Any] = {
     "type": "object",
     "properties": {**_BASE_PROPERTIES, **SHORTHAND_PROPERTIES},
     "required": ["id"],
-    "anyOf": [{"required": [name]} for name in ("input", "user_message", "question", "turns", "messages")],
+    "anyOf": [{"required": [name]} for name in ("input", "user_message", "question", "turns", "messages", "simulate")],
     "additionalProperties": False,
 }
 
@@ -203,6 +225,7 @@ def load_dataset(
     path_prefix: KeyPath = (),
     check_imports: bool = True,
     digest: Callable[[Case], bytes] | None = None,
+    target_ids: Collection[str] | None = None,
 ) -> CaseTable:
     """The validated cases of one ``datasets:`` entry, in file order.
 
@@ -210,7 +233,8 @@ def load_dataset(
     to lines, and ``path_prefix`` is this entry's key path (``("datasets", 1)``),
     so problems with inline cases or ``defaults:`` point into the config.
     With ``check_imports``, the callable of each ``python`` assertion must
-    import (:mod:`evalx.usercode`, relative to ``base_dir``).
+    import (:mod:`evalx.usercode`, relative to ``base_dir``). With ``target_ids`` (the
+    config's), a case's ``simulate.target`` must be one of them.
     Raises :class:`DatasetError` listing every problem found.
     """
     positions = positions or {}
@@ -233,7 +257,7 @@ def load_dataset(
     default_asserts: list[dict[str, Any]] = list(raw_defaults.get("assert") or [])
 
     shape = Shape.of(spec, CASE_FIELDS)
-    fill = _Fill(dataset_id, spec.get("targets"), defaults, default_asserts, callables, digest)
+    fill = _Fill(dataset_id, spec.get("targets"), defaults, default_asserts, callables, digest, None if target_ids is None else tuple(target_ids))
     if shape is None and "path" in spec and "cases" not in spec:
         halves = _halves_of(base_dir / str(spec["path"]))
         if halves is not None:
@@ -271,6 +295,8 @@ class _Fill:
     default_asserts: list[dict[str, Any]]
     callables: _Callables | None
     digest: Callable[[Case], bytes] | None
+    #: the config's target ids (a ``simulate:`` user target must be one), None: not checked
+    target_ids: tuple[str, ...] | None = None
 
 
 def _fill(raws: Iterable[_Raw], errors: _Errors, fill: _Fill) -> tuple[CaseTable, set[int]]:
@@ -284,7 +310,7 @@ def _fill(raws: Iterable[_Raw], errors: _Errors, fill: _Fill) -> tuple[CaseTable
     unbuilt: dict[str, int | str] = {}  # the ids of cases that had problems (not in the table), and where
     graded: dict[str, bool] = {}  # assertion type -> a model grades it
     for raw in raws:
-        case = _build_case(raw, fill.defaults, fill.default_asserts, errors)
+        case = _build_case(raw, fill.defaults, fill.default_asserts, errors, fill.target_ids)
         if case is not None and callables is not None:
             callables.check(raw.data.get("assert"), raw, errors)
         case_id = _case_id(raw.data)
@@ -431,7 +457,9 @@ def _check_defaults(raw: _Raw, errors: _Errors) -> None:
 # ---------------------------------------------------------------------------- one case
 
 
-def _build_case(raw: _Raw, defaults: dict[str, Any], default_asserts: list[dict[str, Any]], errors: _Errors) -> Case | None:
+def _build_case(
+    raw: _Raw, defaults: dict[str, Any], default_asserts: list[dict[str, Any]], errors: _Errors, target_ids: Collection[str] | None = None
+) -> Case | None:
     """Validate one raw case and build it, or report why not (and return None)."""
     before = errors.count
     data = raw.data
@@ -460,6 +488,8 @@ def _build_case(raw: _Raw, defaults: dict[str, Any], default_asserts: list[dict[
     turns = known.get("turns")
     if turns is not None:
         _check_turns(turns, known, raw, errors)
+    if known.get("simulate") is not None:
+        _check_simulate(known, raw, errors, target_ids)
     if errors.count > before:
         return None
 
@@ -485,6 +515,8 @@ def _build_case(raw: _Raw, defaults: dict[str, Any], default_asserts: list[dict[
         return None
     if turns is not None:
         fields["input"] = turns[0]["input"]  # what a report shows as the case's input: the first user message
+    if "simulate" in fields:
+        fields.setdefault("input", None)  # no input: the user target writes the first message
     # no copies: a case's values were just parsed for it, and assertion specs are never mutated
     asserts = default_asserts + own_asserts + [spec for spec, _ in expansion.generated]
     case = Case(id=str(known["id"]), asserts=asserts, source=raw.source, **fields)
@@ -518,6 +550,26 @@ def _check_turns(turns: Any, known: dict[str, Any], raw: _Raw, errors: _Errors) 
         asserts = turn.get("assert") if isinstance(turn, dict) else None
         for i, spec in enumerate(asserts if isinstance(asserts, list) else ()):
             _check_assertion(spec, raw, ("turns", t, "assert", i), errors, generated=False)
+
+
+def _check_simulate(known: dict[str, Any], raw: _Raw, errors: _Errors, target_ids: Collection[str] | None) -> None:
+    """A simulation's own rules: not beside ``turns``, a user target that exists, a ``stop`` regex that compiles."""
+    if "turns" in known:
+        errors.add(raw.file, raw.line_of(("simulate",)), raw.path + ("simulate",), "'turns' and 'simulate' cannot both be given (a conversation is scripted or simulated)")
+    sim = known["simulate"]
+    if not isinstance(sim, dict):
+        return
+    ref = sim.get("target")
+    if target_ids is not None and isinstance(ref, str) and ref not in target_ids:
+        sub: KeyPath = ("simulate", "target")
+        errors.add(raw.file, raw.line_of(sub), raw.path + sub, f"unknown target {ref!r} for the simulated user{did_you_mean(ref, list(target_ids))}")
+    stop = sim.get("stop")
+    if isinstance(stop, dict) and isinstance(stop.get("regex"), str):
+        try:
+            re.compile(stop["regex"])
+        except re.error as exc:
+            sub = ("simulate", "stop", "regex")
+            errors.add(raw.file, raw.line_of(sub), raw.path + sub, f"not a valid regular expression: {exc}")
 
 
 def _assertion_origin(i: int, n_defaults: int, n_own: int, generated: list[tuple[dict[str, Any], KeyPath]]) -> KeyPath:

@@ -51,6 +51,7 @@ async def run_conversation(executor: Executor, plan: TargetPlan, cell: Cell) -> 
 
     run, target, case = executor.run, plan.target, cell.case
     turns_spec = case.turns or []
+    sim = _simulation(executor, cell)  # None unless the case has simulate:
     if plan.pacer is not None:
         await plan.pacer()  # one turn of the rate limit for the cell, as a one-shot cell takes
     started_at = ex._started_at()
@@ -68,6 +69,9 @@ async def run_conversation(executor: Executor, plan: TargetPlan, cell: Cell) -> 
         converse = turn_cache.per_turn(executor, plan, converse)  # each turn looked up first (stateless targets)
         whole = turn_cache.whole_key(executor, plan, cell)  # an engine's conversation, cached whole with cache: true
         talk = _talk(converse, cell, run, turns_spec, done) if whole is None else _talk_whole(executor, plan, whole, converse, cell, turns_spec, done)
+        if sim is not None:  # a simulated user writes the user messages: its own loop (evalx.execution.simulate)
+            talk.close()
+            talk = sim.talk(converse, run, done)
         try:
             if plan.deadlines is not None and task is not None:
                 await plan.deadlines.run(talk, task)
@@ -80,13 +84,13 @@ async def run_conversation(executor: Executor, plan: TargetPlan, cell: Cell) -> 
             n = len(done) + 1
             reason = "; ".join([f"timed out after {timeout_s:g}s (the limit of the whole conversation)", *notes])
             error = f"turn {n}: {reason}"
-            done.append(_Turn(turns_spec[n - 1]["input"], Trajectory(error=reason), None))
+            done.append(_Turn(_pending(turns_spec, n, sim), Trajectory(error=reason), None))
         except asyncio.CancelledError:
             if cancels is None or ex._cancels(task) != cancels:
                 raise  # the run is interrupted
             n = len(done) + 1
             error, tb = f"turn {n}: CancelledError raised by the target", traceback.format_exc()
-            done.append(_Turn(turns_spec[n - 1]["input"], Trajectory(error="CancelledError raised by the target"), None))
+            done.append(_Turn(_pending(turns_spec, n, sim), Trajectory(error="CancelledError raised by the target"), None))
     latency = round((time.perf_counter() - t0) * 1000.0, 3)
 
     final = _final(done, latency)
@@ -100,7 +104,7 @@ async def run_conversation(executor: Executor, plan: TargetPlan, cell: Cell) -> 
         plan.scoring[entry] = None
         try:
             for n, turn in enumerate(done, 1):
-                own = turns_spec[n - 1].get("assert") or []
+                own = (turns_spec[n - 1].get("assert") if n <= len(turns_spec) else None) or []
                 checked = await evaluate_case(own, _context(executor, cell, target.id, turn.traj), time_left=time_left) if own else []
                 for a in checked:
                     a["turn"] = n
@@ -123,11 +127,28 @@ async def run_conversation(executor: Executor, plan: TargetPlan, cell: Cell) -> 
         ex._judge_cost(assertions), bool(done) and error is None and all(t.traj.cached for t in done), error, tb, started_at,
     )  # fmt: skip
     result["turns"] = records
+    if sim is not None:
+        sim.annotate(records)
+        result["simulation"] = sim.summary(len(done))
     if run.redactor:
         result = run.redactor.obj(result)
     if result["error"] is not None:
         executor.stats.errors_by_target.setdefault(target.id, []).append(result["error"])
     return result
+
+
+def _simulation(executor: Executor, cell: Cell) -> Any:
+    """A :class:`evalx.execution.simulate.Simulation` for a case with ``simulate:``, else None."""
+    if cell.case.simulate is None:
+        return None
+    from evalx.execution.simulate import Simulation  # it imports this module
+
+    return Simulation(executor, cell)
+
+
+def _pending(turns: list[dict[str, Any]], n: int, sim: Any) -> Any:
+    """The user message of turn ``n``, which did not finish: the script's, or the simulated user's."""
+    return turns[n - 1]["input"] if n <= len(turns) else getattr(sim, "pending", "")
 
 
 class _TurnFailed(Exception):

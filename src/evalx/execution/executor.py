@@ -82,6 +82,8 @@ class Executor:
         self.stats = ExecutionStats()
         #: asked before each cell starts: None to run it, else why it is skipped (the cost guard)
         self.admit: Callable[[Cell], str | None] | None = None
+        #: the targets that play simulated users (:class:`evalx.execution.simulate.UserTargets`), set by the runner
+        self.users: Any = None
 
     async def execute(self) -> ExecutionStats:
         workers: list[asyncio.Task[None]] = []
@@ -125,7 +127,7 @@ class Executor:
         return self.run.redactor.obj(result) if self.run.redactor else result
 
     async def run_cell(self, plan: TargetPlan, cell: Cell) -> CellResult:
-        if cell.case.turns is not None:  # a scripted conversation: its own driver (and its own cache lookups)
+        if cell.case.turns is not None or cell.case.simulate is not None:  # a conversation (scripted or simulated): its own driver (and its own cache lookups)
             from evalx.execution.conversation import run_conversation
 
             return await run_conversation(self, plan, cell)

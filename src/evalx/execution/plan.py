@@ -291,6 +291,7 @@ def load_all_datasets(config: Config, only: list[str] | None = None) -> dict[str
                 positions=config.loaded.lines,
                 path_prefix=("datasets", i),
                 digest=lambda case: case_digest(case, redact),  # for --resume's fingerprint, made while the case is at hand
+                target_ids=tuple(t["id"] for t in config.targets),  # a simulate: user target must be one
             )
         except DatasetError as exc:
             errors.extend(str(exc).splitlines())

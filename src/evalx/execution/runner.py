@@ -292,6 +292,9 @@ async def _execute(
     judge = _judge(config, plan, ctx, command_line, [p.target.id for p in plans], err)
     executor = Executor(plans, ctx, global_asserts=config.global_asserts, on_result=on_result, judge=judge, judge_settings=judge.settings)
     executor.admit = admit  # the cost guard: asked before each cell starts
+    from evalx.execution.simulate import UserTargets
+
+    executor.users = UserTargets(ctx, {t["id"]: t for t in config.targets}, defaults, command_line)  # started on first use
     main = asyncio.current_task()
     loop = asyncio.get_running_loop()
     interrupted = False
@@ -323,6 +326,7 @@ async def _execute(
         for p in plans:
             await p.target.aclose()
         await judge.aclose()
+        await executor.users.aclose()
         if ctx.cache is not None:
             await ctx.cache.aclose()
             if ctx.cache.problem:

@@ -275,7 +275,12 @@ class CellResult(_CellResultKeys, total=False):
     turns: list[dict[str, Any]]
     """Only on a conversation (a case with ``turns:``): each turn run, in order, as
     ``{input, output, latency_ms, usage, tool_calls, assertions}`` (``output`` the turn's trajectory,
-    ``assertions`` the turn's own, each with ``turn``). A turn that errored is the last one."""
+    ``assertions`` the turn's own, each with ``turn``). A turn that errored is the last one. In a
+    simulation a turn whose user message the user target wrote also has ``user: {latency_ms, usage, cost_usd}``."""
+    simulation: dict[str, Any]
+    """Only on a simulated-user conversation (a case with ``simulate:``): ``{target, turns, stopped_by,
+    max_turns, user_usage, user_cost_usd}``; ``stopped_by`` is ``regex``, ``tool``, ``user_done``,
+    ``max_turns`` or ``error``. The user target's cost is not in the cell's ``cost_usd``."""
     cost_note: str
     """Only when ``cost_usd`` is None although the model has a price: why (``no usage in response``).
     Such a cell is never counted as free: the summary counts it in ``cost_missing_cells`` and the cost

@@ -40,6 +40,7 @@ class PythonTarget:
         self._is_async = False
         self._wants_case = False
         self._wants_messages = False
+        self._wants_instructions = False
         self._pool: SyncRunner | None = None
         self._routed = False
 
@@ -55,18 +56,30 @@ class PythonTarget:
             params = {}  # type: ignore[assignment]
         self._wants_case = "case" in params or any(p.kind is p.VAR_KEYWORD for p in params.values())
         self._wants_messages = "messages" in params
+        self._wants_instructions = "instructions" in params
         if not self._is_async:
             # as many threads as the executor has workers for this target: a started call never queues
             self._pool = SyncRunner(self.settings.concurrency, name=f"evalx-{self.id}")
 
-    async def converse(self, cell: Cell, run: RunContext, history: list[dict[str, Any]], turn: int) -> Trajectory:
+    async def converse(
+        self, cell: Cell, run: RunContext, history: list[dict[str, Any]], turn: int, *, instructions: str | None = None
+    ) -> Trajectory:
         """One turn of a conversation: ``fn(messages=history)`` when the function declares ``messages``, else ``fn(turn's input)``.
 
         ``case=`` is passed as for :meth:`invoke`; the history is a copy, the function may change it.
+        ``instructions`` (a simulated user's, :mod:`evalx.execution.simulate`) go as ``instructions=``
+        when the function declares it, else as a leading ``system`` message (or the input when there is no history).
         """
+        messages = [dict(m) for m in history]
         if self._wants_messages:
-            return await self.invoke(cell, run, _call=((), {"messages": [dict(m) for m in history]}))
-        return await self.invoke(cell, run, _call=((history[-1]["content"],), {}))
+            more: dict[str, Any] = {"messages": messages}
+            if instructions is not None:
+                if self._wants_instructions:
+                    more["instructions"] = instructions
+                else:
+                    messages.insert(0, {"role": "system", "content": instructions})
+            return await self.invoke(cell, run, _call=((), more))
+        return await self.invoke(cell, run, _call=((history[-1]["content"] if history else instructions,), {}))
 
     async def invoke(self, cell: Cell, run: RunContext, _call: tuple[tuple[Any, ...], dict[str, Any]] | None = None) -> Trajectory:
         kwargs = {"case": cell.case.to_dict()} if self._wants_case else {}
