@@ -63,6 +63,8 @@ def whole_key(executor: Executor, plan: TargetPlan, cell: Cell) -> str | None:
     """The key of a stateful target's whole conversation, when caching is on for it (else None)."""
     if executor.run.cache is None or not plan.settings.cache or plan.target.type not in STATEFUL:
         return None
+    if not cell.case.turns:  # only a scripted conversation is known whole before it runs
+        return None
     key = executor._cache_key(plan, cell)  # the engine's single-cell key: spec, body, headers, the case with its turns, repeat
     return make_key("conversation", key) if key is not None else None
 
