@@ -86,7 +86,8 @@ def test_case_to_dict_is_asdict_and_a_deep_copy() -> None:
         id="a", input={"x": [1, {"y": 2}]}, tags=["t"], asserts=[{"type": "contains", "value": "4"}], metadata={"m": (1, 2)}, targets=["t1"]
     )
     expected = asdict(case)
-    del expected["turns"], expected["tool_results"], expected["simulate"]  # a conversation's fields: only when set, so a one-shot case maps as before
+    # a conversation's fields: only when set, so a one-shot case maps as before
+    del expected["turns"], expected["tool_results"], expected["simulate"]
     expected["assert"] = expected.pop("asserts")
     got = case.to_dict()
     assert got == expected and list(got) == list(expected)

@@ -302,3 +302,46 @@ def test_an_engine_target_plays_the_user(engine_server: Any, tmp_path: Path) -> 
     assert sent[1][2] == "Sure. What is your order number?"  # only the agent's new reply: the engine keeps the rest
     assert cell["simulation"]["stopped_by"] == "max_turns" and len(cell["turns"]) == 2
     assert cell["turns"][1]["input"] == "You said: Sure. What is your order number?"
+
+
+def test_a_datasets_defaults_may_give_every_case_the_simulated_user(tmp_path: Path) -> None:
+    (tmp_path / "code.py").write_text(CODE, encoding="utf-8")
+    (tmp_path / "support.jsonl").write_text(
+        '{"id": "a", "assert": [{"type": "contains", "value": "on its way"}]}\n'
+        '{"id": "b", "input": "Hello?", "assert": [{"type": "contains", "value": "on its way"}]}\n',
+        encoding="utf-8",
+    )
+    config = tmp_path / "evalconfig.yaml"
+    datasets = """
+    datasets:
+      - id: support
+        path: support.jsonl
+        defaults:
+          simulate: {target: customer, instructions: "You are a customer of order 1234.", stop: {user_done: true}}
+    """
+    config.write_text("version: 1\n" + textwrap.dedent(TARGETS) + textwrap.dedent(datasets), encoding="utf-8")
+    code, out, run_dir = run(config)
+    assert code == 0, out
+    cells = {c["case_id"]: c for c in read_cells(run_dir)}
+    assert cells["a"]["simulation"]["stopped_by"] == cells["b"]["simulation"]["stopped_by"] == "user_done"
+    assert cells["b"]["turns"][0]["input"] == "Hello?"
+    config.write_text(config.read_text(encoding="utf-8").replace("target: customer", "target: custome"), encoding="utf-8")
+    result = CliRunner().invoke(main, ["validate", "-c", str(config)])
+    assert result.exit_code == 2
+    assert "datasets[0].defaults.simulate.target: unknown target 'custome' for the simulated user" in result.output, result.output
+
+
+def test_turns_in_a_dataset_whose_defaults_simulate_is_an_error(tmp_path: Path) -> None:
+    (tmp_path / "code.py").write_text(CODE, encoding="utf-8")
+    (tmp_path / "support.jsonl").write_text('{"id": "a", "turns": [{"input": "hi"}]}\n', encoding="utf-8")
+    config = tmp_path / "evalconfig.yaml"
+    datasets = """
+    datasets:
+      - id: support
+        path: support.jsonl
+        defaults: {simulate: {target: customer, instructions: "x"}}
+    """
+    config.write_text("version: 1\n" + textwrap.dedent(TARGETS) + textwrap.dedent(datasets), encoding="utf-8")
+    result = CliRunner().invoke(main, ["validate", "-c", str(config)])
+    assert result.exit_code == 2
+    assert "support.jsonl:1 cases[0].turns: 'turns' and the dataset's defaults.simulate cannot both apply" in result.output, result.output

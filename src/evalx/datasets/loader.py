@@ -83,7 +83,7 @@ _BASE_PROPERTIES: dict[str, dict[str, Any]] = {
             "stop": {
                 "type": "object",
                 "description": "{regex: PATTERN} on the agent's reply, {tool: NAME} when the agent calls it, or "
-                "{user_done: true}: the user target returns {\"done\": true}.",
+                '{user_done: true}: the user target returns {"done": true}.',
                 "properties": {"regex": {"type": "string"}, "tool": {"type": "string", "minLength": 1}, "user_done": {"const": True}},
                 "minProperties": 1,
                 "maxProperties": 1,
@@ -249,6 +249,8 @@ def load_dataset(
         raw_defaults, config_file, path_prefix + ("defaults",), config_line(("defaults",)), path_prefix + ("defaults",), positions
     )
     _check_defaults(defaults_raw, errors)
+    if isinstance(raw_defaults, dict) and raw_defaults.get("simulate") is not None:  # a simulated user for every case
+        _check_simulate(raw_defaults, defaults_raw, errors, target_ids)
     callables = _Callables(base_dir) if check_imports else None
     if callables is not None and isinstance(raw_defaults, dict):
         callables.check(raw_defaults.get("assert"), defaults_raw, errors)
@@ -257,7 +259,9 @@ def load_dataset(
     default_asserts: list[dict[str, Any]] = list(raw_defaults.get("assert") or [])
 
     shape = Shape.of(spec, CASE_FIELDS)
-    fill = _Fill(dataset_id, spec.get("targets"), defaults, default_asserts, callables, digest, None if target_ids is None else tuple(target_ids))
+    fill = _Fill(
+        dataset_id, spec.get("targets"), defaults, default_asserts, callables, digest, None if target_ids is None else tuple(target_ids)
+    )
     if shape is None and "path" in spec and "cases" not in spec:
         halves = _halves_of(base_dir / str(spec["path"]))
         if halves is not None:
@@ -475,6 +479,8 @@ def _build_case(
         message = err.message
         if err.validator == "additionalProperties" and sub[:1] == ("turns",):
             continue  # a turn's unknown key: _check_turns names it, with a suggestion
+        if not sub and err.validator == "anyOf" and defaults.get("simulate") is not None:
+            continue  # the dataset's defaults give every case a simulated user, who writes the first message
         if not sub and err.validator == "anyOf":  # the input alternatives
             message = "'input' is a required property"
         if not sub and isinstance(raw, _MappedRaw) and message.startswith("'"):
@@ -490,6 +496,9 @@ def _build_case(
         _check_turns(turns, known, raw, errors)
     if known.get("simulate") is not None:
         _check_simulate(known, raw, errors, target_ids)
+    elif turns is not None and defaults.get("simulate") is not None:
+        message = "'turns' and the dataset's defaults.simulate cannot both apply (a conversation is scripted or simulated)"
+        errors.add(raw.file, raw.line_of(("turns",)), raw.path + ("turns",), message)
     if errors.count > before:
         return None
 
@@ -555,14 +564,24 @@ def _check_turns(turns: Any, known: dict[str, Any], raw: _Raw, errors: _Errors) 
 def _check_simulate(known: dict[str, Any], raw: _Raw, errors: _Errors, target_ids: Collection[str] | None) -> None:
     """A simulation's own rules: not beside ``turns``, a user target that exists, a ``stop`` regex that compiles."""
     if "turns" in known:
-        errors.add(raw.file, raw.line_of(("simulate",)), raw.path + ("simulate",), "'turns' and 'simulate' cannot both be given (a conversation is scripted or simulated)")
+        errors.add(
+            raw.file,
+            raw.line_of(("simulate",)),
+            raw.path + ("simulate",),
+            "'turns' and 'simulate' cannot both be given (a conversation is scripted or simulated)",
+        )
     sim = known["simulate"]
     if not isinstance(sim, dict):
         return
     ref = sim.get("target")
     if target_ids is not None and isinstance(ref, str) and ref not in target_ids:
         sub: KeyPath = ("simulate", "target")
-        errors.add(raw.file, raw.line_of(sub), raw.path + sub, f"unknown target {ref!r} for the simulated user{did_you_mean(ref, list(target_ids))}")
+        errors.add(
+            raw.file,
+            raw.line_of(sub),
+            raw.path + sub,
+            f"unknown target {ref!r} for the simulated user{did_you_mean(ref, list(target_ids))}",
+        )
     stop = sim.get("stop")
     if isinstance(stop, dict) and isinstance(stop.get("regex"), str):
         try:

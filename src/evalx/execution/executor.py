@@ -127,7 +127,8 @@ class Executor:
         return self.run.redactor.obj(result) if self.run.redactor else result
 
     async def run_cell(self, plan: TargetPlan, cell: Cell) -> CellResult:
-        if cell.case.turns is not None or cell.case.simulate is not None:  # a conversation (scripted or simulated): its own driver (and its own cache lookups)
+        # a conversation (scripted or simulated): its own driver (and its own cache lookups)
+        if cell.case.turns is not None or cell.case.simulate is not None:
             from evalx.execution.conversation import run_conversation
 
             return await run_conversation(self, plan, cell)
