@@ -25,6 +25,9 @@ import evalx.reports.junit as junit
 from evalx.cli import main
 from evalx.reports.junit import write_junit
 
+#: a run id with its start time in it: the files' timestamp comes from it, not from the clock (two writes a second apart would differ)
+RUN_ID = "20261126-120000-abc123"
+
 AGENT = """\
 import threading
 
@@ -246,7 +249,7 @@ def test_summary_of_many_passes_is_small_spooled_and_capped(tmp_path: Path, monk
     results = _passing(20_000)
     results[7]["status"] = "fail"
     monkeypatch.setattr(junit, "ID_SPOOL_BYTES", 1024)  # the ids go to a temporary file early
-    write_junit(results, tmp_path / "s.xml", name="n", run_id="r", passes="summary")
+    write_junit(results, tmp_path / "s.xml", name="n", run_id=RUN_ID, passes="summary")
     outcomes = read_by_every_parser(tmp_path / "s.xml", junit_schema)
     assert outcomes == {("t.d", "passed cases"): "pass", ("t.d", "case-0000007"): "failure"}
     ids = listed_ids(system_out(tmp_path / "s.xml", "t.d", "passed cases"))
@@ -256,7 +259,7 @@ def test_summary_of_many_passes_is_small_spooled_and_capped(tmp_path: Path, monk
 
     # past MAX_PASSED_IDS bytes the ids are counted, not listed (a libxml2 reader refuses a text node over 10 MB)
     monkeypatch.setattr(junit, "MAX_PASSED_IDS", 13 * 100)
-    write_junit(results, tmp_path / "capped.xml", name="n", run_id="r", passes="summary")
+    write_junit(results, tmp_path / "capped.xml", name="n", run_id=RUN_ID, passes="summary")
     text = system_out(tmp_path / "capped.xml", "t.d", "passed cases")
     assert len(listed_ids(text)) == 101  # 100 ids and the line that says how many more
     assert text.endswith("… and 19899 more, not listed (the list stops at 1300 bytes; results.jsonl has every case)\n")
@@ -268,10 +271,10 @@ def test_summary_from_completion_order_matches_matrix_order(tmp_path: Path) -> N
         r["index"] = i
         if i % 7 == 0:
             r["status"] = "fail"
-    write_junit(results, tmp_path / "a.xml", name="n", run_id="r", passes="summary")
+    write_junit(results, tmp_path / "a.xml", name="n", run_id=RUN_ID, passes="summary")
     lines = tmp_path / "results.jsonl"
     lines.write_text("".join(json.dumps(r) + "\n" for r in reversed(results)), encoding="utf-8")  # the in-memory sort
-    write_junit(lines, tmp_path / "b.xml", name="n", run_id="r", passes="summary")
+    write_junit(lines, tmp_path / "b.xml", name="n", run_id=RUN_ID, passes="summary")
     assert (tmp_path / "a.xml").read_bytes() == (tmp_path / "b.xml").read_bytes()
 
 
@@ -305,7 +308,7 @@ def _varied(cases: int) -> list[dict[str, Any]]:
 def test_a_file_out_of_order_is_sorted_in_flat_memory(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, passes: str) -> None:
     """A killed run's file (completion order): sorted in chunks spilled to disk, never gathered whole, same bytes."""
     results = _varied(12)
-    write_junit(results, tmp_path / "in_order.xml", name="n", run_id="r", passes=passes)
+    write_junit(results, tmp_path / "in_order.xml", name="n", run_id=RUN_ID, passes=passes)
     shuffled = results[:]
     import random
 
@@ -318,7 +321,7 @@ def test_a_file_out_of_order_is_sorted_in_flat_memory(tmp_path: Path, monkeypatc
 
     monkeypatch.setattr(junit, "_sorted", gathered)
     monkeypatch.setattr(junit, "SORT_CHUNK", 10)  # many chunks, merged
-    write_junit(lines, tmp_path / "from_file.xml", name="n", run_id="r", passes=passes)
+    write_junit(lines, tmp_path / "from_file.xml", name="n", run_id=RUN_ID, passes=passes)
     assert (tmp_path / "from_file.xml").read_bytes() == (tmp_path / "in_order.xml").read_bytes()
 
 
@@ -331,7 +334,7 @@ def test_a_case_met_again_after_another_is_still_one_testcase(tmp_path: Path) ->
     ]
     lines = tmp_path / "results.jsonl"
     lines.write_text("".join(json.dumps(r) + "\n" for r in results), encoding="utf-8")
-    write_junit(lines, tmp_path / "j.xml", name="n", run_id="r", repeat_pass_rule="all")
+    write_junit(lines, tmp_path / "j.xml", name="n", run_id=RUN_ID, repeat_pass_rule="all")
     cases = list(ET.parse(tmp_path / "j.xml").getroot().iter("testcase"))
     assert [c.get("name") for c in cases] == ["a", "b"]
     failure = cases[0].find("failure")
@@ -349,7 +352,7 @@ def test_the_table_of_groups_grows_and_remembers() -> None:
 def test_a_failing_case_named_like_the_summary_keeps_identities_unique(tmp_path: Path, junit_schema: Any) -> None:
     results = _passing(3)
     results[2]["case_id"], results[2]["status"] = "passed cases", "fail"
-    write_junit(results, tmp_path / "s.xml", name="n", run_id="r", passes="summary")
+    write_junit(results, tmp_path / "s.xml", name="n", run_id=RUN_ID, passes="summary")
     outcomes = read_by_every_parser(tmp_path / "s.xml", junit_schema)
     assert outcomes == {("t.d", "passed cases~2"): "pass", ("t.d", "passed cases"): "failure"}
 
