@@ -68,7 +68,11 @@ async def run_conversation(executor: Executor, plan: TargetPlan, cell: Cell) -> 
         cancels = ex._cancels(task)
         converse = turn_cache.per_turn(executor, plan, converse)  # each turn looked up first (stateless targets)
         whole = turn_cache.whole_key(executor, plan, cell)  # an engine's conversation, cached whole with cache: true
-        talk = _talk(converse, cell, run, turns_spec, done) if whole is None else _talk_whole(executor, plan, whole, converse, cell, turns_spec, done)
+        talk = (
+            _talk(converse, cell, run, turns_spec, done)
+            if whole is None
+            else _talk_whole(executor, plan, whole, converse, cell, turns_spec, done)
+        )
         if sim is not None:  # a simulated user writes the user messages: its own loop (evalx.execution.simulate)
             talk.close()
             talk = sim.talk(converse, run, done)
