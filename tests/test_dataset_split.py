@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 import threading
 from pathlib import Path
 from typing import Any
@@ -66,9 +68,25 @@ def _same_tables(a: Any, b: Any) -> None:
 
 
 @pytest.fixture(autouse=True)
-def _no_threads() -> None:
-    if threading.active_count() > 1:
-        pytest.skip("a thread is running: the loader would not fork")
+def _no_threads(request: pytest.FixtureRequest) -> None:
+    if threading.active_count() > 1 and request.node.name != "test_every_test_here_in_a_fresh_interpreter":
+        pytest.skip("a thread is running (another test's server): the loader would not fork; run in a fresh interpreter below")
+
+
+def test_every_test_here_in_a_fresh_interpreter() -> None:
+    """In a full test run other tests leave server threads behind, and the loader never forks with a thread running:
+    the tests of this file then run here, in a fresh interpreter, and must all pass."""
+    if threading.active_count() == 1:
+        pytest.skip("no thread is running: the tests above ran in this interpreter")
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", __file__, "-k", "not fresh_interpreter"],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        cwd=Path(__file__).parent.parent,
+    )
+    assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-2000:]
+    assert " passed" in done.stdout and "skipped" not in done.stdout, done.stdout[-2000:]
 
 
 def test_two_processes_give_the_table_one_gives(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
