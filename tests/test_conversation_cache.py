@@ -9,19 +9,16 @@ from __future__ import annotations
 
 import json
 import re
-import textwrap
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
 from _fake_llm import OPENAI_KEY, Canned, FakeLLMServer, fast_backoff, server  # noqa: F401  (fixtures)
-from click.testing import CliRunner
+from cli_project import run_cli, write_config
 from conftest import ENGINE_TEST_KEY
 from engine_server import EngineServer
 from results_file import read_cells
-
-from evalx.cli import main
 
 CHAT = "/v1/chat/completions"
 
@@ -59,15 +56,11 @@ def three_turns(second: str = "How many messages did I send?") -> str:
 
 def project(tmp_path: Path, targets: str, datasets: str) -> Path:
     (tmp_path / "agent.py").write_text(AGENT, encoding="utf-8")
-    config = tmp_path / "evalconfig.yaml"
-    config.write_text("version: 1\n" + textwrap.dedent(targets).strip("\n") + "\n" + textwrap.dedent(datasets), encoding="utf-8")
-    return config
+    return write_config(tmp_path, targets, datasets)
 
 
 def run(config: Path, *args: str) -> tuple[int, str, Path]:
-    result = CliRunner().invoke(main, ["run", "-c", str(config), *args])
-    runs = sorted((config.parent / "runs").iterdir(), key=lambda p: p.stat().st_mtime_ns)
-    return result.exit_code, result.output, runs[-1]
+    return run_cli(config, *args)
 
 
 def openai(server: FakeLLMServer) -> str:

@@ -11,6 +11,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from cli_project import run_cli, write_config
 from click.testing import CliRunner
 from results_file import read_cells
 
@@ -48,16 +49,11 @@ targets:
 
 def project(tmp_path: Path, datasets: str, targets: str = PYTHON) -> Path:
     (tmp_path / "agent.py").write_text(AGENT, encoding="utf-8")
-    config = tmp_path / "evalconfig.yaml"
-    config.write_text("version: 1\n" + textwrap.dedent(targets).strip("\n") + "\n" + textwrap.dedent(datasets), encoding="utf-8")
-    return config
+    return write_config(tmp_path, targets, datasets)
 
 
 def run(config: Path, *args: str) -> tuple[int, str, Path]:
-    result = CliRunner().invoke(main, ["run", "-c", str(config), *args])
-    assert "Traceback" not in result.output, result.output
-    runs = sorted((config.parent / "runs").iterdir(), key=lambda p: p.stat().st_mtime_ns)
-    return result.exit_code, result.output, runs[-1]
+    return run_cli(config, *args)
 
 
 def cases(body: str) -> str:

@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 from _fake_llm import OPENAI_KEY, FakeLLMServer, server  # noqa: F401  (fixtures)
+from cli_project import run_cli, write_config
 from click.testing import CliRunner
 from results_file import read_cells
 
@@ -66,7 +67,6 @@ defaults: {targets: [bot]}
 
 def project(tmp_path: Path, simulate: str, *, targets: str = TARGETS, extra: str = "") -> Path:
     (tmp_path / "code.py").write_text(CODE, encoding="utf-8")
-    config = tmp_path / "evalconfig.yaml"
     datasets = f"""
     datasets:
       - id: support
@@ -76,14 +76,11 @@ def project(tmp_path: Path, simulate: str, *, targets: str = TARGETS, extra: str
             simulate: {simulate}
             assert: [{{type: contains, value: "on its way"}}]
     """
-    config.write_text("version: 1\n" + textwrap.dedent(targets).strip("\n") + "\n" + textwrap.dedent(datasets), encoding="utf-8")
-    return config
+    return write_config(tmp_path, targets, datasets)
 
 
 def run(config: Path, *args: str) -> tuple[int, str, Path]:
-    result = CliRunner().invoke(main, ["run", "-c", str(config), *args])
-    runs = sorted((config.parent / "runs").iterdir(), key=lambda p: p.stat().st_mtime_ns)
-    return result.exit_code, result.output, runs[-1]
+    return run_cli(config, *args)
 
 
 CUSTOMER = '{target: customer, instructions: "You are a customer of order 1234; get its status.", max_turns: 6, stop: {user_done: true}}'

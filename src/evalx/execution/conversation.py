@@ -165,35 +165,47 @@ class _TurnFailed(Exception):
 
 async def _talk(converse: Any, cell: Cell, run: RunContext, turns: list[dict[str, Any]], done: list[_Turn]) -> None:
     """Call the target turn by turn, appending each finished turn to ``done``; raise :class:`_TurnFailed` on an error."""
-    from evalx.execution.executor import _one_line
 
     history: list[dict[str, Any]] = []
     case_results = cell.case.tool_results or {}
     for n, spec in enumerate(turns, 1):
         text = spec["input"]
         history.append({"role": "user", "content": text})
-        t0 = time.perf_counter()
-        tb = None
-        try:
-            traj = await converse(cell, run, history, n)
-        except TargetError as exc:
-            traj = Trajectory(error=str(exc))
-        except (asyncio.CancelledError, asyncio.TimeoutError):
-            raise  # the cell's timeout or the run's interrupt: the caller tells which
-        except BaseException as exc:  # the target's own exception: this turn's error, with its traceback
-            traj, tb = Trajectory(error=_one_line(exc)), traceback.format_exc()
-        try:
-            traj = safe_trajectory(traj)
-        except ValueError as exc:
-            traj = Trajectory(error=f"{cell.target} returned output evalx cannot store: {exc}")
-        latency = round((time.perf_counter() - t0) * 1000.0, 3)
-        if traj.latency_ms is None:
-            traj.latency_ms = latency
-        done.append(_Turn(text, traj, traj.latency_ms))
-        if traj.error is not None:
-            raise _TurnFailed(n, f"turn {n}: {traj.error}", tb or traj.traceback)
+        traj = await take_turn(converse, cell, run, history, n, text, done)
         mocked = {**case_results, **(spec.get("tool_results") or {})}
         history.extend(_reply_messages(traj, mocked))
+
+
+async def take_turn(
+    converse: Any, cell: Cell, run: RunContext, history: list[dict[str, Any]], n: int, text: str, done: list[_Turn]
+) -> Trajectory:
+    """Turn ``n``: the target's reply to ``history`` (ending with the user's ``text``), appended to ``done``.
+
+    A target's error (or its own exception) ends the conversation: :class:`_TurnFailed`
+    naming the turn. The cell's timeout and the run's interrupt pass through.
+    """
+    from evalx.execution.executor import _one_line
+
+    t0 = time.perf_counter()
+    tb = None
+    try:
+        traj = await converse(cell, run, history, n)
+    except TargetError as exc:
+        traj = Trajectory(error=str(exc))
+    except (asyncio.CancelledError, asyncio.TimeoutError):
+        raise  # the cell's timeout or the run's interrupt: the caller tells which
+    except BaseException as exc:  # the target's own exception: this turn's error, with its traceback
+        traj, tb = Trajectory(error=_one_line(exc)), traceback.format_exc()
+    try:
+        traj = safe_trajectory(traj)
+    except ValueError as exc:
+        traj = Trajectory(error=f"{cell.target} returned output evalx cannot store: {exc}")
+    if traj.latency_ms is None:
+        traj.latency_ms = round((time.perf_counter() - t0) * 1000.0, 3)
+    done.append(_Turn(text, traj, traj.latency_ms))
+    if traj.error is not None:
+        raise _TurnFailed(n, f"turn {n}: {traj.error}", tb or traj.traceback)
+    return traj
 
 
 async def _talk_whole(

@@ -37,7 +37,7 @@ import traceback
 from typing import TYPE_CHECKING, Any
 
 from evalx.errors import TargetError
-from evalx.execution.conversation import _reply_messages, _Turn, _TurnFailed
+from evalx.execution.conversation import _reply_messages, _Turn, _TurnFailed, take_turn
 from evalx.models import Case, Cell, Trajectory, Usage, safe_trajectory
 from evalx.targets import RunContext, TargetSettings
 
@@ -130,7 +130,6 @@ class Simulation:
 
     async def talk(self, converse: Any, run: RunContext, done: list[_Turn]) -> None:
         """Alternate the user target and the agent, appending each agent turn to ``done``; raise :class:`_TurnFailed`."""
-        from evalx.execution.executor import _one_line
 
         case, cell = self.cell.case, self.cell
         users: UserTargets | None = getattr(self.executor, "users", None)
@@ -167,25 +166,7 @@ class Simulation:
                 message = reply
             self.pending = message
             history.append({"role": "user", "content": message})
-            t0 = time.perf_counter()
-            tb = None
-            try:
-                traj = await converse(cell, run, history, n)
-            except TargetError as exc:
-                traj = Trajectory(error=str(exc))
-            except (asyncio.CancelledError, asyncio.TimeoutError):
-                raise
-            except BaseException as exc:  # the agent's own exception: this turn's error, with its traceback
-                traj, tb = Trajectory(error=_one_line(exc)), traceback.format_exc()
-            try:
-                traj = safe_trajectory(traj)
-            except ValueError as exc:
-                traj = Trajectory(error=f"{cell.target} returned output evalx cannot store: {exc}")
-            if traj.latency_ms is None:
-                traj.latency_ms = round((time.perf_counter() - t0) * 1000.0, 3)
-            done.append(_Turn(message, traj, traj.latency_ms))
-            if traj.error is not None:
-                raise _TurnFailed(n, f"turn {n}: {traj.error}", tb or traj.traceback)
+            traj = await take_turn(converse, cell, run, history, n, message, done)
             history.extend(_reply_messages(traj, mocked))
             met = self._met(traj)
             if met is not None:
