@@ -72,6 +72,7 @@ async def evaluate_one(spec: dict[str, Any], ctx: AssertionContext, *, deadline:
                 judge=ctx.judge,
                 judge_settings={**ctx.judge_settings, **spec["judge"]},
                 target=ctx.target,
+                tools=ctx.tools,
             )
         try:
             if deadline is None or atype.is_async:

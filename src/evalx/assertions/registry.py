@@ -67,6 +67,8 @@ class AssertionContext:
     judge: Grader | None = None  # the run's judge when one is configured (model-graded types)
     judge_settings: dict[str, Any] = field(default_factory=dict)
     target: str = ""
+    #: the target's declared ``tools:`` (``tool_calls_valid``), None when it declares none
+    tools: list[dict[str, Any]] | None = None
 
     @property
     def text(self) -> str:

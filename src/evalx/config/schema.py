@@ -59,6 +59,13 @@ _TARGET_COMMON: dict[str, Any] = {
     "vars": {"type": "object"},
 }
 
+#: a python or engine target's ``tools:`` (what ``tool_calls_valid`` checks its calls against)
+_DECLARED_TOOLS: dict[str, Any] = {
+    "type": "array",
+    "items": {"type": "object", "required": ["name"]},
+    "description": "The tools the target may call, {name, description, parameters}: tool_calls_valid checks its calls against them.",
+}
+
 _TARGETS: dict[str, dict[str, Any]] = {
     "python": {
         "properties": {
@@ -67,6 +74,7 @@ _TARGETS: dict[str, dict[str, Any]] = {
                 "pattern": r"^[^:]+:[A-Za-z_][A-Za-z0-9_.]*$",
                 "description": "module:function or path/to/file.py:function (relative to the config).",
             },
+            "tools": _DECLARED_TOOLS,
         },
         "required": ["callable"],
     },
@@ -79,6 +87,7 @@ _TARGETS: dict[str, dict[str, Any]] = {
             "idle_timeout_s": {**_POS_NUM, "description": "Fail when the stream sends nothing for this long."},
             "end_event": {"type": "string", "description": "Event type that ends a complete stream (e.g. done)."},
             "max_events": {**_POS_INT, "description": "Events kept per cell in results (default 1000)."},
+            "tools": _DECLARED_TOOLS,
             "pricing": {
                 **_PRICING,
                 "description": "USD per million tokens, applied to the usage events when the engine reports no cost_usd of its own.",

@@ -28,7 +28,7 @@ from evalx.errors import TargetError
 from evalx.execution import turn_cache
 from evalx.models import Cell, ToolCall, Trajectory, Usage, safe_trajectory
 from evalx.results.model import AssertionRecord, CellOutput, CellResult, cell_result
-from evalx.targets import RunContext
+from evalx.targets import RunContext, Target
 
 if TYPE_CHECKING:
     from evalx.execution.executor import Executor, TargetPlan
@@ -109,13 +109,13 @@ async def run_conversation(executor: Executor, plan: TargetPlan, cell: Cell) -> 
         try:
             for n, turn in enumerate(done, 1):
                 own = (turns_spec[n - 1].get("assert") if n <= len(turns_spec) else None) or []
-                checked = await evaluate_case(own, _context(executor, cell, target.id, turn.traj), time_left=time_left) if own else []
+                checked = await evaluate_case(own, _context(executor, cell, target, turn.traj), time_left=time_left) if own else []
                 for a in checked:
                     a["turn"] = n
                 assertions.extend(checked)
                 records.append(_record(turn, checked))
             asserts = [*executor.global_asserts, *case.asserts]
-            assertions.extend(await evaluate_case(asserts, _context(executor, cell, target.id, final), time_left=time_left))
+            assertions.extend(await evaluate_case(asserts, _context(executor, cell, target, final), time_left=time_left))
         finally:
             del plan.scoring[entry]
     else:
@@ -268,14 +268,15 @@ def _final(done: list[_Turn], latency_ms: float) -> Trajectory:
     )
 
 
-def _context(executor: Executor, cell: Cell, target_id: str, traj: Trajectory) -> AssertionContext:
+def _context(executor: Executor, cell: Cell, target: Target, traj: Trajectory) -> AssertionContext:
     return AssertionContext(
         case=cell.case,
         output=traj,
         config_dir=executor.run.config_dir,
         judge=executor.judge,
         judge_settings=executor.judge_settings,
-        target=target_id,
+        target=target.id,
+        tools=target.spec.get("tools"),
     )
 
 

@@ -190,6 +190,7 @@ class Executor:
                 judge=self.judge,
                 judge_settings=self.judge_settings,
                 target=target.id,
+                tools=target.spec.get("tools"),
             )
             # the checks count against the cell's time too (at least MIN_CHECK_TIME_S, if the call used it all)
             time_left = max(plan.settings.timeout_s - (time.perf_counter() - t0), MIN_CHECK_TIME_S)
