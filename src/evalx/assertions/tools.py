@@ -215,7 +215,12 @@ def match_counts(expected: list[str], called: list[str], mode: str) -> tuple[int
     schema={
         "tools": {"type": "array", "items": {"type": "string"}, "description": "The golden sequence of tool names."},
         "mode": {"enum": list(_MODES), "description": "exact, in_order (default), any_order, subset or superset."},
-        "threshold": {"type": "number", "minimum": 0, "maximum": 1, "description": "The F1 the calls must reach (default 1.0)."},
+        "threshold": {
+            "type": "number",
+            "minimum": 0,
+            "maximum": 1,
+            "description": "When given, pass on F1 >= threshold instead of on the mode's condition (partial credit).",
+        },
     },
 )
 def trajectory_match(
@@ -223,9 +228,14 @@ def trajectory_match(
     *,
     tools: list[str],
     mode: Literal["exact", "in_order", "any_order", "subset", "superset"] = "in_order",
-    threshold: float = 1.0,
+    threshold: float | None = None,
 ) -> Verdict:
-    """The called tool names against a golden sequence; the score is the F1 of precision and recall."""
+    """The called tool names against a golden sequence; the score is the F1 of precision and recall.
+
+    Without ``threshold`` it passes when the mode's condition holds (``in_order``: the golden
+    list is a subsequence of the calls, other calls may come between); with one, when the F1
+    reaches it (the score then decides, whether the condition holds or not).
+    """
     called = ctx.output.tool_names
     common, holds = match_counts(tools, called, mode)
     precision = common / len(called) if called else 1.0
@@ -233,10 +243,13 @@ def trajectory_match(
     f1 = 2 * precision * recall / (precision + recall) if precision + recall else 0.0
     details = {"precision": round(precision, 6), "recall": round(recall, 6), "f1": round(f1, 6), "mode": mode}
     shown = f"expected {_names(tools)} ({mode}), called {_names(called)}; f1={f1:.3g}"
-    passed = holds and f1 >= threshold
-    why = "" if holds else f"; not {mode.replace('_', ' ')}"
-    below = f" < {threshold:g}" if f1 < threshold else ""
-    return Verdict(passed, round(f1, 6), shown + below + why, details=details)
+    if threshold is None:
+        passed = holds
+        note = "" if holds else f"; not {mode.replace('_', ' ')}"
+    else:
+        passed = f1 >= threshold
+        note = f" {'>=' if passed else '<'} threshold {threshold:g}"
+    return Verdict(passed, round(f1, 6), shown + note, details=details)
 
 
 def _names(names: list[str]) -> str:
