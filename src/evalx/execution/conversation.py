@@ -22,13 +22,13 @@ import time
 import traceback
 from typing import TYPE_CHECKING, Any, cast
 
-from evalx.assertions import AssertionContext, cell_status, evaluate_case
+from evalx.assertions import cell_status, evaluate_case
 from evalx.assertions.evaluate import MIN_CHECK_TIME_S
 from evalx.errors import TargetError
 from evalx.execution import turn_cache
 from evalx.models import Cell, ToolCall, Trajectory, Usage, safe_trajectory
 from evalx.results.model import AssertionRecord, CellOutput, CellResult, cell_result
-from evalx.targets import RunContext, Target
+from evalx.targets import RunContext
 
 if TYPE_CHECKING:
     from evalx.execution.executor import Executor, TargetPlan
@@ -109,13 +109,13 @@ async def run_conversation(executor: Executor, plan: TargetPlan, cell: Cell) -> 
         try:
             for n, turn in enumerate(done, 1):
                 own = (turns_spec[n - 1].get("assert") if n <= len(turns_spec) else None) or []
-                checked = await evaluate_case(own, _context(executor, cell, target, turn.traj), time_left=time_left) if own else []
+                checked = await evaluate_case(own, executor.assertion_context(cell, target, turn.traj), time_left=time_left) if own else []
                 for a in checked:
                     a["turn"] = n
                 assertions.extend(checked)
                 records.append(_record(turn, checked))
             asserts = [*executor.global_asserts, *case.asserts]
-            assertions.extend(await evaluate_case(asserts, _context(executor, cell, target, final), time_left=time_left))
+            assertions.extend(await evaluate_case(asserts, executor.assertion_context(cell, target, final), time_left=time_left))
         finally:
             del plan.scoring[entry]
     else:
@@ -265,18 +265,6 @@ def _final(done: list[_Turn], latency_ms: float) -> Trajectory:
         printed=last.printed,
         stop_reason=last.stop_reason,
         cost_note=next((t.traj.cost_note for t in done if t.traj.cost_note is not None), None),
-    )
-
-
-def _context(executor: Executor, cell: Cell, target: Target, traj: Trajectory) -> AssertionContext:
-    return AssertionContext(
-        case=cell.case,
-        output=traj,
-        config_dir=executor.run.config_dir,
-        judge=executor.judge,
-        judge_settings=executor.judge_settings,
-        target=target.id,
-        tools=target.spec.get("tools"),
     )
 
 

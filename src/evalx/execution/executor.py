@@ -183,15 +183,7 @@ class Executor:
 
         asserts = [*self.global_asserts, *cell.case.asserts]
         if traj.error is None:
-            ctx = AssertionContext(
-                case=cell.case,
-                output=traj,
-                config_dir=self.run.config_dir,
-                judge=self.judge,
-                judge_settings=self.judge_settings,
-                target=target.id,
-                tools=target.spec.get("tools"),
-            )
+            ctx = self.assertion_context(cell, target, traj)
             # the checks count against the cell's time too (at least MIN_CHECK_TIME_S, if the call used it all)
             time_left = max(plan.settings.timeout_s - (time.perf_counter() - t0), MIN_CHECK_TIME_S)
             entry = _Scoring(time_left, task)  # the watchdog stops a check that holds the loop past it, and answers signals
@@ -218,6 +210,18 @@ class Executor:
         if result["error"] is not None:
             self.stats.errors_by_target.setdefault(target.id, []).append(result["error"])
         return result
+
+    def assertion_context(self, cell: Cell, target: Target, traj: Trajectory) -> AssertionContext:
+        """What a cell's checks see: its case, this output (a reply, or a conversation as one), the judge, the target's tools."""
+        return AssertionContext(
+            case=cell.case,
+            output=traj,
+            config_dir=self.run.config_dir,
+            judge=self.judge,
+            judge_settings=self.judge_settings,
+            target=target.id,
+            tools=target.spec.get("tools"),
+        )
 
     def _cache_key(self, plan: TargetPlan, cell: Cell) -> str | None:
         """The cell's cache key when caching applies: the target's own ``cache_key``, else a generic one."""
