@@ -176,10 +176,7 @@ class Executor:
         if traj.latency_ms is None:
             traj.latency_ms = round(latency, 3)
         if cache is not None and cache_key and hit is None and traj.error is None:  # errors are never cached
-            stored = traj.to_dict()
-            stored.pop("traceback", None)
-            stored.pop("cached", None)
-            cache.put(cache_key, self.run.redactor.obj(stored))
+            cache.put(cache_key, cache_entry(traj, self.run))
 
         asserts = [*self.global_asserts, *cell.case.asserts]
         if traj.error is None:
@@ -382,6 +379,14 @@ def _cancels(task: asyncio.Task[Any] | None) -> int | None:
     """How many cancel requests ``task`` (the current one) has pending (``Task.cancelling``); None where Python cannot tell (3.10)."""
     counter = getattr(task, "cancelling", None)
     return counter() if counter is not None else None
+
+
+def cache_entry(traj: Trajectory, run: RunContext) -> dict[str, Any]:
+    """What the response cache stores of an answer: the trajectory without its traceback or cached flag, secrets masked."""
+    stored = traj.to_dict()
+    stored.pop("traceback", None)
+    stored.pop("cached", None)
+    return run.redactor.obj(stored) if run.redactor else stored
 
 
 def _from_cache(stored: dict[str, Any], target: Target) -> Trajectory:

@@ -86,7 +86,9 @@ def store_whole(executor: Executor, key: str, trajs: list[Trajectory]) -> None:
     cache, run = executor.run.cache, executor.run
     if cache is None or any(t.error is not None for t in trajs):
         return
-    cache.put(key, _redacted({"turns": [_stored(t) for t in trajs]}, run))
+    from evalx.execution.executor import cache_entry
+
+    cache.put(key, {"turns": [cache_entry(t, run) for t in trajs]})
 
 
 def _turn_key(executor: Executor, plan: TargetPlan, cell: Cell, run: RunContext, history: list[dict[str, Any]]) -> str | None:
@@ -105,19 +107,10 @@ def _turn_key(executor: Executor, plan: TargetPlan, cell: Cell, run: RunContext,
         return None
 
 
-def _stored(traj: Trajectory) -> dict[str, Any]:
-    stored = traj.to_dict()
-    stored.pop("traceback", None)
-    stored.pop("cached", None)
-    return stored
-
-
-def _redacted(value: dict[str, Any], run: RunContext) -> dict[str, Any]:
-    return run.redactor.obj(value) if run.redactor else value
-
-
 def _put(cache: ResponseCache, key: str, traj: Trajectory, run: RunContext) -> None:
-    cache.put(key, _redacted(_stored(traj), run))
+    from evalx.execution.executor import cache_entry
+
+    cache.put(key, cache_entry(traj, run))
 
 
 def _replayed(stored: dict[str, Any], plan: TargetPlan) -> Trajectory:
