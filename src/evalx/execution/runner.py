@@ -28,7 +28,7 @@ from evalx.reports.render import ReportOptions, copy_report, write_reports
 from evalx.results.model import CellResult, CostGuardReport, RunSummary
 from evalx.results.outcome import RunFacts, decide_exit, finish_summary, nothing_graded
 from evalx.results.store import RESULTS, ReadProblems, ResultWriter, RunLock, new_run_id, read_results, rewrite_results, write_json
-from evalx.targets import RunContext, build_target, resolve_settings
+from evalx.targets import RunContext, build_target, close_all, resolve_settings
 from evalx.usercode import user_code_on_path
 
 
@@ -281,11 +281,7 @@ async def _execute(
         for p in plans:
             await p.target.start(ctx)
     except BaseException:  # e.g. a provider with no API key: release what the others opened
-        for p in plans:
-            try:
-                await p.target.aclose()
-            except Exception:
-                pass
+        await close_all(p.target for p in plans)
         if ctx.cache is not None:
             await ctx.cache.aclose()
         raise

@@ -39,7 +39,7 @@ from typing import TYPE_CHECKING, Any
 from evalx.errors import TargetError
 from evalx.execution.conversation import _reply_messages, _Turn, _TurnFailed, take_turn
 from evalx.models import Case, Cell, Trajectory, Usage, safe_trajectory
-from evalx.targets import RunContext, TargetSettings
+from evalx.targets import RunContext, TargetSettings, close_all
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -100,12 +100,7 @@ class UserTargets:
         return _User(target, settings)
 
     async def aclose(self) -> None:
-        for user in self._started.values():
-            if isinstance(user, _User):
-                try:
-                    await user.target.aclose()
-                except Exception:  # closing must not mask the run's outcome
-                    pass
+        await close_all(user.target for user in self._started.values() if isinstance(user, _User))
         self._started.clear()
 
 

@@ -50,6 +50,7 @@ from evalx.judge.prompts import SYSTEM_PROMPT, TEMPLATES, block_vars, judge_spec
 from evalx.judge.prompts import text as _text
 from evalx.judge.verdict import FACTUALITY_CATEGORIES, parse_category, parse_verdict
 from evalx.models import Case, Cell, Trajectory, Verdict
+from evalx.targets import close_all
 from evalx.targets.settings import TargetSettings
 from evalx.templates import TemplateRenderError, render
 
@@ -133,12 +134,7 @@ class Judge:
     # ------------------------------------------------------------ lifecycle
 
     async def aclose(self) -> None:
-        for inst in self._instances.values():
-            if isinstance(inst, _Instance):
-                try:
-                    await inst.target.aclose()
-                except Exception:  # closing must not mask the run's outcome
-                    pass
+        await close_all(inst.target for inst in self._instances.values() if isinstance(inst, _Instance))
         self._instances.clear()
         if self._own_cache is not None:
             await self._own_cache.aclose()

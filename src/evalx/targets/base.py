@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -62,6 +63,15 @@ class ConversingTarget(Target, Protocol):
 
     async def converse(self, cell: Cell, run: RunContext, history: list[dict[str, Any]], turn: int) -> Trajectory:
         """One turn's reply to ``history`` (whose last item is the turn's user message)."""
+
+
+async def close_all(targets: Iterable[Target]) -> None:
+    """Close every target; one that fails to close does not stop the others (closing must not mask a run's outcome)."""
+    for target in targets:
+        try:
+            await target.aclose()
+        except Exception:
+            pass
 
 
 def task_id(run_id: str, cell: Cell) -> str:
