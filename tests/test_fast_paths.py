@@ -87,7 +87,7 @@ def test_case_to_dict_is_asdict_and_a_deep_copy() -> None:
     )
     expected = asdict(case)
     # a conversation's fields: only when set, so a one-shot case maps as before
-    del expected["turns"], expected["tool_results"], expected["simulate"]
+    del expected["turns"], expected["tool_results"], expected["simulate"], expected["context"]
     expected["assert"] = expected.pop("asserts")
     got = case.to_dict()
     assert got == expected and list(got) == list(expected)
@@ -438,8 +438,8 @@ def test_plan_fingerprint_is_what_it_was(tmp_path: Any) -> None:
     from evalx.execution.resume import plan_fingerprint
     from evalx.models import Case
 
-    # the fields a case had then (turns, tool_results and simulate came later, and stay out of the digest while unset)
-    case_fields = [f for f in Case.__dataclass_fields__ if f not in ("source", "turns", "tool_results", "simulate")]
+    # the fields a case had then (turns, tool_results, simulate and context came later, and stay out of the digest while unset)
+    case_fields = [f for f in Case.__dataclass_fields__ if f not in ("source", "turns", "tool_results", "simulate", "context")]
 
     def reference(config: Any, plan: Any) -> str:  # the implementation before issue 12
         h = hashlib.sha256()

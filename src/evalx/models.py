@@ -42,6 +42,8 @@ class Case:
     tool_results: dict[str, Any] | None = None
     #: a simulated user: ``{target, instructions, max_turns?, stop?}`` (plain JSON-like values), None otherwise
     simulate: dict[str, Any] | None = None
+    #: what a grounded answer is checked against: one passage (a string) or a list of passages, None when not given
+    context: str | list[str] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """The case as a plain mapping (what a Python target's ``case=`` gets).
@@ -74,6 +76,8 @@ class Case:
             out["tool_results"] = _copied(self.tool_results)
         if self.simulate is not None:
             out["simulate"] = _copied(self.simulate)
+        if self.context is not None:  # only when given: a case without it keeps its mapping and cache key
+            out["context"] = _copied(self.context)
         return out
 
 

@@ -23,6 +23,7 @@ from evalx.assertions.deterministic import spec_problems
 from evalx.assertions.hints import missing_type_hint
 from evalx.assertions.plain import plainly_valid
 from evalx.assertions.registry import generation
+from evalx.datasets.context import CONTEXT_PROPERTIES, ContextFileError, ContextFiles, from_column
 from evalx.datasets.fields import UNKNOWN_FIELD_HINT, Shape
 from evalx.datasets.shorthands import SHORTHAND_PROPERTIES, KeyPath, expand, unknown_field
 from evalx.datasets.split import Part, halves, in_child
@@ -92,6 +93,7 @@ _BASE_PROPERTIES: dict[str, dict[str, Any]] = {
         },
         "additionalProperties": False,
     },
+    **CONTEXT_PROPERTIES,
 }
 _BASE_FIELDS = tuple(_BASE_PROPERTIES)
 
@@ -260,7 +262,14 @@ def load_dataset(
 
     shape = Shape.of(spec, CASE_FIELDS)
     fill = _Fill(
-        dataset_id, spec.get("targets"), defaults, default_asserts, callables, digest, None if target_ids is None else tuple(target_ids)
+        dataset_id,
+        spec.get("targets"),
+        defaults,
+        default_asserts,
+        callables,
+        digest,
+        None if target_ids is None else tuple(target_ids),
+        ContextFiles(base_dir, config_file),
     )
     if shape is None and "path" in spec and "cases" not in spec:
         halves = _halves_of(base_dir / str(spec["path"]))
@@ -301,6 +310,8 @@ class _Fill:
     digest: Callable[[Case], bytes] | None
     #: the config's target ids (a ``simulate:`` user target must be one), None: not checked
     target_ids: tuple[str, ...] | None = None
+    #: reads the cases' ``context_file:`` values
+    contexts: ContextFiles = field(default_factory=lambda: ContextFiles(Path.cwd(), ""))
 
 
 def _fill(raws: Iterable[_Raw], errors: _Errors, fill: _Fill) -> tuple[CaseTable, set[int]]:
@@ -314,7 +325,7 @@ def _fill(raws: Iterable[_Raw], errors: _Errors, fill: _Fill) -> tuple[CaseTable
     unbuilt: dict[str, int | str] = {}  # the ids of cases that had problems (not in the table), and where
     graded: dict[str, bool] = {}  # assertion type -> a model grades it
     for raw in raws:
-        case = _build_case(raw, fill.defaults, fill.default_asserts, errors, fill.target_ids)
+        case = _build_case(raw, fill.defaults, fill.default_asserts, errors, fill.target_ids, fill.contexts)
         if case is not None and callables is not None:
             callables.check(raw.data.get("assert"), raw, errors)
         case_id = _case_id(raw.data)
@@ -462,7 +473,12 @@ def _check_defaults(raw: _Raw, errors: _Errors) -> None:
 
 
 def _build_case(
-    raw: _Raw, defaults: dict[str, Any], default_asserts: list[dict[str, Any]], errors: _Errors, target_ids: Collection[str] | None = None
+    raw: _Raw,
+    defaults: dict[str, Any],
+    default_asserts: list[dict[str, Any]],
+    errors: _Errors,
+    target_ids: Collection[str] | None,
+    contexts: ContextFiles,
 ) -> Case | None:
     """Validate one raw case and build it, or report why not (and return None)."""
     before = errors.count
@@ -526,6 +542,10 @@ def _build_case(
         fields["input"] = turns[0]["input"]  # what a report shows as the case's input: the first user message
     if "simulate" in fields:
         fields.setdefault("input", None)  # no input: the user target writes the first message
+    if "context" in fields or "context_file" in fields:
+        _context(fields, known, raw, errors, contexts)
+        if errors.count > before:
+            return None
     # no copies: a case's values were just parsed for it, and assertion specs are never mutated
     asserts = default_asserts + own_asserts + [spec for spec, _ in expansion.generated]
     case = Case(id=str(known["id"]), asserts=asserts, source=raw.source, **fields)
@@ -543,6 +563,29 @@ def _build_case(
                 sub = ("turns", t, "assert", i) if not expansion.turn_origins else expansion.turn_origins[t] or ()
                 errors.add(raw.file, raw.line_of(sub), raw.path + sub, f"{spec['type']}: {problem}")
     return None if errors.count > before else case
+
+
+def _context(fields: dict[str, Any], known: dict[str, Any], raw: _Raw, errors: _Errors, contexts: ContextFiles) -> None:
+    """``fields["context"]`` from ``context``, ``context_file`` (read by ``contexts``) or a ``fields:`` column; see :mod:`evalx.datasets.context`."""
+    name = fields.pop("context_file", None)
+    if "context" in known and "context_file" in known:
+        message = "'context' and 'context_file' cannot both be given"
+        errors.add(raw.file, raw.line_of(("context_file",)), raw.path + ("context_file",), message)
+        return
+    if name is not None and "context" not in known:  # the case's own context wins over a context_file in defaults:
+        try:
+            file = raw.file if "context_file" in known else contexts.config_file  # defaults: are written in the config
+            fields["context"] = contexts.read(file, str(name))
+        except ContextFileError as exc:
+            sub: KeyPath = ("context_file",)
+            errors.add(raw.file, raw.line_of(sub), raw.path + sub, str(exc))
+        return
+    if isinstance(raw, _MappedRaw) and "context" in raw.fields:
+        value = from_column(fields["context"])
+        if not (isinstance(value, str) or _is_strings(value)):
+            message = f"column {raw.fields['context']!r} must hold a string or a JSON list of strings (passages), not {_kind(value)}"
+            errors.add(raw.file, raw.line_of(("context",)), raw.path + ("context",), message)
+        fields["context"] = value
 
 
 def _check_turns(turns: Any, known: dict[str, Any], raw: _Raw, errors: _Errors) -> None:
@@ -629,6 +672,7 @@ _PLAIN_CHECKS: dict[str, Any] = {
     "assert": lambda v: isinstance(v, list),
     "threshold": lambda v: _is_number(v) and 0 <= v <= 1,
     "repeat": lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 1,
+    "context": lambda v: isinstance(v, str) or _is_strings(v),
 }
 
 
@@ -877,7 +921,7 @@ def _up_to(lines: Iterable[bytes], size: int) -> Iterator[bytes]:
 
 # CSV cells are text: these columns hold JSON when they look like it, lists when split, numbers when parsed.
 _JSON_CELLS = frozenset({"assert", "vars", "metadata"})  # must be JSON
-_MAYBE_JSON_CELLS = frozenset({"input", "expected", "expected_answer", "expected_output", "expectedOutput", "mockElements"})
+_MAYBE_JSON_CELLS = frozenset({"input", "expected", "expected_answer", "expected_output", "expectedOutput", "mockElements", "context"})
 _LIST_CELLS = {
     "tags": ",;",
     "targets": ",;",

@@ -220,9 +220,9 @@ class _Distinct(list[Any]):
 #: the fields of a case that make it what it is (not ``source``: a moved line is the same case)
 _CONTENT = tuple(name for name in _FIELDS if name != "source")
 _CONTENT_VALUES = attrgetter(*_CONTENT)
-#: case fields added after the digests' version 2 (``turns``, ``tool_results``): left out of a digest while None,
+#: case fields added after the digests' version 2 (``turns``, ``tool_results``...): left out of a digest while None,
 #: so a case that does not use them has the digest it had (``--resume`` of a run started before)
-_LATER = ("turns", "tool_results", "simulate")
+_LATER = ("turns", "tool_results", "simulate", "context")
 _V2_FIELDS = len(_CONTENT) - len(_LATER)
 #: the JSON of ``run.json``'s plan fingerprint and its case digests: ``json.dumps(value, sort_keys=True,
 #: default=str, ensure_ascii=False)``, without building an encoder per call (changing it breaks ``--resume``)
