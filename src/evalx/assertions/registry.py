@@ -56,6 +56,8 @@ class Grader(Protocol):
 
     async def factuality(self, ctx: AssertionContext, *, expected: Any, pass_on: list[str] | None) -> Verdict: ...
 
+    async def grounded(self, ctx: AssertionContext, kind: str, params: dict[str, Any]) -> Verdict: ...
+
 
 @dataclass
 class AssertionContext:

@@ -1,4 +1,4 @@
-"""Judge checks made before any cell runs: references to judge targets, embedders, and self-grading."""
+"""Judge checks made before any cell runs: references to judge targets, embedders, self-grading, and grounded checks' context."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from typing import Any
 
 from evalx.models import Case
 
-__all__ = ["check_judge_refs", "graded_target_ids", "same_model"]
+__all__ = ["check_judge_refs", "graded_target_ids", "same_family", "same_model"]
 
 
 def same_model(judge: dict[str, Any], graded: dict[str, Any], resolve: Callable[[str], Any] | None = None) -> str | None:
@@ -34,6 +34,21 @@ def same_model(judge: dict[str, Any], graded: dict[str, Any], resolve: Callable[
     return None
 
 
+def same_family(judge: dict[str, Any], graded: dict[str, Any]) -> str | None:
+    """The provider definition name when ``judge`` and ``graded`` are provider targets of one family (the same
+    definition, e.g. both ``openai``) with different models, else None (:func:`same_model` covers the same model).
+
+    A family is the provider definition, not the vendor behind a base URL: ``openai`` pointed at a local
+    server is still the ``openai`` family, the rule DESIGN.md fixes ("same provider definition name").
+    """
+    if judge.get("type") != "provider" or graded.get("type") != "provider":
+        return None
+    name = judge.get("provider")
+    if not name or name != graded.get("provider") or judge.get("model") == graded.get("model"):
+        return None
+    return str(name)
+
+
 def graded_target_ids(graded: set[str], global_asserts: list[dict[str, Any]], target_ids: list[str]) -> list[str]:
     """The targets (of ``target_ids``, in order) with at least one model-graded assertion to grade.
 
@@ -50,8 +65,11 @@ def check_judge_refs(config: Any, cases: Mapping[str, Sequence[Case]]) -> int:
     """``evalx validate``'s judge checks: the number of model-graded assertions no judge will grade.
 
     Raises :class:`ConfigError` for a per-assertion ``judge.target`` or an
-    ``embedding:`` that names no target, and for an ``embedding:`` provider
-    target whose definition has no ``embeddings:`` request.
+    ``embedding:`` that names no target, for an ``embedding:`` provider
+    target whose definition has no ``embeddings:`` request, and for a
+    config-level ``assert:`` that checks the context (``faithfulness``,
+    ``context_recall``) while a case has none (the first such case is named;
+    a case's own assertions are checked when its dataset loads).
     """
     from evalx.assertions import get_assertion
     from evalx.errors import ConfigError, Issue
@@ -85,9 +103,31 @@ def check_judge_refs(config: Any, cases: Mapping[str, Sequence[Case]]) -> int:
             )
         if not has_global and override.get("target") is None and spec.get("embedding") is None:
             unjudged += 1
+    issues += _global_context_checks(config, cases)
     if issues:
         raise ConfigError(issues)
     return unjudged
+
+
+def _global_context_checks(config: Any, cases: Mapping[str, Sequence[Case]]) -> list[Any]:
+    """An issue for each config-level assertion that needs a case's context, naming the first case without one."""
+    from evalx.assertions import get_assertion
+    from evalx.assertions.model_graded import NEEDS_CONTEXT
+
+    out = []
+    for i, spec in enumerate(config.global_asserts):
+        if spec.get("type") not in NEEDS_CONTEXT:
+            continue
+        atype = get_assertion(str(spec["type"]))
+        check = atype.check if atype is not None else None
+        if check is None:
+            continue
+        for case in (c for cs in cases.values() for c in cs):
+            problem = check(spec, case)
+            if problem is not None:
+                out.append(config.issue(("assert", i), f"{spec['type']}: case {case.id!r} ({case.source}): {problem}"))
+                break
+    return out
 
 
 def _providers_without_embeddings(config: Any) -> dict[str, str]:

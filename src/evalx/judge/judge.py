@@ -45,8 +45,8 @@ from typing import Any, TextIO
 
 from evalx.assertions import AssertionContext
 from evalx.errors import JudgeError, TargetError
-from evalx.judge.checks import same_model
-from evalx.judge.prompts import SYSTEM_PROMPT, TEMPLATES, block_vars, judge_spec
+from evalx.judge.checks import same_family, same_model
+from evalx.judge.prompts import SYSTEM_PROMPT, TEMPLATES, block_vars, judge_spec, passages
 from evalx.judge.prompts import text as _text
 from evalx.judge.verdict import FACTUALITY_CATEGORIES, parse_category, parse_verdict
 from evalx.models import Case, Cell, Trajectory, Verdict
@@ -229,7 +229,7 @@ class Judge:
     # ------------------------------------------------------------ bias guard
 
     def check_self_grading(self, graded_ids: list[str], settings: dict[str, Any] | None = None) -> None:
-        """Warn once when the judge is the same model as a target it grades."""
+        """Warn once when the judge is the same model as a target it grades, and once when it is of the same provider family."""
         settings = self.settings if settings is None else settings
         ref = settings.get("target")
         if ref is None or settings.get("allow_self_grading"):
@@ -240,6 +240,7 @@ class Judge:
             return
         judge_id = str(judge.get("id") or "judge")
         hits = []
+        family: list[tuple[str, str]] = []
         judge_key = json.dumps(judge, sort_keys=True, default=str)
         for target_id in graded_ids:
             graded = self.targets.get(target_id)
@@ -249,6 +250,15 @@ class Judge:
             shared = same_model(judge, graded, self._resolver())
             if shared:
                 hits.append((target_id, shared))
+            elif (name := same_family(judge, graded)) is not None:
+                family.append((target_id, f"{name}: {graded.get('model')}"))
+        if family:
+            names = ", ".join(f"{t!r} ({m})" for t, m in family)
+            self._warn(
+                f"warning: judge {judge_id!r} ({judge.get('provider')}: {judge.get('model')}) is of the same provider family as "
+                f"the target{'s' if len(family) > 1 else ''} it grades: {names}; a judge tends to prefer answers from its own "
+                "family (self-preference). Use a judge from another provider, or set judge.allow_self_grading: true"
+            )
         if hits:
             names = ", ".join(f"{t!r} ({m})" for t, m in hits)
             self._warn(
@@ -334,6 +344,12 @@ class Judge:
             verdict.details["category"] = top
         return verdict
 
+    async def grounded(self, ctx: AssertionContext, kind: str, params: dict[str, Any]) -> Verdict:
+        """``faithfulness``, ``answer_relevance``, ``context_recall`` and ``g_eval``: see :mod:`evalx.judge.grounded`."""
+        from evalx.judge.grounded import grade
+
+        return await grade(self, ctx, kind, params)
+
     # ------------------------------------------------------------ asking
 
     def _prompt(self, ctx: Any, kind: str, criterion: str, extra: dict[str, Any]) -> str:
@@ -352,7 +368,11 @@ class Judge:
             "characteristics": extra.get("characteristics") or [],
             "criterion": criterion,
             "threshold": settings.get("threshold", DEFAULT_THRESHOLD),
+            "context": ctx.case.context,  # the case's passages (grounded kinds; any prompt may use them)
+            "passages": passages(ctx.case.context),
         }
+        for key, value in extra.items():  # what a kind adds to its prompt (g_eval's steps and scale...)
+            scope.setdefault(key, value)
         scope.update(block_vars(scope))  # nonce (the block tags' mark) and tools: untrusted text cannot end its block
         template = settings.get("prompt") or TEMPLATES[kind]
         try:

@@ -145,9 +145,11 @@ def _as_bool(value: Any, raw: str) -> bool | None:
     raise JudgeError(f"the judge's verdict has an unreadable pass value {value!r}", raw=raw)
 
 
-def _as_score(value: Any, raw: str) -> float | None:
+def _as_score(value: Any, raw: str, scale: int | None = None) -> float | None:
     if value is None:
         return None
+    if scale is not None:
+        return _as_rating(value, raw, scale)
     if isinstance(value, str):
         try:
             value = float(value.strip().rstrip("%")) / (100 if value.strip().endswith("%") else 1)
@@ -158,6 +160,21 @@ def _as_score(value: Any, raw: str) -> float | None:
     if not 0 <= value <= 1:
         raise JudgeError(f"the judge's score {value!r} is outside 0..1", raw=raw)
     return float(value)
+
+
+def _as_rating(value: Any, raw: str, scale: int) -> float:
+    """A score on a 1..``scale`` rubric: a whole number in range (``4``, ``4.0``, ``"4"``), else :class:`JudgeError`."""
+    number: Any = value
+    if isinstance(value, str):
+        try:
+            number = float(value.strip())
+        except ValueError:
+            raise JudgeError(f"the judge's score {value!r} is not a number", raw=raw) from None
+    if isinstance(number, bool) or not isinstance(number, (int, float)) or number != number:
+        raise JudgeError(f"the judge's score {value!r} is not a number", raw=raw)
+    if number != int(number) or not 1 <= number <= scale:
+        raise JudgeError(f"the judge's score {value!r} is not a whole number from 1 to {scale}", raw=raw)
+    return float(number)
 
 
 def _line_reason(text: str, match: re.Match[str]) -> str:
@@ -189,6 +206,18 @@ def parse_verdict(text: str) -> tuple[bool | None, float | None, str]:
     threshold); ``score`` is None when it gave only PASS/FAIL. Anything else
     raises :class:`JudgeError` carrying the raw reply.
     """
+    passed, score, reason, _ = read_verdict(text)
+    return passed, score, reason
+
+
+def read_verdict(text: str, *, scale: int | None = None) -> tuple[bool | None, float | None, str, dict[str, Any] | None]:
+    """:func:`parse_verdict`'s reading, with the verdict's JSON object (keys lower-cased; None for a verdict line).
+
+    Checks that ask for more than a verdict (the unsupported claims of
+    ``faithfulness``) read it from that object, so a list quoted earlier in
+    the reply never counts either. With ``scale``, the score is a rubric's
+    whole number from 1 to ``scale`` (returned as it is), not a 0..1 fraction.
+    """
     if not isinstance(text, str) or not text.strip():
         raise JudgeError("the judge returned an empty reply", raw=text if isinstance(text, str) else None)
     found: list[_Found] = []
@@ -213,11 +242,11 @@ def parse_verdict(text: str) -> tuple[bool | None, float | None, str]:
     objects = [item.obj for item in group if item.obj is not None]
     if objects:
         obj = objects[-1]
-        score = _as_score(obj.get("score"), text)
+        score = _as_score(obj.get("score"), text, scale)
         if passed is None and score is None:
             raise JudgeError("the judge's JSON verdict has neither 'pass' nor 'score'", raw=text)
-        return passed, score, _reason(obj) or next((i.reason for i in reversed(group) if i.reason), "")
-    return passed, None, group[-1].reason
+        return passed, score, _reason(obj) or next((i.reason for i in reversed(group) if i.reason), ""), obj
+    return passed, None, group[-1].reason, None
 
 
 def _inside(found: list[_Found], pos: int) -> bool:
