@@ -412,3 +412,26 @@ def test_family_warning_in_a_run(tmp_path: Path, server: FakeLLMServer) -> None:
     res = CliRunner().invoke(main, ["run", "-c", str(config)])
     assert res.stderr.count("same provider family") == 1, res.stderr
     assert "judge 'grader' (openai: gpt-4.1) is of the same provider family as the target it grades: 'mini'" in res.stderr
+
+
+def test_the_docs_example_validates_and_runs(tmp_path: Path) -> None:
+    import yaml
+
+    doc = (Path(__file__).parent.parent / "docs" / "assertions.md").read_text(encoding="utf-8")
+    block = doc.split("## Grounded answers and rubric scores", 1)[1].split("```yaml\n", 1)[1].split("```", 1)[0]
+    cases = yaml.safe_load(block)
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "docs" / "warranty.md").write_text("Manufacturing defects are covered for two years.\n")
+    config = project(tmp_path, cases)
+    (tmp_path / "judges.py").write_text(
+        "import json\n"
+        "def judge(prompt, case):\n"
+        "    kind = case['metadata']['judge']['kind']\n"
+        "    if kind == 'g_eval':\n"
+        "        return json.dumps({'score': 4, 'reason': 'fine'})\n"
+        "    return json.dumps({'unsupported': [], 'missing': [], 'score': 1.0})\n"
+    )
+    assert CliRunner().invoke(main, ["validate", "-c", str(config)]).exit_code == 0
+    code, output, run_dir = run_cli(config)
+    assert code == 0, output
+    assert {row["status"] for row in read_cells(run_dir)} == {"pass"}
