@@ -36,7 +36,7 @@ from typing import Any
 
 from evalx.errors import JudgeError
 
-__all__ = ["FACTUALITY_CATEGORIES", "parse_category", "parse_verdict"]
+__all__ = ["FACTUALITY_CATEGORIES", "parse_category", "parse_verdict", "read_verdict"]
 
 #: factuality classes, after promptfoo / OpenAI evals' "fact" grader (A–E)
 FACTUALITY_CATEGORIES = ("subset", "superset", "same", "disagrees", "immaterial")
