@@ -35,7 +35,7 @@ Embedded data (short keys: it is repeated for every cell)::
 
     {"v": 1, "run_id": str, "targets": [id, ...], "repeats": bool,
      "cases": [{"d": dataset, "id": case_id, "cat", "dif", "tags": [...],
-                "in": input, "ex": expected, "src": "file:line", "ds": description, "nt": notes}, ...],
+                "in": input, "ex": expected, "src": "file:line", "ds": description, "nt": notes, "cx": context}, ...],
      "cells": [{"c": case index, "t": target index, "r": repeat, "s": status,
                 "sc": score, "ms": latency, "tt": ttft, "usd": cost,
                 "jusd": judge cost, "tk": [in, out, cache_hit], "it": iterations,
@@ -742,6 +742,7 @@ class _ReportData:
             row["src"] = clean_text(result["case_source"])
         self.embed.put(row, "ds", result.get("description"), TEXT_CAP)
         self.embed.put(row, "nt", result.get("notes"), TEXT_CAP)
+        self.embed.put(row, "cx", result.get("context"), TEXT_CAP)
         return row
 
     def _assertion(self, a: AssertionRecord) -> list[Any]:

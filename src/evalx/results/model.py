@@ -265,6 +265,8 @@ class CellResult(_CellResultKeys, total=False):
     """Only when the case has one: its ``description:``, as written (JUnit ``system-out``, the HTML report)."""
     notes: str
     """Only when the case has them: its ``notes:``, as written (JUnit ``system-out``, the HTML report)."""
+    context: str | list[str]
+    """Only when the case has one: its ``context`` (the passages a grounded answer is checked against; the HTML report)."""
     stop_reason: str
     """Only when the target reported why the model stopped: its words, as given (``stop``, ``end_turn``,
     ``tool_calls``; ``length`` / ``max_tokens``: the answer was cut off at the token limit)."""
@@ -354,6 +356,8 @@ def cell_result(
         result["description"] = case.description
     if case.notes is not None:
         result["notes"] = case.notes
+    if case.context is not None:
+        result["context"] = case.context
     if output:
         stop = output.get("stop_reason")
         if stop is not None:
