@@ -239,6 +239,12 @@ junit_flavor_option = click.option(
 @click.option("--baseline", metavar="RUN|latest", help="Compare with this run (overrides gates.baseline).")
 @click.option("--resume", metavar="RUN", help="Finish a killed or interrupted run: run only its cells without a result.")
 @click.option("--markdown", type=click.Path(dir_okay=False, path_type=Path), help="Write a Markdown summary here (CI).")
+@click.option("--executor", type=click.Choice(["local", "ray"]), help="Where cells run (default: the config's executor.kind, else local).")
+@click.option(
+    "--ray-address",
+    metavar="auto|local|ADDR",
+    help="With --executor ray: auto (a running cluster, the default), local (start one), or an address.",
+)
 @max_cells_option
 @max_variants_option
 @html_max_cells_option
@@ -263,6 +269,8 @@ def run_cmd(
     baseline: str | None,
     resume: str | None,
     markdown: Path | None,
+    executor: str | None,
+    ray_address: str | None,
     max_cells: int | None,
     max_variants: int | None,
     html_max_cells: int | None,
@@ -302,6 +310,8 @@ def run_cmd(
         baseline=baseline,
         resume=bool(resume),
         reports=ReportOptions(html_max_cells=html_max_cells, junit_passes=junit_passes or "all"),
+        executor=executor,
+        ray_address=ray_address,
     )
     from evalx.targets.printed import stdout_for_evalx
 

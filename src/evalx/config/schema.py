@@ -51,12 +51,26 @@ _PRICING = {
     "description": "USD per million tokens; overrides the provider definition's price for this model.",
 }
 
+#: a target's pool of actors under ``--executor ray`` (docs/scale-out.md)
+_RAY_TARGET: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "actors": {**_POS_INT, "description": "Ray actors running this target's cells, each with the target started once (default 1)."},
+        "concurrency": {**_POS_INT, "description": "Cells in flight in each actor (default: the target's concurrency shared out)."},
+        "num_cpus": {"type": "number", "minimum": 0, "description": "CPUs each actor holds (default 1 for python, 0.25 otherwise)."},
+        "num_gpus": {"type": "number", "minimum": 0, "description": "GPUs each actor holds (default 0)."},
+    },
+    "additionalProperties": False,
+    "description": "How this target runs under --executor ray.",
+}
+
 _TARGET_COMMON: dict[str, Any] = {
     "id": _ID,
     "type": {"enum": ["python", "engine", "provider"]},
     "description": {"type": "string"},
     **_RUN_SETTINGS,
     "vars": {"type": "object"},
+    "ray": _RAY_TARGET,
 }
 
 #: a python or engine target's ``tools:`` (what ``tool_calls_valid`` checks its calls against)
@@ -75,6 +89,11 @@ _TARGETS: dict[str, dict[str, Any]] = {
                 "description": "module:function or path/to/file.py:function (relative to the config).",
             },
             "tools": _DECLARED_TOOLS,
+            "idempotent": {
+                "type": "boolean",
+                "description": "The callable has no side effects: under --executor ray a cell lost with its actor runs again "
+                "elsewhere (default false: it becomes an error, which --resume runs again).",
+            },
         },
         "required": ["callable"],
     },
@@ -351,6 +370,23 @@ def _build_schema() -> dict[str, Any]:
                 "type": "object",
                 "properties": {
                     "dir": {"type": "string", "description": "Where runs are stored (default: runs)."},
+                },
+                "additionalProperties": False,
+            },
+            "executor": {
+                "type": "object",
+                "properties": {
+                    "kind": {"enum": ["local", "ray"], "description": "Where cells run (default local; --executor)."},
+                    "address": {
+                        "type": "string",
+                        "description": "The Ray cluster: auto (a running one, the default), local (start one), or an address (--ray-address).",
+                    },
+                    "batch_size": {**_POS_INT, "description": "Cells sent to a Ray actor at once (default: sized to about 0.5 s of work)."},
+                    "working_dir": {
+                        "enum": ["auto", "upload", "shared"],
+                        "description": "How the config's folder reaches Ray workers: upload (runtime_env working_dir), shared (read in place), "
+                        "auto (upload unless every node is this machine).",
+                    },
                 },
                 "additionalProperties": False,
             },

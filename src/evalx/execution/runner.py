@@ -45,6 +45,8 @@ class RunOptions:
     baseline: str | None = None  # a run id, a path or `latest`; overrides gates.baseline
     resume: bool = False  # run_id names a stored run: run only its cells without a result
     reports: ReportOptions = field(default_factory=ReportOptions)  # how junit.xml and report.html are rendered
+    executor: str | None = None  # local or ray; None: the config's executor.kind, else local
+    ray_address: str | None = None  # with the ray executor: auto (a running cluster), local (start one) or an address
 
 
 @dataclass
@@ -157,8 +159,14 @@ def _run_locked(
     guard = CostGuard(limit) if limit is not None else None
     if options.resume:
         problems = ReadProblems()
+        from evalx.execution.ray_executor import is_worker_lost
+
+        lost = 0
         for result in read_results(run_dir / RESULTS, problems):  # streamed: a million stored cells are never all in memory
             _resume.check_result(result, plan)
+            if is_worker_lost(result):  # lost with its Ray actor: it runs again
+                lost += 1
+                continue
             summary_builder.add(result)
             if guard is not None:
                 guard.record(result)  # a resumed run has already spent this
@@ -167,7 +175,8 @@ def _run_locked(
                 f"evalx: warning: {problems.warning(run_dir / RESULTS)}; resuming from the readable lines (a cell without one runs again)",
                 file=err,
             )
-            rewrite_results(run_dir / RESULTS, read_results(run_dir / RESULTS))
+        if problems or lost:
+            rewrite_results(run_dir / RESULTS, (r for r in read_results(run_dir / RESULTS) if not is_worker_lost(r)))
     types = {str(t["id"]): str(t.get("type") or "") for t in plan.target_specs}
     # append: a torn last line is dropped
     writer = ResultWriter(
@@ -261,6 +270,15 @@ async def _execute(
     config: Config, plan: Plan, options: RunOptions, run_id: str, on_result: Any, *, err: TextIO | None = None, admit: Any = None
 ) -> ExecutionStats:
     defaults, command_line = config.defaults, _command_line(options)
+    from evalx.execution.ray_executor import choose_executor
+
+    choice = choose_executor(config.data, options.executor, options.ray_address)
+    if choice.kind == "ray":  # cells run on Ray actors; plan, guard, results and reports stay here
+        from evalx.execution.ray_executor import execute_on_ray
+
+        return await execute_on_ray(
+            config, plan, choice, run_id, on_result, command_line=command_line, err=err, admit=admit, quiet=options.quiet
+        )
     ctx = RunContext(run_id=run_id, config_dir=config.base_dir, redactor=config.redactor, vars=config.vars)
     from evalx.targets.definitions import providers_dir_of
 

@@ -1,0 +1,190 @@
+"""The Ray actor that runs one target's cells: the target built and started once, each cell through the local executor's code.
+
+:class:`CellWorker` is what :mod:`evalx.execution.ray_executor` places on
+the cluster (``ray.remote(CellWorker)``; this module never imports Ray, so
+the package works without it). An actor builds its target once — a Python
+target's module, and whatever model it loads, once per actor — and runs
+the cells it is sent through :meth:`evalx.execution.executor.Executor.run_cell`,
+the code a local run uses: cache lookup, rate limit, timeout, checks
+(judge calls included) and the result record, redacted. Its ``concurrency``
+workers pull cells from one queue, whatever batch they came in, so a batch
+that is sent while another runs keeps the workers busy; a batch returns when
+its last cell is done.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from evalx.execution.executor import YIELD_EVERY, Executor, TargetPlan
+from evalx.models import Cell
+from evalx.redaction import Redactor
+from evalx.results.model import CellResult
+from evalx.targets import RunContext, TargetSettings, build_target, close_all
+
+
+@dataclass
+class WorkerJob:
+    """What an actor needs to run one target's cells: sent once, when the actor is created."""
+
+    run_id: str
+    spec: dict[str, Any]
+    #: the target's settings for this actor: its share of the concurrency and of the rate limit
+    settings: TargetSettings
+    redactor: Redactor
+    vars: dict[str, Any]
+    global_asserts: list[dict[str, Any]]
+    #: id -> spec of every target a judge or a simulated user may name (rate limits already shared out)
+    specs: dict[str, dict[str, Any]]
+    defaults: dict[str, Any]
+    command_line: dict[str, Any]
+    judge_settings: dict[str, Any]
+    #: the config's folder on the driver; None when it was sent as the actor's ``working_dir``
+    config_dir: str | None = None
+    #: ``providers_dir:``: relative to the config's folder when inside it, else as the driver has it
+    providers_dir: str | None = None
+    #: the response cache file, used only by actors on the driver's node (None: no caching)
+    cache_path: str | None = None
+    driver_node: str | None = None
+    #: the environment variables the targets read (sent here, not in ``runtime_env``, which Ray's dashboard shows)
+    env: dict[str, str] = field(default_factory=dict)
+
+
+class CellWorker:
+    """One actor of a target's pool: :meth:`start` once, then :meth:`run` batches of cells, :meth:`close` at the end."""
+
+    def __init__(self, job: WorkerJob) -> None:
+        self.job = job
+        self.executor: Executor | None = None
+        self.plan: TargetPlan | None = None
+        self._queue: asyncio.Queue[tuple[Cell, asyncio.Future[CellResult]]] | None = None
+        self._workers: list[asyncio.Task[None]] = []
+        self._stack = contextlib.ExitStack()
+
+    async def start(self) -> tuple[str, str] | None:
+        """Build and start the target, the judge client and the workers; ``(kind, message)`` when something could not start."""
+        try:
+            await self._start()
+        except BaseException as exc:  # sent back as text: the driver raises it as the run's start-up failure
+            from evalx.errors import ConfigError
+
+            return ("config" if isinstance(exc, ConfigError) else "other", str(exc) or type(exc).__name__)
+        return None
+
+    async def _start(self) -> None:
+        from evalx.execution.simulate import UserTargets
+        from evalx.execution.watchdog import Watchdog
+        from evalx.judge import Judge
+        from evalx.usercode import user_code_on_path
+
+        job = self.job
+        os.environ.update(job.env)
+        config_dir = Path(job.config_dir) if job.config_dir else Path.cwd()  # Ray unpacked the config's folder as the cwd
+        self._stack.enter_context(user_code_on_path(config_dir))
+        ctx = RunContext(run_id=job.run_id, config_dir=config_dir, redactor=job.redactor, vars=job.vars)
+        if job.providers_dir:
+            ctx.providers_dir = (config_dir / job.providers_dir).resolve()
+        if job.cache_path and job.settings.cache and _node_id() == job.driver_node:
+            from evalx.targets.transport.cache import ResponseCache
+
+            ctx.cache = ResponseCache(Path(job.cache_path))
+        self.ctx = ctx
+        target = build_target(job.spec, job.settings)
+        if target.type != "python":
+            from evalx.execution.fdlimit import ensure_open_files, needed_descriptors
+
+            ensure_open_files(needed_descriptors([job.settings.concurrency]), f"target {target.id!r}")
+        try:
+            await target.start(ctx)
+        except BaseException:
+            await close_all([target])
+            raise
+        judge = Judge(
+            ctx, targets=job.specs, defaults=job.defaults, command_line=job.command_line, settings=job.judge_settings, err=sys.stderr
+        )
+        self.judge = judge
+        plan = TargetPlan(target, [], job.settings)
+        plan.pacer = getattr(target, "pacer", None)
+        from evalx.execution.executor import _Deadlines
+
+        plan.deadlines = _Deadlines(job.settings.timeout_s) if _Deadlines is not None else None
+        executor = Executor([plan], ctx, global_asserts=job.global_asserts, on_result=_unused, judge=judge, judge_settings=judge.settings)
+        executor.users = UserTargets(ctx, job.specs, job.defaults, job.command_line)
+        self.plan, self.executor = plan, executor
+        self._stack.enter_context(Watchdog([plan]))  # an async target that never yields: its cell ends after its timeout
+        self._queue = asyncio.Queue()
+        self._workers = [asyncio.create_task(self._work()) for _ in range(max(1, job.settings.concurrency))]
+
+    async def run(self, cells: list[Cell]) -> list[CellResult]:
+        """The results of ``cells``, in their order, each run by the first free worker."""
+        assert self._queue is not None, "start() first"
+        loop = asyncio.get_running_loop()
+        futures = []
+        for cell in cells:
+            future: asyncio.Future[CellResult] = loop.create_future()
+            self._queue.put_nowait((cell, future))
+            futures.append(future)
+        return list(await asyncio.gather(*futures))
+
+    async def _work(self) -> None:
+        assert self._queue is not None and self.executor is not None and self.plan is not None
+        queue, executor, plan = self._queue, self.executor, self.plan
+        turns = 0
+        while True:
+            cell, future = await queue.get()
+            try:
+                result = await executor.run_cell(plan, cell)
+            except asyncio.CancelledError:
+                if not future.done():
+                    future.cancel()
+                raise
+            except BaseException as exc:  # run_cell turns a target's failures into results: this is evalx's own
+                if not future.done():
+                    future.set_exception(exc)
+                continue
+            if not future.done():
+                future.set_result(result)
+            turns += 1
+            if turns >= YIELD_EVERY:  # as the local executor's workers do: let the loop turn now and then
+                turns = 0
+                await asyncio.sleep(0)
+
+    async def ping(self) -> int:
+        """The actor's process id (tests, and a cheap round trip for the benchmark)."""
+        return os.getpid()
+
+    async def close(self) -> None:
+        """Stop the workers; close the target, the judge, the simulated users and the cache."""
+        for task in self._workers:
+            task.cancel()
+        await asyncio.gather(*self._workers, return_exceptions=True)
+        try:
+            if self.plan is not None:
+                await close_all([self.plan.target])
+            if self.executor is not None:
+                await self.judge.aclose()
+                await self.executor.users.aclose()
+            cache = getattr(getattr(self, "ctx", None), "cache", None)
+            if cache is not None:
+                await cache.aclose()
+        finally:
+            self._stack.close()
+
+
+def _unused(result: CellResult) -> None:
+    """The actor's executor hands results back from :meth:`CellWorker.run`, never through ``on_result``."""
+
+
+def _node_id() -> str | None:
+    try:
+        import ray
+
+        return str(ray.get_runtime_context().get_node_id())
+    except Exception:  # not in a Ray worker (a test calling the actor class directly)
+        return None

@@ -1,0 +1,598 @@
+"""Run a plan's cells on Ray actors (``evalx run --executor ray``): one actor pool per target; the driver keeps the rest.
+
+The driver (this process) keeps what a local run keeps: the plan, resume,
+the cost guard, results.jsonl (through the runner's ``on_result``), the
+summary, gates and reports. Only cells travel: each target gets a pool of
+:class:`~evalx.execution.ray_actor.CellWorker` actors (``ray: {actors,
+concurrency, num_cpus, num_gpus}`` on the target), each of which builds
+and starts the target once and runs the cells it is sent with the local
+executor's per-cell code, checks and judge calls included, so a cell's
+result is the one a local run writes.
+
+Batches: every actor has two batches in flight (its workers never wait for
+the driver); a batch's size is ``executor.batch_size`` or, by default, the
+actor's concurrency at first and then enough cells for about half a second
+of work (at most 512), never more than a fair share of what is left. A
+batch's results come back, and are written, when its last cell is done.
+
+Limits across the cluster: the driver admits every cell (the cost guard),
+so the budget holds as in a local run, give or take the cells in flight
+(at most two batches per actor). A target's ``rate_limit`` is shared out:
+each of its N actors paces at rpm/N (the judge's and other named targets':
+rpm divided by all the actors of the run) — exact while every actor is
+busy, conservative when some are idle.
+
+A dead actor (its process crashed, its node was lost, ``ray.kill``): the
+cells of its batches in flight run again on another actor when the target
+has no side effects (a provider, or python with ``idempotent: true``);
+otherwise each becomes an ``error`` "worker lost", which ``--resume``
+runs again. A dead actor is replaced (up to the pool's size in a run).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import dataclasses
+import math
+import os
+import re
+import signal
+import sys
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TextIO
+
+from evalx.errors import ConfigError, EvalxError
+from evalx.execution.executor import ExecutionStats
+from evalx.execution.ray_actor import CellWorker, WorkerJob
+from evalx.models import Cell
+from evalx.results.model import CellResult, cell_result, not_run
+from evalx.targets import resolve_settings
+
+#: what ``--executor ray`` says when Ray is not installed
+RAY_MISSING = "--executor ray needs Ray, an optional extra: pip install 'evalx[ray]'"
+#: how a cell lost with its actor begins its error (``--resume`` runs such cells again)
+WORKER_LOST = "worker lost"
+#: batches in flight per actor
+DEPTH = 2
+#: the largest batch the default sizing sends, and the work (seconds) it aims a batch at
+MAX_BATCH = 512
+BATCH_SECONDS = 0.5
+#: what the config's folder never sends to a cluster (the runs, the cache, environments, VCS and tool caches)
+EXCLUDES = [
+    ".git/",
+    ".evalx/",
+    ".venv/",
+    "venv/",
+    "__pycache__/",
+    "*.pyc",
+    ".mypy_cache/",
+    ".ruff_cache/",
+    ".pytest_cache/",
+    "node_modules/",
+]
+#: start-up and run phases of the last Ray run in this process, in seconds (the benchmark reads it)
+LAST_TIMINGS: dict[str, float] = {}
+
+
+@dataclass(frozen=True)
+class ExecutorChoice:
+    """Where cells run: ``local`` (this process) or ``ray`` at ``address`` (``auto``: a running cluster; ``local``: start one)."""
+
+    kind: str = "local"
+    address: str = "auto"
+    batch_size: int | None = None
+    #: ``auto`` sends the config's folder to the workers unless every node is this machine; ``upload``; ``shared``
+    working_dir: str = "auto"
+
+
+def choose_executor(data: dict[str, Any], kind: str | None, address: str | None) -> ExecutorChoice:
+    """The run's executor: the command line (``--executor``, ``--ray-address``) over the config's ``executor:`` over local."""
+    section = data.get("executor") or {}
+    batch = section.get("batch_size")
+    return ExecutorChoice(
+        kind=kind or str(section.get("kind") or "local"),
+        address=address or str(section.get("address") or "auto"),
+        batch_size=int(batch) if batch else None,
+        working_dir=str(section.get("working_dir") or "auto"),
+    )
+
+
+def import_ray() -> Any:
+    """The ``ray`` module, or an error saying how to install it."""
+    try:
+        import ray
+    except ImportError:
+        raise EvalxError(RAY_MISSING) from None
+    return ray
+
+
+def connect(ray: Any, address: str, upload: Callable[[], dict[str, Any]], mode: str = "auto") -> tuple[bool, bool]:
+    """Connect to the cluster at ``address``: (this call started a local instance, the config's folder was sent as the working_dir).
+
+    Ray sends a local folder to its workers only as a job's ``runtime_env``
+    (given to ``ray.init``): ``upload()`` makes it, asked for when the config's
+    folder must travel (``mode`` upload, or auto with a node on another
+    machine). When this process is connected already (the Python API, a
+    test), that connection is used as it is.
+    """
+    import logging
+
+    if ray.is_initialized():
+        return False, bool((ray.get_runtime_context().runtime_env or {}).get("working_dir"))
+    if address == "local":
+        env = upload() if mode == "upload" else None
+        ray.init(include_dashboard=False, logging_level=logging.WARNING, runtime_env=env)
+        return True, env is not None
+    try:
+        ray.init(address=address, logging_level=logging.WARNING)
+        if mode == "upload" or (mode == "auto" and not _all_nodes_here(ray)):
+            ray.shutdown()  # again, as a job that carries the folder
+            ray.init(address=address, logging_level=logging.WARNING, runtime_env=upload())
+            return False, True
+    except ConnectionError as exc:
+        if address == "auto":
+            raise EvalxError(
+                "no running Ray cluster found (--ray-address auto): start one (`ray start --head`), "
+                "or pass --ray-address local to start a local Ray instance"
+            ) from None
+        raise EvalxError(f"cannot connect to the Ray cluster at {address}: {_first_line(exc)}") from None
+    return False, False
+
+
+@dataclass
+class _Actor:
+    handle: Any
+    dead: bool = False
+    replaced: bool = False
+
+
+@dataclass
+class _Pool:
+    """One target's actors and the cells still to send them."""
+
+    target_id: str
+    target_type: str
+    idempotent: bool
+    job: WorkerJob
+    options: dict[str, Any]
+    cells: Iterator[Cell]
+    total: int
+    concurrency: int
+    size: int
+    batch_size: int | None = None
+    actors: list[_Actor] = field(default_factory=list)
+    retry: collections.deque[Cell] = field(default_factory=collections.deque)
+    taken: int = 0
+    in_flight: int = 0
+    replacements: int = 0
+    starting: int = 0
+    mean_cell_s: float | None = None
+    changed: asyncio.Event = field(default_factory=asyncio.Event)
+
+    def next_batch_size(self) -> int:
+        if self.batch_size:
+            return self.batch_size
+        live = max(1, sum(not a.dead for a in self.actors))
+        left = self.total - self.taken + len(self.retry)
+        fair = max(1, math.ceil(left / (live * DEPTH)))  # the last batches are shared out, not left to one actor
+        if self.mean_cell_s is None:
+            wanted = self.concurrency
+        else:
+            wanted = round(self.concurrency * BATCH_SECONDS / max(self.mean_cell_s, 1e-5))
+        return max(1, min(wanted, MAX_BATCH, fair))
+
+
+class RayRun:
+    """One run's cells on Ray: pools started, batches sent and collected, dead actors handled."""
+
+    def __init__(
+        self,
+        config: Any,
+        plan: Any,
+        choice: ExecutorChoice,
+        run_id: str,
+        on_result: Callable[[CellResult], None],
+        *,
+        command_line: dict[str, Any],
+        err: TextIO,
+        admit: Callable[[Cell], str | None] | None,
+        quiet: bool = False,
+    ) -> None:
+        self.config, self.plan, self.choice, self.run_id = config, plan, choice, run_id
+        self.on_result, self.command_line, self.err, self.admit, self.quiet = on_result, command_line, err, admit, quiet
+        self.stats = ExecutionStats()
+        self.pools: list[_Pool] = []
+        self.ray: Any = None
+        self.lanes: set[asyncio.Task[None]] = set()
+        self.uploaded = False
+
+    async def execute(self) -> ExecutionStats:
+        self.ray = ray = import_ray()
+        started_ray, self.uploaded = connect(ray, self.choice.address, self._working_dir, self.choice.working_dir)
+        t0 = time.monotonic()
+        main = asyncio.current_task()
+        loop = asyncio.get_running_loop()
+        interrupted = False
+
+        def stop() -> None:
+            nonlocal interrupted
+            if interrupted:
+                raise KeyboardInterrupt
+            interrupted = True
+            if main is not None:
+                main.cancel()
+
+        installed = []
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            try:
+                loop.add_signal_handler(sig, stop)
+                installed.append(sig)
+            except (NotImplementedError, RuntimeError, ValueError):
+                pass
+        try:
+            await self._check_self_grading()
+            self._make_pools()
+            await self._start_pools()
+            t1 = time.monotonic()
+            if not self.quiet:
+                actors = sum(len(p.actors) for p in self.pools)
+                print(f"evalx: ray: {actors} actor(s) for {len(self.pools)} target(s) ready in {t1 - t0:.1f}s", file=self.err)
+            for pool in self.pools:
+                for actor in pool.actors:
+                    self._spawn_lanes(pool, actor)
+            while self.lanes:
+                await asyncio.gather(*list(self.lanes))
+            LAST_TIMINGS.update(startup_s=t1 - t0, run_s=time.monotonic() - t1)
+        except asyncio.CancelledError:
+            self.stats.interrupted = True
+        finally:
+            for sig in installed:
+                loop.remove_signal_handler(sig)
+            for task in self.lanes:
+                task.cancel()
+            await asyncio.gather(*self.lanes, return_exceptions=True)
+            await self._close_pools(graceful=not self.stats.interrupted)
+            if started_ray:
+                ray.shutdown()
+        if interrupted:
+            self.stats.interrupted = True
+        return self.stats
+
+    # -- set-up --------------------------------------------------------------
+
+    async def _check_self_grading(self) -> None:
+        """The judge's bias check, once, on the driver (as a local run does it); its judge client is never started here."""
+        from evalx.execution.runner import _judge
+        from evalx.targets import RunContext
+        from evalx.targets.definitions import providers_dir_of
+
+        config = self.config
+        ctx = RunContext(run_id=self.run_id, config_dir=config.base_dir, redactor=config.redactor, vars=config.vars)
+        ctx.providers_dir = providers_dir_of(config)
+        ids = [t["id"] for t in self.plan.target_specs if len(self.plan.cells_for(t["id"]))]
+        judge = _judge(config, self.plan, ctx, self.command_line, ids, self.err)
+        await judge.aclose()
+
+    def _make_pools(self) -> None:
+        ray, config = self.ray, self.config
+        shapes = []
+        for spec in self.plan.target_specs:
+            cells = self.plan.cells_for(spec["id"])
+            if len(cells):
+                settings = resolve_settings(spec, config.defaults, self.command_line)
+                shapes.append((spec, cells, settings, pool_shape(spec, settings, len(cells))))
+        if not shapes:
+            return
+        _check_resources(ray, [(spec["id"], shape) for spec, _, _, shape in shapes])
+        total_actors = sum(shape.actors for *_, shape in shapes)
+        specs = {t["id"]: _share_rate(t, total_actors) for t in config.targets}
+        specs.update({t["id"]: _share_rate(t, total_actors) for t in self.plan.target_specs})
+        defaults = _share_rate(config.defaults, total_actors)
+        config_dir = None if self.uploaded else str(config.base_dir.resolve())  # uploaded: the actor's cwd is Ray's copy
+        from evalx.targets.definitions import providers_dir_of
+
+        providers = providers_dir_of(config)
+        providers_dir = None
+        if providers is not None:
+            providers_dir = (
+                os.path.relpath(providers, config.base_dir.resolve())
+                if providers.is_relative_to(config.base_dir.resolve())
+                else str(providers)
+            )
+        cache_file = None
+        if any(settings.cache for _, _, settings, _ in shapes):
+            from evalx.targets.transport.cache import cache_path
+
+            cache_file = str(cache_path(config.base_dir))
+        driver_node = str(ray.get_runtime_context().get_node_id())
+        for spec, cells, settings, shape in shapes:
+            rpm = settings.rate_limit_rpm
+            mine = dataclasses.replace(settings, concurrency=shape.concurrency, rate_limit_rpm=rpm / shape.actors if rpm else None)
+            job = WorkerJob(
+                run_id=self.run_id, spec=spec, settings=mine, redactor=config.redactor, vars=config.vars,
+                global_asserts=config.global_asserts, specs=specs, defaults=defaults, command_line=self.command_line,
+                judge_settings=dict(config.data.get("judge") or {}), config_dir=config_dir, providers_dir=providers_dir,
+                cache_path=cache_file, driver_node=driver_node, env=_needed_env(config, self.plan.target_specs),
+            )  # fmt: skip
+            options = {"num_cpus": shape.num_cpus, "num_gpus": shape.num_gpus, "max_restarts": 0}
+            idempotent = spec["type"] == "provider" or (spec["type"] == "python" and spec.get("idempotent") is True)
+            pool = _Pool(spec["id"], spec["type"], idempotent, job, options, iter(cells), len(cells), shape.concurrency, shape.actors)
+            pool.batch_size = self.choice.batch_size
+            self.pools.append(pool)
+
+    def _working_dir(self) -> dict[str, Any]:
+        """The job's ``runtime_env`` that sends the config's folder to every worker, without runs, caches and environments."""
+        base = self.config.base_dir.resolve()
+        excludes = list(EXCLUDES)
+        out = self.config.output_dir
+        if out.is_relative_to(base):
+            excludes.append("/" + out.relative_to(base).as_posix() + "/")
+        return {"working_dir": str(base), "excludes": excludes}
+
+    async def _start_pools(self) -> None:
+        starts = []
+        for pool in self.pools:
+            for _ in range(pool.size):
+                starts.append(self._new_actor(pool))
+        try:
+            await asyncio.gather(*starts)
+        except BaseException:
+            await self._close_pools(graceful=False)
+            raise
+
+    async def _new_actor(self, pool: _Pool) -> _Actor:
+        ray = self.ray
+        remote = _remote_class(ray)
+        try:
+            handle = remote.options(**pool.options).remote(pool.job)
+            failure = await handle.start.remote()
+        except ray.exceptions.RayActorError as exc:
+            raise EvalxError(f"target {pool.target_id!r}: its Ray actor died while starting: {_first_line(exc)}") from None
+        except (OSError, ValueError, RuntimeError) as exc:  # e.g. the config's folder is too large to send
+            raise EvalxError(f"target {pool.target_id!r}: cannot start a Ray actor: {_first_line(exc)}") from None
+        actor = _Actor(handle)
+        pool.actors.append(actor)
+        if failure is not None:
+            kind, message = failure
+            raise ConfigError(message) if kind == "config" else EvalxError(message)
+        return actor
+
+    def _spawn_lanes(self, pool: _Pool, actor: _Actor) -> None:
+        for _ in range(DEPTH):
+            task = asyncio.create_task(self._lane(pool, actor))
+            self.lanes.add(task)
+            task.add_done_callback(self.lanes.discard)
+
+    # -- the run -------------------------------------------------------------
+
+    def _take(self, pool: _Pool, n: int) -> list[Cell]:
+        """Up to ``n`` cells for one batch: cells to run again first (admitted already), then new ones the guard admits."""
+        batch: list[Cell] = []
+        while pool.retry and len(batch) < n:
+            batch.append(pool.retry.popleft())
+        admit = self.admit
+        while len(batch) < n:
+            cell = next(pool.cells, None)
+            if cell is None:
+                break
+            pool.taken += 1
+            reason = admit(cell) if admit is not None else None
+            if reason is not None:
+                self.on_result(self._skipped(pool, cell, reason))
+                continue
+            batch.append(cell)
+        return batch
+
+    async def _lane(self, pool: _Pool, actor: _Actor) -> None:
+        ray = self.ray
+        while not actor.dead:
+            cells = self._take(pool, pool.next_batch_size())
+            if not cells:
+                if pool.in_flight == 0:
+                    return
+                pool.changed.clear()
+                await pool.changed.wait()  # cells may come back from a dead actor
+                continue
+            pool.in_flight += 1
+            t0 = time.monotonic()
+            try:
+                results = await actor.handle.run.remote(cells)
+            except (ray.exceptions.RayActorError, getattr(ray.exceptions, "ActorUnavailableError", ray.exceptions.RayActorError)) as exc:
+                actor.dead = True
+                await self._lost(pool, actor, cells, exc)
+                return
+            except ray.exceptions.RayTaskError as exc:  # evalx's own failure inside the actor: the cells say so
+                results = [self._error(pool, cell, f"the Ray worker failed: {_first_line(exc)}") for cell in cells]
+            finally:
+                pool.in_flight -= 1
+                pool.changed.set()
+            elapsed = time.monotonic() - t0
+            per_cell = elapsed * pool.concurrency / max(1, len(cells)) / DEPTH
+            pool.mean_cell_s = per_cell if pool.mean_cell_s is None else 0.7 * pool.mean_cell_s + 0.3 * per_cell
+            for result in results:
+                self._deliver(result)
+
+    def _deliver(self, result: CellResult) -> None:
+        target = result["target"]
+        self.stats.cells_by_target[target] = self.stats.cells_by_target.get(target, 0) + 1
+        if result["error"] is not None:
+            self.stats.errors_by_target.setdefault(target, []).append(result["error"])
+        self.on_result(result)
+
+    async def _lost(self, pool: _Pool, actor: _Actor, cells: list[Cell], exc: BaseException) -> None:
+        """The cells of a dead actor's batch: run again elsewhere (idempotent target), else errors; the actor replaced once."""
+        why = f"{WORKER_LOST}: the Ray actor running this cell died ({_first_line(exc)})"
+        if pool.idempotent:
+            pool.retry.extendleft(reversed(cells))
+        else:
+            for cell in cells:
+                self._deliver(self._error(pool, cell, f"{why}; `evalx run --resume` runs it again"))
+        pool.changed.set()
+        if not actor.replaced and pool.replacements < pool.size:
+            actor.replaced = True
+            pool.replacements += 1
+            pool.starting += 1
+            try:
+                replacement = await self._new_actor(pool)
+            except EvalxError as failure:
+                print(f"evalx: warning: target {pool.target_id!r}: no actor to replace a dead one: {failure}", file=self.err)
+            else:
+                self._spawn_lanes(pool, replacement)
+            finally:
+                pool.starting -= 1
+        if not pool.starting and not any(not a.dead for a in pool.actors):  # nobody left to run the rest
+            for cell in [*pool.retry, *pool.cells]:
+                self._deliver(self._error(pool, cell, f"{why}; no actor is left for target {pool.target_id!r}"))
+            pool.retry.clear()
+
+    def _skipped(self, pool: _Pool, cell: Cell, reason: str) -> CellResult:
+        result = cell_result(
+            self.run_id, cell.index, pool.target_id, pool.target_type, cell.case, cell.dataset, cell.repeat,
+            "skipped", None, [not_run(reason)], {}, skip_reason=reason,
+        )  # fmt: skip
+        redactor = self.config.redactor
+        return redactor.obj(result) if redactor else result
+
+    def _error(self, pool: _Pool, cell: Cell, message: str) -> CellResult:
+        result = cell_result(
+            self.run_id, cell.index, pool.target_id, pool.target_type, cell.case, cell.dataset, cell.repeat,
+            "error", None, [], {}, error=message,
+        )  # fmt: skip
+        redactor = self.config.redactor
+        return redactor.obj(result) if redactor else result
+
+    async def _close_pools(self, *, graceful: bool) -> None:
+        ray = self.ray
+        actors = [a for pool in self.pools for a in pool.actors if not a.dead]
+        if graceful and actors:
+            try:
+                await asyncio.wait_for(asyncio.gather(*(a.handle.close.remote() for a in actors), return_exceptions=True), 30)
+            except (asyncio.TimeoutError, asyncio.CancelledError):
+                pass
+        for pool in self.pools:
+            for actor in pool.actors:
+                try:
+                    ray.kill(actor.handle, no_restart=True)
+                except Exception:  # already gone
+                    pass
+            pool.actors.clear()
+
+
+async def execute_on_ray(
+    config: Any,
+    plan: Any,
+    choice: ExecutorChoice,
+    run_id: str,
+    on_result: Callable[[CellResult], None],
+    *,
+    command_line: dict[str, Any],
+    err: TextIO | None = None,
+    admit: Callable[[Cell], str | None] | None = None,
+    quiet: bool = False,
+) -> ExecutionStats:
+    """Run ``plan``'s cells on Ray as ``choice`` says, each result to ``on_result`` as its batch returns."""
+    run = RayRun(config, plan, choice, run_id, on_result, command_line=command_line, err=err or sys.stderr, admit=admit, quiet=quiet)
+    return await run.execute()
+
+
+@dataclass(frozen=True)
+class PoolShape:
+    """A target's pool: ``actors`` actors, ``concurrency`` cells in flight in each, the resources each holds."""
+
+    actors: int
+    concurrency: int
+    num_cpus: float
+    num_gpus: float
+
+
+def pool_shape(spec: dict[str, Any], settings: Any, cells: int) -> PoolShape:
+    """A target's ``ray:`` settings with their defaults: 1 actor; the target's concurrency shared out; 1 CPU (python) or 0.25."""
+    given = spec.get("ray") or {}
+    actors = max(1, min(int(given.get("actors") or 1), cells))
+    concurrency = int(given["concurrency"]) if given.get("concurrency") else max(1, math.ceil(settings.concurrency / actors))
+    cpus = given.get("num_cpus")
+    num_cpus = float(cpus) if cpus is not None else (1.0 if spec["type"] == "python" else 0.25)
+    return PoolShape(actors, concurrency, num_cpus, float(given.get("num_gpus") or 0))
+
+
+def is_worker_lost(result: CellResult) -> bool:
+    """A cell written as lost with its Ray actor: ``--resume`` runs it again."""
+    error = result.get("error")
+    return result.get("status") == "error" and isinstance(error, str) and error.startswith(WORKER_LOST + ":")
+
+
+def _check_resources(ray: Any, shapes: list[tuple[str, PoolShape]]) -> None:
+    """Fail up front when the pools ask for more CPUs or GPUs than the whole cluster has (the actors would wait for ever)."""
+    have = ray.cluster_resources()
+    for key, attr in (("CPU", "num_cpus"), ("GPU", "num_gpus")):
+        need = sum(shape.actors * getattr(shape, attr) for _, shape in shapes)
+        if need > float(have.get(key, 0)) + 1e-9:
+            detail = ", ".join(f"{tid}: {shape.actors} x {getattr(shape, attr):g}" for tid, shape in shapes if getattr(shape, attr))
+            raise EvalxError(
+                f"the Ray actors need {need:g} {key}s ({detail}) and the cluster has {float(have.get(key, 0)):g}: "
+                f"lower the targets' ray.actors or ray.{attr}"
+            )
+
+
+def _share_rate(spec: dict[str, Any], n: int) -> dict[str, Any]:
+    """``spec`` with its ``rate_limit.rpm`` divided among ``n`` actors (a copy; ``spec`` itself when it has none)."""
+    rate = spec.get("rate_limit")
+    if n <= 1 or not isinstance(rate, dict) or not rate.get("rpm"):
+        return spec
+    return {**spec, "rate_limit": {**rate, "rpm": float(rate["rpm"]) / n}}
+
+
+_VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)")
+
+
+def _needed_env(config: Any, specs: list[dict[str, Any]]) -> dict[str, str]:
+    """The environment the targets read, and only that: the config's ``${VAR}``s, its ``secrets:``, provider key variables, EVALX_*."""
+    names: set[str] = set()
+    try:
+        names.update(_VAR.findall(Path(config.path).read_text(encoding="utf-8")))
+    except OSError:
+        pass
+    names.update(str(s) for s in config.data.get("secrets") or [])
+    from evalx.targets.definitions import find_provider, providers_dir_of
+
+    for spec in [*config.targets, *specs]:
+        if spec.get("type") != "provider":
+            continue
+        try:
+            definition = find_provider(spec["provider"], providers_dir_of(config))
+        except Exception:  # the target's own start reports it
+            continue
+        if definition.auth_env:
+            names.add(definition.auth_env)
+        try:
+            names.update(_VAR.findall(Path(definition.loaded.file).read_text(encoding="utf-8")))
+        except (OSError, AttributeError, TypeError):
+            pass
+    names.update(n for n in os.environ if n.startswith("EVALX_"))
+    return {n: os.environ[n] for n in sorted(names) if n in os.environ}
+
+
+def _all_nodes_here(ray: Any) -> bool:
+    """True when every live node of the cluster is this machine (a local instance, or a cluster simulated on it)."""
+    here = ray.util.get_node_ip_address()
+    return all(n.get("NodeManagerAddress") == here for n in ray.nodes() if n.get("Alive"))
+
+
+_REMOTE: dict[int, Any] = {}
+
+
+def _remote_class(ray: Any) -> Any:
+    """``ray.remote(CellWorker)``, made once per process."""
+    remote = _REMOTE.get(id(ray))
+    if remote is None:
+        remote = _REMOTE[id(ray)] = ray.remote(CellWorker)
+    return remote
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return text[0] if text else type(exc).__name__
