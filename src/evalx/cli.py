@@ -218,6 +218,18 @@ junit_flavor_option = click.option(
 )
 
 
+def _shard(ctx: click.Context, param: click.Parameter, value: str | None) -> tuple[int, int] | None:
+    """``--shard I/N``: 1-based, ``1 <= I <= N``; anything else is one line and exit 2."""
+    if value is None:
+        return None
+    from evalx.execution.shards import ShardError, parse_shard
+
+    try:
+        return parse_shard(value)
+    except ShardError as exc:
+        _fail(f"evalx: {exc}")
+
+
 @main.command(name="run")
 @config_option
 @click.option("--matrix", is_flag=True, help="Expand the matrix: section.")
@@ -238,6 +250,12 @@ junit_flavor_option = click.option(
 @click.option("-q", "--quiet", is_flag=True, help="No progress, only the summary.")
 @click.option("--baseline", metavar="RUN|latest", help="Compare with this run (overrides gates.baseline).")
 @click.option("--resume", metavar="RUN", help="Finish a killed or interrupted run: run only its cells without a result.")
+@click.option(
+    "--shard",
+    metavar="I/N",
+    callback=_shard,
+    help="Run only shard I of N (1-based): whole cases, split the same way on every machine; gates are applied by `evalx merge`.",
+)
 @click.option("--markdown", type=click.Path(dir_okay=False, path_type=Path), help="Write a Markdown summary here (CI).")
 @click.option("--executor", type=click.Choice(["local", "ray"]), help="Where cells run (default: the config's executor.kind, else local).")
 @click.option(
@@ -268,6 +286,7 @@ def run_cmd(
     quiet: bool,
     baseline: str | None,
     resume: str | None,
+    shard: tuple[int, int] | None,
     markdown: Path | None,
     executor: str | None,
     ray_address: str | None,
@@ -282,7 +301,15 @@ def run_cmd(
 
     config = _load(config_path, var)
     selection = Selection(
-        list(targets), list(datasets), list(cases), list(categories), repeat, matrix, max_cells=max_cells, max_variants=max_variants
+        list(targets),
+        list(datasets),
+        list(cases),
+        list(categories),
+        repeat,
+        matrix,
+        max_cells=max_cells,
+        max_variants=max_variants,
+        shard=shard,
     )
     run_id = None
     inputs = config.input_files()
@@ -424,6 +451,78 @@ def report(
             written.append(extra)
     for path in written:
         click.echo(f"wrote {os.path.relpath(path)}")
+
+
+@main.command()
+@click.argument("run_dirs", metavar="RUN_DIR...", nargs=-1, required=True)
+@config_option
+@click.option(
+    "-o",
+    "--out",
+    "out_dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    help="The merged run's folder (default: a new run under output.dir).",
+)
+@click.option("--allow-partial", is_flag=True, help="Merge even when shards are missing; the summary says which.")
+@click.option("--baseline", metavar="RUN|latest", help="Compare with this run (overrides gates.baseline).")
+@click.option("--junit", type=click.Path(dir_okay=False, path_type=Path), help="Also write JUnit XML here.")
+@click.option("--html", type=click.Path(dir_okay=False, path_type=Path), help="Also write the HTML report here.")
+@click.option("--markdown", type=click.Path(dir_okay=False, path_type=Path), help="Write a Markdown summary here (CI).")
+@click.option("--json", "json_out", is_flag=True, help="Print the summary as JSON on stdout.")
+@junit_passes_option
+@html_max_cells_option
+def merge(
+    run_dirs: tuple[str, ...],
+    config_path: Path,
+    out_dir: Path | None,
+    allow_partial: bool,
+    baseline: str | None,
+    junit: Path | None,
+    html: Path | None,
+    markdown: Path | None,
+    json_out: bool,
+    junit_passes: str | None,
+    html_max_cells: int | None,
+) -> None:
+    """Merge shard runs (`evalx run --shard I/N`) into one run: results, summary, reports, gates and exit status.
+
+    RUN_DIR is a shard's run folder (or its run id under the config's output dir).
+    """
+    from evalx.execution.merge import MergeOptions
+    from evalx.execution.merge import merge as merge_runs
+    from evalx.reports.render import ReportOptions, check_outputs
+    from evalx.results.history import RunNotFound, resolve_run
+
+    config = _load(config_path, check_imports=False)
+    folders = []
+    for ref in run_dirs:
+        if Path(ref).is_dir():  # named as given, in messages
+            folders.append(Path(ref))
+            continue
+        try:
+            folders.append(resolve_run(ref, config.output_dir))
+        except RunNotFound as exc:
+            _fail(f"evalx merge: {exc}")
+    check_outputs(
+        {"--junit": junit, "--html": html, "--markdown": markdown}, [f / name for f in folders for name in ("results.jsonl", "run.json")]
+    )
+    options = MergeOptions(
+        out_dir=out_dir,
+        allow_partial=allow_partial,
+        baseline=baseline,
+        junit=junit,
+        html=html,
+        reports=ReportOptions(html_max_cells=html_max_cells, junit_passes=junit_passes or "all"),
+    )
+    outcome = merge_runs(config, folders, options, err=sys.stderr)
+    _report_run(outcome, bool(outcome.summary.get("matrix")), json_out, sys.stdout)
+    from evalx.reports.markdown import publish_markdown
+
+    publish_markdown(outcome.summary, markdown)
+    for line in outcome.messages:
+        click.secho(line, err=True, fg="red", bold=True)
+    click.echo(f"merged: {os.path.relpath(outcome.run_dir)}/", err=True)
+    sys.exit(outcome.exit_code)
 
 
 def _check_flavor(junit: Path | None, flavor: str) -> None:

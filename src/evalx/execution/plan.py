@@ -38,6 +38,11 @@ class Selection:
     matrix: bool = False
     max_cells: int | None = None  # --max-cells; None: defaults.max_cells, else MAX_CELLS
     max_variants: int | None = None  # --max-variants; None: defaults.max_variants, else MAX_VARIANTS
+    shard: tuple[int, int] | None = None  # --shard I/N: (I, N), 1-based; only that shard's cases run
+
+    def __post_init__(self) -> None:
+        if self.shard is not None:  # as stored in run.json: a list
+            self.shard = (int(self.shard[0]), int(self.shard[1]))
 
 
 #: the most cells a plan may have (``--max-cells``, ``defaults.max_cells``): ten times the largest run
@@ -156,8 +161,19 @@ class PlanCells:
             for pos in positions:
                 if at in self._on(table, pos):
                     n += self._repeats(table, pos)
-        if self._skipped:
+        if self._skipped and self._skipped <= len(self._starts):
             n -= sum(1 for i in _set_bytes(self._skip) if self._locate(i)[2] == at)
+        elif self._skipped:  # most cells left out (a shard): count them case by case, not cell by cell
+            skip, k = self._skip, 0
+            for _, table, positions in self._chosen:
+                for pos in positions:
+                    on = self._on(table, pos)
+                    if at in on:
+                        repeats = self._repeats(table, pos)
+                        first = self._starts[k] + on.index(at) * repeats
+                        left_out = skip[first : first + repeats]
+                        n -= len(left_out) - left_out.count(0)
+                    k += 1
         return n
 
     def _locate(self, index: int) -> tuple[int, int, int, int]:
@@ -208,6 +224,24 @@ class PlanCells:
     @property
     def case_count(self) -> int:
         return len(self._starts)
+
+    def shard(self, index: int, count: int) -> PlanCells:
+        """Only the cells of shard ``index`` of ``count`` (1-based): whole cases, dealt by :func:`evalx.execution.shards.deal`.
+
+        The other cells are left out as a resume leaves finished ones out, so
+        every cell keeps its index in the whole plan (a merge puts them back in order).
+        """
+        from evalx.execution.shards import case_key, deal
+
+        starts, total = self._starts, self.total
+        keys = [case_key(ds_id, table.case_id(pos)) for ds_id, table, positions in self._chosen for pos in positions]
+        ends = [*starts[1:], total]
+        cells = [end - start for start, end in zip(starts, ends)]
+        skip = bytearray(self._skip) + bytes(max(0, total - len(self._skip)))
+        for k, owner in enumerate(deal(keys, cells, count)):
+            if owner != index - 1 and cells[k]:
+                skip[starts[k] : ends[k]] = b"\x01" * cells[k]
+        return PlanCells(self._targets, self._chosen, self._repeat, self._default_repeat, skip)
 
 
 def _set_bytes(flags: bytes | bytearray) -> Iterator[int]:
@@ -486,7 +520,10 @@ def _build(config: Config, sel: Selection, target_specs: list[dict[str, Any]], c
         target_specs = [v.spec for v in expanded]
     default_repeat = int(config.defaults.get("repeat", 1))
     targets = [(str(spec["id"]), variants[spec["id"]].target if spec["id"] in variants else str(spec["id"])) for spec in target_specs]
-    return Plan(target_specs, cases, PlanCells(targets, _selected(cases, sel), sel.repeat, default_repeat), variants)
+    cells = PlanCells(targets, _selected(cases, sel), sel.repeat, default_repeat)
+    if sel.shard is not None:
+        cells = cells.shard(*sel.shard)
+    return Plan(target_specs, cases, cells, variants)
 
 
 def measure_runs(

@@ -130,6 +130,18 @@ def _run_locked(
         "started_unix": started.timestamp(),  # orders runs started within the same second
         "status": "running",
     }
+    shard = options.selection.shard
+    if shard is not None:  # what `evalx merge` checks: the shards of one plan, all of them
+        meta["shard"] = {
+            "index": shard[0],
+            "count": shard[1],
+            "plan_digest": fingerprint,  # the whole plan's: a shard keeps every cell's index in it
+            "plan_cells": plan.cells.total,
+            "plan_cases": plan.cells.case_count,
+            # what the merged results.jsonl's run record says (each target's kind, the first dataset)
+            "target_types": {str(t["id"]): str(t.get("type") or "") for t in plan.target_specs},
+            "dataset": next(iter(plan.cases), None),
+        }
     if previous is not None:  # a resume keeps the run's identity and start
         meta["started_at"] = previous.get("started_at", meta["started_at"])
         meta["started_unix"] = previous.get("started_unix", meta["started_unix"])
@@ -156,6 +168,8 @@ def _run_locked(
     from evalx.execution.budget import CostGuard
 
     limit = config.defaults.get("max_total_cost")
+    if limit is not None and shard is not None:
+        limit = limit / shard[1]  # each shard spends its share
     guard = CostGuard(limit) if limit is not None else None
     if options.resume:
         problems = ReadProblems()
@@ -222,7 +236,13 @@ def _run_locked(
     figures = summary_builder.finish(datetime.now(timezone.utc).isoformat(timespec="seconds"), round(duration, 3))
     summary, warnings = finish_summary(
         figures,
-        RunFacts(config=str(config.path), interrupted=stats.interrupted, cells_planned=len(plan.cells), cost_guard=cost_guard),
+        RunFacts(
+            config=str(config.path),
+            interrupted=stats.interrupted,
+            cells_planned=len(plan.cells),
+            cost_guard=cost_guard,
+            shard={"index": shard[0], "count": shard[1], "plan_cells": plan.cells.total} if shard is not None else None,
+        ),
         gates=config.data.get("gates"),
         baseline_ref=options.baseline,
         output_dir=config.output_dir,
@@ -236,6 +256,8 @@ def _run_locked(
         messages.append(why_nothing)
     if guard is not None and guard.tripped:
         messages.append(guard.message())
+    if shard is not None and not len(plan.cells):
+        messages.append(f"shard {shard[0]}/{shard[1]} is empty: the plan's {plan.cells.case_count} cases went to the other shards")
     meta.update(status="interrupted" if stats.interrupted else "complete", finished_at=summary.get("finished_at"), exit_code=exit_code)
     write_reports(run_dir, summary, options.reports)
     write_json(run_dir / "run.json", meta)
@@ -372,6 +394,8 @@ def _command_line(options: RunOptions) -> dict[str, Any]:
         out["concurrency"] = options.concurrency
     if not options.use_cache:
         out["cache"] = False
+    if options.selection.shard is not None:
+        out["rate_limit_share"] = options.selection.shard[1]  # the shards share each provider's rate limit
     return out
 
 

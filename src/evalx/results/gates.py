@@ -229,6 +229,19 @@ def format_gate_report(report: GateReport | None) -> str:
 def format_outcome(summary: RunSummary) -> str:
     """The "vs. previous run" block and the gate report, for the terminal and summary.txt."""
     parts = []
+    shard, merged = summary.get("shard"), summary.get("merged")
+    if shard:
+        empty = " It is empty: the plan has fewer cases than shards." if not summary["totals"]["cells"] else ""
+        parts.append(
+            f"Shard {shard['index']}/{shard['count']} ({shard['plan_cells']} cells in the whole plan): gates and the baseline "
+            f"are applied by `evalx merge` of every shard.{empty}\n"
+        )
+    if merged:
+        parts.append(f"Merged from {len(merged['shards'])} of {merged['count']} shards.\n")
+        if merged["partial"]:
+            missing = ", ".join(f"{i}/{merged['count']}" for i in merged["missing"])
+            plural = "s" if len(merged["missing"]) != 1 else ""
+            parts.append(f"PARTIAL: shard{plural} {missing} missing; their cells are not in this run.\n")
     comparison = summary.get("comparison")
     if comparison:
         from evalx.results.compare import format_vs_previous

@@ -2,7 +2,8 @@
 
 A run is a directory holding ``run.json`` (metadata, status) and, once it
 ended, ``summary.json``. ``latest`` is the newest *completed* run of the same
-config name, never the run being made.
+config name, never the run being made, nor a shard (``--shard I/N``: a part
+of a plan) or a partial merge of shards.
 """
 
 from __future__ import annotations
@@ -44,6 +45,7 @@ class RunInfo:
     cost_usd: float | None
     p99_ms: float | None
     duration_s: float | None
+    part: str | None = None  # a shard ("shard 1/3") or a partial merge ("partial merge"): never `latest`
 
     @property
     def complete(self) -> bool:
@@ -90,7 +92,18 @@ def read_run(run_dir: Path) -> RunInfo | None:
         cost_usd=summary.get("cost_usd"),
         p99_ms=latency.get("p99") if latency else None,
         duration_s=summary.get("duration_s"),
+        part=_part_of(meta),
     )
+
+
+def _part_of(meta: dict[str, Any]) -> str | None:
+    """What part of a plan a run holds, when it is not all of it: a shard, or a merge of some shards."""
+    shard, merged = meta.get("shard"), meta.get("merged")
+    if isinstance(shard, dict):
+        return f"shard {shard.get('index')}/{shard.get('count')}"
+    if isinstance(merged, dict) and merged.get("partial"):
+        return "partial merge"
+    return None
 
 
 def list_runs(output_dir: Path, *, name: str | None = None) -> list[RunInfo]:
@@ -112,7 +125,7 @@ def resolve_run(ref: str, output_dir: Path, *, name: str | None = None, exclude:
     """The directory of run ``ref``: ``latest``, a run id under ``output_dir``, or a path."""
     if ref == LATEST:
         for info in list_runs(output_dir, name=name):
-            if info.complete and info.run_id != exclude and (info.path / "results.jsonl").is_file():
+            if info.complete and info.part is None and info.run_id != exclude and (info.path / "results.jsonl").is_file():
                 return info.path
         which = f" of {name!r}" if name else ""
         raise RunNotFound(f"no completed run{which} under {output_dir} to use as `latest`")
@@ -130,7 +143,7 @@ def format_runs(runs: list[RunInfo]) -> str:
         [
             r.run_id,
             one_line(r.name) or "—",
-            r.status,
+            r.status + (f" ({r.part})" if r.part else ""),
             "—" if r.cells is None else str(r.cells),
             _pct(r.pass_rate),
             _usd(r.cost_usd),

@@ -69,12 +69,14 @@ __all__ = [
     "JudgeUsage",
     "MatrixInfo",
     "MatrixVariant",
+    "MergeReport",
     "Metric",
     "PairwiseRow",
     "RepeatFigures",
     "RepeatsSummary",
     "RunHeader",
     "RunSummary",
+    "ShardReport",
     "Status",
     "SummaryFigures",
     "TargetDelta",
@@ -700,6 +702,30 @@ class CostGuardReport(TypedDict):
     """What the run said when the guard tripped; None when it did not."""
 
 
+class ShardReport(TypedDict):
+    """A shard run (``evalx run --shard I/N``): which shard it is; its gates are applied by ``evalx merge``."""
+
+    index: int
+    """The shard's number, 1-based."""
+    count: int
+    """How many shards the plan was split into."""
+    plan_cells: int
+    """The cells of the whole plan (every shard)."""
+
+
+class MergeReport(TypedDict):
+    """A run made by ``evalx merge`` of shard runs."""
+
+    count: int
+    """How many shards the plan was split into."""
+    shards: list[dict[str, Any]]
+    """The shards merged, in order: ``{index, run_id, path}``."""
+    partial: bool
+    """True when shards were missing (``--allow-partial``): the run holds only the cells of those merged."""
+    missing: list[int]
+    """The numbers of the missing shards (empty unless partial)."""
+
+
 class Metric(TypedDict):
     """One figure in a baseline run (``a``) and this run (``b``): ``delta`` = b − a, ``relative`` = delta / |a|."""
 
@@ -919,3 +945,7 @@ class RunSummary(SummaryFigures, total=False):
     """
     duplicate_cells: list[int]
     """Only when ``results.jsonl`` holds a cell more than once (two writers): the cells' indexes, each counted once (its first line)."""
+    shard: ShardReport
+    """Only in a shard run (``--shard I/N``): it has no gates nor baseline comparison; ``evalx merge`` applies them."""
+    merged: MergeReport
+    """Only in a run made by ``evalx merge``: the shards it merged, and whether any were missing."""

@@ -12,6 +12,11 @@ and nowhere else:
 - 2 :data:`EXIT_USAGE`: a config or usage error, nothing ran (the CLI);
 - 3 :data:`EXIT_INCOMPLETE`: the run could not complete (interrupted, or
   every cell of a target errored); neither gates nor anything else change it.
+
+A shard run (``--shard I/N``) has no gates: its cells are judged by
+``evalx merge``, so it exits 0 once its cells ran, whatever they scored
+(3 when it could not complete, 1 when nothing was graded); an empty shard
+exits 0.
 """
 
 from __future__ import annotations
@@ -22,7 +27,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
 if TYPE_CHECKING:  # the CLI imports the exit codes at startup: keep this module light
-    from evalx.results.model import CostGuardReport, RunSummary, SummaryFigures
+    from evalx.results.model import CostGuardReport, MergeReport, RunSummary, ShardReport, SummaryFigures
 
 __all__ = [
     "EXIT_FAILED",
@@ -45,6 +50,8 @@ RUN_KEYS = (
     "interrupted",
     "cells_planned",
     "cost_guard",
+    "shard",
+    "merged",
     "comparison",
     "baseline",
     "gates",
@@ -63,6 +70,10 @@ class RunFacts:
     cells_planned: int
     cost_guard: CostGuardReport | None = None
     """With ``defaults.max_total_cost``: the guard's report."""
+    shard: ShardReport | None = None
+    """A shard run (``--shard I/N``): no gates and no baseline comparison here, ``evalx merge`` applies them."""
+    merged: MergeReport | None = None
+    """A run made by ``evalx merge``: the shards it merged."""
 
 
 def finish_summary(
@@ -85,9 +96,11 @@ def finish_summary(
 
     gates = gates or {}
     ref = baseline_ref or gates.get("baseline")
-    comparison, warning = _gates.prepare_baseline(
-        ref, output_dir, name=figures["name"], run_id=figures["run_id"], run_dir=run_dir, summary=figures
-    )
+    comparison, warning = None, None
+    if facts.shard is None:  # a shard is compared and gated by `evalx merge`, on the whole plan
+        comparison, warning = _gates.prepare_baseline(
+            ref, output_dir, name=figures["name"], run_id=figures["run_id"], run_dir=run_dir, summary=figures
+        )
     warnings = [warning] if warning else []
     # figures come from SummaryBuilder.finish, which writes none of the run's keys (mypy cannot know it)
     summary: RunSummary = {
@@ -98,10 +111,14 @@ def finish_summary(
     }
     if facts.cost_guard is not None:
         summary["cost_guard"] = facts.cost_guard
+    if facts.shard is not None:
+        summary["shard"] = facts.shard
+    if facts.merged is not None:
+        summary["merged"] = facts.merged
     if comparison is not None:
         summary["comparison"] = comparison
         summary["baseline"] = baseline_view(comparison)
-    if _gates.active_gates(gates):
+    if facts.shard is None and _gates.active_gates(gates):
         summary["gates"] = _gates.evaluate(gates, figures, comparison, baseline_ref=ref, warnings=warnings)
     return summary, warnings
 
@@ -131,6 +148,8 @@ def decide_exit(summary: RunSummary, *, target_failed: bool = False) -> int:
     """
     if summary.get("interrupted") or target_failed:
         return EXIT_INCOMPLETE
+    if summary.get("shard") is not None:  # `evalx merge` judges a shard's cells
+        return EXIT_FAILED if nothing_graded(summary) else EXIT_OK
     gates = summary.get("gates")
     if gates is not None and gates["active"]:
         code = EXIT_OK if gates["passed"] else EXIT_FAILED

@@ -75,9 +75,11 @@ def resolve_settings(
     ``command_line`` holds what flags set, with the same keys as a target
     (``{"concurrency": 20}``, ``{"cache": False}`` for ``--no-cache``); an
     unknown key there is a programming error (ValueError).
+    ``{"rate_limit_share": N}`` there divides every ``rate_limit`` by N (a
+    shard of N, which shares the provider's limit with the other shards).
     """
     cli = command_line or {}
-    unknown = set(cli) - SETTING_KEYS
+    unknown = set(cli) - SETTING_KEYS - {"rate_limit_share"}
     if unknown:
         raise ValueError(f"unknown command-line settings: {', '.join(sorted(unknown))}")
     layers = (cli, spec, defaults or {})
@@ -103,6 +105,9 @@ def resolve_settings(
         if isinstance(rate_limit, Mapping) and rate_limit.get("rpm") is not None:
             rpm = float(rate_limit["rpm"])
             break
+    share = cli.get("rate_limit_share")
+    if rpm is not None and share:
+        rpm /= float(share)
     timeout = float(timeout_s) if timeout_s is not None else built_in.timeout_s
     return TargetSettings(
         concurrency=max(1, int(concurrency)) if concurrency is not None else built_in.concurrency,

@@ -1,0 +1,352 @@
+"""Merge shard runs (``evalx run --shard I/N``) into one run, written and judged as one process would have.
+
+The shards are checked to be one plan's (the same plan fingerprint and
+shard count, each shard once, none missing unless ``allow_partial``). Their
+results are read back through :func:`evalx.results.store.read_results`, one
+cell at a time from each shard, in the order of the whole plan (a shard
+keeps every cell's index in it), and written to the new run's
+``results.jsonl`` with the same writer a run uses. The summary, the gates,
+the exit status and the reports are made by the same functions as
+``evalx run``'s (:class:`~evalx.results.summary.SummaryBuilder`,
+:func:`~evalx.results.outcome.finish_summary`,
+:func:`~evalx.results.outcome.decide_exit`,
+:func:`~evalx.reports.render.write_reports`).
+"""
+
+from __future__ import annotations
+
+import heapq
+import json
+import shutil
+import time
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, TextIO
+
+from evalx.config.loader import Config
+from evalx.errors import EvalxError, writing
+from evalx.execution.runner import RunOutcome
+from evalx.reports.render import ReportOptions, copy_report, write_reports
+from evalx.results.model import CellResult, CostGuardReport, MergeReport
+from evalx.results.outcome import RunFacts, decide_exit, finish_summary, nothing_graded
+from evalx.results.store import RESULTS, ResultWriter, RunLock, new_run_id, read_results, write_json
+
+__all__ = ["MergeError", "MergeOptions", "ShardRun", "merge", "read_shards"]
+
+
+class MergeError(EvalxError):
+    """Run folders that cannot be merged (not shards, shards of different plans, a shard twice or missing)."""
+
+
+@dataclass
+class MergeOptions:
+    out_dir: Path | None = None  # the merged run's folder (default: a new run id under the config's output dir)
+    allow_partial: bool = False  # merge even when shards are missing (the summary says which)
+    baseline: str | None = None  # --baseline: overrides gates.baseline
+    junit: Path | None = None
+    html: Path | None = None
+    reports: ReportOptions = field(default_factory=ReportOptions)
+
+
+@dataclass
+class ShardRun:
+    """One shard's run folder, as its ``run.json`` describes it."""
+
+    path: Path
+    meta: dict[str, Any]
+    summary: dict[str, Any]
+
+    @property
+    def index(self) -> int:
+        return int(self.meta["shard"]["index"])
+
+    @property
+    def count(self) -> int:
+        return int(self.meta["shard"]["count"])
+
+    @property
+    def plan_digest(self) -> str:
+        return str(self.meta["shard"].get("plan_digest"))
+
+    @property
+    def complete(self) -> bool:
+        return self.meta.get("status") == "complete" and not self.summary.get("interrupted")
+
+
+def _read_json(path: Path) -> dict[str, Any] | None:
+    try:
+        value = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return value if isinstance(value, dict) else None
+
+
+def _shard_fields_ok(shard: Any) -> bool:
+    return (
+        isinstance(shard, dict)
+        and all(type(shard.get(k)) is int for k in ("index", "count", "plan_cells"))
+        and 1 <= shard["index"] <= shard["count"]
+        and isinstance(shard.get("plan_digest"), str)
+    )
+
+
+def read_shards(run_dirs: Iterable[Path], *, allow_partial: bool = False) -> tuple[list[ShardRun], list[int]]:
+    """The shard runs in ``run_dirs``, by shard number, and the numbers of the missing shards.
+
+    Raises :class:`MergeError` (one line, naming the run folders) for a folder
+    that is not a shard run, shards of different plans, a shard given twice,
+    and missing shards unless ``allow_partial``.
+    """
+    shards: list[ShardRun] = []
+    for path in run_dirs:
+        meta = _read_json(path / "run.json")
+        if meta is None:
+            raise MergeError(f"merge: {path} is not a run folder (no readable run.json there)")
+        if "shard" not in meta:
+            raise MergeError(f"merge: {path} is not a shard run (it was not started with --shard I/N): only shards are merged")
+        if not _shard_fields_ok(meta["shard"]):
+            raise MergeError(f"merge: {path}/run.json has no readable shard record (index, count, plan_digest, plan_cells)")
+        if not (path / RESULTS).is_file():
+            raise MergeError(f"merge: {path} has no {RESULTS}: nothing of that shard to merge")
+        shards.append(ShardRun(path, meta, _read_json(path / "summary.json") or {}))
+    if not shards:
+        raise MergeError("merge: no run folders given")
+    first = shards[0]
+    for other in shards[1:]:
+        if other.plan_digest != first.plan_digest or other.count != first.count:
+            raise MergeError(
+                f"merge: {first.path} (shard {first.index}/{first.count}) and {other.path} (shard {other.index}/{other.count}) "
+                "are shards of different plans (the config, datasets, selection or shard count differ): merge the shards of one plan"
+            )
+    seen: dict[int, ShardRun] = {}
+    for shard in shards:
+        if shard.index in seen:
+            raise MergeError(
+                f"merge: {seen[shard.index].path} and {shard.path} are both shard {shard.index}/{shard.count}: give each shard once"
+            )
+        seen[shard.index] = shard
+    missing = [i for i in range(1, first.count + 1) if i not in seen]
+    if missing and not allow_partial:
+        which = ", ".join(f"{i}/{first.count}" for i in missing)
+        given = ", ".join(str(s.path) for s in sorted(shards, key=lambda s: s.index))
+        raise MergeError(
+            f"merge: shard{'s' if len(missing) > 1 else ''} {which} missing (given: {given}); "
+            "give every shard's run folder, or --allow-partial to merge these and say so"
+        )
+    return sorted(shards, key=lambda s: s.index), missing
+
+
+class _CaseSpans:
+    """Where the case of the cell being written starts and how many cells it has (a run's case records, for the writer)."""
+
+    def __init__(self, total: int) -> None:
+        self.total = total
+        self.first, self.cells = 0, 1
+        self.grouped = True  # False once a shard's file is found out of order: then each cell carries its case
+
+    def case_span(self, index: int) -> tuple[int, int]:
+        return (self.first, self.cells) if self.grouped else (index, 1)
+
+
+def _in_order(results: Iterator[CellResult], spans: _CaseSpans) -> Iterator[CellResult]:
+    """``results`` as they come, noting in ``spans`` when they are not in index order (a killed shard's file)."""
+    last = -1
+    for result in results:
+        index = result.get("index")
+        if not isinstance(index, int) or index < last:
+            spans.grouped = False
+        else:
+            last = index
+        yield result
+
+
+def _index(result: CellResult) -> int:
+    index = result.get("index")
+    return index if isinstance(index, int) else -1
+
+
+def _by_case(results: Iterator[CellResult]) -> Iterator[list[CellResult]]:
+    """The cells, a case's cells at a time (they follow each other in plan order)."""
+    group: list[CellResult] = []
+    key: tuple[Any, Any] | None = None
+    for result in results:
+        k = (result.get("dataset"), result.get("case_id"))
+        if group and k != key:
+            yield group
+            group = []
+        key = k
+        group.append(result)
+    if group:
+        yield group
+
+
+def _cost_guard(shards: list[ShardRun]) -> CostGuardReport | None:
+    """The shards' cost guards added up (each had its share of ``max_total_cost``)."""
+    guards = [s.summary["cost_guard"] for s in shards if isinstance(s.summary.get("cost_guard"), dict)]
+    if not guards:
+        return None
+    messages = [g.get("message") for g in guards if g.get("message")]
+    return {
+        "limit_usd": round(sum(float(g.get("limit_usd") or 0) for g in guards), 8),
+        "spent_usd": round(sum(float(g.get("spent_usd") or 0) for g in guards), 8),
+        "skipped": sum(int(g.get("skipped") or 0) for g in guards),
+        "message": str(messages[0]) if messages else None,
+    }
+
+
+def _target_failures(summary: Any) -> list[str]:
+    """One line for a target whose every cell errored (what a single run calls a run that could not complete)."""
+    lines = []
+    for target, figures in (summary.get("per_target") or {}).items():
+        cells, errors = figures.get("cells"), figures.get("error")
+        if cells and errors == cells:
+            lines.append(f"target {target!r}: every cell failed ({errors})")
+    return lines
+
+
+def merge(config: Config, run_dirs: list[Path], options: MergeOptions, *, err: TextIO) -> RunOutcome:
+    """Merge the shard runs in ``run_dirs`` into one new run; its summary, reports and exit status as ``evalx run`` makes them."""
+    shards, missing = read_shards(run_dirs, allow_partial=options.allow_partial)
+    first = shards[0]
+    if first.meta.get("name") not in (None, config.name):
+        raise MergeError(f"merge: the shards are runs of config {first.meta.get('name')!r}, not of {config.name!r} ({config.path})")
+    if first.meta.get("config_hash") not in (None, _config_hash(config)):
+        print(
+            f"evalx: note: {config.path} changed since the shards ran; its gates and output dir are used, the shards' cells as they are",
+            file=err,
+        )
+    for shard in shards:
+        if not shard.complete:
+            print(
+                f"evalx: warning: shard {shard.index}/{shard.count} ({shard.path}) did not complete "
+                f"(status: {shard.meta.get('status')}); finish it with `evalx run --resume {shard.meta.get('run_id')}`, then merge again",
+                file=err,
+            )
+    run_id = new_run_id()
+    run_dir = options.out_dir if options.out_dir is not None else config.output_dir / run_id
+    if (run_dir / "run.json").exists() or (run_dir / RESULTS).exists():
+        raise MergeError(f"merge: {run_dir} already holds a run; give a new folder with -o")
+    with writing(run_dir):
+        run_dir.mkdir(parents=True, exist_ok=True)
+    lock = RunLock(run_dir)
+    try:
+        return _merge_locked(config, shards, missing, run_id, run_dir, options, err=err)
+    finally:
+        lock.release()
+
+
+def _config_hash(config: Config) -> str:
+    from evalx.execution.runner import config_hash
+
+    return config_hash(config)
+
+
+def _merge_locked(
+    config: Config, shards: list[ShardRun], missing: list[int], run_id: str, run_dir: Path, options: MergeOptions, *, err: TextIO
+) -> RunOutcome:
+    from evalx.results.summary import SummaryBuilder
+
+    t0 = time.monotonic()
+    first = shards[0]
+    plan = first.meta["shard"]
+    starts = sorted(shards, key=lambda s: (str(s.meta.get("started_at") or ""), float(s.meta.get("started_unix") or 0)))
+    started_at = str(starts[0].meta.get("started_at") or datetime.now(timezone.utc).isoformat(timespec="seconds"))
+    merged: MergeReport = {
+        "count": first.count,
+        "shards": [{"index": s.index, "run_id": s.meta.get("run_id"), "path": str(s.path)} for s in shards],
+        "partial": bool(missing),
+        "missing": missing,
+    }
+    selection_args = dict(first.meta.get("selection_args") or {})
+    selection_args["shard"] = None
+    meta: dict[str, Any] = {
+        "run_id": run_id,
+        "name": config.name,
+        "config": str(config.path),
+        "config_hash": first.meta.get("config_hash"),
+        "started_at": started_at,
+        "targets": first.meta.get("targets"),
+        "cells": plan["plan_cells"],
+        "selection": first.meta.get("selection"),
+        "selection_args": selection_args,
+        "plan_digest": first.plan_digest,
+        "plan_digest_version": first.meta.get("plan_digest_version"),
+        "reports": {"junit_passes": options.reports.junit_passes, "html_max_cells": options.reports.html_max_cells},
+        "started_unix": starts[0].meta.get("started_unix"),
+        "status": "running",
+        "merged": merged,
+    }
+    write_json(run_dir / "run.json", meta)
+    stored_config = first.path / "config.yaml"
+    if stored_config.is_file():  # the resolved config the cells ran with (secrets already redacted)
+        with writing(run_dir / "config.yaml"):
+            shutil.copyfile(stored_config, run_dir / "config.yaml")
+
+    matrix = next((s.summary["matrix"] for s in shards if isinstance(s.summary.get("matrix"), dict)), None)
+    cases = plan.get("plan_cases")
+    builder = SummaryBuilder(
+        run_id,
+        config.name,
+        started_at,
+        repeat_pass_rule=str(config.defaults.get("repeat_pass_rule", "majority")),
+        matrix=matrix,
+        per_case=not isinstance(cases, int) or plan["plan_cells"] > cases,
+    )
+    spans = _CaseSpans(int(plan["plan_cells"]))
+    types = plan.get("target_types")
+    writer = ResultWriter(
+        run_dir,
+        run_id=run_id,
+        target_types=types if isinstance(types, dict) else {},
+        cases=spans,
+        dataset=plan.get("dataset") if isinstance(plan.get("dataset"), str) else None,
+    )
+    try:
+        # one cell at a time from each shard, merged in the whole plan's order
+        streams = [_in_order(read_results(s.path / RESULTS), spans) for s in shards]
+        for group in _by_case(heapq.merge(*streams, key=_index)):
+            spans.first, spans.cells = _index(group[0]), len(group)
+            for result in group:
+                writer.write(result)
+                builder.add(result)
+    finally:
+        writer.close(reorder=True)
+
+    durations = [s.summary.get("duration_s") for s in shards]
+    duration = max((float(d) for d in durations if isinstance(d, (int, float))), default=time.monotonic() - t0)
+    finished = max((str(s.summary.get("finished_at") or s.meta.get("finished_at") or "") for s in shards), default="")
+    figures = builder.finish(finished or datetime.now(timezone.utc).isoformat(timespec="seconds"), round(duration, 3))
+    summary, warnings = finish_summary(
+        figures,
+        RunFacts(
+            config=str(config.path),
+            interrupted=not all(s.complete for s in shards),
+            cells_planned=int(plan["plan_cells"]),
+            cost_guard=_cost_guard(shards),
+            merged=merged,
+        ),
+        gates=config.data.get("gates"),
+        baseline_ref=options.baseline,
+        output_dir=config.output_dir,
+        run_dir=run_dir,
+    )
+    for warning in warnings:
+        print(f"evalx: warning: {warning}", file=err)
+    messages = _target_failures(summary)
+    exit_code = decide_exit(summary, target_failed=bool(messages))
+    why_nothing = nothing_graded(summary)
+    if why_nothing and not messages:
+        messages.append(why_nothing)
+    if missing:
+        which = ", ".join(f"{i}/{first.count}" for i in missing)
+        messages.append(f"partial merge: shard{'s' if len(missing) > 1 else ''} {which} missing; their cells are not in this run")
+    meta.update(status="complete", finished_at=summary.get("finished_at"), exit_code=exit_code)
+    write_reports(run_dir, summary, options.reports)
+    write_json(run_dir / "run.json", meta)
+    if options.junit:
+        copy_report(run_dir / "junit.xml", options.junit)
+    if options.html:
+        copy_report(run_dir / "report.html", options.html)
+    return RunOutcome(run_id, run_dir, summary, exit_code, messages)
