@@ -70,6 +70,7 @@ class Trace:
     tool_calls: list[str] = field(default_factory=list)
     source: str = ""
     case_id: str | None = None  # set for a run's cell: the id is derived from it
+    context: Any = None  # the case's retrieved passages, when it had some
 
 
 # ---------------------------------------------------------------- reading
@@ -176,6 +177,7 @@ def _from_run(run_dir: Path, case_id: str, target: str | None) -> Trace:
         tool_calls=[str(c["name"]) for c in output.get("tool_calls") or [] if isinstance(c, dict) and c.get("name")],
         source=f"{run_dir.name} {cell.get('target')} {cell.get('dataset')}/{case_id}",
         case_id=case_id,
+        context=cell.get("context"),
     )
 
 
@@ -306,6 +308,8 @@ def case_from_trace(trace: Trace, *, input_text: str | None = None) -> tuple[dic
     }
     if trace.system:
         case["system"] = trace.system
+    if trace.context is not None:
+        case["context"] = trace.context
     case["category"] = "regression"
     case["tags"] = ["regression", "production" if trace.case_id is None else "captured"]
     asserts: list[dict[str, Any]] = []

@@ -46,7 +46,7 @@ CASE_KEYS: dict[str, Any] = {
     "expected": None,
 }
 #: keys only some cells have (no default: absent means absent)
-_OPTIONAL_CASE_KEYS = ("description", "notes")
+_OPTIONAL_CASE_KEYS = ("description", "notes", "context")
 
 #: every other key of a v1 cell line, in v1 order, with the value it has when a v2 line leaves it out
 CELL_DEFAULTS: dict[str, Any] = {

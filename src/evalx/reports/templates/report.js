@@ -397,6 +397,7 @@
 
     if (c["in"]) b.appendChild(section("Input", longText(c["in"], c.inN)));
     if (c.ex) b.appendChild(section("Expected", longText(c.ex, c.exN)));
+    if (c.cx) b.appendChild(section("Context", longText(c.cx, c.cxN)));
     if (x.cv) {
       var bad = x.cv.map(function (u, n) { return u.f ? n + 1 : 0; }).filter(Boolean);
       b.appendChild(section("Conversation (" + (x.cvN || x.cv.length) + " turns" + (bad.length ? "; failed: turn " + bad.join(", ") : "") + ")", chat(x)));
