@@ -155,7 +155,9 @@ def validate(config_path: Path, var: tuple[str, ...], max_cells: int | None, max
             "they will be inconclusive (skipped)",
             err=True,
         )
-    for line in _hidden_id_warnings(config, cases):
+    from evalx.execution.pairwise_pass import pairwise_warnings
+
+    for line in [*_hidden_id_warnings(config, cases), *pairwise_warnings(config, cases)]:
         click.echo(f"warning: {line}", err=True)
     click.echo(f"{config.file}: ok — {len(config.targets)} targets, {len(cases)} datasets, {n_cases} cases; {sizes}")
 

@@ -32,6 +32,9 @@ if TYPE_CHECKING:  # types only: `import evalx` (the CLI's startup) must not pay
 #: spec keys that are not arguments of the assertion's function
 _NOT_ARGUMENTS = frozenset({*COMMON_KEYS, "judge"})
 
+#: assertion types that compare cells (``pairwise``): never evaluated with one cell (evalx.execution.pairwise_pass)
+CROSS_CELL = frozenset({"pairwise"})
+
 #: the least time a cell's checks get, even when its call used up its timeout
 MIN_CHECK_TIME_S = 0.5
 #: the least time each check gets, even when the checks before it used up the cell's (so cheap ones still run)
@@ -46,7 +49,10 @@ async def evaluate_case(asserts: list[dict[str, Any]], ctx: AssertionContext, *,
     """Evaluate every assertion in order; one that breaks is an assertion error, never a crash.
 
     ``time_left``: seconds the checks may take in all (None: each regex match its own default).
+    Checks across cells (:data:`CROSS_CELL`) are left out: they are judged after the cells.
     """
+    if asserts and any(spec.get("type") in CROSS_CELL for spec in asserts):
+        asserts = [spec for spec in asserts if spec.get("type") not in CROSS_CELL]
     if time_left is None:
         return [await evaluate_one(spec, ctx) for spec in asserts]
     deadline = time.monotonic() + time_left

@@ -139,3 +139,14 @@ async def factuality(
         return Verdict.inconclusive(NO_JUDGE)
     verdict: Verdict = await ctx.judge.factuality(ctx, expected=expected, pass_on=list(pass_on) if pass_on is not None else None)
     return verdict
+
+
+@assertion("pairwise", model_graded=True)
+async def pairwise(ctx: AssertionContext, *, rubric: str | None = None) -> Verdict:
+    """Across a run's targets: a judge picks the better of two targets' outputs for the case, asked in both orders (disagreeing answers are a tie).
+
+    Judged after the cells ran (:mod:`evalx.execution.pairwise_pass`), never with a
+    cell, and it never changes a cell's status; the run's summary reports each
+    pair's wins, ties and how often the longer answer won.
+    """
+    return Verdict.inconclusive("pairwise is judged across targets after the cells run")

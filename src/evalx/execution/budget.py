@@ -91,6 +91,21 @@ class CostGuard:
         elif result.get("cost_note"):
             self.unknown += 1
 
+    def over_limit(self, ahead: float = 0.0) -> str | None:
+        """The reason work that is not a cell (the pairwise judge calls after the cells) may not start, or None.
+
+        ``ahead``: what the work already started and this one are expected to cost (the caller's mean so far).
+        """
+        spent = self.spent
+        if spent >= self.limit or (ahead > 0 and spent + ahead > self.limit):
+            return f"not judged: spend ${spent:.4f}{self._estimated()} reached defaults.max_total_cost ${self.limit:.4f}"
+        return None
+
+    def spend(self, cost: Any) -> None:
+        """Count spend that is not a cell's (the pairwise judge calls): a finite figure of 0 or more."""
+        if isinstance(cost, (int, float)) and not isinstance(cost, bool) and math.isfinite(cost) and cost >= 0:
+            self.known += float(cost)
+
     def message(self) -> str:
         return (
             f"cost guard: spend ${self.spent:.4f}{self._estimated()} reached defaults.max_total_cost ${self.limit:.4f}; "
@@ -112,15 +127,20 @@ class TargetEstimate:
 class CostEstimate:
     targets: list[TargetEstimate] = field(default_factory=list)
     limit: float | None = None
+    #: the ``pairwise`` judge calls (``cells``: the pairs of cells; two calls each, one per order), when the run has any
+    pairwise: TargetEstimate | None = None
+
+    def _all(self) -> list[TargetEstimate]:
+        return [*self.targets, *([self.pairwise] if self.pairwise is not None else [])]
 
     @property
     def total(self) -> float | None:
-        known = [t.cost_usd for t in self.targets if t.cost_usd is not None]
+        known = [t.cost_usd for t in self._all() if t.cost_usd is not None]
         return sum(known) if known else None
 
     @property
     def complete(self) -> bool:
-        return all(t.cost_usd is not None and not t.note for t in self.targets)
+        return all(t.cost_usd is not None and not t.note for t in self._all())
 
 
 def _text_len(value: Any) -> int:
@@ -174,7 +194,59 @@ def estimate_cost(config: Any, plan: Any) -> CostEstimate:
         else:
             est.output_tokens = limit * len(cells)
             est.cost_usd = price.cost(est.input_tokens, est.output_tokens)
+    estimate.pairwise = _pairwise_estimate(config, plan)
     return estimate
+
+
+def _pairwise_estimate(config: Any, plan: Any) -> TargetEstimate | None:
+    """The ``pairwise`` judge calls: both orders of every pair of cells; priced when the judge is a priced provider.
+
+    Input tokens are the prompt and the case's input (the outputs' length is
+    not known before the run: bounded by the compared targets' ``max_tokens``
+    when each has one); output tokens at the judge's ``max_tokens``.
+    """
+    from evalx.execution.pairwise_pass import count_pairs, pairwise_specs
+    from evalx.judge.pairwise import PAIRWISE_PROMPT
+
+    pairs, input_chars = count_pairs(pairwise_specs(config.global_asserts, plan), plan)
+    if not pairs:
+        return None
+    calls = 2 * pairs
+    est = TargetEstimate("pairwise", pairs)
+    ref = (config.data.get("judge") or {}).get("target")
+    spec = ref if isinstance(ref, dict) else next((t for t in config.targets if t.get("id") == ref), None)
+    if spec is None or spec.get("type") != "provider":
+        est.note = "no judge configured" if spec is None else f"no price known for {spec.get('type')} judges"
+        est.cost_usd = None
+        return est
+    price = _price_of(spec, config)
+    if price is None:
+        est.note = f"no price known for the judge {spec.get('provider')}/{spec.get('model')}"
+        est.cost_usd = None
+        return est
+    limits = [_output_limit(t) for t in plan.target_specs]
+    known = [n for n in limits if n is not None]
+    per_output = max(known) if known and len(known) == len(limits) else None
+    est.input_tokens = (calls * (len(PAIRWISE_PROMPT) + _text_len(spec.get("system"))) + 2 * input_chars) // CHARS_PER_TOKEN + calls
+    notes = []
+    if per_output is None:
+        notes.append("the compared outputs' length not counted (no max_tokens on every target)")
+    else:
+        est.input_tokens += calls * 2 * int(per_output)
+    judge_limit = _output_limit(spec)
+    if judge_limit is None:
+        est.output_tokens = None
+        notes.append("the judge's output not bounded (no max_tokens)")
+    else:
+        est.output_tokens = calls * judge_limit
+    est.note = "; ".join(notes)
+    est.cost_usd = price.cost(est.input_tokens, est.output_tokens or 0)
+    return est
+
+
+def _output_limit(spec: dict[str, Any]) -> int | None:
+    params = spec.get("params") or {}
+    return next((params[k] for k in _OUTPUT_LIMIT_KEYS if isinstance(params.get(k), int)), None)
 
 
 def format_estimate(estimate: CostEstimate) -> list[str]:
@@ -186,6 +258,14 @@ def format_estimate(estimate: CostEstimate) -> list[str]:
         out = "?" if t.output_tokens is None else f"{t.output_tokens:,}"
         note = f"  ({t.note})" if t.note else ""
         lines.append(f"  {t.target:<20} {t.cells} cells  ~{t.input_tokens:,} in · {out} out  ≤ ${t.cost_usd:.4f}{note}")
+    p = estimate.pairwise
+    if p is not None:
+        line = f"  pairwise: {2 * p.cells} judge calls ({p.cells} pairs of cells × 2 orders)"
+        if p.cost_usd is not None:
+            out = "?" if p.output_tokens is None else f"{p.output_tokens:,}"
+            line += f"  ~{p.input_tokens:,} in · {out} out  ≤ ${p.cost_usd:.4f}"
+        line += f"  ({p.note})" if p.note else ""
+        lines.append(line)
     total = estimate.total
     head = "  total: " + (
         "no priced target" if total is None else f"≤ ${total:.4f}" + ("" if estimate.complete else " (priced targets only)")
@@ -195,5 +275,5 @@ def format_estimate(estimate: CostEstimate) -> list[str]:
         if total is not None and total > float(estimate.limit):
             head += " — the run may stop early and skip the rest"
     lines.append(head)
-    lines.append("  judge calls (model-graded assertions) are not included")
+    lines.append(f"  {'other ' if p is not None else ''}judge calls (model-graded assertions) are not included")
     return lines

@@ -223,6 +223,14 @@ def _run_locked(
     duration = time.monotonic() - t0
     progress.close()
     writer.close(reorder=True)
+    if not stats.interrupted:  # pairwise: judged once every cell of a case exists, recorded on both cells
+        from evalx.execution.pairwise_pass import judge_stored_pairs
+
+        pairs = judge_stored_pairs(config, plan, run_dir, run_id=run_id, command_line=_command_line(options), guard=guard, err=err)
+        if pairs is not None:
+            for line in pairs.messages:
+                print(f"evalx: {line}", file=err)
+            summary_builder.add_pairwise(pairs.records)
 
     messages = _target_failures(stats)
     cost_guard: CostGuardReport | None = None

@@ -54,7 +54,7 @@ from evalx.targets import close_all
 from evalx.targets.settings import TargetSettings
 from evalx.templates import TemplateRenderError, render
 
-__all__ = ["DEFAULT_PASS_ON", "DEFAULT_THRESHOLD", "Judge"]
+__all__ = ["DEFAULT_PASS_ON", "DEFAULT_THRESHOLD", "Judge", "JudgeCall"]
 
 DEFAULT_THRESHOLD = 0.8
 #: promptfoo's factuality default: every class but a disagreement passes
@@ -71,6 +71,10 @@ class _Call:
     output_tokens: int = 0
     cost_usd: float | None = None
     cached: bool = False
+
+
+#: one judge call's reply and cost, as :meth:`Judge.ask` returns it
+JudgeCall = _Call
 
 
 @dataclass
@@ -419,6 +423,17 @@ class Judge:
         if traj.error:
             raise _CallFailed(f"the judge call failed: {traj.error}", call)
         return call
+
+    async def ask(self, ctx: Any, prompt: str, *, sample: int = 0, meta: Mapping[str, Any] | None = None) -> JudgeCall:
+        """One call of the judge ``ctx.judge_settings`` names, with ``prompt``: its raw reply, tokens and cost.
+
+        For checks that build their own prompt (:mod:`evalx.judge.pairwise`): the
+        same target instance, limits, response cache and costing as every judge
+        call. ``ctx`` needs ``judge_settings`` and ``target`` (the graded target).
+        Raises :class:`JudgeError`; when the call was made but failed, the error's
+        ``call`` attribute holds what it cost.
+        """
+        return await self._call(ctx, prompt, sample, dict(meta or {}))
 
     async def _decide(self, ctx: Any, kind: str, criterion: str, extra: dict[str, Any], interpret: Callable[[str], _Vote]) -> _Decision:
         """Ask ``samples`` times and take the majority; see :meth:`_majority`."""

@@ -24,7 +24,9 @@ position, raise :class:`JudgeError` keeping the raw reply, so the assertion
 becomes an ``error`` — never a silent pass or fail.
 
 Factuality categories follow the same rule with a ``category`` JSON key or
-a ``Category: X`` / ``(D)`` / ``disagrees`` line.
+a ``Category: X`` / ``(D)`` / ``disagrees`` line, and a pairwise judge's
+preference with a ``winner`` JSON key or a ``Winner: A`` line
+(:func:`parse_preference`).
 """
 
 from __future__ import annotations
@@ -36,7 +38,7 @@ from typing import Any
 
 from evalx.errors import JudgeError
 
-__all__ = ["FACTUALITY_CATEGORIES", "parse_category", "parse_verdict", "read_verdict"]
+__all__ = ["FACTUALITY_CATEGORIES", "PREFERENCES", "parse_category", "parse_preference", "parse_verdict", "read_verdict"]
 
 #: factuality classes, after promptfoo / OpenAI evals' "fact" grader (A–E)
 FACTUALITY_CATEGORIES = ("subset", "superset", "same", "disagrees", "immaterial")
@@ -297,6 +299,67 @@ def parse_category(text: str) -> tuple[str, str]:
     said = {item.value for item in group}
     if len(said) > 1:
         raise JudgeError(f"the judge's reply ends with more than one category ({', '.join(sorted(said))})", raw=text)
+    objects = [item for item in group if item.obj is not None]
+    chosen = objects[-1] if objects else group[-1]
+    return str(chosen.value), chosen.reason or next((i.reason for i in reversed(group) if i.reason), "")
+
+
+#: what a pairwise judge may prefer: the output shown first, the one shown second, or neither
+PREFERENCES = ("A", "B", "tie")
+_PREFERENCE_ALIASES = {"a": "A", "b": "B", "tie": "tie", "draw": "tie", "equal": "tie", "neither": "tie", "both": "tie"}
+_PREFERENCE_LINE = re.compile(
+    rf"^{_DECOR}(?i:(?:final[ \t]+)?(?:winner|preference|better|verdict|answer))[*_ \t]*[:=][*_ \t]*"
+    r"[\"'(\[]*(?i:(?:output|response|answer)[ \t]+)?([A-Za-z]+)[\"')\]]*"
+    rf"[*_`~]*{_SEPARATOR}(.*)$",
+    re.M,
+)
+
+
+def _preference(value: Any) -> str | None:
+    if not isinstance(value, str):
+        return None
+    key = value.strip().strip("\"'()[]*_` ").lower()
+    key = key.removeprefix("output ").removeprefix("response ").removeprefix("answer ").strip()
+    return _PREFERENCE_ALIASES.get(key)
+
+
+def parse_preference(text: str) -> tuple[str, str]:
+    """``(preference, reason)`` from a pairwise judge's reply: ``A``, ``B`` or ``tie`` (see :data:`PREFERENCES`).
+
+    The same "last, in position" rule as :func:`parse_verdict`: the last
+    top-level JSON object with a ``winner`` key (``{"winner": "A", "reason":
+    "..."}``; ``A``/``B``/``tie``, case-insensitive, ``draw`` and ``equal``
+    read as ``tie``), else the last labelled line (``Winner: B``). A winner
+    that is none of those, disagreeing preferences in verdict position, or
+    none at all raise :class:`JudgeError` keeping the raw reply: an unreadable
+    reply is never a win.
+    """
+    if not isinstance(text, str) or not text.strip():
+        raise JudgeError("the judge returned an empty reply", raw=text if isinstance(text, str) else None)
+    found: list[_Found] = []
+    for start, end, obj in _objects(text):
+        if "winner" not in obj:
+            continue
+        # an unknown winner is an error only in verdict position (an earlier object may be quoted)
+        found.append(_Found(start, end, _preference(obj["winner"]), obj, _reason(obj)))
+    for match in _PREFERENCE_LINE.finditer(text):
+        if _inside(found, match.start()):
+            continue
+        choice = _preference(match.group(1))
+        if choice is not None:
+            found.append(_Found(match.start(), match.end(), choice, None, _line_reason(text, match)))
+    if not found:
+        raise JudgeError(
+            'the judge\'s preference is unreadable: no winner at the end of its reply (expected JSON {"winner": "A"|"B"|"tie", "reason"})',
+            raw=text,
+        )
+    group = _in_position(text, found)
+    unknown = next((item.obj for item in group if item.value is None and item.obj is not None), None)
+    if unknown is not None:
+        raise JudgeError(f"the judge's winner {unknown['winner']!r} is not one of A, B, tie", raw=text)
+    said = {item.value for item in group}
+    if len(said) > 1:
+        raise JudgeError(f"the judge's reply ends with more than one winner ({', '.join(sorted(said))})", raw=text)
     objects = [item for item in group if item.obj is not None]
     chosen = objects[-1] if objects else group[-1]
     return str(chosen.value), chosen.reason or next((i.reason for i in reversed(group) if i.reason), "")

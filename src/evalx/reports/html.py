@@ -87,7 +87,7 @@ from evalx.figures import pct as _pct
 from evalx.figures import usd as _usd
 from evalx.reports import charts as _charts
 from evalx.reports.breakdown import cross_table, score_text
-from evalx.reports.pairwise import html_pairwise
+from evalx.reports.pairwise import html_disagreements, html_pairwise
 from evalx.reports.spool import Spool
 from evalx.reports.text import cost_gaps, pooled_footnote, tokens_shown
 from evalx.results.model import STATUSES, AssertionRecord, BaselineView, CellResult, GroupFigures, RunSummary, TargetFigures
@@ -967,6 +967,7 @@ def _header(summary: RunSummary, data: _ReportData) -> _Json:
         "pooled_note": pooled_footnote(cast(GroupFigures, totals), len(rows)) if len(rows) > 1 and "pass_rate" in totals else None,
         "breakdowns": [b for b in (_breakdown_view(row, per_target.get(row["id"])) for row in rows) if b is not None],
         "pairwise": html_pairwise([p for p in summary.get("pairwise") or [] if isinstance(p, dict)]),
+        "disagreements": html_disagreements(summary.get("judge_disagreements")),
     }
 
 

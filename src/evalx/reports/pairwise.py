@@ -5,6 +5,13 @@ Each pair gets a verdict line and its evidence: the cases both sides graded
 rates and their difference with Newcombe's paired 95 % interval (labelled
 unadjusted), and the raw and Holm-adjusted p-values. Nothing a decision rests
 on is ever cut short: long target ids wrap onto the next line whole.
+
+With ``pairwise`` assertions, a pair also gets the judge's preference
+(``judge_preference``): wins, ties (and how many because the two orders
+disagreed), errors, pairs not compared, and how often the longer answer won.
+The judge-vs-function disagreements (``judge_disagreements``) are listed here
+too: :func:`disagreement_lines`, :func:`markdown_disagreements`,
+:func:`html_disagreements`.
 """
 
 from __future__ import annotations
@@ -13,19 +20,24 @@ import textwrap
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from evalx.display import show_id
+from evalx.display import one_line, show_id
 from evalx.figures import p_value as _p
 from evalx.figures import pct as _pct
 from evalx.figures import points as _points
 from evalx.results.compare import md_escape
 
 __all__ = [
+    "MAX_DISAGREEMENT_LINES",
     "MAX_PAIR_LINES",
     "MAX_PAIR_ROWS",
     "adjusted_label",
     "adjustment_words",
+    "disagreement_lines",
+    "html_disagreements",
     "html_pairwise",
     "interval_words",
+    "judge_words",
+    "markdown_disagreements",
     "markdown_pairwise",
     "pairwise_lines",
     "shown_pairs",
@@ -37,6 +49,37 @@ MAX_PAIR_LINES = 12
 MAX_PAIR_ROWS = 50
 #: lines wrap at this width (a target id is never split)
 WIDTH = 120
+#: judge-vs-function disagreements listed in the terminal and Markdown (the rest: summary.json)
+MAX_DISAGREEMENT_LINES = 10
+
+
+def judge_words(p: Mapping[str, Any]) -> str | None:
+    """The judge's preference for a pair in words, or None without ``pairwise`` judging.
+
+    ``judge preferred A 3 · B 1 · ties 2 (2 because the two orders disagreed) · 1 error · 1 not compared ·
+    longer answer won 3 of 4 (75.0%)``.
+    """
+    j = p.get("judge_preference")
+    if not isinstance(j, Mapping):
+        return None
+    a, b = show_id(p.get("a")), show_id(p.get("b"))
+    text = f"judge preferred {a} {j.get('wins_a', 0)} · {b} {j.get('wins_b', 0)} · ties {j.get('ties', 0)}"
+    if j.get("position_ties"):
+        text += f" ({j['position_ties']} because the two orders disagreed)"
+    if j.get("errors"):
+        text += f" · {j['errors']} error{'s' if j['errors'] != 1 else ''} (unreadable or failed)"
+    if j.get("not_compared"):
+        text += f" · {j['not_compared']} not compared"
+    text += " · " + longer_words(j)
+    return text
+
+
+def longer_words(j: Mapping[str, Any]) -> str:
+    """``longer answer won 3 of 4 (75.0%)``: the verbosity figure, over the decided pairs whose outputs differ in length."""
+    decided = j.get("length_decided") or 0
+    if not decided:
+        return "longer answer won — (no decided pair of unequal length)"
+    return f"longer answer won {j.get('longer_won', 0)} of {decided} ({_pct(j.get('longer_won_share'))})"
 
 
 def adjustment_words(pairs: Sequence[Mapping[str, Any]]) -> str:
@@ -105,8 +148,11 @@ def pairwise_lines(pairs: Sequence[Mapping[str, Any]], paint: Callable[..., str]
         not_comparable = p.get("not_comparable", 0)
         lines += _wrap(f"{a} vs {b} → {paint(conclusion, *style)}", "  ")
         counts = f"{comparable} cases comparable, {not_comparable} not comparable"
+        judged = judge_words(p)
         if not comparable:
             lines += _wrap(counts + " (an error, no verdict or no cell on one side): no evidence either way", "    ")
+            if judged:
+                lines += _wrap(judged, "    ")
             continue
         lines += _wrap(f"{counts} · {a} wins {p.get('only_a', 0)} · {b} wins {p.get('only_b', 0)} · ties {p.get('ties', 0)}", "    ")
         lines += _wrap(
@@ -120,6 +166,8 @@ def pairwise_lines(pairs: Sequence[Mapping[str, Any]], paint: Callable[..., str]
         else:
             evidence += " (one pair: no adjustment)"
         lines += _wrap(evidence, "    ")
+        if judged:
+            lines += _wrap(judged, "    ")
     if len(pairs) > len(shown):
         lines.append(f"  … and {len(pairs) - len(shown)} more pairs, each with its adjusted p, in summary.json")
     return lines
@@ -155,6 +203,23 @@ def markdown_pairwise(pairs: Sequence[Mapping[str, Any]]) -> list[str]:
     if len(pairs) > len(shown):
         lines.append(f"\n… and {len(pairs) - len(shown)} more pairs in summary.json")
     lines.append("")
+    judged = [p for p in shown if isinstance(p.get("judge_preference"), Mapping)]
+    if judged:
+        lines += [
+            "**Judge preference** (`pairwise`: each pair of cells asked in both orders; answers that disagree are a tie)",
+            "",
+            "| A vs B | A preferred | B preferred | ties | of which the orders disagreed | errors | not compared | longer answer won |",
+            "|---|--:|--:|--:|--:|--:|--:|--:|",
+        ]
+        for p in judged:
+            j = p["judge_preference"]
+            a, b = md_escape(show_id(p.get("a")), 1000), md_escape(show_id(p.get("b")), 1000)
+            longer = longer_words(j).removeprefix("longer answer won ")
+            lines.append(
+                f"| {a} vs {b} | {j.get('wins_a', 0)} | {j.get('wins_b', 0)} | {j.get('ties', 0)} | {j.get('position_ties', 0)} | "
+                f"{j.get('errors', 0)} | {j.get('not_compared', 0)} | {md_escape(longer, 200)} |"
+            )
+        lines.append("")
     return lines
 
 
@@ -198,6 +263,7 @@ def html_pairwise(pairs: Sequence[Mapping[str, Any]]) -> dict[str, Any] | None:
                 "interval": _interval(p) if compared else "",
                 "p": _p(p.get("p_value")),
                 "p_adjusted": _p(p.get("p_adjusted")),
+                "judge": _html_judge(p.get("judge_preference")),
             }
         )
     return {
@@ -210,4 +276,100 @@ def html_pairwise(pairs: Sequence[Mapping[str, Any]]) -> dict[str, Any] | None:
         "adjusted_label": adjusted_label(pairs),
         "rows": rows,
         "more": len(pairs) - len(shown),
+        "judged": any(row["judge"] is not None for row in rows),
+    }
+
+
+def _html_judge(j: Any) -> dict[str, Any] | None:
+    """A pair's judge preference as the HTML table shows it (display strings), or None."""
+    if not isinstance(j, Mapping):
+        return None
+    return {
+        "wins_a": j.get("wins_a", 0),
+        "wins_b": j.get("wins_b", 0),
+        "ties": j.get("ties", 0),
+        "position_ties": j.get("position_ties", 0),
+        "errors": j.get("errors", 0),
+        "not_compared": j.get("not_compared", 0),
+        "longer": longer_words(j).removeprefix("longer answer won "),
+    }
+
+
+def _disagreement_case(row: Mapping[str, Any]) -> str:
+    case = f"{show_id(row.get('dataset'))}/{show_id(row.get('case_id'))}"
+    if isinstance(row.get("repeat"), int) and row["repeat"] > 0:
+        case += f" #r{row['repeat']}"
+    return case
+
+
+def _verdicts(row: Mapping[str, Any]) -> str:
+    said: dict[Any, str] = {True: "passed", False: "failed"}
+    return f"function {said.get(row.get('function'), '?')}, judge {said.get(row.get('judge'), '?')}"
+
+
+def disagreement_lines(block: Mapping[str, Any] | None, limit: int = MAX_DISAGREEMENT_LINES) -> list[str]:
+    """The terminal's judge-vs-function block: the cells to read by hand, capped, with "and N more"."""
+    if not isinstance(block, Mapping) or not block.get("total"):
+        return []
+    rows = [r for r in block.get("rows") or [] if isinstance(r, Mapping)]
+    total = int(block.get("total") or 0)
+    lines = [f"Judge vs function ({total} of {block.get('checked', 0)} checks sharing a name disagree — read these by hand):"]
+    for r in rows[:limit]:
+        lines += _wrap(
+            f"{show_id(r.get('target'))} {_disagreement_case(r)} {show_id(r.get('name'))!s}: {_verdicts(r)}"
+            + (f" — {one_line(str(r.get('reason')))}" if r.get("reason") else ""),
+            "  ",
+        )
+    if total > min(len(rows), limit):
+        lines.append(f"  … and {total - min(len(rows), limit)} more (summary.json)")
+    return lines
+
+
+def markdown_disagreements(block: Mapping[str, Any] | None, limit: int = MAX_DISAGREEMENT_LINES) -> list[str]:
+    """The judge-vs-function list for ``--markdown``: one row a cell, capped."""
+    if not isinstance(block, Mapping) or not block.get("total"):
+        return []
+    rows = [r for r in block.get("rows") or [] if isinstance(r, Mapping)]
+    total = int(block.get("total") or 0)
+    lines = [
+        f"**Judge vs function**: {total} of {block.get('checked', 0)} checks sharing a name disagree — read these by hand",
+        "",
+        "| target | case | name | function | judge | reason |",
+        "|---|---|---|---|---|---|",
+    ]
+    said: dict[Any, str] = {True: "pass", False: "fail"}
+    for r in rows[:limit]:
+        lines.append(
+            f"| {md_escape(show_id(r.get('target')), 200)} | {md_escape(_disagreement_case(r), 300)} | {md_escape(show_id(r.get('name')), 200)} "
+            f"| {said.get(r.get('function'), '?')} | {said.get(r.get('judge'), '?')} | {md_escape(one_line(str(r.get('reason') or '')), 200)} |"
+        )
+    if total > min(len(rows), limit):
+        lines.append(f"\n… and {total - min(len(rows), limit)} more in summary.json")
+    lines.append("")
+    return lines
+
+
+def html_disagreements(block: Any) -> dict[str, Any] | None:
+    """What the HTML report's judge-vs-function section shows (display strings; the template escapes them), or None."""
+    if not isinstance(block, Mapping) or not block.get("total"):
+        return None
+    rows = [r for r in block.get("rows") or [] if isinstance(r, Mapping)]
+    said: dict[Any, str] = {True: "pass", False: "fail"}
+    return {
+        "total": int(block.get("total") or 0),
+        "checked": int(block.get("checked") or 0),
+        "rows": [
+            {
+                "target": show_id(r.get("target")),
+                "case": _disagreement_case(r),
+                "name": show_id(r.get("name")),
+                "function": said.get(r.get("function"), "?"),
+                "judge": said.get(r.get("judge"), "?"),
+                "function_types": ", ".join(str(t) for t in r.get("function_types") or []),
+                "judge_types": ", ".join(str(t) for t in r.get("judge_types") or []),
+                "reason": one_line(str(r.get("reason") or "")),
+            }
+            for r in rows
+        ],
+        "more": max(0, int(block.get("total") or 0) - len(rows)),
     }

@@ -16,7 +16,7 @@ from evalx.figures import duration as _duration
 from evalx.figures import ms as _ms
 from evalx.figures import pct as _pct
 from evalx.figures import usd as _usd
-from evalx.reports.pairwise import pairwise_lines
+from evalx.reports.pairwise import disagreement_lines, pairwise_lines
 from evalx.results.model import CellCounts, Distribution, FlakyCase, FlakyTurn, GroupFigures, RunSummary, TargetFigures
 
 __all__ = ["cost_gaps", "flaky_lines", "flaky_turn_lines", "format_summary", "one_line", "pooled_footnote", "show_id", "tokens_shown"]
@@ -261,6 +261,9 @@ def format_summary(summary: RunSummary, *, color: bool = False, flaky_list: bool
 
     if pairwise and summary.get("pairwise"):
         lines += ["", *pairwise_lines(summary["pairwise"], paint)]
+    disagreements = disagreement_lines(summary.get("judge_disagreements"))
+    if disagreements:
+        lines += ["", *disagreements]
 
     failures = summary.get("failures") or []
     total_failures = summary.get("failures_total", len(failures))

@@ -66,6 +66,9 @@ __all__ = [
     "GateReport",
     "GateResult",
     "GroupFigures",
+    "JudgeDisagreement",
+    "JudgeDisagreements",
+    "JudgePreference",
     "JudgeUsage",
     "MatrixInfo",
     "MatrixVariant",
@@ -289,6 +292,13 @@ class CellResult(_CellResultKeys, total=False):
     """Only when ``cost_usd`` is None although the model has a price: why (``no usage in response``).
     Such a cell is never counted as free: the summary counts it in ``cost_missing_cells`` and the cost
     guard counts it at the mean cost of the priced cells."""
+    pairwise: list[dict[str, Any]]
+    """Only on a cell of a case with a ``pairwise`` assertion, in a run of two or more targets: one record per
+    comparison with another target's cell (the same record on both cells; :mod:`evalx.execution.pairwise_pass`):
+    ``{against, a, b, dataset, case_id, repeat, name, criterion, cells, winner, position_tie, orders,
+    length_a, length_b, length_diff, longer_won, error, calls, input_tokens, output_tokens, cached, cost_usd,
+    judge}``, or ``{..., winner: null, not_compared: WHY}``. It never changes the cell's status; its judge
+    cost is not in the cell's ``judge_cost_usd`` (the summary counts it once per pair)."""
 
 
 def not_run(reason: str) -> AssertionRecord:
@@ -541,7 +551,7 @@ class MatrixInfo(TypedDict):
     variants: list[MatrixVariant]
 
 
-class PairwiseRow(TypedDict):
+class _PairwiseRowKeys(TypedDict):
     """Two targets compared over the cases both graded: a 2×2 table of case verdicts, a McNemar test and a verdict.
 
     A case is *comparable* when both targets' case verdicts (by ``repeat_pass_rule``) are ``pass`` or
@@ -584,6 +594,71 @@ class PairwiseRow(TypedDict):
     winner: str | None
     conclusion: str
     """The verdict in plain words: ``B beats A``, ``no clear difference`` or ``not comparable``."""
+
+
+class PairwiseRow(_PairwiseRowKeys, total=False):
+    """Two targets compared over the cases both graded (every key of the class above); with ``pairwise``, the judge's preference."""
+
+    judge_preference: JudgePreference
+    """Only when the run has ``pairwise`` assertions: what the judge preferred, asked about each pair of cells in both orders."""
+
+
+class JudgePreference(TypedDict):
+    """A ``pairwise`` judge's preferences between two targets (:mod:`evalx.results.preferences`).
+
+    Each pair of cells (a case, a repeat) is asked in both orders; answers that
+    disagree (position bias) make a tie. ``wins_a + wins_b + ties + errors == compared``.
+    """
+
+    compared: int
+    """Pairs of cells the judge was asked about (twice each)."""
+    wins_a: int
+    wins_b: int
+    ties: int
+    """Both orders said tie, or they disagreed (``position_ties``)."""
+    position_ties: int
+    """Ties because the two orders' answers disagreed: the judge followed the position, not the content."""
+    errors: int
+    """An unreadable reply or a failed call in either order: no winner (the raw replies are on the cells)."""
+    not_compared: int
+    """Pairs not asked: a cell errored or was not run on either side, or the cost guard stopped the judging."""
+    longer_won: int
+    """Of ``length_decided``, the pairs won by the longer output."""
+    length_decided: int
+    """Pairs with a winner whose outputs differ in length."""
+    longer_won_share: float | None
+    """``longer_won / length_decided`` (verbosity bias when well above 0.5 on outputs of like quality); None when 0."""
+    calls: int
+    cost_usd: float | None
+
+
+class JudgeDisagreement(TypedDict):
+    """A cell where a deterministic check and a judge check that share a ``name:`` disagree: a case to read by hand."""
+
+    target: str
+    dataset: str | None
+    case_id: str | None
+    repeat: int
+    name: str
+    function: bool
+    """The deterministic checks' verdict (all of that name passed)."""
+    judge: bool
+    """The judge checks' verdict (all of that name passed)."""
+    function_types: list[str]
+    judge_types: list[str]
+    reason: str
+    """The failing side's first reason."""
+
+
+class JudgeDisagreements(TypedDict):
+    """Judge vs function: pairs of checks linked by a shared ``name:`` (one deterministic, one model-graded)."""
+
+    checked: int
+    """(cell, name) pairs where both sides gave a verdict (an error or no verdict on either side is not counted)."""
+    total: int
+    """How many of those disagree."""
+    rows: list[JudgeDisagreement]
+    """The first 100 in matrix order."""
 
 
 class JudgeUsage(TypedDict):
@@ -913,6 +988,8 @@ class SummaryFigures(TypedDict):
     failures: list[FailureRow]
     """The first 200 failing or erroring cells in matrix order."""
     failures_total: int
+    judge_disagreements: JudgeDisagreements
+    """Cells where a deterministic check and a judge check sharing a ``name:`` disagree (empty when none share one)."""
 
 
 class RunSummary(SummaryFigures, total=False):

@@ -42,6 +42,7 @@ from evalx.results.model import (
     TargetFigures,
     failure_reason,
 )
+from evalx.results.preferences import Disagreements, Preferences
 from evalx.results.repeats import DEFAULT_RULE, RULES, Tally, TurnTallies, case_status, status_of
 
 __all__ = ["SUMMARY_VERSION", "SummaryBuilder"]
@@ -390,6 +391,8 @@ class SummaryBuilder:
         self._per_case = per_case
         #: set when built without ``per_case`` yet a case had several cells: its case-level figures would be wrong
         self.needs_per_case = False
+        self._preferences = Preferences()  # pairwise judge records, one per comparison
+        self._disagreements = Disagreements()  # judge vs function, on cells with named checks
 
     def add(self, result: CellResult) -> None:
         """Count one cell's result (a ``results.jsonl`` line, parsed)."""
@@ -458,9 +461,12 @@ class SummaryBuilder:
         if result.get("truncated") is True:
             target.truncated += 1
 
+        named = False
         for assertion in result.get("assertions") or []:
             if not isinstance(assertion, dict):
                 continue
+            if assertion.get("name"):
+                named = True
             if assertion.get("passed") is None and not assertion.get("error"):
                 self._inconclusive += 1
                 why = str(assertion.get("reason") or "no verdict")
@@ -473,6 +479,11 @@ class SummaryBuilder:
                 self._judge[1] += _tokens(details.get("input_tokens"))
                 self._judge[2] += _tokens(details.get("output_tokens"))
                 self._judge[3] += calls if details.get("cached") else 0
+        if named:  # a judge and a function check may share a name: do they agree?
+            self._disagreements.add(result, result.get("assertions") or [])
+        pairwise = result.get("pairwise")
+        if pairwise is not None:
+            self._preferences.add(pairwise)
 
         repeat = result.get("repeat")
         if isinstance(repeat, int) and repeat > self._max_repeat:
@@ -512,6 +523,10 @@ class SummaryBuilder:
             heapq.heappush(self._failures, (-order, -arrival, entry))
             if len(self._failures) > MAX_FAILURES:
                 heapq.heappop(self._failures)  # drops the latest in matrix order
+
+    def add_pairwise(self, records: list[dict[str, Any]]) -> None:
+        """Count the pairwise judge's records (the run's pass, after its cells were added); a comparison counts once."""
+        self._preferences.add(records)
 
     def _chain(self, target_id: str, group_key: tuple[str, str | None]) -> tuple[_Target, tuple[_Counts, ...]]:
         """A target's counters and every group its cells of ``group_key`` (category, difficulty) count in, made as needed."""
@@ -682,6 +697,7 @@ class SummaryBuilder:
                 by_group[number].merge(group_cases)
         by_category, by_difficulty = _by_category_and_difficulty(by_group, group_names)
         per_target: dict[str, TargetFigures] = {}
+        pair_costs = self._preferences.cost_by_target()  # the pairwise judge's cost, half to each side of a pair
         for target_id in targets:
             t = self._targets[target_id]
             per_target[target_id] = {
@@ -698,7 +714,7 @@ class SummaryBuilder:
                 "cost_missing_cells": t.cost_missing,
                 "usage_unknown_cells": t.usage_unknown,
                 "truncated_cells": t.truncated,
-                "judge_cost_usd": t.judge_cost if t.judge_cells else None,
+                "judge_cost_usd": t.judge_cost + pair_costs.get(target_id, 0.0) if t.judge_cells or target_id in pair_costs else None,
                 "cached_cells": t.cached,
                 **_breakdown(t, target_groups[target_id], group_names),
             }
@@ -710,6 +726,9 @@ class SummaryBuilder:
         cached = sum(t.cached for t in groups)
 
         failures = [entry for _, _, entry in sorted(self._failures, reverse=True)]
+        pairs = self._pairwise(targets, verdicts) if len(targets) >= 2 else []
+        self._preferences.annotate(pairs)
+        pair_calls = self._preferences.usage()
         summary: SummaryFigures = {
             "version": SUMMARY_VERSION,
             "run_id": self.run_id,
@@ -723,7 +742,7 @@ class SummaryBuilder:
             "per_category": _ordered(self._categories, by_category),
             "per_difficulty": _ordered(self._difficulties, by_difficulty),
             "matrix": self.matrix,
-            "pairwise": self._pairwise(targets, verdicts) if len(targets) >= 2 else [],
+            "pairwise": pairs,
             # overall percentiles from the per-target samples: no second copy kept while streaming
             "latency_ms": _latency_stats(v for t in groups for v in t.latencies),
             "ttft_ms": _latency_stats(v for t in groups for v in t.ttfts),
@@ -734,7 +753,9 @@ class SummaryBuilder:
             "cost_missing_cells": sum(t.cost_missing for t in groups),
             "usage_unknown_cells": sum(t.usage_unknown for t in groups),
             "truncated_cells": sum(t.truncated for t in groups),
-            "judge_cost_usd": sum(t.judge_cost for t in groups) if any(t.judge_cells for t in groups) else None,
+            "judge_cost_usd": sum(t.judge_cost for t in groups) + sum(pair_costs.values())
+            if any(t.judge_cells for t in groups) or pair_costs
+            else None,
             "cached_cells": cached,
             # cells answered from evalx's own response cache
             "response_cache_hit_ratio": cached / cells if cells else None,
@@ -742,14 +763,15 @@ class SummaryBuilder:
             "inconclusive_reasons": dict(sorted(self._inconclusive_reasons.items(), key=lambda kv: -kv[1])),
             # model-graded assertions' judge usage; its cost is judge_cost_usd, apart from the targets'
             "judge": {
-                "calls": self._judge[0],
-                "input_tokens": self._judge[1],
-                "output_tokens": self._judge[2],
-                "cached_calls": self._judge[3],
+                "calls": self._judge[0] + pair_calls[0],
+                "input_tokens": self._judge[1] + pair_calls[1],
+                "output_tokens": self._judge[2] + pair_calls[2],
+                "cached_calls": self._judge[3] + pair_calls[3],
             },
             "repeats": self._repeats(targets),
             "failures": failures,
             "failures_total": self._failures_total,
+            "judge_disagreements": self._disagreements.figures(),
         }
         return summary
 
