@@ -239,6 +239,9 @@ def _shard(ctx: click.Context, param: click.Parameter, value: str | None) -> tup
 @click.option("--dataset", "datasets", multiple=True, metavar="ID", help="Run only this dataset (repeatable).")
 @click.option("--case", "cases", multiple=True, metavar="GLOB", help="Run only cases whose id matches (repeatable).")
 @click.option("--category", "categories", multiple=True, metavar="NAME", help="Run only this category (repeatable).")
+@click.option(
+    "--tag", "tags", multiple=True, metavar="NAME", help="Run only cases with this tag (repeatable: any of them); '!NAME' leaves them out."
+)
 @click.option("--repeat", type=click.IntRange(min=1), help="Samples per case and target.")
 @click.option("--concurrency", type=click.IntRange(min=1), help="Cells in flight per target.")
 @click.option("--no-cache", is_flag=True, help="Bypass the response cache.")
@@ -275,6 +278,7 @@ def run_cmd(
     datasets: tuple[str, ...],
     cases: tuple[str, ...],
     categories: tuple[str, ...],
+    tags: tuple[str, ...],
     repeat: int | None,
     concurrency: int | None,
     no_cache: bool,
@@ -312,6 +316,7 @@ def run_cmd(
         max_cells=max_cells,
         max_variants=max_variants,
         shard=shard,
+        tags=list(tags),
     )
     run_id = None
     inputs = config.input_files()

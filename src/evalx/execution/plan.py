@@ -39,6 +39,7 @@ class Selection:
     max_cells: int | None = None  # --max-cells; None: defaults.max_cells, else MAX_CELLS
     max_variants: int | None = None  # --max-variants; None: defaults.max_variants, else MAX_VARIANTS
     shard: tuple[int, int] | None = None  # --shard I/N: (I, N), 1-based; only that shard's cases run
+    tags: list[str] = field(default_factory=list)  # --tag NAME: cases with any of these tags; --tag '!NAME' leaves them out
 
     def __post_init__(self) -> None:
         if self.shard is not None:  # as stored in run.json: a list
@@ -385,9 +386,10 @@ def _selected(cases: dict[str, CaseTable], sel: Selection) -> Chosen:
     """Each dataset's selected cases: (dataset id, its table, the positions selected), in order."""
     out: Chosen = []
     categories = set(sel.categories)
+    wanted, unwanted = split_tags(sel.tags)
     for ds_id, table in cases.items():
         keep = array("L")
-        if not sel.case_globs and not categories:
+        if not sel.case_globs and not categories and not sel.tags:
             keep.extend(range(len(table)))
         else:
             for i in range(len(table)):
@@ -395,9 +397,23 @@ def _selected(cases: dict[str, CaseTable], sel: Selection) -> Chosen:
                     continue
                 if categories and table.category(i) not in categories:
                     continue
+                if sel.tags and not tags_match(table.case(i).tags, wanted, unwanted):  # the case is rebuilt only with --tag
+                    continue
                 keep.append(i)
         out.append((ds_id, table, keep))
     return out
+
+
+def split_tags(tags: Iterable[str]) -> tuple[set[str], set[str]]:
+    """``--tag`` values as (wanted, unwanted): ``!NAME`` leaves a tag out, any other names one a case may have."""
+    wanted = {t for t in tags if not t.startswith("!")}
+    return wanted, {t[1:] for t in tags if t.startswith("!")}
+
+
+def tags_match(case_tags: Iterable[Any], wanted: set[str], unwanted: set[str]) -> bool:
+    """A case is selected when it has any wanted tag (or none is asked for) and no unwanted one."""
+    have = {str(t) for t in case_tags or ()}
+    return (not wanted or not have.isdisjoint(wanted)) and have.isdisjoint(unwanted)
 
 
 def _n_selected(chosen: Chosen) -> int:
@@ -498,6 +514,8 @@ def _measure(
 
 def build_plan(config: Config, sel: Selection) -> Plan:
     size, target_specs, cases = _measure(config, sel, None)
+    if not size.cells:
+        _refuse_empty(sel)
     was_enabled = gc.isenabled()
     gc.disable()  # a million new cells would set off collections that scan the whole heap again and again
     try:
@@ -509,6 +527,19 @@ def build_plan(config: Config, sel: Selection) -> Plan:
     finally:
         if was_enabled:
             gc.enable()
+
+
+def _refuse_empty(sel: Selection) -> None:
+    """A selection (``--case``, ``--category``, ``--tag``, ``--target``, ``--dataset``) that matches no cell: a usage error (exit 2)."""
+    given = [
+        *(f"--target {t}" for t in sel.targets),
+        *(f"--dataset {d}" for d in sel.datasets),
+        *(f"--case {g}" for g in sel.case_globs),
+        *(f"--category {c}" for c in sel.categories),
+        *(f"--tag {t}" for t in sel.tags),
+    ]
+    if given:
+        raise ConfigError(f"evalx: {' '.join(given)} selects no cell: nothing to run")
 
 
 def _build(config: Config, sel: Selection, target_specs: list[dict[str, Any]], cases: dict[str, CaseTable]) -> Plan:

@@ -118,6 +118,7 @@ def _run_locked(
             "datasets": options.selection.datasets,
             "cases": options.selection.case_globs,
             "categories": options.selection.categories,
+            "tags": options.selection.tags,
             "repeat": options.selection.repeat,
             "matrix": options.selection.matrix,
         },
