@@ -256,6 +256,13 @@ def _shard(ctx: click.Context, param: click.Parameter, value: str | None) -> tup
 @click.option("--baseline", metavar="RUN|latest", help="Compare with this run (overrides gates.baseline).")
 @click.option("--resume", metavar="RUN", help="Finish a killed or interrupted run: run only its cells without a result.")
 @click.option(
+    "--rerun",
+    metavar="failed|errors|failed,errors",
+    help="With --from RUN: a new run of RUN's plan that runs again only its failed and/or errored cells (all their repeats) "
+    "and copies the rest.",
+)
+@click.option("--from", "rerun_from", metavar="RUN|latest", help="The run --rerun starts from (a run id, a path or latest).")
+@click.option(
     "--shard",
     metavar="I/N",
     callback=_shard,
@@ -292,6 +299,8 @@ def run_cmd(
     quiet: bool,
     baseline: str | None,
     resume: str | None,
+    rerun: str | None,
+    rerun_from: str | None,
     shard: tuple[int, int] | None,
     markdown: Path | None,
     executor: str | None,
@@ -326,6 +335,15 @@ def run_cmd(
         resumed, meta = load_run_meta(resume, config.output_dir)
         selection, run_id = resume_selection(meta, selection), str(meta["run_id"])
         inputs.append(Path(resumed) / "results.jsonl")
+    parent = None
+    if rerun or rerun_from:
+        from evalx.execution.rerun import load_parent, parse_rerun, rerun_selection
+
+        if not (rerun and rerun_from) or resume:
+            _fail("evalx: --rerun and --from go together (and not with --resume)")
+        parent = load_parent(rerun_from, config.output_dir, parse_rerun(rerun), name=config.name)
+        selection = rerun_selection(parent, selection)
+        inputs.append(parent.parent_dir / "results.jsonl")
     check_outputs({"--junit": junit, "--html": html, "--markdown": markdown}, inputs)
     _check_flavor(junit, junit_flavor)
     if dry_run:
@@ -346,12 +364,17 @@ def run_cmd(
         reports=ReportOptions(html_max_cells=html_max_cells, junit_passes=junit_passes or "all"),
         executor=executor,
         ray_address=ray_address,
+        rerun=parent,
     )
     from evalx.targets.printed import stdout_for_evalx
 
     # what a target prints (a late thread, C code, a subprocess) goes to stderr; only evalx writes to `out`
     with stdout_for_evalx() as out:
-        outcome = run(config, options)
+        try:
+            outcome = run(config, options)
+        except _nothing_to_rerun() as exc:
+            click.echo(f"evalx: {exc}", err=True)
+            sys.exit(0)
         _report_run(outcome, selection.matrix, json_out, out)
         if junit is not None and junit_flavor != "standard":
             _flavored_junit(outcome.run_dir, outcome.summary, junit, junit_flavor, junit_passes or "all")
@@ -362,6 +385,12 @@ def run_cmd(
         click.secho(line, err=True, fg="red", bold=True)
     click.echo(f"results: {os.path.relpath(outcome.run_dir)}/", err=True)
     sys.exit(outcome.exit_code)
+
+
+def _nothing_to_rerun() -> type[Exception]:
+    from evalx.execution.rerun import NothingToRerun
+
+    return NothingToRerun
 
 
 def _report_run(outcome: Any, matrix: bool, json_out: bool, out: Any) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import gc
 import hashlib
 import json
@@ -47,6 +48,7 @@ class RunOptions:
     reports: ReportOptions = field(default_factory=ReportOptions)  # how junit.xml and report.html are rendered
     executor: str | None = None  # local or ray; None: the config's executor.kind, else local
     ray_address: str | None = None  # with the ray executor: auto (a running cluster), local (start one) or an address
+    rerun: Any = None  # an evalx.execution.rerun.Rerun: a new run starting with its parent's cells but the failed ones
 
 
 @dataclass
@@ -72,6 +74,11 @@ def run(config: Config, options: RunOptions, *, out: TextIO | None = None, err: 
     run_dir = config.output_dir / run_id
     from evalx.execution import resume as _resume
 
+    if options.rerun is not None:  # the new run's folder holds the parent's cells to keep: finished as a resume is
+        from evalx.execution.rerun import prepare_rerun
+
+        prepare_rerun(config, plan, options.rerun, run_id, run_dir, config_hash=config_hash(config))
+        options = dataclasses.replace(options, resume=True, run_id=run_id, rerun=None)
     previous: dict[str, Any] | None = None
     if options.resume:
         run_dir, previous = _resume.load_run_meta(run_id, config.output_dir)
@@ -146,7 +153,11 @@ def _run_locked(
     if previous is not None:  # a resume keeps the run's identity and start
         meta["started_at"] = previous.get("started_at", meta["started_at"])
         meta["started_unix"] = previous.get("started_unix", meta["started_unix"])
-        meta["resumed_at"] = [*previous.get("resumed_at", []), started.isoformat(timespec="seconds")]
+        from evalx.execution.rerun import PREPARED, carried
+
+        meta.update(carried(previous))  # a rerun's parent
+        if previous.get("status") != PREPARED:
+            meta["resumed_at"] = [*previous.get("resumed_at", []), started.isoformat(timespec="seconds")]
     write_json(run_dir / "run.json", meta)
     with writing(run_dir / "config.yaml"):
         (run_dir / "config.yaml").write_text(
@@ -200,7 +211,12 @@ def _run_locked(
     if options.resume:
         todo = Plan(plan.target_specs, plan.cases, plan.cells.without(writer.finished_indexes()), plan.variants)
         finished = len(plan.cells) - len(todo.cells)
-        print(f"evalx: resuming {run_id}: {finished} of {len(plan.cells)} cells have results, running {len(todo.cells)}", file=err)
+        if previous is not None and previous.get("status") == "prepared":
+            from evalx.execution.rerun import rerun_note
+
+            print(f"evalx: {rerun_note(previous, len(todo.cells), len(plan.cells))}", file=err)
+        else:
+            print(f"evalx: resuming {run_id}: {finished} of {len(plan.cells)} cells have results, running {len(todo.cells)}", file=err)
     progress = Progress(len(todo.cells), stream=err, quiet=options.quiet)
 
     def on_result(result: CellResult) -> None:
