@@ -10,12 +10,14 @@ from __future__ import annotations
 import json
 import re
 import textwrap
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 from _fake_llm import FakeLLMServer
 from aiohttp import web
+from browser import chromium
 from click.testing import CliRunner
 from results_file import read_cells
 
@@ -47,7 +49,8 @@ class PairwiseJudge(FakeLLMServer):
         else:
             first = shown(prompt)[0]
             winner = "A" if "GOOD" in first else "B"
-            content = f'{{"winner": "{winner}", "reason": "the GOOD one is right"}}'
+            reason = XSS if self.mode == "xss" else "the GOOD one is right"
+            content = json.dumps({"winner": winner, "reason": reason})
         usage = {"prompt_tokens": 100, "completion_tokens": 10}
         return web.json_response(
             {"choices": [{"message": {"role": "assistant", "content": content}, "finish_reason": "stop"}], "usage": usage}
@@ -60,6 +63,9 @@ def shown(prompt: str) -> tuple[str, str]:
     b = re.search(r"<output-b-(\w+)>\n(.*?)\n</output-b-\1>", prompt, re.S)
     assert a is not None and b is not None, prompt
     return a.group(2), b.group(2)
+
+
+XSS = "<img src=x onerror=window.__pwned=1>"
 
 
 @pytest.fixture
@@ -327,3 +333,56 @@ def test_parse_preference_refuses_what_it_cannot_read(text: str, message: str) -
     with pytest.raises(JudgeError, match=message) as info:
         parse_preference(text)
     assert info.value.raw == (text or None) or text == ""
+
+
+# -- the HTML report in a real browser -------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def pairwise_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A matrix run with pairwise, made before the browser starts (Playwright's sync API keeps an event loop running)."""
+    server = PairwiseJudge().start()
+    server.mode = "xss"
+    try:
+        root = project(tmp_path_factory.mktemp("pw") / "p", server.port)
+        res = CliRunner().invoke(main, ["run", "-c", str(root / "evalconfig.yaml"), "--matrix", "--no-cache"])
+        assert res.exit_code == 0, res.output
+    finally:
+        server.stop()
+    return only_run(root)
+
+
+@pytest.fixture(scope="module")
+def browser(pairwise_run: Path) -> Iterator[Any]:
+    yield from chromium()
+
+
+def test_the_report_shows_the_judge_preference_and_each_cells_comparisons(pairwise_run: Path, browser: Any) -> None:
+    url = (pairwise_run / "report.html").resolve().as_uri()
+    context = browser.new_context(viewport={"width": 1280, "height": 900})
+    errors: list[str] = []
+    context.route(re.compile(r"^(?!file://).*"), lambda route: route.abort())
+    page = context.new_page()
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    try:
+        page.goto(url)
+        row = page.locator("table.judge-preference tr.judge-pair")
+        assert row.count() == 1
+        assert [c.strip() for c in row.locator("td").all_text_contents()][1:] == ["2", "0", "0", "0", "0", "0", "2 of 2 (100.0%)"]
+        page.wait_for_selector("#mx-body tr.row")
+        page.click('#mx-body button.chip[data-row="0"][data-t="1"]')  # bad's cell of the first case
+        page.wait_for_selector("#detail:not([hidden])")
+        section = page.locator("#d-body section", has_text="Pairwise judge (both orders)")
+        text = section.text_content() or ""
+        assert "vs good" in text and "good preferred in both orders" in text and "the longer answer won" in text
+        assert section.locator("details summary").all_text_contents() == [
+            "the judge's reply, good shown first",
+            "the judge's reply, bad shown first",
+        ]
+        section.locator("details").first.locator("summary").click()
+        assert XSS in (section.locator("details pre").first.text_content() or "")  # the judge's reply is text
+        assert page.locator("#d-body img").count() == 0
+        assert page.evaluate("typeof window.__pwned") == "undefined"
+        assert errors == []
+    finally:
+        context.close()

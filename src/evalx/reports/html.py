@@ -44,7 +44,9 @@ Embedded data (short keys: it is repeated for every cell)::
                 "e": error, "tb": traceback, "ev": [event, ...],
                 "cv": [{"i": turn input, "o": reply text, "ms": latency, "tc": [[name, args, result]],
                         "a": [assertion, ...] (only when "a" has none with a turn), "e": error,
-                        "f": 1 when the turn failed}, ...]}, ...],
+                        "f": 1 when the turn failed}, ...],
+             "pw": [[other target, the judge's verdict in words, [[target shown first, the judge's reply], ...]], ...]
+                   (a pairwise judge's comparisons of this cell, at most MAX_PAIRWISE)}, ...],
      "changes": {"failing": [[target, dataset, case_id]], "passing": [...]},
      "sample": {"cells", "cap", "embedded", "bad", "bad_kept", "bad_cap", "skipped", "skipped_kept",
                 "passes", "pass_kept", "command"}}  (only past the cap)
@@ -87,7 +89,7 @@ from evalx.figures import pct as _pct
 from evalx.figures import usd as _usd
 from evalx.reports import charts as _charts
 from evalx.reports.breakdown import cross_table, score_text
-from evalx.reports.pairwise import html_disagreements, html_pairwise
+from evalx.reports.pairwise import html_disagreements, html_pairwise, pairwise_verdict
 from evalx.reports.spool import Spool
 from evalx.reports.text import cost_gaps, pooled_footnote, tokens_shown
 from evalx.results.model import STATUSES, AssertionRecord, BaselineView, CellResult, GroupFigures, RunSummary, TargetFigures
@@ -105,6 +107,8 @@ TOOL_CAP = 2_000
 MAX_TOOL_CALLS = 100
 #: characters of an assertion's reason / judge details kept
 REASON_CAP = 4_000
+#: pairwise comparisons shown in a cell's detail (the rest are in results.jsonl)
+MAX_PAIRWISE = 20
 #: turns of a conversation kept per cell, and characters of each turn's input and reply
 MAX_TURNS = 100
 TURN_CAP = 4_000
@@ -665,6 +669,9 @@ class _ReportData:
         turns = cast("dict[str, Any]", result).get("turns")
         if isinstance(turns, list) and turns:
             self._turns(cell, turns)
+        pairwise = cast("dict[str, Any]", result).get("pairwise")
+        if isinstance(pairwise, list) and pairwise:
+            cell["pw"] = [self._pairwise(p) for p in pairwise[:MAX_PAIRWISE] if isinstance(p, dict)]
         error = result.get("error") or output.get("error")
         embed.put(cell, "e", error, REASON_CAP)
         embed.put(cell, "tb", result.get("traceback") or output.get("traceback"), TEXT_CAP)
@@ -678,6 +685,16 @@ class _ReportData:
                 if output.get("events_truncated"):
                     cell["evT"] = 1  # the target already dropped some
         self.cells.add(cell)
+
+    def _pairwise(self, record: Mapping[str, Any]) -> list[Any]:
+        """One pairwise comparison of the cell as the detail shows it: the other target, the verdict in words, the replies."""
+        embed = self.embed
+        replies = [
+            [embed.text(show_id(o.get("first")), 200), embed.text(o.get("reply"), REASON_CAP)]
+            for o in record.get("orders") or []
+            if isinstance(o, dict) and o.get("reply")
+        ]
+        return [embed.text(show_id(record.get("against")), 200), embed.text(pairwise_verdict(record), REASON_CAP), replies]
 
     def _turns(self, cell: _Json, turns: list[Any]) -> None:
         """``cell["cv"]``: a conversation's turns, as the chat in the cell detail shows them.

@@ -40,6 +40,7 @@ __all__ = [
     "markdown_disagreements",
     "markdown_pairwise",
     "pairwise_lines",
+    "pairwise_verdict",
     "shown_pairs",
 ]
 
@@ -71,6 +72,28 @@ def judge_words(p: Mapping[str, Any]) -> str | None:
     if j.get("not_compared"):
         text += f" · {j['not_compared']} not compared"
     text += " · " + longer_words(j)
+    return text
+
+
+def pairwise_verdict(record: Mapping[str, Any]) -> str:
+    """One pairwise record in words: ``bad preferred in both orders``, ``tie: the two orders disagreed (...)``, ``error: ...``."""
+    if record.get("not_compared"):
+        return f"not compared: {record['not_compared']}"
+    if record.get("error"):
+        return f"error: {record['error']}"
+    winner = record.get("winner")
+    longer = record.get("longer_won")
+    size = f" (len A − len B = {record.get('length_diff')} characters)" if record.get("length_diff") is not None else ""
+    if winner == "tie":
+        if record.get("position_tie"):
+            said = "; ".join(
+                f"{show_id(o.get('first'))} first → {show_id(o.get('prefers'))}" for o in record.get("orders") or [] if isinstance(o, dict)
+            )
+            return f"tie: the two orders disagreed ({said}){size}"
+        return f"tie in both orders{size}"
+    text = f"{show_id(winner)} preferred in both orders{size}"
+    if isinstance(longer, bool):
+        text += " — the longer answer won" if longer else " — the shorter answer won"
     return text
 
 

@@ -451,6 +451,15 @@
       b.appendChild(section("Assertions", el("p", "muted", "none")));
     }
 
+    if (x.pw && x.pw.length) {
+      var pl = el("ul", "pairwise");
+      x.pw.forEach(function (p) {
+        var li = add(el("li"), el("div", "tname", "vs " + p[0]), el("div", "reason", p[1]));
+        p[2].forEach(function (r) { li.appendChild(collapsed("the judge's reply, " + r[0] + " shown first", el("pre", "text", r[1]))); });
+        pl.appendChild(li);
+      });
+      b.appendChild(section("Pairwise judge (both orders)", pl));
+    }
     if (x.rq) b.appendChild(section("Request", collapsed("rendered request", longText(x.rq, x.rqN))));
     if (x.ev || x.evN) {
       var evs = el("ol", "events");
