@@ -268,6 +268,44 @@ def test_report_rebuilds_the_preferences_from_the_cells(
     assert "Judge preference" in html
 
 
+def test_shards_judge_their_own_pairs_and_merge_carries_them(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, judge_server: PairwiseJudge
+) -> None:
+    cases = [{"id": f"c{i}", "input": f"q{i}"} for i in range(6)]
+    root = project(tmp_path / "p", judge_server.port, cases=cases)
+    shards = []
+    for i in (1, 2):  # a shard holds whole cases: every pair of a case is in one shard
+        assert run(root, monkeypatch, "--matrix", "--shard", f"{i}/2").exit_code == 0
+        shards.append(only_run(root))
+    assert len(judge_server.prompts) == 12  # 6 cases × 1 pair × 2 orders, none asked twice
+    res = CliRunner().invoke(main, ["merge", *map(str, shards), "-o", str(tmp_path / "merged")])
+    assert res.exit_code == 0, res.output
+    pref = preference(tmp_path / "merged")
+    assert (pref["compared"], pref["wins_a"], pref["calls"]) == (6, 6, 12)
+    assert sum(len(r) for r in records(tmp_path / "merged").values()) == 12  # on both cells of each pair
+
+
+def test_a_python_judge_sees_which_target_is_shown_first(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    root = project(tmp_path / "p", 9, cases=[{"id": "c1", "input": "q1"}])
+    (root / "judges.py").write_text(
+        "import json\n\n"
+        "def judge(prompt, case):\n"
+        "    meta = case['metadata']['judge']\n"
+        "    assert meta['kind'] == 'pairwise' and {meta['first'], meta['second']} == {'good', 'bad'}\n"
+        "    return json.dumps({'winner': 'A' if meta['first'] == 'bad' else 'B', 'reason': 'bad, always'})\n"
+    )
+    config = (root / "evalconfig.yaml").read_text()
+    config = (
+        config[: config.index("judge:\n")]
+        + "judge: {target: {id: referee, type: python, callable: judges.py:judge}}\nmatrix: {targets: [good, bad]}\n"
+    )
+    (root / "evalconfig.yaml").write_text(config)
+    assert run(root, monkeypatch, "--matrix").exit_code == 0
+    (record,) = records(only_run(root))["good/c1"]
+    assert record["winner"] == "bad" and [o["first"] for o in record["orders"]] == ["good", "bad"]
+    assert record["longer_won"] is False and [o["reason"] for o in record["orders"]] == ["bad, always"] * 2
+
+
 def test_one_target_says_once_there_is_nothing_to_compare(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, judge_server: PairwiseJudge
 ) -> None:
