@@ -18,6 +18,7 @@ Every message is meant to be shown to a person as one line: it names where
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -62,6 +63,11 @@ class Issue:
     message: str
     warning: bool = False
 
+    @property
+    def key_path(self) -> str:
+        """The key path inside the file (``targets[2].url``); empty when the issue is about the whole file."""
+        return self.path
+
     def __str__(self) -> str:
         if not self.message:  # a pre-formatted line (e.g. from a dataset error)
             return self.file
@@ -71,7 +77,12 @@ class Issue:
 
 
 class ConfigError(EvalxError):
-    """The config is invalid; ``issues`` lists every problem found."""
+    """The config is invalid; ``issues`` lists every problem found.
+
+    For Python callers (the public API): ``errors`` lists every issue, each
+    with ``file``, ``line``, ``key_path`` and ``message``; ``file``, ``line``
+    and ``key_path`` are the first one's.
+    """
 
     def __init__(self, issues: list[Issue] | Issue | str) -> None:
         if isinstance(issues, str):
@@ -80,6 +91,32 @@ class ConfigError(EvalxError):
             issues = [issues]
         self.issues = issues
         super().__init__("\n".join(str(i) for i in issues))
+        first = _parts(issues[0]) if issues else None
+        self.file: str = first.file if first else ""  # "" when the issue names no file
+        self.line: int | None = first.line if first else None
+        self.key_path: str = first.key_path if first else ""  # "" when it is about the whole file
+
+    @property
+    def errors(self) -> list[Issue]:
+        """Every issue, a pre-formatted line (``FILE:LINE key.path: message``) read back into its parts."""
+        return [_parts(i) for i in self.issues]
+
+
+_FORMATTED = re.compile(
+    r"^(?P<file><[^>]+>|[^\s:]+\.[A-Za-z0-9]+)(?::(?P<line>\d+))?(?: (?P<path>[A-Za-z_][^\s:]*))?: (?P<message>.+)$", re.S
+)
+
+
+def _parts(issue: Issue) -> Issue:
+    """``issue`` with its file, line, key path and message apart (a pre-formatted one is split; a line it cannot split
+    is kept whole as the message)."""
+    if issue.message:
+        return issue
+    match = _FORMATTED.match(issue.file)
+    if match is None:
+        return Issue("", None, "", issue.file, issue.warning)
+    line = match.group("line")
+    return Issue(match.group("file"), int(line) if line else None, match.group("path") or "", match.group("message"), issue.warning)
 
 
 class DatasetError(EvalxError):

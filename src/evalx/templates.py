@@ -32,6 +32,8 @@ import json
 import os
 import re
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from functools import lru_cache
 from pathlib import Path, PurePosixPath, PureWindowsPath
 from typing import Any
@@ -51,6 +53,7 @@ __all__ = [
     "FolderLoader",
     "TemplateFileError",
     "TemplateRenderError",
+    "folder_scope",
     "read_template_file",
     "render",
     "render_value",
@@ -322,12 +325,28 @@ def _make_env(root: Path | None) -> BoundedSandbox:
 
 
 _env = _make_env(None)
+#: a run's own include folder (:func:`folder_scope`), which wins over the last config loaded in the process
+_scoped_env: ContextVar[BoundedSandbox | None] = ContextVar("evalx_template_folder", default=None)
 
 
 def use_folder(root: Path | None) -> None:
     """Templates rendered from now on include files from ``root`` (the config's folder), read afresh."""
     global _env
     _env = _make_env(root.resolve() if root is not None else None)
+
+
+@contextmanager
+def folder_scope(root: Path) -> Iterator[None]:
+    """Within this context (and the tasks and worker threads it starts with a copy of it), includes read from ``root``.
+
+    Two configs run in one process (the Python API, the pytest plugin) each keep their own
+    folder, whichever was loaded last.
+    """
+    token = _scoped_env.set(_make_env(root.resolve()))
+    try:
+        yield
+    finally:
+        _scoped_env.reset(token)
 
 
 @lru_cache(maxsize=512)
@@ -341,11 +360,11 @@ def _compile_expression_in(env: BoundedSandbox, source: str) -> Any:
 
 
 def _compile(source: str) -> Any:
-    return _compile_in(_env, source)
+    return _compile_in(_scoped_env.get() or _env, source)
 
 
 def _compile_expression(source: str) -> Any:
-    return _compile_expression_in(_env, source)
+    return _compile_expression_in(_scoped_env.get() or _env, source)
 
 
 def _joined(chunks: Iterator[str]) -> str:

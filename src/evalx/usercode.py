@@ -37,7 +37,7 @@ from typing import Any
 
 from evalx.documents import display_path
 
-__all__ = ["UserCodeError", "import_user_module", "is_file_ref", "resolve_callable", "user_code_on_path"]
+__all__ = ["UserCodeError", "import_user_module", "is_file_ref", "provide_callable", "resolve_callable", "user_code_on_path"]
 
 
 class UserCodeError(ImportError):
@@ -105,6 +105,12 @@ def resolve_callable(ref: str, base_dir: Path) -> Callable[..., Any]:
     with _lock:
         _callables[key] = obj
     return obj  # type: ignore[no-any-return]
+
+
+def provide_callable(ref: str, base_dir: Path, fn: Callable[..., Any]) -> None:
+    """Make ``ref`` resolve to ``fn`` for configs in ``base_dir``: a callable the Python API was given as an object."""
+    with _lock:
+        _callables[(ref, base_dir)] = fn
 
 
 def import_user_module(module_ref: str, base_dir: Path) -> ModuleType:

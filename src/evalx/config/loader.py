@@ -159,8 +159,12 @@ def load_config(
     var_overrides: Mapping[str, Any] | None = None,
     check_imports: bool = True,
     raise_errors: bool = True,
+    document: Loaded | None = None,
 ) -> Config:
     """Read and validate a config; raise :class:`ConfigError` with every issue.
+
+    ``document``: the config already read (an in-memory one, :func:`mapping_document`);
+    ``path`` then only places it (its folder is the config's folder).
 
     ``raise_errors=False`` returns the config with its errors in ``errors``
     (YAML that cannot be read at all still raises): ``evalx validate`` goes on
@@ -171,7 +175,7 @@ def load_config(
     """
     p = Path(path)
     env = os.environ if env is None else env
-    loaded = _read_yaml(p, env)
+    loaded = _read_yaml(p, env) if document is None else document
     load_plugins_of(loaded, p.resolve().parent)
     if var_overrides:
         loaded.data["vars"] = {**(loaded.data.get("vars") or {}), **var_overrides}
@@ -203,6 +207,21 @@ def load_config(
     config.errors = errors
     config.warnings.extend(i for i in issues if i.warning)
     return config
+
+
+def mapping_document(data: Mapping[str, Any], file: str, env: Mapping[str, str] | None = None) -> Loaded:
+    """An in-memory config (a dict of YAML-able values) read as a file would be (``${VAR}`` included), without line numbers."""
+    import yaml
+
+    try:
+        text = yaml.safe_dump(dict(data), sort_keys=False, allow_unicode=True)
+    except yaml.YAMLError as exc:
+        raise ConfigError(Issue(file, None, "", f"cannot be read as a config: {exc}")) from None
+    loaded = load_yaml(text, file, env=os.environ if env is None else env, template_path=template_path)
+    if not isinstance(loaded.data, dict):
+        raise ConfigError(Issue(file, None, "", "the config must be a mapping with targets: and datasets:"))
+    loaded.lines = {}  # the lines of a text nobody wrote would only mislead
+    return loaded
 
 
 def _add_configured_secrets(value: Any, redactor: Redactor) -> None:

@@ -1,0 +1,344 @@
+"""The Python API: load a config (a file or a dict), run it as ``evalx run`` does, read the results as objects.
+
+Everything goes through the command line's own loader and runner
+(:func:`evalx.config.loader.load_config`, :func:`evalx.execution.runner.run`),
+so a config behaves the same from Python, from pytest and from the shell.
+Heavy imports happen inside the functions: ``import evalx`` stays fast.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import dataclasses
+import os
+import re
+import sys
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from evalx.errors import ConfigError, Issue
+
+if TYPE_CHECKING:
+    from evalx.config.loader import Config
+
+__all__ = ["AssertionResult", "CellResult", "RunResult", "arun", "load_config", "run"]
+
+#: how an in-memory config is named in messages (it has no file and no line numbers)
+MAPPING_FILE = "<config>"
+_UNNAMEABLE = re.compile(r"[^A-Za-z0-9_.]")
+
+
+@dataclass(frozen=True)
+class AssertionResult:
+    """What one assertion concluded about a cell."""
+
+    type: str
+    passed: bool | None  # None: inconclusive (e.g. no judge)
+    score: float | None
+    reason: str
+    name: str | None = None
+
+
+@dataclass(frozen=True)
+class CellResult:
+    """One cell of a run (a case on a target, one repeat), read from ``results.jsonl``.
+
+    ``record`` is the whole stored line (docs/results-format.md) for anything not named here.
+    """
+
+    run_id: str
+    target: str
+    dataset: str
+    case_id: str
+    repeat: int
+    status: str  # pass | fail | error | skipped
+    score: float | None
+    text: str | None  # the target's final answer
+    error: str | None
+    reason: str  # why it failed or errored, in one line ("" when it passed)
+    assertions: tuple[AssertionResult, ...]
+    latency_ms: float | None
+    cost_usd: float | None
+    cached: bool
+    category: str | None
+    tags: tuple[str, ...]
+    input: Any
+    expected: Any
+    record: Mapping[str, Any] = dataclasses.field(repr=False, compare=False)
+
+    @property
+    def passed(self) -> bool:
+        return self.status == "pass"
+
+    @classmethod
+    def from_record(cls, record: Mapping[str, Any]) -> CellResult:
+        from evalx.results.model import failure_reason
+
+        output = record.get("output") if isinstance(record.get("output"), dict) else {}
+        status = str(record.get("status"))
+        return cls(
+            run_id=str(record.get("run_id") or ""),
+            target=str(record.get("target")),
+            dataset=str(record.get("dataset")),
+            case_id=str(record.get("case_id")),
+            repeat=int(record.get("repeat") or 0),
+            status=status,
+            score=record.get("score"),
+            text=output.get("text") if isinstance(output, dict) else None,
+            error=record.get("error"),
+            reason=failure_reason(record, status) if status in ("fail", "error") else "",  # type: ignore[arg-type]
+            assertions=tuple(
+                AssertionResult(str(a.get("type")), a.get("passed"), a.get("score"), str(a.get("reason") or ""), a.get("name"))
+                for a in record.get("assertions") or []
+                if isinstance(a, dict)
+            ),
+            latency_ms=record.get("latency_ms"),
+            cost_usd=record.get("cost_usd"),
+            cached=bool(record.get("cached")),
+            category=record.get("category"),
+            tags=tuple(str(t) for t in record.get("tags") or ()),
+            input=record.get("input"),
+            expected=record.get("expected"),
+            record=record,
+        )
+
+
+#: the columns of :meth:`RunResult.to_pandas`, in order
+COLUMNS = (
+    "run_id", "target", "dataset", "case_id", "repeat", "status", "score", "reason", "text", "error",
+    "latency_ms", "cost_usd", "cached", "category", "tags",
+)  # fmt: skip
+
+
+@dataclass(frozen=True)
+class RunResult:
+    """A finished run: its folder, its summary (``summary.json``), its exit status as ``evalx run`` would exit."""
+
+    run_id: str
+    run_dir: Path
+    summary: Mapping[str, Any]
+    exit_code: int  # 0 passed (gates held) · 1 a cell failed or errored, or a gate breached · 3 incomplete
+    messages: tuple[str, ...] = ()
+
+    @property
+    def passed(self) -> bool:
+        return self.exit_code == 0
+
+    def results(self) -> Iterator[CellResult]:
+        """Each cell, in matrix order, read from the run's ``results.jsonl`` as it is iterated."""
+        from evalx.results.store import RESULTS, read_results
+
+        for record in read_results(self.run_dir / RESULTS):
+            yield CellResult.from_record(record)
+
+    def to_pandas(self) -> Any:
+        """The cells as a ``pandas.DataFrame``, a row a cell (:data:`COLUMNS`); needs pandas (``pip install 'evalx[pandas]'``)."""
+        try:
+            import pandas  # type: ignore[import-untyped,unused-ignore]
+        except ImportError:
+            raise ImportError("to_pandas() needs pandas: pip install pandas (or evalx[pandas])") from None
+        rows = [[getattr(cell, name) for name in COLUMNS] for cell in self.results()]
+        return pandas.DataFrame(rows, columns=list(COLUMNS))
+
+
+# ------------------------------------------------------------------------------------------ loading
+
+
+def load_config(
+    source: str | os.PathLike[str] | Mapping[str, Any] | Config,
+    *,
+    base_dir: str | os.PathLike[str] | None = None,
+    vars: Mapping[str, Any] | None = None,
+) -> Config:
+    """A validated config, or :class:`evalx.ConfigError` (``.errors``; ``.file``, ``.line``, ``.key_path`` of the first).
+
+    ``source``: a config file's path, or a mapping (a dict as the YAML would be). In a mapping, paths are relative
+    to ``base_dir`` (default: the current directory), and a target's (or a ``python`` assertion's) ``callable``
+    may be a Python function itself: it runs as given, and the stored ``config.yaml`` names it ``module:qualname``.
+    ``vars`` set template vars, as ``--var`` does.
+    """
+    from evalx.config.loader import Config, mapping_document
+    from evalx.config.loader import load_config as load_file
+
+    if isinstance(source, Config):
+        return _with(source, vars=vars) if vars else source
+    overrides = {str(k): v for k, v in (vars or {}).items()}
+    if isinstance(source, Mapping):
+        folder = Path(base_dir if base_dir is not None else os.getcwd()).resolve()
+        data, given = _plain(source, folder)
+        config = load_file(folder / MAPPING_FILE, var_overrides=overrides, document=mapping_document(data, MAPPING_FILE))
+        config.in_memory = given  # type: ignore[attr-defined]
+        return config
+    path = Path(source)
+    if base_dir is not None and not path.is_absolute():
+        path = Path(base_dir) / path
+    return load_file(path, var_overrides=overrides)
+
+
+def _plain(source: Mapping[str, Any], folder: Path) -> tuple[dict[str, Any], dict[str, Callable[..., Any]]]:
+    """``source`` as plain YAML values: each callable object under a ``callable:`` key becomes ``module:qualname``
+    (made to resolve to that very object); anything else YAML cannot hold is a :class:`ConfigError` naming its key path."""
+    from evalx.documents import format_path
+    from evalx.usercode import provide_callable
+
+    given: dict[str, Callable[..., Any]] = {}
+
+    def name_of(fn: Callable[..., Any]) -> str:
+        module = getattr(fn, "__module__", None) or "__main__"
+        qualname = getattr(fn, "__qualname__", None) or type(fn).__qualname__
+        # what a name cannot hold (<locals>, <lambda>) becomes _: the config schema's module:attr
+        ref = f"{module}:{_UNNAMEABLE.sub('_', qualname).lstrip('._0123456789') or 'fn'}"
+        n = 1
+        while given.get(ref if n == 1 else f"{ref}_{n}", fn) is not fn:  # two lambdas: ..._lambda_, ..._lambda__2
+            n += 1
+        return ref if n == 1 else f"{ref}_{n}"
+
+    def plain(value: Any, path: tuple[str | int, ...]) -> Any:
+        if isinstance(value, Mapping):
+            return {str(k): plain(v, (*path, str(k))) for k, v in value.items()}
+        if isinstance(value, (list, tuple)):
+            return [plain(v, (*path, i)) for i, v in enumerate(value)]
+        if isinstance(value, os.PathLike):
+            return os.fspath(value)
+        if value is None or isinstance(value, (str, int, float, bool)):
+            return value
+        if callable(value) and path and path[-1] == "callable":
+            ref = name_of(value)
+            given[ref] = value
+            provide_callable(ref, folder, value)
+            return ref
+        raise ConfigError(Issue(MAPPING_FILE, None, format_path(path), f"a {type(value).__name__} cannot be written in a config"))
+
+    return plain(source, ()), given
+
+
+def _with(config: Config, *, vars: Mapping[str, Any] | None = None, output_dir: str | os.PathLike[str] | None = None) -> Config:
+    """A copy of ``config`` with template vars set (as ``--var``) or another output folder; ``config`` is unchanged."""
+    data = dict(config.data)
+    if vars:
+        data["vars"] = {**(data.get("vars") or {}), **{str(k): v for k, v in vars.items()}}
+    if output_dir is not None:
+        data["output"] = {**(data.get("output") or {}), "dir": os.fspath(Path(output_dir).resolve())}
+    copy = dataclasses.replace(config, loaded=dataclasses.replace(config.loaded, data=data))
+    if hasattr(config, "in_memory"):
+        copy.in_memory = config.in_memory  # type: ignore[attr-defined]
+    return copy
+
+
+# ------------------------------------------------------------------------------------------ running
+
+
+def run(
+    config: str | os.PathLike[str] | Mapping[str, Any] | Config,
+    *,
+    targets: Iterable[str] | None = None,
+    datasets: Iterable[str] | None = None,
+    cases: Iterable[str] | None = None,
+    categories: Iterable[str] | None = None,
+    tags: Iterable[str] | None = None,
+    repeat: int | None = None,
+    concurrency: int | None = None,
+    matrix: bool = False,
+    no_cache: bool = False,
+    baseline: str | None = None,
+    vars: Mapping[str, Any] | None = None,
+    output_dir: str | os.PathLike[str] | None = None,
+    quiet: bool = True,
+) -> RunResult:
+    """Run ``config`` as ``evalx run`` would (the same options, by their Python names) and return its :class:`RunResult`.
+
+    It writes ``runs/<run_id>/`` as the command line does (``output_dir`` overrides ``output.dir``). A config
+    error raises :class:`evalx.ConfigError`; failing cells do not raise (see ``exit_code``). Inside a running
+    event loop (Jupyter) the run goes on a worker thread and this call waits for it; :func:`arun` awaits it.
+    """
+    import asyncio
+    from concurrent.futures import ThreadPoolExecutor
+
+    call = _prepared(config, locals())
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return call()
+    context = contextvars.copy_context()
+    with ThreadPoolExecutor(1, thread_name_prefix="evalx-run") as pool:
+        return pool.submit(context.run, call).result()
+
+
+async def arun(
+    config: str | os.PathLike[str] | Mapping[str, Any] | Config,
+    *,
+    targets: Iterable[str] | None = None,
+    datasets: Iterable[str] | None = None,
+    cases: Iterable[str] | None = None,
+    categories: Iterable[str] | None = None,
+    tags: Iterable[str] | None = None,
+    repeat: int | None = None,
+    concurrency: int | None = None,
+    matrix: bool = False,
+    no_cache: bool = False,
+    baseline: str | None = None,
+    vars: Mapping[str, Any] | None = None,
+    output_dir: str | os.PathLike[str] | None = None,
+    quiet: bool = True,
+) -> RunResult:
+    """:func:`run`, awaitable: the run goes on a worker thread (it has its own event loop), this coroutine awaits it."""
+    import asyncio
+
+    call = _prepared(config, locals())
+    return await asyncio.to_thread(call)
+
+
+def _prepared(config: Any, given: dict[str, Any]) -> Callable[[], RunResult]:
+    """Load the config and make the options here (errors raise in the caller's thread); return the run to make."""
+    from evalx.execution.plan import Selection
+    from evalx.execution.runner import RunOptions
+
+    loaded = _with(load_config(config, vars=given["vars"]), output_dir=given["output_dir"])
+    selection = Selection(
+        _strings(given["targets"], "targets"),
+        _strings(given["datasets"], "datasets"),
+        _strings(given["cases"], "cases"),
+        _strings(given["categories"], "categories"),
+        given["repeat"],
+        bool(given["matrix"]),
+        tags=_strings(given["tags"], "tags"),
+    )
+    _check_in_memory(loaded)
+    options = RunOptions(
+        selection, given["concurrency"], not given["no_cache"], quiet=bool(given["quiet"]), baseline=given["baseline"]
+    )
+    return lambda: _execute(loaded, options)
+
+
+def _strings(value: Iterable[str] | None, name: str) -> list[str]:
+    if value is None:
+        return []
+    if isinstance(value, str):  # run(tags="quick") means one tag, not five letters
+        return [value]
+    items = list(value)
+    if not all(isinstance(v, str) for v in items):
+        raise TypeError(f"evalx.run({name}=...): give strings")
+    return items
+
+
+def _check_in_memory(config: Config) -> None:
+    """Callables given as objects run in this process only: the Ray executor needs importable ones, and says so."""
+    given: dict[str, Any] = getattr(config, "in_memory", {})
+    kind = (config.data.get("executor") or {}).get("kind") if isinstance(config.data.get("executor"), dict) else None
+    if not given or kind != "ray":
+        return
+    ref = next(iter(given))
+    raise ConfigError(
+        Issue(MAPPING_FILE, None, "executor.kind", f"ray workers cannot receive {ref}, a callable given in memory; name an importable module:function")
+    )
+
+
+def _execute(config: Config, options: Any) -> RunResult:
+    from evalx.execution.runner import run as run_config
+    from evalx.templates import folder_scope
+
+    with folder_scope(config.base_dir):  # this config's includes, whichever config was loaded last
+        outcome = run_config(config, options, out=sys.stderr, err=sys.stderr)
+    return RunResult(outcome.run_id, outcome.run_dir, outcome.summary, outcome.exit_code, tuple(outcome.messages))

@@ -1,0 +1,184 @@
+"""The public Python API: ``evalx.load_config``, ``evalx.run`` / ``evalx.arun`` and their results, as a notebook uses them."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+import threading
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from _fake_llm import OPENAI_KEY, FakeLLMServer, fast_backoff, server  # noqa: F401  (fixtures)
+
+import evalx
+
+
+def shout(question: str) -> str:
+    """A target given to the config as a Python function, not as ``module:function``."""
+    return question.upper()
+
+
+def notebook_config() -> dict[str, Any]:
+    return {
+        "version": 1,
+        "name": "notebook",
+        "targets": [
+            {"id": "shout", "type": "python", "callable": shout},
+            {"id": "echo", "type": "python", "callable": lambda q: q},
+        ],
+        "datasets": [
+            {
+                "id": "d",
+                "cases": [
+                    {"id": "hello", "input": "hello", "tags": ["quick"], "assert": [{"type": "contains", "value": "HELLO"}]},
+                    {"id": "bye", "input": "bye", "category": "farewell", "assert": [{"type": "contains", "value": "BYE"}]},
+                ],
+            }
+        ],
+    }
+
+
+def test_a_dict_config_with_python_callables_runs_and_reads_back_as_objects(tmp_path: Path) -> None:
+    config = evalx.load_config(notebook_config(), base_dir=tmp_path)
+    result = evalx.run(config)
+    assert isinstance(result, evalx.RunResult)
+    assert result.run_dir.parent == tmp_path / "runs" and result.run_dir.name == result.run_id
+    assert result.exit_code == 1 and not result.passed  # echo fails: its answers are not upper case
+    assert result.summary["totals"]["cells"] == 4 and result.summary["totals"]["pass"] == 2
+    cells = list(result.results())
+    assert all(isinstance(c, evalx.CellResult) for c in cells)
+    by = {(c.target, c.case_id): c for c in cells}
+    assert by["shout", "hello"].passed and by["shout", "hello"].text == "HELLO"
+    assert by["shout", "hello"].tags == ("quick",) and by["shout", "bye"].category == "farewell"
+    failed = by["echo", "bye"]
+    assert failed.status == "fail" and failed.text == "bye"
+    assert failed.reason.startswith("contains") and "BYE" in failed.reason
+    assert failed.assertions[0] == evalx.AssertionResult("contains", False, 0.0, failed.assertions[0].reason, None)
+    assert failed.record["case_id"] == "bye"  # the whole stored line
+    # the stored config names the functions module:qualname
+    stored = yaml.safe_load((result.run_dir / "config.yaml").read_text())
+    assert [t["callable"] for t in stored["targets"]] == [f"{__name__}:shout", f"{__name__}:notebook_config._locals_._lambda_"]
+
+
+def test_run_takes_the_command_line_options(tmp_path: Path) -> None:
+    result = evalx.run(
+        notebook_config(), targets=["shout"], tags="quick", repeat=2, output_dir=tmp_path / "out", concurrency=1, no_cache=True
+    )
+    assert result.exit_code == 0
+    assert result.run_dir.parent == (tmp_path / "out").resolve()
+    assert [(c.target, c.case_id, c.repeat) for c in result.results()] == [("shout", "hello", 0), ("shout", "hello", 1)]
+    meta = json.loads((result.run_dir / "run.json").read_text())
+    assert meta["selection"]["tags"] == ["quick"] and meta["selection"]["repeat"] == 2
+
+
+def test_to_pandas(tmp_path: Path) -> None:
+    pandas = pytest.importorskip("pandas")
+    frame = evalx.run(notebook_config(), output_dir=tmp_path).to_pandas()
+    assert isinstance(frame, pandas.DataFrame)
+    assert len(frame) == 4 and list(frame.columns[:6]) == ["run_id", "target", "dataset", "case_id", "repeat", "status"]
+    assert frame.groupby("target")["status"].apply(lambda s: (s == "pass").mean()).to_dict() == {"echo": 0.0, "shout": 1.0}
+
+
+def test_to_pandas_without_pandas_says_what_to_install(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    result = evalx.run(notebook_config(), output_dir=tmp_path, targets=["shout"])
+    monkeypatch.setitem(sys.modules, "pandas", None)  # as if it were not installed
+    with pytest.raises(ImportError, match=r"^to_pandas\(\) needs pandas: pip install pandas \(or evalx\[pandas\]\)$"):
+        result.to_pandas()
+
+
+def test_a_bad_dict_config_raises_config_error_with_where(tmp_path: Path) -> None:
+    config = notebook_config()
+    del config["targets"][0]["callable"]
+    config["targets"][1]["type"] = "pyhton"
+    with pytest.raises(evalx.ConfigError) as info:
+        evalx.load_config(config, base_dir=tmp_path)
+    err = info.value
+    assert err.file == "<config>" and err.line is None and err.key_path == "targets[0].callable"
+    assert "'callable' is a required property" in err.errors[0].message
+    assert [e.key_path for e in err.errors] == ["targets[0].callable", "targets[1].type"]
+    assert str(err).splitlines()[0].startswith("<config> targets[0].callable: ")
+
+
+def test_a_bad_file_config_raises_with_file_line_and_key_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    (tmp_path / "evalconfig.yaml").write_text("version: 1\ntargets:\n  - id: t\n    type: python\ndatasets: []\n")
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(evalx.ConfigError) as info:
+        evalx.load_config("evalconfig.yaml")
+    assert (info.value.file, info.value.line, info.value.key_path) == ("evalconfig.yaml", 3, "targets[0].callable")
+    assert [(e.line, e.key_path) for e in info.value.errors] == [(3, "targets[0].callable"), (5, "datasets")]
+
+
+def test_a_value_yaml_cannot_hold_is_named(tmp_path: Path) -> None:
+    config = notebook_config()
+    config["vars"] = {"when": object()}
+    with pytest.raises(evalx.ConfigError) as info:
+        evalx.load_config(config, base_dir=tmp_path)
+    assert info.value.key_path == "vars.when" and "cannot be written in a config" in str(info.value)
+
+
+def test_a_selection_that_matches_nothing_raises(tmp_path: Path) -> None:
+    with pytest.raises(evalx.ConfigError, match="--tag nightly selects no cell"):
+        evalx.run(notebook_config(), output_dir=tmp_path, tags=["nightly"])
+
+
+def test_run_inside_a_running_event_loop(tmp_path: Path) -> None:
+    """As in Jupyter: the notebook's loop is running when the cell calls evalx.run."""
+    seen: list[str] = []
+
+    async def notebook_cell() -> evalx.RunResult:
+        seen.append(threading.current_thread().name)
+        return evalx.run(notebook_config(), output_dir=tmp_path, targets=["shout"])
+
+    result = asyncio.run(notebook_cell())
+    assert result.exit_code == 0 and len(list(result.results())) == 2
+
+
+def test_arun_is_the_async_twin(tmp_path: Path) -> None:
+    async def main() -> tuple[evalx.RunResult, int]:
+        ticks = 0
+
+        async def tick() -> None:
+            nonlocal ticks
+            while True:
+                await asyncio.sleep(0.005)
+                ticks += 1
+
+        ticker = asyncio.create_task(tick())
+        slow = notebook_config()
+        slow["targets"] = [{"id": "slow", "type": "python", "callable": _slow}]
+        try:
+            return await evalx.arun(slow, output_dir=tmp_path), ticks
+        finally:
+            ticker.cancel()
+
+    result, ticks = asyncio.run(main())
+    assert result.exit_code == 0
+    assert ticks >= 5  # the caller's loop kept running while the run went on
+
+
+def _slow(question: str) -> str:
+    import time
+
+    time.sleep(0.1)
+    return question.upper()
+
+
+def test_two_configs_in_one_process_keep_their_own_include_folders(tmp_path: Path, server: FakeLLMServer) -> None:
+    """A prompt's {% include %} reads from its own config's folder, not from the folder of the config loaded last."""
+
+    def config(name: str) -> Any:
+        folder = tmp_path / name
+        folder.mkdir()
+        (folder / "greeting.txt").write_text(f"greeting from {name}")
+        target = {"id": "m", "type": "provider", "provider": "openai", "model": "gpt-4o-mini", "base_url": f"{server.url}/v1"}
+        target |= {"api_key": OPENAI_KEY, "prompt": "{% include 'greeting.txt' %}"}
+        case = {"id": "c", "input": "x", "assert": [{"type": "contains", "value": f"greeting from {name}"}]}
+        return evalx.load_config({"version": 1, "targets": [target], "datasets": [{"id": "d", "cases": [case]}]}, base_dir=folder)
+
+    a, b = config("a"), config("b")  # b is loaded last
+    first = evalx.run(a, no_cache=True)
+    assert first.exit_code == 0, [c.reason for c in first.results()]
+    assert evalx.run(b, no_cache=True).exit_code == 0
