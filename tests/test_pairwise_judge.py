@@ -306,6 +306,26 @@ def test_a_python_judge_sees_which_target_is_shown_first(tmp_path: Path, monkeyp
     assert record["longer_won"] is False and [o["reason"] for o in record["orders"]] == ["bad, always"] * 2
 
 
+def test_a_resumed_run_keeps_its_verdicts_and_asks_again_only_after_an_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, judge_server: PairwiseJudge
+) -> None:
+    judge_server.mode = "garbage"
+    root = project(tmp_path / "p", judge_server.port, cases=[{"id": "c1", "input": "q1"}])
+    assert run(root, monkeypatch, "--matrix").exit_code == 0
+    run_dir = only_run(root)
+    assert len(judge_server.prompts) == 2 and preference(run_dir)["errors"] == 1
+    judge_server.mode = "content"
+    res = run(root, monkeypatch, "--matrix", "--resume", run_dir.name)
+    assert res.exit_code == 0, res.output
+    assert len(judge_server.prompts) == 4  # the pair in error was asked again
+    assert (preference(run_dir)["wins_a"], preference(run_dir)["errors"]) == (1, 0)
+    res = run(root, monkeypatch, "--matrix", "--resume", run_dir.name)
+    assert len(judge_server.prompts) == 4  # its verdict is kept: no judge call
+    (record,) = records(run_dir)["bad/c1"]
+    assert record["winner"] == "good" and record["against"] == "good"
+    assert preference(run_dir)["compared"] == 1
+
+
 def test_one_target_says_once_there_is_nothing_to_compare(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, judge_server: PairwiseJudge
 ) -> None:

@@ -23,6 +23,9 @@ reads. A separate ``pairwise.jsonl`` would be one more file every reader,
 merger and resume must know about. The judgement never changes a cell's
 status: a preference is not a failure of either side.
 
+A resumed run (``--resume``) keeps the comparisons its cells already carry
+a verdict of, and asks again only for those that ended in an error.
+
 The pairwise judge calls count in the run's cost (the summary's
 ``judge_cost_usd`` and ``judge`` usage, from the records) and against
 ``defaults.max_total_cost``: once the cost guard's limit is reached, the
@@ -172,7 +175,7 @@ def _cases(results: Iterable[CellResult]) -> Iterator[list[CellResult]]:
 
 
 def _not_compared(
-    dataset: str, case_id: str, spec: dict[str, Any], a: str, b: str, repeat: int, why: str, cells: list[int]
+    dataset: str, case_id: str, spec: dict[str, Any], a: str, b: str, repeat: int, why: str, cells: list[Any]
 ) -> dict[str, Any]:
     return {
         "dataset": dataset,
@@ -188,8 +191,35 @@ def _not_compared(
     }
 
 
+def _judged_before(cell: CellResult, b: CellResult, repeat: int, spec: dict[str, Any]) -> dict[str, Any] | None:
+    """The record of this comparison already on ``cell`` (a resumed run judged it before), if it has a verdict."""
+    from evalx.judge.pairwise import DEFAULT_RUBRIC
+
+    stored = cell.get("pairwise")
+    if not isinstance(stored, list):
+        return None
+    cells = [cell.get("index"), b.get("index")]
+    criterion = spec.get("rubric") or DEFAULT_RUBRIC
+    for record in stored:
+        if (
+            isinstance(record, dict)
+            and record.get("cells") == cells
+            and record.get("repeat") == repeat
+            and record.get("name") == spec.get("name")
+            and record.get("criterion") == criterion
+            and record.get("winner") is not None
+            and not record.get("error")
+        ):
+            return {k: v for k, v in record.items() if k != "against"}
+    return None
+
+
 def _plan_jobs(results: Iterable[CellResult], specs: PairwiseSpecs, targets: list[str]) -> tuple[list[_Job], list[dict[str, Any]]]:
-    """The comparisons to ask the judge for, and the records of pairs that cannot be compared."""
+    """The comparisons to ask the judge for, and the records that need no judge call.
+
+    Those are the pairs that cannot be compared and, in a resumed run, the
+    comparisons its cells already carry a verdict of (an error is asked again).
+    """
     from evalx.judge.pairwise import Side
 
     jobs: list[_Job] = []
@@ -210,10 +240,14 @@ def _plan_jobs(results: Iterable[CellResult], specs: PairwiseSpecs, targets: lis
                 for b in here[i + 1 :]:
                     for r in repeats:
                         ca, cb = by_target[a].get(r), by_target[b].get(r)
-                        indexes = [int(c.get("index") or 0) for c in (ca, cb) if c is not None]
+                        indexes = [c.get("index") if c is not None else None for c in (ca, cb)]
                         if ca is None or cb is None or not _finished(ca) or not _finished(cb):
                             why = _why_not(ca, a) if ca is None or not _finished(ca) else _why_not(cb, b)
                             skipped.append(_not_compared(dataset, case_id, spec, a, b, r, why, indexes))
+                            continue
+                        before = _judged_before(ca, cb, r, spec)
+                        if before is not None:
+                            skipped.append(before)
                             continue
                         side_a = Side(a, _text(ca), int(ca.get("index") or 0), r)
                         side_b = Side(b, _text(cb), int(cb.get("index") or 0), r)
@@ -236,7 +270,8 @@ def attach_records(results: Iterable[CellResult], records: list[dict[str, Any]])
     for record in records:
         cells = record.get("cells") or []
         for index, against in zip(cells, (record.get("b"), record.get("a")), strict=False):
-            by_cell.setdefault(int(index), []).append({"against": against, **record})
+            if type(index) is int:  # None: no cell on that side
+                by_cell.setdefault(index, []).append({"against": against, **record})
     for cell in results:
         index = cell.get("index")
         mine = by_cell.get(index) if type(index) is int else None
