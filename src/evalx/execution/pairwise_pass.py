@@ -174,6 +174,13 @@ def _cases(results: Iterable[CellResult]) -> Iterator[list[CellResult]]:
         yield group
 
 
+def _criterion(spec: dict[str, Any]) -> str:
+    """What the pair is compared on (a record's ``criterion``: one key, whether the pair was judged or not)."""
+    from evalx.judge.pairwise import DEFAULT_RUBRIC
+
+    return str(spec.get("rubric") or DEFAULT_RUBRIC)
+
+
 def _not_compared(
     dataset: str, case_id: str, spec: dict[str, Any], a: str, b: str, repeat: int, why: str, cells: list[Any]
 ) -> dict[str, Any]:
@@ -181,7 +188,7 @@ def _not_compared(
         "dataset": dataset,
         "case_id": case_id,
         "name": spec.get("name"),
-        "criterion": spec.get("rubric"),
+        "criterion": _criterion(spec),
         "a": a,
         "b": b,
         "repeat": repeat,
@@ -193,13 +200,11 @@ def _not_compared(
 
 def _judged_before(cell: CellResult, b: CellResult, repeat: int, spec: dict[str, Any]) -> dict[str, Any] | None:
     """The record of this comparison already on ``cell`` (a resumed run judged it before), if it has a verdict."""
-    from evalx.judge.pairwise import DEFAULT_RUBRIC
-
     stored = cell.get("pairwise")
     if not isinstance(stored, list):
         return None
     cells = [cell.get("index"), b.get("index")]
-    criterion = spec.get("rubric") or DEFAULT_RUBRIC
+    criterion = _criterion(spec)
     for record in stored:
         if (
             isinstance(record, dict)
