@@ -114,6 +114,17 @@ def test_identical_results_with_a_local_run(ray_local: Any, tmp_path: Path) -> N
     _each_cell_once(remote["dir"], 60)
 
 
+def test_three_shards_run_on_ray_merge_into_the_local_run(ray_local: Any, tmp_path: Path) -> None:
+    """Issue 20's identical results: a local run, and 3 shards each run on Ray then merged, are the same run."""
+    config = _python_project(tmp_path, cells=20, repeat=2, ray={"actors": 2}, timed=False)
+    local = _run(config)
+    shards = [_run(config, "--executor", "ray", "--shard", f"{i}/3")["dir"] for i in (1, 2, 3)]
+    merged = tmp_path / "merged"
+    result = CliRunner().invoke(main, ["merge", *map(str, shards), "-c", str(config), "-o", str(merged)])
+    assert result.exit_code == local["exit"] == 1, result.output
+    assert_identical_runs(local["dir"], merged)
+
+
 def test_an_engine_config_runs_on_ray(ray_local: Any, tmp_path: Path, engine_server: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("ENGINE_KEY", ENGINE_TEST_KEY)
     cases = [
