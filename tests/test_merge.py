@@ -155,8 +155,9 @@ def test_refuses_missing_shard_then_allow_partial(tmp_path: Path) -> None:
         "give every shard's run folder, or --allow-partial to merge these and say so"
     )
     assert not (tmp_path / "m").exists()
-    code, output = merge(config, parts[0], parts[2], "-o", tmp_path / "m", "--allow-partial")
+    code, output = merge(config, parts[0], parts[2], "-o", tmp_path / "m", "--allow-partial", "--markdown", tmp_path / "m.md")
     assert code in (0, 1), output
+    assert "> ⚠️ PARTIAL: shard 2/3 missing; their cells are not in this run." in (tmp_path / "m.md").read_text()
     assert "PARTIAL: shard 2/3 missing" in output
     assert "partial merge: shard 2/3 missing" in output
     summary = json.loads((tmp_path / "m" / "summary.json").read_text())
@@ -268,3 +269,26 @@ def test_an_unfinished_shard_makes_an_incomplete_merge(tmp_path: Path) -> None:
     assert code == 3, output
     assert f"shard 2/2 ({parts[1]}) did not complete (status: running); finish it with `evalx run --resume {parts[1].name}`" in output
     assert json.loads((tmp_path / "m" / "summary.json").read_text())["interrupted"] is True
+
+
+def test_pairwise_runs_inside_shards_and_merges_the_same(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A case's cells are in one shard, so ``pairwise`` is judged there; the merge carries the records and the summary."""
+    pytest.importorskip("evalx.execution.pairwise_pass")
+    judge_module = pytest.importorskip("test_pairwise_judge")
+    server = judge_module.PairwiseJudge().start()
+    try:
+        root = judge_module.project(
+            tmp_path / "p", server.port, cases=[{"id": f"c{i}", "input": f"q{i}"} for i in range(5)] + [{"id": "crash", "input": "crash"}]
+        )
+        config = root / "evalconfig.yaml"
+        monkeypatch.chdir(root)
+        code_one, _, one = run(config, "--no-cache")
+        parts = shards(config, 3, "--no-cache")
+        code, output = merge(config, *parts, "-o", tmp_path / "merged")
+    finally:
+        server.stop()
+    assert code == code_one, output
+    assert len(server.prompts) == 2 * 2 * 5  # both orders of 5 comparable cases, once in the single run and once in the shards
+    assert_identical_runs(one, tmp_path / "merged")
+    summary = json.loads((tmp_path / "merged" / "summary.json").read_text())
+    assert summary["pairwise"][0]["judge_preference"]["compared"] == 5

@@ -168,8 +168,10 @@ def test_shard_has_no_gates_and_exits_0_on_failures(tmp_path: Path) -> None:
     config.write_text(config.read_text().replace("value: ok", "value: nope"))  # every cell fails
     code, output, one = run(config)
     assert code == 1
-    code, output, part = run(config, "--shard", "1/2")
+    code, output, part = run(config, "--shard", "1/2", "--markdown", str(tmp_path / "shard.md"))
     assert code == 0, output
+    markdown = (tmp_path / "shard.md").read_text()
+    assert markdown.startswith("## 🧩 evalx run") and "Shard 1/2: gates and the baseline are applied by `evalx merge`" in markdown
     summary = json.loads((part / "summary.json").read_text())
     assert "gates" not in summary and summary["totals"]["fail"] == 12
     assert "gates and the baseline are applied by `evalx merge` of every shard" in output

@@ -32,6 +32,9 @@ def markdown_summary(summary: RunSummary) -> str:
         icon = "✅" if gates["passed"] else "❌"
     else:
         icon = "✅" if not (totals["fail"] or totals["error"]) else "❌"
+    shard, merged = summary.get("shard"), summary.get("merged")
+    if shard:  # a shard has no verdict: `evalx merge` of every shard gates
+        icon = "🧩"
     name = f" — {md_escape(summary['name'])}" if summary.get("name") else ""
     cost = summary.get("cost_usd")
     p99 = (summary.get("latency_ms") or {}).get("p99")
@@ -47,6 +50,12 @@ def markdown_summary(summary: RunSummary) -> str:
         + (f" · p99 {p99:.0f}ms" if isinstance(p99, (int, float)) else ""),
         "",
     ]
+    if shard:
+        lines += [f"Shard {shard['index']}/{shard['count']}: gates and the baseline are applied by `evalx merge` of every shard.", ""]
+    if merged:
+        missing = ", ".join(f"{i}/{merged['count']}" for i in merged["missing"])
+        lines += [f"Merged from {len(merged['shards'])} of {merged['count']} shards.", ""]
+        lines += [f"> ⚠️ PARTIAL: shard {missing} missing; their cells are not in this run.", ""] if merged["partial"] else []
     if several:
         lines += ["| target | cells | pass rate | 95% CI | mean score |", "|---|--:|--:|--:|--:|"]
         lines += [
