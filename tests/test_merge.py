@@ -292,3 +292,24 @@ def test_pairwise_runs_inside_shards_and_merges_the_same(tmp_path: Path, monkeyp
     assert_identical_runs(one, tmp_path / "merged")
     summary = json.loads((tmp_path / "merged" / "summary.json").read_text())
     assert summary["pairwise"][0]["judge_preference"]["compared"] == 5
+
+
+def test_matrix_shards_merge_the_same(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """--matrix --shard: provider variants against a fake OpenAI server, repeats; the merge equals the single run, matrix view included."""
+    from test_matrix import FakeOpenAI, provider_project
+
+    monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
+    server = FakeOpenAI().start()
+    try:
+        config = provider_project(tmp_path, server)
+        args = ("--matrix", "--target", "stable", "--target", "mini", "--repeat", "3", "--no-cache")
+        code_one, out_one, one = run(config, *args)
+        parts = shards(config, 2, *args)
+        code, output = merge(config, *parts, "-o", tmp_path / "merged")
+    finally:
+        server.stop()
+    assert code == code_one == 1, output  # mini at temperature 0.7 fails the refund case
+    assert_identical_runs(one, tmp_path / "merged")
+    summary = json.loads((tmp_path / "merged" / "summary.json").read_text())
+    assert [v["id"] for v in summary["matrix"]["variants"]] == ["stable", "mini[temperature=0]", "mini[temperature=0.7]"]
+    assert "Matrix: 2 cases × 3 targets" in output
