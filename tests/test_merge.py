@@ -313,3 +313,19 @@ def test_matrix_shards_merge_the_same(tmp_path: Path, monkeypatch: pytest.Monkey
     summary = json.loads((tmp_path / "merged" / "summary.json").read_text())
     assert [v["id"] for v in summary["matrix"]["variants"]] == ["stable", "mini[temperature=0]", "mini[temperature=0.7]"]
     assert "Matrix: 2 cases × 3 targets" in output
+
+
+def test_a_partial_merge_is_finished_by_resume(tmp_path: Path) -> None:
+    """`evalx run --resume MERGED` runs the missing shards' cells into the merged run, which then equals one whole run."""
+    config = project(tmp_path / "p", None)
+    parts = shards(config, 3)
+    code, output = merge(config, parts[0], parts[2], "--allow-partial")
+    line = next(line for line in output.splitlines() if line.startswith("merged: "))
+    merged = (Path.cwd() / line.removeprefix("merged: ").rstrip("/")).resolve()
+    code, output = evalx("run", "-c", str(config), "-q", "--resume", merged.name)
+    assert code == 0, output
+    missing = len(read_cells(parts[1]))
+    assert f"running {missing}" in output
+    _, _, one = run(config)
+    assert_identical_runs(one, merged)
+    assert "merged" not in json.loads((merged / "run.json").read_text())  # now a whole run: it may be `latest`
