@@ -1,0 +1,197 @@
+"""The pytest plugin: ``pytest --evalx evalconfig.yaml`` makes each (target, case) of a config a test item.
+
+Installed with evalx (entry point ``pytest11``), it does nothing unless
+``--evalx CONFIG`` (repeatable) or ``evalx_configs`` in the pytest ini names
+a config. Items are marked ``eval``, ``evalx_category(NAME)`` and
+``evalx_tag(NAME)`` (registered marks), so ``-m``, ``-k``, ``-x``, ``--lf``
+and ``--co`` work as usual. The cells of the items pytest will run (after
+``-k``/``-m``/``--lf`` deselection) run once per session and config,
+concurrently, through :func:`evalx.run`, when the first of them runs; each
+item then reports its case's verdict (repeats aggregated by the config's
+``repeat_pass_rule``), the assertion reasons as its failure text.
+"""
+
+from __future__ import annotations
+
+import glob
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+__all__ = ["EvalxCaseItem", "EvalxFailed"]
+
+_CONFIGS = pytest.StashKey[dict[Path, "_ConfigRun"]]()
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("evalx", "evalx: LLM evals as test items")
+    group.addoption(
+        "--evalx",
+        action="append",
+        default=[],
+        metavar="CONFIG",
+        dest="evalx_configs",
+        help="Make each (target, case) of this evalx config a test item (repeatable).",
+    )
+    parser.addini("evalx_configs", "evalx configs whose (target, case) pairs are test items (as --evalx).", type="paths", default=[])
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "eval: an evalx eval case (one target, one case)")
+    config.addinivalue_line("markers", "evalx_category(name): the evalx case's category")
+    config.addinivalue_line("markers", "evalx_tag(name): one of the evalx case's tags")
+    config.stash[_CONFIGS] = {}
+
+
+def _config_paths(config: pytest.Config) -> list[Path]:
+    given = [Path(p) for p in config.getoption("evalx_configs") or []]
+    given = [p if p.is_absolute() else Path(config.invocation_params.dir) / p for p in given]
+    paths = [*given, *(Path(p) for p in config.getini("evalx_configs") or [])]
+    return list(dict.fromkeys(p.resolve() for p in paths))
+
+
+class EvalxFailed(Exception):
+    """An eval case did not pass: the message is its verdict and the assertion reasons."""
+
+
+class _ConfigFile(pytest.File):
+    """An evalx config, the parent of its items (node ids read ``evalconfig.yaml::CASE[TARGET]``)."""
+
+    def collect(self) -> Iterator[pytest.Item]:  # the items are made by pytest_collection_modifyitems
+        return iter(())
+
+
+class EvalxCaseItem(pytest.Item):
+    """One (target, case) of a config: its repeats' verdict, from the session's one run of the config."""
+
+    def __init__(self, *, run: _ConfigRun, target: str, dataset: str, case_id: str, source: str, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.evalx_run = run
+        self.target, self.dataset, self.case_id, self.source = target, dataset, case_id, source
+
+    def runtest(self) -> None:
+        verdict, lines = self.evalx_run.verdict(self.session, self.target, self.dataset, self.case_id)
+        if verdict == "pass":
+            return
+        if verdict == "skipped":
+            pytest.skip("; ".join(lines) or "inconclusive")
+        raise EvalxFailed("\n".join([f"{verdict}: {self.target} on {self.dataset}/{self.case_id}", *lines]))
+
+    def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException], style: Any = None) -> str:
+        if isinstance(excinfo.value, EvalxFailed):
+            return str(excinfo.value)
+        return str(super().repr_failure(excinfo, style=style))
+
+    def reportinfo(self) -> tuple[Path, int | None, str]:
+        file, _, line = self.source.rpartition(":")
+        if file and line.isdigit():
+            return Path(file), int(line) - 1, f"{self.dataset}/{self.case_id} [{self.target}]"
+        return self.path, None, f"{self.dataset}/{self.case_id} [{self.target}]"
+
+
+class _ConfigRun:
+    """One config's items and, once the first of them runs, the session's one run of the items pytest kept."""
+
+    def __init__(self, path: Path, config: Any) -> None:
+        self.path, self.config = path, config
+        self.outcome: dict[tuple[str, str, str], tuple[str, list[str]]] | None = None
+        self.problem: str | None = None
+        self.note: str | None = None  # where the run went, for the terminal summary
+
+    def verdict(self, session: pytest.Session, target: str, dataset: str, case_id: str) -> tuple[str, list[str]]:
+        if self.outcome is None and self.problem is None:
+            self._run([i for i in session.items if isinstance(i, EvalxCaseItem) and i.evalx_run is self])
+        if self.problem is not None:
+            return "error", [self.problem]
+        assert self.outcome is not None
+        return self.outcome.get((target, dataset, case_id), ("error", ["evalx did not run this case"]))
+
+    def _run(self, items: list[EvalxCaseItem]) -> None:
+        import evalx
+        from evalx.results.repeats import Tally, case_status
+
+        chosen = {(i.target, i.dataset, i.case_id) for i in items}
+        try:
+            result = evalx.run(
+                self.config,
+                targets=sorted({t for t, _, _ in chosen}),
+                datasets=sorted({d for _, d, _ in chosen}),
+                cases=sorted({glob.escape(c) for _, _, c in chosen}),  # exact ids, not globs
+            )
+        except evalx.EvalxError as exc:
+            self.problem = f"evalx could not run {self.path.name}: {exc}"
+            return
+        rule = str(result.summary.get("repeat_pass_rule") or "majority")
+        tallies: dict[tuple[str, str, str], Tally] = {}
+        reasons: dict[tuple[str, str, str], list[str]] = {}
+        for cell in result.results():
+            key = (cell.target, cell.dataset, cell.case_id)
+            tallies.setdefault(key, Tally()).add(cell.status)
+            if cell.status != "pass":
+                lines = reasons.setdefault(key, [])
+                where = f"repeat {cell.repeat}: " if cell.repeat or tallies[key].runs > 1 else ""
+                if cell.status == "error":
+                    lines.append(f"{where}error: {cell.reason}")
+                    continue
+                for a in cell.assertions:
+                    if a.passed is False or (cell.status == "skipped" and a.passed is None):
+                        lines.append(f"{where}{a.name or a.type}: {a.reason}" if a.reason else f"{where}{a.name or a.type} did not hold")
+        self.outcome = {key: (case_status(tally, rule), reasons.get(key, [])) for key, tally in tallies.items()}
+        self.note = f"evalx: {self.path.name}: {result.summary['totals']['cells']} cells, results in {result.run_dir}"
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Add each config's (target, case) items before -k, -m and --lf select among them."""
+    paths = _config_paths(config)
+    if not paths:
+        return
+    for path in paths:
+        parent, made = _items(session, config, path)
+        collected: list[pytest.Item | pytest.Collector] = list(made)
+        config.hook.pytest_collectreport(report=pytest.CollectReport(parent.nodeid, "passed", None, collected))  # counted (--co)
+        items.extend(made)
+
+
+def _items(session: pytest.Session, config: pytest.Config, path: Path) -> tuple[pytest.File, list[pytest.Item]]:
+    import evalx
+    from evalx.execution.plan import Selection, build_plan
+
+    try:
+        loaded = evalx.load_config(path)
+        plan = build_plan(loaded, Selection())
+    except evalx.EvalxError as exc:
+        raise pytest.UsageError(f"--evalx {path}: {exc}") from None
+    parent = _ConfigFile.from_parent(session, path=path)
+    run = _ConfigRun(path, loaded)
+    config.stash[_CONFIGS][path] = run
+    out: list[pytest.Item] = []
+    for dataset, table, pos, targets, _ in plan.cells.cases():
+        case = table.case(pos)
+        for target in targets:
+            name = f"{dataset}/{case.id}[{target}]"
+            item = EvalxCaseItem.from_parent(
+                parent,
+                name=name,
+                nodeid=f"{parent.nodeid}::{name}",  # [target] read as pytest reads a parametrized id (--lf matches it)
+                run=run,
+                target=target,
+                dataset=dataset,
+                case_id=case.id,
+                source=str(case.source or ""),
+            )
+            item.add_marker(pytest.mark.eval)
+            if case.category:  # -m "evalx_category(name='billing')"
+                item.add_marker(pytest.mark.evalx_category(name=case.category))
+            for tag in case.tags or ():  # -m "evalx_tag(name='quick')"; never a tag as a mark of its own
+                item.add_marker(pytest.mark.evalx_tag(name=str(tag)))
+            out.append(item)
+    return parent, out
+
+
+def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:
+    for run in config.stash.get(_CONFIGS, {}).values():
+        if run.note:
+            terminalreporter.write_line(run.note)
