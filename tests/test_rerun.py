@@ -148,3 +148,19 @@ def test_bad_rerun_options(parent: tuple[Path, Path], args: list[str], message: 
     code, output = invoke("-c", str(config), "-q", *args)
     assert code == 2
     assert output.strip().startswith(message), output
+
+
+def test_a_rerun_that_was_cut_short_resumes_and_keeps_its_parent(parent: tuple[Path, Path], server: FakeLLMServer) -> None:
+    config, first = parent
+    code, output = invoke("-c", str(config), "-q", "--rerun", "failed", "--from", first.name)
+    assert code == 1, output
+    (second,) = [p for p in (config.parent / "runs").iterdir() if p != first]
+    lines = (second / "results.jsonl").read_text().splitlines(keepends=True)
+    (second / "results.jsonl").write_text("".join(lines[:-1]))  # the last cell (refund, repeat 1) never finished
+    code, output = invoke("-c", str(config), "-q", "--resume", second.name)
+    assert code == 1, output
+    assert server.count(PATH) == 4 + 2 + 1
+    assert "resuming" in output and "3 of 4 cells have results, running 1" in output
+    meta = json.loads((second / "run.json").read_text())
+    assert meta["parent"] == first.name and meta["rerun"] == ["failed"] and len(meta["resumed_at"]) == 1
+    assert statuses(second) == statuses(first)
