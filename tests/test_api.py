@@ -182,3 +182,17 @@ def test_two_configs_in_one_process_keep_their_own_include_folders(tmp_path: Pat
     first = evalx.run(a, no_cache=True)
     assert first.exit_code == 0, [c.reason for c in first.results()]
     assert evalx.run(b, no_cache=True).exit_code == 0
+
+
+def test_a_config_file_with_vars(tmp_path: Path, server: FakeLLMServer) -> None:
+    (tmp_path / "evalconfig.yaml").write_text(
+        "version: 1\n"
+        "vars: {who: nobody}\n"
+        f"targets: [{{id: m, type: provider, provider: openai, model: gpt-4o-mini, base_url: '{server.url}/v1', "
+        f"api_key: {OPENAI_KEY}, prompt: 'hello {{{{ vars.who }}}}'}}]\n"
+        "datasets: [{id: d, cases: [{id: c, input: x, assert: [{type: contains, value: 'hello world'}]}]}]\n"
+    )
+    assert evalx.run(tmp_path / "evalconfig.yaml", no_cache=True).exit_code == 1  # "You said: hello nobody"
+    result = evalx.run(str(tmp_path / "evalconfig.yaml"), vars={"who": "world"}, no_cache=True)
+    assert result.exit_code == 0 and next(result.results()).text == "You said: hello world"
+    assert result.run_dir.parent == tmp_path / "runs"
