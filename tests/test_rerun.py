@@ -164,3 +164,12 @@ def test_a_rerun_that_was_cut_short_resumes_and_keeps_its_parent(parent: tuple[P
     meta = json.loads((second / "run.json").read_text())
     assert meta["parent"] == first.name and meta["rerun"] == ["failed"] and len(meta["resumed_at"]) == 1
     assert statuses(second) == statuses(first)
+
+
+def test_dry_run_lists_only_the_cells_a_rerun_would_run(parent: tuple[Path, Path], server: FakeLLMServer) -> None:
+    config, first = parent
+    code, output = invoke("-c", str(config), "--dry-run", "--rerun", "failed", "--from", first.name)
+    assert code == 0, output
+    assert output.startswith("2 cells: 1 cases × 1 targets (mini)")
+    assert "d/refund" in output and "d/sum" not in output
+    assert server.count(PATH) == 4 and len(list((config.parent / "runs").iterdir())) == 1

@@ -348,6 +348,13 @@ def run_cmd(
     _check_flavor(junit, junit_flavor)
     if dry_run:
         plan = build_plan(config, selection)
+        if parent is not None:  # only what the rerun would run
+            from evalx.execution.rerun import NothingToRerun, rerun_plan
+
+            try:
+                plan = rerun_plan(config, plan, parent)
+            except NothingToRerun as exc:
+                _fail(f"evalx: {exc}", 0)
         _print_plan(plan, config)
         return
     options = RunOptions(

@@ -41,6 +41,7 @@ __all__ = [
     "parse_rerun",
     "prepare_rerun",
     "rerun_note",
+    "rerun_plan",
     "rerun_selection",
 ]
 
@@ -133,20 +134,13 @@ def _check_plan(rerun: Rerun, config: Any, plan: Plan) -> str:
     return fingerprint
 
 
-def prepare_rerun(config: Any, plan: Plan, rerun: Rerun, run_id: str, run_dir: Path, *, config_hash: str) -> None:
-    """Make the new run's folder: its ``run.json`` (parent, rerun) and the parent's cells that are not run again.
-
-    Raises :class:`RerunError` when the plan is not the parent's and
-    :class:`NothingToRerun` when no cell of the kinds asked for is there.
-    """
-    fingerprint = _check_plan(rerun, config, plan)
+def _pairs(rerun: Rerun, plan: Plan) -> set[tuple[str, str, str]]:
+    """The (target, dataset, case id) pairs with a cell of the kinds asked for in the parent (every cell of it checked)."""
     statuses = {RERUN_KINDS[k] for k in rerun.kinds}
-    source = rerun.parent_dir / RESULTS
-    problems = ReadProblems()
     pairs: dict[tuple[str, str, str], None] = {}
     seen = 0
     try:
-        for result in read_results(source, problems):
+        for result in read_results(rerun.parent_dir / RESULTS, ReadProblems()):
             check_result(result, plan)
             seen += 1
             if result.get("status") in statuses:
@@ -161,6 +155,31 @@ def prepare_rerun(config: Any, plan: Plan, rerun: Rerun, run_id: str, run_dir: P
     if not pairs:
         raise NothingToRerun(f"nothing to rerun: run {rerun.parent_id} has no {' or '.join(rerun.kinds)} cells")
     rerun.pairs = list(pairs)
+    return set(pairs)
+
+
+def rerun_plan(config: Any, plan: Plan, rerun: Rerun) -> Plan:
+    """The cells a rerun would run (``--dry-run``): the parent's plan without the cells it copies."""
+    _check_plan(rerun, config, plan)
+    pairs = _pairs(rerun, plan)
+    kept = (i for i in range(plan.cells.total) if _key(plan, i) not in pairs)
+    return Plan(plan.target_specs, plan.cases, plan.cells.without(kept), plan.variants)
+
+
+def _key(plan: Plan, index: int) -> tuple[str, str, str]:
+    target, dataset, case_id, _ = plan.cells.key_of(index)
+    return target, dataset, case_id
+
+
+def prepare_rerun(config: Any, plan: Plan, rerun: Rerun, run_id: str, run_dir: Path, *, config_hash: str) -> None:
+    """Make the new run's folder: its ``run.json`` (parent, rerun) and the parent's cells that are not run again.
+
+    Raises :class:`RerunError` when the plan is not the parent's and
+    :class:`NothingToRerun` when no cell of the kinds asked for is there.
+    """
+    fingerprint = _check_plan(rerun, config, plan)
+    pairs = _pairs(rerun, plan)
+    source = rerun.parent_dir / RESULTS
     with writing(run_dir):
         run_dir.mkdir(parents=True, exist_ok=False)
     types = {str(t["id"]): str(t.get("type") or "") for t in plan.target_specs}
