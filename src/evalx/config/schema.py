@@ -57,7 +57,11 @@ _RAY_TARGET: dict[str, Any] = {
     "properties": {
         "actors": {**_POS_INT, "description": "Ray actors running this target's cells, each with the target started once (default 1)."},
         "concurrency": {**_POS_INT, "description": "Cells in flight in each actor (default: the target's concurrency shared out)."},
-        "num_cpus": {"type": "number", "minimum": 0, "description": "CPUs each actor holds (default 1 for python, 0.25 otherwise)."},
+        "num_cpus": {
+            "type": "number",
+            "minimum": 0,
+            "description": "CPUs each actor holds (default 1 for python, 0 for engine and provider targets, which wait on the network).",
+        },
         "num_gpus": {"type": "number", "minimum": 0, "description": "GPUs each actor holds (default 0)."},
     },
     "additionalProperties": False,

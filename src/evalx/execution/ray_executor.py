@@ -510,12 +510,12 @@ class PoolShape:
 
 
 def pool_shape(spec: dict[str, Any], settings: Any, cells: int) -> PoolShape:
-    """A target's ``ray:`` settings with their defaults: 1 actor; the target's concurrency shared out; 1 CPU (python) or 0.25."""
+    """A target's ``ray:`` settings with their defaults: 1 actor; the target's concurrency shared out; 1 CPU (python) or none."""
     given = spec.get("ray") or {}
     actors = max(1, min(int(given.get("actors") or 1), cells))
     concurrency = int(given["concurrency"]) if given.get("concurrency") else max(1, math.ceil(settings.concurrency / actors))
     cpus = given.get("num_cpus")
-    num_cpus = float(cpus) if cpus is not None else (1.0 if spec["type"] == "python" else 0.25)
+    num_cpus = float(cpus) if cpus is not None else (1.0 if spec["type"] == "python" else 0.0)  # the others wait on the network
     return PoolShape(actors, concurrency, num_cpus, float(given.get("num_gpus") or 0))
 
 
