@@ -804,8 +804,15 @@ def _warn_damaged(*run_dirs: Path) -> None:
 @click.option("--target", "target_id", metavar="ID", help="With a run directory: the target's cell to capture.")
 @click.option("--input", "input_text", metavar="TEXT", help="The user message, for an SSE transcript that does not carry it.")
 @click.option("--force", is_flag=True, help="Overwrite earlier captures of the same traces.")
+@click.option("--reviewed", is_flag=True, help="With a run directory: capture the cell a reviewer marked failing (reviews.jsonl).")
 def capture(
-    traces: tuple[Path, ...], out_dir: Path, case_ids: tuple[str, ...], target_id: str | None, input_text: str | None, force: bool
+    traces: tuple[Path, ...],
+    out_dir: Path,
+    case_ids: tuple[str, ...],
+    target_id: str | None,
+    input_text: str | None,
+    force: bool,
+    reviewed: bool,
 ) -> None:
     """Turn failing production traces into eval case files (one YAML case a file).
 
@@ -814,7 +821,9 @@ def capture(
     """
     from evalx.datasets.capture import capture_all
 
-    for path, warnings in capture_all(list(traces), out_dir, cases=list(case_ids), target=target_id, input_text=input_text, force=force):
+    for path, warnings in capture_all(
+        list(traces), out_dir, cases=list(case_ids), target=target_id, input_text=input_text, force=force, reviewed=reviewed
+    ):
         for w in warnings:
             click.echo(f"warning: {w}", err=True)
         click.echo(f"wrote {os.path.relpath(path)}")

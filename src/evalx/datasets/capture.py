@@ -150,7 +150,7 @@ def _from_sse(text: str, source: str, stem: str) -> Trace:
     )
 
 
-def _from_run(run_dir: Path, case_id: str, target: str | None) -> Trace:
+def _from_run(run_dir: Path, case_id: str, target: str | None, reviewed: bool = False) -> Trace:
     from evalx.results.model import failure_reason
     from evalx.results.store import RESULTS, read_results
 
@@ -160,6 +160,11 @@ def _from_run(run_dir: Path, case_id: str, target: str | None) -> Trace:
     if not cells:
         which = f" on target {target!r}" if target else ""
         raise CaptureError(f"{run_dir}: no cell of case {case_id!r}{which}")
+    if reviewed:  # a cell a reviewer marked failing (reviews.jsonl), whatever the run said
+        cells = [r for r in cells if isinstance(r.get("review"), dict) and r["review"].get("verdict") == "fail"]
+        if not cells:
+            which = f" on target {target!r}" if target else ""
+            raise CaptureError(f"{run_dir}: no cell of case {case_id!r}{which} is reviewed as failing (mark it in `evalx view` first)")
     failing = [r for r in cells if r.get("status") in ("fail", "error")]
     cell = (failing or cells)[0]
     raw_output = cell.get("output")
@@ -172,7 +177,7 @@ def _from_run(run_dir: Path, case_id: str, target: str | None) -> Trace:
         trace_id=f"{run_id}/{cell.get('target')}/{case_id}/r{cell.get('repeat', 0)}",
         user_message=cell.get("input"),
         final_answer=output.get("text") or None,
-        failure_reason=failure_reason(cell) if cell.get("status") in ("fail", "error") else None,
+        failure_reason=_reviewed_reason(cell) or (failure_reason(cell) if cell.get("status") in ("fail", "error") else None),
         tokens_used=tokens,
         tool_calls=[str(c["name"]) for c in output.get("tool_calls") or [] if isinstance(c, dict) and c.get("name")],
         source=f"{run_dir.name} {cell.get('target')} {cell.get('dataset')}/{case_id}",
@@ -181,13 +186,22 @@ def _from_run(run_dir: Path, case_id: str, target: str | None) -> Trace:
     )
 
 
-def read_traces(path: Path, *, cases: list[str] | None = None, target: str | None = None) -> Iterator[Trace]:
+def _reviewed_reason(cell: Mapping[str, Any]) -> str | None:
+    """A reviewed-failing cell's reason: the reviewer's comment (who, and what the run said)."""
+    review = cell.get("review")
+    if not isinstance(review, dict) or review.get("verdict") != "fail":
+        return None
+    comment = str(review.get("comment") or "").strip() or "marked failing"
+    return f"reviewed by {review.get('reviewer') or 'a reviewer'}: {comment} (the run said {review.get('original_status')})"
+
+
+def read_traces(path: Path, *, cases: list[str] | None = None, target: str | None = None, reviewed: bool = False) -> Iterator[Trace]:
     """The traces in ``path`` (a summary JSON, an SSE transcript, or a run directory with ``cases``)."""
     if path.is_dir():
         if not cases:
             raise CaptureError(f"{path} is a run directory: name the cell with --case CASE")
         for case_id in cases:
-            yield _from_run(path, case_id, target)
+            yield _from_run(path, case_id, target, reviewed)
         return
     try:
         text = path.read_text(encoding="utf-8-sig")
@@ -438,13 +452,14 @@ def capture_all(
     target: str | None = None,
     input_text: str | None = None,
     force: bool = False,
+    reviewed: bool = False,
 ) -> Iterator[tuple[Path, list[str]]]:
     """Write one case file a trace; yield each file written with its warnings.
 
     Every trace is read and named first (:func:`plan_names`), so a name that
     is taken stops the batch before any file is written.
     """
-    traces = [trace for path in paths for trace in read_traces(path, cases=cases, target=target)]
+    traces = [trace for path in paths for trace in read_traces(path, cases=cases, target=target, reviewed=reviewed)]
     planned = plan_names(traces, out_dir, force=force)
     for trace, path in zip(traces, planned):
         case, warnings = case_from_trace(trace, input_text=input_text)

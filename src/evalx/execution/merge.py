@@ -305,7 +305,7 @@ def _merge_locked(
     )
     try:
         # one cell at a time from each shard, merged in the whole plan's order
-        streams = [_in_order(read_results(s.path / RESULTS), spans) for s in shards]
+        streams = [_in_order(read_results(s.path / RESULTS, raw=True), spans) for s in shards]
         for group in _by_case(heapq.merge(*streams, key=_index)):
             spans.first, spans.cells = _index(group[0]), len(group)
             for result in group:

@@ -140,7 +140,7 @@ def _pairs(rerun: Rerun, plan: Plan) -> set[tuple[str, str, str]]:
     pairs: dict[tuple[str, str, str], None] = {}
     seen = 0
     try:
-        for result in read_results(rerun.parent_dir / RESULTS, ReadProblems()):
+        for result in read_results(rerun.parent_dir / RESULTS, ReadProblems(), raw=True):  # as the parent ran: review marks stay with it
             check_result(result, plan)
             seen += 1
             if result.get("status") in statuses:
@@ -185,7 +185,7 @@ def prepare_rerun(config: Any, plan: Plan, rerun: Rerun, run_id: str, run_dir: P
     types = {str(t["id"]): str(t.get("type") or "") for t in plan.target_specs}
     writer = ResultWriter(run_dir, run_id=run_id, target_types=types, cases=plan.cells, dataset=next(iter(plan.cases), None))
     again = 0
-    for result in read_results(source):
+    for result in read_results(source, raw=True):
         if (result["target"], result["dataset"], result["case_id"]) in pairs:
             again += 1
             continue

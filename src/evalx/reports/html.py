@@ -45,6 +45,7 @@ Embedded data (short keys: it is repeated for every cell)::
                 "cv": [{"i": turn input, "o": reply text, "ms": latency, "tc": [[name, args, result]],
                         "a": [assertion, ...] (only when "a" has none with a turn), "e": error,
                         "f": 1 when the turn failed}, ...],
+             "rv": [verdict, the run's own status, reviewer, when, comment] (a review mark: "s" is the verdict),
              "pw": [[other target, the judge's verdict in words, [[target shown first, the judge's reply], ...]], ...]
                    (a pairwise judge's comparisons of this cell, at most MAX_PAIRWISE)}, ...],
      "changes": {"failing": [[target, dataset, case_id]], "passing": [...]},
@@ -93,6 +94,7 @@ from evalx.reports.pairwise import html_disagreements, html_pairwise, pairwise_v
 from evalx.reports.spool import Spool
 from evalx.reports.text import cost_gaps, pooled_footnote, tokens_shown
 from evalx.results.model import STATUSES, AssertionRecord, BaselineView, CellResult, GroupFigures, RunSummary, TargetFigures
+from evalx.results.reviews import reviews_line
 from evalx.results.store import read_results
 
 __all__ = ["MAX_CELLS", "HtmlStream", "Sampling", "clean_text", "embed_json", "write_html"]
@@ -672,6 +674,10 @@ class _ReportData:
         pairwise = cast("dict[str, Any]", result).get("pairwise")
         if isinstance(pairwise, list) and pairwise:
             cell["pw"] = [self._pairwise(p) for p in pairwise[:MAX_PAIRWISE] if isinstance(p, dict)]
+        review = result.get("review")
+        if isinstance(review, dict):  # a reviewer's mark (reviews.jsonl): [verdict, the run's status, reviewer, when, comment]
+            cell["rv"] = [str(review.get(k) or "") for k in ("verdict", "original_status", "reviewer", "at")]
+            cell["rv"].append(embed.text(review.get("comment") or "", REASON_CAP))
         error = result.get("error") or output.get("error")
         embed.put(cell, "e", error, REASON_CAP)
         embed.put(cell, "tb", result.get("traceback") or output.get("traceback"), TEXT_CAP)
@@ -977,6 +983,7 @@ def _header(summary: RunSummary, data: _ReportData) -> _Json:
         "cost_gaps": cost_gaps(summary),
         "tokens_text": tokens_shown(_int(tokens.get("input")) + _int(tokens.get("output")), {**totals, **summary}),
         "inconclusive": _int(summary.get("inconclusive_assertions")),
+        "reviewed": reviews_line(summary),
         "repeats": repeats if isinstance(repeats, dict) and repeats else None,
         "cells_planned": _int(summary.get("cells_planned")),
         # several targets are different models: the headline and the breakdowns are per target, the pooled rate a footnote

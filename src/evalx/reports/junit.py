@@ -284,6 +284,12 @@ def _outcome(result: CellResult) -> _Element | None:
     output: CellOutput = raw_output if isinstance(raw_output, dict) else {}
     if status == "fail":
         failing = [a for a in assertions if a.get("passed") is False]
+        review = result.get("review")
+        if isinstance(review, dict):  # a reviewer's verdict (reviews.jsonl) decided this failure
+            comment = str(review.get("comment") or "")
+            message = f"reviewed as fail by {review.get('reviewer') or 'a reviewer'}" + (f": {comment}" if comment else "")
+            text = "\n".join([message, f"(the run said {review.get('original_status')})", *(_line(a) for a in failing)])
+            return _element("failure", {"message": _clip(message, MAX_MESSAGE), "type": "ReviewedFail"}, text)
         if failing:
             first = failing[0]
             message = str(first.get("reason") or first.get("error") or f"{_label(first)} did not hold")
@@ -390,6 +396,12 @@ def _about(result: CellResult) -> str:
         value = result.get(key)
         if value:
             lines.append(_prose(key, value))
+    review = result.get("review")
+    if isinstance(review, dict):  # a reviewer's mark (reviews.jsonl): the testcase's outcome is its verdict
+        said = f"reviewed: {review.get('verdict')} (the run said {review.get('original_status')}) by {review.get('reviewer')} at {review.get('at')}"
+        lines.append(_flat(said))
+        if review.get("comment"):
+            lines.append(_prose("review comment", review["comment"]))
     return "\n".join(lines)
 
 

@@ -21,6 +21,7 @@ from evalx.reports.pairwise import markdown_disagreements, markdown_pairwise
 from evalx.reports.text import pooled_footnote
 from evalx.results.compare import markdown_cases, md_escape
 from evalx.results.model import RunSummary, TargetFigures
+from evalx.results.reviews import reviews_line
 
 __all__ = ["markdown_summary", "publish_markdown"]
 
@@ -64,6 +65,9 @@ def markdown_summary(summary: RunSummary) -> str:
             for t, v in per_target.items()
         ]
         lines.append("")
+    reviewed = reviews_line(summary)
+    if reviewed:
+        lines += [f"🧑‍⚖️ {reviewed}.", ""]
     lines += markdown_pairwise(summary.get("pairwise") or [])
     lines += markdown_disagreements(summary.get("judge_disagreements"))
     comparison = summary.get("comparison")

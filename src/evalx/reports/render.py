@@ -14,9 +14,10 @@ from evalx.reports.html import HtmlStream, write_html
 from evalx.reports.junit import JUnitStream, write_junit
 from evalx.reports.text import format_summary
 from evalx.results.gates import format_outcome
-from evalx.results.model import BaselineView, RunSummary
+from evalx.results.model import BaselineView, ReviewCounts, RunSummary
 from evalx.results.outcome import restore_summary
 from evalx.results.repeats import RULES
+from evalx.results.reviews import marks_count
 from evalx.results.store import ReadProblems, read_results, write_json
 from evalx.results.summary import SummaryBuilder
 
@@ -163,10 +164,14 @@ def rebuild_reports(run_dir: Path, problems: ReadProblems | None = None, options
     duration = stored.get("duration_s")
     finished = str(stored.get("finished_at") or meta.get("finished_at") or "")
     figures = builder.finish(finished, float(duration) if isinstance(duration, (int, float)) else 0.0)
+    reviews = cast(dict[str, Any], figures).get("reviews") or {"reviewed_cells": 0, "overridden_cells": 0}
     summary = restore_summary(figures, stored)  # what only the run knew: config, interrupted, baseline...
-    for key in ("unreadable_lines", "duplicate_cells"):  # what this read found, not what an earlier one did
+    for key in ("unreadable_lines", "duplicate_cells", "reviews"):  # what this read found, not what an earlier one did
         summary.pop(key, None)  # type: ignore[misc]
     problems.record(cast(dict[str, Any], summary))
+    marks = marks_count(run_dir)
+    if marks:  # the summary counts these marks (a later mark makes it stale: evalx.results.reviews.summary_is_current)
+        summary["reviews"] = cast(ReviewCounts, {**reviews, "marks": marks})
     write_reports(run_dir, summary, options)
     return summary
 

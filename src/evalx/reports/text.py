@@ -18,6 +18,7 @@ from evalx.figures import pct as _pct
 from evalx.figures import usd as _usd
 from evalx.reports.pairwise import disagreement_lines, pairwise_lines
 from evalx.results.model import CellCounts, Distribution, FlakyCase, FlakyTurn, GroupFigures, RunSummary, TargetFigures
+from evalx.results.reviews import reviews_line
 
 __all__ = ["cost_gaps", "flaky_lines", "flaky_turn_lines", "format_summary", "one_line", "pooled_footnote", "show_id", "tokens_shown"]
 
@@ -337,6 +338,9 @@ def format_summary(summary: RunSummary, *, color: bool = False, flaky_list: bool
         why = "; ".join(f"{count} {one_line(reason)}" for reason, count in list(reasons.items())[:3])
         text = f"{n} assertion{'s' if n != 1 else ''} could not be graded (no verdict, not failures)" + (f": {why}" if why else "")
         facts.append(("Inconclusive", paint(_clip(text, LINE_WIDTH), "yellow")))
+    reviewed = reviews_line(summary)
+    if reviewed:
+        facts.append(("Reviewed", paint(reviewed, "yellow")))
     label_width = max(len(label) for label, _ in facts)
     lines += [f"{label.ljust(label_width)}  {value}" for label, value in facts]
     if several:

@@ -36,6 +36,7 @@ from evalx.results.model import (
     TargetFigures,
     failure_reason,
 )
+from evalx.results.reviews import summary_is_current
 from evalx.results.store import RESULTS, read_results
 
 __all__ = [
@@ -182,18 +183,21 @@ def case_verdicts(
 def _summary_of(run_dir: Path) -> SummaryFigures:
     try:
         data = json.loads((run_dir / "summary.json").read_text(encoding="utf-8"))
-        if isinstance(data, dict):
-            return cast(RunSummary, data)  # as stored: readers below tolerate missing keys
     except (OSError, ValueError):
-        pass
-    # no summary (a killed run): rebuild it from the results
+        data = None
+    stored: dict[str, Any] = data if isinstance(data, dict) else {}
+    if stored and summary_is_current(run_dir, stored):
+        return cast(RunSummary, stored)  # as stored: readers below tolerate missing keys
+    # no summary (a killed run), or review marks newer than it: rebuild the figures from the results
     from evalx.results.summary import SummaryBuilder
 
-    builder = SummaryBuilder(run_dir.name, "", "")
+    builder = SummaryBuilder(
+        str(stored.get("run_id") or run_dir.name), str(stored.get("name") or ""), str(stored.get("started_at") or ""), repeat_pass_rule=_rule_of(run_dir)
+    )
     if (run_dir / RESULTS).is_file():
         for r in read_results(run_dir / RESULTS):
             builder.add(r)
-    return builder.finish("", 0.0)
+    return builder.finish(str(stored.get("finished_at") or ""), 0.0)
 
 
 def _num(value: Any) -> float | None:

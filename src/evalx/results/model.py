@@ -288,6 +288,9 @@ class CellResult(_CellResultKeys, total=False):
     """Only on a simulated-user conversation (a case with ``simulate:``): ``{target, turns, stopped_by,
     max_turns, user_usage, user_cost_usd}``; ``stopped_by`` is ``regex``, ``tool``, ``user_done``,
     ``max_turns`` or ``error``. The user target's cost is not in the cell's ``cost_usd``."""
+    review: dict[str, Any]
+    """Never in ``results.jsonl``: added when the cell is read and its run's ``reviews.jsonl`` marks it
+    (:mod:`evalx.results.reviews`): ``{verdict, comment, reviewer, at, original_status}``; ``status`` is then the verdict."""
     cost_note: str
     """Only when ``cost_usd`` is None although the model has a price: why (``no usage in response``).
     Such a cell is never counted as free: the summary counts it in ``cost_missing_cells`` and the cost
@@ -937,6 +940,17 @@ class GateReport(TypedDict):
     passed: bool
 
 
+class ReviewCounts(TypedDict, total=False):
+    """``summary.json``'s ``reviews``: what the run's review marks did to its figures."""
+
+    reviewed_cells: int
+    """Cells with a review mark; each counts with the reviewed verdict."""
+    overridden_cells: int
+    """Of those, cells whose reviewed verdict differs from the status the run gave them."""
+    marks: int
+    """Readable lines of ``reviews.jsonl`` when the summary was written (an older count: the summary predates a mark)."""
+
+
 class SummaryFigures(TypedDict):
     """What :class:`evalx.results.summary.SummaryBuilder` aggregates from the results: ``summary.json``'s first keys."""
 
@@ -1026,3 +1040,5 @@ class RunSummary(SummaryFigures, total=False):
     """Only in a shard run (``--shard I/N``): it has no gates nor baseline comparison; ``evalx merge`` applies them."""
     merged: MergeReport
     """Only in a run made by ``evalx merge``: the shards it merged, and whether any were missing."""
+    reviews: ReviewCounts
+    """Only when review marks apply (``reviews.jsonl``, :mod:`evalx.results.reviews`): how many cells they mark and override."""

@@ -57,6 +57,7 @@ RUN_KEYS = (
     "gates",
     "unreadable_lines",
     "duplicate_cells",
+    "reviews",
 )
 
 

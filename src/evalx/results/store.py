@@ -23,12 +23,13 @@ from array import array
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any, Protocol
+from typing import IO, Any, Protocol, cast
 
 from evalx.errors import EvalxError, OutputError, writing
 from evalx.models import OUT_OF_RANGE, finite_json, safe_value
 from evalx.results.compact import CASE_KEYS, compact_cell, expand, run_record, split_case, t0_of
 from evalx.results.model import CellResult
+from evalx.results.reviews import apply_marks, load_marks, unreviewed
 
 RESULTS = "results.jsonl"
 
@@ -409,8 +410,23 @@ def _loads_line(raw: bytes) -> Any:
     return value
 
 
-def read_results(path: Path, problems: ReadProblems | None = None) -> Iterator[CellResult]:
+def read_results(path: Path, problems: ReadProblems | None = None, *, raw: bool = False) -> Iterator[CellResult]:
     """Yield every readable cell, each once (its first line), with every v1 key; the one reader of ``results.jsonl``.
+
+    Review marks (``reviews.jsonl`` beside the file: :mod:`evalx.results.reviews`)
+    are applied here, so every report, gate and comparison counts them; ``raw``
+    reads the cells as the run wrote them (for code that writes results again:
+    a resume, a rerun, a merge).
+    """
+    cells = _read_stored(path, problems)
+    if raw:
+        return cells
+    marks = load_marks(path.parent)
+    return apply_marks(cells, marks) if marks else cells
+
+
+def _read_stored(path: Path, problems: ReadProblems | None = None) -> Iterator[CellResult]:
+    """Every readable cell of ``path`` as stored (:func:`read_results` without review marks).
 
     Reads v1 files (every line a whole cell) and v2 ones (a run record, case
     records, compact cell lines: :mod:`evalx.results.compact`), and yields
@@ -529,6 +545,8 @@ def rewrite_results(path: Path, results: Iterable[CellResult]) -> None:
                 types = {str(result.get("target")): str(result.get("target_type"))}
                 dst.write((dumps(run_record(str(result.get("run_id") or ""), types)) + "\n").encode("utf-8", "backslashreplace"))
                 run_written = True
+            if "review" in result:  # a cell read with its review mark: written as the run wrote it (marks stay in reviews.jsonl)
+                result = cast(CellResult, unreviewed(result))
             line = result if v1 else compact_cell(result, {}, with_case=True)
             dst.write((dumps(line) + "\n").encode("utf-8", "backslashreplace"))
         dst.flush()

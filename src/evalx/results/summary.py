@@ -393,6 +393,7 @@ class SummaryBuilder:
         self.needs_per_case = False
         self._preferences = Preferences()  # pairwise judge records, one per comparison
         self._disagreements = Disagreements()  # judge vs function, on cells with named checks
+        self._reviews = [0, 0]  # cells with a review mark, of which overridden (the mark changed the status)
 
     def add(self, result: CellResult) -> None:
         """Count one cell's result (a ``results.jsonl`` line, parsed)."""
@@ -402,6 +403,10 @@ class SummaryBuilder:
         if status not in STATUSES:
             status = "error"  # an unknown status must never read as a pass
         assert isinstance(status, str)
+        if "review" in result:  # a review mark applied on reading (evalx.results.reviews): the status is the reviewed verdict
+            self._reviews[0] += 1
+            review = result["review"]
+            self._reviews[1] += isinstance(review, dict) and review.get("original_status") != status
         index = result.get("index")
         order = float(index) if isinstance(index, int) and not isinstance(index, bool) else math.inf
 
@@ -773,6 +778,8 @@ class SummaryBuilder:
             "failures_total": self._failures_total,
             "judge_disagreements": self._disagreements.figures(),
         }
+        if self._reviews[0]:
+            cast("dict[str, Any]", summary)["reviews"] = {"reviewed_cells": self._reviews[0], "overridden_cells": self._reviews[1]}
         return summary
 
 

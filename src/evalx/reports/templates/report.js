@@ -393,6 +393,7 @@
     // the case's own words about itself: why it exists, what it checks
     if (c.ds) b.appendChild(section("Description", longText(c.ds, c.dsN, "about")));
     if (c.nt) b.appendChild(section("Notes", longText(c.nt, c.ntN, "about")));
+    if (x.rv) b.appendChild(section("Review", add(el("p", x.rv[0] === "pass" ? "good" : "bad", "Reviewed: " + x.rv[0] + " (the run said " + x.rv[1] + ")" + (x.rv[2] ? " by " + x.rv[2] : "") + (x.rv[3] ? ", " + x.rv[3] : "")), x.rv[4] ? el("p", "about", x.rv[4]) : null)));
     if (x.e) b.appendChild(section("Error", add(longText(x.e, x.eN, "err"), x.tb ? collapsed("traceback", longText(x.tb, x.tbN, "err"), true) : null)));
 
     if (c["in"]) b.appendChild(section("Input", longText(c["in"], c.inN)));

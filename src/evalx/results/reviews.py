@@ -1,0 +1,270 @@
+"""Review marks: a person's pass/fail override of a cell, kept in ``runs/<id>/reviews.jsonl`` and applied when a run is read.
+
+``reviews.jsonl`` is append-only, one mark a line::
+
+    {"target": "t", "dataset": "d", "case_id": "c", "repeat": 0, "verdict": "fail",
+     "comment": "wrong city", "reviewer": "ana", "at": "2026-11-26T17:00:00Z"}
+
+``repeat`` is optional: a mark without one applies to every repeat of the
+case on that target. For a cell, the latest applicable line wins. A marked
+cell's ``status`` becomes the verdict and the cell gets a ``review`` record
+(verdict, comment, reviewer, at, and ``original_status``), so summaries,
+gates, comparisons, JUnit and the HTML report all count the reviewed verdict
+and can still show what the run decided. Marks belong to their run: they
+never carry to another run. A damaged line is skipped with a warning.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import getpass
+import json
+import os
+import sys
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from evalx.errors import EvalxError, writing
+
+__all__ = [
+    "REVIEWS",
+    "VERDICTS",
+    "Marks",
+    "add_mark",
+    "apply_marks",
+    "default_reviewer",
+    "load_marks",
+    "marks_count",
+    "reviews_line",
+    "summary_is_current",
+    "unreviewed",
+]
+
+REVIEWS = "reviews.jsonl"
+VERDICTS = ("pass", "fail")
+
+#: (target, dataset, case id) -> [(line number, repeat or None, the mark)], in file order
+_ByCase = dict[tuple[str, str, str], list[tuple[int, int | None, dict[str, Any]]]]
+
+
+@dataclass
+class Marks:
+    """A run's review marks, read once: the latest applicable mark per cell, and the lines that could not be read."""
+
+    by_case: _ByCase = field(default_factory=dict)
+    count: int = 0
+    bad_lines: list[int] = field(default_factory=list)
+
+    def __bool__(self) -> bool:
+        return bool(self.by_case)
+
+    def mark_for(self, target: str, dataset: str, case_id: str, repeat: int | None) -> dict[str, Any] | None:
+        """The latest mark that applies to this cell (one for its repeat, or one for every repeat), or None."""
+        entries = self.by_case.get((target, dataset, case_id))
+        if not entries:
+            return None
+        for _, rep, mark in reversed(entries):  # the latest line first
+            if rep is None or rep == repeat:
+                return mark
+        return None
+
+    def all_marks(self) -> Iterator[dict[str, Any]]:
+        """Every readable mark in file order (the viewer's review log)."""
+        rows = [(n, m) for entries in self.by_case.values() for n, _, m in entries]
+        for _, mark in sorted(rows, key=lambda r: r[0]):
+            yield mark
+
+
+def _check(value: Any) -> dict[str, Any] | None:
+    """A mark as stored, or None when the line is not a usable mark."""
+    if not isinstance(value, dict):
+        return None
+    strings = [value.get(k) for k in ("target", "dataset", "case_id")]
+    if not all(isinstance(s, str) and s for s in strings):
+        return None
+    if value.get("verdict") not in VERDICTS:
+        return None
+    repeat = value.get("repeat")
+    if repeat is not None and (type(repeat) is not int or repeat < 0):
+        return None
+    return {
+        "target": value["target"],
+        "dataset": value["dataset"],
+        "case_id": value["case_id"],
+        "repeat": repeat,
+        "verdict": value["verdict"],
+        "comment": str(value.get("comment") or ""),
+        "reviewer": str(value.get("reviewer") or ""),
+        "at": str(value.get("at") or ""),
+    }
+
+
+#: run folder -> ((size, mtime_ns) of its reviews.jsonl, the marks read from it)
+_CACHE: dict[str, tuple[tuple[int, int], Marks]] = {}
+_WARNED: set[tuple[str, int, int]] = set()
+
+
+def load_marks(run_dir: Path, *, warn: bool = True) -> Marks:
+    """The marks in ``run_dir``'s ``reviews.jsonl`` (empty when there is none); read again only when the file changed.
+
+    A line that is not a mark (torn, not JSON, a verdict other than pass/fail)
+    is skipped; ``warn`` prints one line to stderr about it, once per state of the file.
+    """
+    path = run_dir / REVIEWS
+    try:
+        st = path.stat()
+    except OSError:
+        return Marks()
+    stamp = (st.st_size, st.st_mtime_ns)
+    key = str(path)
+    hit = _CACHE.get(key)
+    if hit is not None and hit[0] == stamp:
+        marks = hit[1]
+    else:
+        marks = _read(path)
+        _CACHE[key] = (stamp, marks)
+    if warn and marks.bad_lines and (key, *stamp) not in _WARNED:
+        _WARNED.add((key, *stamp))
+        shown = ", ".join(str(n) for n in marks.bad_lines[:5]) + (" ..." if len(marks.bad_lines) > 5 else "")
+        print(f"evalx: warning: {path}: {len(marks.bad_lines)} unreadable review line(s) skipped (line {shown})", file=sys.stderr)
+    return marks
+
+
+def _read(path: Path) -> Marks:
+    marks = Marks()
+    try:
+        with open(path, "rb") as f:
+            lines = f.read().split(b"\n")
+    except OSError:
+        return marks
+    if lines and lines[-1] == b"":
+        lines.pop()
+    for number, raw in enumerate(lines, 1):
+        if not raw.strip():
+            continue
+        try:
+            mark = _check(json.loads(raw))
+        except (ValueError, RecursionError):
+            mark = None
+        if mark is None:
+            marks.bad_lines.append(number)
+            continue
+        marks.count += 1
+        key = (mark["target"], mark["dataset"], mark["case_id"])
+        marks.by_case.setdefault(key, []).append((number, mark["repeat"], mark))
+    return marks
+
+
+def marks_count(run_dir: Path) -> int:
+    """How many readable marks ``run_dir`` holds (0 without ``reviews.jsonl``)."""
+    return load_marks(run_dir, warn=False).count
+
+
+def apply_marks(results: Iterable[Any], marks: Marks) -> Iterator[Any]:
+    """``results`` (cell dicts), each marked cell with its reviewed ``status`` and a ``review`` record."""
+    for result in results:
+        if isinstance(result, dict):
+            repeat = result.get("repeat")
+            mark = marks.mark_for(
+                str(result.get("target") or ""),
+                str(result.get("dataset") or ""),
+                str(result.get("case_id") or ""),
+                repeat if type(repeat) is int else 0,
+            )
+            if mark is not None:
+                original = result.get("status")
+                result["review"] = {
+                    "verdict": mark["verdict"],
+                    "comment": mark["comment"],
+                    "reviewer": mark["reviewer"],
+                    "at": mark["at"],
+                    "original_status": original,
+                }
+                result["status"] = mark["verdict"]
+        yield result
+
+
+def unreviewed(result: Mapping[str, Any]) -> dict[str, Any]:
+    """``result`` as the run wrote it: a reviewed cell's ``review`` dropped and its original status back (before a rewrite)."""
+    review = result.get("review")
+    if not isinstance(review, dict):
+        return dict(result)
+    out = {k: v for k, v in result.items() if k != "review"}
+    if "original_status" in review:
+        out["status"] = review["original_status"]
+    return out
+
+
+def default_reviewer() -> str:
+    """The OS user's name (the reviewer when none is given)."""
+    try:
+        return getpass.getuser()
+    except Exception:  # no user name in this environment (a container without /etc/passwd entry)
+        return os.environ.get("USER") or "unknown"
+
+
+def add_mark(
+    run_dir: Path,
+    *,
+    target: str,
+    dataset: str,
+    case_id: str,
+    verdict: str,
+    comment: str = "",
+    reviewer: str | None = None,
+    repeat: int | None = None,
+    at: str | None = None,
+) -> dict[str, Any]:
+    """Append one mark to ``run_dir``'s ``reviews.jsonl`` (one write of one line); returns it as stored.
+
+    Raises :class:`EvalxError` for a verdict other than pass/fail, an empty id, or a folder that is not a run.
+    """
+    if verdict not in VERDICTS:
+        raise EvalxError(f"review verdict {verdict!r}: use pass or fail")
+    if not (target and dataset and case_id):
+        raise EvalxError("a review mark needs a target, a dataset and a case id")
+    if repeat is not None and (type(repeat) is not int or repeat < 0):
+        raise EvalxError(f"review repeat {repeat!r}: a repeat number (0, 1, ...)")
+    if not (run_dir / "results.jsonl").is_file():
+        raise EvalxError(f"{run_dir}: not a run directory (no results.jsonl)")
+    mark = {
+        "target": target,
+        "dataset": dataset,
+        "case_id": case_id,
+        **({"repeat": repeat} if repeat is not None else {}),
+        "verdict": verdict,
+        "comment": comment,
+        "reviewer": reviewer or default_reviewer(),
+        "at": at or _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+    }
+    line = (json.dumps(mark, ensure_ascii=False) + "\n").encode("utf-8", "backslashreplace")
+    path = run_dir / REVIEWS
+    with writing(path):
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        try:
+            os.write(fd, line)  # O_APPEND: one line, never interleaved with another writer's
+        finally:
+            os.close(fd)
+    return mark
+
+
+def summary_is_current(run_dir: Path, summary: Mapping[str, Any]) -> bool:
+    """Whether a stored ``summary`` already counts every mark of ``run_dir`` (else: rebuild its figures from the results)."""
+    count = marks_count(run_dir)
+    reviews = summary.get("reviews")
+    stored = reviews.get("marks", 0) if isinstance(reviews, dict) else 0
+    return bool(stored == count)
+
+
+def reviews_line(summary: Mapping[str, Any]) -> str | None:
+    """The summary's one line about review marks (text, Markdown and HTML reports), or None when no cell is marked."""
+    reviews = summary.get("reviews")
+    if not isinstance(reviews, dict) or not reviews.get("reviewed_cells"):
+        return None
+    n, over = int(reviews.get("reviewed_cells") or 0), int(reviews.get("overridden_cells") or 0)
+    return (
+        f"{n} cell{'s' if n != 1 else ''} reviewed, {over} overridden by a reviewer's verdict"
+        f" (counted as reviewed; see {REVIEWS})"
+    )
