@@ -329,3 +329,18 @@ def test_a_partial_merge_is_finished_by_resume(tmp_path: Path) -> None:
     _, _, one = run(config)
     assert_identical_runs(one, merged)
     assert "merged" not in json.loads((merged / "run.json").read_text())  # now a whole run: it may be `latest`
+
+
+def test_merge_renders_as_the_shards_did(tmp_path: Path, junit_schema: Any) -> None:
+    """Shards run with --junit-passes summary merge into the junit.xml one such run writes (an option given to merge wins)."""
+    config = project(tmp_path / "p", None)
+    _, _, one = run(config, "--junit-passes", "summary")
+    parts = shards(config, 2, "--junit-passes", "summary")
+    code, output = merge(config, *parts, "-o", tmp_path / "m")
+    assert code == 0, output
+    assert_identical_runs(one, tmp_path / "m")
+    assert json.loads((tmp_path / "m" / "run.json").read_text())["reports"]["junit_passes"] == "summary"
+    junit_schema.validate(str(tmp_path / "m" / "junit.xml"))
+    code, output = merge(config, *parts, "-o", tmp_path / "m2", "--junit-passes", "all")
+    assert json.loads((tmp_path / "m2" / "run.json").read_text())["reports"]["junit_passes"] == "all"
+    assert (tmp_path / "m2" / "junit.xml").read_text().count("<testcase ") > (tmp_path / "m" / "junit.xml").read_text().count("<testcase ")

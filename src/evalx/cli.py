@@ -533,7 +533,7 @@ def merge(
     """
     from evalx.execution.merge import MergeOptions
     from evalx.execution.merge import merge as merge_runs
-    from evalx.reports.render import ReportOptions, check_outputs
+    from evalx.reports.render import ReportOptions, check_outputs, stored_report_options
     from evalx.results.history import RunNotFound, resolve_run
 
     config = _load(config_path, check_imports=False)
@@ -549,13 +549,17 @@ def merge(
     check_outputs(
         {"--junit": junit, "--html": html, "--markdown": markdown}, [f / name for f in folders for name in ("results.jsonl", "run.json")]
     )
+    used = stored_report_options(folders[0])  # an option not given: as the shards were rendered
     options = MergeOptions(
         out_dir=out_dir,
         allow_partial=allow_partial,
         baseline=baseline,
         junit=junit,
         html=html,
-        reports=ReportOptions(html_max_cells=html_max_cells, junit_passes=junit_passes or "all"),
+        reports=ReportOptions(
+            html_max_cells=html_max_cells if html_max_cells is not None else used.html_max_cells,
+            junit_passes=junit_passes or used.junit_passes,
+        ),
     )
     outcome = merge_runs(config, folders, options, err=sys.stderr)
     _report_run(outcome, bool(outcome.summary.get("matrix")), json_out, sys.stdout)
