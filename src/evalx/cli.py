@@ -448,27 +448,41 @@ def _print_plan(plan: Any, config: Any = None) -> None:
 
 
 @main.command()
-@click.argument("run_ref", metavar="RUN")
+@click.argument("run_ref", metavar="RUN", required=False)
 @config_option
 @click.option("--html", type=click.Path(dir_okay=False, path_type=Path), help="Also write the HTML report here.")
 @click.option("--junit", type=click.Path(dir_okay=False, path_type=Path), help="Also write JUnit XML here.")
 @junit_flavor_option
 @junit_passes_option
 @html_max_cells_option
+@click.option(
+    "--history",
+    "history_dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    help="Instead of one run: a static page of every run in this folder (trends, case histories); with -o.",
+)
+@click.option("-o", "--output", "output", type=click.Path(dir_okay=False, path_type=Path), help="Where --history writes its page.")
 def report(
-    run_ref: str,
+    run_ref: str | None,
     config_path: Path,
     html: Path | None,
     junit: Path | None,
     junit_flavor: str,
     junit_passes: str | None,
     html_max_cells: int | None,
+    history_dir: Path | None,
+    output: Path | None,
 ) -> None:
-    """Re-render a stored run's summary, junit.xml and report.html.
+    """Re-render a stored run's summary, junit.xml and report.html (or, with --history, a page of every run).
 
     RUN is a run id under the config's output dir, `latest`, or the path of a
     run directory (which needs no config).
     """
+    if history_dir is not None or output is not None:
+        _history_page(run_ref, history_dir, output)
+        return
+    if run_ref is None:
+        _fail("evalx report: give a RUN (or --history RUNS_DIR -o FILE)")
     from evalx.reports.render import REPORT_FILES, ReportOptions, check_outputs, copy_report, rebuild_reports, stored_report_options
     from evalx.results.store import RESULTS, ReadProblems
 
@@ -494,6 +508,20 @@ def report(
             written.append(extra)
     for path in written:
         click.echo(f"wrote {os.path.relpath(path)}")
+
+
+def _history_page(run_ref: str | None, history_dir: Path | None, output: Path | None) -> None:
+    """`evalx report --history RUNS_DIR -o FILE`."""
+    from evalx.errors import EvalxError
+    from evalx.viewer.static import write_history_page
+
+    if run_ref is not None or history_dir is None or output is None:
+        _fail("evalx report: --history RUNS_DIR -o FILE, without a RUN")
+    try:
+        runs = write_history_page(history_dir, output)
+    except EvalxError as exc:
+        _fail(f"evalx report: {exc}")
+    click.echo(f"wrote {os.path.relpath(output)} ({runs} run{'s' if runs != 1 else ''})")
 
 
 @main.command()
@@ -831,6 +859,24 @@ def capture(
         for w in warnings:
             click.echo(f"warning: {w}", err=True)
         click.echo(f"wrote {os.path.relpath(path)}")
+
+
+@main.command()
+@click.argument("runs_dir", metavar="[RUNS_DIR]", default="runs", type=click.Path(file_okay=False, path_type=Path))
+@click.option("--host", default="127.0.0.1", show_default=True, help="Address to serve on; anything but loopback needs the printed token.")
+@click.option("--port", default=8742, show_default=True, type=click.IntRange(0, 65535), help="Port (0: any free port).")
+@click.option("--token", help="The token every request must carry (default: none on loopback, a new one elsewhere).")
+@click.option("--reviewer", metavar="NAME", help="Who sets review marks (default: the OS user).")
+def view(runs_dir: Path, host: str, port: int, token: str | None, reviewer: str | None) -> None:
+    """A local web app over a runs folder: runs and trends, case histories, comparisons, review marks."""
+    from evalx.viewer.app import serve
+
+    if not runs_dir.is_dir():
+        _fail(f"evalx view: {runs_dir}: no such folder (give the runs folder, e.g. runs/)")
+    try:
+        serve(runs_dir, host=host, port=port, token=token, reviewer=reviewer, echo=click.echo)
+    except OSError as exc:
+        _fail(f"evalx view: cannot serve on {host}:{port}: {exc.strerror or exc}")
 
 
 if __name__ == "__main__":  # pragma: no cover

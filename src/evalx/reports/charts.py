@@ -8,13 +8,13 @@ Charts scale to their container through ``viewBox``.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 from markupsafe import Markup, escape
 
 from evalx.figures import usd as _usd
 
-__all__ = ["color", "cost_per_target", "latency_distribution", "pass_rate_by_category"]
+__all__ = ["color", "cost_per_target", "latency_distribution", "pass_rate_by_category", "trend"]
 
 # distinguishable on white and in most colour-vision deficiencies (Okabe-Ito-like)
 _PALETTE = ("#3f6fd8", "#e07b24", "#1d9a8a", "#c0449a", "#7a5cc9", "#8b9a1d", "#d14b4b", "#4b8fbf", "#9c6b3f", "#5b6473")
@@ -233,3 +233,48 @@ def cost_per_target(
         y += bar + 10
     body.append(f'<text x="{LABEL_W}" y="{y + 8:.1f}" class="tick">{escape(note)}</text>')
     return _svg(y + 14, body, "Cost per target" if priced else "Tokens per target")
+
+
+def trend(
+    series: Mapping[str, Sequence[float | None]],
+    labels: Sequence[str],
+    *,
+    title: str,
+    fmt: Callable[[float], str],
+    floor_zero: bool = True,
+) -> Markup:
+    """Lines over runs (oldest left): one line a target, a point per run it has a value in (``None``: a gap).
+
+    ``labels`` name the runs (shown on hover); ``fmt`` writes an axis value (a percentage, money, milliseconds).
+    """
+    drawn = list(series)[:MAX_TARGETS]
+    values = [v for t in drawn for v in series[t] if v is not None and math.isfinite(v)]
+    if not values or not labels:
+        return _empty(f"No {title.lower()} to chart.")
+    low = 0.0 if floor_zero else min(values)
+    high = max(values)
+    if high <= low:
+        high = low + (1.0 if high == 0 else abs(high) * 0.1)
+    top = _legend_height(drawn) + 8
+    plot_h, left, right = 120.0, 64.0, WIDTH - 12.0
+    n = len(labels)
+
+    def x(i: int) -> float:
+        return left + (right - left) * (i / (n - 1) if n > 1 else 0.5)
+
+    def y(v: float) -> float:
+        return top + plot_h - (v - low) / (high - low) * plot_h
+
+    body = _legend(drawn, 12.0)
+    for v in (low, (low + high) / 2, high):
+        body.append(f'<line x1="{left}" x2="{right}" y1="{y(v):.1f}" y2="{y(v):.1f}" class="grid"/>')
+        body.append(f'<text x="{left - 6}" y="{y(v) + 4:.1f}" text-anchor="end" class="axis">{escape(fmt(v))}</text>')
+    for k, target in enumerate(drawn):
+        points = [(i, v) for i, v in enumerate(series[target]) if v is not None and math.isfinite(v)]
+        path = " ".join(f"{'M' if j == 0 else 'L'}{x(i):.1f},{y(v):.1f}" for j, (i, v) in enumerate(points))
+        if len(points) > 1:
+            body.append(f'<path d="{path}" fill="none" stroke="{color(k)}" stroke-width="2"/>')
+        for i, v in points:
+            tip = f"{target} · {labels[i]}: {fmt(v)}"
+            body.append(f'<circle cx="{x(i):.1f}" cy="{y(v):.1f}" r="3" fill="{color(k)}"><title>{escape(tip)}</title></circle>')
+    return _svg(top + plot_h + 12, body, f"{title} per target over runs")

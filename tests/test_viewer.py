@@ -1,0 +1,206 @@
+"""`evalx view`: the app's pages over real runs, its safety checks (Host, Origin, token), new runs picked up, the real server."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import urllib.request
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from aiohttp import web
+from aiohttp.test_utils import TestClient, TestServer
+from results_file import read_cells
+from viewer_project import make_runs, run_mode
+
+from evalx.results.reviews import REVIEWS, add_mark
+from evalx.viewer.app import make_app
+from evalx.viewer.index import INDEX_DIR, load_history
+
+
+def with_client(app: web.Application, body: Callable[[TestClient[Any, Any]], Awaitable[None]]) -> None:
+    async def main() -> None:
+        async with TestClient(TestServer(app, host="127.0.0.1")) as client:
+            await body(client)
+
+    asyncio.run(main())
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[Path]]:
+    return make_runs(tmp_path_factory.mktemp("viewer"), "aba")
+
+
+def test_pages_show_runs_case_history_and_a_comparison(runs: tuple[Path, list[Path]]) -> None:
+    config, dirs = runs
+    a, b, c = (d.name for d in dirs)
+    runs_dir = config.parent / "runs"
+
+    async def body(client: TestClient[Any, Any]) -> None:
+        page = await (await client.get("/")).text()
+        assert all(run in page for run in (a, b, c)) and "Pass rate" in page and "<svg" in page
+        assert page.index(c) < page.index(a)  # newest first in the table
+        assert not re.search(r'(src|href)="(https?:)?//', page)  # nothing from the network
+
+        cases = await (await client.get("/cases", params={"flag": "regressed"})).text()
+        assert "d/flip" in cases and "regressed while the average rose" in cases and "d/steady" not in cases
+        never = await (await client.get("/cases", params={"flag": "never-passing"})).text()
+        assert "d/never" in never and "d/flip" not in never
+        flaky = await (await client.get("/cases", params={"flag": "flaky"})).text()
+        assert "d/flip" in flaky and "d/up1" in flaky and "d/steady" not in flaky
+
+        case = await client.get("/case", params={"target": "bot", "dataset": "d", "case": "flip"})
+        text = await case.text()
+        assert case.status == 200 and text.count("class=case-run") == 3 and "failed while the pass rate rose" in text
+        missing = await client.get("/case", params={"target": "bot", "dataset": "d", "case": "nope"})
+        assert missing.status == 404
+
+        cmp = await (await client.get("/compare", params={"a": a, "b": b})).text()
+        flips = cmp[cmp.index("id=flips") :]
+        assert flips.index("d/flip") < flips.index("d/up1")  # newly failing first
+        assert '<span class="del">-flip</span>' in cmp and '<span class="add">+a different answer</span>' in cmp
+        assert "id=comparison" in cmp and "newly failing" in cmp.lower()
+
+        report = await client.get(f"/run/{b}")
+        assert report.status == 200 and "evalx-viewer-bar" in await report.text()
+        assert (await client.get("/run/nope")).status == 404
+
+    with_client(make_app(runs_dir), body)
+
+
+def test_a_review_mark_posted_is_stored_counted_and_shown(tmp_path: Path) -> None:
+    config, dirs = make_runs(tmp_path, "ab")
+    runs_dir, second = config.parent / "runs", dirs[1]
+
+    async def body(client: TestClient[Any, Any]) -> None:
+        origin = f"http://{client.host}:{client.port}"
+        form = {"run": second.name, "target": "bot", "dataset": "d", "case": "flip", "verdict": "pass", "comment": "also right", "back": "/cases"}
+        res = await client.post("/review", data=form, headers={"Origin": origin}, allow_redirects=False)
+        assert res.status == 303 and res.headers["Location"] == "/cases"
+        case = await (await client.get("/case", params={"target": "bot", "dataset": "d", "case": "flip"})).text()
+        assert 'data-review="pass"' in case and "reviewed pass by tester" in case and "also right" in case
+        bad = await client.post("/review", data={**form, "verdict": "maybe"}, headers={"Origin": origin})
+        assert bad.status == 400 and "use pass or fail" in await bad.text()
+        # a hostile back link goes home instead
+        res = await client.post("/review", data={**form, "back": "//evil.example/"}, headers={"Origin": origin}, allow_redirects=False)
+        assert res.headers["Location"] == "/"
+
+    with_client(make_app(runs_dir, reviewer="tester"), body)
+    marks = [json.loads(line) for line in (second / REVIEWS).read_text().splitlines()]
+    assert marks[0]["reviewer"] == "tester" and marks[0]["verdict"] == "pass" and "repeat" not in marks[0]
+    assert {c["case_id"]: c["status"] for c in read_cells(second)}["flip"] == "pass"
+    summary = json.loads((second / "summary.json").read_text())  # the run's files were rendered again with the mark
+    assert summary["reviews"]["overridden_cells"] == 1 and summary["reviews"]["marks"] == 2
+
+
+def test_host_and_origin_are_checked(runs: tuple[Path, list[Path]]) -> None:
+    config, dirs = runs
+    form = {"run": dirs[0].name, "target": "bot", "dataset": "d", "case": "steady", "verdict": "fail"}
+
+    async def body(client: TestClient[Any, Any]) -> None:
+        port = client.port
+        assert (await client.get("/", headers={"Host": f"localhost:{port}"})).status == 200
+        rebound = await client.get("/", headers={"Host": f"evil.example:{port}"})  # DNS rebinding: a foreign name
+        assert rebound.status == 403 and "Host" in await rebound.text()
+        cross = await client.post("/review", data=form, headers={"Origin": "http://evil.example"})
+        assert cross.status == 403 and "another origin" in await cross.text()
+        null = await client.post("/review", data=form, headers={"Origin": "null"})
+        assert null.status == 403
+        referer = await client.post("/review", data=form, headers={"Referer": "http://evil.example/page"})
+        assert referer.status == 403
+        fetch = await client.post("/review", data=form, headers={"Sec-Fetch-Site": "cross-site"})
+        assert fetch.status == 403
+        other_port = await client.post("/review", data=form, headers={"Origin": f"http://127.0.0.1:{port + 1}"})
+        assert other_port.status == 403
+
+    with_client(make_app(config.parent / "runs"), body)
+    assert not (dirs[0] / REVIEWS).exists()  # nothing was written
+
+
+def test_off_loopback_every_request_needs_the_token(runs: tuple[Path, list[Path]]) -> None:
+    config, dirs = runs
+
+    async def body(client: TestClient[Any, Any]) -> None:
+        assert (await client.get("/")).status == 401
+        assert (await client.get("/", params={"token": "wrong"})).status == 401
+        first = await client.get("/", params={"token": "s3cret-token"}, allow_redirects=False)
+        assert first.status == 303 and "token" not in first.headers["Location"] and "evalx_token" in first.cookies
+        assert (await client.get("/cases")).status == 200  # the cookie carries it now
+        client.session.cookie_jar.clear()
+        assert (await client.get("/cases")).status == 401
+        assert (await client.get("/cases", headers={"X-Evalx-Token": "s3cret-token"})).status == 200
+        form = {"run": dirs[2].name, "target": "bot", "dataset": "d", "case": "never", "verdict": "pass", "back": "/"}
+        origin = f"http://{client.host}:{client.port}"
+        assert (await client.post("/review", data=form, headers={"Origin": origin})).status == 401
+        ok = await client.post("/review", data={**form, "token": "s3cret-token"}, headers={"Origin": origin}, allow_redirects=False)
+        assert ok.status == 303
+
+    with_client(make_app(config.parent / "runs", host="0.0.0.0", token="s3cret-token"), body)
+    assert (dirs[2] / REVIEWS).is_file()
+
+
+def test_new_runs_and_new_marks_are_picked_up(tmp_path: Path) -> None:
+    config, dirs = make_runs(tmp_path, "a")
+    runs_dir = config.parent / "runs"
+    later: list[Path] = []
+
+    async def body(client: TestClient[Any, Any]) -> None:
+        page = await (await client.get("/")).text()
+        assert dirs[0].name in page and "Runs <span class=muted>(1)" in page
+        later.append(await asyncio.to_thread(run_mode, config, "b"))
+        page = await (await client.get("/")).text()
+        assert later[0].name in page and "Runs <span class=muted>(2)" in page
+        add_mark(later[0], target="bot", dataset="d", case_id="flip", verdict="pass", reviewer="cli")  # not through the app
+        page = await (await client.get("/")).text()
+        assert "1 reviewed" in page and "80.0%" in page  # 4 of 5 with the mark
+
+    with_client(make_app(runs_dir), body)
+    assert sorted(p.name for p in (runs_dir / INDEX_DIR).iterdir()) == sorted(f"{d.name}.json" for d in (dirs[0], later[0]))
+
+
+def test_the_index_file_is_reused_and_matches_a_fresh_read(runs: tuple[Path, list[Path]]) -> None:
+    config, _ = runs
+    runs_dir = config.parent / "runs"
+    from evalx.viewer import index
+
+    first = load_history(runs_dir)
+    index._MEMORY.clear()  # a new process: the index files are read, not the results
+    again = load_history(runs_dir)
+    assert [(r.run_id, r.cases, r.targets) for r in first.runs] == [(r.run_id, r.cases, r.targets) for r in again.runs]
+
+
+def test_evalx_view_serves_on_loopback_by_default(runs: tuple[Path, list[Path]]) -> None:
+    config, _ = runs
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "evalx.cli", "view", str(config.parent / "runs"), "--port", "0"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+    )
+    try:
+        assert proc.stdout is not None
+        line = proc.stdout.readline()  # printed once the socket listens
+        match = re.search(r"at (http://127\.0\.0\.1:(\d+)/)$", line.strip())
+        assert match, line
+        with urllib.request.urlopen(match.group(1), timeout=10) as res:
+            assert res.status == 200 and b"Runs" in res.read()
+    finally:
+        proc.send_signal(signal.SIGINT)
+        proc.wait(timeout=10)
+
+
+def test_view_refuses_a_missing_folder(tmp_path: Path) -> None:
+    from click.testing import CliRunner
+
+    from evalx.cli import main
+
+    res = CliRunner().invoke(main, ["view", str(tmp_path / "nope")])
+    assert res.exit_code == 2 and "no such folder" in res.output and "Traceback" not in res.output

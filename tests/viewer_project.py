@@ -1,0 +1,48 @@
+"""A runs folder for the viewer tests: real `evalx run`s of a Python bot whose answers change between runs."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from cli_project import run_cli, write_config
+
+BOT = '''
+import pathlib
+
+def answer(q):
+    mode = pathlib.Path(__file__).with_name("mode.txt").read_text().strip()
+    if mode == "b":
+        return {"flip": "a different answer", "up1": "up1 fixed", "up2": "up2 fixed"}.get(q, q)
+    return q
+'''
+
+#: in mode a: steady and flip pass, up1/up2/never fail; in mode b: flip fails, up1/up2 pass (the pass rate rises)
+DATASET = """
+datasets:
+  - id: d
+    cases:
+      - {id: steady, input: steady, assert: [{type: contains, value: steady}]}
+      - {id: flip, input: flip, assert: [{type: contains, value: flip}]}
+      - {id: up1, input: up1, assert: [{type: contains, value: fixed}]}
+      - {id: up2, input: up2, assert: [{type: contains, value: fixed}]}
+      - {id: never, input: never, assert: [{type: contains, value: always}]}
+"""
+
+
+def make_project(folder: Path, extra: str = "") -> Path:
+    (folder / "bot.py").write_text(BOT)
+    (folder / "mode.txt").write_text("a")
+    return write_config(folder, "name: demo\ntargets: [{id: bot, type: python, callable: bot.py:answer}]\n" + extra, DATASET)
+
+
+def run_mode(config: Path, mode: str, *args: str) -> Path:
+    """One `evalx run` with the bot in ``mode``; the run's folder."""
+    (config.parent / "mode.txt").write_text(mode)
+    _, _, run_dir = run_cli(config, *args)
+    return run_dir
+
+
+def make_runs(folder: Path, modes: str = "aba") -> tuple[Path, list[Path]]:
+    """``len(modes)`` runs, in order; (the config, the run folders oldest first)."""
+    config = make_project(folder)
+    return config, [run_mode(config, m) for m in modes]
