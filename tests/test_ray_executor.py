@@ -79,6 +79,26 @@ def test_the_schema_checks_the_executor_and_ray_settings(tmp_path: Path) -> None
     assert "executor.kind" in result.output and "targets[0].ray.actors" in result.output
 
 
+def test_pool_shapes_rate_shares_and_the_executor_choice() -> None:
+    from evalx.execution.ray_executor import ExecutorChoice, _share_rate, choose_executor, pool_shape
+    from evalx.targets import resolve_settings
+
+    python = {"id": "p", "type": "python", "callable": "m:f", "concurrency": 8, "ray": {"actors": 3}}
+    shape = pool_shape(python, resolve_settings(python), cells=100)
+    assert (shape.actors, shape.concurrency, shape.num_cpus, shape.num_gpus) == (3, 3, 1.0, 0.0)  # 8 shared out, rounded up
+    assert pool_shape(python, resolve_settings(python), cells=2).actors == 2  # never more actors than cells
+    provider = {"id": "m", "type": "provider", "provider": "openai", "model": "x", "ray": {"concurrency": 20, "num_gpus": 1}}
+    shape = pool_shape(provider, resolve_settings(provider), cells=100)
+    assert (shape.actors, shape.concurrency, shape.num_cpus, shape.num_gpus) == (1, 20, 0.0, 1.0)
+    limited = {"id": "j", "type": "provider", "rate_limit": {"rpm": 600}}
+    assert _share_rate(limited, 4)["rate_limit"] == {"rpm": 150.0} and limited["rate_limit"] == {"rpm": 600}  # a copy
+    assert _share_rate({"id": "free"}, 4) == {"id": "free"}
+    data = {"executor": {"kind": "ray", "address": "ray://head:10001", "batch_size": 16}}
+    assert choose_executor(data, None, None) == ExecutorChoice("ray", "ray://head:10001", 16, "auto")
+    assert choose_executor(data, "local", "local") == ExecutorChoice("local", "local", 16, "auto")  # the command line wins
+    assert choose_executor({}, None, None) == ExecutorChoice("local", "auto")
+
+
 # ---------------------------------------------------------------- a local Ray instance, started once
 
 
@@ -175,6 +195,19 @@ def test_a_provider_target_reads_its_key_from_the_environment_and_the_cache_from
     for path in tmp_path.rglob("*"):
         if path.is_file():
             assert OPENAI_KEY not in path.read_text(encoding="utf-8", errors="replace"), path
+
+
+def test_a_rate_limit_holds_across_the_actors(ray_local: Any, tmp_path: Path, server: FakeLLMServer) -> None:
+    """rpm 240 over 2 actors: each paces at 120 (0.5 s apart), so 8 calls span at least 1.5 s (one bucket each at 240: 0.75 s)."""
+    target = {"id": "mini", "type": "provider", "provider": "openai", "model": "m", "base_url": f"{server.url}/v1", "api_key": OPENAI_KEY}
+    target.update(rate_limit={"rpm": 240}, cache=False, ray={"actors": 2})
+    cases = [{"id": f"c{i}", "input": f"What is {i} + {i}?", "assert": [{"type": "completed"}]} for i in range(8)]
+    data = {"version": 1, "targets": [target], "datasets": [{"id": "d", "cases": cases}]}
+    config = tmp_path / "evalconfig.yaml"
+    config.write_text(yaml.safe_dump(data, sort_keys=False), encoding="utf-8")
+    done = _run(config, "--executor", "ray")
+    assert done["exit"] == 0 and len(server.arrivals) == 8
+    assert max(server.arrivals) - min(server.arrivals) >= 1.4, server.arrivals
 
 
 def test_a_killed_actor_of_an_idempotent_target_has_its_cells_run_again(ray_local: Any, tmp_path: Path) -> None:
