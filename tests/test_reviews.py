@@ -80,6 +80,8 @@ def test_junit_shows_reviewed_fail_and_stays_valid(project: Path) -> None:
     add_mark(run, target="bot", dataset="d", case_id="a", verdict="fail", comment="alpha is the wrong answer", reviewer="ana")
     code, _, summary = report(run)
     assert code == 0 and summary["totals"]["fail"] == 2
+    reasons = {f["case_id"]: f["reason"] for f in summary["failures"]}
+    assert reasons["a"] == "reviewed as fail by ana: alpha is the wrong answer"  # the summary's failure list says why
     xml = (run / "junit.xml").read_text()
     xmlschema.XMLSchema(str(DATA)).validate(run / "junit.xml")
     case_a = next(tc for tc in ET.fromstring(xml).iter("testcase") if tc.get("name") == "a")

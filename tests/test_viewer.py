@@ -9,6 +9,7 @@ import re
 import signal
 import subprocess
 import sys
+import urllib.error
 import urllib.request
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -204,3 +205,29 @@ def test_view_refuses_a_missing_folder(tmp_path: Path) -> None:
 
     res = CliRunner().invoke(main, ["view", str(tmp_path / "nope")])
     assert res.exit_code == 2 and "no such folder" in res.output and "Traceback" not in res.output
+
+
+def test_evalx_view_off_loopback_prints_a_token_and_requires_it(runs: tuple[Path, list[Path]]) -> None:
+    config, _ = runs
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "evalx.cli", "view", str(config.parent / "runs"), "--host", "0.0.0.0", "--port", "0"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+    )
+    try:
+        assert proc.stdout is not None
+        line = proc.stdout.readline()
+        match = re.search(r"http://0\.0\.0\.0:(\d+)/\?token=([\w-]{20,})", line)
+        assert match and "the token is needed" in line, line
+        port, token = match.groups()
+        with pytest.raises(urllib.error.HTTPError) as refused:
+            urllib.request.urlopen(f"http://127.0.0.1:{port}/", timeout=10)
+        assert refused.value.code == 401
+        request = urllib.request.Request(f"http://127.0.0.1:{port}/", headers={"X-Evalx-Token": token})
+        with urllib.request.urlopen(request, timeout=10) as res:
+            assert res.status == 200
+    finally:
+        proc.send_signal(signal.SIGINT)
+        proc.wait(timeout=10)

@@ -407,6 +407,10 @@ def failure_reason(result: CellResult, status: str | None = None) -> str:
     compare`` and ``evalx capture``, so all three say the same thing.
     """
     status = status if status is not None else result.get("status")
+    review = result.get("review")
+    if isinstance(review, dict) and review.get("verdict") == "fail" and status == "fail":  # a reviewer's verdict: their words
+        comment = str(review.get("comment") or "").strip()
+        return f"reviewed as fail by {review.get('reviewer') or 'a reviewer'}" + (f": {comment}" if comment else "")
     assertions = [a for a in result.get("assertions") or [] if isinstance(a, dict)]
     if status == "error":
         output = result.get("output")

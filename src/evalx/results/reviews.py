@@ -266,5 +266,5 @@ def reviews_line(summary: Mapping[str, Any]) -> str | None:
     n, over = int(reviews.get("reviewed_cells") or 0), int(reviews.get("overridden_cells") or 0)
     return (
         f"{n} cell{'s' if n != 1 else ''} reviewed, {over} overridden by a reviewer's verdict"
-        f" (counted as reviewed; see {REVIEWS})"
+        f" (the reviewed verdicts count; {REVIEWS})"
     )

@@ -331,9 +331,11 @@ def serve(
         url = f"http://{shown}:{bound[1]}/" + (f"?token={token}" if token else "")
         echo(f"evalx view: {runs_dir} at {url}" + ("" if is_loopback(host) else "  (the token is needed off this machine)"))
         echo("Ctrl-C to stop")
+        warming = asyncio.create_task(asyncio.to_thread(load_history, runs_dir))  # index every run before the first page asks
         try:
             await asyncio.Event().wait()
         finally:
+            warming.cancel()
             await runner.cleanup()
 
     try:
