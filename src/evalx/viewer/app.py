@@ -16,9 +16,11 @@ changed runs are read again, through :mod:`evalx.viewer.index`). Safety:
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hmac
 import ipaddress
 import secrets
+import signal
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -282,7 +284,7 @@ async def review_post(request: web.Request) -> web.StreamResponse:
     back = field("back")
     if request.headers.get("Accept", "").startswith("application/json"):
         return web.json_response(mark)
-    if not back.startswith("/") or back.startswith("//"):
+    if not back.startswith("/") or back[1:2] in ("/", "\\") or any(c in back for c in "\r\n"):  # this app's own pages only
         back = "/"
     raise web.HTTPSeeOther(back)
 
@@ -332,8 +334,11 @@ def serve(
         echo(f"evalx view: {runs_dir} at {url}" + ("" if is_loopback(host) else "  (the token is needed off this machine)"))
         echo("Ctrl-C to stop")
         warming = asyncio.create_task(asyncio.to_thread(load_history, runs_dir))  # index every run before the first page asks
+        stop = asyncio.Event()
+        with contextlib.suppress(NotImplementedError, RuntimeError):  # (no signal handlers on Windows' loop)
+            asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, stop.set)
         try:
-            await asyncio.Event().wait()
+            await stop.wait()
         finally:
             warming.cancel()
             await runner.cleanup()
