@@ -8,7 +8,8 @@ flip, latencies and scores change), written with the store's own
 ``rewrite_results`` (results format v2). Then, through the app on a real
 socket (aiohttp's test server on 127.0.0.1):
 
-- **cold**: no index anywhere (first start over a folder never viewed): every run is read once;
+- **cold**: no index anywhere (first start over a folder never viewed): the runs page reads the runs'
+  summaries, a case history reads every run once (and indexes it);
 - **restart**: the index files in ``RUNS_DIR/.viewer/`` exist, the process's memory is empty (a new `evalx view`);
 - **warm**: the same process again (indexes in memory);
 
@@ -37,6 +38,7 @@ from typing import Any
 from aiohttp.test_utils import TestClient, TestServer
 
 from evalx.results.store import RESULTS, read_results, rewrite_results
+from evalx.results.summary import SummaryBuilder
 from evalx.viewer import index as viewer_index
 from evalx.viewer import pages as viewer_pages
 from evalx.viewer.app import make_app
@@ -85,10 +87,14 @@ def make_runs(base: Path, runs_dir: Path, n: int, seed: int = 7) -> None:
             c["cost_usd"] = round(rng.uniform(0.0001, 0.002), 6)
             out.append(c)
         rewrite_results(folder / RESULTS, out)
+        builder = SummaryBuilder(run_id, "bench", "")
+        for c in out:
+            builder.add(c)  # the run's own figures, as `evalx run` would have written them
+        figures = dict(builder.finish("", 1.0))
         started = t0 + 3600 * k
         stamp = time.strftime("%Y-%m-%dT%H:%M:%S+00:00", time.gmtime(started))
         (folder / "run.json").write_text(json.dumps({**meta, "run_id": run_id, "started_at": stamp, "started_unix": started}))
-        (folder / "summary.json").write_text(json.dumps({**summary, "run_id": run_id, "started_at": stamp}))
+        (folder / "summary.json").write_text(json.dumps({**summary, **figures, "run_id": run_id, "started_at": stamp}))
 
 
 def forget() -> None:
@@ -97,11 +103,16 @@ def forget() -> None:
     viewer_pages._CACHE.clear()
 
 
-async def timed(client: TestClient[Any, Any], url: str) -> tuple[float, int]:
+BODIES: dict[str, bytes] = {}
+
+
+async def timed(client: TestClient[Any, Any], url: str, keep: str = "") -> tuple[float, int]:
     t = time.perf_counter()
     res = await client.get(url)
     body = await res.read()
     assert res.status == 200, (url, res.status, body[:300])
+    if keep:
+        BODIES[keep] = body
     return time.perf_counter() - t, len(body)
 
 
@@ -117,7 +128,7 @@ async def measure(runs_dir: Path, repeats: int, case_url: str, compare_url: str)
         shutil.rmtree(runs_dir / INDEX_DIR, ignore_errors=True)
         forget()
         async with TestClient(TestServer(make_app(runs_dir), host="127.0.0.1")) as client:
-            put("cold GET /", await timed(client, "/"))
+            put("cold GET /", await timed(client, "/", keep="cold"))
             shutil.rmtree(runs_dir / INDEX_DIR, ignore_errors=True)
             forget()
             put("cold GET /case", await timed(client, case_url))
@@ -125,7 +136,7 @@ async def measure(runs_dir: Path, repeats: int, case_url: str, compare_url: str)
             put("restart GET /", await timed(client, "/"))
             forget()
             put("restart GET /case", await timed(client, case_url))
-            put("warm GET /", await timed(client, "/"))
+            put("warm GET /", await timed(client, "/", keep="warm"))
             put("warm GET /case", await timed(client, case_url))
             put("warm GET /cases", await timed(client, "/cases"))
             put("warm GET /cases?flag=flaky", await timed(client, "/cases?flag=flaky"))
@@ -204,6 +215,7 @@ def main() -> None:
     case_url = "/case?target=bot&dataset=d&case=case-00042"
     compare_url = f"/compare?a={runs[-2]}&b={runs[-1]}"
     results = asyncio.run(measure(runs_dir, args.repeats, case_url, compare_url))
+    print("runs page from the summaries (cold) == from the indexes (warm):", BODIES["cold"] == BODIES["warm"])
     names = results.pop("_size_names")
     sizes = dict(zip(names, results.pop("_sizes"), strict=True))
     for _ in range(args.repeats):

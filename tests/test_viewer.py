@@ -6,6 +6,7 @@ import asyncio
 import json
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -162,6 +163,7 @@ def test_new_runs_and_new_marks_are_picked_up(tmp_path: Path) -> None:
         add_mark(later[0], target="bot", dataset="d", case_id="flip", verdict="pass", reviewer="cli")  # not through the app
         page = await (await client.get("/")).text()
         assert "1 reviewed" in page and "80.0%" in page  # 4 of 5 with the mark
+        assert (await client.get("/cases")).status == 200  # the case list indexes every run
 
     with_client(make_app(runs_dir), body)
     assert sorted(p.name for p in (runs_dir / INDEX_DIR).iterdir()) == sorted(f"{d.name}.json" for d in (dirs[0], later[0]))
@@ -233,3 +235,25 @@ def test_evalx_view_off_loopback_prints_a_token_and_requires_it(runs: tuple[Path
     finally:
         proc.send_signal(signal.SIGTERM)  # a service manager's stop: ends as Ctrl-C does
         assert proc.wait(timeout=10) == 0
+
+
+def test_the_runs_page_of_a_folder_never_viewed_reads_summaries_only(tmp_path: Path) -> None:
+    config, dirs = make_runs(tmp_path, "abab")
+    runs_dir = config.parent / "runs"
+    from evalx.viewer import index
+
+    index._MEMORY.clear()
+    quick = load_history(runs_dir, headlines=True)
+    assert all(r.headline and not r.cases for r in quick.runs) and not (runs_dir / INDEX_DIR).exists()
+    full = load_history(runs_dir)
+    assert not any(r.headline for r in full.runs)
+    keys = ("cells", "pass", "fail", "error", "skipped", "pass_rate", "cost_usd", "p99_ms")
+    for a, b in zip(quick.runs, full.runs, strict=True):
+        assert a.run_id == b.run_id and a.gates == b.gates
+        assert {t: {k: v[k] for k in keys} for t, v in a.targets.items()} == {t: {k: v[k] for k in keys} for t, v in b.targets.items()}
+    # a mark newer than the summary: that run is read, not taken from its stale summary
+    add_mark(dirs[1], target="bot", dataset="d", case_id="flip", verdict="pass", reviewer="cli")
+    index._MEMORY.clear()
+    shutil.rmtree(runs_dir / INDEX_DIR)
+    again = {r.run_id: r for r in load_history(runs_dir, headlines=True).runs}
+    assert not again[dirs[1].name].headline and again[dirs[1].name].reviewed == 1 and again[dirs[0].name].headline

@@ -136,7 +136,9 @@ async def _history(request: web.Request) -> History:
 
 
 async def runs_view(request: web.Request) -> web.Response:
-    return _html(runs_page(await _history(request), _page(request)))
+    # runs not indexed yet are shown from their summaries (the index is being built in the background)
+    history = await asyncio.to_thread(load_history, request.app[SETTINGS].runs_dir, headlines=True)
+    return _html(runs_page(history, _page(request)))
 
 
 async def cases_view(request: web.Request) -> web.Response:

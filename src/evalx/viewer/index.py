@@ -23,13 +23,14 @@ from typing import Any
 
 from evalx.results.history import read_run
 from evalx.results.repeats import RULES, status_of
-from evalx.results.reviews import REVIEWS
+from evalx.results.reviews import REVIEWS, summary_is_current
+from evalx.results.stats import percentile
 from evalx.results.store import RESULTS, read_results
 
 __all__ = ["INDEX_DIR", "CaseRow", "History", "RunIndex", "load_history", "run_index"]
 
 INDEX_DIR = ".viewer"
-INDEX_VERSION = 1
+INDEX_VERSION = 2
 _WATCHED = (RESULTS, "summary.json", "run.json", REVIEWS)
 
 _SERIALS = itertools.count()
@@ -55,6 +56,8 @@ class RunIndex:
     cases: dict[tuple[str, str, str], CaseRow] = field(default_factory=dict)
     reviewed: int = 0
     overridden: int = 0
+    #: True for a run read from its summary alone (the runs page, before the run is indexed): no ``cases``
+    headline: bool = False
     #: a number no other index made by this process has (what caches of derived pages are keyed on)
     serial: int = field(default_factory=lambda: next(_SERIALS))
 
@@ -123,10 +126,8 @@ def _signature(run_dir: Path) -> list[Any]:
 
 
 def _p99(values: list[float]) -> float | None:
-    if not values:
-        return None
-    values.sort()
-    return values[min(len(values) - 1, max(0, math.ceil(0.99 * len(values)) - 1))]
+    """The 99th percentile as the summary computes it (:func:`evalx.results.stats.percentile`)."""
+    return percentile(sorted(values), 99)
 
 
 def _build(run_dir: Path) -> RunIndex:
@@ -214,8 +215,19 @@ def _build(run_dir: Path) -> RunIndex:
 _MEMORY: dict[str, tuple[list[Any], RunIndex]] = {}
 
 
+def _stored_index(run_dir: Path, cache_dir: Path | None = None) -> RunIndex | None:
+    """``run_dir``'s index from memory or ``cache_dir`` when the run's files have not changed since; None otherwise."""
+    return _lookup(run_dir, cache_dir, build=False)
+
+
 def run_index(run_dir: Path, *, cache_dir: Path | None = None) -> RunIndex:
     """``run_dir``'s index: from memory, else from ``cache_dir`` when its files have not changed, else read and stored."""
+    index = _lookup(run_dir, cache_dir, build=True)
+    assert index is not None
+    return index
+
+
+def _lookup(run_dir: Path, cache_dir: Path | None, *, build: bool) -> RunIndex | None:
     sig = _signature(run_dir)
     key = str(run_dir)
     hit = _MEMORY.get(key)
@@ -231,6 +243,8 @@ def run_index(run_dir: Path, *, cache_dir: Path | None = None) -> RunIndex:
         except (OSError, ValueError, KeyError, TypeError, IndexError):
             index = None
     if index is None:
+        if not build:
+            return None
         index = _build(run_dir)
         if cached is not None and sig[0] is not None and index.status != "running":
             with contextlib.suppress(OSError):  # a read-only runs folder: the memory cache still serves
@@ -240,6 +254,56 @@ def run_index(run_dir: Path, *, cache_dir: Path | None = None) -> RunIndex:
                 os.replace(tmp, cached)
     _MEMORY[key] = (sig, index)
     return index
+
+
+def _headline(run_dir: Path) -> RunIndex | None:
+    """A run's runs-page figures from its ``summary.json`` alone (no results read), or None when the summary cannot say.
+
+    Used for a run not indexed yet, so the runs page of a folder never viewed
+    does not wait for every ``results.jsonl``; the figures are the ones the
+    index would give (the same pass-rate rule, percentile and review marks:
+    a summary older than the run's marks is not used).
+    """
+    try:
+        stored = json.loads((run_dir / "summary.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    if not isinstance(stored, dict) or not isinstance(stored.get("per_target"), dict) or not summary_is_current(run_dir, stored):
+        return None
+    info = read_run(run_dir)
+    if info is None or info.status == "running":
+        return None
+    targets: dict[str, dict[str, Any]] = {}
+    try:
+        for target, figures in stored["per_target"].items():
+            latency = figures.get("latency_ms") or {}
+            targets[str(target)] = {
+                **{k: int(figures.get(k) or 0) for k in ("cells", "pass", "fail", "error", "skipped")},
+                "cost_usd": figures.get("cost_usd"),
+                "reviewed": 0,
+                "pass_rate": figures.get("pass_rate"),
+                "p99_ms": latency.get("p99"),
+            }
+    except (AttributeError, TypeError, ValueError):
+        return None
+    reviews = stored.get("reviews")
+    reviews = reviews if isinstance(reviews, dict) else {}
+    gates, baseline = stored.get("gates"), stored.get("baseline")
+    return RunIndex(
+        run_id=info.run_id,
+        path=run_dir,
+        name=str(info.name or ""),
+        started_at=str(info.started_at or ""),
+        started_unix=float(info.started_unix or 0.0),
+        status=info.status,
+        part=info.part,
+        gates=bool(gates.get("passed")) if isinstance(gates, dict) and gates.get("active") else None,
+        baseline=str(baseline.get("run_id")) if isinstance(baseline, dict) and baseline.get("run_id") else None,
+        targets=targets,
+        reviewed=int(reviews.get("reviewed_cells") or 0),
+        overridden=int(reviews.get("overridden_cells") or 0),
+        headline=True,
+    )
 
 
 @dataclass
@@ -259,15 +323,21 @@ class History:
         return list(seen)
 
 
-def load_history(runs_dir: Path) -> History:
-    """Every run under ``runs_dir`` that has results, oldest first (as :func:`evalx.results.history.list_runs` orders them)."""
+def load_history(runs_dir: Path, *, headlines: bool = False) -> History:
+    """Every run under ``runs_dir`` that has results, oldest first (as :func:`evalx.results.history.list_runs` orders them).
+
+    ``headlines``: a run not indexed yet is read from its summary alone when it
+    can be (:func:`_headline`: its ``cases`` are then empty) — for the runs page.
+    """
     runs: list[tuple[tuple[str, float, str], RunIndex]] = []
     if runs_dir.is_dir():
         cache = runs_dir / INDEX_DIR
         for child in runs_dir.iterdir():
             if child.name == INDEX_DIR or not child.is_dir() or not (child / RESULTS).is_file():
                 continue
-            index = run_index(child, cache_dir=cache)
+            index = (_stored_index(child, cache) or _headline(child)) if headlines else None
+            if index is None:
+                index = run_index(child, cache_dir=cache)
             runs.append(((index.started_at, index.started_unix, index.run_id), index))
     runs.sort(key=lambda pair: pair[0])
     return History([r for _, r in runs])
