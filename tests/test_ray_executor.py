@@ -106,7 +106,13 @@ def test_pool_shapes_rate_shares_and_the_executor_choice() -> None:
 def ray_local() -> Iterator[Any]:
     """One local Ray instance for this file's tests (4 logical CPUs on any machine), shut down afterwards."""
     ray = pytest.importorskip("ray")
-    ray.init(num_cpus=4, include_dashboard=False, log_to_driver=False, logging_level="ERROR")
+    options = {"num_cpus": 4, "include_dashboard": False, "log_to_driver": False, "logging_level": "ERROR"}
+    options["object_store_memory"] = 100 * 1024 * 1024  # results travel inline; other suites may run a Ray instance too
+    try:
+        ray.init(**options)
+    except Exception:  # a start-up that timed out on a loaded machine: once more, from nothing
+        ray.shutdown()
+        ray.init(**options)
     yield ray
     ray.shutdown()
 
