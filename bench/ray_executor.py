@@ -244,7 +244,7 @@ def main() -> None:
     import ray
 
     t0 = time.monotonic()
-    ray.init(num_cpus=4, include_dashboard=False, log_to_driver=False, logging_level="ERROR")
+    ray.init(address="local", num_cpus=4, include_dashboard=False, log_to_driver=False, logging_level="ERROR")
     report: dict[str, Any] = {
         "ray_init_s": round(time.monotonic() - t0, 2),
         "ray": ray.__version__,

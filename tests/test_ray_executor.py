@@ -106,7 +106,8 @@ def test_pool_shapes_rate_shares_and_the_executor_choice() -> None:
 def ray_local() -> Iterator[Any]:
     """One local Ray instance for this file's tests (4 logical CPUs on any machine), shut down afterwards."""
     ray = pytest.importorskip("ray")
-    options = {"num_cpus": 4, "include_dashboard": False, "log_to_driver": False, "logging_level": "ERROR"}
+    # address="local": a new instance of our own, even when another process's cluster runs here (ray.init() would join it)
+    options = {"address": "local", "num_cpus": 4, "include_dashboard": False, "log_to_driver": False, "logging_level": "ERROR"}
     options["object_store_memory"] = 100 * 1024 * 1024  # results travel inline; other suites may run a Ray instance too
     try:
         ray.init(**options)
@@ -126,6 +127,16 @@ def test_the_default_config_gives_a_local_runs_statuses(ray_local: Any, example_
     assert Counter(_statuses(remote["dir"]).values()) == Counter(_statuses(local["dir"]).values())
     assert _same_cells(local["dir"], remote["dir"]) == []
     _each_cell_once(remote["dir"], len(read_cells(local["dir"])))
+
+
+def test_judge_calls_run_from_the_actors(ray_local: Any, example_project: Path) -> None:
+    """examples/judge: model-graded checks, their judge a Python target started in each actor, give the local verdicts."""
+    config = example_project / "examples" / "judge" / "evalconfig.yaml"
+    local, remote = _run(config), _run(config, "--executor", "ray")
+    assert remote["exit"] == local["exit"]
+    assert _same_cells(local["dir"], remote["dir"]) == []
+    graded = [a for c in read_cells(remote["dir"]) for a in c["assertions"] if a["type"] in ("llm_judge", "semantic_similar", "factuality")]
+    assert graded and all(a["passed"] is not None for a in graded), graded
 
 
 def test_identical_results_with_a_local_run(ray_local: Any, tmp_path: Path) -> None:

@@ -125,7 +125,7 @@ def connect(ray: Any, address: str, upload: Callable[[], dict[str, Any]], mode: 
         return False, bool((ray.get_runtime_context().runtime_env or {}).get("working_dir"))
     if address == "local":
         env = upload() if mode == "upload" else None
-        ray.init(include_dashboard=False, logging_level=logging.WARNING, runtime_env=env)
+        ray.init(address="local", include_dashboard=False, logging_level=logging.WARNING, runtime_env=env)  # never someone's cluster
         return True, env is not None
     try:
         ray.init(address=address, logging_level=logging.WARNING)
