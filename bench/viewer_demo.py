@@ -30,7 +30,7 @@ from evalx.viewer.app import make_app
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
 
-BOT = '''
+BOT = """
 import pathlib
 import random
 
@@ -76,7 +76,7 @@ def small(question, case):
 
 def large(question, case):
     return _answer("large", case)
-'''
+"""
 
 CASES = {
     "refund-window": ("How long do I have to return something?", "30 days"),
@@ -183,10 +183,16 @@ def main() -> None:
     folder = args.out or Path(tempfile.mkdtemp(prefix="evalx-viewer-demo-"))
     config = write_project(folder)
     runs = make_runs(config)
-    add_mark(runs[-1], target="small", dataset="support", case_id="escalate", verdict="fail",
-             comment="must hand off to a human when asked", reviewer="ana")
-    add_mark(runs[-1], target="small", dataset="support", case_id="loyalty", verdict="pass",
-             comment="right in other words", reviewer="ana")
+    add_mark(
+        runs[-1],
+        target="small",
+        dataset="support",
+        case_id="escalate",
+        verdict="fail",
+        comment="must hand off to a human when asked",
+        reviewer="ana",
+    )
+    add_mark(runs[-1], target="small", dataset="support", case_id="loyalty", verdict="pass", comment="right in other words", reviewer="ana")
     print(f"demo runs in {folder / 'runs'}")
     if args.no_shots:
         return

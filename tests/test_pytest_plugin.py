@@ -14,7 +14,7 @@ pytest_plugins = ["pytester"]
 
 ROOT = Path(__file__).resolve().parents[1]
 
-BOT = '''
+BOT = """
 import os, threading, time
 
 _lock = threading.Lock()
@@ -26,7 +26,7 @@ def answer(q, case):
     with _lock, open(os.path.join(os.path.dirname(__file__), "calls.log"), "a") as log:
         log.write(f"{case['id']} {start} {end}\\n")
     return q.upper() if "ok" in q else q
-'''
+"""
 
 CONFIG = """
 version: 1

@@ -83,7 +83,15 @@ def test_a_review_mark_posted_is_stored_counted_and_shown(tmp_path: Path) -> Non
 
     async def body(client: TestClient[Any, Any]) -> None:
         origin = f"http://{client.host}:{client.port}"
-        form = {"run": second.name, "target": "bot", "dataset": "d", "case": "flip", "verdict": "pass", "comment": "also right", "back": "/cases"}
+        form = {
+            "run": second.name,
+            "target": "bot",
+            "dataset": "d",
+            "case": "flip",
+            "verdict": "pass",
+            "comment": "also right",
+            "back": "/cases",
+        }
         res = await client.post("/review", data=form, headers={"Origin": origin}, allow_redirects=False)
         assert res.status == 303 and res.headers["Location"] == "/cases"
         case = await (await client.get("/case", params={"target": "bot", "dataset": "d", "case": "flip"})).text()

@@ -6,7 +6,7 @@ from pathlib import Path
 
 from cli_project import run_cli, write_config
 
-BOT = '''
+BOT = """
 import pathlib
 
 def answer(q):
@@ -14,7 +14,7 @@ def answer(q):
     if mode == "b":
         return {"flip": "a different answer", "up1": "up1 fixed", "up2": "up2 fixed"}.get(q, q)
     return q
-'''
+"""
 
 #: in mode a: steady and flip pass, up1/up2/never fail; in mode b: flip fails, up1/up2 pass (the pass rate rises)
 DATASET = """

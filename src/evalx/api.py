@@ -306,9 +306,7 @@ def _prepared(config: Any, given: dict[str, Any]) -> Callable[[], RunResult]:
         tags=_strings(given["tags"], "tags"),
     )
     _check_in_memory(loaded)
-    options = RunOptions(
-        selection, given["concurrency"], not given["no_cache"], quiet=bool(given["quiet"]), baseline=given["baseline"]
-    )
+    options = RunOptions(selection, given["concurrency"], not given["no_cache"], quiet=bool(given["quiet"]), baseline=given["baseline"])
     return lambda: _execute(loaded, options)
 
 
@@ -331,7 +329,12 @@ def _check_in_memory(config: Config) -> None:
         return
     ref = next(iter(given))
     raise ConfigError(
-        Issue(MAPPING_FILE, None, "executor.kind", f"ray workers cannot receive {ref}, a callable given in memory; name an importable module:function")
+        Issue(
+            MAPPING_FILE,
+            None,
+            "executor.kind",
+            f"ray workers cannot receive {ref}, a callable given in memory; name an importable module:function",
+        )
     )
 
 

@@ -108,9 +108,7 @@ def rerun_selection(rerun: Rerun, given: Selection) -> Selection:
     except ResumeError as exc:
         raise RerunError(f"cannot rerun from {rerun.parent_id}: {exc}") from None
     if given != Selection() and given != stored:
-        raise RerunError(
-            f"--rerun runs the plan of {rerun.parent_id}; the selection options given differ from that run's — drop them"
-        )
+        raise RerunError(f"--rerun runs the plan of {rerun.parent_id}; the selection options given differ from that run's — drop them")
     return stored
 
 
@@ -128,8 +126,7 @@ def _check_plan(rerun: Rerun, config: Any, plan: Plan) -> str:
     fingerprint = plan_fingerprint(config, plan, version)
     if meta["plan_digest"] != fingerprint:
         raise RerunError(
-            f"cannot rerun from {parent}: the config or datasets changed in ways that alter its cells; "
-            "restore them, or start a new run"
+            f"cannot rerun from {parent}: the config or datasets changed in ways that alter its cells; restore them, or start a new run"
         )
     return fingerprint
 
@@ -222,4 +219,3 @@ def rerun_note(meta: dict[str, Any], todo: int, total: int) -> str:
 def carried(previous: dict[str, Any]) -> dict[str, Any]:
     """What a run's ``run.json`` keeps from the one it continues: a rerun's parent (also across a resume of the rerun)."""
     return {key: previous[key] for key in ("parent", "rerun") if key in previous}
-

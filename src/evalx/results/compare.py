@@ -192,7 +192,10 @@ def _summary_of(run_dir: Path) -> SummaryFigures:
     from evalx.results.summary import SummaryBuilder
 
     builder = SummaryBuilder(
-        str(stored.get("run_id") or run_dir.name), str(stored.get("name") or ""), str(stored.get("started_at") or ""), repeat_pass_rule=_rule_of(run_dir)
+        str(stored.get("run_id") or run_dir.name),
+        str(stored.get("name") or ""),
+        str(stored.get("started_at") or ""),
+        repeat_pass_rule=_rule_of(run_dir),
     )
     if (run_dir / RESULTS).is_file():
         for r in read_results(run_dir / RESULTS):

@@ -264,7 +264,4 @@ def reviews_line(summary: Mapping[str, Any]) -> str | None:
     if not isinstance(reviews, dict) or not reviews.get("reviewed_cells"):
         return None
     n, over = int(reviews.get("reviewed_cells") or 0), int(reviews.get("overridden_cells") or 0)
-    return (
-        f"{n} cell{'s' if n != 1 else ''} reviewed, {over} overridden by a reviewer's verdict"
-        f" (the reviewed verdicts count; {REVIEWS})"
-    )
+    return f"{n} cell{'s' if n != 1 else ''} reviewed, {over} overridden by a reviewer's verdict (the reviewed verdicts count; {REVIEWS})"

@@ -111,7 +111,10 @@ async def _guard(request: web.Request, handler: Handler) -> web.StreamResponse:
         if source is None and request.headers.get("Sec-Fetch-Site") not in (None, "same-origin", "none"):
             return web.Response(status=403, text="evalx view: refused a cross-site write\n")
     answer = await handler(request)
-    answer.headers.setdefault("Content-Security-Policy", "default-src 'none'; style-src 'unsafe-inline'; script-src 'unsafe-inline'; img-src data:; form-action 'self'")
+    answer.headers.setdefault(
+        "Content-Security-Policy",
+        "default-src 'none'; style-src 'unsafe-inline'; script-src 'unsafe-inline'; img-src data:; form-action 'self'",
+    )
     answer.headers.setdefault("X-Frame-Options", "DENY")
     answer.headers.setdefault("Referrer-Policy", "same-origin")
     return answer

@@ -341,4 +341,3 @@ def load_history(runs_dir: Path, *, headlines: bool = False) -> History:
             runs.append(((index.started_at, index.started_unix, index.run_id), index))
     runs.sort(key=lambda pair: pair[0])
     return History([r for _, r in runs])
-

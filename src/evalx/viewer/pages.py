@@ -174,7 +174,7 @@ def _trends(history: History) -> Markup:
         ("Cost", charts.trend(cost, labels, title="Cost", fmt=lambda v: _usd(v))),
         ("p99 latency", charts.trend(p99, labels, title="p99 latency", fmt=lambda v: _ms(v))),
     ]
-    cells = "".join(f'<div class=panel><h2>{t}</h2>{svg}</div>' for t, svg in parts)
+    cells = "".join(f"<div class=panel><h2>{t}</h2>{svg}</div>" for t, svg in parts)
     return Markup(f'<div class=charts aria-label="trends">{cells}</div>')
 
 
@@ -207,7 +207,7 @@ def _compare_form(history: History, page: Page, a: str = "", b: str = "") -> Mar
 
     return Markup(
         '<form class=filters method=get action="/compare"><label>baseline <select name=a>'
-        f'{options(a)}</select></label><label>run <select name=b>{options(b)}</select></label><button type=submit>Compare</button></form>'
+        f"{options(a)}</select></label><label>run <select name=b>{options(b)}</select></label><button type=submit>Compare</button></form>"
     )
 
 
@@ -322,7 +322,9 @@ def cases_page(history: History, page: Page, *, flag: str = "all", query: str = 
     for f in FILTERS:
         label = f.replace("-", " ") + (f" ({counts[f]})" if f in counts else f" ({len(hist)})")
         if page.live:
-            filters.append(f'<a href="{_e(page.href("/cases", flag=f, q=query, target=target))}" class="{"on" if f == flag else ""}">{_e(label)}</a>')
+            filters.append(
+                f'<a href="{_e(page.href("/cases", flag=f, q=query, target=target))}" class="{"on" if f == flag else ""}">{_e(label)}</a>'
+            )
         else:
             filters.append(f'<a href="#" data-flag="{f}" class="{"on" if f == flag else ""}">{_e(label)}</a>')
     search = (
@@ -346,7 +348,7 @@ def cases_page(history: History, page: Page, *, flag: str = "all", query: str = 
     head = "<tr><th>case</th><th>target</th><th>status over runs (oldest left)</th><th>last</th><th class=num>score</th><th class=num>latency</th><th>flags</th></tr>"
     body = (
         f"<h1>Case history <span class=muted>({len(hist)} case × target over {len(history.runs)} runs)</span></h1>"
-        f'<div class=filters id=case-filters>{"".join(filters)}</div>{search}'
+        f"<div class=filters id=case-filters>{''.join(filters)}</div>{search}"
         f"<table id=cases><thead>{head}</thead><tbody>{''.join(rows)}</tbody></table>{more}"
     )
     return document("Case history", Markup(body), page, active="cases")
@@ -357,7 +359,7 @@ def _review_form(page: Page, run: RunIndex, key: CaseKey, back: str, current: st
         return ""
     t, d, c = key
     token = f'<input type=hidden name=token value="{_e(page.token)}">' if page.token else ""
-    choose = "".join(f'<option value={v}{" selected" if v == current else ""}>{v}</option>' for v in ("pass", "fail"))
+    choose = "".join(f"<option value={v}{' selected' if v == current else ''}>{v}</option>" for v in ("pass", "fail"))
     return (
         f'<form class=review method=post action="/review">{token}<input type=hidden name=run value="{_e(run.run_id)}">'
         f'<input type=hidden name=target value="{_e(t)}"><input type=hidden name=dataset value="{_e(d)}">'
@@ -406,9 +408,9 @@ def case_page(history: History, key: CaseKey, page: Page, marks: Mapping[str, di
     body = (
         f"<h1 class=mono>{_e(d)}/{_e(c)} <span class=muted>on</span> {_e(t)}</h1>"
         f"<div class=panel>{_strip(history, hist, page)} {_flags(hist)}</div>"
-        '<div class=charts><div class=panel><h2>Score</h2>'
-        f'{charts.trend(score, labels, title="Score", fmt=lambda v: f"{v:.2f}")}</div>'
-        f'<div class=panel><h2>Latency</h2>{charts.trend(latency, labels, title="Latency", fmt=lambda v: _ms(v))}</div></div>'
+        "<div class=charts><div class=panel><h2>Score</h2>"
+        f"{charts.trend(score, labels, title='Score', fmt=lambda v: f'{v:.2f}')}</div>"
+        f"<div class=panel><h2>Latency</h2>{charts.trend(latency, labels, title='Latency', fmt=lambda v: _ms(v))}</div></div>"
         f"<h2>In each run (newest first)</h2><table id=case-runs><thead>{head}</thead><tbody>{''.join(rows)}</tbody></table>"
     )
     return document(f"{d}/{c} · {t}", Markup(body), page, active="cases")
@@ -427,7 +429,7 @@ def review_page(history: History, run: RunIndex, page: Page, marks: Mapping[Case
     rows = []
     for key, row in items[:MAX_CASE_ROWS]:
         mark = marks.get(key)
-        note = f'<div class=review-note>reviewed {_e(mark["verdict"])} by {_e(mark["reviewer"])}</div>' if mark else ""
+        note = f"<div class=review-note>reviewed {_e(mark['verdict'])} by {_e(mark['reviewer'])}</div>" if mark else ""
         rows.append(
             f'<tr class=case-row><td><a class=mono href="{_e(_case_href(page, key))}">{_e(key[1])}/{_e(key[2])}</a></td><td>{_e(key[0])}</td>'
             f"<td>{_status(row[0])}{note}</td><td>{_review_form(page, run, key, back, mark['verdict'] if mark else None)}</td></tr>"
@@ -473,11 +475,17 @@ def _diff(a: str | None, b: str | None) -> Markup:
     lines = difflib.unified_diff((a or "").splitlines(), (b or "").splitlines(), "baseline", "run", lineterm="", n=2)
     parts = []
     for line in lines:
-        cls = "add" if line.startswith("+") and not line.startswith("+++") else "del" if line.startswith("-") and not line.startswith("---") else ""
+        cls = (
+            "add"
+            if line.startswith("+") and not line.startswith("+++")
+            else "del"
+            if line.startswith("-") and not line.startswith("---")
+            else ""
+        )
         parts.append(f'<span class="{cls}">{_e(line)}</span>' if cls else str(_e(line)))
     if not parts:
         return Markup("<p class=muted>The outputs are the same.</p>")
-    return Markup(f'<pre class=diff>{chr(10).join(parts)}</pre>')
+    return Markup(f"<pre class=diff>{chr(10).join(parts)}</pre>")
 
 
 def compare_page(history: History, a: RunIndex, b: RunIndex, found: Sequence[Flip], comparison_text: str, page: Page) -> str:
