@@ -37,7 +37,6 @@ import dataclasses
 import math
 import os
 import re
-import signal
 import sys
 import time
 from collections.abc import Callable, Iterator
@@ -47,6 +46,7 @@ from typing import Any, TextIO
 
 from evalx.errors import ConfigError, EvalxError
 from evalx.execution.executor import ExecutionStats
+from evalx.execution.interrupt import Interrupt, cancel_on_signals
 from evalx.execution.ray_actor import CellWorker, WorkerJob
 from evalx.models import Cell
 from evalx.results.model import CellResult, cell_result, not_run
@@ -214,53 +214,38 @@ class RayRun:
         self.ray = ray = import_ray()
         started_ray, self.uploaded = connect(ray, self.choice.address, self._working_dir, self.choice.working_dir)
         t0 = time.monotonic()
-        main = asyncio.current_task()
-        loop = asyncio.get_running_loop()
-        interrupted = False
-
-        def stop() -> None:
-            nonlocal interrupted
-            if interrupted:
-                raise KeyboardInterrupt
-            interrupted = True
-            if main is not None:
-                main.cancel()
-
-        installed = []
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            try:
-                loop.add_signal_handler(sig, stop)
-                installed.append(sig)
-            except (NotImplementedError, RuntimeError, ValueError):
-                pass
+        signals = Interrupt()
         try:
-            await self._check_self_grading()
-            self._make_pools()
-            await self._start_pools()
-            t1 = time.monotonic()
-            if not self.quiet:
-                actors = sum(len(p.actors) for p in self.pools)
-                print(f"evalx: ray: {actors} actor(s) for {len(self.pools)} target(s) ready in {t1 - t0:.1f}s", file=self.err)
-            for pool in self.pools:
-                for actor in pool.actors:
-                    self._spawn_lanes(pool, actor)
-            while self.lanes:
-                await asyncio.gather(*list(self.lanes))
-            LAST_TIMINGS.update(startup_s=t1 - t0, run_s=time.monotonic() - t1)
+            with cancel_on_signals() as signals:
+                await self._run_pools(t0)
         except asyncio.CancelledError:
             self.stats.interrupted = True
         finally:
-            for sig in installed:
-                loop.remove_signal_handler(sig)
             for task in self.lanes:
                 task.cancel()
             await asyncio.gather(*self.lanes, return_exceptions=True)
             await self._close_pools(graceful=not self.stats.interrupted)
             if started_ray:
                 ray.shutdown()
-        if interrupted:
+        if signals.interrupted:
             self.stats.interrupted = True
         return self.stats
+
+    async def _run_pools(self, t0: float) -> None:
+        """Start the pools and send their cells until every lane is done."""
+        await self._check_self_grading()
+        self._make_pools()
+        await self._start_pools()
+        t1 = time.monotonic()
+        if not self.quiet:
+            actors = sum(len(p.actors) for p in self.pools)
+            print(f"evalx: ray: {actors} actor(s) for {len(self.pools)} target(s) ready in {t1 - t0:.1f}s", file=self.err)
+        for pool in self.pools:
+            for actor in pool.actors:
+                self._spawn_lanes(pool, actor)
+        while self.lanes:
+            await asyncio.gather(*list(self.lanes))
+        LAST_TIMINGS.update(startup_s=t1 - t0, run_s=time.monotonic() - t1)
 
     # -- set-up --------------------------------------------------------------
 

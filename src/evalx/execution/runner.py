@@ -8,7 +8,6 @@ import dataclasses
 import gc
 import hashlib
 import json
-import signal
 import sys
 import time
 from collections.abc import Iterator
@@ -22,6 +21,7 @@ import yaml
 from evalx.config.loader import Config
 from evalx.errors import writing
 from evalx.execution.executor import ExecutionStats, Executor, TargetPlan
+from evalx.execution.interrupt import Interrupt, cancel_on_signals
 from evalx.execution.plan import Plan, Selection, build_plan
 from evalx.execution.progress import Progress
 from evalx.execution.watchdog import Watchdog
@@ -356,34 +356,14 @@ async def _execute(
     from evalx.execution.simulate import UserTargets
 
     executor.users = UserTargets(ctx, {t["id"]: t for t in config.targets}, defaults, command_line)  # started on first use
-    main = asyncio.current_task()
-    loop = asyncio.get_running_loop()
-    interrupted = False
-
-    def stop() -> None:
-        nonlocal interrupted
-        if interrupted:  # a second Ctrl-C: stop waiting for anything
-            raise KeyboardInterrupt
-        interrupted = True
-        if main is not None:
-            main.cancel()
-
-    installed = []
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        try:
-            loop.add_signal_handler(sig, stop)
-            installed.append(sig)
-        except (NotImplementedError, RuntimeError, ValueError):
-            pass
+    signals = Interrupt()
     try:
-        with Watchdog(plans):  # an async target that never yields: its cell ends after its timeout plus a grace
+        with cancel_on_signals() as signals, Watchdog(plans):  # Watchdog: an async target that never yields ends after its timeout
             stats = await executor.execute()
     except asyncio.CancelledError:
         stats = executor.stats
         stats.interrupted = True
     finally:
-        for sig in installed:
-            loop.remove_signal_handler(sig)
         for p in plans:
             await p.target.aclose()
         await judge.aclose()
@@ -392,7 +372,7 @@ async def _execute(
             await ctx.cache.aclose()
             if ctx.cache.problem:
                 print(f"evalx: warning: response cache not used: {ctx.cache.problem}", file=sys.stderr)
-    if interrupted:
+    if signals.interrupted:
         stats.interrupted = True
     return stats
 
