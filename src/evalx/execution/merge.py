@@ -31,7 +31,7 @@ from evalx.execution.runner import RunOutcome
 from evalx.reports.render import ReportOptions, copy_report, write_reports
 from evalx.results.model import CellResult, CostGuardReport, MergeReport
 from evalx.results.outcome import RunFacts, decide_exit, finish_summary, nothing_graded
-from evalx.results.store import RESULTS, ResultWriter, RunLock, new_run_id, read_results, write_json
+from evalx.results.store import RESULTS, ResultWriter, RunLock, by_case, new_run_id, read_results, write_json
 
 __all__ = ["MergeError", "MergeOptions", "ShardRun", "merge", "read_shards"]
 
@@ -167,21 +167,6 @@ def _index(result: CellResult) -> int:
     return index if isinstance(index, int) else -1
 
 
-def _by_case(results: Iterator[CellResult]) -> Iterator[list[CellResult]]:
-    """The cells, a case's cells at a time (they follow each other in plan order)."""
-    group: list[CellResult] = []
-    key: tuple[Any, Any] | None = None
-    for result in results:
-        k = (result.get("dataset"), result.get("case_id"))
-        if group and k != key:
-            yield group
-            group = []
-        key = k
-        group.append(result)
-    if group:
-        yield group
-
-
 def _cost_guard(shards: list[ShardRun]) -> CostGuardReport | None:
     """The shards' cost guards added up (each had its share of ``max_total_cost``)."""
     guards = [s.summary["cost_guard"] for s in shards if isinstance(s.summary.get("cost_guard"), dict)]
@@ -306,7 +291,7 @@ def _merge_locked(
     try:
         # one cell at a time from each shard, merged in the whole plan's order
         streams = [_in_order(read_results(s.path / RESULTS, raw=True), spans) for s in shards]
-        for group in _by_case(heapq.merge(*streams, key=_index)):
+        for group in by_case(heapq.merge(*streams, key=_index)):
             spans.first, spans.cells = _index(group[0]), len(group)
             for result in group:
                 writer.write(result)

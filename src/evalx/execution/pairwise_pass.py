@@ -42,7 +42,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from evalx.results.model import CellResult
-from evalx.results.store import RESULTS, read_results, rewrite_results
+from evalx.results.store import RESULTS, by_case, read_results, rewrite_results
 
 __all__ = [
     "PAIRWISE",
@@ -159,21 +159,6 @@ def _why_not(cell: CellResult | None, target: str) -> str:
     return f"{target}'s cell errored"
 
 
-def _cases(results: Iterable[CellResult]) -> Iterator[list[CellResult]]:
-    """The cells of each case, a case at a time (``results.jsonl`` is in matrix order: a case's cells are together)."""
-    group: list[CellResult] = []
-    key: tuple[Any, Any] | None = None
-    for cell in results:
-        here = (cell.get("dataset"), cell.get("case_id"))
-        if group and here != key:
-            yield group
-            group = []
-        key = here
-        group.append(cell)
-    if group:
-        yield group
-
-
 def _criterion(spec: dict[str, Any]) -> str:
     """What the pair is compared on (a record's ``criterion``: one key, whether the pair was judged or not)."""
     from evalx.judge.pairwise import DEFAULT_RUBRIC
@@ -230,7 +215,7 @@ def _plan_jobs(results: Iterable[CellResult], specs: PairwiseSpecs, targets: lis
     jobs: list[_Job] = []
     skipped: list[dict[str, Any]] = []
     order = {t: i for i, t in enumerate(targets)}
-    for cells in _cases(results):
+    for cells in by_case(results):
         dataset, case_id = str(cells[0].get("dataset") or ""), str(cells[0].get("case_id") or "")
         case_specs = specs.for_case(dataset, case_id)
         if not case_specs:

@@ -410,6 +410,21 @@ def _loads_line(raw: bytes) -> Any:
     return value
 
 
+def by_case(results: Iterable[CellResult]) -> Iterator[list[CellResult]]:
+    """The cells a case at a time, for cells in plan order (where a case's cells follow each other)."""
+    group: list[CellResult] = []
+    key: tuple[Any, Any] | None = None
+    for result in results:
+        here = (result.get("dataset"), result.get("case_id"))
+        if group and here != key:
+            yield group
+            group = []
+        key = here
+        group.append(result)
+    if group:
+        yield group
+
+
 def read_results(path: Path, problems: ReadProblems | None = None, *, raw: bool = False) -> Iterator[CellResult]:
     """Yield every readable cell, each once (its first line), with every v1 key; the one reader of ``results.jsonl``.
 
