@@ -27,8 +27,8 @@ from typing import Any, TextIO
 
 from evalx.config.loader import Config
 from evalx.errors import EvalxError, writing
-from evalx.execution.runner import RunOutcome
-from evalx.reports.render import ReportOptions, copy_report, write_reports
+from evalx.execution.runner import RunOutcome, publish
+from evalx.reports.render import ReportOptions
 from evalx.results.model import CellResult, CostGuardReport, MergeReport
 from evalx.results.outcome import RunFacts, decide_exit, finish_summary, nothing_graded
 from evalx.results.store import RESULTS, ResultWriter, RunLock, by_case, new_run_id, read_results, write_json
@@ -328,10 +328,5 @@ def _merge_locked(
         which = ", ".join(f"{i}/{first.count}" for i in missing)
         messages.append(f"partial merge: shard{'s' if len(missing) > 1 else ''} {which} missing; their cells are not in this run")
     meta.update(status="complete", finished_at=summary.get("finished_at"), exit_code=exit_code)
-    write_reports(run_dir, summary, options.reports)
-    write_json(run_dir / "run.json", meta)
-    if options.junit:
-        copy_report(run_dir / "junit.xml", options.junit)
-    if options.html:
-        copy_report(run_dir / "report.html", options.html)
+    publish(run_dir, summary, meta, options.reports, junit=options.junit, html=options.html)
     return RunOutcome(run_id, run_dir, summary, exit_code, messages)

@@ -284,13 +284,20 @@ def _run_locked(
     if shard is not None and not len(plan.cells):
         messages.append(f"shard {shard[0]}/{shard[1]} is empty: the plan's {plan.cells.case_count} cases went to the other shards")
     meta.update(status="interrupted" if stats.interrupted else "complete", finished_at=summary.get("finished_at"), exit_code=exit_code)
-    write_reports(run_dir, summary, options.reports)
-    write_json(run_dir / "run.json", meta)
-    if options.junit:
-        copy_report(run_dir / "junit.xml", options.junit)
-    if options.html:
-        copy_report(run_dir / "report.html", options.html)
+    publish(run_dir, summary, meta, options.reports, junit=options.junit, html=options.html)
     return RunOutcome(run_id, run_dir, summary, exit_code, messages)
+
+
+def publish(
+    run_dir: Path, summary: RunSummary, meta: dict[str, Any], reports: ReportOptions, *, junit: Path | None, html: Path | None
+) -> None:
+    """The end of a run (and of a merge): its reports, its final ``run.json``, and copies of JUnit and HTML where asked."""
+    write_reports(run_dir, summary, reports)
+    write_json(run_dir / "run.json", meta)
+    if junit:
+        copy_report(run_dir / "junit.xml", junit)
+    if html:
+        copy_report(run_dir / "report.html", html)
 
 
 @contextlib.contextmanager
