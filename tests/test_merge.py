@@ -139,6 +139,7 @@ def test_merge_output_is_the_gates_verdict(tmp_path: Path) -> None:
     code, output = merge(config, *parts, "-o", tmp_path / "m1")
     _, _, one = run(config)
     assert code == json.loads((one / "run.json").read_text())["exit_code"] == 0, output
+    assert 'id="scope-notice"' not in (one / "report.html").read_text(encoding="utf-8")  # a whole run needs no note
     config.write_text(config.read_text().replace("min_pass_rate: 0.3", "min_pass_rate: 0.99"))
     code, output = merge(config, *parts, "-o", tmp_path / "m2")
     assert code == 1, output
@@ -175,6 +176,10 @@ def test_refuses_missing_shard_then_allow_partial(tmp_path: Path) -> None:
     assert summary["cells_planned"] > summary["totals"]["cells"]
     assert json.loads((tmp_path / "m" / "run.json").read_text())["merged"]["partial"] is True
     assert "PARTIAL" in (tmp_path / "m" / "summary.txt").read_text()
+    page = (tmp_path / "m" / "report.html").read_text(encoding="utf-8")
+    assert 'id="scope-notice"' in page and "PARTIAL: Merged from 2 of 3 shards" in page and "Shard 2/3 missing" in page
+    shard_page = (parts[0] / "report.html").read_text(encoding="utf-8")
+    assert "Shard 1/3 of a sharded run" in shard_page and "applied by `evalx merge` of every shard" in shard_page
 
 
 def test_refuses_duplicate_shard(tmp_path: Path) -> None:

@@ -909,6 +909,28 @@ def _script(js: str) -> str:
     return js
 
 
+def _scope(summary: RunSummary) -> _Json | None:
+    """A shard's or a merge's note for the page's top: what part of the plan this run holds."""
+    shard, merged = summary.get("shard"), summary.get("merged")
+    if shard:
+        return {
+            "kind": "shard",
+            "title": f"Shard {shard['index']}/{shard['count']} of a sharded run",
+            "text": f"This run holds one shard of a plan of {shard['plan_cells']:,} cells; its gates and baseline are applied by `evalx merge` of every shard.",
+        }
+    if merged:
+        done = f"Merged from {len(merged['shards'])} of {merged['count']} shards"
+        if not merged["partial"]:
+            return {"kind": "merged", "title": done, "text": "Every shard of the plan is in this run."}
+        missing = ", ".join(f"{i}/{merged['count']}" for i in merged["missing"])
+        return {
+            "kind": "partial",
+            "title": f"PARTIAL: {done}",
+            "text": f"Shard{'s' if len(merged['missing']) > 1 else ''} {missing} missing: their cells are not in this run, and its figures cover only the shards merged.",
+        }
+    return None
+
+
 def _header(summary: RunSummary, data: _ReportData) -> _Json:
     totals = dict(summary.get("totals") or {})
     for key in (*STATUSES, "cells"):
@@ -973,6 +995,7 @@ def _header(summary: RunSummary, data: _ReportData) -> _Json:
         "ttft": {k: finite((summary.get("ttft_ms") or {}).get(k)) for k in ("p50", "p95", "p99")},
         # streaming targets (engines, providers with stream: true): a TTFT column in the targets table
         "has_ttft": any(row["ttft_p50"] is not None for row in rows),
+        "scope": _scope(summary),
         "tokens": {k: _int(tokens.get(k)) for k in ("input", "output", "cache_hit")},
         "cache_hit_ratio": finite(summary.get("cache_hit_ratio")),
         "cached_cells": _int(summary.get("cached_cells")),
