@@ -12,7 +12,6 @@ is then finished as a resume finishes a run: only the cells without a result run
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -86,18 +85,9 @@ def parse_rerun(value: str) -> tuple[str, ...]:
 
 def load_parent(ref: str, output_dir: Path, kinds: tuple[str, ...], *, name: str | None = None) -> Rerun:
     """The run ``--from RUN`` names (an id under ``output_dir``, a path, or ``latest`` of config ``name``)."""
-    from evalx.results.history import RunNotFound, resolve_run
+    from evalx.execution.resume import load_run_meta
 
-    try:
-        run_dir = resolve_run(ref, output_dir, name=name)
-    except RunNotFound as exc:
-        raise RerunError(f"--from: {exc}") from None
-    try:
-        meta = json.loads((run_dir / "run.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
-        raise RerunError(f"--from: cannot read {run_dir / 'run.json'}: {exc}") from None
-    if not isinstance(meta, dict) or not meta.get("run_id"):
-        raise RerunError(f"--from: {run_dir / 'run.json'} is not a run's metadata")
+    run_dir, meta = load_run_meta(ref, output_dir, option="--from", error=RerunError, name=name)
     return Rerun(run_dir, meta, kinds)
 
 

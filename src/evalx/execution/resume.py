@@ -106,20 +106,25 @@ def stored_fingerprint_version(meta: dict[str, Any]) -> int:
     return int(version)
 
 
-def load_run_meta(ref: str, output_dir: Path) -> tuple[Path, dict[str, Any]]:
-    """The directory and ``run.json`` of run ``ref`` (an id under ``output_dir`` or a path)."""
+def load_run_meta(
+    ref: str, output_dir: Path, *, option: str = "--resume", error: type[EvalxError] = ResumeError, name: str | None = None
+) -> tuple[Path, dict[str, Any]]:
+    """The directory and ``run.json`` of run ``ref`` (an id under ``output_dir``, a path, or ``latest`` of config ``name``).
+
+    Problems raise ``error`` in one line that starts with ``option`` (``--resume``, ``--from``).
+    """
     from evalx.results.history import RunNotFound, resolve_run
 
     try:
-        run_dir = resolve_run(ref, output_dir)
+        run_dir = resolve_run(ref, output_dir, name=name)
     except RunNotFound as exc:
-        raise ResumeError(f"--resume: {exc}") from None
+        raise error(f"{option}: {exc}") from None
     try:
         meta = json.loads((run_dir / "run.json").read_text(encoding="utf-8"))
     except (OSError, ValueError) as exc:
-        raise ResumeError(f"--resume: cannot read {run_dir / 'run.json'}: {exc}") from None
+        raise error(f"{option}: cannot read {run_dir / 'run.json'}: {exc}") from None
     if not isinstance(meta, dict) or not meta.get("run_id"):
-        raise ResumeError(f"--resume: {run_dir / 'run.json'} is not a run's metadata")
+        raise error(f"{option}: {run_dir / 'run.json'} is not a run's metadata")
     return run_dir, meta
 
 
