@@ -163,7 +163,8 @@ def browser_times(base_url: str, urls: list[str], repeats: int) -> dict[str, lis
     return out
 
 
-def serve_in_thread(runs_dir: Path) -> tuple[str, Any]:
+def serve_in_thread(runs_dir: Path, **app_options: Any) -> tuple[str, Any]:
+    """The app over ``runs_dir`` on 127.0.0.1 in a thread of its own: its base URL and a function that stops it."""
     import threading
 
     from aiohttp import web
@@ -173,7 +174,7 @@ def serve_in_thread(runs_dir: Path) -> tuple[str, Any]:
     ready = threading.Event()
 
     async def start() -> None:
-        runner = web.AppRunner(make_app(runs_dir))
+        runner = web.AppRunner(make_app(runs_dir, **app_options))
         await runner.setup()
         site = web.TCPSite(runner, "127.0.0.1", 0)
         await site.start()

@@ -14,21 +14,17 @@ project there (then `evalx view DIR/runs` to look around).
 from __future__ import annotations
 
 import argparse
-import asyncio
 import subprocess
 import sys
 import tempfile
-import threading
 from pathlib import Path
-from typing import Any
-
-from aiohttp import web
 
 from evalx.results.reviews import add_mark
-from evalx.viewer.app import make_app
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
+
+from viewer import serve_in_thread  # noqa: E402  (bench/viewer.py: the app in a thread)
 
 BOT = """
 import pathlib
@@ -125,34 +121,6 @@ def make_runs(config: Path, rounds: int = 6) -> list[Path]:
     return runs
 
 
-def serve(runs_dir: Path) -> tuple[str, Any]:
-    loop = asyncio.new_event_loop()
-    box: dict[str, Any] = {}
-    ready = threading.Event()
-
-    async def start() -> None:
-        runner = web.AppRunner(make_app(runs_dir, reviewer="ana"))
-        await runner.setup()
-        site = web.TCPSite(runner, "127.0.0.1", 0)
-        await site.start()
-        box["runner"], box["port"] = runner, runner.addresses[0][1]
-
-    def run() -> None:
-        asyncio.set_event_loop(loop)
-        loop.run_until_complete(start())
-        ready.set()
-        loop.run_forever()
-
-    threading.Thread(target=run, daemon=True).start()
-    ready.wait(60)
-
-    def stop() -> None:
-        asyncio.run_coroutine_threadsafe(box["runner"].cleanup(), loop).result(30)
-        loop.call_soon_threadsafe(loop.stop)
-
-    return f"http://127.0.0.1:{box['port']}", stop
-
-
 def screenshots(base: str, runs: list[Path], docs: Path) -> list[Path]:
     from browser import launch  # tests/browser.py
     from playwright.sync_api import sync_playwright
@@ -196,7 +164,7 @@ def main() -> None:
     print(f"demo runs in {folder / 'runs'}")
     if args.no_shots:
         return
-    base, stop = serve(folder / "runs")
+    base, stop = serve_in_thread(folder / "runs", reviewer="ana")
     try:
         for path in screenshots(base, runs, ROOT / "docs"):
             print(f"wrote {path.relative_to(ROOT)}")
