@@ -134,32 +134,6 @@ def test_a_single_expression_template_keeps_its_type_on_every_call() -> None:
         assert render_value("{{ case.input }}", {"case": {"input": {"n": i}}}) == {"n": i}
 
 
-def test_cell_timeout_still_fires_and_an_outer_cancel_still_cancels() -> None:
-    from evalx.execution.executor import _within
-
-    async def slow() -> str:
-        await asyncio.sleep(5)
-        return "late"
-
-    async def main() -> None:
-        try:
-            await _within(slow(), 0.01)
-        except asyncio.TimeoutError:
-            pass
-        else:
-            raise AssertionError("no timeout")
-        task = asyncio.ensure_future(_within(slow(), 10))
-        await asyncio.sleep(0)
-        task.cancel()
-        try:
-            await task
-        except asyncio.CancelledError:
-            return
-        raise AssertionError("the cancel was swallowed")
-
-    asyncio.run(main())
-
-
 # -- the OpenAI request body without Jinja ------------------------------------------------
 
 
@@ -563,7 +537,7 @@ def test_a_provider_sends_exactly_the_json_of_the_body_it_records(tmp_path: Any)
 
     from aiohttp import web
 
-    from evalx.execution.executor import _within
+    from evalx.deadline import Deadline, within
     from evalx.models import Case, Cell
     from evalx.targets.base import RunContext
     from evalx.targets.provider import ProviderTarget
@@ -599,7 +573,9 @@ def test_a_provider_sends_exactly_the_json_of_the_body_it_records(tmp_path: Any)
         inputs.append({"messages": [{"role": "user", "content": {1: "a", "1": "b"}}]})  # keys that collide: the client encodes
         try:
             for i, value in enumerate(inputs):
-                traj = await _within(target.invoke(Cell(index=i, target="m", dataset="d", case=Case(id=f"c{i}", input=value)), run), 30)
+                traj = await within(
+                    Deadline(30), target.invoke(Cell(index=i, target="m", dataset="d", case=Case(id=f"c{i}", input=value)), run)
+                )
                 assert traj.request is not None
                 assert received[-1] == json.dumps(traj.request["body"], ensure_ascii=False).encode("utf-8"), value
         finally:
@@ -608,65 +584,6 @@ def test_a_provider_sends_exactly_the_json_of_the_body_it_records(tmp_path: Any)
 
     asyncio.run(main())
     assert len(received) == 5
-
-
-def test_a_request_keeps_its_own_timer_unless_the_cells_deadline_comes_first() -> None:
-    from aiohttp import web
-
-    from evalx.errors import TargetTimeout
-    from evalx.targets.transport.http import CALL_DEADLINE, HttpClient
-
-    release: asyncio.Event
-
-    async def hang(request: web.Request) -> web.Response:
-        await release.wait()
-        return web.Response(text="{}")
-
-    async def main() -> None:
-        nonlocal release
-        release = asyncio.Event()
-        app = web.Application()
-        app.router.add_get("/", hang)
-        runner = web.AppRunner(app)
-        await runner.setup()
-        site = web.TCPSite(runner, "127.0.0.1", 0)
-        await site.start()
-        url = f"http://127.0.0.1:{site._server.sockets[0].getsockname()[1]}/"  # type: ignore[union-attr]
-        client = HttpClient(timeout_s=0.2)
-        loop = asyncio.get_running_loop()
-        try:
-            # no caller deadline (a judge or embeddings call), or one later than the request's bound: aiohttp's timer ends it
-            for deadline in (None, loop.time() + 60):
-                token = CALL_DEADLINE.set(deadline)
-                try:
-                    with pytest.raises(TargetTimeout, match=r"no response from .* within 0\.2s"):
-                        await asyncio.wait_for(client.request_json("GET", url), 5)
-                finally:
-                    CALL_DEADLINE.reset(token)
-            # the caller's deadline comes first: the request has no total timer of its own
-            sent: list[Any] = []
-            session = client._get_session()
-            original = session.request
-
-            def spy(*args: Any, **kwargs: Any) -> Any:
-                sent.append(kwargs["timeout"])
-                return original(*args, **kwargs)
-
-            session.request = spy  # type: ignore[method-assign]
-            token = CALL_DEADLINE.set(loop.time() + 0.1)
-            try:
-                with pytest.raises(asyncio.TimeoutError):
-                    async with asyncio.timeout(0.3):
-                        await client.request_json("GET", url)
-            finally:
-                CALL_DEADLINE.reset(token)
-            assert sent[0].total is None and sent[0].sock_connect == client.connect_timeout_s
-        finally:
-            release.set()
-            await client.aclose()
-            await runner.cleanup()
-
-    asyncio.run(main())
 
 
 def test_a_response_scope_has_headers_only_for_a_definition_that_reads_them(tmp_path: Any) -> None:
@@ -871,119 +788,6 @@ def test_a_trajectory_read_by_the_fast_readers_is_the_one_jinja_reads(monkeypatc
             assert outcome(fast, answer) == outcome(slow, answer), (provider, answer)
     openai = find_provider("openai").response
     assert all(definitions._fast_path(source) is not None for source in (openai["text"], openai["stop_reason"], *openai["usage"].values()))
-
-
-def test_one_timer_for_a_targets_cells_times_out_as_asyncio_timeout_does() -> None:
-    """Each scenario under asyncio.timeout and under _Deadlines.run ends the same way (result, TimeoutError or
-    CancelledError), leaves the task's cancel count the same, and the one timer always covers the next deadline."""
-    from evalx.execution.executor import _Deadlines
-
-    timeout = 0.2
-    early: list[float] = []  # a cell cancelled before its time
-    cancelled: dict[str, list[str]] = {"asyncio": [], "one timer": []}  # hanging cells, in the order their timeouts came
-
-    async def scenario(kind: str, started: asyncio.Event, label: str = "", log: list[str] | None = None) -> str:
-        started.set()
-        t0 = asyncio.get_running_loop().time()
-        if kind == "quick":
-            await asyncio.sleep(0)
-            return "done"
-        if kind == "slowish":  # well inside its deadline
-            await asyncio.sleep(timeout / 2)
-            return "done"
-        if kind in ("swallow", "linger"):  # catches the timeout's cancel; answers, or waits on (and is cancelled from outside)
-            try:
-                await asyncio.sleep(5)
-            except asyncio.CancelledError:
-                if kind == "swallow":
-                    return "swallowed"
-                await asyncio.sleep(timeout)
-                return "lingered"
-        if kind == "fails":
-            raise ValueError("boom")
-        try:
-            await asyncio.sleep(5)  # "hang", and "outer" (cancelled from outside)
-        except asyncio.CancelledError:
-            if kind == "hang" and log is not None:
-                log.append(label)
-                if asyncio.get_running_loop().time() - t0 < timeout - 0.001:
-                    early.append(asyncio.get_running_loop().time() - t0)
-            raise
-        return "late"
-
-    async def under_timeout(aw: Any) -> Any:
-        async with asyncio.timeout(timeout):
-            return await aw
-
-    async def then_a_hang(kind: str, started: asyncio.Event, wrap: Any, label: str, log: list[str]) -> str:
-        """The scenario, then a hanging cell in the same task (a worker's next cell): a cancel count left behind would show."""
-        try:
-            first = f"{await wrap(scenario(kind, started, label, log))}"
-        except asyncio.TimeoutError:
-            first = "TimeoutError"
-        except ValueError as exc:
-            first = f"ValueError {exc}"
-        try:
-            await wrap(scenario("hang", asyncio.Event()))
-        except asyncio.TimeoutError:
-            first += ", then TimeoutError"
-        task = asyncio.current_task()
-        assert task is not None
-        return f"{first}; cancelling {task.cancelling()}"
-
-    async def outcome(kind: str, wrap: Any, label: str, log: list[str]) -> str:
-        started = asyncio.Event()
-        task = asyncio.ensure_future(then_a_hang(kind, started, wrap, label, log))
-        await started.wait()
-        if kind == "outer":
-            task.cancel()
-        if kind == "linger":
-            await asyncio.sleep(timeout * 1.5)  # past the deadline, while it lingers: a cancel from outside too
-            task.cancel()
-        try:
-            return await task
-        except asyncio.CancelledError:
-            return "CancelledError"
-
-    def check(deadlines: Any, broken: list[str]) -> None:
-        """Whenever a cell waits for its deadline, the one timer is set for that deadline or an earlier one."""
-        waiting = [e.when for e in deadlines._live if not e.expired]
-        if waiting and (deadlines._handle is None or deadlines._handle.when() > min(waiting)):
-            broken.append(f"timer {deadlines._handle and deadlines._handle.when()} for deadlines {waiting}")
-
-    async def watch(deadlines: Any, broken: list[str]) -> None:
-        while True:
-            check(deadlines, broken)
-            await asyncio.sleep(0.002)
-
-    async def main() -> None:
-        kinds = ["quick", "hang", "slowish", "swallow", "fails", "outer", "linger", "quick", "hang"]
-        deadlines = _Deadlines(timeout)
-        broken: list[str] = []
-        watcher = asyncio.ensure_future(watch(deadlines, broken))
-        for staggered in (False, True):
-            expected, got = [], []
-            for kind in kinds * (1 if staggered else 3):
-                label = f"{kind} {len(got)}"
-                expected.append(asyncio.ensure_future(outcome(kind, under_timeout, label, cancelled["asyncio"])))
-                got.append(asyncio.ensure_future(outcome(kind, deadlines.run, label, cancelled["one timer"])))
-                if staggered:
-                    await asyncio.sleep(timeout / 5)  # deadlines at different moments, several in flight at once
-            results = await asyncio.gather(*got)
-            assert results == await asyncio.gather(*expected)
-            assert "TimeoutError, then TimeoutError; cancelling 0" in results and "done, then TimeoutError; cancelling 0" in results
-            assert "swallowed, then TimeoutError; cancelling 0" in results and results.count("CancelledError") == 2 * len(results) // len(
-                kinds
-            )
-            assert not deadlines._live and deadlines._handle is None  # nothing left behind on the loop
-        await deadlines.run(scenario("quick", asyncio.Event()))
-        assert deadlines._handle is None  # the last cell out takes the timer with it
-        watcher.cancel()
-        assert not broken, broken[:3]
-        assert not early, early
-        assert cancelled["one timer"] == cancelled["asyncio"] and len(cancelled["asyncio"]) > 6
-
-    asyncio.run(main())
 
 
 # -- report writing: embed_json, clean_text, numbers, spool batching (issue 12's report time) -------------

@@ -235,7 +235,10 @@ def test_an_engine_stream_past_max_response_bytes_is_the_cells_error(tmp_path: P
 @pytest.mark.parametrize(
     ("mode", "limit", "error"),
     # on a loaded machine the hostile server may give up on its side first ("broke off"): the cell still ends on time
-    [("gzip", 4 * 1024 * MIB, ("timed out", "broke off")), ("gzipline", None, ("max_response_bytes", "timed out", "broke off"))],
+    [
+        ("gzip", 4 * 1024 * MIB, ("timed out after 2s", "broke off")),
+        ("gzipline", None, ("max_response_bytes", "timed out after 2s", "broke off")),
+    ],
     ids=["sse-lines-under-a-high-limit", "one-endless-line-default-limit"],
 )
 def test_a_compressed_bomb_ends_on_time_and_other_cells_finish(
@@ -266,8 +269,9 @@ def test_a_compressed_bomb_ends_on_time_and_other_cells_finish(
     good = [r for r in results if r["target"] == "good"]
     assert len(bomb) == 4 and all(r["status"] == "error" and any(e in r["error"] for e in error) for r in bomb), bomb
     assert all(r["status"] == "pass" for r in good), good
-    assert all(r["latency_ms"] < 8000 for r in bomb), [r["latency_ms"] for r in bomb]  # timeout_s 2 (was 38 s before the fix)
-    assert elapsed < 30, elapsed
+    # timeout_s 2 (was 38 s before the fix): loose bounds, a busy machine stretches them
+    assert all(r["latency_ms"] < 20000 for r in bomb), [r["latency_ms"] for r in bomb]
+    assert elapsed < 60, elapsed
     assert max(before, peak_kib) < 600 * 1024, peak_kib
 
 

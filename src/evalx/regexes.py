@@ -11,8 +11,8 @@ Schema's ``pattern`` and ``patternProperties``, a provider definition's
 
 How long a match may take is the *scoring budget* of the thread that asks:
 
-- on the event loop, the evaluator sets the cell's budget (what is left of
-  its ``timeout_s``) with :func:`start_on_loop` around each check; a match may then
+- on the event loop, the evaluator sets the cell's budget (its
+  :class:`~evalx.deadline.Deadline`) with :func:`start_on_loop` around each check; a match may then
   hold the loop for at most :data:`ON_LOOP_SLICE_S` in all, after which
   :class:`NeedsThread` is raised and the check is run again in a thread of
   its own (:func:`evalx.assertions.evaluate.evaluate_one`), where the match
@@ -20,10 +20,13 @@ How long a match may take is the *scoring budget* of the thread that asks:
 - anywhere else (a plugin calling :func:`search`, a test), a match may take
   :data:`DEFAULT_TIMEOUT_S`.
 
-A match past its budget raises :class:`RegexTimeout`, which the evaluator
-reports as that assertion's error: never a pass, and never a fail a ``not:``
-could turn into a pass. (The ``regex`` package counts its timeout in the
-process's CPU time: on a loaded machine a match takes longer in wall time.)
+A match past its budget raises :class:`RegexTimeout` (worded as every
+timeout is: ``timed out after 1s (the regex /…/ on N characters …)``), which
+the evaluator reports as that assertion's error: never a pass, and never a
+fail a ``not:`` could turn into a pass. (The ``regex`` package counts its
+timeout in the process's CPU time: on a loaded machine a match takes longer
+in wall time, and the deadline, which the watchdog also reads, is extended
+by no one: the error says the time was up.)
 """
 
 from __future__ import annotations
@@ -37,6 +40,8 @@ from typing import Any
 
 import regex as _regex
 
+from evalx.deadline import Deadline
+
 __all__ = [
     "DEFAULT_TIMEOUT_S",
     "ON_LOOP_SLICE_S",
@@ -44,6 +49,7 @@ __all__ = [
     "OutOfTime",
     "RegexTimeout",
     "budget",
+    "budget_until",
     "checkpoint",
     "compile_user",
     "search",
@@ -76,7 +82,7 @@ class NeedsThread(Exception):
 
 
 class _Budget(threading.local):
-    deadline: float | None = None  # time.monotonic() after which a match is out of time
+    deadline: Deadline | None = None  # the cell's: a match past it is out of time
     on_loop = False  # the thread is the event loop's: matches share a short slice, then NeedsThread
     slice_end: float | None = None  # set by the first match on the loop
     floor_s = 0.0  # on the loop: the least time from the first match on
@@ -85,12 +91,13 @@ class _Budget(threading.local):
 _budget = _Budget()
 
 
-def start_on_loop(deadline: float, floor_s: float) -> None:
-    """Matches on this thread (the event loop's) may run until ``deadline`` (``time.monotonic()``), until :func:`stop_on_loop`.
+def start_on_loop(deadline: Deadline, floor_s: float) -> None:
+    """Matches on this thread (the event loop's) may run until ``deadline``, until :func:`stop_on_loop`.
 
-    At least ``floor_s`` from the first match on, whatever the deadline. The
-    cheap form of :func:`budget` the evaluator uses around each check on the
-    loop (no clock read unless a regex runs; no nesting there).
+    At least ``floor_s`` from the first match on (the deadline is moved, so the
+    watchdog, which reads it too, agrees). The cheap form of :func:`budget_until`
+    the evaluator uses around each check on the loop (no clock read unless a
+    regex runs; no nesting there).
     """
     state = _budget
     state.deadline, state.floor_s, state.on_loop, state.slice_end = deadline, floor_s, True, None
@@ -102,15 +109,24 @@ def stop_on_loop() -> None:
 
 
 @contextmanager
-def budget(seconds: float, *, on_loop: bool) -> Iterator[None]:
-    """Matches on this thread, for the ``with`` block, may take ``seconds`` in all."""
+def budget_until(deadline: Deadline, *, on_loop: bool = False) -> Iterator[None]:
+    """Matches on this thread, for the ``with`` block, may run until ``deadline``."""
     state = _budget
     saved = (state.deadline, state.on_loop, state.slice_end)
-    state.deadline, state.on_loop, state.slice_end, state.floor_s = time.monotonic() + seconds, on_loop, None, 0.0
+    state.deadline, state.on_loop, state.slice_end, state.floor_s = deadline, on_loop, None, 0.0
     try:
         yield
     finally:
         state.deadline, state.on_loop, state.slice_end = saved
+
+
+def budget(seconds: float, *, on_loop: bool) -> Any:
+    """Matches on this thread, for the ``with`` block, may take ``seconds`` in all (a deadline of their own)."""
+    return budget_until(Deadline(seconds), on_loop=on_loop)
+
+
+def _name(what: Any) -> str:
+    return what if isinstance(what, str) else f"the regex /{what.pattern}/"
 
 
 def _time_left(what: Any) -> float:
@@ -123,18 +139,18 @@ def _time_left(what: Any) -> float:
     if deadline is None:
         return DEFAULT_TIMEOUT_S
     now = time.monotonic()
-    left = deadline - now
     if state.on_loop:
         if state.slice_end is None:  # the check's first match: its slice of the loop starts now
             state.slice_end = now + ON_LOOP_SLICE_S
-            state.deadline = deadline = max(deadline, now + state.floor_s)
-            left = deadline - now
+            deadline.at_least(state.floor_s)
+        left = deadline.when - now
         if state.slice_end - now <= 0 < left:
             raise NeedsThread
         left = min(left, state.slice_end - now)
+    else:
+        left = deadline.when - now
     if left <= 0:
-        name = what if isinstance(what, str) else f"the regex /{what.pattern}/"
-        raise OutOfTime(f"{name} ran past the cell's time limit")
+        raise OutOfTime(deadline.message(_name(what)))
     return left
 
 
@@ -160,10 +176,14 @@ def search(pattern: Any, text: str, *, what: str | None = None) -> Any:
         return pattern.search(text, timeout=left, concurrent=True)  # off the loop: let the loop's thread run meanwhile
     except TimeoutError:
         pass
-    if state.on_loop and state.deadline is not None and state.deadline > time.monotonic():
+    deadline = state.deadline
+    if state.on_loop and deadline is not None and deadline.when > time.monotonic():
         raise NeedsThread from None
-    limit = "the cell's time limit" if state.deadline is not None else f"{DEFAULT_TIMEOUT_S:g}s"
+    what = (
+        f"the regex /{pattern.pattern}/ on {len(text):,} characters: it backtracks too much, simplify it (no nested quantifiers like (a+)+)"
+    )
+    if deadline is not None:
+        raise RegexTimeout(deadline.message(what)) from None
     raise RegexTimeout(
-        f"the regex /{pattern.pattern}/ ran past {limit} on {len(text):,} characters "
-        "(it backtracks too much: simplify it, e.g. no nested quantifiers like (a+)+)"
+        f"the regex /{pattern.pattern}/ ran past {DEFAULT_TIMEOUT_S:g}s on {len(text):,} characters (it backtracks too much: simplify it, e.g. no nested quantifiers like (a+)+)"
     ) from None

@@ -11,7 +11,8 @@ from eating the machine:
   at most :data:`MAX_RENDER_CHARS` items; operations that would make a
   larger one (``'a' * 10**8``, ``'a'|center(10**9)``, ``'%1000000000s' % x``)
   are refused before they run, and big powers (``10 ** 10**8``) too;
-- a render may take :data:`RENDER_TIME_S` (:func:`evalx.timebox.timebox`
+- a render may take :data:`RENDER_TIME_S`, and no longer than its cell's
+  deadline (:mod:`evalx.deadline`) allows (:func:`evalx.timebox.timebox`
   stops nested ``range(20000)`` loops);
 - ``range`` keeps Jinja's sandbox limit (100,000 items) and ``lipsum`` 100
   paragraphs.
@@ -44,6 +45,8 @@ from jinja2.exceptions import SecurityError
 from jinja2.nodes import Concat
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
+from evalx.deadline import Deadline
+from evalx.deadline import current as current_deadline
 from evalx.timebox import TimeUp, timebox
 
 __all__ = [
@@ -378,8 +381,18 @@ def _joined(chunks: Iterator[str]) -> str:
     return "".join(parts)
 
 
-def _error(exc: BaseException, field: str | None) -> TemplateRenderError:
+def _time_box() -> tuple[float, Deadline | None]:
+    """How long a render may take: :data:`RENDER_TIME_S`, or what is left of the cell's deadline (then returned) when less."""
+    deadline = current_deadline()
+    if deadline is not None and (left := deadline.left()) < RENDER_TIME_S:
+        return max(left, 0.0), deadline
+    return RENDER_TIME_S, None
+
+
+def _error(exc: BaseException, field: str | None, deadline: Deadline | None = None) -> TemplateRenderError:
     where = f"{field}: " if field else ""
+    if isinstance(exc, TimeUp) and deadline is not None:
+        return TemplateRenderError(where + deadline.message("rendering the template: a loop too large?"))
     if isinstance(exc, TimeUp):
         return TemplateRenderError(f"{where}template refused: rendering took more than {RENDER_TIME_S:g}s (a loop too large?)")
     if isinstance(exc, TemplateRefused):
@@ -432,11 +445,12 @@ def _includes_problem(ast: Any, root: Path | None, chain: tuple[str, ...]) -> st
 
 def render(source: str, context: dict[str, Any], *, field: str | None = None) -> str:
     """``source`` rendered with ``context``; ``field`` (like ``prompt``) names it in errors."""
+    seconds, deadline = _time_box()
     try:
-        with timebox(RENDER_TIME_S):
+        with timebox(seconds):
             return _joined(_compile(source).generate(**context))
     except (TemplateError, TimeUp, MemoryError, RecursionError) as exc:
-        raise _error(exc, field) from None
+        raise _error(exc, field, deadline) from None
 
 
 def render_value(value: Any, context: dict[str, Any], *, field: str | None = None) -> Any:
@@ -450,11 +464,12 @@ def render_value(value: Any, context: dict[str, Any], *, field: str | None = Non
             return value
         stripped = value.strip()
         if stripped.startswith("{{") and stripped.endswith("}}") and stripped.count("{{") == 1:
+            seconds, deadline = _time_box()
             try:
-                with timebox(RENDER_TIME_S):
+                with timebox(seconds):
                     return _sized(_compile_expression(stripped[2:-2].strip())(**context))
             except (TemplateError, TimeUp, MemoryError, RecursionError) as exc:
-                raise _error(exc, field) from None
+                raise _error(exc, field, deadline) from None
         return render(value, context, field=field)
     if isinstance(value, dict):
         return {k: render_value(v, context, field=f"{field}.{k}" if field else None) for k, v in value.items()}

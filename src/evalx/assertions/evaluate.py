@@ -1,8 +1,8 @@
 """Run a case's assertions over a trajectory and decide the cell's status.
 
-Checks count against the cell's time: the executor passes what is left of
-its ``timeout_s`` (at least :data:`MIN_CHECK_TIME_S`) as ``time_left``. A
-synchronous check runs on the event loop with that budget
+Checks count against the cell's time: the executor passes the cell's
+:class:`~evalx.deadline.Deadline` (with at least :data:`MIN_CHECK_TIME_S`
+left). A synchronous check runs on the event loop under it
 (:func:`evalx.regexes.start_on_loop`; each check gets at least
 :data:`MIN_EACH_CHECK_S`, so one slow check does not leave the cheap ones
 after it unrun); one whose regexes or schema walk use up
@@ -10,6 +10,10 @@ their short slice of the loop (:data:`evalx.regexes.ON_LOOP_SLICE_S`) is run
 again in a thread of its own with the rest of the budget, so a regex that
 backtracks never holds up the other cells, Ctrl-C or SIGTERM. At most
 :data:`MAX_CHECK_THREADS` such threads run at once; each ends by its budget.
+A check stopped by the deadline (its regexes, its schema walk, or the
+watchdog when it holds the loop) is that assertion's error, worded as every
+timeout is (``timed out after 1s (...)``): never a pass, and never a fail a
+``not:`` could turn into a pass.
 """
 
 from __future__ import annotations
@@ -17,12 +21,12 @@ from __future__ import annotations
 import asyncio
 import inspect
 import threading
-import time
 import weakref
 from typing import TYPE_CHECKING, Any
 
 from evalx import regexes
 from evalx.assertions.registry import COMMON_KEYS, AssertionContext, AssertionFn, get_assertion
+from evalx.deadline import Deadline, HeldTheLoop
 from evalx.models import Verdict
 
 if TYPE_CHECKING:  # types only: `import evalx` (the CLI's startup) must not pay for the results model
@@ -45,21 +49,18 @@ _IN_A_THREAD: Any = object()  # a check that used its slice of the loop: run it 
 MAX_CHECK_THREADS = 2
 
 
-async def evaluate_case(asserts: list[dict[str, Any]], ctx: AssertionContext, *, time_left: float | None = None) -> list[AssertionRecord]:
+async def evaluate_case(asserts: list[dict[str, Any]], ctx: AssertionContext, *, deadline: Deadline | None = None) -> list[AssertionRecord]:
     """Evaluate every assertion in order; one that breaks is an assertion error, never a crash.
 
-    ``time_left``: seconds the checks may take in all (None: each regex match its own default).
+    ``deadline``: the cell's, which the checks count against (None: each regex match its own default).
     Checks across cells (:data:`CROSS_CELL`) are left out: they are judged after the cells.
     """
     if asserts and any(spec.get("type") in CROSS_CELL for spec in asserts):
         asserts = [spec for spec in asserts if spec.get("type") not in CROSS_CELL]
-    if time_left is None:
-        return [await evaluate_one(spec, ctx) for spec in asserts]
-    deadline = time.monotonic() + time_left
     return [await evaluate_one(spec, ctx, deadline=deadline) for spec in asserts]
 
 
-async def evaluate_one(spec: dict[str, Any], ctx: AssertionContext, *, deadline: float | None = None) -> AssertionRecord:
+async def evaluate_one(spec: dict[str, Any], ctx: AssertionContext, *, deadline: Deadline | None = None) -> AssertionRecord:
     kind = spec["type"]
     atype = get_assertion(kind)
     weight = float(spec.get("weight", 1.0))
@@ -92,10 +93,14 @@ async def evaluate_one(spec: dict[str, Any], ctx: AssertionContext, *, deadline:
                 finally:
                     regexes.stop_on_loop()
                 if res is _IN_A_THREAD:
-                    res = await _in_thread(atype.fn, sub_ctx, kwargs, max(deadline, time.monotonic() + MIN_EACH_CHECK_S))
+                    deadline.at_least(MIN_EACH_CHECK_S)
+                    res = await _in_thread(atype.fn, sub_ctx, kwargs, deadline)
             if not isinstance(res, Verdict) and inspect.isawaitable(res):  # a Verdict: skip the slower check
                 res = await res
             verdict = res
+        except HeldTheLoop:  # the watchdog stopped a check that held the event loop past the cell's deadline
+            msg = deadline.message(f"the check {kind} held the event loop") if deadline else f"the check {kind} held the event loop"
+            verdict = Verdict(None, 0.0, msg, error=msg)
         except Exception as exc:  # an assertion that breaks is reported, not raised
             msg = f"{type(exc).__name__}: {exc}"
             verdict = Verdict(None, 0.0, f"assertion raised {msg}", error=msg)
@@ -126,7 +131,7 @@ async def evaluate_one(spec: dict[str, Any], ctx: AssertionContext, *, deadline:
 _thread_slots: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Semaphore] = weakref.WeakKeyDictionary()
 
 
-async def _in_thread(fn: AssertionFn, ctx: AssertionContext, kwargs: dict[str, Any], deadline: float) -> Any:
+async def _in_thread(fn: AssertionFn, ctx: AssertionContext, kwargs: dict[str, Any], deadline: Deadline) -> Any:
     """``fn(ctx, **kwargs)`` in a daemon thread with the budget left until ``deadline``.
 
     A daemon thread, not an executor's: a run stopped by Ctrl-C or SIGTERM
@@ -151,7 +156,7 @@ async def _in_thread(fn: AssertionFn, ctx: AssertionContext, kwargs: dict[str, A
             result: Any = None
             error: BaseException | None = None
             try:
-                with regexes.budget(deadline - time.monotonic(), on_loop=False):
+                with regexes.budget_until(deadline):
                     result = fn(ctx, **kwargs)
             except Exception as exc:  # handed to the cell's task, which reports it
                 error = exc

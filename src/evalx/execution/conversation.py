@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 from evalx.assertions import cell_status, evaluate_case
 from evalx.assertions.evaluate import MIN_CHECK_TIME_S
+from evalx.deadline import Deadline, HeldTheLoop, within
 from evalx.errors import TargetError
 from evalx.execution import turn_cache
 from evalx.models import Cell, ToolCall, Trajectory, Usage, safe_trajectory
@@ -60,7 +61,8 @@ async def run_conversation(executor: Executor, plan: TargetPlan, cell: Cell) -> 
     done: list[_Turn] = []
     error: str | None = None
     tb: str | None = None
-    timeout_s = plan.settings.timeout_s
+    deadline = Deadline(plan.settings.timeout_s)  # the limit of the whole conversation, as of a one-shot cell
+    live = executor.live  # the watchdog's view of the cells in flight
     converse = getattr(target, "converse", None)
     if converse is None:
         error = f"conversations (turns:) are not supported by {target.type} targets (target {target.id!r})"
@@ -76,17 +78,15 @@ async def run_conversation(executor: Executor, plan: TargetPlan, cell: Cell) -> 
         if sim is not None:  # a simulated user writes the user messages: its own loop (evalx.execution.simulate)
             talk.close()
             talk = sim.talk(converse, run, done)
+        live[deadline] = None
         try:
-            if plan.deadlines is not None and task is not None:
-                await plan.deadlines.run(talk, task)
-            else:
-                await ex._within(talk, timeout_s)
+            await within(deadline, talk)
         except _TurnFailed as exc:
             error, tb = exc.message, exc.tb
-        except asyncio.TimeoutError as exc:
+        except (TimeoutError, asyncio.TimeoutError) as exc:
             notes = getattr(exc.__cause__, "__notes__", None) or []
             n = len(done) + 1
-            reason = "; ".join([f"timed out after {timeout_s:g}s (the limit of the whole conversation)", *notes])
+            reason = "; ".join([deadline.message("the limit of the whole conversation"), *notes])
             error = f"turn {n}: {reason}"
             done.append(_Turn(_pending(turns_spec, n, sim), Trajectory(error=reason), None))
         except asyncio.CancelledError:
@@ -95,6 +95,8 @@ async def run_conversation(executor: Executor, plan: TargetPlan, cell: Cell) -> 
             n = len(done) + 1
             error, tb = f"turn {n}: CancelledError raised by the target", traceback.format_exc()
             done.append(_Turn(_pending(turns_spec, n, sim), Trajectory(error="CancelledError raised by the target"), None))
+        finally:
+            del live[deadline]
     latency = round((time.perf_counter() - t0) * 1000.0, 3)
 
     final = _final(done, latency)
@@ -103,21 +105,23 @@ async def run_conversation(executor: Executor, plan: TargetPlan, cell: Cell) -> 
     records: list[dict[str, Any]] = []
     assertions: list[AssertionRecord] = []
     if error is None:
-        time_left = max(timeout_s - (time.perf_counter() - t0), MIN_CHECK_TIME_S)
-        entry = ex._Scoring(time_left, task)
-        plan.scoring[entry] = None
+        deadline.at_least(MIN_CHECK_TIME_S)  # the checks count against the cell's time too, with a minimum
+        deadline.task = task
+        live[deadline] = None
         try:
             for n, turn in enumerate(done, 1):
                 own = (turns_spec[n - 1].get("assert") if n <= len(turns_spec) else None) or []
-                checked = await evaluate_case(own, executor.assertion_context(cell, target, turn.traj), time_left=time_left) if own else []
+                checked = await evaluate_case(own, executor.assertion_context(cell, target, turn.traj), deadline=deadline) if own else []
                 for a in checked:
                     a["turn"] = n
                 assertions.extend(checked)
                 records.append(_record(turn, checked))
             asserts = [*executor.global_asserts, *case.asserts]
-            assertions.extend(await evaluate_case(asserts, executor.assertion_context(cell, target, final), time_left=time_left))
+            assertions.extend(await evaluate_case(asserts, executor.assertion_context(cell, target, final), deadline=deadline))
+        except HeldTheLoop:  # the watchdog stopped a check outside the part that reports its own errors
+            error = final.error = deadline.message("the checks held the event loop")
         finally:
-            del plan.scoring[entry]
+            del live[deadline]
     else:
         records = [_record(turn, []) for turn in done]
     executor.stats.cells_by_target[target.id] = executor.stats.cells_by_target.get(target.id, 0) + 1

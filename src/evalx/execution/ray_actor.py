@@ -111,13 +111,10 @@ class CellWorker:
         self.judge = judge
         plan = TargetPlan(target, [], job.settings)
         plan.pacer = getattr(target, "pacer", None)
-        from evalx.execution.executor import _Deadlines
-
-        plan.deadlines = _Deadlines(job.settings.timeout_s) if _Deadlines is not None else None
         executor = Executor([plan], ctx, global_asserts=job.global_asserts, on_result=_unused, judge=judge, judge_settings=judge.settings)
         executor.users = UserTargets(ctx, job.specs, job.defaults, job.command_line)
         self.plan, self.executor = plan, executor
-        self._stack.enter_context(Watchdog([plan]))  # an async target that never yields: its cell ends after its timeout
+        self._stack.enter_context(Watchdog(executor.live))  # an async target that never yields: its cell ends after its timeout
         self._queue = asyncio.Queue()
         self._workers = [asyncio.create_task(self._work()) for _ in range(max(1, job.settings.concurrency))]
 

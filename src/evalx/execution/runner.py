@@ -365,7 +365,7 @@ async def _execute(
     executor.users = UserTargets(ctx, {t["id"]: t for t in config.targets}, defaults, command_line)  # started on first use
     signals = Interrupt()
     try:
-        with cancel_on_signals() as signals, Watchdog(plans):  # Watchdog: an async target that never yields ends after its timeout
+        with cancel_on_signals() as signals, Watchdog(executor.live):  # Watchdog: an async target that never yields ends after its timeout
             stats = await executor.execute()
     except asyncio.CancelledError:
         stats = executor.stats

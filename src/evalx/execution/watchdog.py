@@ -3,15 +3,15 @@
 A cell's timeout is a timer on the event loop: an ``async`` target that
 computes without ever awaiting keeps the loop from running it, so the cell,
 and the run, would never end. :class:`Watchdog` is a thread that looks every
-``period_s`` at the cells in flight (the executor's per-target deadlines,
-and its cells whose checks are running, whose deadline is what was left of
-the cell's ``timeout_s``: a ``python`` check that loops for ever is one):
-when one is past its deadline by more than ``grace_s`` and its timer has not
-fired, the loop is stuck; if the code running on the loop is that cell's
-task, the watchdog raises :class:`TargetHeldTheLoop` (a ``TimeoutError``)
-in the loop's thread, at the target's next Python bytecode. The executor
-reports it as that cell's timeout (or that check's error) and the run goes
-on (reports written).
+``period_s`` at the cells in flight: their :class:`~evalx.deadline.Deadline`
+objects, the same ones the cell's call and checks run under (a ``python``
+check that loops for ever is one). When one is past its deadline by more
+than ``grace_s``, the loop is stuck; if the code running on the loop is that
+cell's task, the watchdog raises :class:`~evalx.deadline.HeldTheLoop` (a
+``TimeoutError``) in the loop's thread, at the target's next Python
+bytecode. The executor reports it as that cell's timeout (or that check's
+error), worded as any timeout (``timed out after Ns``), and the run goes on
+(reports written).
 
 Ctrl-C and SIGTERM reach a stuck loop the same way: the signal is noted
 (a Python-level handler runs between the target's bytecodes) and, if the
@@ -31,9 +31,12 @@ import ctypes
 import signal
 import sys
 import threading
-from collections.abc import Iterable
+import time
+from collections.abc import Mapping
 from types import TracebackType
 from typing import Any
+
+from evalx.deadline import Deadline, HeldTheLoop
 
 __all__ = ["GRACE_S", "TargetHeldTheLoop", "Watchdog"]
 
@@ -43,18 +46,18 @@ GRACE_S = 2.0
 SIGNAL_GRACE_S = 0.5
 
 
-class TargetHeldTheLoop(TimeoutError):
-    """Raised inside an async target that held the event loop past its cell's timeout plus the grace."""
+#: the exception the watchdog raises (its older name)
+TargetHeldTheLoop = HeldTheLoop
 
 
 class Watchdog:
-    """A thread watching ``plans`` (objects with a ``deadlines`` attribute, set once the executor starts).
+    """A thread watching ``live``: the deadlines of the cells in flight (the executor's ``live``).
 
     Use as a context manager around the executor, on the loop's thread.
     """
 
-    def __init__(self, plans: Iterable[Any], *, grace_s: float = GRACE_S, period_s: float = 0.25) -> None:
-        self.plans = list(plans)
+    def __init__(self, live: Mapping[Deadline, None], *, grace_s: float = GRACE_S, period_s: float = 0.25) -> None:
+        self.live = live
         self.grace_s = grace_s
         self.period_s = period_s
         self.stopped_cells = 0
@@ -64,6 +67,7 @@ class Watchdog:
         self._thread = threading.Thread(target=self._watch, name="evalx-watchdog", daemon=True)
         self._signalled: tuple[float, asyncio.Task[Any] | None] | None = None  # a signal's time, and the task then running
         self._previous: dict[int, Any] = {}
+        self._tick_posted: float | None = None  # when a callback was posted to the loop that has not run yet
 
     def __enter__(self) -> Watchdog:
         if threading.current_thread() is threading.main_thread():
@@ -92,7 +96,7 @@ class Watchdog:
         when, task = self._signalled
         if self._loop.time() - when < SIGNAL_GRACE_S or task is None or asyncio.current_task(self._loop) is not task:
             return False
-        if not any(entry.task is task for entry in self._live_entries()):
+        if not any(deadline.task is task for deadline in self._live_deadlines()):
             return False
         self._signalled = None
         task.cancel()  # a cancel request of the run's: the executor sees an interrupt, not the target's CancelledError
@@ -105,7 +109,7 @@ class Watchdog:
             if self._interrupt_stuck():
                 continue
             overdue = self._overdue_tasks()
-            if not overdue:
+            if not overdue or not self._loop_is_stuck():
                 continue
             stuck = asyncio.current_task(self._loop)  # what the loop is running now
             if stuck is None or stuck not in overdue or self._stop.is_set():
@@ -120,21 +124,35 @@ class Watchdog:
                 "(it never awaits): stopping that cell",
                 file=sys.stderr,
             )
-            ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(self._thread_id), ctypes.py_object(TargetHeldTheLoop))
+            ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(self._thread_id), ctypes.py_object(HeldTheLoop))
 
-    def _live_entries(self) -> list[Any]:
-        """The cells in flight: the executor's deadline entries (``when``, ``task``, ``expired``), calls and checks."""
-        entries: list[Any] = []
-        for plan in self.plans:
-            for live in (getattr(getattr(plan, "deadlines", None), "_live", None), getattr(plan, "scoring", None)):
-                if live:
-                    try:
-                        entries += list(live)
-                    except RuntimeError:  # changed while copied: the loop is running, so not stuck
-                        pass
-        return entries
+    def _loop_is_stuck(self) -> bool:
+        """True when a callback posted to the loop a period ago has not run: the code on it never awaits.
+
+        So a cell that merely runs when its deadline is long past (a judge call that
+        outlasted it, then a moment of scoring) is never stopped: only one that holds the loop.
+        """
+        posted = self._tick_posted
+        if posted is None:
+            self._tick_posted = time.monotonic()
+            try:
+                self._loop.call_soon_threadsafe(self._ticked)
+            except RuntimeError:  # the loop is closed: nothing to stop
+                self._tick_posted = None
+            return False
+        return time.monotonic() - posted >= self.period_s
+
+    def _ticked(self) -> None:
+        self._tick_posted = None
+
+    def _live_deadlines(self) -> list[Deadline]:
+        """The deadlines of the cells in flight (their call or their checks)."""
+        try:
+            return list(self.live)
+        except RuntimeError:  # changed while copied: the loop is running, so not stuck
+            return []
 
     def _overdue_tasks(self) -> list[Any]:
-        """The tasks of cells past their deadline plus the grace whose timer never fired."""
-        overdue = self._loop.time() - self.grace_s
-        return [entry.task for entry in self._live_entries() if not entry.expired and entry.when < overdue]
+        """The tasks of cells past their deadline plus the grace (a loop that ran their timer would have ended them)."""
+        overdue = time.monotonic() - self.grace_s
+        return [deadline.task for deadline in self._live_deadlines() if deadline.when < overdue]

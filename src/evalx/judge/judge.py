@@ -44,6 +44,7 @@ from dataclasses import dataclass, field
 from typing import Any, TextIO
 
 from evalx.assertions import AssertionContext
+from evalx.deadline import Deadline, within
 from evalx.errors import JudgeError, TargetError
 from evalx.judge.checks import same_family, same_model
 from evalx.judge.prompts import SYSTEM_PROMPT, TEMPLATES, block_vars, judge_spec, passages
@@ -222,7 +223,7 @@ class Judge:
                 return traj
         if inst.pacer is not None:
             await inst.pacer()  # the rate limit: not the call's time
-        traj = await asyncio.wait_for(inst.target.invoke(cell, self.run), inst.timeout_s)
+        traj = await within(Deadline(inst.timeout_s), inst.target.invoke(cell, self.run))  # the judge call's own deadline
         if cache is not None and key is not None and traj.error is None:
             stored = traj.to_dict()
             stored.pop("traceback", None)
@@ -627,7 +628,7 @@ class Judge:
                 return hit["embedding"], _Call(input_tokens=tokens, cost_usd=cost, cached=True)
         if inst.pacer is not None:
             await inst.pacer()  # the rate limit: not the call's time
-        result = await asyncio.wait_for(embed(text, self.run), inst.timeout_s)
+        result = await within(Deadline(inst.timeout_s), embed(text, self.run))
         vector, usage = result if isinstance(result, tuple) else (result, {})
         call = _Call(input_tokens=int(usage.get("input_tokens") or 0), cost_usd=usage.get("cost_usd"), cached=bool(usage.get("cached")))
         if cache is not None and key is not None and isinstance(vector, list):

@@ -203,7 +203,6 @@ class EngineTarget:
             raise RuntimeError("EngineTarget.invoke() before start()")
         client = self._client
         t0 = time.perf_counter()
-        deadline = time.monotonic() + self.settings.timeout_s
         retried: list[str] = []
         try:
             body = self.turn_body(cell, run, message, turn) if turn else self.body(cell, run)
@@ -216,7 +215,7 @@ class EngineTarget:
                         retried.append(str(exc))
                     raise
 
-            traj = await client.retrying(attempt, deadline=deadline)
+            traj = await client.retrying(attempt)  # retries stop before the cell's deadline
         except TargetError as exc:
             # the executor reports this line as is (and once per target when every cell
             # failed): no secret may ride along, whatever the server echoed back

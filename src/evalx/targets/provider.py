@@ -366,7 +366,7 @@ class ProviderTarget:
                 raise self._http_error(resp)
             return resp
 
-        return await client.retrying(attempt, deadline=time.monotonic() + self.settings.timeout_s)
+        return await client.retrying(attempt)  # retries stop before the cell's (or judge call's) deadline
 
     async def converse(self, cell: Cell, run: RunContext, history: list[dict[str, Any]], turn: int) -> Trajectory:
         """One turn of a conversation: the growing history sent as the request's messages (streamed with ``stream: true``)."""
@@ -404,7 +404,7 @@ class ProviderTarget:
         request = self.render_request(cell, run, history)
         public = {"method": request["method"], "url": request["url"], "headers": dict(self.public_headers), "body": request["body"]}
         try:
-            traj = await client.retrying(lambda: self._stream_attempt(request, t0), deadline=time.monotonic() + self.settings.timeout_s)
+            traj = await client.retrying(lambda: self._stream_attempt(request, t0))
         except DefinitionError as exc:
             raise TargetProtocolError(f"reading the stream of provider {self.provider!r}: {exc}") from None
         except TargetError as exc:

@@ -29,7 +29,12 @@ The whole API::
   with ``retryable=True`` at most ``retries`` times, waiting ``Retry-After``
   (seconds or an HTTP date) when the server gave one, else a jittered,
   capped exponential backoff (:class:`Backoff`). It gives up early when the
-  next wait would pass a ``deadline`` (the cell's timeout).
+  next wait would pass the cell's deadline (:mod:`evalx.deadline`).
+- Time: every request, stream and retry of a cell is bounded by the cell's
+  one :class:`~evalx.deadline.Deadline`. A request or idle bound that would
+  not end before it sets no timer of its own, and a timeout noticed here when
+  the deadline has come reads as the cell's: ``timed out after 2s (no
+  response from …)``, never retried.
 - :func:`classify_status` turns an error status into the right error:
   401/403 say the key is wrong or missing (never printing it), 404 asks to
   check the URL, 429/5xx are retryable, other 4xx quote the server's message.
@@ -67,20 +72,19 @@ import urllib.parse
 import urllib.request
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import asynccontextmanager
-from contextvars import ContextVar
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any, TypeVar
 
 import aiohttp
 
+from evalx.deadline import current as current_deadline
 from evalx.errors import TargetError, TargetProtocolError, TargetTimeout
 from evalx.redaction import shown_url, split_userinfo
 from evalx.targets.settings import MAX_RESPONSE_BYTES
 from evalx.targets.transport.sse import LineDecoder
 
 __all__ = [
-    "CALL_DEADLINE",
     "Backoff",
     "ConnectFailed",
     "HttpClient",
@@ -96,10 +100,6 @@ __all__ = [
 T = TypeVar("T")
 
 USER_AGENT = "evalx"
-#: the moment (``loop.time()``) a caller will give up on the call under way, set by a caller that
-#: enforces it (the executor's per-cell timeout): a request that would not time out before then
-#: needs no timer of its own
-CALL_DEADLINE: ContextVar[float | None] = ContextVar("evalx_call_deadline", default=None)
 #: characters of an error body quoted in a message
 SNIPPET = 200
 
@@ -261,6 +261,11 @@ def transport_error(
         return exc
     url = shown_url(url)
     limit = f" {timeout_s:g}s" if timeout_s else ""
+    if isinstance(exc, (aiohttp.ServerTimeoutError, aiohttp.ConnectionTimeoutError, asyncio.TimeoutError)):
+        deadline = current_deadline()
+        if deadline is not None and deadline.passed():  # the cell's time is up: say so as every layer does, and never retry
+            what = f"the stream from {url} went quiet" if phase == "stream" else f"no response from {url}"
+            return TargetTimeout(deadline.message(what), retryable=False)
     if via is not None:
         if isinstance(exc, (aiohttp.ClientProxyConnectionError, aiohttp.ConnectionTimeoutError)):
             reason = "timed out" if isinstance(exc, aiohttp.ConnectionTimeoutError) else _connect_reason(exc)
@@ -312,11 +317,14 @@ async def retrying(
 
     Retried: ``TargetError(retryable=True)`` (transport errors, 408, 429, 5xx
     from this module; anything a target marks so), and raw aiohttp/OS
-    errors. ``deadline`` (``time.monotonic()`` seconds) stops retrying when
-    the next wait would pass it. The error that ends the loop is raised with
-    a note of how many retries were made.
+    errors. ``deadline`` (``time.monotonic()`` seconds; by default the
+    cell's, :mod:`evalx.deadline`) stops retrying when the next wait would
+    pass it. The error that ends the loop is raised with a note of how many
+    retries were made.
     """
     backoff = backoff or Backoff()
+    if deadline is None and (cell := current_deadline()) is not None:
+        deadline = cell.when
     attempt = 0
     while True:
         try:
@@ -487,6 +495,12 @@ class _Route:
 #: same-origin redirects followed per request (see :meth:`HttpClient._send`)
 MAX_REDIRECTS = 5
 _REDIRECTS = frozenset({301, 302, 303, 307, 308})
+
+
+def _deadline_first(seconds: float) -> bool:
+    """True when the cell's deadline comes no later than ``seconds`` from now (a bound that long needs no timer)."""
+    deadline = current_deadline()
+    return deadline is not None and deadline.when <= time.monotonic() + seconds
 
 
 def _origin(url: str) -> str:
@@ -705,14 +719,10 @@ class HttpClient:
         if route.extra is not None:
             hdrs = self._authorized(route, hdrs)
         limit = timeout_s if timeout_s is not None else self.timeout_s
-        if limit is not None:
-            deadline = CALL_DEADLINE.get()
-            if deadline is not None and deadline <= asyncio.get_running_loop().time() + limit:
-                timeout = self._timeout(None)  # the caller's deadline ends this request first
-            else:
-                timeout = self._timeout(limit)
+        if limit is not None and not _deadline_first(limit):
+            timeout = self._timeout(limit)
         else:
-            timeout = self._timeout(None)
+            timeout = self._timeout(None)  # no bound, or the cell's deadline ends this request first
         try:
             # the first attempt made here, not in _send (one coroutine less per request); a redirect goes to _follow
             resp = await self._get_session().request(
@@ -775,6 +785,8 @@ class HttpClient:
         data, hdrs = self._encode(json, headers)
         route = self._route(url)
         hdrs = self._authorized(route, hdrs)
+        if idle_timeout_s is not None and _deadline_first(idle_timeout_s):
+            idle_timeout_s = None  # the cell's deadline ends the stream first: one timer, one wording
         timeout = aiohttp.ClientTimeout(total=None, sock_connect=self.connect_timeout_s, sock_read=idle_timeout_s)
         try:
             resp = await self._send(method, url, data, hdrs, timeout)

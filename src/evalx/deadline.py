@@ -1,0 +1,99 @@
+"""A cell's one time limit: the deadline every layer reads, and the one wording of a timeout.
+
+A cell's ``timeout_s`` counts from the moment it starts (after its cache
+lookup and its rate-limit turn: waiting for a slot is not its time). The
+executor makes one :class:`Deadline` for it and runs the cell under it with
+:func:`within`, which publishes it (:func:`current`) for everything the cell
+does: the HTTP layer bounds requests, streams and retries by it, the checks
+and their regexes take their budget from it (:mod:`evalx.regexes`), template
+renders stop at it, and the watchdog reads it to stop code that holds the
+event loop past it (:mod:`evalx.execution.watchdog`). A judge call runs
+under a deadline of its own (the judge target's ``timeout_s``).
+
+Whichever layer notices that the time is up, the cell's error reads the same:
+``timed out after 2s`` and, where it helps, what was running
+(``timed out after 2s (no response from http://…)``): :meth:`Deadline.message`.
+Times are ``time.monotonic()`` seconds, the clock of asyncio's event loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+import time
+from collections.abc import Awaitable
+from contextvars import ContextVar
+from typing import Any, TypeVar
+
+__all__ = ["SLACK_S", "Deadline", "HeldTheLoop", "current", "within"]
+
+T = TypeVar("T")
+
+#: a timer of another layer that fires this close to the deadline (or after it) is the deadline's doing
+SLACK_S = 0.05
+
+
+class HeldTheLoop(TimeoutError):
+    """Raised by the watchdog inside code that held the event loop past its cell's deadline (it never awaits)."""
+
+
+class Deadline:
+    """When a cell (or a judge call) must be done: ``when`` (``time.monotonic()``), its ``timeout_s``, the task running it."""
+
+    __slots__ = ("task", "timeout_s", "when")
+
+    def __init__(self, timeout_s: float, *, start: float | None = None) -> None:
+        self.timeout_s = timeout_s
+        self.when = (time.monotonic() if start is None else start) + timeout_s
+        #: the asyncio task running the cell (set by :func:`within`): the watchdog stops it when it holds the loop
+        self.task: asyncio.Task[Any] | None = None
+
+    def left(self) -> float:
+        """Seconds until the deadline (negative once it has passed)."""
+        return self.when - time.monotonic()
+
+    def passed(self) -> bool:
+        """True once the deadline has come, or is within :data:`SLACK_S` (a timer firing now is the deadline's)."""
+        return self.when - time.monotonic() <= SLACK_S
+
+    def at_least(self, seconds: float) -> None:
+        """Leave at least ``seconds`` from now (a cell's checks get a minimum even when its call used up its time)."""
+        self.when = max(self.when, time.monotonic() + seconds)
+
+    def message(self, what: str | None = None) -> str:
+        """The one wording of a timeout: ``timed out after 2s``, with ``what`` was running in parentheses."""
+        return f"timed out after {self.timeout_s:g}s ({what})" if what else f"timed out after {self.timeout_s:g}s"
+
+
+_CURRENT: ContextVar[Deadline | None] = ContextVar("evalx_deadline", default=None)
+
+
+def current() -> Deadline | None:
+    """The deadline of the cell (or judge call) this code runs for, if any."""
+    return _CURRENT.get()
+
+
+if sys.version_info >= (3, 11):
+
+    async def within(deadline: Deadline, aw: Awaitable[T]) -> T:
+        """``await aw`` under ``deadline``: published to the layers below, cancelled when it comes (``TimeoutError``).
+
+        ``asyncio.timeout_at`` in the caller's own task: no task per cell.
+        """
+        token = _CURRENT.set(deadline)
+        deadline.task = asyncio.current_task()
+        try:
+            async with asyncio.timeout_at(deadline.when):
+                return await aw
+        finally:
+            _CURRENT.reset(token)
+
+else:  # Python 3.10: no asyncio.timeout
+
+    async def within(deadline: Deadline, aw: Awaitable[T]) -> T:
+        token = _CURRENT.set(deadline)  # wait_for's task copies the context with it
+        deadline.task = asyncio.current_task()
+        try:
+            return await asyncio.wait_for(aw, max(0.0, deadline.left()))
+        finally:
+            _CURRENT.reset(token)
