@@ -100,11 +100,12 @@ def run_once(config: Path, executor: str) -> dict[str, Any]:
     """One run in this process; its run phase (and Ray's start-up) in seconds."""
     from evalx.config.loader import load_config
     from evalx.execution import ray_executor
-    from evalx.execution.runner import RunOptions, run
+    from evalx.execution.request import RunRequest
+    from evalx.execution.runner import run
 
     ray_executor.LAST_TIMINGS.clear()
     t0, cpu0 = time.monotonic(), time.process_time()
-    outcome = run(load_config(config), RunOptions(use_cache=False, quiet=True, executor=executor))
+    outcome = run(load_config(config), RunRequest(use_cache=False, quiet=True, executor=executor))
     wall, cpu = time.monotonic() - t0, time.process_time() - cpu0
     summary = outcome.summary
     counts = {k: summary.get(k) for k in ("cells", "passed", "failed", "errors", "skipped")}

@@ -315,8 +315,9 @@ def test_a_simulated_three_node_cluster_gives_the_same_results(tmp_path: Path) -
         ray.init(address=cluster.address, log_to_driver=False)
         cluster.wait_for_nodes()
         from evalx.config.loader import load_config
-        from evalx.execution.runner import RunOptions, run
-        result = run(load_config({str(config)!r}), RunOptions(quiet=True))
+        from evalx.execution.request import RunRequest
+        from evalx.execution.runner import run
+        result = run(load_config({str(config)!r}), RunRequest(quiet=True))
         nodes = {{n["NodeID"] for n in ray.nodes() if n["Alive"]}}
         print("NODES", len(nodes), "RUN", result.run_dir)
         ray.shutdown()

@@ -24,7 +24,7 @@ from results_file import read_cells
 
 from evalx.cli import main
 from evalx.targets import RunContext, TargetSettings, build_target, resolve_settings
-from evalx.targets.settings import BACKOFF_ENV, SETTING_KEYS
+from evalx.targets.settings import BACKOFF_ENV, SETTING_KEYS, Overrides
 
 # -- the precedence table -------------------------------------------------------------------
 
@@ -61,11 +61,11 @@ def test_command_line_over_target_over_defaults_over_built_in(key: str, monkeypa
     cli, target, defaults, built_in = TABLE[key]
     spec = {"id": "t", "type": "engine", key: target}
     no_key = {"id": "t", "type": "engine"}
-    assert _field(key, resolve_settings(spec, {key: defaults}, {key: cli})) == _expect(key, cli)
-    assert _field(key, resolve_settings(spec, {key: defaults}, {})) == _expect(key, target)
-    assert _field(key, resolve_settings(no_key, {key: defaults}, {})) == _expect(key, defaults)
+    assert _field(key, resolve_settings(spec, {key: defaults}, Overrides(**{key: cli}))) == _expect(key, cli)
+    assert _field(key, resolve_settings(spec, {key: defaults}, Overrides())) == _expect(key, target)
+    assert _field(key, resolve_settings(no_key, {key: defaults}, Overrides())) == _expect(key, defaults)
     # null in a layer is "not set": the next layer decides
-    assert _field(key, resolve_settings({**spec, key: None}, {key: defaults}, {key: None})) == _expect(key, defaults)
+    assert _field(key, resolve_settings({**spec, key: None}, {key: defaults}, Overrides(**{key: None}))) == _expect(key, defaults)
     if built_in is not None:
         assert _field(key, resolve_settings(no_key, {}, None)) == built_in
         assert _field(key, TargetSettings()) == built_in
@@ -78,11 +78,11 @@ def test_built_ins_that_depend_on_other_values(monkeypatch: pytest.MonkeyPatch) 
         concurrency=8, timeout_s=120.0, retries=3, backoff_s=0.5, idle_timeout_s=120.0, cache=False, rate_limit_rpm=None
     )
     assert resolve_settings({"id": "e", "type": "engine"}, {"timeout_s": 7}).idle_timeout_s == 7.0  # idle follows the resolved timeout
-    assert resolve_settings({"id": "e", "type": "engine", "timeout_s": 3}, {"timeout_s": 7}, {}).idle_timeout_s == 3.0
+    assert resolve_settings({"id": "e", "type": "engine", "timeout_s": 3}, {"timeout_s": 7}, Overrides()).idle_timeout_s == 3.0
     assert resolve_settings({"id": "p", "type": "provider"}).cache is True
     assert resolve_settings({"id": "p", "type": "python"}).cache is False
     assert resolve_settings({"id": "p", "type": "provider"}, {"cache": False}).cache is False
-    assert resolve_settings({"id": "p", "type": "provider", "cache": True}, {}, {"cache": False}).cache is False  # --no-cache wins
+    assert resolve_settings({"id": "p", "type": "provider", "cache": True}, {}, Overrides(cache=False)).cache is False  # --no-cache wins
     monkeypatch.setenv(BACKOFF_ENV, "0.01")  # replaces the built-in only
     assert resolve_settings({"id": "e", "type": "engine"}).backoff_s == 0.01
     assert resolve_settings({"id": "e", "type": "engine"}, {"backoff_s": 2}).backoff_s == 2.0
@@ -92,8 +92,10 @@ def test_settings_are_frozen_and_the_command_line_takes_known_keys_only() -> Non
     settings = resolve_settings({"id": "e", "type": "engine"})
     with pytest.raises(AttributeError):
         settings.concurrency = 3  # type: ignore[misc]
-    with pytest.raises(ValueError, match="concurrncy"):
-        resolve_settings({"id": "e", "type": "engine"}, {}, {"concurrncy": 3})
+    with pytest.raises(TypeError, match="concurrncy"):
+        Overrides(concurrncy=3)  # type: ignore[call-arg]
+    with pytest.raises(AttributeError):
+        Overrides().concurrency = 3  # type: ignore[misc]
 
 
 def test_targets_run_under_the_settings_they_are_given() -> None:
@@ -112,7 +114,7 @@ def test_the_connection_pool_is_as_large_as_the_resolved_concurrency(tmp_path: P
         "api_key": "k",
         "concurrency": 4,
     }
-    settings = resolve_settings(spec, {}, {"concurrency": 20})
+    settings = resolve_settings(spec, {}, Overrides(concurrency=20))
 
     async def limit() -> int:
         target: Any = build_target(spec, settings)

@@ -19,7 +19,7 @@ from evalx.cli import main
 from evalx.config.loader import load_config
 from evalx.execution.plan import Selection, build_plan
 from evalx.execution.shards import ShardError, case_key, deal, parse_shard
-from evalx.targets.settings import resolve_settings
+from evalx.targets.settings import Overrides, resolve_settings
 
 
 def uniform_project(root: Path, n_cases: int, *, targets: int = 2, repeat: int = 2, extra: str = "") -> Path:
@@ -237,10 +237,10 @@ def test_dry_run_lists_only_the_shard(tmp_path: Path) -> None:
 
 def test_cost_limit_and_rate_limits_are_shared(tmp_path: Path) -> None:
     """max_total_cost and each rate_limit are divided by the number of shards."""
-    settings = resolve_settings({"type": "provider", "rate_limit": {"rpm": 600}}, {}, {"rate_limit_share": 3})
+    settings = resolve_settings({"type": "provider", "rate_limit": {"rpm": 600}}, {}, Overrides(rate_limit_share=3))
     assert settings.rate_limit_rpm == 200
-    assert resolve_settings({"type": "provider", "rate_limit": {"rpm": 600}}, {}, {}).rate_limit_rpm == 600
-    assert resolve_settings({"type": "provider"}, {}, {"rate_limit_share": 3}).rate_limit_rpm is None
+    assert resolve_settings({"type": "provider", "rate_limit": {"rpm": 600}}, {}, Overrides()).rate_limit_rpm == 600
+    assert resolve_settings({"type": "provider"}, {}, Overrides(rate_limit_share=3)).rate_limit_rpm is None
     config = uniform_project(tmp_path, 4, extra="")
     config.write_text(config.read_text().replace("defaults: {", "defaults: {max_total_cost: 0.9, "))
     code, output, part = run(config, "--shard", "1/3")

@@ -22,6 +22,7 @@ from evalx.errors import ConfigError, Issue
 
 if TYPE_CHECKING:
     from evalx.config.loader import Config
+    from evalx.execution.request import RunRequest
 
 __all__ = ["AssertionResult", "CellResult", "RunResult", "arun", "load_config", "run"]
 
@@ -246,12 +247,30 @@ def run(
     vars: Mapping[str, Any] | None = None,
     output_dir: str | os.PathLike[str] | None = None,
     quiet: bool = True,
+    shard: str | tuple[int, int] | None = None,
+    resume: str | None = None,
+    rerun: str | None = None,
+    rerun_from: str | None = None,
+    executor: str | None = None,
+    ray_address: str | None = None,
+    junit: str | os.PathLike[str] | None = None,
+    junit_flavor: str = "standard",
+    junit_passes: str | None = None,
+    html: str | os.PathLike[str] | None = None,
+    html_max_cells: int | None = None,
+    markdown: str | os.PathLike[str] | None = None,
+    max_cells: int | None = None,
+    max_variants: int | None = None,
 ) -> RunResult:
     """Run ``config`` as ``evalx run`` would (the same options, by their Python names) and return its :class:`RunResult`.
 
+    Every ``evalx run`` option is a keyword argument named after it: ``shard="2/3"``, ``resume="RUN_ID"``,
+    ``rerun="failed", rerun_from="latest"``, ``executor="ray"``, ``junit="out/junit.xml"``... Both build the same
+    :class:`~evalx.execution.request.RunRequest` and run it through the same entry point.
     It writes ``runs/<run_id>/`` as the command line does (``output_dir`` overrides ``output.dir``). A config
-    error raises :class:`evalx.ConfigError`; failing cells do not raise (see ``exit_code``). Inside a running
-    event loop (Jupyter) the run goes on a worker thread and this call waits for it; :func:`arun` awaits it.
+    error raises :class:`evalx.ConfigError`, options that do not go together :class:`evalx.EvalxError`;
+    failing cells do not raise (see ``exit_code``). Inside a running event loop (Jupyter) the run goes on a
+    worker thread and this call waits for it; :func:`arun` awaits it.
     """
     import asyncio
     from concurrent.futures import ThreadPoolExecutor
@@ -282,6 +301,20 @@ async def arun(
     vars: Mapping[str, Any] | None = None,
     output_dir: str | os.PathLike[str] | None = None,
     quiet: bool = True,
+    shard: str | tuple[int, int] | None = None,
+    resume: str | None = None,
+    rerun: str | None = None,
+    rerun_from: str | None = None,
+    executor: str | None = None,
+    ray_address: str | None = None,
+    junit: str | os.PathLike[str] | None = None,
+    junit_flavor: str = "standard",
+    junit_passes: str | None = None,
+    html: str | os.PathLike[str] | None = None,
+    html_max_cells: int | None = None,
+    markdown: str | os.PathLike[str] | None = None,
+    max_cells: int | None = None,
+    max_variants: int | None = None,
 ) -> RunResult:
     """:func:`run`, awaitable: the run goes on a worker thread (it has its own event loop), this coroutine awaits it."""
     import asyncio
@@ -291,11 +324,23 @@ async def arun(
 
 
 def _prepared(config: Any, given: dict[str, Any]) -> Callable[[], RunResult]:
-    """Load the config and make the options here (errors raise in the caller's thread); return the run to make."""
-    from evalx.execution.plan import Selection
-    from evalx.execution.runner import RunOptions
-
+    """Load the config and make the run request here (errors raise in the caller's thread); return the run to make."""
     loaded = _with(load_config(config, vars=given["vars"]), output_dir=given["output_dir"])
+    request = _request(given)
+    _check_in_memory(loaded, request.executor)
+    return lambda: _execute(loaded, request)
+
+
+def _request(given: dict[str, Any]) -> RunRequest:
+    """The :class:`RunRequest` the keyword arguments of :func:`run` make, as ``evalx run``'s options make it."""
+    from evalx.execution.plan import Selection
+    from evalx.execution.request import RunRequest
+    from evalx.execution.shards import parse_shard
+    from evalx.reports.render import Outputs, ReportOptions
+
+    shard = given["shard"]
+    if isinstance(shard, str):
+        shard = parse_shard(shard)
     selection = Selection(
         _strings(given["targets"], "targets"),
         _strings(given["datasets"], "datasets"),
@@ -303,11 +348,31 @@ def _prepared(config: Any, given: dict[str, Any]) -> Callable[[], RunResult]:
         _strings(given["categories"], "categories"),
         given["repeat"],
         bool(given["matrix"]),
+        max_cells=given["max_cells"],
+        max_variants=given["max_variants"],
+        shard=shard,
         tags=_strings(given["tags"], "tags"),
     )
-    _check_in_memory(loaded)
-    options = RunOptions(selection, given["concurrency"], not given["no_cache"], quiet=bool(given["quiet"]), baseline=given["baseline"])
-    return lambda: _execute(loaded, options)
+    return RunRequest(
+        selection=selection,
+        concurrency=given["concurrency"],
+        use_cache=not given["no_cache"],
+        baseline=given["baseline"],
+        resume=given["resume"],
+        rerun=given["rerun"],
+        rerun_from=given["rerun_from"],
+        executor=given["executor"],
+        ray_address=given["ray_address"],
+        reports=ReportOptions(html_max_cells=given["html_max_cells"], junit_passes=given["junit_passes"] or "all"),
+        outputs=Outputs(
+            junit=_path(given["junit"]), junit_flavor=given["junit_flavor"], html=_path(given["html"]), markdown=_path(given["markdown"])
+        ),
+        quiet=bool(given["quiet"]),
+    )
+
+
+def _path(value: str | os.PathLike[str] | None) -> Path | None:
+    return Path(value) if value is not None else None
 
 
 def _strings(value: Iterable[str] | None, name: str) -> list[str]:
@@ -321,10 +386,11 @@ def _strings(value: Iterable[str] | None, name: str) -> list[str]:
     return items
 
 
-def _check_in_memory(config: Config) -> None:
+def _check_in_memory(config: Config, executor: str | None = None) -> None:
     """Callables given as objects run in this process only: the Ray executor needs importable ones, and says so."""
     given: dict[str, Any] = getattr(config, "in_memory", {})
-    kind = (config.data.get("executor") or {}).get("kind") if isinstance(config.data.get("executor"), dict) else None
+    section = config.data.get("executor")
+    kind = executor or ((section or {}).get("kind") if isinstance(section, dict) else None)
     if not given or kind != "ray":
         return
     ref = next(iter(given))
@@ -338,10 +404,10 @@ def _check_in_memory(config: Config) -> None:
     )
 
 
-def _execute(config: Config, options: Any) -> RunResult:
+def _execute(config: Config, request: RunRequest) -> RunResult:
     from evalx.execution.runner import run as run_config
     from evalx.templates import folder_scope
 
     with folder_scope(config.base_dir):  # this config's includes, whichever config was loaded last
-        outcome = run_config(config, options, out=sys.stderr, err=sys.stderr)
+        outcome = run_config(config, request, err=sys.stderr)
     return RunResult(outcome.run_id, outcome.run_dir, outcome.summary, outcome.exit_code, tuple(outcome.messages))

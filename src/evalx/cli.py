@@ -310,84 +310,56 @@ def run_cmd(
     html_max_cells: int | None,
 ) -> None:
     """Run the evals and write runs/<run_id>/."""
-    from evalx.execution.plan import Selection, build_plan
-    from evalx.execution.runner import RunOptions, run
-    from evalx.reports.render import ReportOptions, check_outputs
+    from evalx.execution.plan import Selection
+    from evalx.execution.request import RunRequest
+    from evalx.reports.render import Outputs, ReportOptions
 
     config = _load(config_path, var)
-    selection = Selection(
-        list(targets),
-        list(datasets),
-        list(cases),
-        list(categories),
-        repeat,
-        matrix,
-        max_cells=max_cells,
-        max_variants=max_variants,
-        shard=shard,
-        tags=list(tags),
-    )
-    run_id = None
-    inputs = config.input_files()
-    if resume:
-        from evalx.execution.resume import load_run_meta, resume_selection
-
-        resumed, meta = load_run_meta(resume, config.output_dir)
-        selection, run_id = resume_selection(meta, selection), str(meta["run_id"])
-        inputs.append(Path(resumed) / "results.jsonl")
-    parent = None
-    if rerun or rerun_from:
-        from evalx.execution.rerun import load_parent, parse_rerun, rerun_selection
-
-        if not (rerun and rerun_from) or resume:
-            _fail("evalx: --rerun and --from go together (and not with --resume)")
-        parent = load_parent(rerun_from, config.output_dir, parse_rerun(rerun), name=config.name)
-        selection = rerun_selection(parent, selection)
-        inputs.append(parent.parent_dir / "results.jsonl")
-    check_outputs({"--junit": junit, "--html": html, "--markdown": markdown}, inputs)
-    _check_flavor(junit, junit_flavor)
-    if dry_run:
-        plan = build_plan(config, selection)
-        if parent is not None:  # only what the rerun would run
-            from evalx.execution.rerun import NothingToRerun, rerun_plan
-
-            try:
-                plan = rerun_plan(config, plan, parent)
-            except NothingToRerun as exc:
-                _fail(f"evalx: {exc}", 0)
-        _print_plan(plan, config)
-        return
-    options = RunOptions(
-        selection,
-        concurrency,
-        not no_cache,
-        junit,
-        html,
-        json_out,
-        quiet,
-        run_id=run_id,
+    request = RunRequest(
+        selection=Selection(
+            list(targets),
+            list(datasets),
+            list(cases),
+            list(categories),
+            repeat,
+            matrix,
+            max_cells=max_cells,
+            max_variants=max_variants,
+            shard=shard,
+            tags=list(tags),
+        ),
+        concurrency=concurrency,
+        use_cache=not no_cache,
         baseline=baseline,
-        resume=bool(resume),
-        reports=ReportOptions(html_max_cells=html_max_cells, junit_passes=junit_passes or "all"),
+        resume=resume,
+        rerun=rerun,
+        rerun_from=rerun_from,
         executor=executor,
         ray_address=ray_address,
-        rerun=parent,
+        reports=ReportOptions(html_max_cells=html_max_cells, junit_passes=junit_passes or "all"),
+        outputs=Outputs(junit=junit, junit_flavor=junit_flavor, html=html, markdown=markdown),
+        quiet=quiet,
     )
+    if dry_run:
+        from evalx.execution.request import plan_request
+
+        try:
+            plan = plan_request(config, request)
+        except _nothing_to_rerun() as exc:
+            _fail(f"evalx: {exc}", 0)
+        _print_plan(plan, config)
+        return
+    from evalx.execution.runner import run
     from evalx.targets.printed import stdout_for_evalx
 
     # what a target prints (a late thread, C code, a subprocess) goes to stderr; only evalx writes to `out`
     with stdout_for_evalx() as out:
         try:
-            outcome = run(config, options)
+            outcome = run(config, request)
         except _nothing_to_rerun() as exc:
             click.echo(f"evalx: {exc}", err=True)
             sys.exit(0)
-        _report_run(outcome, selection.matrix, json_out, out)
-        if junit is not None and junit_flavor != "standard":
-            _flavored_junit(outcome.run_dir, outcome.summary, junit, junit_flavor, junit_passes or "all")
-        from evalx.reports.markdown import publish_markdown
-
-        publish_markdown(outcome.summary, markdown)
+        _report_run(outcome, request.selection.matrix, json_out, out)
     for line in outcome.messages:
         click.secho(line, err=True, fg="red", bold=True)
     click.echo(f"results: {os.path.relpath(outcome.run_dir)}/", err=True)
@@ -483,29 +455,24 @@ def report(
         return
     if run_ref is None:
         _fail("evalx report: give a RUN (or --history RUNS_DIR -o FILE)")
-    from evalx.reports.render import REPORT_FILES, ReportOptions, check_outputs, copy_report, rebuild_reports, stored_report_options
+    from evalx.reports.render import REPORT_FILES, Outputs, ReportOptions, check_outputs, rebuild_reports, stored_report_options
     from evalx.results.store import RESULTS, ReadProblems
 
     run_dir = _find_run(run_ref, config_path)
-    check_outputs({"--html": html, "--junit": junit}, [run_dir / RESULTS, run_dir / "summary.json", run_dir / "config.yaml"])
-    _check_flavor(junit, junit_flavor)
-    if junit is not None and junit_flavor != "standard" and junit.resolve() == (run_dir / "junit.xml").resolve():
-        _fail(f"evalx: --junit {junit}: the run's own junit.xml stays standard; write the {junit_flavor} file elsewhere")
+    outputs = Outputs(junit=junit, junit_flavor=junit_flavor, html=html)
+    check_outputs(outputs.options(), [run_dir / RESULTS, run_dir / "summary.json", run_dir / "config.yaml"])
+    outputs.check(run_dir)
     problems = ReadProblems()
     used = stored_report_options(run_dir)  # what the run was rendered with: an option not given keeps it
-    junit_passes = junit_passes or used.junit_passes
-    html_max_cells = html_max_cells if html_max_cells is not None else used.html_max_cells
-    summary = rebuild_reports(run_dir, problems, ReportOptions(html_max_cells=html_max_cells, junit_passes=junit_passes))
+    options = ReportOptions(
+        html_max_cells=html_max_cells if html_max_cells is not None else used.html_max_cells,
+        junit_passes=junit_passes or used.junit_passes,
+    )
+    rebuild_reports(run_dir, problems, options, outputs)
     if problems:
         click.echo(f"evalx: warning: {problems.warning(run_dir / RESULTS)}", err=True)
     written = [run_dir / name for name in REPORT_FILES]
-    for extra, name in ((html, "report.html"), (junit, "junit.xml")):
-        if extra and extra is junit and junit_flavor != "standard":
-            _flavored_junit(run_dir, summary, extra, junit_flavor, junit_passes)
-            written.append(extra)
-        elif extra and extra.resolve() != (run_dir / name).resolve():
-            copy_report(run_dir / name, extra)
-            written.append(extra)
+    written += [path for path in (html, junit) if path is not None and path.resolve() not in {w.resolve() for w in written}]
     for path in written:
         click.echo(f"wrote {os.path.relpath(path)}")
 
@@ -561,7 +528,7 @@ def merge(
     """
     from evalx.execution.merge import MergeOptions
     from evalx.execution.merge import merge as merge_runs
-    from evalx.reports.render import ReportOptions, check_outputs, stored_report_options
+    from evalx.reports.render import Outputs, ReportOptions, check_outputs, stored_report_options
     from evalx.results.history import RunNotFound, resolve_run
 
     config = _load(config_path, check_imports=False)
@@ -574,16 +541,14 @@ def merge(
             folders.append(resolve_run(ref, config.output_dir))
         except RunNotFound as exc:
             _fail(f"evalx merge: {exc}")
-    check_outputs(
-        {"--junit": junit, "--html": html, "--markdown": markdown}, [f / name for f in folders for name in ("results.jsonl", "run.json")]
-    )
+    outputs = Outputs(junit=junit, html=html, markdown=markdown)
+    check_outputs(outputs.options(), [f / name for f in folders for name in ("results.jsonl", "run.json")])
     used = stored_report_options(folders[0])  # an option not given: as the shards were rendered
     options = MergeOptions(
         out_dir=out_dir,
         allow_partial=allow_partial,
         baseline=baseline,
-        junit=junit,
-        html=html,
+        outputs=outputs,
         reports=ReportOptions(
             html_max_cells=html_max_cells if html_max_cells is not None else used.html_max_cells,
             junit_passes=junit_passes or used.junit_passes,
@@ -591,35 +556,10 @@ def merge(
     )
     outcome = merge_runs(config, folders, options, err=sys.stderr)
     _report_run(outcome, bool(outcome.summary.get("matrix")), json_out, sys.stdout)
-    from evalx.reports.markdown import publish_markdown
-
-    publish_markdown(outcome.summary, markdown)
     for line in outcome.messages:
         click.secho(line, err=True, fg="red", bold=True)
     click.echo(f"merged: {os.path.relpath(outcome.run_dir)}/", err=True)
     sys.exit(outcome.exit_code)
-
-
-def _check_flavor(junit: Path | None, flavor: str) -> None:
-    if flavor != "standard" and junit is None:
-        _fail(f"evalx: --junit-flavor {flavor} applies to the file --junit writes (runs/<id>/junit.xml stays standard): give --junit")
-
-
-def _flavored_junit(run_dir: Path, summary: Any, path: Path, flavor: str, passes: str = "all") -> None:
-    """Write ``path`` (``--junit``) again from the run's results in ``flavor`` (the run folder's junit.xml stays standard)."""
-    from evalx.reports.junit import write_junit
-    from evalx.results.repeats import RULES
-
-    rule = summary.get("repeat_pass_rule")
-    write_junit(
-        run_dir / "results.jsonl",
-        path,
-        name=str(summary.get("name") or ""),
-        run_id=str(summary.get("run_id") or run_dir.name),
-        repeat_pass_rule=rule if rule in RULES else "majority",
-        flavor=flavor,
-        passes=passes,
-    )
 
 
 def _find_run(run_ref: str, config_path: Path) -> Path:

@@ -29,6 +29,7 @@ from evalx.config.loader import Config
 from evalx.errors import EvalxError, writing
 from evalx.execution.runner import RunOutcome, publish
 from evalx.reports.render import ReportOptions
+from evalx.reports.writers import Outputs
 from evalx.results.model import CellResult, CostGuardReport, MergeReport
 from evalx.results.outcome import RunFacts, decide_exit, finish_summary, nothing_graded
 from evalx.results.store import RESULTS, ResultWriter, RunLock, by_case, new_run_id, read_results, write_json
@@ -45,9 +46,8 @@ class MergeOptions:
     out_dir: Path | None = None  # the merged run's folder (default: a new run id under the config's output dir)
     allow_partial: bool = False  # merge even when shards are missing (the summary says which)
     baseline: str | None = None  # --baseline: overrides gates.baseline
-    junit: Path | None = None
-    html: Path | None = None
     reports: ReportOptions = field(default_factory=ReportOptions)
+    outputs: Outputs = field(default_factory=Outputs)  # --junit, --html, --markdown
 
 
 @dataclass
@@ -328,5 +328,5 @@ def _merge_locked(
         which = ", ".join(f"{i}/{first.count}" for i in missing)
         messages.append(f"partial merge: shard{'s' if len(missing) > 1 else ''} {which} missing; their cells are not in this run")
     meta.update(status="complete", finished_at=summary.get("finished_at"), exit_code=exit_code)
-    publish(run_dir, summary, meta, options.reports, junit=options.junit, html=options.html)
+    publish(run_dir, summary, meta, options.reports, options.outputs)
     return RunOutcome(run_id, run_dir, summary, exit_code, messages)

@@ -43,6 +43,7 @@ from typing import Any, TextIO
 
 from evalx.results.model import CellResult
 from evalx.results.store import RESULTS, by_case, read_results, rewrite_results
+from evalx.targets.settings import Overrides
 
 __all__ = [
     "PAIRWISE",
@@ -276,7 +277,7 @@ def judge_stored_pairs(
     run_dir: Path,
     *,
     run_id: str,
-    command_line: dict[str, Any] | None = None,
+    overrides: Overrides | None = None,
     guard: Any = None,
     err: TextIO | None = None,
 ) -> PairwiseOutcome | None:
@@ -306,7 +307,7 @@ def judge_stored_pairs(
     from evalx.usercode import user_code_on_path
 
     with user_code_on_path(config.base_dir):
-        judged = asyncio.run(_judge_all(config, jobs, settings, run_id, command_line or {}, guard, err))
+        judged = asyncio.run(_judge_all(config, jobs, settings, run_id, overrides, guard, err))
     outcome.records = [*judged, *skipped]
     if outcome.records:
         rewrite_results(path, attach_records(read_results(path), outcome.records))
@@ -319,7 +320,7 @@ def _judged(settings: dict[str, Any], spec: dict[str, Any]) -> bool:
 
 
 async def _judge_all(
-    config: Any, jobs: list[_Job], settings: dict[str, Any], run_id: str, command_line: dict[str, Any], guard: Any, err: TextIO | None
+    config: Any, jobs: list[_Job], settings: dict[str, Any], run_id: str, overrides: Overrides | None, guard: Any, err: TextIO | None
 ) -> list[dict[str, Any]]:
     """Every job's record, in job order; the judge started once, closed at the end."""
     if not jobs:
@@ -335,7 +336,7 @@ async def _judge_all(
         ctx,
         targets={t["id"]: t for t in config.targets},
         defaults=config.defaults,
-        command_line=command_line,
+        overrides=overrides,
         settings=settings,
         err=err or sys.stderr,
     )

@@ -17,16 +17,17 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
-import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from evalx.execution.executor import YIELD_EVERY, Executor, TargetPlan
+from evalx.execution.runtime import CellRuntime
 from evalx.models import Cell
 from evalx.redaction import Redactor
 from evalx.results.model import CellResult
-from evalx.targets import RunContext, TargetSettings, build_target, close_all
+from evalx.targets import RunContext, TargetSettings, build_target
+from evalx.targets.settings import Overrides
 
 
 @dataclass
@@ -43,7 +44,7 @@ class WorkerJob:
     #: id -> spec of every target a judge or a simulated user may name (rate limits already shared out)
     specs: dict[str, dict[str, Any]]
     defaults: dict[str, Any]
-    command_line: dict[str, Any]
+    overrides: Overrides | None
     judge_settings: dict[str, Any]
     #: the config's folder on the driver; None when it was sent as the actor's ``working_dir``
     config_dir: str | None = None
@@ -63,6 +64,7 @@ class CellWorker:
         self.job = job
         self.executor: Executor | None = None
         self.plan: TargetPlan | None = None
+        self.runtime: CellRuntime | None = None
         self._queue: asyncio.Queue[tuple[Cell, asyncio.Future[CellResult]]] | None = None
         self._workers: list[asyncio.Task[None]] = []
         self._stack = contextlib.ExitStack()
@@ -78,9 +80,6 @@ class CellWorker:
         return None
 
     async def _start(self) -> None:
-        from evalx.execution.simulate import UserTargets
-        from evalx.execution.watchdog import Watchdog
-        from evalx.judge import Judge
         from evalx.usercode import user_code_on_path
 
         job = self.job
@@ -100,21 +99,19 @@ class CellWorker:
             from evalx.execution.fdlimit import ensure_open_files, needed_descriptors
 
             ensure_open_files(needed_descriptors([job.settings.concurrency]), f"target {target.id!r}")
-        try:
-            await target.start(ctx)
-        except BaseException:
-            await close_all([target])
-            raise
-        judge = Judge(
-            ctx, targets=job.specs, defaults=job.defaults, command_line=job.command_line, settings=job.judge_settings, err=sys.stderr
-        )
-        self.judge = judge
         plan = TargetPlan(target, [], job.settings)
-        plan.pacer = getattr(target, "pacer", None)
-        executor = Executor([plan], ctx, global_asserts=job.global_asserts, on_result=_unused, judge=judge, judge_settings=judge.settings)
-        executor.users = UserTargets(ctx, job.specs, job.defaults, job.command_line)
-        self.plan, self.executor = plan, executor
-        self._stack.enter_context(Watchdog(executor.live))  # an async target that never yields: its cell ends after its timeout
+        self.runtime = runtime = await CellRuntime.start(
+            ctx,
+            [plan],
+            specs=job.specs,
+            defaults=job.defaults,
+            overrides=job.overrides,
+            judge_settings=job.judge_settings,
+            global_asserts=job.global_asserts,
+            on_result=_unused,
+        )
+        self.plan, self.executor = plan, runtime.executor
+        self._stack.enter_context(runtime.watch())  # an async target that never yields: its cell ends after its timeout
         self._queue = asyncio.Queue()
         self._workers = [asyncio.create_task(self._work()) for _ in range(max(1, job.settings.concurrency))]
 
@@ -162,14 +159,12 @@ class CellWorker:
             task.cancel()
         await asyncio.gather(*self._workers, return_exceptions=True)
         try:
-            if self.plan is not None:
-                await close_all([self.plan.target])
-            if self.executor is not None:
-                await self.judge.aclose()
-                await self.executor.users.aclose()
-            cache = getattr(getattr(self, "ctx", None), "cache", None)
-            if cache is not None:
-                await cache.aclose()
+            if self.runtime is not None:
+                await self.runtime.aclose()
+            else:
+                cache = getattr(getattr(self, "ctx", None), "cache", None)
+                if cache is not None:  # the runtime never started: the cache it would have closed
+                    await cache.aclose()
         finally:
             self._stack.close()
 

@@ -51,6 +51,7 @@ from evalx.execution.ray_actor import CellWorker, WorkerJob
 from evalx.models import Cell
 from evalx.results.model import CellResult, cell_result, not_run
 from evalx.targets import resolve_settings
+from evalx.targets.settings import Overrides
 
 #: what ``--executor ray`` says when Ray is not installed
 RAY_MISSING = "--executor ray needs Ray, an optional extra: pip install 'evalx[ray]'"
@@ -197,13 +198,13 @@ class RayRun:
         run_id: str,
         on_result: Callable[[CellResult], None],
         *,
-        command_line: dict[str, Any],
+        overrides: Overrides | None,
         err: TextIO,
         admit: Callable[[Cell], str | None] | None,
         quiet: bool = False,
     ) -> None:
         self.config, self.plan, self.choice, self.run_id = config, plan, choice, run_id
-        self.on_result, self.command_line, self.err, self.admit, self.quiet = on_result, command_line, err, admit, quiet
+        self.on_result, self.overrides, self.err, self.admit, self.quiet = on_result, overrides, err, admit, quiet
         self.stats = ExecutionStats()
         self.pools: list[_Pool] = []
         self.ray: Any = None
@@ -251,15 +252,11 @@ class RayRun:
 
     async def _check_self_grading(self) -> None:
         """The judge's bias check, once, on the driver (as a local run does it); its judge client is never started here."""
-        from evalx.execution.runner import _judge
-        from evalx.targets import RunContext
-        from evalx.targets.definitions import providers_dir_of
+        from evalx.execution.executors import judge_for, run_context
 
         config = self.config
-        ctx = RunContext(run_id=self.run_id, config_dir=config.base_dir, redactor=config.redactor, vars=config.vars)
-        ctx.providers_dir = providers_dir_of(config)
         ids = [t["id"] for t in self.plan.target_specs if len(self.plan.cells_for(t["id"]))]
-        judge = _judge(config, self.plan, ctx, self.command_line, ids, self.err)
+        judge = judge_for(config, self.plan, run_context(config, self.run_id), self.overrides, ids, self.err)
         await judge.aclose()
 
     def _make_pools(self) -> None:
@@ -268,7 +265,7 @@ class RayRun:
         for spec in self.plan.target_specs:
             cells = self.plan.cells_for(spec["id"])
             if len(cells):
-                settings = resolve_settings(spec, config.defaults, self.command_line)
+                settings = resolve_settings(spec, config.defaults, self.overrides)
                 shapes.append((spec, cells, settings, pool_shape(spec, settings, len(cells))))
         if not shapes:
             return
@@ -299,7 +296,7 @@ class RayRun:
             mine = dataclasses.replace(settings, concurrency=shape.concurrency, rate_limit_rpm=rpm / shape.actors if rpm else None)
             job = WorkerJob(
                 run_id=self.run_id, spec=spec, settings=mine, redactor=config.redactor, vars=config.vars,
-                global_asserts=config.global_asserts, specs=specs, defaults=defaults, command_line=self.command_line,
+                global_asserts=config.global_asserts, specs=specs, defaults=defaults, overrides=self.overrides,
                 judge_settings=dict(config.data.get("judge") or {}), config_dir=config_dir, providers_dir=providers_dir,
                 cache_path=cache_file, driver_node=driver_node, env=_needed_env(config, self.plan.target_specs),
             )  # fmt: skip
@@ -474,13 +471,13 @@ async def execute_on_ray(
     run_id: str,
     on_result: Callable[[CellResult], None],
     *,
-    command_line: dict[str, Any],
+    overrides: Overrides | None,
     err: TextIO | None = None,
     admit: Callable[[Cell], str | None] | None = None,
     quiet: bool = False,
 ) -> ExecutionStats:
     """Run ``plan``'s cells on Ray as ``choice`` says, each result to ``on_result`` as its batch returns."""
-    run = RayRun(config, plan, choice, run_id, on_result, command_line=command_line, err=err or sys.stderr, admit=admit, quiet=quiet)
+    run = RayRun(config, plan, choice, run_id, on_result, overrides=overrides, err=err or sys.stderr, admit=admit, quiet=quiet)
     return await run.execute()
 
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import dataclasses
 import gc
 import hashlib
 import json
@@ -20,35 +19,17 @@ import yaml
 
 from evalx.config.loader import Config
 from evalx.errors import writing
-from evalx.execution.executor import ExecutionStats, Executor, TargetPlan
-from evalx.execution.interrupt import Interrupt, cancel_on_signals
-from evalx.execution.plan import Plan, Selection, build_plan
+from evalx.execution.executor import ExecutionStats
+from evalx.execution.executors import execute_cells
+from evalx.execution.plan import Plan, build_plan
 from evalx.execution.progress import Progress
-from evalx.execution.watchdog import Watchdog
-from evalx.reports.render import ReportOptions, copy_report, write_reports
+from evalx.execution.request import ResolvedRun, RunRequest, resolve
+from evalx.reports.render import ReportOptions, write_reports
+from evalx.reports.writers import Outputs
 from evalx.results.model import CellResult, CostGuardReport, RunSummary
 from evalx.results.outcome import RunFacts, decide_exit, finish_summary, nothing_graded
 from evalx.results.store import RESULTS, ReadProblems, ResultWriter, RunLock, new_run_id, read_results, rewrite_results, write_json
-from evalx.targets import RunContext, build_target, close_all, resolve_settings
 from evalx.usercode import user_code_on_path
-
-
-@dataclass
-class RunOptions:
-    selection: Selection = field(default_factory=Selection)
-    concurrency: int | None = None
-    use_cache: bool = True
-    junit: Path | None = None
-    html: Path | None = None
-    json_out: bool = False
-    quiet: bool = False
-    run_id: str | None = None
-    baseline: str | None = None  # a run id, a path or `latest`; overrides gates.baseline
-    resume: bool = False  # run_id names a stored run: run only its cells without a result
-    reports: ReportOptions = field(default_factory=ReportOptions)  # how junit.xml and report.html are rendered
-    executor: str | None = None  # local or ray; None: the config's executor.kind, else local
-    ray_address: str | None = None  # with the ray executor: auto (a running cluster), local (start one) or an address
-    rerun: Any = None  # an evalx.execution.rerun.Rerun: a new run starting with its parent's cells but the failed ones
 
 
 @dataclass
@@ -65,55 +46,141 @@ def config_hash(config: Config) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
-def run(config: Config, options: RunOptions, *, out: TextIO | None = None, err: TextIO | None = None) -> RunOutcome:
-    out = out or sys.stdout
-    err = err or sys.stderr
-    plan = build_plan(config, options.selection)
-    config.check_env(plan.base_target_ids)  # matrix variants need their target's variables
-    run_id = options.run_id or new_run_id()
-    run_dir = config.output_dir / run_id
-    from evalx.execution import resume as _resume
+def run(config: Config, request: RunRequest, *, err: TextIO | None = None) -> RunOutcome:
+    """The one entry point of a run (``evalx run``, :func:`evalx.run`, the pytest plugin): plan, execute, store, report.
 
-    if options.rerun is not None:  # the new run's folder holds the parent's cells to keep: finished as a resume is
+    Raises :class:`~evalx.execution.request.RequestError` for options that do not go together,
+    :class:`~evalx.execution.rerun.NothingToRerun` when a rerun has nothing to run.
+    """
+    err = err or sys.stderr
+    resolved = resolve(config, request)
+    plan = build_plan(config, resolved.selection)
+    config.check_env(plan.base_target_ids)  # matrix variants need their target's variables
+    run_id = resolved.run_id or new_run_id()
+    run_dir = config.output_dir / run_id
+    resuming = resolved.resuming
+    if resolved.parent is not None:  # the new run's folder holds the parent's cells to keep: finished as a resume is
         from evalx.execution.rerun import prepare_rerun
 
-        prepare_rerun(config, plan, options.rerun, run_id, run_dir, config_hash=config_hash(config))
-        options = dataclasses.replace(options, resume=True, run_id=run_id, rerun=None)
-    previous: dict[str, Any] | None = None
-    if options.resume:
-        run_dir, previous = _resume.load_run_meta(run_id, config.output_dir)
-        fingerprint = _resume.plan_fingerprint(config, plan, _resume.stored_fingerprint_version(previous))
-        for note in _resume.check_plan(previous, config, plan, fingerprint):
-            print(f"evalx: {note}", file=err)
-    else:
-        fingerprint = _resume.plan_fingerprint(config, plan)
+        prepare_rerun(config, plan, resolved.parent, run_id, run_dir, config_hash=config_hash(config))
+        resuming = True
+    run_dir, previous, fingerprint = _stored_run(config, plan, run_id, run_dir, resuming, err)
     with writing(run_dir):
         run_dir.mkdir(parents=True, exist_ok=True)
     lock = RunLock(run_dir)  # one writer per run folder: a second run or --resume of it is refused (exit 2)
     try:
-        return _run_locked(config, options, plan, run_id, run_dir, fingerprint, previous, out=out, err=err)
+        return _run_locked(config, resolved, plan, _Run(run_id, run_dir, fingerprint, previous, resuming), err=err)
     finally:
         lock.release()
 
 
-def _run_locked(
-    config: Config,
-    options: RunOptions,
-    plan: Plan,
-    run_id: str,
-    run_dir: Path,
-    fingerprint: str,
-    previous: dict[str, Any] | None,
-    *,
-    out: TextIO,
-    err: TextIO,
-) -> RunOutcome:
-    """The run, its folder locked by :func:`run`: execute the cells, write results, summary and reports."""
+@dataclass
+class _Run:
+    """The run being made: its id and folder, its plan's fingerprint, and the stored run it continues (a resume)."""
+
+    run_id: str
+    run_dir: Path
+    fingerprint: str
+    previous: dict[str, Any] | None
+    resuming: bool
+
+
+def _stored_run(
+    config: Config, plan: Plan, run_id: str, run_dir: Path, resuming: bool, err: TextIO
+) -> tuple[Path, dict[str, Any] | None, str]:
+    """The run's folder, the stored ``run.json`` it continues (a resume), and its plan's fingerprint."""
     from evalx.execution import resume as _resume
 
+    if not resuming:
+        return run_dir, None, _resume.plan_fingerprint(config, plan)
+    run_dir, previous = _resume.load_run_meta(run_id, config.output_dir)
+    fingerprint = _resume.plan_fingerprint(config, plan, _resume.stored_fingerprint_version(previous))
+    for note in _resume.check_plan(previous, config, plan, fingerprint):
+        print(f"evalx: {note}", file=err)
+    return run_dir, previous, fingerprint
+
+
+def _run_locked(config: Config, resolved: ResolvedRun, plan: Plan, made: _Run, *, err: TextIO) -> RunOutcome:
+    """The run, its folder locked by :func:`run`: record it, execute the cells, then summarise, judge and report."""
+    request = resolved.request
+    meta = _record_run(config, resolved, plan, made)
+    shard = resolved.selection.shard
+    from evalx.results.summary import SummaryBuilder
+
+    summary_builder = SummaryBuilder(
+        made.run_id,
+        config.name,
+        meta["started_at"],
+        repeat_pass_rule=str(config.defaults.get("repeat_pass_rule", "majority")),
+        matrix=plan.matrix_summary(),
+        per_case=plan.cells.total > plan.cells.case_count,  # one cell a case: no per-case tallies to keep
+    )
+    guard = _cost_guard(config, shard)
+    if made.resuming:
+        _take_stored_results(made.run_dir, plan, summary_builder, guard, err)
+    types = {str(t["id"]): str(t.get("type") or "") for t in plan.target_specs}
+    # append: a torn last line is dropped
+    writer = ResultWriter(
+        made.run_dir, append=made.resuming, run_id=made.run_id, target_types=types, cases=plan.cells, dataset=next(iter(plan.cases), None)
+    )
+    todo = plan
+    if made.resuming:
+        todo = Plan(plan.target_specs, plan.cases, plan.cells.without(writer.finished_indexes()), plan.variants)
+        _say_what_resumes(made, len(todo.cells), len(plan.cells), err)
+    progress = Progress(len(todo.cells), stream=err, quiet=request.quiet)
+
+    def on_result(result: CellResult) -> None:
+        writer.write(result)
+        summary_builder.add(result)
+        if guard is not None:
+            guard.record(result)
+        progress.update(result["status"])
+
+    t0 = time.monotonic()
+    try:
+        with _quiet_collector(), user_code_on_path(config.base_dir):  # user code may import lazily while it runs
+            stats = asyncio.run(
+                execute_cells(
+                    config,
+                    todo,
+                    run_id=made.run_id,
+                    overrides=resolved.overrides,
+                    on_result=on_result,
+                    admit=guard.admit if guard is not None else None,
+                    executor=request.executor,
+                    ray_address=request.ray_address,
+                    quiet=request.quiet,
+                    err=err,
+                )
+            )
+    except BaseException:  # a target could not start (no API key...): say so in run.json, keep results
+        writer.close(reorder=False)
+        progress.close()
+        meta.update(status="failed")
+        write_json(made.run_dir / "run.json", meta)
+        raise
+    duration = time.monotonic() - t0
+    progress.close()
+    writer.close(reorder=True)
+    if not stats.interrupted:  # pairwise: judged once every cell of a case exists, recorded on both cells
+        from evalx.execution.pairwise_pass import judge_stored_pairs
+
+        pairs = judge_stored_pairs(config, plan, made.run_dir, run_id=made.run_id, overrides=resolved.overrides, guard=guard, err=err)
+        if pairs is not None:
+            for line in pairs.messages:
+                print(f"evalx: {line}", file=err)
+            summary_builder.add_pairwise(pairs.records)
+    return _finish(config, request, plan, made, meta, summary_builder, stats, guard, duration, err)
+
+
+def _record_run(config: Config, resolved: ResolvedRun, plan: Plan, made: _Run) -> dict[str, Any]:
+    """The run's ``run.json`` (status ``running``) and its redacted ``config.yaml``, written before any cell runs."""
+    from evalx.execution import resume as _resume
+
+    request, selection, previous = resolved.request, resolved.selection, made.previous
     started = datetime.now(timezone.utc)
     meta: dict[str, Any] = {
-        "run_id": run_id,
+        "run_id": made.run_id,
         "name": config.name,
         "config": str(config.path),
         "config_hash": config_hash(config),
@@ -121,29 +188,29 @@ def _run_locked(
         "targets": [t["id"] for t in plan.target_specs],
         "cells": len(plan.cells),
         "selection": {
-            "targets": options.selection.targets,
-            "datasets": options.selection.datasets,
-            "cases": options.selection.case_globs,
-            "categories": options.selection.categories,
-            "tags": options.selection.tags,
-            "repeat": options.selection.repeat,
-            "matrix": options.selection.matrix,
+            "targets": selection.targets,
+            "datasets": selection.datasets,
+            "cases": selection.case_globs,
+            "categories": selection.categories,
+            "tags": selection.tags,
+            "repeat": selection.repeat,
+            "matrix": selection.matrix,
         },
-        "selection_args": _resume.selection_args(options.selection),
-        "plan_digest": fingerprint,
+        "selection_args": _resume.selection_args(selection),
+        "plan_digest": made.fingerprint,
         # a resumed run keeps the version it was fingerprinted with (a run of an older evalx: 1)
         "plan_digest_version": _resume.stored_fingerprint_version(previous) if previous is not None else _resume.FINGERPRINT_VERSION,
         # how the reports were rendered: `evalx report` keeps it unless told otherwise
-        "reports": {"junit_passes": options.reports.junit_passes, "html_max_cells": options.reports.html_max_cells},
+        "reports": {"junit_passes": request.reports.junit_passes, "html_max_cells": request.reports.html_max_cells},
         "started_unix": started.timestamp(),  # orders runs started within the same second
         "status": "running",
     }
-    shard = options.selection.shard
+    shard = selection.shard
     if shard is not None:  # what `evalx merge` checks: the shards of one plan, all of them
         meta["shard"] = {
             "index": shard[0],
             "count": shard[1],
-            "plan_digest": fingerprint,  # the whole plan's: a shard keeps every cell's index in it
+            "plan_digest": made.fingerprint,  # the whole plan's: a shard keeps every cell's index in it
             "plan_cells": plan.cells.total,
             "plan_cases": plan.cells.case_count,
             # what the merged results.jsonl's run record says (each target's kind, the first dataset)
@@ -158,97 +225,73 @@ def _run_locked(
         meta.update(carried(previous))  # a rerun's parent
         if previous.get("status") != PREPARED:
             meta["resumed_at"] = [*previous.get("resumed_at", []), started.isoformat(timespec="seconds")]
-    write_json(run_dir / "run.json", meta)
-    with writing(run_dir / "config.yaml"):
-        (run_dir / "config.yaml").write_text(
+    write_json(made.run_dir / "run.json", meta)
+    with writing(made.run_dir / "config.yaml"):
+        (made.run_dir / "config.yaml").write_text(
             "# the resolved config of this run; secrets are redacted\n"
             + yaml.safe_dump(config.redactor.obj(config.data), sort_keys=False, allow_unicode=True),
             encoding="utf-8",
         )
+    return meta
 
-    from evalx.results.summary import SummaryBuilder
 
-    summary_builder = SummaryBuilder(
-        run_id,
-        config.name,
-        meta["started_at"],
-        repeat_pass_rule=str(config.defaults.get("repeat_pass_rule", "majority")),
-        matrix=plan.matrix_summary(),
-        per_case=plan.cells.total > plan.cells.case_count,  # one cell a case: no per-case tallies to keep
-    )
-    todo = plan
+def _cost_guard(config: Config, shard: tuple[int, int] | None) -> Any:
+    """The run's cost guard (``defaults.max_total_cost``; a shard spends its share), or None."""
     from evalx.execution.budget import CostGuard
 
     limit = config.defaults.get("max_total_cost")
-    if limit is not None and shard is not None:
-        limit = limit / shard[1]  # each shard spends its share
-    guard = CostGuard(limit) if limit is not None else None
-    if options.resume:
-        problems = ReadProblems()
-        from evalx.execution.ray_executor import is_worker_lost
+    if limit is None:
+        return None
+    return CostGuard(limit / shard[1] if shard is not None else limit)
 
-        lost = 0
-        for result in read_results(run_dir / RESULTS, problems):  # streamed: a million stored cells are never all in memory
-            _resume.check_result(result, plan)
-            if is_worker_lost(result):  # lost with its Ray actor: it runs again
-                lost += 1
-                continue
-            summary_builder.add(result)
-            if guard is not None:
-                guard.record(result)  # a resumed run has already spent this
-        if problems:  # damaged or duplicate lines: the file is rewritten with the readable ones, each cell once
-            print(
-                f"evalx: warning: {problems.warning(run_dir / RESULTS)}; resuming from the readable lines (a cell without one runs again)",
-                file=err,
-            )
-        if problems or lost:
-            rewrite_results(run_dir / RESULTS, (r for r in read_results(run_dir / RESULTS) if not is_worker_lost(r)))
-    types = {str(t["id"]): str(t.get("type") or "") for t in plan.target_specs}
-    # append: a torn last line is dropped
-    writer = ResultWriter(
-        run_dir, append=options.resume, run_id=run_id, target_types=types, cases=plan.cells, dataset=next(iter(plan.cases), None)
-    )
-    if options.resume:
-        todo = Plan(plan.target_specs, plan.cases, plan.cells.without(writer.finished_indexes()), plan.variants)
-        finished = len(plan.cells) - len(todo.cells)
-        if previous is not None and previous.get("status") == "prepared":
-            from evalx.execution.rerun import rerun_note
 
-            print(f"evalx: {rerun_note(previous, len(todo.cells), len(plan.cells))}", file=err)
-        else:
-            print(f"evalx: resuming {run_id}: {finished} of {len(plan.cells)} cells have results, running {len(todo.cells)}", file=err)
-    progress = Progress(len(todo.cells), stream=err, quiet=options.quiet)
+def _take_stored_results(run_dir: Path, plan: Plan, summary_builder: Any, guard: Any, err: TextIO) -> None:
+    """A resumed run's stored cells, counted as if just run (damaged lines and cells lost with a Ray actor are dropped)."""
+    from evalx.execution import resume as _resume
+    from evalx.execution.ray_executor import is_worker_lost
 
-    def on_result(result: CellResult) -> None:
-        writer.write(result)
+    problems = ReadProblems()
+    lost = 0
+    for result in read_results(run_dir / RESULTS, problems):  # streamed: a million stored cells are never all in memory
+        _resume.check_result(result, plan)
+        if is_worker_lost(result):  # lost with its Ray actor: it runs again
+            lost += 1
+            continue
         summary_builder.add(result)
         if guard is not None:
-            guard.record(result)
-        progress.update(result["status"])
+            guard.record(result)  # a resumed run has already spent this
+    if problems:  # damaged or duplicate lines: the file is rewritten with the readable ones, each cell once
+        print(
+            f"evalx: warning: {problems.warning(run_dir / RESULTS)}; resuming from the readable lines (a cell without one runs again)",
+            file=err,
+        )
+    if problems or lost:
+        rewrite_results(run_dir / RESULTS, (r for r in read_results(run_dir / RESULTS) if not is_worker_lost(r)))
 
-    t0 = time.monotonic()
-    admit = guard.admit if guard is not None else None
-    try:
-        with _quiet_collector(), user_code_on_path(config.base_dir):  # user code may import lazily while it runs
-            stats = asyncio.run(_execute(config, todo, options, run_id, on_result, err=err, admit=admit))
-    except BaseException:  # a target could not start (no API key...): say so in run.json, keep results
-        writer.close(reorder=False)
-        progress.close()
-        meta.update(status="failed")
-        write_json(run_dir / "run.json", meta)
-        raise
-    duration = time.monotonic() - t0
-    progress.close()
-    writer.close(reorder=True)
-    if not stats.interrupted:  # pairwise: judged once every cell of a case exists, recorded on both cells
-        from evalx.execution.pairwise_pass import judge_stored_pairs
 
-        pairs = judge_stored_pairs(config, plan, run_dir, run_id=run_id, command_line=_command_line(options), guard=guard, err=err)
-        if pairs is not None:
-            for line in pairs.messages:
-                print(f"evalx: {line}", file=err)
-            summary_builder.add_pairwise(pairs.records)
+def _say_what_resumes(made: _Run, todo: int, total: int, err: TextIO) -> None:
+    if made.previous is not None and made.previous.get("status") == "prepared":
+        from evalx.execution.rerun import rerun_note
 
+        print(f"evalx: {rerun_note(made.previous, todo, total)}", file=err)
+    else:
+        print(f"evalx: resuming {made.run_id}: {total - todo} of {total} cells have results, running {todo}", file=err)
+
+
+def _finish(
+    config: Config,
+    request: RunRequest,
+    plan: Plan,
+    made: _Run,
+    meta: dict[str, Any],
+    summary_builder: Any,
+    stats: ExecutionStats,
+    guard: Any,
+    duration: float,
+    err: TextIO,
+) -> RunOutcome:
+    """The run's summary, gates and exit status; then its reports and final ``run.json``."""
+    shard = meta.get("shard")
     messages = _target_failures(stats)
     cost_guard: CostGuardReport | None = None
     if guard is not None:
@@ -266,12 +309,12 @@ def _run_locked(
             interrupted=stats.interrupted,
             cells_planned=len(plan.cells),
             cost_guard=cost_guard,
-            shard={"index": shard[0], "count": shard[1], "plan_cells": plan.cells.total} if shard is not None else None,
+            shard={"index": shard["index"], "count": shard["count"], "plan_cells": plan.cells.total} if shard is not None else None,
         ),
         gates=config.data.get("gates"),
-        baseline_ref=options.baseline,
+        baseline_ref=request.baseline,
         output_dir=config.output_dir,
-        run_dir=run_dir,
+        run_dir=made.run_dir,
     )
     for warning in warnings:
         print(f"evalx: warning: {warning}", file=err)
@@ -282,22 +325,18 @@ def _run_locked(
     if guard is not None and guard.tripped:
         messages.append(guard.message())
     if shard is not None and not len(plan.cells):
-        messages.append(f"shard {shard[0]}/{shard[1]} is empty: the plan's {plan.cells.case_count} cases went to the other shards")
+        messages.append(
+            f"shard {shard['index']}/{shard['count']} is empty: the plan's {plan.cells.case_count} cases went to the other shards"
+        )
     meta.update(status="interrupted" if stats.interrupted else "complete", finished_at=summary.get("finished_at"), exit_code=exit_code)
-    publish(run_dir, summary, meta, options.reports, junit=options.junit, html=options.html)
-    return RunOutcome(run_id, run_dir, summary, exit_code, messages)
+    publish(made.run_dir, summary, meta, request.reports, request.outputs)
+    return RunOutcome(made.run_id, made.run_dir, summary, exit_code, messages)
 
 
-def publish(
-    run_dir: Path, summary: RunSummary, meta: dict[str, Any], reports: ReportOptions, *, junit: Path | None, html: Path | None
-) -> None:
-    """The end of a run (and of a merge): its reports, its final ``run.json``, and copies of JUnit and HTML where asked."""
-    write_reports(run_dir, summary, reports)
+def publish(run_dir: Path, summary: RunSummary, meta: dict[str, Any], reports: ReportOptions, outputs: Outputs) -> None:
+    """The end of a run (and of a merge): every report writer, then its final ``run.json``."""
+    write_reports(run_dir, summary, reports, outputs)
     write_json(run_dir / "run.json", meta)
-    if junit:
-        copy_report(run_dir / "junit.xml", junit)
-    if html:
-        copy_report(run_dir / "report.html", html)
 
 
 @contextlib.contextmanager
@@ -318,110 +357,6 @@ def _quiet_collector() -> Iterator[None]:
     finally:
         gc.set_threshold(*threshold)
         gc.unfreeze()
-
-
-async def _execute(
-    config: Config, plan: Plan, options: RunOptions, run_id: str, on_result: Any, *, err: TextIO | None = None, admit: Any = None
-) -> ExecutionStats:
-    defaults, command_line = config.defaults, _command_line(options)
-    from evalx.execution.ray_executor import choose_executor
-
-    choice = choose_executor(config.data, options.executor, options.ray_address)
-    if choice.kind == "ray":  # cells run on Ray actors; plan, guard, results and reports stay here
-        from evalx.execution.ray_executor import execute_on_ray
-
-        return await execute_on_ray(
-            config, plan, choice, run_id, on_result, command_line=command_line, err=err, admit=admit, quiet=options.quiet
-        )
-    ctx = RunContext(run_id=run_id, config_dir=config.base_dir, redactor=config.redactor, vars=config.vars)
-    from evalx.targets.definitions import providers_dir_of
-
-    ctx.providers_dir = providers_dir_of(config)
-    plans = []
-    for spec in plan.target_specs:
-        cells = plan.cells_for(spec["id"])
-        if not cells:
-            continue
-        settings = resolve_settings(spec, defaults, command_line)  # once per target and run
-        plans.append(TargetPlan(build_target(spec, settings), cells, settings))
-    _check_open_files(plans, err or sys.stderr)
-    if any(p.settings.cache for p in plans):
-        from evalx.targets.transport.cache import ResponseCache, cache_path
-
-        ctx.cache = ResponseCache(cache_path(config.base_dir))
-    try:
-        for p in plans:
-            await p.target.start(ctx)
-    except BaseException:  # e.g. a provider with no API key: release what the others opened
-        await close_all(p.target for p in plans)
-        if ctx.cache is not None:
-            await ctx.cache.aclose()
-        raise
-    judge = _judge(config, plan, ctx, command_line, [p.target.id for p in plans], err)
-    executor = Executor(plans, ctx, global_asserts=config.global_asserts, on_result=on_result, judge=judge, judge_settings=judge.settings)
-    executor.admit = admit  # the cost guard: asked before each cell starts
-    from evalx.execution.simulate import UserTargets
-
-    executor.users = UserTargets(ctx, {t["id"]: t for t in config.targets}, defaults, command_line)  # started on first use
-    signals = Interrupt()
-    try:
-        with cancel_on_signals() as signals, Watchdog(executor.live):  # Watchdog: an async target that never yields ends after its timeout
-            stats = await executor.execute()
-    except asyncio.CancelledError:
-        stats = executor.stats
-        stats.interrupted = True
-    finally:
-        for p in plans:
-            await p.target.aclose()
-        await judge.aclose()
-        await executor.users.aclose()
-        if ctx.cache is not None:
-            await ctx.cache.aclose()
-            if ctx.cache.problem:
-                print(f"evalx: warning: response cache not used: {ctx.cache.problem}", file=sys.stderr)
-    if signals.interrupted:
-        stats.interrupted = True
-    return stats
-
-
-def _check_open_files(plans: list[TargetPlan], err: TextIO) -> None:
-    """Raise the open-files limit for the sockets the HTTP targets will hold at once, or warn before any cell runs."""
-    from evalx.execution.fdlimit import ensure_open_files, needed_descriptors
-
-    remote = [p for p in plans if p.target.type != "python"]
-    if not remote:
-        return
-    in_flight = [min(p.settings.concurrency, len(p.cells)) for p in remote]
-    ids = ", ".join(p.target.id for p in remote[:3]) + (", …" if len(remote) > 3 else "")
-    what = f"up to {sum(in_flight)} requests at once ({ids})"
-    warning = ensure_open_files(needed_descriptors(in_flight), what)
-    if warning:
-        print(f"evalx: warning: {warning}", file=err)
-
-
-def _command_line(options: RunOptions) -> dict[str, Any]:
-    """The target settings ``evalx run``'s flags set: the top layer of :func:`evalx.targets.resolve_settings`."""
-    out: dict[str, Any] = {}
-    if options.concurrency:
-        out["concurrency"] = options.concurrency
-    if not options.use_cache:
-        out["cache"] = False
-    if options.selection.shard is not None:
-        out["rate_limit_share"] = options.selection.shard[1]  # the shards share each provider's rate limit
-    return out
-
-
-def _judge(config: Config, plan: Plan, ctx: RunContext, command_line: dict[str, Any], target_ids: list[str], err: TextIO | None) -> Any:
-    """The run's judge client (lazy: it starts a judge target on first use), bias-checked once up front."""
-    from evalx.judge import Judge, graded_target_ids
-
-    specs = {t["id"]: t for t in config.targets}
-    specs.update({t["id"]: t for t in plan.target_specs})  # matrix-expanded specs win
-    judge = Judge(
-        ctx, targets=specs, defaults=config.defaults, command_line=command_line, settings=dict(config.data.get("judge") or {}), err=err
-    )
-    judge.check_self_grading(graded_target_ids(plan.graded_targets(), config.global_asserts, target_ids))
-    return judge
 
 
 def _target_failures(stats: ExecutionStats) -> list[str]:

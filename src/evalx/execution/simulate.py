@@ -40,6 +40,7 @@ from evalx.errors import TargetError
 from evalx.execution.conversation import _reply_messages, _Turn, _TurnFailed, take_turn
 from evalx.models import Case, Cell, Trajectory, Usage, safe_trajectory
 from evalx.targets import RunContext, TargetSettings, close_all
+from evalx.targets.settings import Overrides
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -67,9 +68,9 @@ class UserTargets:
     """The run's user targets by id: each built and started on first use, all closed with the run."""
 
     def __init__(
-        self, run: RunContext, specs: Mapping[str, dict[str, Any]], defaults: Mapping[str, Any], command_line: Mapping[str, Any]
+        self, run: RunContext, specs: Mapping[str, dict[str, Any]], defaults: Mapping[str, Any], overrides: Overrides | None
     ) -> None:
-        self.run, self.specs, self.defaults, self.command_line = run, specs, defaults, command_line
+        self.run, self.specs, self.defaults, self.overrides = run, specs, defaults, overrides
         self._started: dict[str, _User | str] = {}
         self._lock = asyncio.Lock()
 
@@ -90,7 +91,7 @@ class UserTargets:
         if spec is None:
             return f"unknown target {target_id!r}"
         try:
-            settings = resolve_settings(spec, self.defaults, self.command_line)
+            settings = resolve_settings(spec, self.defaults, self.overrides)
             target = build_target(spec, settings)
             await target.start(self.run)
         except Exception as exc:

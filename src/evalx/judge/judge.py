@@ -52,7 +52,7 @@ from evalx.judge.prompts import text as _text
 from evalx.judge.verdict import FACTUALITY_CATEGORIES, parse_category, parse_verdict
 from evalx.models import Case, Cell, Trajectory, Verdict
 from evalx.targets import close_all
-from evalx.targets.settings import TargetSettings
+from evalx.targets.settings import Overrides, TargetSettings
 from evalx.templates import TemplateRenderError, render
 
 __all__ = ["DEFAULT_PASS_ON", "DEFAULT_THRESHOLD", "Judge", "JudgeCall"]
@@ -121,14 +121,14 @@ class Judge:
         *,
         targets: dict[str, dict[str, Any]],
         defaults: Mapping[str, Any],
-        command_line: Mapping[str, Any] | None = None,
+        overrides: Overrides | None = None,
         settings: dict[str, Any] | None = None,
         err: TextIO | None = None,
     ) -> None:
         self.run = run  # the RunContext judge calls are made in
         self.targets = targets  # id -> spec, of every target a judge or graded cell may name
         self.defaults = defaults  # the config's defaults: section
-        self.command_line = command_line or {}  # target settings set by `evalx run`'s flags
+        self.overrides = overrides  # the run request's layer of target settings (`evalx run --concurrency`...)
         self.settings = settings or {}
         self.err = err
         self._instances: dict[str, _Instance | JudgeError] = {}
@@ -170,7 +170,7 @@ class Judge:
         from evalx.targets import build_target, resolve_settings
 
         try:
-            settings = resolve_settings(spec, self.defaults, self.command_line)  # once per judge target and run
+            settings = resolve_settings(spec, self.defaults, self.overrides)  # once per judge target and run
             target = build_target(spec, settings)
             await target.start(self.run)
         except (TargetError, ImportError, ValueError) as exc:

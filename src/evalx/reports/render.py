@@ -10,18 +10,26 @@ from pathlib import Path
 from typing import Any, cast
 
 from evalx.errors import EvalxError, writing
-from evalx.reports.html import HtmlStream, write_html
-from evalx.reports.junit import JUnitStream, write_junit
 from evalx.reports.text import format_summary
+from evalx.reports.writers import Outputs, ReportWriter, copies, report_writers
 from evalx.results.gates import format_outcome
-from evalx.results.model import BaselineView, ReviewCounts, RunSummary
+from evalx.results.model import ReviewCounts, RunSummary
 from evalx.results.outcome import restore_summary
 from evalx.results.repeats import RULES
 from evalx.results.reviews import marks_count
 from evalx.results.store import ReadProblems, read_results, write_json
 from evalx.results.summary import SummaryBuilder
 
-__all__ = ["REPORT_FILES", "ReportOptions", "check_outputs", "copy_report", "rebuild_reports", "stored_report_options", "write_reports"]
+__all__ = [
+    "REPORT_FILES",
+    "Outputs",
+    "ReportOptions",
+    "check_outputs",
+    "copy_report",
+    "rebuild_reports",
+    "stored_report_options",
+    "write_reports",
+]
 
 REPORT_FILES = ("summary.json", "summary.txt", "junit.xml", "report.html")
 #: what a run folder holds that no report may overwrite: its record, not a rendering of it
@@ -50,86 +58,60 @@ def stored_report_options(run_dir: Path) -> ReportOptions:
     )
 
 
-def write_reports(run_dir: Path, summary: RunSummary, options: ReportOptions | None = None) -> None:
-    """Write :data:`REPORT_FILES` into ``run_dir`` from its ``results.jsonl`` and the run's ``summary``.
+def write_reports(run_dir: Path, summary: RunSummary, options: ReportOptions | None = None, outputs: Outputs | None = None) -> None:
+    """Write :data:`REPORT_FILES` into ``run_dir`` from its ``results.jsonl`` and the run's ``summary``, and the ``outputs``.
 
     The run's name, id and repeat rule are read from the summary (the rule the
-    run recorded, so a re-render agrees with it). JUnit and HTML are built
-    from one stream of ``results.jsonl``: memory does not grow with the number
-    of cells.
+    run recorded, so a re-render agrees with it). Every format is a
+    :class:`~evalx.reports.writers.ReportWriter`, and all of them are fed from
+    one stream of ``results.jsonl``: memory does not grow with the number of
+    cells. ``outputs`` (``--junit``, ``--html``, ``--markdown``) are written or
+    copied last.
     """
-    results = run_dir / "results.jsonl"
-    baseline = summary.get("baseline")
-    rule = str(summary.get("repeat_pass_rule") or "majority")
+    outputs = outputs or Outputs()
     write_json(run_dir / "summary.json", summary)
     text = format_summary(summary) + "\n" + format_outcome(summary)
     with writing(run_dir / "summary.txt"):
         (run_dir / "summary.txt").write_text(text, encoding="utf-8", errors="replace")  # a lone surrogate cannot be UTF-8
-    name, run_id = str(summary.get("name") or ""), str(summary.get("run_id") or run_dir.name)
-    html_max_cells = options.html_max_cells if options is not None else None
-    junit_passes = options.junit_passes if options is not None else "all"
-    _junit_and_html(
-        results,
-        summary,
-        run_dir,
-        name=name,
-        run_id=run_id,
-        rule=rule,
-        baseline=baseline,
-        html_max_cells=html_max_cells,
-        junit_passes=junit_passes,
-    )
+    options = options or ReportOptions()
+    writers = report_writers(run_dir, summary, junit_passes=options.junit_passes, html_max_cells=options.html_max_cells, outputs=outputs)
+    _feed(run_dir / "results.jsonl", writers)
+    for source, destination in copies(run_dir, outputs):
+        copy_report(source, destination)
 
 
-def _junit_and_html(
-    results: Path,
-    summary: RunSummary,
-    run_dir: Path,
-    *,
-    name: str,
-    run_id: str,
-    rule: str,
-    baseline: BaselineView | None,
-    html_max_cells: int | None = None,
-    junit_passes: str = "all",
-) -> None:
-    """junit.xml and report.html from one read of ``results``: both follow the lines as they are read.
+def _feed(results: Path, writers: list[ReportWriter]) -> None:
+    """Offer each cell of ``results`` (one read) to the writers still streaming; then finish them, or rebuild those that stopped.
 
-    Either one that finds the file out of matrix order (a killed or resumed
-    run) is written afterwards by :func:`write_junit` / :func:`write_html`
-    from the file, exactly as they would have written it alone.
+    A writer that cannot take a cell (the file is out of matrix order: a killed
+    or resumed run) is rebuilt from the file, exactly as it would have written it alone.
     """
-    junit: JUnitStream | None = JUnitStream.start(rule, run_dir, passes=junit_passes)  # an unknown rule: write_junit's ValueError
-    html: HtmlStream | None = HtmlStream(summary, run_dir, max_cells=html_max_cells)
+    streaming = list(writers)
+    stopped: list[ReportWriter] = []
     try:
         if results.exists():
             for result in read_results(results):
                 if not isinstance(result, dict):
                     continue
-                if junit is not None and not junit.offer(result):
-                    junit.close()
-                    junit = None
-                if html is not None and not html.offer(result):
-                    html.close()
-                    html = None
-                if junit is None and html is None:
-                    break
-        if junit is not None:
-            junit.finish(run_dir / "junit.xml", name=name, run_id=run_id, repeat_pass_rule=rule)
-        else:
-            write_junit(results, run_dir / "junit.xml", name=name, run_id=run_id, repeat_pass_rule=rule, passes=junit_passes)
-        if html is not None:
-            html.write(run_dir / "report.html", baseline=baseline)
-        else:
-            write_html(results, summary, run_dir / "report.html", baseline=baseline, max_cells=html_max_cells)
+                refused = [writer for writer in streaming if not writer.offer(result)]
+                if refused:
+                    stopped += refused
+                    streaming = [writer for writer in streaming if writer not in refused]
+                    if not streaming:
+                        break
+        for writer in writers:
+            if writer in stopped:
+                writer.rebuild(results)
+            else:
+                writer.finish()
     finally:
-        if junit is not None:
-            junit.close()
-        if html is not None:
-            html.close()
+        for writer in writers:
+            writer.close()
 
 
-def rebuild_reports(run_dir: Path, problems: ReadProblems | None = None, options: ReportOptions | None = None) -> RunSummary:
+def rebuild_reports(
+    run_dir: Path, problems: ReadProblems | None = None, options: ReportOptions | None = None, outputs: Outputs | None = None
+) -> RunSummary:
     """Re-render a stored run's reports from its ``results.jsonl`` (`evalx report`); returns the summary.
 
     The summary is rebuilt from the results (so it reflects every stored cell);
@@ -172,7 +154,7 @@ def rebuild_reports(run_dir: Path, problems: ReadProblems | None = None, options
     marks = marks_count(run_dir)
     if marks:  # the summary counts these marks (a later mark makes it stale: evalx.results.reviews.summary_is_current)
         summary["reviews"] = cast(ReviewCounts, {**reviews, "marks": marks})
-    write_reports(run_dir, summary, options)
+    write_reports(run_dir, summary, options, outputs)
     return summary
 
 

@@ -6,8 +6,9 @@ cache, the rate limit, the response size limit — is read here and nowhere else
 :func:`resolve_settings` looks each one up in three layers, the first that
 sets it (to anything but null) wins:
 
-1. the command line (``evalx run --concurrency N``; ``--no-cache`` sets
-   ``cache`` off);
+1. the run request's :class:`Overrides` (``evalx run --concurrency N``,
+   ``evalx.run(concurrency=N)``; ``--no-cache`` sets ``cache`` off), typed
+   and resolved once per run (:meth:`evalx.execution.request.RunRequest.overrides`);
 2. the target's own entry under ``targets:`` (for the judge: the judge
    target's entry, or the inline ``judge.target`` mapping);
 3. the config's ``defaults:`` section;
@@ -17,17 +18,17 @@ defaults; ``backoff_s`` reads ``EVALX_BACKOFF_BASE_S`` first, ``idle_timeout_s``
 falls back to the resolved ``timeout_s``, ``cache`` is on for provider targets
 and off otherwise). The runner resolves each target once and hands the
 :class:`TargetSettings` to the target and to the executor; the judge resolves
-its targets with the same function and the same command line.
+its targets with the same function and the same overrides.
 """
 
 from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Any
 
-__all__ = ["BACKOFF_ENV", "MAX_RESPONSE_BYTES", "SETTING_KEYS", "TargetSettings", "resolve_settings"]
+__all__ = ["BACKOFF_ENV", "MAX_RESPONSE_BYTES", "SETTING_KEYS", "Overrides", "TargetSettings", "resolve_settings"]
 
 #: environment variable overriding the built-in backoff base (seconds); tests set it small
 BACKOFF_ENV = "EVALX_BACKOFF_BASE_S"
@@ -65,23 +66,36 @@ SETTING_KEYS = frozenset(
 )
 
 
+@dataclass(frozen=True, slots=True)
+class Overrides:
+    """The top layer of every target's settings: what a run request sets over the config (None: not set).
+
+    The keys are a target's; ``rate_limit_share`` N divides every ``rate_limit``
+    by N (a shard of N shares the provider's limit with the other shards).
+    """
+
+    concurrency: int | None = None
+    timeout_s: float | None = None
+    retries: int | None = None
+    backoff_s: float | None = None
+    idle_timeout_s: float | None = None
+    cache: bool | None = None
+    rate_limit: Mapping[str, Any] | None = None
+    max_response_bytes: int | None = None
+    rate_limit_share: int | None = None
+
+    def layer(self) -> dict[str, Any]:
+        """The settings set, as a layer of :func:`resolve_settings` (``{"concurrency": 20}``)."""
+        return {f.name: value for f in fields(self) if (value := getattr(self, f.name)) is not None}
+
+
 def resolve_settings(
     spec: Mapping[str, Any],
     defaults: Mapping[str, Any] | None = None,
-    command_line: Mapping[str, Any] | None = None,
+    overrides: Overrides | None = None,
 ) -> TargetSettings:
-    """The settings of the target ``spec`` (its ``targets:`` entry) under ``defaults:`` and the command line.
-
-    ``command_line`` holds what flags set, with the same keys as a target
-    (``{"concurrency": 20}``, ``{"cache": False}`` for ``--no-cache``); an
-    unknown key there is a programming error (ValueError).
-    ``{"rate_limit_share": N}`` there divides every ``rate_limit`` by N (a
-    shard of N, which shares the provider's limit with the other shards).
-    """
-    cli = command_line or {}
-    unknown = set(cli) - SETTING_KEYS - {"rate_limit_share"}
-    if unknown:
-        raise ValueError(f"unknown command-line settings: {', '.join(sorted(unknown))}")
+    """The settings of the target ``spec`` (its ``targets:`` entry) under ``defaults:`` and the run's ``overrides``."""
+    cli = overrides.layer() if overrides is not None else {}
     layers = (cli, spec, defaults or {})
 
     def pick(key: str) -> Any:

@@ -1,0 +1,203 @@
+"""Where a run's cells execute, behind one interface: ``local`` (this process's event loop) or ``ray`` (actors on a cluster).
+
+The runner hands :func:`execute_cells` the plan and an :class:`ExecutionJob`
+(what every executor is fed: the config, the run id, the resolved settings
+overrides, where results go, the cost guard's gate); the run's
+``executor:`` section and ``--executor`` choose an entry of
+:data:`EXECUTORS`. An executor sends each finished cell to ``on_result`` in
+whatever order cells finish (the results file and the summary take them as
+they come) and returns the run's :class:`~evalx.execution.executor.ExecutionStats`.
+Both kinds run a cell with the same code: a process that runs cells sets up
+a :class:`~evalx.execution.runtime.CellRuntime`.
+
+A new executor is a class with ``async execute(job) -> ExecutionStats``,
+registered in :data:`EXECUTORS` and named in the config schema's
+``executor.kind`` and ``--executor``'s choices (docs/architecture.md).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Protocol, TextIO
+
+from evalx.execution.executor import ExecutionStats, TargetPlan
+from evalx.execution.interrupt import Interrupt, cancel_on_signals
+from evalx.execution.runtime import CellRuntime
+from evalx.models import Cell
+from evalx.results.model import CellResult
+from evalx.targets import RunContext, build_target, resolve_settings
+from evalx.targets.settings import Overrides
+
+if TYPE_CHECKING:
+    from evalx.config.loader import Config
+    from evalx.execution.plan import Plan
+    from evalx.execution.ray_executor import ExecutorChoice
+
+__all__ = ["EXECUTORS", "CellExecutor", "ExecutionJob", "check_self_grading", "execute_cells", "judge_for", "run_context"]
+
+
+@dataclass
+class ExecutionJob:
+    """What every executor is fed: one run's cells and where their results go."""
+
+    config: Config
+    plan: Plan
+    run_id: str
+    overrides: Overrides
+    on_result: Callable[[CellResult], None]
+    #: asked before each cell starts: None to run it, else why it is skipped (the cost guard)
+    admit: Callable[[Cell], str | None] | None
+    quiet: bool
+    err: TextIO
+    choice: ExecutorChoice
+
+
+class CellExecutor(Protocol):
+    """Runs a job's cells and returns the run's statistics (interrupted or not)."""
+
+    async def execute(self, job: ExecutionJob) -> ExecutionStats: ...
+
+
+def run_context(config: Config, run_id: str) -> RunContext:
+    """The run's context as the driver has it: the config's folder, its redactor and vars, its providers folder."""
+    from evalx.targets.definitions import providers_dir_of
+
+    ctx = RunContext(run_id=run_id, config_dir=config.base_dir, redactor=config.redactor, vars=config.vars)
+    ctx.providers_dir = providers_dir_of(config)
+    return ctx
+
+
+def judge_for(config: Config, plan: Plan, ctx: RunContext, overrides: Overrides | None, target_ids: list[str], err: TextIO | None) -> Any:
+    """The run's judge client (lazy: it starts a judge target on first use), bias-checked once up front."""
+    from evalx.judge import Judge
+
+    judge = Judge(
+        ctx, targets=_specs(config, plan), defaults=config.defaults, overrides=overrides, settings=_judge_settings(config), err=err
+    )
+    check_self_grading(judge, config, plan, target_ids)
+    return judge
+
+
+def check_self_grading(judge: Any, config: Config, plan: Plan, target_ids: list[str]) -> None:
+    """Refuse (or warn of) a judge that grades its own target's answers, once, before any cell runs."""
+    from evalx.judge import graded_target_ids
+
+    judge.check_self_grading(graded_target_ids(plan.graded_targets(), config.global_asserts, target_ids))
+
+
+def _specs(config: Config, plan: Plan) -> dict[str, dict[str, Any]]:
+    specs = {t["id"]: t for t in config.targets}
+    specs.update({t["id"]: t for t in plan.target_specs})  # matrix-expanded specs win
+    return specs
+
+
+def _judge_settings(config: Config) -> dict[str, Any]:
+    return dict(config.data.get("judge") or {})
+
+
+class LocalExecutor:
+    """Every target's cells on this process's event loop: a worker pool per target (:class:`~evalx.execution.executor.Executor`)."""
+
+    async def execute(self, job: ExecutionJob) -> ExecutionStats:
+        config, plan = job.config, job.plan
+        ctx = run_context(config, job.run_id)
+        plans = []
+        for spec in plan.target_specs:
+            cells = plan.cells_for(spec["id"])
+            if not cells:
+                continue
+            settings = resolve_settings(spec, config.defaults, job.overrides)  # once per target and run
+            plans.append(TargetPlan(build_target(spec, settings), cells, settings))
+        _check_open_files(plans, job.err)
+        if any(p.settings.cache for p in plans):
+            from evalx.targets.transport.cache import ResponseCache, cache_path
+
+            ctx.cache = ResponseCache(cache_path(config.base_dir))
+        runtime = await CellRuntime.start(
+            ctx,
+            plans,
+            specs=_specs(config, plan),
+            defaults=config.defaults,
+            overrides=job.overrides,
+            judge_settings=_judge_settings(config),
+            global_asserts=config.global_asserts,
+            on_result=job.on_result,
+            err=job.err,
+        )
+        executor = runtime.executor
+        executor.admit = job.admit  # the cost guard: asked before each cell starts
+        signals = Interrupt()
+        try:
+            check_self_grading(runtime.judge, config, plan, [p.target.id for p in plans])
+            with cancel_on_signals() as signals, runtime.watch():
+                stats = await executor.execute()
+        except asyncio.CancelledError:
+            stats = executor.stats
+            stats.interrupted = True
+        finally:
+            await runtime.aclose()
+        if signals.interrupted:
+            stats.interrupted = True
+        return stats
+
+
+class RayExecutor:
+    """Each target's cells on a pool of Ray actors; plan, cost guard, results and reports stay on the driver."""
+
+    async def execute(self, job: ExecutionJob) -> ExecutionStats:
+        from evalx.execution.ray_executor import execute_on_ray
+
+        return await execute_on_ray(
+            job.config,
+            job.plan,
+            job.choice,
+            job.run_id,
+            job.on_result,
+            overrides=job.overrides,
+            err=job.err,
+            admit=job.admit,
+            quiet=job.quiet,
+        )
+
+
+#: the executors by ``executor.kind`` / ``--executor``
+EXECUTORS: dict[str, Callable[[], CellExecutor]] = {"local": LocalExecutor, "ray": RayExecutor}
+
+
+async def execute_cells(
+    config: Config,
+    plan: Plan,
+    *,
+    run_id: str,
+    overrides: Overrides,
+    on_result: Callable[[CellResult], None],
+    admit: Callable[[Cell], str | None] | None = None,
+    executor: str | None = None,
+    ray_address: str | None = None,
+    quiet: bool = False,
+    err: TextIO | None = None,
+) -> ExecutionStats:
+    """Run ``plan``'s cells on the executor the request or the config chooses."""
+    from evalx.execution.ray_executor import choose_executor
+
+    choice = choose_executor(config.data, executor, ray_address)
+    job = ExecutionJob(config, plan, run_id, overrides, on_result, admit, quiet, err or sys.stderr, choice)
+    return await EXECUTORS[choice.kind]().execute(job)
+
+
+def _check_open_files(plans: list[TargetPlan], err: TextIO) -> None:
+    """Raise the open-files limit for the sockets the HTTP targets will hold at once, or warn before any cell runs."""
+    from evalx.execution.fdlimit import ensure_open_files, needed_descriptors
+
+    remote = [p for p in plans if p.target.type != "python"]
+    if not remote:
+        return
+    in_flight = [min(p.settings.concurrency, len(p.cells)) for p in remote]
+    ids = ", ".join(p.target.id for p in remote[:3]) + (", …" if len(remote) > 3 else "")
+    what = f"up to {sum(in_flight)} requests at once ({ids})"
+    warning = ensure_open_files(needed_descriptors(in_flight), what)
+    if warning:
+        print(f"evalx: warning: {warning}", file=err)
