@@ -196,3 +196,59 @@ def test_a_config_file_with_vars(tmp_path: Path, server: FakeLLMServer) -> None:
     result = evalx.run(str(tmp_path / "evalconfig.yaml"), vars={"who": "world"}, no_cache=True)
     assert result.exit_code == 0 and next(result.results()).text == "You said: hello world"
     assert result.run_dir.parent == tmp_path / "runs"
+
+
+# -- the API can do what `evalx run` does: shards, resume, rerun, outputs (one RunRequest for both) -------------------
+
+
+def test_the_api_shards_and_the_cli_merges_what_it_ran(tmp_path: Path) -> None:
+    from click.testing import CliRunner
+
+    from evalx.cli import main
+
+    (tmp_path / "bots.py").write_text("def shout(q):\n    return q.upper()\n\n\ndef echo(q):\n    return q\n", encoding="utf-8")
+    data = notebook_config()
+    data["targets"] = [
+        {"id": "shout", "type": "python", "callable": "bots.py:shout"},
+        {"id": "echo", "type": "python", "callable": "bots.py:echo"},
+    ]
+    (tmp_path / "evalconfig.yaml").write_text(yaml.safe_dump(data), encoding="utf-8")
+    shards = [evalx.run(tmp_path / "evalconfig.yaml", shard=f"{i}/2") for i in (1, 2)]
+    assert [s.summary["totals"]["cells"] for s in shards] == [2, 2]  # whole cases dealt: one case (two targets) each
+    assert {c.case_id for c in shards[0].results()} != {c.case_id for c in shards[1].results()}
+    merged = CliRunner().invoke(main, ["merge", "-c", str(tmp_path / "evalconfig.yaml"), *(str(s.run_dir) for s in shards), "--json"])
+    assert merged.exit_code == 1, merged.output  # echo fails, as in one run
+    assert json.loads(merged.stdout)["totals"]["cells"] == 4
+
+
+def test_the_api_reruns_the_failed_cells_and_resumes_a_run(tmp_path: Path) -> None:
+    config = evalx.load_config(notebook_config(), base_dir=tmp_path)
+    first = evalx.run(config)
+    rerun = evalx.run(config, rerun="failed", rerun_from="latest")
+    assert rerun.run_id != first.run_id and rerun.summary["totals"]["cells"] == 4
+    meta = json.loads((rerun.run_dir / "run.json").read_text())
+    assert meta["parent"] == first.run_id and meta["rerun"] == ["failed"]
+    # a run cut short: its results file lost its last two cells; resume runs just those
+    lines = (first.run_dir / "results.jsonl").read_text().splitlines(keepends=True)
+    (first.run_dir / "results.jsonl").write_text("".join(lines[:-2]))
+    resumed = evalx.run(config, resume=first.run_id)
+    assert resumed.run_id == first.run_id and resumed.summary["totals"]["cells"] == 4
+    with pytest.raises(evalx.EvalxError, match="--rerun and --from go together"):
+        evalx.run(config, rerun="failed")
+
+
+def test_the_api_writes_the_outputs_the_cli_would(tmp_path: Path) -> None:
+    result = evalx.run(
+        notebook_config(),
+        output_dir=tmp_path,
+        junit=tmp_path / "out" / "junit.xml",
+        junit_flavor="extended",
+        html=tmp_path / "out" / "report.html",
+        markdown=tmp_path / "out" / "summary.md",
+    )
+    junit = (tmp_path / "out" / "junit.xml").read_text()
+    assert "file=" in junit and "file=" not in (result.run_dir / "junit.xml").read_text()  # the run's own stays standard
+    assert (tmp_path / "out" / "report.html").read_bytes() == (result.run_dir / "report.html").read_bytes()
+    assert "notebook" in (tmp_path / "out" / "summary.md").read_text()
+    with pytest.raises(evalx.EvalxError, match="--junit-flavor extended applies to the file --junit writes"):
+        evalx.run(notebook_config(), output_dir=tmp_path, junit_flavor="extended")
