@@ -46,7 +46,7 @@ class TargetPlan:
     target: Target
     cells: Cells
     settings: TargetSettings
-    #: the target's ``pacer`` (rate limit), looked up once when the run starts
+    #: the target's ``pacer`` (rate limit), looked up once when its target starts (:class:`~evalx.execution.runtime.CellRuntime`)
     pacer: Callable[[], Awaitable[None]] | None = field(default=None, init=False)
 
 
@@ -85,7 +85,6 @@ class Executor:
     async def execute(self) -> ExecutionStats:
         workers: list[asyncio.Task[None]] = []
         for plan in self.plans:
-            plan.pacer = getattr(plan.target, "pacer", None)
             it = iter(plan.cells)
             n = max(1, min(plan.settings.concurrency, len(plan.cells)))
             for _ in range(n):
