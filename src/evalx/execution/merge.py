@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from evalx.config.loader import Config
-from evalx.errors import EvalxError, writing
+from evalx.errors import MergeError, writing
 from evalx.execution.runner import RunOutcome, publish
 from evalx.reports.render import ReportOptions
 from evalx.results.model import CellResult, CostGuardReport, MergeReport
@@ -34,10 +34,6 @@ from evalx.results.outcome import RunFacts, decide_exit, finish_summary, nothing
 from evalx.results.store import RESULTS, ResultWriter, RunLock, by_case, new_run_id, read_results, write_json
 
 __all__ = ["MergeError", "MergeOptions", "ShardRun", "merge", "read_shards"]
-
-
-class MergeError(EvalxError):
-    """Run folders that cannot be merged (not shards, shards of different plans, a shard twice or missing)."""
 
 
 @dataclass

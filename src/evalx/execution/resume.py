@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from evalx.datasets.table import FINGERPRINT_JSON, case_digest, content_digest
-from evalx.errors import EvalxError
+from evalx.errors import EvalxError, ResumeError
 from evalx.execution.plan import Selection
 from evalx.results.model import CellResult
 
@@ -32,10 +32,6 @@ __all__ = [
     "selection_from_meta",
     "stored_fingerprint_version",
 ]
-
-
-class ResumeError(EvalxError):
-    """A run cannot be resumed (unknown, or its cells changed)."""
 
 
 def selection_args(selection: Selection) -> dict[str, Any]:

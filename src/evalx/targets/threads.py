@@ -41,6 +41,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from evalx.errors import EvalxError
+
 __all__ = ["MAX_STUCK", "RAMP_S", "Raised", "SyncRunner"]
 
 #: how long queued work may wait for a busy thread before another thread is woken
@@ -65,7 +67,7 @@ def _cpu_of(tid: int) -> int:
         return -1
 
 
-class Raised(Exception):
+class Raised(EvalxError):
     """A call ended in a ``BaseException`` that is not an ``Exception`` (``sys.exit()``, ``GeneratorExit``...).
 
     Set on the call's future in its place: a ``GeneratorExit`` thrown into the
