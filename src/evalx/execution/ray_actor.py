@@ -17,7 +17,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
-import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -81,9 +80,11 @@ class CellWorker:
         from evalx.execution.simulate import UserTargets
         from evalx.execution.watchdog import Watchdog
         from evalx.judge import Judge
+        from evalx.logs import printing
         from evalx.usercode import user_code_on_path
 
         job = self.job
+        self._stack.enter_context(printing())  # evalx's lines on the actor's stderr, which Ray shows on the driver's
         os.environ.update(job.env)
         config_dir = Path(job.config_dir) if job.config_dir else Path.cwd()  # Ray unpacked the config's folder as the cwd
         self._stack.enter_context(user_code_on_path(config_dir))
@@ -105,9 +106,7 @@ class CellWorker:
         except BaseException:
             await close_all([target])
             raise
-        judge = Judge(
-            ctx, targets=job.specs, defaults=job.defaults, command_line=job.command_line, settings=job.judge_settings, err=sys.stderr
-        )
+        judge = Judge(ctx, targets=job.specs, defaults=job.defaults, command_line=job.command_line, settings=job.judge_settings)
         self.judge = judge
         plan = TargetPlan(target, [], job.settings)
         plan.pacer = getattr(target, "pacer", None)

@@ -34,15 +34,15 @@ from __future__ import annotations
 import asyncio
 import collections
 import dataclasses
+import logging
 import math
 import os
 import re
-import sys
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any
 
 from evalx.errors import ConfigError, EvalxError
 from evalx.execution.executor import ExecutionStats
@@ -51,6 +51,8 @@ from evalx.execution.ray_actor import CellWorker, WorkerJob
 from evalx.models import Cell
 from evalx.results.model import CellResult, cell_result, not_run
 from evalx.targets import resolve_settings
+
+log = logging.getLogger(__name__)
 
 #: what ``--executor ray`` says when Ray is not installed
 RAY_MISSING = "--executor ray needs Ray, an optional extra: pip install 'evalx[ray]'"
@@ -198,12 +200,11 @@ class RayRun:
         on_result: Callable[[CellResult], None],
         *,
         command_line: dict[str, Any],
-        err: TextIO,
         admit: Callable[[Cell], str | None] | None,
         quiet: bool = False,
     ) -> None:
         self.config, self.plan, self.choice, self.run_id = config, plan, choice, run_id
-        self.on_result, self.command_line, self.err, self.admit, self.quiet = on_result, command_line, err, admit, quiet
+        self.on_result, self.command_line, self.admit, self.quiet = on_result, command_line, admit, quiet
         self.stats = ExecutionStats()
         self.pools: list[_Pool] = []
         self.ray: Any = None
@@ -239,7 +240,7 @@ class RayRun:
         t1 = time.monotonic()
         if not self.quiet:
             actors = sum(len(p.actors) for p in self.pools)
-            print(f"evalx: ray: {actors} actor(s) for {len(self.pools)} target(s) ready in {t1 - t0:.1f}s", file=self.err)
+            log.info(f"ray: {actors} actor(s) for {len(self.pools)} target(s) ready in {t1 - t0:.1f}s")
         for pool in self.pools:
             for actor in pool.actors:
                 self._spawn_lanes(pool, actor)
@@ -251,7 +252,7 @@ class RayRun:
 
     async def _check_self_grading(self) -> None:
         """The judge's bias check, once, on the driver (as a local run does it); its judge client is never started here."""
-        from evalx.execution.runner import _judge
+        from evalx.judge import run_judge
         from evalx.targets import RunContext
         from evalx.targets.definitions import providers_dir_of
 
@@ -259,7 +260,7 @@ class RayRun:
         ctx = RunContext(run_id=self.run_id, config_dir=config.base_dir, redactor=config.redactor, vars=config.vars)
         ctx.providers_dir = providers_dir_of(config)
         ids = [t["id"] for t in self.plan.target_specs if len(self.plan.cells_for(t["id"]))]
-        judge = _judge(config, self.plan, ctx, self.command_line, ids, self.err)
+        judge = run_judge(config, self.plan, ctx, self.command_line, ids)
         await judge.aclose()
 
     def _make_pools(self) -> None:
@@ -424,7 +425,7 @@ class RayRun:
             try:
                 replacement = await self._new_actor(pool)
             except EvalxError as failure:
-                print(f"evalx: warning: target {pool.target_id!r}: no actor to replace a dead one: {failure}", file=self.err)
+                log.warning(f"target {pool.target_id!r}: no actor to replace a dead one: {failure}")
             else:
                 self._spawn_lanes(pool, replacement)
             finally:
@@ -475,12 +476,11 @@ async def execute_on_ray(
     on_result: Callable[[CellResult], None],
     *,
     command_line: dict[str, Any],
-    err: TextIO | None = None,
     admit: Callable[[Cell], str | None] | None = None,
     quiet: bool = False,
 ) -> ExecutionStats:
     """Run ``plan``'s cells on Ray as ``choice`` says, each result to ``on_result`` as its batch returns."""
-    run = RayRun(config, plan, choice, run_id, on_result, command_line=command_line, err=err or sys.stderr, admit=admit, quiet=quiet)
+    run = RayRun(config, plan, choice, run_id, on_result, command_line=command_line, admit=admit, quiet=quiet)
     return await run.execute()
 
 
@@ -549,7 +549,7 @@ def _needed_env(config: Any, specs: list[dict[str, Any]]) -> dict[str, str]:
             continue
         try:
             definition = find_provider(spec["provider"], providers_dir_of(config))
-        except Exception:  # the target's own start reports it
+        except (ConfigError, OSError):  # an unknown or broken provider: the target's own start reports it
             continue
         if definition.auth_env:
             names.add(definition.auth_env)

@@ -6,15 +6,13 @@ import asyncio
 import contextlib
 import dataclasses
 import gc
-import hashlib
-import json
-import sys
+import logging
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any
 
 import yaml
 
@@ -24,6 +22,7 @@ from evalx.execution.executor import ExecutionStats, Executor, TargetPlan
 from evalx.execution.interrupt import Interrupt, cancel_on_signals
 from evalx.execution.plan import Plan, Selection, build_plan
 from evalx.execution.progress import Progress
+from evalx.execution.resume import config_hash
 from evalx.execution.watchdog import Watchdog
 from evalx.reports.render import ReportOptions, copy_report, write_reports
 from evalx.results.model import CellResult, CostGuardReport, RunSummary
@@ -31,6 +30,8 @@ from evalx.results.outcome import RunFacts, decide_exit, finish_summary, nothing
 from evalx.results.store import RESULTS, ReadProblems, ResultWriter, RunLock, new_run_id, read_results, rewrite_results, write_json
 from evalx.targets import RunContext, build_target, close_all, resolve_settings
 from evalx.usercode import user_code_on_path
+
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -60,14 +61,7 @@ class RunOutcome:
     messages: list[str] = field(default_factory=list)
 
 
-def config_hash(config: Config) -> str:
-    text = json.dumps(config.data, sort_keys=True, default=str)
-    return hashlib.sha256(text.encode()).hexdigest()[:16]
-
-
-def run(config: Config, options: RunOptions, *, out: TextIO | None = None, err: TextIO | None = None) -> RunOutcome:
-    out = out or sys.stdout
-    err = err or sys.stderr
+def run(config: Config, options: RunOptions) -> RunOutcome:
     plan = build_plan(config, options.selection)
     config.check_env(plan.base_target_ids)  # matrix variants need their target's variables
     run_id = options.run_id or new_run_id()
@@ -84,14 +78,14 @@ def run(config: Config, options: RunOptions, *, out: TextIO | None = None, err: 
         run_dir, previous = _resume.load_run_meta(run_id, config.output_dir)
         fingerprint = _resume.plan_fingerprint(config, plan, _resume.stored_fingerprint_version(previous))
         for note in _resume.check_plan(previous, config, plan, fingerprint):
-            print(f"evalx: {note}", file=err)
+            log.info(note)
     else:
         fingerprint = _resume.plan_fingerprint(config, plan)
     with writing(run_dir):
         run_dir.mkdir(parents=True, exist_ok=True)
     lock = RunLock(run_dir)  # one writer per run folder: a second run or --resume of it is refused (exit 2)
     try:
-        return _run_locked(config, options, plan, run_id, run_dir, fingerprint, previous, out=out, err=err)
+        return _run_locked(config, options, plan, run_id, run_dir, fingerprint, previous)
     finally:
         lock.release()
 
@@ -104,9 +98,6 @@ def _run_locked(
     run_dir: Path,
     fingerprint: str,
     previous: dict[str, Any] | None,
-    *,
-    out: TextIO,
-    err: TextIO,
 ) -> RunOutcome:
     """The run, its folder locked by :func:`run`: execute the cells, write results, summary and reports."""
     from evalx.execution import resume as _resume
@@ -197,10 +188,7 @@ def _run_locked(
             if guard is not None:
                 guard.record(result)  # a resumed run has already spent this
         if problems:  # damaged or duplicate lines: the file is rewritten with the readable ones, each cell once
-            print(
-                f"evalx: warning: {problems.warning(run_dir / RESULTS)}; resuming from the readable lines (a cell without one runs again)",
-                file=err,
-            )
+            log.warning(f"{problems.warning(run_dir / RESULTS)}; resuming from the readable lines (a cell without one runs again)")
         if problems or lost:
             rewrite_results(run_dir / RESULTS, (r for r in read_results(run_dir / RESULTS) if not is_worker_lost(r)))
     types = {str(t["id"]): str(t.get("type") or "") for t in plan.target_specs}
@@ -214,10 +202,10 @@ def _run_locked(
         if previous is not None and previous.get("status") == "prepared":
             from evalx.execution.rerun import rerun_note
 
-            print(f"evalx: {rerun_note(previous, len(todo.cells), len(plan.cells))}", file=err)
+            log.info(rerun_note(previous, len(todo.cells), len(plan.cells)))
         else:
-            print(f"evalx: resuming {run_id}: {finished} of {len(plan.cells)} cells have results, running {len(todo.cells)}", file=err)
-    progress = Progress(len(todo.cells), stream=err, quiet=options.quiet)
+            log.info(f"resuming {run_id}: {finished} of {len(plan.cells)} cells have results, running {len(todo.cells)}")
+    progress = Progress(len(todo.cells), quiet=options.quiet)
 
     def on_result(result: CellResult) -> None:
         writer.write(result)
@@ -230,7 +218,7 @@ def _run_locked(
     admit = guard.admit if guard is not None else None
     try:
         with _quiet_collector(), user_code_on_path(config.base_dir):  # user code may import lazily while it runs
-            stats = asyncio.run(_execute(config, todo, options, run_id, on_result, err=err, admit=admit))
+            stats = asyncio.run(_execute(config, todo, options, run_id, on_result, admit=admit))
     except BaseException:  # a target could not start (no API key...): say so in run.json, keep results
         writer.close(reorder=False)
         progress.close()
@@ -243,10 +231,10 @@ def _run_locked(
     if not stats.interrupted:  # pairwise: judged once every cell of a case exists, recorded on both cells
         from evalx.execution.pairwise_pass import judge_stored_pairs
 
-        pairs = judge_stored_pairs(config, plan, run_dir, run_id=run_id, command_line=_command_line(options), guard=guard, err=err)
+        pairs = judge_stored_pairs(config, plan, run_dir, run_id=run_id, command_line=_command_line(options), guard=guard)
         if pairs is not None:
             for line in pairs.messages:
-                print(f"evalx: {line}", file=err)
+                log.info(line)
             summary_builder.add_pairwise(pairs.records)
 
     messages = _target_failures(stats)
@@ -274,7 +262,7 @@ def _run_locked(
         run_dir=run_dir,
     )
     for warning in warnings:
-        print(f"evalx: warning: {warning}", file=err)
+        log.warning(warning)
     exit_code = decide_exit(summary, target_failed=bool(messages))
     why_nothing = nothing_graded(summary)
     if why_nothing and not messages:
@@ -320,9 +308,7 @@ def _quiet_collector() -> Iterator[None]:
         gc.unfreeze()
 
 
-async def _execute(
-    config: Config, plan: Plan, options: RunOptions, run_id: str, on_result: Any, *, err: TextIO | None = None, admit: Any = None
-) -> ExecutionStats:
+async def _execute(config: Config, plan: Plan, options: RunOptions, run_id: str, on_result: Any, *, admit: Any = None) -> ExecutionStats:
     defaults, command_line = config.defaults, _command_line(options)
     from evalx.execution.ray_executor import choose_executor
 
@@ -330,9 +316,7 @@ async def _execute(
     if choice.kind == "ray":  # cells run on Ray actors; plan, guard, results and reports stay here
         from evalx.execution.ray_executor import execute_on_ray
 
-        return await execute_on_ray(
-            config, plan, choice, run_id, on_result, command_line=command_line, err=err, admit=admit, quiet=options.quiet
-        )
+        return await execute_on_ray(config, plan, choice, run_id, on_result, command_line=command_line, admit=admit, quiet=options.quiet)
     ctx = RunContext(run_id=run_id, config_dir=config.base_dir, redactor=config.redactor, vars=config.vars)
     from evalx.targets.definitions import providers_dir_of
 
@@ -344,7 +328,7 @@ async def _execute(
             continue
         settings = resolve_settings(spec, defaults, command_line)  # once per target and run
         plans.append(TargetPlan(build_target(spec, settings), cells, settings))
-    _check_open_files(plans, err or sys.stderr)
+    _check_open_files(plans)
     if any(p.settings.cache for p in plans):
         from evalx.targets.transport.cache import ResponseCache, cache_path
 
@@ -357,7 +341,9 @@ async def _execute(
         if ctx.cache is not None:
             await ctx.cache.aclose()
         raise
-    judge = _judge(config, plan, ctx, command_line, [p.target.id for p in plans], err)
+    from evalx.judge import run_judge
+
+    judge = run_judge(config, plan, ctx, command_line, [p.target.id for p in plans])
     executor = Executor(plans, ctx, global_asserts=config.global_asserts, on_result=on_result, judge=judge, judge_settings=judge.settings)
     executor.admit = admit  # the cost guard: asked before each cell starts
     from evalx.execution.simulate import UserTargets
@@ -378,13 +364,13 @@ async def _execute(
         if ctx.cache is not None:
             await ctx.cache.aclose()
             if ctx.cache.problem:
-                print(f"evalx: warning: response cache not used: {ctx.cache.problem}", file=sys.stderr)
+                log.warning(f"response cache not used: {ctx.cache.problem}")
     if signals.interrupted:
         stats.interrupted = True
     return stats
 
 
-def _check_open_files(plans: list[TargetPlan], err: TextIO) -> None:
+def _check_open_files(plans: list[TargetPlan]) -> None:
     """Raise the open-files limit for the sockets the HTTP targets will hold at once, or warn before any cell runs."""
     from evalx.execution.fdlimit import ensure_open_files, needed_descriptors
 
@@ -396,7 +382,7 @@ def _check_open_files(plans: list[TargetPlan], err: TextIO) -> None:
     what = f"up to {sum(in_flight)} requests at once ({ids})"
     warning = ensure_open_files(needed_descriptors(in_flight), what)
     if warning:
-        print(f"evalx: warning: {warning}", file=err)
+        log.warning(warning)
 
 
 def _command_line(options: RunOptions) -> dict[str, Any]:
@@ -409,19 +395,6 @@ def _command_line(options: RunOptions) -> dict[str, Any]:
     if options.selection.shard is not None:
         out["rate_limit_share"] = options.selection.shard[1]  # the shards share each provider's rate limit
     return out
-
-
-def _judge(config: Config, plan: Plan, ctx: RunContext, command_line: dict[str, Any], target_ids: list[str], err: TextIO | None) -> Any:
-    """The run's judge client (lazy: it starts a judge target on first use), bias-checked once up front."""
-    from evalx.judge import Judge, graded_target_ids
-
-    specs = {t["id"]: t for t in config.targets}
-    specs.update({t["id"]: t for t in plan.target_specs})  # matrix-expanded specs win
-    judge = Judge(
-        ctx, targets=specs, defaults=config.defaults, command_line=command_line, settings=dict(config.data.get("judge") or {}), err=err
-    )
-    judge.check_self_grading(graded_target_ids(plan.graded_targets(), config.global_asserts, target_ids))
-    return judge
 
 
 def _target_failures(stats: ExecutionStats) -> list[str]:

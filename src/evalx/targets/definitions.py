@@ -752,6 +752,15 @@ def _strip_braces(source: str) -> str:
     return s
 
 
+def plain_path(source: str) -> tuple[str, tuple[str | int, ...]] | None:
+    """``(name, steps)`` of a response expression that is a plain path (``response.choices[0].message.content or ""``:
+    a name, ``.field`` and ``[N]`` steps, an optional ``or`` literal), else None."""
+    m = _PATH_EXPR.fullmatch(_strip_braces(source))
+    if m is None:
+        return None
+    return m.group(1), tuple(key if key else int(index) for key, index in _STEP.findall(m.group(2)))
+
+
 #: values :func:`_plain` gives back as they are
 _PLAIN_SCALARS = frozenset({str, int, float, bool, dict, type(None)})
 

@@ -175,7 +175,7 @@ class SyncRunner:
             started = time.perf_counter()
             try:
                 outcome: tuple[asyncio.Future[Any], bool, Any] = (future, True, fn())
-            except Exception as exc:
+            except Exception as exc:  # the user's call failed: its awaiting cell raises it
                 outcome = (future, False, exc)
             except BaseException as exc:  # SystemExit, GeneratorExit...: never thrown into the awaiting coroutine as such
                 outcome = (future, False, Raised(exc))
