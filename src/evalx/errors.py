@@ -5,7 +5,7 @@ The hierarchy (``+X``: also a subclass of the builtin ``X``, so an ``except X`` 
     Exception
     └── EvalxError               every error evalx raises on purpose; the CLI prints it as one line (exit 2)
         ├── ConfigError              a config is invalid: every issue found, each FILE:LINE key.path: message
-        │   ├── DocumentError            a YAML/JSON document cannot be read (evalx.documents: its problems keep their key paths)
+        │   ├── DocumentError            a YAML/JSON document cannot be read (its problems keep key paths)  [documents.py]
         │   └── UnknownProvider          no provider definition has this name
         ├── DatasetError             a dataset file or case is malformed
         │   └── ContextFileError         a case's ``context_file:`` cannot be read
@@ -14,7 +14,7 @@ The hierarchy (``+X``: also a subclass of the builtin ``X``, so an ``except X`` 
         │   ├── TargetProtocolError      the remote answered something evalx cannot read
         │   ├── StreamErrorEvent         a provider's stream sent an error event
         │   ├── EngineRateLimited        an engine reported ``LLM_RATE_LIMITED``
-        │   └── ConnectFailed            no connection to the target (evalx.targets.transport.http)
+        │   └── ConnectFailed            no connection to the target                      [targets/transport/http.py]
         ├── JudgeError               a judge call failed, or its verdict was unreadable
         ├── OutputError              a file evalx must write could not be (full disk, read-only folder...; exit 3)
         ├── UserCodeError  +ImportError   user code a config names cannot be imported, or is not what was asked for
@@ -31,26 +31,26 @@ The hierarchy (``+X``: also a subclass of the builtin ``X``, so an ``except X`` 
         ├── NothingToRerun           the parent run has no cell of the kinds asked for (exit 0)
         ├── MergeError               run folders that cannot be merged
         ├── CaptureError             a trace cannot be read or turned into a case (``evalx capture``)
-        ├── EvalxFailed              an eval case did not pass, as a pytest item (evalx.pytest_plugin)
-        ├── TurnFailed               a conversation's turn failed: the cell's error names the turn
-        │                            (evalx.execution.turns; caught by the conversation)
-        └── Raised                   a Python target's call ended in a BaseException that is not an Exception
-                                     (evalx.targets.threads; re-raised unwrapped by the target)
+        ├── EvalxFailed              an eval case did not pass: a failed pytest item of evalx's pytest plugin
+        ├── TurnFailed               a conversation's turn failed: its cell's error names the turn  [execution/turns.py]
+        └── Raised                   a Python target's call ended in a BaseException that is not an Exception;
+                                     the target re-raises what it carries         [targets/threads.py]
 
 Not in the tree yet: the timing and template exceptions, which issue 29's
 one owner for time rewrites (until then, as they are)::
 
     TimeUp                                    evalx.timebox
-    OutOfTime ── RegexTimeout, NeedsThread    evalx.regexes
+    OutOfTime ── RegexTimeout                 evalx.regexes
+    NeedsThread                               evalx.regexes
     TargetHeldTheLoop  (TimeoutError)         evalx.execution.watchdog
     TemplateRenderError  (ValueError)         evalx.templates
     TemplateRefused  (jinja2 SecurityError)   evalx.templates
     TemplateFileError  (jinja2 TemplateError) evalx.templates
 
-Every class is defined here except those whose module is named beside it;
-each is also importable where it was defined before. Private exceptions (a
-leading underscore) are signals caught in the module that raises them and
-never reach a caller: they are not drawn.
+Every class is defined here except those with their module in brackets; one
+that moved here is still importable from the module that defined it. Private
+exceptions (a leading underscore) are signals caught in the module that
+raises them and never reach a caller: they are not drawn.
 
 Every message is meant to be shown to a person as one line: it names where
 (file:line and key path) and never contains a secret.

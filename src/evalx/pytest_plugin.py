@@ -20,19 +20,11 @@ from typing import Any
 
 import pytest
 
-__all__ = ["EvalxCaseItem"]  # and EvalxFailed, through __getattr__ (defined in evalx.errors)
+from evalx.errors import EvalxFailed  # the package is imported with the plugin anyway (evalx/__init__.py)
+
+__all__ = ["EvalxCaseItem", "EvalxFailed"]
 
 _CONFIGS = pytest.StashKey[dict[Path, "_ConfigRun"]]()
-
-
-def __getattr__(name: str) -> Any:
-    """``EvalxFailed``, defined in :mod:`evalx.errors`: imported on first use, so loading the plugin (in every pytest
-    session, evalx's or not) imports nothing of evalx."""
-    if name == "EvalxFailed":
-        from evalx.errors import EvalxFailed
-
-        return EvalxFailed
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -83,13 +75,9 @@ class EvalxCaseItem(pytest.Item):
             return
         if verdict == "skipped":
             pytest.skip("; ".join(lines) or "inconclusive")
-        from evalx.errors import EvalxFailed
-
         raise EvalxFailed("\n".join([f"{verdict}: {self.target} on {self.dataset}/{self.case_id}", *lines]))
 
     def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException], style: Any = None) -> str:
-        from evalx.errors import EvalxFailed
-
         if isinstance(excinfo.value, EvalxFailed):
             return str(excinfo.value)
         return str(super().repr_failure(excinfo, style=style))
