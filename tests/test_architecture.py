@@ -26,17 +26,6 @@ KNOWN_LOOPS = {
     # conversation and turn_cache need the executor's cell helpers (started_at, judge_cost, cache_entry...);
     # the executor runs conversations
     ("evalx.execution.conversation", "evalx.execution.executor", "evalx.execution.turn_cache"),
-    # the registry imports the built-in types on first use (so `import evalx` does not load every type's libraries),
-    # and each of them registers through the registry's decorator
-    (
-        "evalx.assertions.builtin",
-        "evalx.assertions.deterministic",
-        "evalx.assertions.model_graded",
-        "evalx.assertions.registry",
-        "evalx.assertions.text_metrics",
-        "evalx.assertions.tools",
-        "evalx.assertions.trajectory",
-    ),
 }
 KNOWN_PRIVATE = {
     "evalx.execution.turn_cache imports _from_cache from evalx.execution.executor",
