@@ -207,7 +207,7 @@ class Simulation:
                 traj = Trajectory(error=str(exc))
             except (asyncio.CancelledError, asyncio.TimeoutError):
                 raise
-            except BaseException as exc:
+            except BaseException as exc:  # the user target's own exception: this turn's error, with its traceback
                 traj, tb = Trajectory(error=one_line(exc)), traceback.format_exc()
         latency = round((time.perf_counter() - t0) * 1000.0, 3)
         try:
