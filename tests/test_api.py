@@ -252,3 +252,60 @@ def test_the_api_writes_the_outputs_the_cli_would(tmp_path: Path) -> None:
     assert "notebook" in (tmp_path / "out" / "summary.md").read_text()
     with pytest.raises(evalx.EvalxError, match="--junit-flavor extended applies to the file --junit writes"):
         evalx.run(notebook_config(), output_dir=tmp_path, junit_flavor="extended")
+
+
+# -- warnings: logging records, printed as the CLI prints them unless the program configured logging ------------------
+
+_WARNS = """
+import logging, sys
+{setup}
+import evalx
+config = {{
+    "version": 1, "name": "gated",
+    "targets": [{{"id": "bot", "type": "python", "callable": "bot.py:answer"}}],
+    "datasets": [{{"id": "d", "cases": [{{"id": "a", "input": "x", "assert": [{{"type": "equals", "value": "x"}}]}}]}}],
+    "gates": {{"baseline": "latest", "max_pass_rate_drop": 0.0}},
+}}
+evalx.run(config, output_dir="runs")
+"""
+
+
+@pytest.mark.parametrize(
+    ("setup", "expected", "absent"),
+    [
+        ("", "evalx: warning: no completed run of 'gated'", "WARNING:"),
+        ("logging.basicConfig(format='LOG %(levelname)s %(name)s: %(message)s')", "LOG WARNING evalx.", "evalx: warning:"),
+    ],
+)
+def test_run_warnings_print_on_stderr_unless_the_program_configured_logging(tmp_path: Path, setup: str, expected: str, absent: str) -> None:
+    import subprocess
+
+    (tmp_path / "bot.py").write_text("def answer(q):\n    return q\n")
+    proc = subprocess.run(
+        [sys.executable, "-c", _WARNS.format(setup=setup)], cwd=tmp_path, capture_output=True, text=True, timeout=120, check=False
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert expected in proc.stderr and "no completed run of 'gated'" in proc.stderr, proc.stderr
+    assert absent not in proc.stderr and proc.stdout == ""
+
+
+def test_the_line_formatter_reads_as_evalx_lines() -> None:
+    import io
+    import logging
+
+    from evalx.logs import printing
+
+    stream = io.StringIO()
+    log = logging.getLogger("evalx.some.module")
+    with printing(stream):
+        log.warning("a gate was skipped")
+        log.info("resuming r1: 2 of 3 cells have results, running 1")
+        with printing(io.StringIO()):  # nested (a second run on another thread): the first handler serves both
+            log.warning("once")
+    log.warning("after the block: not printed here")
+    assert stream.getvalue().splitlines() == [
+        "evalx: warning: a gate was skipped",
+        "evalx: resuming r1: 2 of 3 cells have results, running 1",
+        "evalx: warning: once",
+    ]
+    assert not logging.getLogger("evalx").handlers

@@ -467,9 +467,9 @@ def _decision() -> Any:
 
 
 def _vote(passed: bool) -> Any:
-    from evalx.judge.judge import _Vote
+    from evalx.judge.verdict import Vote
 
-    return _Vote(passed, 1.0 if passed else 0.0, "looks good" if passed else "bad")
+    return Vote(passed, 1.0 if passed else 0.0, "looks good" if passed else "bad")
 
 
 # -- a fake OpenAI-compatible judge server ---------------------------------------------

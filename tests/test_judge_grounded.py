@@ -23,6 +23,7 @@ from results_file import read_cells
 from evalx.cli import main
 from evalx.judge.checks import same_family
 from evalx.judge.judge import Judge
+from evalx.logs import printing
 from evalx.targets import RunContext
 
 AGENT = "def echo(q):\n    return q\n"
@@ -350,15 +351,20 @@ def test_same_family_rule() -> None:
 
 
 def _judge(tmp_path: Path, targets: dict[str, dict[str, Any]], judge_spec: Any, **settings: Any) -> tuple[Judge, io.StringIO]:
+    """A judge, and the stderr lines its warnings print as (through the handler the CLI installs)."""
     err = io.StringIO()
     judge = Judge(
         RunContext(run_id="r", config_dir=tmp_path),
         targets=targets,
         defaults={"concurrency": 1, "timeout_s": 5},
         settings={"target": judge_spec, **settings},
-        err=err,
     )
     return judge, err
+
+
+def _checked(judge: Judge, err: io.StringIO, graded: list[str]) -> None:
+    with printing(err):
+        judge.check_self_grading(graded)
 
 
 def test_family_warning_once_and_same_model_wording(tmp_path: Path) -> None:
@@ -369,23 +375,23 @@ def test_family_warning_once_and_same_model_wording(tmp_path: Path) -> None:
         "grader": {"id": "grader", "type": "provider", "provider": "openai", "model": "gpt-4.1"},
     }
     judge, err = _judge(tmp_path, targets, "grader")
-    judge.check_self_grading(["mini", "big", "claude"])
-    judge.check_self_grading(["mini", "big", "claude"])  # asked again (each judged cell): no new line
+    _checked(judge, err, ["mini", "big", "claude"])
+    _checked(judge, err, ["mini", "big", "claude"])  # asked again (each judged cell): no new line
     lines = err.getvalue().splitlines()
     assert len(lines) == 2, lines
     assert lines[0] == (
-        "warning: judge 'grader' (openai: gpt-4.1) is of the same provider family as the target it grades: "
+        "evalx: warning: judge 'grader' (openai: gpt-4.1) is of the same provider family as the target it grades: "
         "'mini' (openai: gpt-4o-mini); a judge tends to prefer answers from its own family (self-preference). "
         "Use a judge from another provider, or set judge.allow_self_grading: true"
     )
-    assert lines[1].startswith("warning: judge 'grader' is the same model as the target it grades: 'big' (openai/gpt-4.1)")
+    assert lines[1].startswith("evalx: warning: judge 'grader' is the same model as the target it grades: 'big' (openai/gpt-4.1)")
 
     quiet, err = _judge(tmp_path, targets, "grader", allow_self_grading=True)
-    quiet.check_self_grading(["mini", "big"])
+    _checked(quiet, err, ["mini", "big"])
     assert err.getvalue() == ""
 
     other, err = _judge(tmp_path, targets, {"type": "provider", "provider": "anthropic", "model": "claude-opus"})
-    other.check_self_grading(["claude"])
+    _checked(other, err, ["claude"])
     assert "same provider family" in err.getvalue() and "'claude' (anthropic: claude-sonnet-4-5)" in err.getvalue()
 
 

@@ -102,7 +102,7 @@ def test_a_mark_for_one_repeat_and_for_every_repeat(project: Path) -> None:
     assert summary["reviews"]["reviewed_cells"] == 3 and summary["reviews"]["overridden_cells"] == 2
 
 
-def test_damaged_lines_warn_and_are_skipped(project: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_damaged_lines_warn_and_are_skipped(project: Path, caplog: pytest.LogCaptureFixture) -> None:
     _, _, run = run_cli(project)
     add_mark(run, target="bot", dataset="d", case_id="b", verdict="pass", reviewer="ana")
     with open(run / REVIEWS, "a", encoding="utf-8") as f:
@@ -112,7 +112,7 @@ def test_damaged_lines_warn_and_are_skipped(project: Path, capsys: pytest.Captur
         f.write('{"target": "bot", "dataset": "d", "case_id": "a", "verdict": "fa')  # torn by a kill
     marks = load_marks(run)
     assert marks.count == 1 and marks.bad_lines == [2, 3, 4, 5]
-    assert "4 unreadable review line(s) skipped (line 2, 3, 4, 5)" in capsys.readouterr().err
+    assert "4 unreadable review line(s) skipped (line 2, 3, 4, 5)" in caplog.text
     assert statuses(run) == {"a": "pass", "b": "pass"}
     res = CliRunner().invoke(main, ["report", str(run)])
     assert res.exit_code == 0 and "Traceback" not in res.output

@@ -13,8 +13,7 @@ from evalx.api import AssertionResult, CellResult, RunResult, arun, load_config,
 from evalx.assertions import AssertionContext, assertion
 from evalx.errors import ConfigError, DatasetError, EvalxError, JudgeError, TargetError, TargetProtocolError, TargetTimeout
 from evalx.models import Case, Cell, ToolCall, Trajectory, Usage, Verdict
-
-__version__ = "0.1.0"
+from evalx.version import __version__
 
 __all__ = [
     "AssertionContext",

@@ -12,7 +12,6 @@ import contextvars
 import dataclasses
 import os
 import re
-import sys
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -406,8 +405,10 @@ def _check_in_memory(config: Config, executor: str | None = None) -> None:
 
 def _execute(config: Config, request: RunRequest) -> RunResult:
     from evalx.execution.runner import run as run_config
+    from evalx.logs import printing
     from evalx.templates import folder_scope
 
-    with folder_scope(config.base_dir):  # this config's includes, whichever config was loaded last
-        outcome = run_config(config, request, err=sys.stderr)
+    # warnings and notes on stderr as the CLI prints them, unless the program configured logging (then to its handlers)
+    with folder_scope(config.base_dir), printing(unless_configured=True):  # this config's includes, whichever config was loaded last
+        outcome = run_config(config, request)
     return RunResult(outcome.run_id, outcome.run_dir, outcome.summary, outcome.exit_code, tuple(outcome.messages))

@@ -13,8 +13,8 @@ from typing import Any, NoReturn
 
 import click
 
-from evalx import __version__
 from evalx.results.outcome import EXIT_INCOMPLETE, EXIT_USAGE
+from evalx.version import __version__
 
 config_option = click.option(
     "-c",
@@ -57,8 +57,9 @@ class _Group(click.Group):
         # stderr quotes servers, targets and datasets: nothing it writes may drive the terminal
         # (titles, links, cursor moves, hidden text); evalx's own colours and progress line still work
         from evalx.display import terminal_safe_stderr
+        from evalx.logs import printing
 
-        with terminal_safe_stderr():
+        with terminal_safe_stderr(), printing():  # evalx's warnings and notes, as `evalx: warning: ...` lines
             return super().main(*args, **kwargs)
 
     def invoke(self, ctx: click.Context) -> Any:
@@ -73,7 +74,7 @@ class _Group(click.Group):
         except KeyboardInterrupt:
             click.echo("evalx: interrupted", err=True)
             sys.exit(EXIT_INCOMPLETE)
-        except Exception as exc:
+        except Exception as exc:  # anything else a command raised: one line and an exit code, never a traceback
             from evalx.errors import ConfigError, EvalxError, OutputError
 
             if isinstance(exc, ConfigError):
@@ -554,7 +555,7 @@ def merge(
             junit_passes=junit_passes or used.junit_passes,
         ),
     )
-    outcome = merge_runs(config, folders, options, err=sys.stderr)
+    outcome = merge_runs(config, folders, options)
     _report_run(outcome, bool(outcome.summary.get("matrix")), json_out, sys.stdout)
     for line in outcome.messages:
         click.secho(line, err=True, fg="red", bold=True)

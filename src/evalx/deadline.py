@@ -25,16 +25,14 @@ from collections.abc import Awaitable
 from contextvars import ContextVar
 from typing import Any, TypeVar
 
+from evalx.errors import HeldTheLoop
+
 __all__ = ["SLACK_S", "Deadline", "HeldTheLoop", "current", "within"]
 
 T = TypeVar("T")
 
 #: a timer of another layer that fires this close to the deadline (or after it) is the deadline's doing
 SLACK_S = 0.05
-
-
-class HeldTheLoop(TimeoutError):
-    """Raised by the watchdog inside code that held the event loop past its cell's deadline (it never awaits)."""
 
 
 class Deadline:

@@ -1,15 +1,58 @@
-"""Exceptions raised by evalx.
+"""Exceptions raised by evalx: one tree, every public exception under :class:`EvalxError`.
 
-The hierarchy::
+The hierarchy (``+X``: also a subclass of the builtin ``X``, so an ``except X`` written before keeps working)::
 
-    EvalxError
-    ├── ConfigError          a config file is invalid (carries every issue found)
-    ├── DatasetError         a dataset file or case is malformed
-    ├── TargetError          a target failed to produce a trajectory
-    │   ├── TargetTimeout        the cell or the stream went past its timeout
-    │   └── TargetProtocolError  the remote answered something we cannot read
-    ├── JudgeError           a judge call failed or its verdict was unreadable
-    └── OutputError          a file evalx must write could not be (full disk, read-only folder...)
+    Exception
+    └── EvalxError               every error evalx raises on purpose; the CLI prints it as one line (exit 2)
+        ├── ConfigError              a config is invalid: every issue found, each FILE:LINE key.path: message
+        │   ├── DocumentError            a YAML/JSON document cannot be read (its problems keep key paths)  [documents.py]
+        │   └── UnknownProvider          no provider definition has this name
+        ├── DatasetError             a dataset file or case is malformed
+        │   └── ContextFileError         a case's ``context_file:`` cannot be read
+        ├── TargetError              a target failed: the cell is an ``error``, the run goes on
+        │   ├── TargetTimeout            the cell or an idle stream went past its timeout
+        │   ├── TargetProtocolError      the remote answered something evalx cannot read
+        │   ├── StreamErrorEvent         a provider's stream sent an error event
+        │   ├── EngineRateLimited        an engine reported ``LLM_RATE_LIMITED``
+        │   └── ConnectFailed            no connection to the target                      [targets/transport/http.py]
+        ├── JudgeError               a judge call failed, or its verdict was unreadable
+        ├── OutputError              a file evalx must write could not be (full disk, read-only folder...; exit 3)
+        ├── UserCodeError  +ImportError   user code a config names cannot be imported, or is not what was asked for
+        ├── DefinitionError  +ValueError  a provider definition's template or expression failed at run time
+        │                                 (the target reports it as a ConfigError or a TargetError)
+        ├── MissingExtra  +RuntimeError   an assertion type's library is not installed (``evalx[text]``)
+        ├── RefusedRef  +ValueError       a user's JSON Schema ``$ref`` points outside the schema
+        ├── UnsupportedSchema  +ValueError  a user's JSON Schema evalx cannot validate within bounds
+        ├── UnknownTemplate  +ValueError  ``evalx init --template`` names no starter
+        ├── RunNotFound              a RUN argument names no stored run
+        ├── RequestError             run options that do not go together (``--rerun`` without ``--from``...)
+        ├── ShardError               a bad ``--shard I/N``
+        ├── ResumeError              a run cannot be resumed (unknown, or its cells changed)
+        ├── RerunError               a rerun cannot be made (bad ``--rerun``, unknown parent, a changed plan)
+        ├── NothingToRerun           the parent run has no cell of the kinds asked for (exit 0)
+        ├── MergeError               run folders that cannot be merged
+        ├── CaptureError             a trace cannot be read or turned into a case (``evalx capture``)
+        ├── EvalxFailed              an eval case did not pass: a failed pytest item of evalx's pytest plugin
+        ├── TurnFailed               a conversation's turn failed: its cell's error names the turn  [execution/turns.py]
+        ├── Raised                   a Python target's call ended in a BaseException that is not an Exception;
+        │                            the target re-raises what it carries         [targets/threads.py]
+        ├── OutOfTime                a check ran past its cell's deadline (worded ``timed out after Ns (...)``)
+        │   └── RegexTimeout             a user's regex ran past its budget on the text it was given
+        ├── NeedsThread              a check used its slice of the event loop: the evaluator runs it again in a thread
+        ├── HeldTheLoop  +TimeoutError   the watchdog stopped code that held the event loop past its cell's deadline
+        ├── TimeUp                   code ran past its :func:`evalx.timebox.timebox` (a template render)
+        ├── TemplateRenderError  +ValueError  a template could not render: the cell's error names the field
+        ├── TemplateRefused  +jinja2 SecurityError  a template would make a value past the render limits  [templates.py]
+        └── TemplateFileError  +jinja2 TemplateError  an included template file is outside the folder, missing or not text  [templates.py]
+
+Time has one owner (:mod:`evalx.deadline`): whichever layer notices that a
+cell's deadline has come (its timer, the HTTP layer, a regex, a template,
+the watchdog), the message reads ``timed out after Ns (what was running)``.
+
+Every class is defined here except those with their module in brackets; one
+that moved here is still importable from the module that defined it. Private
+exceptions (a leading underscore) are signals caught in the module that
+raises them and never reach a caller: they are not drawn.
 
 Every message is meant to be shown to a person as one line: it names where
 (file:line and key path) and never contains a secret.
@@ -26,6 +69,16 @@ from dataclasses import dataclass
 
 class EvalxError(Exception):
     """Base class of every error evalx raises on purpose."""
+
+
+def one_line(exc: BaseException) -> str:
+    """``exc`` as the one line a person reads: ``Type: first line of its message`` (``Type`` alone when it has none)."""
+    try:
+        text = str(exc).strip().splitlines()
+    except Exception:  # an exception whose __str__ raises (a target's own class): its type says enough
+        text = []
+    first = text[0] if text else ""
+    return f"{type(exc).__name__}: {first}" if first else type(exc).__name__
 
 
 class OutputError(EvalxError):
@@ -148,3 +201,110 @@ class JudgeError(EvalxError):
     def __init__(self, message: str, raw: str | None = None) -> None:
         super().__init__(message)
         self.raw = raw
+
+
+class UnknownProvider(ConfigError):
+    """No provider definition has this name; ``reason`` is the message without a location."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+class ContextFileError(DatasetError):
+    """Why a ``context_file:`` cannot be read (one line, naming the file)."""
+
+
+class StreamErrorEvent(TargetError):
+    """The stream sent an error event: the server's message, retryable only before any answer."""
+
+
+class EngineRateLimited(TargetError):
+    """The engine reported an ``LLM_RATE_LIMITED`` error event."""
+
+
+class UserCodeError(EvalxError, ImportError):
+    """User code named in a config cannot be imported or is not what was asked for; the message says why."""
+
+
+class DefinitionError(EvalxError, ValueError):
+    """A definition template failed at run time; ``where`` names FILE:LINE key.path."""
+
+
+class MissingExtra(EvalxError, RuntimeError):
+    """A type's library is not installed: the message is the one line that says which extra to install."""
+
+
+class RefusedRef(EvalxError, ValueError):
+    """A ``$ref`` that points outside the schema."""
+
+
+class UnsupportedSchema(EvalxError, ValueError):
+    """A schema evalx cannot validate within bounds."""
+
+
+class UnknownTemplate(EvalxError, ValueError):
+    """``evalx init --template NAME`` names no starter; the message lists the choices."""
+
+
+class RunNotFound(EvalxError):
+    """A RUN argument names no stored run."""
+
+
+class ShardError(EvalxError):
+    """A bad ``--shard`` value."""
+
+
+class ResumeError(EvalxError):
+    """A run cannot be resumed (unknown, or its cells changed)."""
+
+
+class RerunError(EvalxError):
+    """A rerun cannot be made (bad ``--rerun``, unknown parent, a plan that changed): one line, exit 2."""
+
+
+class NothingToRerun(EvalxError):
+    """The parent run has no cell of the kinds asked for: there is nothing to run (exit 0)."""
+
+
+class MergeError(EvalxError):
+    """Run folders that cannot be merged (not shards, shards of different plans, a shard twice or missing)."""
+
+
+class CaptureError(EvalxError):
+    """A trace could not be read or turned into a case."""
+
+
+class EvalxFailed(EvalxError):
+    """An eval case did not pass (a pytest item of :mod:`evalx.pytest_plugin`): the message is its verdict and the assertion reasons."""
+
+
+class OutOfTime(EvalxError):
+    """A check ran past its scoring budget (its cell's :class:`~evalx.deadline.Deadline`).
+
+    Not a ``TimeoutError``: the HTTP layer and the executor read those as the call's own timeout.
+    """
+
+
+class RegexTimeout(OutOfTime):
+    """A regex ran past its budget on the text it was given."""
+
+
+class NeedsThread(EvalxError):
+    """The check used its slice of the event loop and has budget left: run it again in a thread."""
+
+
+class HeldTheLoop(EvalxError, TimeoutError):
+    """Raised by the watchdog inside code that held the event loop past its cell's deadline (it never awaits)."""
+
+
+class TimeUp(EvalxError):
+    """Raised inside code that ran past its :func:`evalx.timebox.timebox`."""
+
+
+class TemplateRenderError(EvalxError, ValueError):
+    """A template could not render (a syntax error, an undefined name, a refused or stopped render): the caller's error names the field."""
+
+
+class RequestError(EvalxError):
+    """Options that do not go together (``--rerun`` without ``--from``, ``--resume`` with ``--rerun``...): a usage error."""

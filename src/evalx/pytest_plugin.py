@@ -20,6 +20,8 @@ from typing import Any
 
 import pytest
 
+from evalx.errors import EvalxFailed  # the package is imported with the plugin anyway (evalx/__init__.py)
+
 __all__ = ["EvalxCaseItem", "EvalxFailed"]
 
 _CONFIGS = pytest.StashKey[dict[Path, "_ConfigRun"]]()
@@ -50,10 +52,6 @@ def _config_paths(config: pytest.Config) -> list[Path]:
     given = [p if p.is_absolute() else Path(config.invocation_params.dir) / p for p in given]
     paths = [*given, *(Path(p) for p in config.getini("evalx_configs") or [])]
     return list(dict.fromkeys(p.resolve() for p in paths))
-
-
-class EvalxFailed(Exception):
-    """An eval case did not pass: the message is its verdict and the assertion reasons."""
 
 
 class _ConfigFile(pytest.File):

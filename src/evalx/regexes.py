@@ -41,6 +41,7 @@ from typing import Any
 import regex as _regex
 
 from evalx.deadline import Deadline
+from evalx.errors import NeedsThread, OutOfTime, RegexTimeout
 
 __all__ = [
     "DEFAULT_TIMEOUT_S",
@@ -64,21 +65,6 @@ ON_LOOP_SLICE_S = 0.05
 
 IGNORECASE, MULTILINE, DOTALL, VERBOSE = _regex.IGNORECASE, _regex.MULTILINE, _regex.DOTALL, _regex.VERBOSE
 error = _regex.error
-
-
-class OutOfTime(Exception):
-    """A check ran past its scoring budget (what was left of the cell's ``timeout_s``).
-
-    Not a ``TimeoutError``: the HTTP layer and the executor read those as the call's own timeout.
-    """
-
-
-class RegexTimeout(OutOfTime):
-    """A regex ran past its budget on the text it was given."""
-
-
-class NeedsThread(Exception):
-    """The check used its slice of the event loop and has budget left: run it again in a thread."""
 
 
 class _Budget(threading.local):

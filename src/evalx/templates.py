@@ -47,6 +47,7 @@ from jinja2.sandbox import ImmutableSandboxedEnvironment
 
 from evalx.deadline import Deadline
 from evalx.deadline import current as current_deadline
+from evalx.errors import EvalxError, TemplateRenderError
 from evalx.timebox import TimeUp, timebox
 
 __all__ = [
@@ -74,11 +75,7 @@ RENDER_TIME_S = 1.0
 _MAX_POWER_BITS = 100_000
 
 
-class TemplateRenderError(ValueError):
-    pass
-
-
-class TemplateRefused(SecurityError):
+class TemplateRefused(EvalxError, SecurityError):
     """A template tried to make a value past :data:`MAX_RENDER_CHARS` (or a huge number)."""
 
 
@@ -247,7 +244,7 @@ class BoundedSandbox(ImmutableSandboxedEnvironment):
 # --- template files ------------------------------------------------------------
 
 
-class TemplateFileError(TemplateError):
+class TemplateFileError(EvalxError, TemplateError):
     """A template file that may not be read (outside the config's folder) or cannot be (missing, not text)."""
 
 

@@ -23,14 +23,12 @@ import ctypes
 import threading
 import time
 
+from evalx.errors import TimeUp
+
 __all__ = ["PERIOD_S", "TimeUp", "timebox"]
 
 #: how often the guard looks at the boxes (a box is stopped at most this long after its deadline)
 PERIOD_S = 0.05
-
-
-class TimeUp(Exception):
-    """Raised inside code that ran past its :func:`timebox`."""
 
 
 class _Box:

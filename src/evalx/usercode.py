@@ -36,12 +36,9 @@ from types import ModuleType
 from typing import Any
 
 from evalx.documents import display_path
+from evalx.errors import UserCodeError
 
 __all__ = ["UserCodeError", "import_user_module", "is_file_ref", "provide_callable", "resolve_callable", "user_code_on_path"]
-
-
-class UserCodeError(ImportError):
-    """User code named in a config cannot be imported or is not what was asked for; the message says why."""
 
 
 _lock = threading.RLock()

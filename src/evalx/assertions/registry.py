@@ -233,14 +233,22 @@ def check_entry_point_plugins() -> None:
 
 
 _builtins_loaded = False
+#: imports the built-in types; the package (evalx/assertions/__init__.py) gives it, so the registry imports none of them
+_builtins: Callable[[], object] | None = None
+
+
+def use_builtins(load: Callable[[], object]) -> None:
+    """How the registry loads the built-in types the first time it is asked (they register like any plugin)."""
+    global _builtins
+    _builtins = load
 
 
 def _load_builtins() -> None:
     global _builtins_loaded
     if _builtins_loaded:  # asked for every assertion of every cell: skip the import machinery
         return
-    from evalx.assertions import builtin  # noqa: F401  (registers on import)
-
+    if _builtins is not None:
+        _builtins()
     _builtins_loaded = True
     from evalx.plugins import load_entry_points
 

@@ -30,6 +30,7 @@ from jsonschema import validators
 from jsonschema.exceptions import ValidationError
 
 from evalx import regexes
+from evalx.errors import RefusedRef, UnsupportedSchema
 
 __all__ = ["RefusedRef", "UnsupportedSchema", "refused_ref_reason", "schema_problems", "user_validator"]
 
@@ -45,14 +46,6 @@ _SCHEMA_ONE = frozenset(
     }
 )  # fmt: skip
 _REF_KEYS = ("$ref", "$dynamicRef", "$recursiveRef")
-
-
-class RefusedRef(ValueError):
-    """A ``$ref`` that points outside the schema."""
-
-
-class UnsupportedSchema(ValueError):
-    """A schema evalx cannot validate within bounds."""
 
 
 #: jsonschema's ``unevaluatedProperties`` matches ``patternProperties`` with ``re``, which cannot be stopped

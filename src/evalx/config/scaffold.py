@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from evalx.errors import UnknownTemplate
+
 __all__ = ["DEFAULT_TEMPLATE", "NEXT_STEPS", "SCHEMA_FILE", "TEMPLATES", "UnknownTemplate", "scaffold", "schema_path", "write_schema"]
 
 STARTERS = Path(__file__).with_name("starters")
@@ -28,10 +30,6 @@ NEXT_STEPS = {
     "judge": ["cd {dir} && evalx run"],
     "matrix": ["cd {dir} && evalx run --matrix"],
 }
-
-
-class UnknownTemplate(ValueError):
-    pass
 
 
 def _files(template: str) -> dict[Path, Path]:

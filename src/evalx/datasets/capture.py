@@ -37,7 +37,7 @@ from typing import TYPE_CHECKING, Any
 
 import yaml
 
-from evalx.errors import EvalxError
+from evalx.errors import CaptureError
 
 if TYPE_CHECKING:
     from evalx.results.model import CellOutput
@@ -53,10 +53,6 @@ PLACEHOLDER_INPUT = "TODO: the user message that produced this trace"
 MAX_NAME_ID = 64
 #: digest characters appended to a name that does not carry its trace id whole
 DIGEST_CHARS = 10
-
-
-class CaptureError(EvalxError):
-    """A trace could not be read or turned into a case."""
 
 
 @dataclass

@@ -21,9 +21,10 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 from evalx.documents import DocumentError, format_path, load_json, load_yaml
+from evalx.errors import ContextFileError
 from evalx.templates import TemplateFileError, read_template_file, resolve_in_folder
 
-__all__ = ["CONTEXT_PROPERTIES", "ContextFiles", "from_column"]
+__all__ = ["CONTEXT_PROPERTIES", "ContextFileError", "ContextFiles", "from_column"]
 
 #: the case fields of a context, as the case schema declares them
 CONTEXT_PROPERTIES: dict[str, dict[str, Any]] = {
@@ -41,10 +42,6 @@ CONTEXT_PROPERTIES: dict[str, dict[str, Any]] = {
 }
 
 _STRUCTURED = (".json", ".yaml", ".yml")
-
-
-class ContextFileError(Exception):
-    """Why a ``context_file:`` cannot be read (one line, naming the file)."""
 
 
 class ContextFiles:

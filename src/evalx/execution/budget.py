@@ -26,6 +26,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
+from evalx.errors import ConfigError
 from evalx.results.model import CellResult
 
 __all__ = ["CostEstimate", "CostGuard", "estimate_cost", "format_estimate"]
@@ -161,7 +162,7 @@ def _price_of(spec: dict[str, Any], config: Any) -> Any:
             return None
     try:
         definition = find_provider(str(spec.get("provider")), providers_dir_of(config))
-    except Exception:  # an unknown provider is reported when the run starts, not by the estimate
+    except (ConfigError, OSError):  # an unknown or broken provider is reported when the run starts, not by the estimate
         return None
     return definition.price(str(spec.get("model") or ""))
 

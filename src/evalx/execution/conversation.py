@@ -25,9 +25,9 @@ from typing import TYPE_CHECKING, Any, cast
 from evalx.assertions import cell_status, evaluate_case
 from evalx.assertions.evaluate import MIN_CHECK_TIME_S
 from evalx.deadline import Deadline, HeldTheLoop, within
-from evalx.errors import TargetError
 from evalx.execution import turn_cache
-from evalx.models import Cell, ToolCall, Trajectory, Usage, safe_trajectory
+from evalx.execution.turns import Turn, TurnFailed, reply_messages, take_turn
+from evalx.models import Cell, ToolCall, Trajectory, Usage
 from evalx.results.model import AssertionRecord, CellOutput, CellResult, cell_result
 from evalx.targets import RunContext
 
@@ -35,15 +35,6 @@ if TYPE_CHECKING:
     from evalx.execution.executor import Executor, TargetPlan
 
 __all__ = ["run_conversation"]
-
-
-class _Turn:
-    """One turn as it ran: its user message, its reply (a trajectory) and how long the call took."""
-
-    __slots__ = ("input", "latency_ms", "traj")
-
-    def __init__(self, text: str, traj: Trajectory, latency_ms: float | None) -> None:
-        self.input, self.traj, self.latency_ms = text, traj, latency_ms
 
 
 async def run_conversation(executor: Executor, plan: TargetPlan, cell: Cell) -> CellResult:
@@ -58,7 +49,7 @@ async def run_conversation(executor: Executor, plan: TargetPlan, cell: Cell) -> 
     started_at = ex._started_at()
     t0 = time.perf_counter()
     task = asyncio.current_task()
-    done: list[_Turn] = []
+    done: list[Turn] = []
     error: str | None = None
     tb: str | None = None
     deadline = Deadline(plan.settings.timeout_s)  # the limit of the whole conversation, as of a one-shot cell
@@ -81,20 +72,20 @@ async def run_conversation(executor: Executor, plan: TargetPlan, cell: Cell) -> 
         live[deadline] = None
         try:
             await within(deadline, talk)
-        except _TurnFailed as exc:
+        except TurnFailed as exc:
             error, tb = exc.message, exc.tb
         except (TimeoutError, asyncio.TimeoutError) as exc:
             notes = getattr(exc.__cause__, "__notes__", None) or []
             n = len(done) + 1
             reason = "; ".join([deadline.message("the limit of the whole conversation"), *notes])
             error = f"turn {n}: {reason}"
-            done.append(_Turn(_pending(turns_spec, n, sim), Trajectory(error=reason), None))
+            done.append(Turn(_pending(turns_spec, n, sim), Trajectory(error=reason), None))
         except asyncio.CancelledError:
             if cancels is None or ex._cancels(task) != cancels:
                 raise  # the run is interrupted
             n = len(done) + 1
             error, tb = f"turn {n}: CancelledError raised by the target", traceback.format_exc()
-            done.append(_Turn(_pending(turns_spec, n, sim), Trajectory(error="CancelledError raised by the target"), None))
+            done.append(Turn(_pending(turns_spec, n, sim), Trajectory(error="CancelledError raised by the target"), None))
         finally:
             del live[deadline]
     latency = round((time.perf_counter() - t0) * 1000.0, 3)
@@ -149,7 +140,7 @@ def _simulation(executor: Executor, cell: Cell) -> Any:
     """A :class:`evalx.execution.simulate.Simulation` for a case with ``simulate:``, else None."""
     if cell.case.simulate is None:
         return None
-    from evalx.execution.simulate import Simulation  # it imports this module
+    from evalx.execution.simulate import Simulation
 
     return Simulation(executor, cell)
 
@@ -159,16 +150,8 @@ def _pending(turns: list[dict[str, Any]], n: int, sim: Any) -> Any:
     return turns[n - 1]["input"] if n <= len(turns) else getattr(sim, "pending", "")
 
 
-class _TurnFailed(Exception):
-    """A turn's call failed: the conversation ends here (the failed turn is the last of ``done``)."""
-
-    def __init__(self, turn: int, message: str, tb: str | None) -> None:
-        super().__init__(message)
-        self.turn, self.message, self.tb = turn, message, tb
-
-
-async def _talk(converse: Any, cell: Cell, run: RunContext, turns: list[dict[str, Any]], done: list[_Turn]) -> None:
-    """Call the target turn by turn, appending each finished turn to ``done``; raise :class:`_TurnFailed` on an error."""
+async def _talk(converse: Any, cell: Cell, run: RunContext, turns: list[dict[str, Any]], done: list[Turn]) -> None:
+    """Call the target turn by turn, appending each finished turn to ``done``; raise :class:`TurnFailed` on an error."""
 
     history: list[dict[str, Any]] = []
     case_results = cell.case.tool_results or {}
@@ -177,43 +160,11 @@ async def _talk(converse: Any, cell: Cell, run: RunContext, turns: list[dict[str
         history.append({"role": "user", "content": text})
         traj = await take_turn(converse, cell, run, history, n, text, done)
         mocked = {**case_results, **(spec.get("tool_results") or {})}
-        history.extend(_reply_messages(traj, mocked))
-
-
-async def take_turn(
-    converse: Any, cell: Cell, run: RunContext, history: list[dict[str, Any]], n: int, text: str, done: list[_Turn]
-) -> Trajectory:
-    """Turn ``n``: the target's reply to ``history`` (ending with the user's ``text``), appended to ``done``.
-
-    A target's error (or its own exception) ends the conversation: :class:`_TurnFailed`
-    naming the turn. The cell's timeout and the run's interrupt pass through.
-    """
-    from evalx.execution.executor import _one_line
-
-    t0 = time.perf_counter()
-    tb = None
-    try:
-        traj = await converse(cell, run, history, n)
-    except TargetError as exc:
-        traj = Trajectory(error=str(exc))
-    except (asyncio.CancelledError, asyncio.TimeoutError):
-        raise  # the cell's timeout or the run's interrupt: the caller tells which
-    except BaseException as exc:  # the target's own exception: this turn's error, with its traceback
-        traj, tb = Trajectory(error=_one_line(exc)), traceback.format_exc()
-    try:
-        traj = safe_trajectory(traj)
-    except ValueError as exc:
-        traj = Trajectory(error=f"{cell.target} returned output evalx cannot store: {exc}")
-    if traj.latency_ms is None:
-        traj.latency_ms = round((time.perf_counter() - t0) * 1000.0, 3)
-    done.append(_Turn(text, traj, traj.latency_ms))
-    if traj.error is not None:
-        raise _TurnFailed(n, f"turn {n}: {traj.error}", tb or traj.traceback)
-    return traj
+        history.extend(reply_messages(traj, mocked))
 
 
 async def _talk_whole(
-    executor: Executor, plan: TargetPlan, key: str, converse: Any, cell: Cell, turns: list[dict[str, Any]], done: list[_Turn]
+    executor: Executor, plan: TargetPlan, key: str, converse: Any, cell: Cell, turns: list[dict[str, Any]], done: list[Turn]
 ) -> None:
     """:func:`_talk` for a conversation cached whole: every turn replayed from the cache, or run and then stored."""
     replayed = await turn_cache.replay_whole(executor, plan, key, len(turns))
@@ -223,26 +174,11 @@ async def _talk_whole(
         return
     case_results = cell.case.tool_results or {}
     for spec, traj in zip(turns, replayed):
-        _reply_messages(traj, {**case_results, **(spec.get("tool_results") or {})})  # the mocked results, as when it ran
-        done.append(_Turn(spec["input"], traj, traj.latency_ms))
+        reply_messages(traj, {**case_results, **(spec.get("tool_results") or {})})  # the mocked results, as when it ran
+        done.append(Turn(spec["input"], traj, traj.latency_ms))
 
 
-def _reply_messages(traj: Trajectory, mocked: dict[str, Any]) -> list[dict[str, Any]]:
-    """The assistant's reply as history: its text (and tool calls), then a ``tool`` message per call with a mocked result."""
-    message: dict[str, Any] = {"role": "assistant", "content": traj.text}
-    if not traj.tool_calls:
-        return [message]
-    message["tool_calls"] = [{"name": c.name, "args": c.args} for c in traj.tool_calls]
-    out = [message]
-    for i, call in enumerate(traj.tool_calls):
-        if call.name in mocked:
-            if call.result is None:
-                call.result = mocked[call.name]
-            out.append({"role": "tool", "name": call.name, "tool_call_index": i, "content": call.result})
-    return out
-
-
-def _final(done: list[_Turn], latency_ms: float) -> Trajectory:
+def _final(done: list[Turn], latency_ms: float) -> Trajectory:
     """The conversation as one trajectory: the last reply, with every turn's tool calls, tokens and cost added up."""
     if not done:
         return Trajectory(latency_ms=latency_ms)
@@ -272,7 +208,7 @@ def _final(done: list[_Turn], latency_ms: float) -> Trajectory:
     )
 
 
-def _record(turn: _Turn, assertions: list[AssertionRecord]) -> dict[str, Any]:
+def _record(turn: Turn, assertions: list[AssertionRecord]) -> dict[str, Any]:
     """A turn as ``results.jsonl`` keeps it: ``{input, output, latency_ms, usage, tool_calls, assertions}``."""
     output = turn.traj.to_dict()
     output.pop("cached", None)

@@ -18,17 +18,17 @@ registered in :data:`EXECUTORS` and named in the config schema's
 from __future__ import annotations
 
 import asyncio
-import sys
+import logging
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol, TextIO
+from typing import TYPE_CHECKING, Any, Protocol
 
 from evalx.execution.executor import ExecutionStats, TargetPlan
 from evalx.execution.interrupt import Interrupt, cancel_on_signals
-from evalx.execution.runtime import CellRuntime
+from evalx.execution.runtime import CellRuntime, run_context
 from evalx.models import Cell
 from evalx.results.model import CellResult
-from evalx.targets import RunContext, build_target, resolve_settings
+from evalx.targets import build_target, resolve_settings
 from evalx.targets.settings import Overrides
 
 if TYPE_CHECKING:
@@ -36,7 +36,9 @@ if TYPE_CHECKING:
     from evalx.execution.plan import Plan
     from evalx.execution.ray_executor import ExecutorChoice
 
-__all__ = ["EXECUTORS", "CellExecutor", "ExecutionJob", "check_self_grading", "execute_cells", "judge_for", "run_context"]
+log = logging.getLogger(__name__)
+
+__all__ = ["EXECUTORS", "CellExecutor", "ExecutionJob", "check_self_grading", "execute_cells"]
 
 
 @dataclass
@@ -51,7 +53,6 @@ class ExecutionJob:
     #: asked before each cell starts: None to run it, else why it is skipped (the cost guard)
     admit: Callable[[Cell], str | None] | None
     quiet: bool
-    err: TextIO
     choice: ExecutorChoice
 
 
@@ -59,26 +60,6 @@ class CellExecutor(Protocol):
     """Runs a job's cells and returns the run's statistics (interrupted or not)."""
 
     async def execute(self, job: ExecutionJob) -> ExecutionStats: ...
-
-
-def run_context(config: Config, run_id: str) -> RunContext:
-    """The run's context as the driver has it: the config's folder, its redactor and vars, its providers folder."""
-    from evalx.targets.definitions import providers_dir_of
-
-    ctx = RunContext(run_id=run_id, config_dir=config.base_dir, redactor=config.redactor, vars=config.vars)
-    ctx.providers_dir = providers_dir_of(config)
-    return ctx
-
-
-def judge_for(config: Config, plan: Plan, ctx: RunContext, overrides: Overrides | None, target_ids: list[str], err: TextIO | None) -> Any:
-    """The run's judge client (lazy: it starts a judge target on first use), bias-checked once up front."""
-    from evalx.judge import Judge
-
-    judge = Judge(
-        ctx, targets=_specs(config, plan), defaults=config.defaults, overrides=overrides, settings=_judge_settings(config), err=err
-    )
-    check_self_grading(judge, config, plan, target_ids)
-    return judge
 
 
 def check_self_grading(judge: Any, config: Config, plan: Plan, target_ids: list[str]) -> None:
@@ -111,7 +92,7 @@ class LocalExecutor:
                 continue
             settings = resolve_settings(spec, config.defaults, job.overrides)  # once per target and run
             plans.append(TargetPlan(build_target(spec, settings), cells, settings))
-        _check_open_files(plans, job.err)
+        _check_open_files(plans)
         if any(p.settings.cache for p in plans):
             from evalx.targets.transport.cache import ResponseCache, cache_path
 
@@ -125,7 +106,6 @@ class LocalExecutor:
             judge_settings=_judge_settings(config),
             global_asserts=config.global_asserts,
             on_result=job.on_result,
-            err=job.err,
         )
         executor = runtime.executor
         executor.admit = job.admit  # the cost guard: asked before each cell starts
@@ -157,7 +137,6 @@ class RayExecutor:
             job.run_id,
             job.on_result,
             overrides=job.overrides,
-            err=job.err,
             admit=job.admit,
             quiet=job.quiet,
         )
@@ -178,17 +157,16 @@ async def execute_cells(
     executor: str | None = None,
     ray_address: str | None = None,
     quiet: bool = False,
-    err: TextIO | None = None,
 ) -> ExecutionStats:
     """Run ``plan``'s cells on the executor the request or the config chooses."""
     from evalx.execution.ray_executor import choose_executor
 
     choice = choose_executor(config.data, executor, ray_address)
-    job = ExecutionJob(config, plan, run_id, overrides, on_result, admit, quiet, err or sys.stderr, choice)
+    job = ExecutionJob(config, plan, run_id, overrides, on_result, admit, quiet, choice)
     return await EXECUTORS[choice.kind]().execute(job)
 
 
-def _check_open_files(plans: list[TargetPlan], err: TextIO) -> None:
+def _check_open_files(plans: list[TargetPlan]) -> None:
     """Raise the open-files limit for the sockets the HTTP targets will hold at once, or warn before any cell runs."""
     from evalx.execution.fdlimit import ensure_open_files, needed_descriptors
 
@@ -200,4 +178,4 @@ def _check_open_files(plans: list[TargetPlan], err: TextIO) -> None:
     what = f"up to {sum(in_flight)} requests at once ({ids})"
     warning = ensure_open_files(needed_descriptors(in_flight), what)
     if warning:
-        print(f"evalx: warning: {warning}", file=err)
+        log.warning(warning)

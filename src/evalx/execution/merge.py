@@ -17,16 +17,18 @@ from __future__ import annotations
 
 import heapq
 import json
+import logging
 import shutil
 import time
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any
 
 from evalx.config.loader import Config
-from evalx.errors import EvalxError, writing
+from evalx.errors import MergeError, writing
+from evalx.execution.resume import config_hash
 from evalx.execution.runner import RunOutcome, publish
 from evalx.reports.render import ReportOptions
 from evalx.reports.writers import Outputs
@@ -36,9 +38,7 @@ from evalx.results.store import RESULTS, ResultWriter, RunLock, by_case, new_run
 
 __all__ = ["MergeError", "MergeOptions", "ShardRun", "merge", "read_shards"]
 
-
-class MergeError(EvalxError):
-    """Run folders that cannot be merged (not shards, shards of different plans, a shard twice or missing)."""
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -191,23 +191,19 @@ def _target_failures(summary: Any) -> list[str]:
     return lines
 
 
-def merge(config: Config, run_dirs: list[Path], options: MergeOptions, *, err: TextIO) -> RunOutcome:
+def merge(config: Config, run_dirs: list[Path], options: MergeOptions) -> RunOutcome:
     """Merge the shard runs in ``run_dirs`` into one new run; its summary, reports and exit status as ``evalx run`` makes them."""
     shards, missing = read_shards(run_dirs, allow_partial=options.allow_partial)
     first = shards[0]
     if first.meta.get("name") not in (None, config.name):
         raise MergeError(f"merge: the shards are runs of config {first.meta.get('name')!r}, not of {config.name!r} ({config.path})")
-    if first.meta.get("config_hash") not in (None, _config_hash(config)):
-        print(
-            f"evalx: note: {config.path} changed since the shards ran; its gates and output dir are used, the shards' cells as they are",
-            file=err,
-        )
+    if first.meta.get("config_hash") not in (None, config_hash(config)):
+        log.info(f"note: {config.path} changed since the shards ran; its gates and output dir are used, the shards' cells as they are")
     for shard in shards:
         if not shard.complete:
-            print(
-                f"evalx: warning: shard {shard.index}/{shard.count} ({shard.path}) did not complete "
-                f"(status: {shard.meta.get('status')}); finish it with `evalx run --resume {shard.meta.get('run_id')}`, then merge again",
-                file=err,
+            log.warning(
+                f"shard {shard.index}/{shard.count} ({shard.path}) did not complete "
+                f"(status: {shard.meta.get('status')}); finish it with `evalx run --resume {shard.meta.get('run_id')}`, then merge again"
             )
     run_id = new_run_id()
     run_dir = options.out_dir if options.out_dir is not None else config.output_dir / run_id
@@ -217,19 +213,13 @@ def merge(config: Config, run_dirs: list[Path], options: MergeOptions, *, err: T
         run_dir.mkdir(parents=True, exist_ok=True)
     lock = RunLock(run_dir)
     try:
-        return _merge_locked(config, shards, missing, run_id, run_dir, options, err=err)
+        return _merge_locked(config, shards, missing, run_id, run_dir, options)
     finally:
         lock.release()
 
 
-def _config_hash(config: Config) -> str:
-    from evalx.execution.runner import config_hash
-
-    return config_hash(config)
-
-
 def _merge_locked(
-    config: Config, shards: list[ShardRun], missing: list[int], run_id: str, run_dir: Path, options: MergeOptions, *, err: TextIO
+    config: Config, shards: list[ShardRun], missing: list[int], run_id: str, run_dir: Path, options: MergeOptions
 ) -> RunOutcome:
     from evalx.results.summary import SummaryBuilder
 
@@ -318,7 +308,7 @@ def _merge_locked(
         run_dir=run_dir,
     )
     for warning in warnings:
-        print(f"evalx: warning: {warning}", file=err)
+        log.warning(warning)
     messages = _target_failures(summary)
     exit_code = decide_exit(summary, target_failed=bool(messages))
     why_nothing = nothing_graded(summary)

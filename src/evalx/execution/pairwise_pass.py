@@ -35,11 +35,10 @@ remaining pairs are recorded as not compared, saying so.
 from __future__ import annotations
 
 import asyncio
-import sys
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any
 
 from evalx.results.model import CellResult
 from evalx.results.store import RESULTS, by_case, read_results, rewrite_results
@@ -279,7 +278,6 @@ def judge_stored_pairs(
     run_id: str,
     overrides: Overrides | None = None,
     guard: Any = None,
-    err: TextIO | None = None,
 ) -> PairwiseOutcome | None:
     """Judge the pairs of a run whose cells are in ``run_dir/results.jsonl`` and write the records on the cells.
 
@@ -307,7 +305,7 @@ def judge_stored_pairs(
     from evalx.usercode import user_code_on_path
 
     with user_code_on_path(config.base_dir):
-        judged = asyncio.run(_judge_all(config, jobs, settings, run_id, overrides, guard, err))
+        judged = asyncio.run(_judge_all(config, jobs, settings, run_id, overrides, guard))
     outcome.records = [*judged, *skipped]
     if outcome.records:
         rewrite_results(path, attach_records(read_results(path), outcome.records))
@@ -320,7 +318,7 @@ def _judged(settings: dict[str, Any], spec: dict[str, Any]) -> bool:
 
 
 async def _judge_all(
-    config: Any, jobs: list[_Job], settings: dict[str, Any], run_id: str, overrides: Overrides | None, guard: Any, err: TextIO | None
+    config: Any, jobs: list[_Job], settings: dict[str, Any], run_id: str, overrides: Overrides | None, guard: Any
 ) -> list[dict[str, Any]]:
     """Every job's record, in job order; the judge started once, closed at the end."""
     if not jobs:
@@ -338,7 +336,6 @@ async def _judge_all(
         defaults=config.defaults,
         overrides=overrides,
         settings=settings,
-        err=err or sys.stderr,
     )
 
     slots = asyncio.Semaphore(IN_FLIGHT)  # the cost guard is asked as each pair starts, not all at once

@@ -80,9 +80,11 @@ class CellWorker:
         return None
 
     async def _start(self) -> None:
+        from evalx.logs import printing
         from evalx.usercode import user_code_on_path
 
         job = self.job
+        self._stack.enter_context(printing())  # evalx's lines on the actor's stderr, which Ray shows on the driver's
         os.environ.update(job.env)
         config_dir = Path(job.config_dir) if job.config_dir else Path.cwd()  # Ray unpacked the config's folder as the cwd
         self._stack.enter_context(user_code_on_path(config_dir))

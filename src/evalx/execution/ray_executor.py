@@ -34,15 +34,15 @@ from __future__ import annotations
 import asyncio
 import collections
 import dataclasses
+import logging
 import math
 import os
 import re
-import sys
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any
 
 from evalx.errors import ConfigError, EvalxError
 from evalx.execution.executor import ExecutionStats
@@ -52,6 +52,8 @@ from evalx.models import Cell
 from evalx.results.model import CellResult, cell_result, not_run
 from evalx.targets import resolve_settings
 from evalx.targets.settings import Overrides
+
+log = logging.getLogger(__name__)
 
 #: what ``--executor ray`` says when Ray is not installed
 RAY_MISSING = "--executor ray needs Ray, an optional extra: pip install 'evalx[ray]'"
@@ -199,12 +201,11 @@ class RayRun:
         on_result: Callable[[CellResult], None],
         *,
         overrides: Overrides | None,
-        err: TextIO,
         admit: Callable[[Cell], str | None] | None,
         quiet: bool = False,
     ) -> None:
         self.config, self.plan, self.choice, self.run_id = config, plan, choice, run_id
-        self.on_result, self.overrides, self.err, self.admit, self.quiet = on_result, overrides, err, admit, quiet
+        self.on_result, self.overrides, self.admit, self.quiet = on_result, overrides, admit, quiet
         self.stats = ExecutionStats()
         self.pools: list[_Pool] = []
         self.ray: Any = None
@@ -240,7 +241,7 @@ class RayRun:
         t1 = time.monotonic()
         if not self.quiet:
             actors = sum(len(p.actors) for p in self.pools)
-            print(f"evalx: ray: {actors} actor(s) for {len(self.pools)} target(s) ready in {t1 - t0:.1f}s", file=self.err)
+            log.info(f"ray: {actors} actor(s) for {len(self.pools)} target(s) ready in {t1 - t0:.1f}s")
         for pool in self.pools:
             for actor in pool.actors:
                 self._spawn_lanes(pool, actor)
@@ -252,11 +253,12 @@ class RayRun:
 
     async def _check_self_grading(self) -> None:
         """The judge's bias check, once, on the driver (as a local run does it); its judge client is never started here."""
-        from evalx.execution.executors import judge_for, run_context
+        from evalx.execution.runtime import run_context
+        from evalx.judge import run_judge
 
         config = self.config
         ids = [t["id"] for t in self.plan.target_specs if len(self.plan.cells_for(t["id"]))]
-        judge = judge_for(config, self.plan, run_context(config, self.run_id), self.overrides, ids, self.err)
+        judge = run_judge(config, self.plan, run_context(config, self.run_id), self.overrides, ids)
         await judge.aclose()
 
     def _make_pools(self) -> None:
@@ -421,7 +423,7 @@ class RayRun:
             try:
                 replacement = await self._new_actor(pool)
             except EvalxError as failure:
-                print(f"evalx: warning: target {pool.target_id!r}: no actor to replace a dead one: {failure}", file=self.err)
+                log.warning(f"target {pool.target_id!r}: no actor to replace a dead one: {failure}")
             else:
                 self._spawn_lanes(pool, replacement)
             finally:
@@ -472,12 +474,11 @@ async def execute_on_ray(
     on_result: Callable[[CellResult], None],
     *,
     overrides: Overrides | None,
-    err: TextIO | None = None,
     admit: Callable[[Cell], str | None] | None = None,
     quiet: bool = False,
 ) -> ExecutionStats:
     """Run ``plan``'s cells on Ray as ``choice`` says, each result to ``on_result`` as its batch returns."""
-    run = RayRun(config, plan, choice, run_id, on_result, overrides=overrides, err=err or sys.stderr, admit=admit, quiet=quiet)
+    run = RayRun(config, plan, choice, run_id, on_result, overrides=overrides, admit=admit, quiet=quiet)
     return await run.execute()
 
 

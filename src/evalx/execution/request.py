@@ -17,7 +17,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from evalx.errors import EvalxError
+from evalx.errors import RequestError
 from evalx.execution.plan import Plan, Selection, build_plan
 from evalx.reports.render import ReportOptions, check_outputs
 from evalx.reports.writers import Outputs
@@ -28,10 +28,6 @@ if TYPE_CHECKING:
     from evalx.execution.rerun import Rerun
 
 __all__ = ["RequestError", "ResolvedRun", "RunRequest", "plan_request", "resolve"]
-
-
-class RequestError(EvalxError):
-    """Options that do not go together (``--rerun`` without ``--from``, ``--resume`` with ``--rerun``...): a usage error."""
 
 
 @dataclass(frozen=True)

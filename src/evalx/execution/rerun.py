@@ -17,10 +17,9 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from evalx.errors import EvalxError, writing
+from evalx.errors import NothingToRerun, RerunError, ResumeError, writing
 from evalx.execution.plan import Plan, Selection
 from evalx.execution.resume import (
-    ResumeError,
     check_result,
     plan_fingerprint,
     selection_args,
@@ -48,14 +47,6 @@ __all__ = [
 RERUN_KINDS = {"failed": "fail", "errors": "error"}
 #: ``run.json``'s status while a rerun's folder holds only the parent's copied cells
 PREPARED = "prepared"
-
-
-class RerunError(EvalxError):
-    """A rerun cannot be made (bad ``--rerun``, unknown parent, a plan that changed): one line, exit 2."""
-
-
-class NothingToRerun(EvalxError):
-    """The parent run has no cell of the kinds asked for: there is nothing to run (exit 0)."""
 
 
 @dataclass

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from evalx.datasets.table import FINGERPRINT_JSON, case_digest, content_digest
-from evalx.errors import EvalxError
+from evalx.errors import EvalxError, ResumeError
 from evalx.execution.plan import Selection
 from evalx.results.model import CellResult
 
@@ -25,6 +25,7 @@ __all__ = [
     "ResumeError",
     "check_plan",
     "check_result",
+    "config_hash",
     "load_run_meta",
     "plan_fingerprint",
     "resume_selection",
@@ -34,8 +35,10 @@ __all__ = [
 ]
 
 
-class ResumeError(EvalxError):
-    """A run cannot be resumed (unknown, or its cells changed)."""
+def config_hash(config: Any) -> str:
+    """The config's fingerprint, as ``run.json`` records it: a resume or a merge notes that the config changed since."""
+    text = json.dumps(config.data, sort_keys=True, default=str)
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
 def selection_args(selection: Selection) -> dict[str, Any]:
@@ -147,8 +150,6 @@ def check_plan(meta: dict[str, Any], config: Any, plan: Any, fingerprint: str) -
             "restore them, or start a new run"
         )
     notes = []
-    from evalx.execution.runner import config_hash
-
     if meta.get("config_hash") and meta["config_hash"] != config_hash(config):
         notes.append(f"the config changed since {run_id} started, but not its cells; resuming")
     return notes

@@ -5,15 +5,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import gc
-import hashlib
-import json
-import sys
+import logging
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any
 
 import yaml
 
@@ -24,12 +22,15 @@ from evalx.execution.executors import execute_cells
 from evalx.execution.plan import Plan, build_plan
 from evalx.execution.progress import Progress
 from evalx.execution.request import ResolvedRun, RunRequest, resolve
+from evalx.execution.resume import config_hash
 from evalx.reports.render import ReportOptions, write_reports
 from evalx.reports.writers import Outputs
 from evalx.results.model import CellResult, CostGuardReport, RunSummary
 from evalx.results.outcome import RunFacts, decide_exit, finish_summary, nothing_graded
 from evalx.results.store import RESULTS, ReadProblems, ResultWriter, RunLock, new_run_id, read_results, rewrite_results, write_json
 from evalx.usercode import user_code_on_path
+
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -41,18 +42,12 @@ class RunOutcome:
     messages: list[str] = field(default_factory=list)
 
 
-def config_hash(config: Config) -> str:
-    text = json.dumps(config.data, sort_keys=True, default=str)
-    return hashlib.sha256(text.encode()).hexdigest()[:16]
-
-
-def run(config: Config, request: RunRequest, *, err: TextIO | None = None) -> RunOutcome:
+def run(config: Config, request: RunRequest) -> RunOutcome:
     """The one entry point of a run (``evalx run``, :func:`evalx.run`, the pytest plugin): plan, execute, store, report.
 
     Raises :class:`~evalx.execution.request.RequestError` for options that do not go together,
     :class:`~evalx.execution.rerun.NothingToRerun` when a rerun has nothing to run.
     """
-    err = err or sys.stderr
     resolved = resolve(config, request)
     plan = build_plan(config, resolved.selection)
     config.check_env(plan.base_target_ids)  # matrix variants need their target's variables
@@ -64,12 +59,12 @@ def run(config: Config, request: RunRequest, *, err: TextIO | None = None) -> Ru
 
         prepare_rerun(config, plan, resolved.parent, run_id, run_dir, config_hash=config_hash(config))
         resuming = True
-    run_dir, previous, fingerprint = _stored_run(config, plan, run_id, run_dir, resuming, err)
+    run_dir, previous, fingerprint = _stored_run(config, plan, run_id, run_dir, resuming)
     with writing(run_dir):
         run_dir.mkdir(parents=True, exist_ok=True)
     lock = RunLock(run_dir)  # one writer per run folder: a second run or --resume of it is refused (exit 2)
     try:
-        return _run_locked(config, resolved, plan, _Run(run_id, run_dir, fingerprint, previous, resuming), err=err)
+        return _run_locked(config, resolved, plan, _Run(run_id, run_dir, fingerprint, previous, resuming))
     finally:
         lock.release()
 
@@ -85,9 +80,7 @@ class _Run:
     resuming: bool
 
 
-def _stored_run(
-    config: Config, plan: Plan, run_id: str, run_dir: Path, resuming: bool, err: TextIO
-) -> tuple[Path, dict[str, Any] | None, str]:
+def _stored_run(config: Config, plan: Plan, run_id: str, run_dir: Path, resuming: bool) -> tuple[Path, dict[str, Any] | None, str]:
     """The run's folder, the stored ``run.json`` it continues (a resume), and its plan's fingerprint."""
     from evalx.execution import resume as _resume
 
@@ -96,11 +89,11 @@ def _stored_run(
     run_dir, previous = _resume.load_run_meta(run_id, config.output_dir)
     fingerprint = _resume.plan_fingerprint(config, plan, _resume.stored_fingerprint_version(previous))
     for note in _resume.check_plan(previous, config, plan, fingerprint):
-        print(f"evalx: {note}", file=err)
+        log.info(note)
     return run_dir, previous, fingerprint
 
 
-def _run_locked(config: Config, resolved: ResolvedRun, plan: Plan, made: _Run, *, err: TextIO) -> RunOutcome:
+def _run_locked(config: Config, resolved: ResolvedRun, plan: Plan, made: _Run) -> RunOutcome:
     """The run, its folder locked by :func:`run`: record it, execute the cells, then summarise, judge and report."""
     request = resolved.request
     meta = _record_run(config, resolved, plan, made)
@@ -117,7 +110,7 @@ def _run_locked(config: Config, resolved: ResolvedRun, plan: Plan, made: _Run, *
     )
     guard = _cost_guard(config, shard)
     if made.resuming:
-        _take_stored_results(made.run_dir, plan, summary_builder, guard, err)
+        _take_stored_results(made.run_dir, plan, summary_builder, guard)
     types = {str(t["id"]): str(t.get("type") or "") for t in plan.target_specs}
     # append: a torn last line is dropped
     writer = ResultWriter(
@@ -126,8 +119,8 @@ def _run_locked(config: Config, resolved: ResolvedRun, plan: Plan, made: _Run, *
     todo = plan
     if made.resuming:
         todo = Plan(plan.target_specs, plan.cases, plan.cells.without(writer.finished_indexes()), plan.variants)
-        _say_what_resumes(made, len(todo.cells), len(plan.cells), err)
-    progress = Progress(len(todo.cells), stream=err, quiet=request.quiet)
+        _say_what_resumes(made, len(todo.cells), len(plan.cells))
+    progress = Progress(len(todo.cells), quiet=request.quiet)
 
     def on_result(result: CellResult) -> None:
         writer.write(result)
@@ -150,7 +143,6 @@ def _run_locked(config: Config, resolved: ResolvedRun, plan: Plan, made: _Run, *
                     executor=request.executor,
                     ray_address=request.ray_address,
                     quiet=request.quiet,
-                    err=err,
                 )
             )
     except BaseException:  # a target could not start (no API key...): say so in run.json, keep results
@@ -165,12 +157,12 @@ def _run_locked(config: Config, resolved: ResolvedRun, plan: Plan, made: _Run, *
     if not stats.interrupted:  # pairwise: judged once every cell of a case exists, recorded on both cells
         from evalx.execution.pairwise_pass import judge_stored_pairs
 
-        pairs = judge_stored_pairs(config, plan, made.run_dir, run_id=made.run_id, overrides=resolved.overrides, guard=guard, err=err)
+        pairs = judge_stored_pairs(config, plan, made.run_dir, run_id=made.run_id, overrides=resolved.overrides, guard=guard)
         if pairs is not None:
             for line in pairs.messages:
-                print(f"evalx: {line}", file=err)
+                log.info(line)
             summary_builder.add_pairwise(pairs.records)
-    return _finish(config, request, plan, made, meta, summary_builder, stats, guard, duration, err)
+    return _finish(config, request, plan, made, meta, summary_builder, stats, guard, duration)
 
 
 def _record_run(config: Config, resolved: ResolvedRun, plan: Plan, made: _Run) -> dict[str, Any]:
@@ -245,7 +237,7 @@ def _cost_guard(config: Config, shard: tuple[int, int] | None) -> Any:
     return CostGuard(limit / shard[1] if shard is not None else limit)
 
 
-def _take_stored_results(run_dir: Path, plan: Plan, summary_builder: Any, guard: Any, err: TextIO) -> None:
+def _take_stored_results(run_dir: Path, plan: Plan, summary_builder: Any, guard: Any) -> None:
     """A resumed run's stored cells, counted as if just run (damaged lines and cells lost with a Ray actor are dropped)."""
     from evalx.execution import resume as _resume
     from evalx.execution.ray_executor import is_worker_lost
@@ -261,21 +253,18 @@ def _take_stored_results(run_dir: Path, plan: Plan, summary_builder: Any, guard:
         if guard is not None:
             guard.record(result)  # a resumed run has already spent this
     if problems:  # damaged or duplicate lines: the file is rewritten with the readable ones, each cell once
-        print(
-            f"evalx: warning: {problems.warning(run_dir / RESULTS)}; resuming from the readable lines (a cell without one runs again)",
-            file=err,
-        )
+        log.warning(f"{problems.warning(run_dir / RESULTS)}; resuming from the readable lines (a cell without one runs again)")
     if problems or lost:
         rewrite_results(run_dir / RESULTS, (r for r in read_results(run_dir / RESULTS) if not is_worker_lost(r)))
 
 
-def _say_what_resumes(made: _Run, todo: int, total: int, err: TextIO) -> None:
+def _say_what_resumes(made: _Run, todo: int, total: int) -> None:
     if made.previous is not None and made.previous.get("status") == "prepared":
         from evalx.execution.rerun import rerun_note
 
-        print(f"evalx: {rerun_note(made.previous, todo, total)}", file=err)
+        log.info(rerun_note(made.previous, todo, total))
     else:
-        print(f"evalx: resuming {made.run_id}: {total - todo} of {total} cells have results, running {todo}", file=err)
+        log.info(f"resuming {made.run_id}: {total - todo} of {total} cells have results, running {todo}")
 
 
 def _finish(
@@ -288,7 +277,6 @@ def _finish(
     stats: ExecutionStats,
     guard: Any,
     duration: float,
-    err: TextIO,
 ) -> RunOutcome:
     """The run's summary, gates and exit status; then its reports and final ``run.json``."""
     shard = meta.get("shard")
@@ -317,7 +305,7 @@ def _finish(
         run_dir=made.run_dir,
     )
     for warning in warnings:
-        print(f"evalx: warning: {warning}", file=err)
+        log.warning(warning)
     exit_code = decide_exit(summary, target_failed=bool(messages))
     why_nothing = nothing_graded(summary)
     if why_nothing and not messages:

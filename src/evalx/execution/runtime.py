@@ -11,9 +11,9 @@ targets; :meth:`CellRuntime.watch` is the watchdog over its cells in flight;
 
 from __future__ import annotations
 
-import sys
+import logging
 from collections.abc import Callable, Mapping
-from typing import Any, TextIO
+from typing import Any
 
 from evalx.execution.executor import Executor, TargetPlan
 from evalx.execution.watchdog import Watchdog
@@ -21,7 +21,9 @@ from evalx.results.model import CellResult
 from evalx.targets import RunContext, close_all
 from evalx.targets.settings import Overrides
 
-__all__ = ["CellRuntime"]
+log = logging.getLogger(__name__)
+
+__all__ = ["CellRuntime", "run_context"]
 
 
 class CellRuntime:
@@ -42,7 +44,6 @@ class CellRuntime:
         judge_settings: dict[str, Any],
         global_asserts: list[dict[str, Any]],
         on_result: Callable[[CellResult], None],
-        err: TextIO | None = None,
     ) -> CellRuntime:
         """Start every plan's target (a failure closes the ones started, and the cache, and is raised), then the rest."""
         from evalx.execution.simulate import UserTargets
@@ -57,7 +58,7 @@ class CellRuntime:
                 await ctx.cache.aclose()
                 ctx.cache = None
             raise
-        judge = Judge(ctx, targets=specs, defaults=defaults, overrides=overrides, settings=judge_settings, err=err or sys.stderr)
+        judge = Judge(ctx, targets=specs, defaults=defaults, overrides=overrides, settings=judge_settings)
         executor = Executor(plans, ctx, global_asserts=global_asserts, on_result=on_result, judge=judge, judge_settings=judge.settings)
         executor.users = UserTargets(ctx, specs, defaults, overrides)  # started on first use
         for plan in plans:
@@ -79,4 +80,13 @@ class CellRuntime:
             if cache is not None:
                 await cache.aclose()
                 if cache.problem:
-                    print(f"evalx: warning: response cache not used: {cache.problem}", file=sys.stderr)
+                    log.warning(f"response cache not used: {cache.problem}")
+
+
+def run_context(config: Any, run_id: str) -> RunContext:
+    """The run's context as the driver has it: the config's folder, its redactor and vars, its providers folder."""
+    from evalx.targets.definitions import providers_dir_of
+
+    ctx = RunContext(run_id=run_id, config_dir=config.base_dir, redactor=config.redactor, vars=config.vars)
+    ctx.providers_dir = providers_dir_of(config)
+    return ctx

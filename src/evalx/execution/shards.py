@@ -19,13 +19,9 @@ import heapq
 import re
 from collections.abc import Sequence
 
-from evalx.errors import EvalxError
+from evalx.errors import ShardError
 
 __all__ = ["ShardError", "case_key", "deal", "parse_shard", "shard_label"]
-
-
-class ShardError(EvalxError):
-    """A bad ``--shard`` value."""
 
 
 _SHARD = re.compile(r"\s*(\d+)\s*/\s*(\d+)\s*")

@@ -36,8 +36,8 @@ import time
 import traceback
 from typing import TYPE_CHECKING, Any
 
-from evalx.errors import TargetError
-from evalx.execution.conversation import _reply_messages, _Turn, _TurnFailed, take_turn
+from evalx.errors import TargetError, one_line
+from evalx.execution.turns import Turn, TurnFailed, reply_messages, take_turn
 from evalx.models import Case, Cell, Trajectory, Usage, safe_trajectory
 from evalx.targets import RunContext, TargetSettings, close_all
 from evalx.targets.settings import Overrides
@@ -94,7 +94,7 @@ class UserTargets:
             settings = resolve_settings(spec, self.defaults, self.overrides)
             target = build_target(spec, settings)
             await target.start(self.run)
-        except Exception as exc:
+        except Exception as exc:  # the user target's own start (user code, a missing key): this cell's error, not the run's
             return f"could not start: {type(exc).__name__}: {exc}"
         if getattr(target, "converse", None) is None:
             return f"{target.type} targets cannot play the user"
@@ -124,8 +124,8 @@ class Simulation:
         #: the user message of the turn in progress (for a turn that times out)
         self.pending: Any = ""
 
-    async def talk(self, converse: Any, run: RunContext, done: list[_Turn]) -> None:
-        """Alternate the user target and the agent, appending each agent turn to ``done``; raise :class:`_TurnFailed`."""
+    async def talk(self, converse: Any, run: RunContext, done: list[Turn]) -> None:
+        """Alternate the user target and the agent, appending each agent turn to ``done``; raise :class:`TurnFailed`."""
 
         case, cell = self.cell.case, self.cell
         users: UserTargets | None = getattr(self.executor, "users", None)
@@ -135,7 +135,7 @@ class Simulation:
                 raise TargetError("no user targets in this run")
             user = await users.get(self.target_id)
         except TargetError as exc:
-            raise _TurnFailed(1, f"turn 1: {who}: {exc}", None) from None
+            raise TurnFailed(1, f"turn 1: {who}: {exc}", None) from None
         user_case = Case(
             id=f"{case.id}.user",
             input=self.instructions,
@@ -163,7 +163,7 @@ class Simulation:
             self.pending = message
             history.append({"role": "user", "content": message})
             traj = await take_turn(converse, cell, run, history, n, message, done)
-            history.extend(_reply_messages(traj, mocked))
+            history.extend(reply_messages(traj, mocked))
             met = self._met(traj)
             if met is not None:
                 self.stopped_by = met
@@ -182,9 +182,7 @@ class Simulation:
         return None
 
     async def _ask(self, user: _User, user_cell: Cell, run: RunContext, history: list[dict[str, Any]], n: int, who: str) -> str | None:
-        """The user target's next message (None: it is done); :class:`_TurnFailed` when it fails."""
-        from evalx.execution.executor import _one_line
-
+        """The user target's next message (None: it is done); :class:`TurnFailed` when it fails."""
         target = user.target
         seen = [
             {"role": "assistant" if m["role"] == "user" else "user", "content": m["content"]}
@@ -210,8 +208,8 @@ class Simulation:
                 traj = Trajectory(error=str(exc))
             except (asyncio.CancelledError, asyncio.TimeoutError):
                 raise
-            except BaseException as exc:
-                traj, tb = Trajectory(error=_one_line(exc)), traceback.format_exc()
+            except BaseException as exc:  # the user target's own exception: this turn's error, with its traceback
+                traj, tb = Trajectory(error=one_line(exc)), traceback.format_exc()
         latency = round((time.perf_counter() - t0) * 1000.0, 3)
         try:
             traj = safe_trajectory(traj)
@@ -227,11 +225,11 @@ class Simulation:
             "cost_usd": traj.cost_usd,
         }
         if traj.error is not None:
-            raise _TurnFailed(n, f"turn {n}: {who} failed: {traj.error}", tb or traj.traceback)
+            raise TurnFailed(n, f"turn {n}: {who} failed: {traj.error}", tb or traj.traceback)
         if _says_done(traj):
             return None
         if not (traj.text or "").strip():
-            raise _TurnFailed(n, f'turn {n}: {who} returned an empty message (return {{"done": true}} to end the conversation)', None)
+            raise TurnFailed(n, f'turn {n}: {who} returned an empty message (return {{"done": true}} to end the conversation)', None)
         return traj.text
 
     def annotate(self, records: list[dict[str, Any]]) -> None:

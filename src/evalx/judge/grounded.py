@@ -30,14 +30,16 @@ missing, never a pass (``evalx validate`` reports it before a run).
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from evalx.assertions.model_graded import missing_context
 from evalx.errors import JudgeError
-from evalx.judge.judge import NO_JUDGE, Judge, _threshold, _Vote
 from evalx.judge.prompts import passages
-from evalx.judge.verdict import read_verdict
+from evalx.judge.verdict import NO_JUDGE, Vote, pass_mark, read_verdict
 from evalx.models import Verdict
+
+if TYPE_CHECKING:
+    from evalx.judge.judge import Judge  # which imports this module when a grounded assertion is graded
 
 __all__ = ["CRITERIA", "GROUNDED_KINDS", "grade"]
 
@@ -119,7 +121,7 @@ async def _listed(judge: Judge, ctx: Any, kind: str, key: str, threshold: float 
     readings: dict[str, tuple[bool, list[str] | None]] = {}  # reply -> (its vote, its list)
     one, many, none = _WORDS[key]
 
-    def interpret(text: str) -> _Vote:
+    def interpret(text: str) -> Vote:
         passed, score, reason, obj = read_verdict(text)
         items = _items(obj, key, text)
         if items is not None and passed is not None and passed == bool(items):
@@ -142,7 +144,7 @@ async def _listed(judge: Judge, ctx: Any, kind: str, key: str, threshold: float 
             what = reason or f"the judge found {'unsupported claims' if key == 'unsupported' else 'missing facts'}"
         if threshold is not None:
             what = f"{kind} {score:.2f} {'≥' if ok else '<'} {threshold:g}: {what}"
-        return _Vote(ok, score, what)
+        return Vote(ok, score, what)
 
     decision = await judge._decide(ctx, kind, CRITERIA[kind], extra, interpret)
     verdict = judge._combine(ctx, [decision], what=kind)
@@ -159,14 +161,14 @@ async def _listed(judge: Judge, ctx: Any, kind: str, key: str, threshold: float 
 
 
 async def _relevance(judge: Judge, ctx: Any, threshold: float | None, extra: dict[str, Any]) -> Verdict:
-    limit = _threshold(threshold, ctx.judge_settings)
+    limit = pass_mark(threshold, ctx.judge_settings)
 
-    def interpret(text: str) -> _Vote:
+    def interpret(text: str) -> Vote:
         passed, score, reason, _ = read_verdict(text)
         if score is None:  # a bare PASS/FAIL: all or nothing
             score = 1.0 if passed else 0.0
         ok = score >= limit and passed is not False
-        return _Vote(ok, score, f"relevance {score:.2f} {'≥' if ok else '<'} {limit:g}" + (f": {reason}" if reason else ""))
+        return Vote(ok, score, f"relevance {score:.2f} {'≥' if ok else '<'} {limit:g}" + (f": {reason}" if reason else ""))
 
     decision = await judge._decide(ctx, "answer_relevance", CRITERIA["answer_relevance"], extra, interpret)
     return judge._combine(ctx, [decision], what="answer_relevance")
@@ -174,21 +176,19 @@ async def _relevance(judge: Judge, ctx: Any, threshold: float | None, extra: dic
 
 async def _g_eval(judge: Judge, ctx: Any, params: dict[str, Any], extra: dict[str, Any]) -> Verdict:
     scale = int(params.get("scale") or DEFAULT_SCALE)
-    limit = _threshold(params.get("threshold"), ctx.judge_settings)
+    limit = pass_mark(params.get("threshold"), ctx.judge_settings)
     steps = [str(s) for s in params.get("steps") or []]
     criteria = str(params["criteria"])
     written: dict[str, list[str] | None] = {}
 
-    def interpret(text: str) -> _Vote:
+    def interpret(text: str) -> Vote:
         _, rating, reason, obj = read_verdict(text, scale=scale)
         if rating is None:
             raise JudgeError(f"the judge gave no score from 1 to {scale}", raw=text)
         written[text] = _items(obj, "steps", text)
         score = (rating - 1) / (scale - 1)
         ok = score >= limit
-        return _Vote(
-            ok, score, f"score {rating:g}/{scale} ({score:.2f} {'≥' if ok else '<'} {limit:g})" + (f": {reason}" if reason else "")
-        )
+        return Vote(ok, score, f"score {rating:g}/{scale} ({score:.2f} {'≥' if ok else '<'} {limit:g})" + (f": {reason}" if reason else ""))
 
     decision = await judge._decide(ctx, "g_eval", criteria, {**extra, "steps": steps, "scale": scale}, interpret)
     verdict = judge._combine(ctx, [decision], what="g_eval")

@@ -36,31 +36,31 @@ import asyncio
 import copy
 import hashlib
 import json
+import logging
 import math
 import statistics
-import sys
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, TextIO
+from typing import Any
 
 from evalx.assertions import AssertionContext
 from evalx.deadline import Deadline, within
 from evalx.errors import JudgeError, TargetError
-from evalx.judge.checks import same_family, same_model
+from evalx.judge.checks import graded_target_ids, same_family, same_model
 from evalx.judge.prompts import SYSTEM_PROMPT, TEMPLATES, block_vars, judge_spec, passages
 from evalx.judge.prompts import text as _text
-from evalx.judge.verdict import FACTUALITY_CATEGORIES, parse_category, parse_verdict
+from evalx.judge.verdict import DEFAULT_THRESHOLD, FACTUALITY_CATEGORIES, NO_JUDGE, Vote, parse_category, parse_verdict, pass_mark
 from evalx.models import Case, Cell, Trajectory, Verdict
 from evalx.targets import close_all
 from evalx.targets.settings import Overrides, TargetSettings
 from evalx.templates import TemplateRenderError, render
 
-__all__ = ["DEFAULT_PASS_ON", "DEFAULT_THRESHOLD", "Judge", "JudgeCall"]
+__all__ = ["DEFAULT_PASS_ON", "DEFAULT_THRESHOLD", "Judge", "JudgeCall", "run_judge"]
 
-DEFAULT_THRESHOLD = 0.8
+log = logging.getLogger(__name__)
+
 #: promptfoo's factuality default: every class but a disagreement passes
 DEFAULT_PASS_ON = ("subset", "superset", "same", "immaterial")
-NO_JUDGE = "no judge configured"
 
 
 @dataclass
@@ -76,14 +76,6 @@ class _Call:
 
 #: one judge call's reply and cost, as :meth:`Judge.ask` returns it
 JudgeCall = _Call
-
-
-@dataclass
-class _Vote:
-    passed: bool
-    score: float
-    reason: str
-    category: str | None = None
 
 
 @dataclass
@@ -123,14 +115,12 @@ class Judge:
         defaults: Mapping[str, Any],
         overrides: Overrides | None = None,
         settings: dict[str, Any] | None = None,
-        err: TextIO | None = None,
     ) -> None:
         self.run = run  # the RunContext judge calls are made in
         self.targets = targets  # id -> spec, of every target a judge or graded cell may name
         self.defaults = defaults  # the config's defaults: section
         self.overrides = overrides  # the run request's layer of target settings (`evalx run --concurrency`...)
         self.settings = settings or {}
-        self.err = err
         self._instances: dict[str, _Instance | JudgeError] = {}
         self._lock = asyncio.Lock()
         self._checked: set[tuple[str, str]] = set()  # (judge spec, graded target) pairs looked at
@@ -175,7 +165,7 @@ class Judge:
             await target.start(self.run)
         except (TargetError, ImportError, ValueError) as exc:
             return JudgeError(f"judge target {spec.get('id')!r} could not start: {exc}")
-        except Exception as exc:
+        except Exception as exc:  # a judge target's own start (a Python judge's import...): the judged assertions' error
             return JudgeError(f"judge target {spec.get('id')!r} could not start: {type(exc).__name__}: {exc}")
         return _Instance(target, settings)
 
@@ -260,14 +250,14 @@ class Judge:
         if family:
             names = ", ".join(f"{t!r} ({m})" for t, m in family)
             self._warn(
-                f"warning: judge {judge_id!r} ({judge.get('provider')}: {judge.get('model')}) is of the same provider family as "
+                f"judge {judge_id!r} ({judge.get('provider')}: {judge.get('model')}) is of the same provider family as "
                 f"the target{'s' if len(family) > 1 else ''} it grades: {names}; a judge tends to prefer answers from its own "
                 "family (self-preference). Use a judge from another provider, or set judge.allow_self_grading: true"
             )
         if hits:
             names = ", ".join(f"{t!r} ({m})" for t, m in hits)
             self._warn(
-                f"warning: judge {judge_id!r} is the same model as the target{'s' if len(hits) > 1 else ''} it grades: "
+                f"judge {judge_id!r} is the same model as the target{'s' if len(hits) > 1 else ''} it grades: "
                 f"{names}; same-model judges share blind spots. Use a judge from another provider, "
                 "or set judge.allow_self_grading: true"
             )
@@ -278,8 +268,7 @@ class Judge:
         return lambda ref: resolve_callable(ref, self.run.config_dir)
 
     def _warn(self, line: str) -> None:
-        stream = self.err or sys.stderr
-        print(self.run.redactor.text(line), file=stream, flush=True)  # it may quote a judge's URL
+        log.warning(self.run.redactor.text(line))  # it may quote a judge's URL
 
     # ------------------------------------------------------------ the three types
 
@@ -289,11 +278,11 @@ class Judge:
         settings = ctx.judge_settings
         if not self.configured(settings):
             return Verdict.inconclusive(NO_JUDGE)
-        default_threshold = _threshold(threshold, settings)
+        default_threshold = pass_mark(threshold, settings)
         criteria = ([rubric] if rubric else []) + [str(c) for c in characteristics or []]
         extra = {"rubric": rubric, "characteristics": list(characteristics or [])}
 
-        def interpret(text: str) -> _Vote:
+        def interpret(text: str) -> Vote:
             passed, score, reason = parse_verdict(text)
             if score is None:
                 score = 1.0 if passed else 0.0
@@ -301,7 +290,7 @@ class Judge:
                 passed = score >= default_threshold
             elif threshold is not None:
                 passed = passed and score >= threshold
-            return _Vote(passed, score, reason)
+            return Vote(passed, score, reason)
 
         decisions = await asyncio.gather(
             *(self._decide(ctx, "llm_judge", criterion, {**extra, "criterion": criterion}, interpret) for criterion in criteria)
@@ -310,17 +299,17 @@ class Judge:
 
     async def semantic_similar(self, ctx: AssertionContext, *, expected: Any, threshold: float | None, embedding: str | None) -> Verdict:
         settings = ctx.judge_settings
-        limit = _threshold(threshold, settings)
+        limit = pass_mark(threshold, settings)
         if embedding is not None:
             return await self._cosine(ctx, expected, limit, embedding)
         if not self.configured(settings):
             return Verdict.inconclusive(NO_JUDGE)
 
-        def interpret(text: str) -> _Vote:
+        def interpret(text: str) -> Vote:
             passed, score, reason = parse_verdict(text)
             if score is None:  # a bare PASS/FAIL: all or nothing
                 score = 1.0 if passed else 0.0
-            return _Vote(score >= limit, score, reason)
+            return Vote(score >= limit, score, reason)
 
         decision = await self._decide(ctx, "semantic_similar", "means the same as the reference", {"expected": expected}, interpret)
         verdict = self._combine(ctx, [decision], what="similarity")
@@ -334,10 +323,10 @@ class Judge:
             return Verdict.inconclusive(NO_JUDGE)
         passing = set(pass_on if pass_on is not None else DEFAULT_PASS_ON)
 
-        def interpret(text: str) -> _Vote:
+        def interpret(text: str) -> Vote:
             category, reason = parse_category(text)
             ok = category in passing
-            return _Vote(ok, 1.0 if ok else 0.0, reason, category)
+            return Vote(ok, 1.0 if ok else 0.0, reason, category)
 
         decision = await self._decide(ctx, "factuality", "facts consistent with the reference", {"expected": expected}, interpret)
         verdict = self._combine(ctx, [decision], what="factuality")
@@ -411,7 +400,7 @@ class Judge:
                 raise JudgeError(f"the judge call timed out after {inst.timeout_s:g}s") from None
             except TargetError as exc:
                 raise JudgeError(f"the judge call failed: {exc}") from None
-            except Exception as exc:
+            except Exception as exc:  # the judge target's own exception (a Python judge): this assertion's error, not the run's
                 first = (str(exc).strip().splitlines() or [""])[0]
                 raise JudgeError(f"the judge call failed: {type(exc).__name__}" + (f": {first}" if first else "")) from None
         call = _Call(
@@ -436,7 +425,7 @@ class Judge:
         """
         return await self._call(ctx, prompt, sample, dict(meta or {}))
 
-    async def _decide(self, ctx: Any, kind: str, criterion: str, extra: dict[str, Any], interpret: Callable[[str], _Vote]) -> _Decision:
+    async def _decide(self, ctx: Any, kind: str, criterion: str, extra: dict[str, Any], interpret: Callable[[str], Vote]) -> _Decision:
         """Ask ``samples`` times and take the majority; see :meth:`_majority`."""
         decision = _Decision(criterion)
         settings = ctx.judge_settings
@@ -449,7 +438,7 @@ class Judge:
         n = max(1, int(settings.get("samples") or 1))
         meta = {"kind": kind, "criterion": criterion, "output": ctx.output.text, "expected": extra.get("expected", ctx.case.expected)}
 
-        async def one(i: int) -> tuple[_Call | None, _Vote | JudgeError]:
+        async def one(i: int) -> tuple[_Call | None, Vote | JudgeError]:
             try:
                 call = await self._call(ctx, prompt, i, meta)
             except _CallFailed as exc:
@@ -470,7 +459,7 @@ class Judge:
         return self._majority(decision, [outcome for _, outcome in answers], n)
 
     @staticmethod
-    def _majority(decision: _Decision, outcomes: list[_Vote | JudgeError], n: int) -> _Decision:
+    def _majority(decision: _Decision, outcomes: list[Vote | JudgeError], n: int) -> _Decision:
         """Majority of the readable samples; ties fail; too many unreadable samples is an error.
 
         A sample that errors is not a vote. When more than half of the samples
@@ -479,10 +468,10 @@ class Judge:
         majority of the votes, so a tie fails: the judge could not agree that
         the output passes. The score is the median of the votes' scores.
         """
-        votes = [o for o in outcomes if isinstance(o, _Vote)]
+        votes = [o for o in outcomes if isinstance(o, Vote)]
         errors = [o for o in outcomes if isinstance(o, JudgeError)]
         for o in outcomes:
-            if isinstance(o, _Vote):
+            if isinstance(o, Vote):
                 decision.votes.append(
                     {"passed": o.passed, "score": o.score, "reason": o.reason, **({"category": o.category} if o.category else {})}
                 )
@@ -604,7 +593,7 @@ class Judge:
                 raise JudgeError(f"the embedding call failed: {exc}") from None
             except JudgeError:
                 raise
-            except Exception as exc:
+            except Exception as exc:  # the embedding target's own exception: this assertion's error, not the run's
                 raise JudgeError(f"the embedding call failed: {type(exc).__name__}: {exc}") from None
         if not isinstance(vector, list) or not vector or not all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in vector):
             raise JudgeError(f"target {spec.get('id')!r} returned no embedding (a list of numbers)")
@@ -654,12 +643,6 @@ class _CallFailed(JudgeError):
         self.call = call
 
 
-def _threshold(threshold: float | None, settings: dict[str, Any]) -> float:
-    if threshold is not None:
-        return float(threshold)
-    return float(settings.get("threshold", DEFAULT_THRESHOLD))
-
-
 def _judge_name(ref: Any) -> str:
     if isinstance(ref, dict):
         return str(ref.get("id") or f"{ref.get('provider', ref.get('type'))}/{ref.get('model', '')}".rstrip("/"))
@@ -687,3 +670,16 @@ def _cosine(a: list[float], b: list[float]) -> float:
     if not na or not nb:
         raise JudgeError("an embedding is all zeros")
     return sum(x * y for x, y in zip(a, b)) / (na * nb)
+
+
+def run_judge(config: Any, plan: Any, ctx: Any, overrides: Overrides | None, target_ids: list[str]) -> Judge:
+    """A run's judge client (lazy: it starts a judge target on first use), bias-checked once up front.
+
+    The local run and the Ray driver make it the same way: ``config`` and ``plan`` are the run's, ``ctx`` its
+    :class:`evalx.targets.RunContext`, ``target_ids`` the targets that have cells to run.
+    """
+    specs = {t["id"]: t for t in config.targets}
+    specs.update({t["id"]: t for t in plan.target_specs})  # matrix-expanded specs win
+    judge = Judge(ctx, targets=specs, defaults=config.defaults, overrides=overrides, settings=dict(config.data.get("judge") or {}))
+    judge.check_self_grading(graded_target_ids(plan.graded_targets(), config.global_asserts, target_ids))
+    return judge

@@ -33,12 +33,47 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from evalx.errors import JudgeError
 
-__all__ = ["FACTUALITY_CATEGORIES", "PREFERENCES", "parse_category", "parse_preference", "parse_verdict", "read_verdict"]
+__all__ = [
+    "DEFAULT_THRESHOLD",
+    "FACTUALITY_CATEGORIES",
+    "NO_JUDGE",
+    "PREFERENCES",
+    "Vote",
+    "parse_category",
+    "parse_preference",
+    "parse_verdict",
+    "pass_mark",
+    "read_verdict",
+]
+
+#: the score a judged assertion passes at, unless the assertion or the ``judge:`` settings give a ``threshold``
+DEFAULT_THRESHOLD = 0.8
+#: the reason of a judged assertion's inconclusive verdict in a run without a judge
+NO_JUDGE = "no judge configured"
+
+
+@dataclass
+class Vote:
+    """What one sample's reply reads as: passed or not, its score and reason (and a factuality category)."""
+
+    passed: bool
+    score: float
+    reason: str
+    category: str | None = None
+
+
+def pass_mark(threshold: float | None, settings: Mapping[str, Any]) -> float:
+    """The score to reach: the assertion's ``threshold``, else the ``judge:`` settings', else :data:`DEFAULT_THRESHOLD`."""
+    if threshold is not None:
+        return float(threshold)
+    return float(settings.get("threshold", DEFAULT_THRESHOLD))
+
 
 #: factuality classes, after promptfoo / OpenAI evals' "fact" grader (A–E)
 FACTUALITY_CATEGORIES = ("subset", "superset", "same", "disagrees", "immaterial")

@@ -78,7 +78,6 @@ from typing import Any, cast
 import jinja2
 from markupsafe import Markup
 
-from evalx import __version__
 from evalx.display import BODY_CHARS, escape, show_id
 from evalx.errors import writing
 from evalx.figures import ci as _ci
@@ -96,6 +95,7 @@ from evalx.reports.text import cost_gaps, pooled_footnote, tokens_shown
 from evalx.results.model import STATUSES, AssertionRecord, BaselineView, CellResult, GroupFigures, RunSummary, TargetFigures
 from evalx.results.reviews import reviews_line
 from evalx.results.store import read_results
+from evalx.version import __version__
 
 __all__ = ["MAX_CELLS", "HtmlStream", "Sampling", "clean_text", "embed_json", "write_html"]
 

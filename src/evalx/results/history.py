@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
 from evalx.display import one_line
-from evalx.errors import EvalxError
+from evalx.errors import RunNotFound
 from evalx.figures import ms as _ms
 from evalx.figures import pct as _pct
 from evalx.figures import usd as _usd
@@ -25,10 +25,6 @@ if TYPE_CHECKING:
 __all__ = ["RunInfo", "RunNotFound", "format_runs", "list_runs", "read_run", "resolve_run"]
 
 LATEST = "latest"
-
-
-class RunNotFound(EvalxError):
-    """A RUN argument names no stored run."""
 
 
 @dataclass

@@ -19,8 +19,8 @@ from __future__ import annotations
 import datetime as _dt
 import getpass
 import json
+import logging
 import os
-import sys
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -41,6 +41,8 @@ __all__ = [
     "summary_is_current",
     "unreviewed",
 ]
+
+log = logging.getLogger(__name__)
 
 REVIEWS = "reviews.jsonl"
 VERDICTS = ("pass", "fail")
@@ -128,7 +130,7 @@ def load_marks(run_dir: Path, *, warn: bool = True) -> Marks:
     if warn and marks.bad_lines and (key, *stamp) not in _WARNED:
         _WARNED.add((key, *stamp))
         shown = ", ".join(str(n) for n in marks.bad_lines[:5]) + (" ..." if len(marks.bad_lines) > 5 else "")
-        print(f"evalx: warning: {path}: {len(marks.bad_lines)} unreadable review line(s) skipped (line {shown})", file=sys.stderr)
+        log.warning(f"{path}: {len(marks.bad_lines)} unreadable review line(s) skipped (line {shown})")
     return marks
 
 
@@ -201,7 +203,7 @@ def default_reviewer() -> str:
     """The OS user's name (the reviewer when none is given)."""
     try:
         return getpass.getuser()
-    except Exception:  # no user name in this environment (a container without /etc/passwd entry)
+    except (OSError, KeyError, ImportError):  # no user name here (a container without an /etc/passwd entry; no pwd module)
         return os.environ.get("USER") or "unknown"
 
 

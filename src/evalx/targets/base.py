@@ -70,7 +70,7 @@ async def close_all(targets: Iterable[Target]) -> None:
     for target in targets:
         try:
             await target.aclose()
-        except Exception:
+        except Exception:  # a target's own close (a user's plugin target, a server gone): never the run's outcome
             pass
 
 

@@ -32,6 +32,8 @@ from jinja2 import ChainableUndefined, StrictUndefined, TemplateError, TemplateS
 from evalx import regexes
 from evalx.documents import KeyPath, Loaded, SchemaValidator, format_path, load_yaml
 from evalx.errors import ConfigError, Issue
+from evalx.errors import DefinitionError as DefinitionError  # defined in errors.py, imported from here too
+from evalx.errors import UnknownProvider as UnknownProvider
 from evalx.shipped import data_dir
 from evalx.templates import BoundedSandbox, sandbox
 
@@ -287,18 +289,6 @@ def _make_env(undefined: type[Undefined]) -> BoundedSandbox:
 _REQUEST_ENV = _make_env(StrictUndefined)
 # response expressions: a missing field is None (a response without tool calls is normal)
 _RESPONSE_ENV = _make_env(ChainableUndefined)
-
-
-class UnknownProvider(ConfigError):
-    """No definition has this name; ``reason`` is the message without a location."""
-
-    def __init__(self, reason: str) -> None:
-        super().__init__(reason)
-        self.reason = reason
-
-
-class DefinitionError(ValueError):
-    """A definition template failed at run time; ``where`` names FILE:LINE key.path."""
 
 
 # --- the definition -----------------------------------------------------------
@@ -760,6 +750,15 @@ def _strip_braces(source: str) -> str:
     if s.startswith("{{") and s.endswith("}}") and s.count("{{") == 1:
         return s[2:-2].strip()
     return s
+
+
+def plain_path(source: str) -> tuple[str, tuple[str | int, ...]] | None:
+    """``(name, steps)`` of a response expression that is a plain path (``response.choices[0].message.content or ""``:
+    a name, ``.field`` and ``[N]`` steps, an optional ``or`` literal), else None."""
+    m = _PATH_EXPR.fullmatch(_strip_braces(source))
+    if m is None:
+        return None
+    return m.group(1), tuple(key if key else int(index) for key, index in _STEP.findall(m.group(2)))
 
 
 #: values :func:`_plain` gives back as they are

@@ -59,7 +59,7 @@ import json
 import time
 from typing import Any
 
-from evalx.errors import TargetError, TargetProtocolError
+from evalx.errors import EngineRateLimited, TargetError, TargetProtocolError
 from evalx.figures import finite
 from evalx.models import Cell, ToolCall, Trajectory, Usage, token_count, usd_amount
 from evalx.targets.base import RunContext, task_id, template_context
@@ -77,10 +77,6 @@ MAX_EVENT_CHARS = 1_000_000
 #: error codes retried like an HTTP 429 (when no text has been streamed yet)
 RATE_LIMIT_CODES = frozenset({"LLM_RATE_LIMITED", "RATE_LIMITED", "RATE_LIMIT_EXCEEDED", "TOO_MANY_REQUESTS"})
 KEY_HEADER = "X-Engine-Key"
-
-
-class EngineRateLimited(TargetError):
-    """The engine reported an ``LLM_RATE_LIMITED`` error event."""
 
 
 class EngineTarget:

@@ -43,22 +43,12 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any, NamedTuple
 
-from evalx.errors import ConfigError, Issue, TargetError, TargetProtocolError, TargetTimeout
+from evalx.errors import ConfigError, DefinitionError, Issue, StreamErrorEvent, TargetError, TargetProtocolError, TargetTimeout
 from evalx.models import Cell, ToolCall, Trajectory, Usage, json_text_is_clean, token_count, vouch_clean
 from evalx.redaction import SECRET_KEYS, harmless_header, looks_secret_name
 from evalx.targets.base import RunContext, template_context
-from evalx.targets.definitions import (
-    _PATH_EXPR,
-    _STEP,
-    DefinitionError,
-    Price,
-    ProviderDefinition,
-    _strip_braces,
-    find_provider,
-    stream_requested,
-    target_problems,
-)
-from evalx.targets.provider_stream import StreamAssembler, StreamErrorEvent, carries_error
+from evalx.targets.definitions import Price, ProviderDefinition, find_provider, plain_path, stream_requested, target_problems
+from evalx.targets.provider_stream import StreamAssembler, carries_error
 from evalx.targets.settings import TargetSettings
 from evalx.targets.transport.http import (
     Backoff,
@@ -703,13 +693,7 @@ class _Readers(NamedTuple):
 
 def _text_path(source: Any) -> tuple[str, tuple[str | int, ...]] | None:
     """``(name, steps)`` of a text expression that is a plain path (with an optional ``or`` literal), else None."""
-    if not isinstance(source, str):
-        return None
-    m = _PATH_EXPR.fullmatch(_strip_braces(source))
-    if m is None:
-        return None
-    steps: tuple[str | int, ...] = tuple(key if key else int(index) for key, index in _STEP.findall(m.group(2)))
-    return m.group(1), steps
+    return plain_path(source) if isinstance(source, str) else None
 
 
 def _no_answer(read: _Readers, scope: dict[str, Any], stop: Any) -> bool:

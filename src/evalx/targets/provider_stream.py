@@ -33,9 +33,9 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from evalx.errors import TargetError, TargetProtocolError
+from evalx.errors import DefinitionError, StreamErrorEvent, TargetProtocolError
 from evalx.models import ToolCall, token_count
-from evalx.targets.definitions import DefinitionError, ProviderDefinition, StreamSpec
+from evalx.targets.definitions import ProviderDefinition, StreamSpec
 from evalx.targets.transport.sse import ServerSentEvent
 
 __all__ = ["StreamAssembler", "StreamErrorEvent", "carries_error"]
@@ -54,10 +54,6 @@ def carries_error(body: dict[str, Any]) -> bool:
         or body.get("type") == "error"
         or body.get("object") == "error"
     )
-
-
-class StreamErrorEvent(TargetError):
-    """The stream sent an error event: the server's message, retryable only before any answer."""
 
 
 @dataclass(slots=True)

@@ -41,6 +41,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from evalx.errors import EvalxError
+
 __all__ = ["MAX_STUCK", "RAMP_S", "Raised", "SyncRunner"]
 
 #: how long queued work may wait for a busy thread before another thread is woken
@@ -65,7 +67,7 @@ def _cpu_of(tid: int) -> int:
         return -1
 
 
-class Raised(Exception):
+class Raised(EvalxError):
     """A call ended in a ``BaseException`` that is not an ``Exception`` (``sys.exit()``, ``GeneratorExit``...).
 
     Set on the call's future in its place: a ``GeneratorExit`` thrown into the
@@ -173,7 +175,7 @@ class SyncRunner:
             started = time.perf_counter()
             try:
                 outcome: tuple[asyncio.Future[Any], bool, Any] = (future, True, fn())
-            except Exception as exc:
+            except Exception as exc:  # the user's call failed: its awaiting cell raises it
                 outcome = (future, False, exc)
             except BaseException as exc:  # SystemExit, GeneratorExit...: never thrown into the awaiting coroutine as such
                 outcome = (future, False, Raised(exc))

@@ -18,11 +18,11 @@ from urllib.parse import urlencode
 
 from markupsafe import Markup, escape
 
-from evalx import __version__
 from evalx.figures import ms as _ms
 from evalx.figures import pct as _pct
 from evalx.figures import usd as _usd
 from evalx.reports import charts
+from evalx.version import __version__
 from evalx.viewer.index import CaseRow, History, RunIndex
 
 __all__ = [
