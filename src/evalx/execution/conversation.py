@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any, cast
 from evalx.assertions import cell_status, evaluate_case
 from evalx.assertions.evaluate import MIN_CHECK_TIME_S
 from evalx.deadline import Deadline, HeldTheLoop, within
-from evalx.execution import turn_cache
+from evalx.execution import cells, turn_cache
 from evalx.execution.turns import Turn, TurnFailed, reply_messages, take_turn
 from evalx.models import Cell, ToolCall, Trajectory, Usage
 from evalx.results.model import AssertionRecord, CellOutput, CellResult, cell_result
@@ -39,14 +39,12 @@ __all__ = ["run_conversation"]
 
 async def run_conversation(executor: Executor, plan: TargetPlan, cell: Cell) -> CellResult:
     """The result of a conversation cell (``cell.case.turns`` is set): every turn run, checked and recorded."""
-    from evalx.execution import executor as ex  # its deadlines and helpers; it imports this module only when needed
-
     run, target, case = executor.run, plan.target, cell.case
     turns_spec = case.turns or []
     sim = _simulation(executor, cell)  # None unless the case has simulate:
     if plan.pacer is not None:
         await plan.pacer()  # one turn of the rate limit for the cell, as a one-shot cell takes
-    started_at = ex._started_at()
+    started_at = cells.started_at()
     t0 = time.perf_counter()
     task = asyncio.current_task()
     done: list[Turn] = []
@@ -58,7 +56,7 @@ async def run_conversation(executor: Executor, plan: TargetPlan, cell: Cell) -> 
     if converse is None:
         error = f"conversations (turns:) are not supported by {target.type} targets (target {target.id!r})"
     else:
-        cancels = ex._cancels(task)
+        cancels = cells.cancels(task)
         converse = turn_cache.per_turn(executor, plan, converse)  # each turn looked up first (stateless targets)
         whole = turn_cache.whole_key(executor, plan, cell)  # an engine's conversation, cached whole with cache: true
         talk = (
@@ -81,7 +79,7 @@ async def run_conversation(executor: Executor, plan: TargetPlan, cell: Cell) -> 
             error = f"turn {n}: {reason}"
             done.append(Turn(_pending(turns_spec, n, sim), Trajectory(error=reason), None))
         except asyncio.CancelledError:
-            if cancels is None or ex._cancels(task) != cancels:
+            if cancels is None or cells.cancels(task) != cancels:
                 raise  # the run is interrupted
             n = len(done) + 1
             error, tb = f"turn {n}: CancelledError raised by the target", traceback.format_exc()
@@ -123,7 +121,7 @@ async def run_conversation(executor: Executor, plan: TargetPlan, cell: Cell) -> 
     result = cell_result(
         run.run_id, cell.index, target.id, target.type, case, cell.dataset, cell.repeat,
         status, score, assertions, cast(CellOutput, output), final.latency_ms, final.ttft_ms, final.cost_usd,
-        ex._judge_cost(assertions), bool(done) and error is None and all(t.traj.cached for t in done), error, tb, started_at,
+        cells.judge_cost(assertions), bool(done) and error is None and all(t.traj.cached for t in done), error, tb, started_at,
     )  # fmt: skip
     result["turns"] = records
     if sim is not None:

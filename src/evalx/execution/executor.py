@@ -20,13 +20,13 @@ import time
 import traceback
 from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
 from typing import Any, Protocol, cast
 
 from evalx.assertions import AssertionContext, Grader, cell_status, evaluate_case
 from evalx.assertions.evaluate import MIN_CHECK_TIME_S
 from evalx.deadline import Deadline, HeldTheLoop, within
-from evalx.errors import TargetError
+from evalx.errors import TargetError, one_line
+from evalx.execution import cells
 from evalx.models import Cell, Trajectory, safe_trajectory
 from evalx.results.model import AssertionRecord, CellOutput, CellResult, cell_result, not_run
 from evalx.targets import RunContext, Target, TargetSettings
@@ -134,21 +134,21 @@ class Executor:
         if hit is None and plan.pacer is not None:
             await plan.pacer()  # the target's rate limit: waiting for a turn is not the cell's time
         # the cell starts now: its timeout and latency count from here
-        started_at = _started_at()
+        started_at = cells.started_at()
         t0 = time.perf_counter()
         deadline = Deadline(plan.settings.timeout_s)
         live = self.live
         live[deadline] = None  # the watchdog stops the cell if it holds the event loop past its deadline
         try:
             if hit is not None:
-                traj = _from_cache(hit, target)
+                traj = cells.from_cache(hit, target)
             else:
                 traj = await self._call(target, cell, deadline)
             latency = (time.perf_counter() - t0) * 1000.0
             if traj.latency_ms is None:
                 traj.latency_ms = round(latency, 3)
             if cache is not None and cache_key and hit is None and traj.error is None:  # errors are never cached
-                cache.put(cache_key, cache_entry(traj, self.run))
+                cache.put(cache_key, cells.cache_entry(traj, self.run))
             asserts = [*self.global_asserts, *cell.case.asserts]
             assertions: list[AssertionRecord] = []
             if traj.error is None:
@@ -164,7 +164,7 @@ class Executor:
             del live[deadline]
         self.stats.cells_by_target[target.id] = self.stats.cells_by_target.get(target.id, 0) + 1
         status, score = cell_status(assertions, threshold=cell.case.threshold, target_error=traj.error)
-        judge_cost = _judge_cost(assertions)
+        judge_cost = cells.judge_cost(assertions)
         output = traj.to_dict()
         tb = output.pop("traceback", None)
         cached = bool(output.pop("cached", False))
@@ -182,7 +182,7 @@ class Executor:
     async def _call(self, target: Target, cell: Cell, deadline: Deadline) -> Trajectory:
         """The target's answer for ``cell`` under its deadline; whatever goes wrong is the trajectory's error."""
         task = asyncio.current_task()  # the worker's: its cell's timeout and cancels
-        cancels = _cancels(task)  # this task's cancel requests before the call: more after it means a real cancel
+        cancels = cells.cancels(task)  # this task's cancel requests before the call: more after it means a real cancel
         try:
             traj = await within(deadline, target.invoke(cell, self.run))
         except (TimeoutError, asyncio.TimeoutError) as exc:  # the deadline's timer, or the watchdog (TargetHeldTheLoop)
@@ -193,14 +193,14 @@ class Executor:
         except TargetError as exc:
             traj = Trajectory(error=str(exc))
         except asyncio.CancelledError as exc:
-            if cancels is None or _cancels(task) != cancels:
+            if cancels is None or cells.cancels(task) != cancels:
                 raise  # the run is interrupted (Ctrl-C, SIGTERM): not this cell's doing
             # nobody cancelled this task: the target raised CancelledError itself (or let an inner task's escape)
             traj = Trajectory(
-                error=f"{_one_line(exc)} raised by the target (no cancel of the cell or the run)", traceback=traceback.format_exc()
+                error=f"{one_line(exc)} raised by the target (no cancel of the cell or the run)", traceback=traceback.format_exc()
             )
         except BaseException as exc:  # SystemExit, KeyboardInterrupt, GeneratorExit...: the target's, so the cell's error
-            traj = Trajectory(error=_one_line(exc), traceback=traceback.format_exc())
+            traj = Trajectory(error=one_line(exc), traceback=traceback.format_exc())
         try:  # a lone surrogate from outside stops here, before results, cache and reports
             return safe_trajectory(traj)
         except ValueError as exc:  # a value that contains itself: it could never be written
@@ -238,60 +238,3 @@ class Executor:
 
 #: cells a worker runs before it lets the event loop turn (when nothing it awaited made it wait meanwhile)
 YIELD_EVERY = 64
-
-
-class _Stamp:
-    """``datetime.now(timezone.utc).isoformat(timespec="milliseconds")``, the date and time up to the second made once a second."""
-
-    __slots__ = ("prefix", "second")
-
-    def __init__(self) -> None:
-        self.second, self.prefix = -1, ""
-
-    def __call__(self) -> str:
-        us = round(time.time() * 1_000_000)
-        second, us = divmod(us, 1_000_000)
-        if second != self.second:
-            self.second, self.prefix = second, datetime.fromtimestamp(second, timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.")
-        return f"{self.prefix}{us // 1000:03d}+00:00"
-
-
-#: a cell's ``started_at``
-_started_at = _Stamp()
-
-
-def _cancels(task: asyncio.Task[Any] | None) -> int | None:
-    """How many cancel requests ``task`` (the current one) has pending (``Task.cancelling``); None where Python cannot tell (3.10)."""
-    counter = getattr(task, "cancelling", None)
-    return counter() if counter is not None else None
-
-
-def cache_entry(traj: Trajectory, run: RunContext) -> dict[str, Any]:
-    """What the response cache stores of an answer: the trajectory without its traceback or cached flag, secrets masked."""
-    stored = traj.to_dict()
-    stored.pop("traceback", None)
-    stored.pop("cached", None)
-    return run.redactor.obj(stored) if run.redactor else stored
-
-
-def _from_cache(stored: dict[str, Any], target: Target) -> Trajectory:
-    traj = Trajectory.from_dict(stored)
-    traj.cached = True
-    restore = getattr(target, "restore_cached", None)
-    if restore is not None:
-        restore(traj)
-    return traj
-
-
-def _one_line(exc: BaseException) -> str:
-    try:
-        text = str(exc).strip().splitlines()
-    except Exception:  # an exception whose __str__ raises: its type says enough
-        text = []
-    first = text[0] if text else ""
-    return f"{type(exc).__name__}: {first}" if first else type(exc).__name__
-
-
-def _judge_cost(assertions: list[AssertionRecord]) -> float | None:
-    costs = [d["cost_usd"] for a in assertions if (d := a.get("details")) and d.get("cost_usd") is not None]
-    return round(sum(costs), 8) if costs else None

@@ -86,7 +86,7 @@ def store_whole(executor: Executor, key: str, trajs: list[Trajectory]) -> None:
     cache, run = executor.run.cache, executor.run
     if cache is None or any(t.error is not None for t in trajs):
         return
-    from evalx.execution.executor import cache_entry
+    from evalx.execution.cells import cache_entry
 
     cache.put(key, {"turns": [cache_entry(t, run) for t in trajs]})
 
@@ -108,12 +108,12 @@ def _turn_key(executor: Executor, plan: TargetPlan, cell: Cell, run: RunContext,
 
 
 def _put(cache: ResponseCache, key: str, traj: Trajectory, run: RunContext) -> None:
-    from evalx.execution.executor import cache_entry
+    from evalx.execution.cells import cache_entry
 
     cache.put(key, cache_entry(traj, run))
 
 
 def _replayed(stored: dict[str, Any], plan: TargetPlan) -> Trajectory:
-    from evalx.execution.executor import _from_cache
+    from evalx.execution.cells import from_cache
 
-    return _from_cache(stored, plan.target)
+    return from_cache(stored, plan.target)

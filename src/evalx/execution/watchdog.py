@@ -28,8 +28,8 @@ from __future__ import annotations
 
 import asyncio
 import ctypes
+import logging
 import signal
-import sys
 import threading
 import time
 from collections.abc import Mapping
@@ -37,6 +37,8 @@ from types import TracebackType
 from typing import Any
 
 from evalx.deadline import Deadline, HeldTheLoop
+
+log = logging.getLogger(__name__)
 
 __all__ = ["GRACE_S", "TargetHeldTheLoop", "Watchdog"]
 
@@ -119,10 +121,8 @@ class Watchdog:
                 continue
             last = (stuck, now)
             self.stopped_cells += 1
-            print(
-                f"evalx: warning: an async target or a check held the event loop {self.grace_s:g}s past its cell's timeout "
-                "(it never awaits): stopping that cell",
-                file=sys.stderr,
+            log.warning(
+                f"an async target or a check held the event loop {self.grace_s:g}s past its cell's timeout (it never awaits): stopping that cell"
             )
             ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(self._thread_id), ctypes.py_object(HeldTheLoop))
 

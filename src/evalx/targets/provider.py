@@ -55,11 +55,11 @@ from evalx.targets.transport.http import (
     HttpClient,
     HttpResponse,
     StreamResponse,
-    _snippet,
     classify_status,
     parse_retry_after,
     retry_after_from,
     shown_url,
+    snippet,
 )
 from evalx.targets.transport.ratelimit import RateLimiter
 from evalx.targets.transport.sse import SSEDecoder
@@ -573,7 +573,7 @@ class ProviderTarget:
         if not text and not calls and _no_answer(read, scope, stop):
             raise TargetProtocolError(
                 f"{shown_url(resp.url or self.url)} answered HTTP {resp.status} without an answer"
-                f" ({d.where('response', 'text')} found nothing): {self._safe(_snippet(resp.text)) or '(empty)'}"
+                f" ({d.where('response', 'text')} found nothing): {self._safe(snippet(resp.text)) or '(empty)'}"
             )
 
         input_tokens = self._tokens(scope, "input_tokens", read.input_tokens)
@@ -658,7 +658,7 @@ class ProviderTarget:
                 value = None
             if value is not None:
                 message = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
-        message = _one_line(message) if message else _snippet(resp.text)
+        message = _one_line(message) if message else snippet(resp.text)
         if self._redact is not None:
             message = self._redact(message)
         detail = f": {message}" if message else ""

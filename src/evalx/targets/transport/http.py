@@ -95,6 +95,7 @@ __all__ = [
     "retry_after_from",
     "retrying",
     "shown_url",
+    "snippet",
 ]
 
 T = TypeVar("T")
@@ -172,7 +173,7 @@ def retry_after_from(headers: Mapping[str, str] | None) -> float | None:
 # ------------------------------------------------------------------ errors
 
 
-def _snippet(body: str | bytes | None) -> str:
+def snippet(body: str | bytes | None) -> str:
     """A short one-line quote of an error body, preferring a JSON error message."""
     if body is None:
         return ""
@@ -213,7 +214,7 @@ def classify_status(
         what = "unauthorized" if status == 401 else "forbidden"
         return TargetError(f"HTTP {status} {what} from {url}: the API key is wrong or missing (check {key_hint})")
     url = shown_url(url)
-    quote = _snippet(body)
+    quote = snippet(body)
     detail = f": {quote}" if quote else ""
     if status == 429:
         return TargetError(f"HTTP 429 rate limited by {url}{detail}", retryable=True, retry_after=retry_after_from(headers))
@@ -370,7 +371,7 @@ class HttpResponse:
     def json_body(self) -> Any:
         """The parsed JSON, or a TargetProtocolError saying the body is not JSON."""
         if self.json is None:
-            raise TargetProtocolError(f"{shown_url(self.url)} answered with a body that is not JSON: {_snippet(self.text) or '(empty)'}")
+            raise TargetProtocolError(f"{shown_url(self.url)} answered with a body that is not JSON: {snippet(self.text) or '(empty)'}")
         return self.json
 
 
