@@ -8,11 +8,12 @@ each naming ``FILE:LINE key.path``.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import os
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from evalx.assertions.registry import check_entry_point_plugins
 from evalx.config.files import FileValue, resolve_file_keys
@@ -34,6 +35,9 @@ from evalx.redaction import Redactor, looks_secret_name
 from evalx.templates import use_folder
 from evalx.usercode import resolve_callable
 
+if TYPE_CHECKING:
+    from evalx.config.model import EvalConfig
+
 #: built-in values of the run-wide ``defaults:`` keys; the target settings' (concurrency, timeout_s,
 #: retries...) live in :class:`evalx.targets.TargetSettings`, resolved by :func:`evalx.targets.resolve_settings`
 DEFAULTS: dict[str, Any] = {"repeat": 1}
@@ -52,7 +56,15 @@ class Config:
 
     @property
     def data(self) -> dict[str, Any]:
+        """The config as a mapping, after ``${VAR}`` interpolation; readers not yet moved to :attr:`typed` use it."""
         return self.loaded.data  # type: ignore[no-any-return]
+
+    @functools.cached_property
+    def typed(self) -> EvalConfig:
+        """The config as typed records (:mod:`evalx.config.model`), built on first use from what the schema accepted."""
+        from evalx.config.model import eval_config
+
+        return eval_config(self.data)
 
     @property
     def base_dir(self) -> Path:
