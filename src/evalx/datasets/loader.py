@@ -26,6 +26,7 @@ from evalx.assertions.registry import generation
 from evalx.datasets.context import CONTEXT_PROPERTIES, ContextFileError, ContextFiles, from_column
 from evalx.datasets.fields import UNKNOWN_FIELD_HINT, Shape
 from evalx.datasets.shorthands import SHORTHAND_PROPERTIES, KeyPath, expand, unknown_field
+from evalx.datasets.spec import DatasetSpec, dataset_spec
 from evalx.datasets.split import Part, halves, in_child
 from evalx.datasets.table import CaseTable
 from evalx.documents import DocumentError, SchemaValidator, describe_schema_error, did_you_mean, load_json, load_yaml
@@ -218,7 +219,7 @@ class _MappedRaw(_Raw):
 
 
 def load_dataset(
-    spec: dict[str, Any],
+    entry: DatasetSpec | Mapping[str, Any],
     *,
     base_dir: Path,
     config_file: str = "evalconfig.yaml",
@@ -237,16 +238,18 @@ def load_dataset(
     With ``check_imports``, the callable of each ``python`` assertion must
     import (:mod:`evalx.usercode`, relative to ``base_dir``). With ``target_ids`` (the
     config's), a case's ``simulate.target`` must be one of them.
+    ``entry`` is the typed record (a mapping the schema accepted is read into one).
     Raises :class:`DatasetError` listing every problem found.
     """
+    spec = dataset_spec(entry)
     positions = positions or {}
-    dataset_id = str(spec.get("id", ""))
+    dataset_id = spec.id
     errors = _Errors()
 
     def config_line(sub: KeyPath) -> int | None:
         return positions.get(path_prefix + sub, line)
 
-    raw_defaults = spec.get("defaults") or {}
+    raw_defaults = spec.defaults or {}
     defaults_raw = _Raw(
         raw_defaults, config_file, path_prefix + ("defaults",), config_line(("defaults",)), path_prefix + ("defaults",), positions
     )
@@ -260,10 +263,10 @@ def load_dataset(
     defaults = {k: v for k, v in raw_defaults.items() if k != "assert"}
     default_asserts: list[dict[str, Any]] = list(raw_defaults.get("assert") or [])
 
-    shape = Shape.of(spec, CASE_FIELDS)
+    shape = Shape.of(spec.fields, spec.extra, CASE_FIELDS)
     fill = _Fill(
         dataset_id,
-        spec.get("targets"),
+        None if spec.targets is None else list(spec.targets),
         defaults,
         default_asserts,
         callables,
@@ -271,20 +274,20 @@ def load_dataset(
         None if target_ids is None else tuple(target_ids),
         ContextFiles(base_dir, config_file),
     )
-    if shape is None and "path" in spec and "cases" not in spec:
-        halves = _halves_of(base_dir / str(spec["path"]))
+    if shape is None and spec.path is not None and spec.cases is None:
+        halves = _halves_of(base_dir / spec.path)
         if halves is not None:
-            table = _read_in_halves(halves, str(spec["path"]), base_dir, config_file, config_line(("path",)), path_prefix, fill)
+            table = _read_in_halves(halves, spec.path, base_dir, config_file, config_line(("path",)), path_prefix, fill)
             if table is not None:
                 return table
     raws: Iterable[_Raw]
-    if "cases" in spec:
+    if spec.cases is not None:
         raws = [
             _Raw(data, config_file, path_prefix + ("cases", i), config_line(("cases", i)), path_prefix + ("cases", i), positions)
-            for i, data in enumerate(spec["cases"] or [])
+            for i, data in enumerate(spec.cases)
         ]
-    elif "path" in spec:
-        raws = _read_path(str(spec["path"]), base_dir, errors, config_file, config_line(("path",)), path_prefix, shape)
+    elif spec.path is not None:
+        raws = _read_path(spec.path, base_dir, errors, config_file, config_line(("path",)), path_prefix, shape)
     else:
         errors.add(config_file, line, path_prefix, "a dataset needs 'path' or 'cases'")
         raws = []
