@@ -88,6 +88,7 @@ _PRIMITIVES: dict[Any, dict[str, Any]] = {
     float: {"type": "number"},
     bool: {"type": "boolean"},
     Any: {},
+    object: {},
     type(None): {"type": "null"},
 }
 
@@ -255,6 +256,6 @@ def _convert(hint: Any, value: Any) -> Any:
     if origin in (tuple, list, Sequence) and isinstance(value, list | tuple):
         item = args[0] if args else Any
         return tuple(_convert(item, v) for v in value)
-    if origin in (dict, Mapping) and isinstance(value, Mapping) and len(args) == 2 and _split(args[1])[0] is not Any:
+    if origin in (dict, Mapping) and isinstance(value, Mapping) and len(args) == 2 and _split(args[1])[0] not in (Any, object):
         return {k: _convert(args[1], v) for k, v in value.items()}
     return value

@@ -29,7 +29,7 @@ class AssertionSpec:
     #: a model-graded type's settings over the config's ``judge:`` (only those types accept the key)
     judge: Annotated[Mapping[str, Any] | None, Schema(ref="judge_override")] = None
     #: the type's own parameters (its function's keyword-only parameters), by config key
-    params: Annotated[Mapping[str, Any], Schema(rest=True)] = field(default_factory=dict)
+    params: Annotated[Mapping[str, object], Schema(rest=True)] = field(default_factory=dict)
 
 
 def assertion_spec(entry: Mapping[str, Any] | AssertionSpec) -> AssertionSpec:

@@ -53,8 +53,8 @@ class Matrix:
         Mapping[str, tuple[Any, ...]] | None,
         Schema(description="Axes: model sets a provider target's model, any other name params[name]."),
     ] = None
-    include: tuple[Mapping[str, Any], ...] | None = None
-    exclude: tuple[Mapping[str, Any], ...] | None = None
+    include: tuple[Mapping[str, object], ...] | None = None
+    exclude: tuple[Mapping[str, object], ...] | None = None
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -91,7 +91,7 @@ class EvalConfig:
     name: str | None = None
     description: str | None = None
     defaults: Defaults = field(default_factory=Defaults)
-    vars: Annotated[Mapping[str, Any], Schema(description="Values available to every template as `vars`.")] = field(default_factory=dict)
+    vars: Annotated[Mapping[str, object], Schema(description="Values available to every template as `vars`.")] = field(default_factory=dict)
     secrets: Annotated[tuple[str, ...], Schema(description="Env vars whose values are redacted everywhere.")] = ()
     plugins: Annotated[
         tuple[Annotated[str, Schema(minLength=1)], ...],

@@ -261,7 +261,8 @@ def load_dataset(
         callables.check(raw_defaults.get("assert"), defaults_raw, errors)
     errors.raise_if_any()
     defaults = {k: v for k, v in raw_defaults.items() if k != "assert"}
-    default_asserts: list[dict[str, Any]] = list(raw_defaults.get("assert") or [])
+    listed = raw_defaults.get("assert")
+    default_asserts: list[dict[str, Any]] = list(listed) if isinstance(listed, list) else []
 
     shape = Shape.of(spec.fields, spec.extra, CASE_FIELDS)
     fill = _Fill(

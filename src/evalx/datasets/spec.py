@@ -46,10 +46,10 @@ class DatasetSpec:
     id: Id
     description: str | None = None
     path: Annotated[str | None, Schema(description="A .jsonl/.json/.yaml/.csv file or a directory, relative to the config.")] = None
-    cases: Annotated[tuple[Mapping[str, Any], ...] | None, Schema(description="Cases written here instead of in a file.")] = None
+    cases: Annotated[tuple[Mapping[str, object], ...] | None, Schema(description="Cases written here instead of in a file.")] = None
     targets: Annotated[tuple[str, ...] | None, Schema(description="Targets this dataset applies to (default: all).")] = None
     defaults: Annotated[
-        Mapping[str, Any] | None,
+        Mapping[str, object] | None,
         Schema(
             description="Fields merged under every case (category, tags, assert, system...); "
             "system_file: reads the system prompt from a file relative to the config."

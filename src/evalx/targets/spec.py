@@ -102,7 +102,7 @@ class _Identity:
 
 #: a python or engine target's ``tools:`` (what ``tool_calls_valid`` checks its calls against)
 _DeclaredTools = Annotated[
-    tuple[Annotated[Mapping[str, Any], Schema(required=["name"])], ...],
+    tuple[Annotated[Mapping[str, object], Schema(required=["name"])], ...],
     Schema(description="The tools the target may call, {name, description, parameters}: tool_calls_valid checks its calls against them."),
 ]
 
@@ -112,7 +112,7 @@ class TargetSpec(RunSettings, _Identity):
     """What every kind of target may say."""
 
     KIND: ClassVar[str] = ""
-    vars: Mapping[str, Any] | None = None
+    vars: Mapping[str, object] | None = None
     ray: Annotated[RaySettings | None, Schema(description="How this target runs under --executor ray.")] = None
 
 
@@ -141,7 +141,7 @@ class EngineTargetSpec(TargetSpec):
     url: Annotated[str, Schema(description="Base URL; evalx POSTs to {url}/execute.")]
     api_key: Annotated[str | None, Schema(description="Sent as X-Engine-Key; never written anywhere.")] = None
     headers: _StrMap | None = None
-    body: Annotated[Mapping[str, Any] | None, Schema(description="Request body template (Jinja2 in every string); task_id is added.")] = (
+    body: Annotated[Mapping[str, object] | None, Schema(description="Request body template (Jinja2 in every string); task_id is added.")] = (
         None
     )
     idle_timeout_s: Annotated[PositiveNumber | None, Schema(description="Fail when the stream sends nothing for this long.")] = None
@@ -156,7 +156,7 @@ class EngineTargetSpec(TargetSpec):
 
 #: a provider target's ``tools:`` (a ``tools_file:`` is checked against it)
 ProviderTools = Annotated[
-    tuple[Mapping[str, Any], ...],
+    tuple[Mapping[str, object], ...],
     Schema(description="Tools offered to the model: {name, description, parameters} (OpenAI and Anthropic forms are accepted too)."),
 ]
 
@@ -171,7 +171,7 @@ class ProviderTargetSpec(TargetSpec):
         str | None, Schema(description="Overrides the provider's key variable (e.g. OPENAI_API_KEY); never written anywhere.")
     ] = None
     headers: _StrMap | None = None
-    params: Annotated[Mapping[str, Any] | None, Schema(description="Request parameters: temperature, max_tokens, ...")] = None
+    params: Annotated[Mapping[str, object] | None, Schema(description="Request parameters: temperature, max_tokens, ...")] = None
     system: Annotated[str | None, Schema(description="System prompt template (a case's own system wins).")] = None
     system_file: Annotated[
         _File | None, Schema(description="A file holding the system prompt template, relative to the config (instead of system).")
@@ -181,7 +181,7 @@ class ProviderTargetSpec(TargetSpec):
         _File | None, Schema(description="A file holding the prompt template, relative to the config (instead of prompt).")
     ] = None
     messages: Annotated[
-        tuple[Annotated[Mapping[str, Any], Schema(required=["role", "content"])], ...] | None,
+        tuple[Annotated[Mapping[str, object], Schema(required=["role", "content"])], ...] | None,
         Schema(description="The conversation ({role, content} templates) instead of prompt."),
     ] = None
     tools: ProviderTools | None = None
