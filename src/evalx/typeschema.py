@@ -145,24 +145,21 @@ def _schema_of_type(hint: Any) -> dict[str, Any]:
     return {}
 
 
-_HINTS: dict[type, dict[str, Any]] = {}
-
-
-def _hints(cls: type) -> dict[str, Any]:
-    hints = _HINTS.get(cls)
-    if hints is None:
-        hints = _HINTS[cls] = typing.get_type_hints(cls, include_extras=True)
-    return hints
+#: (field, YAML key, type, marks) of each record class, read once (annotations are evaluated then)
+_FIELDS: dict[type, list[tuple[dataclasses.Field[Any], str, Any, list[Schema]]]] = {}
 
 
 def _fields(cls: type) -> list[tuple[dataclasses.Field[Any], str, Any, list[Schema]]]:
     """(field, YAML key, type, marks) for each field of a record."""
-    hints = _hints(cls)
-    out = []
-    for f in dataclasses.fields(cls):
-        marks = _split(hints[f.name])[1]
-        key = next((m.key for m in marks if m.key), f.name)
-        out.append((f, key, hints[f.name], marks))
+    out = _FIELDS.get(cls)
+    if out is None:
+        hints = typing.get_type_hints(cls, include_extras=True)
+        out = []
+        for f in dataclasses.fields(cls):
+            marks = _split(hints[f.name])[1]
+            key = next((m.key for m in marks if m.key), f.name)
+            out.append((f, key, hints[f.name], marks))
+        _FIELDS[cls] = out
     return out
 
 
