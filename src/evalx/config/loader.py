@@ -76,7 +76,9 @@ class Config:
 
     @property
     def name(self) -> str:
-        return str(self.data.get("name") or self.path.parent.resolve().name)
+        return self.typed.name or self.path.parent.resolve().name
+
+    # the mapping views below serve the readers not moved to :attr:`typed` yet (the runner, the planner, the CLI)
 
     @property
     def defaults(self) -> dict[str, Any]:
@@ -107,8 +109,7 @@ class Config:
 
     @property
     def output_dir(self) -> Path:
-        out = str((self.data.get("output") or {}).get("dir", "runs"))
-        return (self.base_dir / out).resolve()
+        return (self.base_dir / self.typed.output.dir).resolve()
 
     def input_files(self) -> list[Path]:
         """The files a run reads from the user: this config, its dataset files, plugin and target code files."""
@@ -136,12 +137,11 @@ class Config:
         as a candidate (it would grade itself); ``--target`` or
         ``defaults.targets`` still run it when asked.
         """
-        ids = self.defaults.get("targets")
-        if ids:
-            return list(ids)
-        judge = (self.data.get("judge") or {}).get("target")
-        candidates = [t["id"] for t in self.targets if t["id"] != judge]
-        return candidates or [t["id"] for t in self.targets]
+        typed = self.typed
+        if typed.defaults.targets:
+            return list(typed.defaults.targets)
+        candidates = [t.id for t in typed.targets if t.id != typed.judge.target]
+        return candidates or [t.id for t in typed.targets]
 
     def check_env(self, target_ids: Iterable[str] | None = None) -> None:
         """Raise for variables that are unset but used by what will run.
