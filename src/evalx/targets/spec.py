@@ -94,10 +94,13 @@ class RateLimit:
     rpm: PositiveNumber | None = None
 
 
+_Kind = Literal["python", "engine", "provider"]
+
+
 @dataclass(frozen=True, kw_only=True)
 class _Identity:
     id: Id = ""  # an inline judge target may have none
-    type: Literal["python", "engine", "provider"]
+    type: _Kind
     description: str | None = None
 
 
@@ -120,6 +123,7 @@ class TargetSpec(RunSettings, _Identity):
 @dataclass(frozen=True, kw_only=True)
 class PythonTargetSpec(TargetSpec):
     KIND: ClassVar[str] = "python"
+    type: _Kind = "python"  # an entry built by code (the judge's, a test's) may leave it out
     callable: Annotated[
         str,
         Schema(
@@ -139,6 +143,7 @@ class PythonTargetSpec(TargetSpec):
 @dataclass(frozen=True, kw_only=True)
 class EngineTargetSpec(TargetSpec):
     KIND: ClassVar[str] = "engine"
+    type: _Kind = "engine"  # an entry built by code (the judge's, a test's) may leave it out
     url: Annotated[str, Schema(description="Base URL; evalx POSTs to {url}/execute.")]
     api_key: Annotated[str | None, Schema(description="Sent as X-Engine-Key; never written anywhere.")] = None
     headers: _StrMap | None = None
@@ -165,6 +170,7 @@ ProviderTools = Annotated[
 @dataclass(frozen=True, kw_only=True)
 class ProviderTargetSpec(TargetSpec):
     KIND: ClassVar[str] = "provider"
+    type: _Kind = "provider"  # an entry built by code (the judge's, a test's) may leave it out
     provider: Annotated[str, Schema(description="A provider definition name (providers/NAME.yaml, shipped or in providers_dir).")]
     model: str
     base_url: Annotated[str | None, Schema(description="Overrides the provider's base URL, e.g. http://localhost:8080/v1.")] = None
