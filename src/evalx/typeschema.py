@@ -194,7 +194,7 @@ def object_schema(cls: type) -> dict[str, Any]:
 # --- building records from validated data -----------------------------------------------
 
 
-def build(cls: type[T], data: Mapping[str, Any]) -> T:
+def build(cls: type[T], data: Mapping[str, object]) -> T:
     """The record ``cls`` of a mapping the schema accepted (missing keys take the fields' defaults)."""
     kwargs: dict[str, Any] = {}
     rest_field: str | None = None
@@ -211,7 +211,7 @@ def build(cls: type[T], data: Mapping[str, Any]) -> T:
     return cls(**kwargs)
 
 
-def build_union(members: Sequence[type[T]], data: Mapping[str, Any]) -> T:
+def build_union(members: Sequence[type[T]], data: Mapping[str, object]) -> T:
     """The record for ``data`` among ``members``, chosen by its ``type:`` (each member's ``KIND``)."""
     if len(members) == 1:
         return build(members[0], data)

@@ -11,7 +11,7 @@ plugin's parameter types join the config schema exactly as the built-ins' do.
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Annotated, Any
+from typing import Annotated
 
 from evalx.typeschema import NonNegative, Schema, build
 
@@ -28,11 +28,11 @@ class AssertionSpec:
     not_: Annotated[bool, Schema(key="not", description="Invert the assertion: it passes when the check fails.")] = False
     description: str | None = None
     #: a model-graded type's settings over the config's ``judge:`` (only those types accept the key)
-    judge: Annotated[Mapping[str, Any] | None, Schema(ref="judge_override")] = None
+    judge: Annotated[Mapping[str, object] | None, Schema(ref="judge_override")] = None
     #: the type's own parameters (its function's keyword-only parameters), by config key
     params: Annotated[Mapping[str, object], Schema(rest=True)] = field(default_factory=dict)
 
 
-def assertion_spec(entry: Mapping[str, Any] | AssertionSpec) -> AssertionSpec:
+def assertion_spec(entry: Mapping[str, object] | AssertionSpec) -> AssertionSpec:
     """The record of an assertion the schema accepted; a record is returned as is."""
     return entry if isinstance(entry, AssertionSpec) else build(AssertionSpec, entry)

@@ -119,6 +119,6 @@ class EvalConfig:
         raise KeyError(target_id)
 
 
-def eval_config(data: Mapping[str, Any]) -> EvalConfig:
+def eval_config(data: Mapping[str, object]) -> EvalConfig:
     """The records of a config mapping the schema accepted."""
     return build(EvalConfig, data)

@@ -75,6 +75,6 @@ class DatasetSpec:
     ] = "error"
 
 
-def dataset_spec(entry: Mapping[str, Any] | DatasetSpec) -> DatasetSpec:
+def dataset_spec(entry: Mapping[str, object] | DatasetSpec) -> DatasetSpec:
     """The record of a ``datasets:`` entry the schema accepted; a record is returned as is."""
     return entry if isinstance(entry, DatasetSpec) else build(DatasetSpec, entry)

@@ -5,7 +5,7 @@
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Annotated, Any
+from typing import Annotated
 
 from evalx.targets.spec import AnyTargetSpec
 from evalx.typeschema import Fraction, NonNegative, PositiveInt, Schema, build
@@ -46,7 +46,7 @@ class JudgeSettings:
         return DEFAULT_THRESHOLD if self.threshold is None else float(self.threshold)
 
 
-def judge_settings(section: Mapping[str, Any] | JudgeSettings | None) -> JudgeSettings:
+def judge_settings(section: Mapping[str, object] | JudgeSettings | None) -> JudgeSettings:
     """The record of a ``judge:`` mapping the schema accepted (None: no judge); a record is returned as is."""
     if isinstance(section, JudgeSettings):
         return section

@@ -85,7 +85,7 @@ class Gates(GateSet):
     categories: Mapping[str, GateSet] | None = None
 
 
-def gates_spec(section: Mapping[str, Any] | Gates | None) -> Gates:
+def gates_spec(section: Mapping[str, object] | Gates | None) -> Gates:
     """The record of a ``gates:`` mapping the schema accepted (None: no gates); a record is returned as is."""
     return section if isinstance(section, Gates) else build(Gates, section or {})
 
@@ -129,7 +129,7 @@ def _switched_off(values: GateSet | None) -> list[str]:
     return [key for key in GATE_KEYS if getattr(values, key, None) is False]
 
 
-def active_gates(gates: Mapping[str, Any] | Gates | None) -> bool:
+def active_gates(gates: Mapping[str, object] | Gates | None) -> bool:
     spec = gates_spec(gates)
     groups = [*(spec.targets or {}).values(), *(spec.categories or {}).values()]
     return bool(_set_of(spec)) or any(_set_of(v) for v in groups)
@@ -229,7 +229,7 @@ def _check(
 
 
 def evaluate(
-    gates: Mapping[str, Any] | Gates | None,
+    gates: Mapping[str, object] | Gates | None,
     summary: SummaryFigures,
     comparison: Comparison | None,
     *,

@@ -82,7 +82,7 @@ def finish_summary(
     figures: SummaryFigures,
     facts: RunFacts,
     *,
-    gates: Mapping[str, Any] | Gates | None,
+    gates: Mapping[str, object] | Gates | None,
     baseline_ref: str | None,
     output_dir: Path,
     run_dir: Path,

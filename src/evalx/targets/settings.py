@@ -27,7 +27,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from evalx.targets.spec import DefaultSettings, RateLimit, TargetSpec
+from evalx.targets.spec import DefaultSettings, TargetSpec
 
 __all__ = ["BACKOFF_ENV", "MAX_RESPONSE_BYTES", "SETTING_KEYS", "TargetSettings", "resolve_settings"]
 
@@ -68,8 +68,8 @@ SETTING_KEYS = frozenset(
 
 
 def resolve_settings(
-    spec: TargetSpec | Mapping[str, Any],
-    defaults: DefaultSettings | Mapping[str, Any] | None = None,
+    spec: TargetSpec | Mapping[str, object],
+    defaults: DefaultSettings | Mapping[str, object] | None = None,
     command_line: Mapping[str, Any] | None = None,
 ) -> TargetSettings:
     """The settings of the target ``spec`` (its ``targets:`` entry) under ``defaults:`` and the command line.
@@ -122,14 +122,14 @@ def resolve_settings(
     )
 
 
-def _reader(layer: TargetSpec | DefaultSettings | Mapping[str, Any]) -> Callable[[str], Any]:
+def _reader(layer: TargetSpec | DefaultSettings | Mapping[str, object]) -> Callable[[str], Any]:
     """A layer's value of a key (None when it sets none): a record's field, or a mapping's key (the runner's, until it hands records)."""
     if isinstance(layer, Mapping):
         return layer.get
     return lambda key: getattr(layer, key, None)
 
 
-def _rpm(rate_limit: RateLimit | Mapping[str, Any] | None) -> float | None:
+def _rpm(rate_limit: object) -> float | None:
     """A layer's ``rate_limit: {rpm: N}``, if it sets one."""
     rpm = rate_limit.get("rpm") if isinstance(rate_limit, Mapping) else getattr(rate_limit, "rpm", None)
     return None if rpm is None else float(rpm)

@@ -217,7 +217,7 @@ AnyTargetSpec = PythonTargetSpec | EngineTargetSpec | ProviderTargetSpec
 TARGET_KINDS: tuple[type[TargetSpec], ...] = (PythonTargetSpec, EngineTargetSpec, ProviderTargetSpec)
 
 
-def target_spec(entry: Mapping[str, Any] | TargetSpec) -> TargetSpec:
+def target_spec(entry: Mapping[str, object] | TargetSpec) -> TargetSpec:
     """The record of a ``targets:`` entry the schema accepted (or of a ``matrix:`` variant of one); a record is returned as is."""
     if isinstance(entry, TargetSpec):
         return entry
