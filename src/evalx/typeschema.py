@@ -153,9 +153,13 @@ def _fields(cls: type) -> list[tuple[dataclasses.Field[Any], str, Any, list[Sche
     """(field, YAML key, type, marks) for each field of a record."""
     out = _FIELDS.get(cls)
     if out is None:
-        hints = typing.get_type_hints(cls, include_extras=True)
+        fields = dataclasses.fields(cls)
+        if any(isinstance(f.type, str) for f in fields):  # a module with PEP 563 annotations: evaluate them
+            hints = typing.get_type_hints(cls, include_extras=True)
+        else:  # already evaluated when the class was made
+            hints = {f.name: f.type for f in fields}
         out = []
-        for f in dataclasses.fields(cls):
+        for f in fields:
             marks = _split(hints[f.name])[1]
             key = next((m.key for m in marks if m.key), f.name)
             out.append((f, key, hints[f.name], marks))
