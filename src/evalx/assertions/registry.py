@@ -24,23 +24,18 @@ function imported a second time (a plugin file also imported by a target).
 from __future__ import annotations
 
 import inspect
-import types
 import typing
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol, Union
+from typing import Any, Protocol
 
+from evalx.assertions.spec import AssertionSpec
 from evalx.models import Case, Trajectory, Verdict
+from evalx.typeschema import properties, schema_of
 
-#: keys every assertion accepts, whatever its type
-COMMON_KEYS: dict[str, dict[str, Any]] = {
-    "type": {"type": "string"},
-    "name": {"type": "string", "description": "A label shown in reports instead of the type."},
-    "weight": {"type": "number", "minimum": 0, "description": "Weight in the case's weighted score."},
-    "not": {"type": "boolean", "description": "Invert the assertion: it passes when the check fails."},
-    "description": {"type": "string"},
-}
+#: keys every assertion accepts, whatever its type (:class:`AssertionSpec`'s fields, but the model-graded types' ``judge:``)
+COMMON_KEYS: dict[str, dict[str, Any]] = {key: sub for key, sub in properties(AssertionSpec).items() if key != "judge"}
 
 
 class Grader(Protocol):
@@ -111,7 +106,7 @@ class AssertionType:
         props: dict[str, Any] = {k: dict(v) for k, v in COMMON_KEYS.items()}
         props["type"] = {"const": self.name}
         if self.model_graded:
-            props["judge"] = {"$ref": "#/$defs/judge_override"}
+            props["judge"] = properties(AssertionSpec)["judge"]
         props.update(self.params)
         out: dict[str, Any] = {
             "type": "object",
@@ -168,7 +163,7 @@ def assertion(
                 raise TypeError(f"assertion {name!r}: parameter {p.name!r} clashes with a common key")
             key = p.name.rstrip("_")  # `not_` style names for reserved words
             arg_names[key] = p.name
-            props[key] = _schema_for(hints.get(p.name, Any))
+            props[key] = schema_of(hints.get(p.name, Any))
             if p.default is p.empty:
                 required.append(key)
         for key, sub in (schema or {}).items():
@@ -253,34 +248,3 @@ def _load_builtins() -> None:
     from evalx.plugins import load_entry_points
 
     load_entry_points()  # the `evalx.plugins` group, once; a failure is raised by load_config and `evalx schema`
-
-
-_PRIMITIVES: dict[Any, dict[str, Any]] = {
-    str: {"type": "string"},
-    int: {"type": "integer"},
-    float: {"type": "number"},
-    bool: {"type": "boolean"},
-    Any: {},
-    type(None): {"type": "null"},
-}
-
-
-def _schema_for(hint: Any) -> dict[str, Any]:
-    """A JSON Schema for a type hint; unknown hints accept anything."""
-    if hint in _PRIMITIVES:
-        return dict(_PRIMITIVES[hint])
-    origin = typing.get_origin(hint)
-    args = typing.get_args(hint)
-    if origin in (Union, types.UnionType):
-        non_null = [a for a in args if a is not type(None)]
-        if len(non_null) == 1:
-            return _schema_for(non_null[0])  # optional: absence is the None
-        return {"anyOf": [_schema_for(a) for a in non_null]}
-    if origin in (list, tuple, typing.Sequence) or hint in (list, tuple):
-        item = _schema_for(args[0]) if args else {}
-        return {"type": "array", "items": item} if item else {"type": "array"}
-    if origin is dict or hint is dict:
-        return {"type": "object"}
-    if origin is typing.Literal:
-        return {"enum": list(args)}
-    return {}

@@ -8,11 +8,12 @@ each naming ``FILE:LINE key.path``.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import os
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from evalx.assertions.registry import check_entry_point_plugins
 from evalx.config.files import FileValue, resolve_file_keys
@@ -34,6 +35,9 @@ from evalx.redaction import Redactor, looks_secret_name
 from evalx.templates import use_folder
 from evalx.usercode import resolve_callable
 
+if TYPE_CHECKING:
+    from evalx.config.model import EvalConfig
+
 #: built-in values of the run-wide ``defaults:`` keys; the target settings' (concurrency, timeout_s,
 #: retries...) live in :class:`evalx.targets.TargetSettings`, resolved by :func:`evalx.targets.resolve_settings`
 DEFAULTS: dict[str, Any] = {"repeat": 1}
@@ -52,7 +56,15 @@ class Config:
 
     @property
     def data(self) -> dict[str, Any]:
+        """The config as a mapping, after ``${VAR}`` interpolation; readers not yet moved to :attr:`typed` use it."""
         return self.loaded.data  # type: ignore[no-any-return]
+
+    @functools.cached_property
+    def typed(self) -> EvalConfig:
+        """The config as typed records (:mod:`evalx.config.model`), built on first use from what the schema accepted."""
+        from evalx.config.model import eval_config
+
+        return eval_config(self.data)
 
     @property
     def base_dir(self) -> Path:
@@ -64,7 +76,9 @@ class Config:
 
     @property
     def name(self) -> str:
-        return str(self.data.get("name") or self.path.parent.resolve().name)
+        return self.typed.name or self.path.parent.resolve().name
+
+    # the mapping views below serve the readers not moved to :attr:`typed` yet (the runner, the planner, the CLI)
 
     @property
     def defaults(self) -> dict[str, Any]:
@@ -95,8 +109,7 @@ class Config:
 
     @property
     def output_dir(self) -> Path:
-        out = str((self.data.get("output") or {}).get("dir", "runs"))
-        return (self.base_dir / out).resolve()
+        return (self.base_dir / self.typed.output.dir).resolve()
 
     def input_files(self) -> list[Path]:
         """The files a run reads from the user: this config, its dataset files, plugin and target code files."""
@@ -124,12 +137,11 @@ class Config:
         as a candidate (it would grade itself); ``--target`` or
         ``defaults.targets`` still run it when asked.
         """
-        ids = self.defaults.get("targets")
-        if ids:
-            return list(ids)
-        judge = (self.data.get("judge") or {}).get("target")
-        candidates = [t["id"] for t in self.targets if t["id"] != judge]
-        return candidates or [t["id"] for t in self.targets]
+        typed = self.typed
+        if typed.defaults.targets:
+            return list(typed.defaults.targets)
+        candidates = [t.id for t in typed.targets if t.id != typed.judge.target]
+        return candidates or [t.id for t in typed.targets]
 
     def check_env(self, target_ids: Iterable[str] | None = None) -> None:
         """Raise for variables that are unset but used by what will run.

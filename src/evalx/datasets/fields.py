@@ -40,15 +40,12 @@ class Shape:
         self._roles: dict[str, str | None] = {}
 
     @classmethod
-    def of(cls, spec: Mapping[str, Any], case_fields: Collection[str]) -> Shape | None:
-        """The shape a ``datasets:`` entry declares, or None when it declares none (its cases are read as written)."""
-        fields = spec.get("fields")
-        extra = spec.get("extra")
-        fields = {str(k): v for k, v in fields.items() if isinstance(v, str)} if isinstance(fields, dict) else {}
-        extra = extra if extra in EXTRA_MODES else "error"
+    def of(cls, fields: Mapping[str, str] | None, extra: str, case_fields: Collection[str]) -> Shape | None:
+        """The shape a ``datasets:`` entry declares (its ``fields:`` and ``extra:``), or None when it declares none
+        (its cases are read as written)."""
         if not fields and extra == "error":
             return None
-        return cls(fields, extra, case_fields)
+        return cls(dict(fields or {}), extra, case_fields)
 
     def role(self, column: str) -> str | None:
         """``"field"`` (read as a case field), ``"extra"`` (into vars or metadata) or None (an error)."""

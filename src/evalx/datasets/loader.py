@@ -23,9 +23,11 @@ from evalx.assertions.deterministic import spec_problems
 from evalx.assertions.hints import missing_type_hint
 from evalx.assertions.plain import plainly_valid
 from evalx.assertions.registry import generation
-from evalx.datasets.context import CONTEXT_PROPERTIES, ContextFileError, ContextFiles, from_column
+from evalx.datasets.case_schema import BASE_FIELDS, BASE_PROPERTIES, CASE_FIELDS, CASE_SCHEMA
+from evalx.datasets.context import ContextFileError, ContextFiles, from_column
 from evalx.datasets.fields import UNKNOWN_FIELD_HINT, Shape
-from evalx.datasets.shorthands import SHORTHAND_PROPERTIES, KeyPath, expand, unknown_field
+from evalx.datasets.shorthands import KeyPath, expand, unknown_field
+from evalx.datasets.spec import DatasetSpec, dataset_spec
 from evalx.datasets.split import Part, halves, in_child
 from evalx.datasets.table import CaseTable
 from evalx.documents import DocumentError, SchemaValidator, describe_schema_error, did_you_mean, load_json, load_yaml
@@ -37,77 +39,6 @@ __all__ = ["CASE_FIELDS", "CASE_SCHEMA", "MAX_ERRORS", "case_schema_document", "
 
 MAX_ERRORS = 20
 FILE_SUFFIXES = (".json", ".jsonl", ".yaml", ".yml", ".csv")
-
-_STRINGS: dict[str, Any] = {"type": "array", "items": {"type": "string"}}
-_BASE_PROPERTIES: dict[str, dict[str, Any]] = {
-    "id": {"type": ["string", "number"], "minLength": 1, "description": "Unique in its dataset; numbers become strings."},
-    "input": {"type": ["string", "object"], "description": "Text, or a mapping for structured targets."},
-    "expected": {"description": "What the assertions compare with; adds no check on its own."},
-    "category": {"type": "string", "default": "general"},
-    "difficulty": {"type": "string", "description": "Free text, e.g. easy|medium|hard|simple|edge."},
-    "tags": _STRINGS,
-    "vars": {"type": "object", "description": "Template variables for this case."},
-    "assert": {"type": "array", "items": {"$ref": "#/$defs/assertion"}},
-    "description": {"type": "string"},
-    "notes": {"type": "string"},
-    "metadata": {"type": "object"},
-    "threshold": {"type": "number", "minimum": 0, "maximum": 1, "description": "Pass when the weighted score reaches this."},
-    "repeat": {"type": "integer", "minimum": 1},
-    "targets": {**_STRINGS, "description": "Target ids this case runs on (default: the dataset's)."},
-    "system": {"type": "string", "description": "A system prompt for this case."},
-    "turns": {
-        "type": "array",
-        "minItems": 1,
-        "description": "A scripted conversation: each turn's input is the next user message, its assert checks the reply "
-        "to it; the case's own assert checks the whole conversation (the last reply is the output).",
-        "items": {
-            "type": "object",
-            "required": ["input"],
-            "properties": {
-                "input": {"type": "string", "description": "The user message of this turn."},
-                "assert": {"type": "array", "items": {"$ref": "#/$defs/assertion"}},
-                "tool_results": {"type": "object", "description": "Mocked tool results {TOOL: VALUE} for this turn."},
-            },
-            "additionalProperties": False,
-        },
-    },
-    "tool_results": {"type": "object", "description": "Mocked tool results {TOOL: VALUE} for every turn."},
-    "simulate": {
-        "type": "object",
-        "description": "A simulated user: a target that plays the user with its instructions until stop or max_turns "
-        "agent replies (instead of turns:; the case's input, if any, is the first user message).",
-        "required": ["target", "instructions"],
-        "properties": {
-            "target": {"type": "string", "minLength": 1, "description": "The id of the target that plays the user."},
-            "instructions": {"type": "string", "description": "The user's persona and goal."},
-            "max_turns": {"type": "integer", "minimum": 1, "default": 5, "description": "Agent replies at most."},
-            "stop": {
-                "type": "object",
-                "description": "{regex: PATTERN} on the agent's reply, {tool: NAME} when the agent calls it, or "
-                '{user_done: true}: the user target returns {"done": true}.',
-                "properties": {"regex": {"type": "string"}, "tool": {"type": "string", "minLength": 1}, "user_done": {"const": True}},
-                "minProperties": 1,
-                "maxProperties": 1,
-                "additionalProperties": False,
-            },
-        },
-        "additionalProperties": False,
-    },
-    **CONTEXT_PROPERTIES,
-}
-_BASE_FIELDS = tuple(_BASE_PROPERTIES)
-
-#: every field a case may have, shorthands included
-CASE_FIELDS: tuple[str, ...] = _BASE_FIELDS + tuple(SHORTHAND_PROPERTIES)
-
-#: JSON Schema (2020-12) of one case as written in a file; ``#/$defs/assertion`` is the embedder's
-CASE_SCHEMA: dict[str, Any] = {
-    "type": "object",
-    "properties": {**_BASE_PROPERTIES, **SHORTHAND_PROPERTIES},
-    "required": ["id"],
-    "anyOf": [{"required": [name]} for name in ("input", "user_message", "question", "turns", "messages", "simulate")],
-    "additionalProperties": False,
-}
 
 _STANDALONE_ASSERTION = {"type": "object", "required": ["type"], "properties": {"type": {"type": "string"}}}
 _JUDGE_OVERRIDE = {"type": "object"}  # settings merged over the config's judge:; the config schema refines it
@@ -218,7 +149,7 @@ class _MappedRaw(_Raw):
 
 
 def load_dataset(
-    spec: dict[str, Any],
+    entry: DatasetSpec | Mapping[str, Any],
     *,
     base_dir: Path,
     config_file: str = "evalconfig.yaml",
@@ -237,16 +168,18 @@ def load_dataset(
     With ``check_imports``, the callable of each ``python`` assertion must
     import (:mod:`evalx.usercode`, relative to ``base_dir``). With ``target_ids`` (the
     config's), a case's ``simulate.target`` must be one of them.
+    ``entry`` is the typed record (a mapping the schema accepted is read into one).
     Raises :class:`DatasetError` listing every problem found.
     """
+    spec = dataset_spec(entry)
     positions = positions or {}
-    dataset_id = str(spec.get("id", ""))
+    dataset_id = spec.id
     errors = _Errors()
 
     def config_line(sub: KeyPath) -> int | None:
         return positions.get(path_prefix + sub, line)
 
-    raw_defaults = spec.get("defaults") or {}
+    raw_defaults = spec.defaults or {}
     defaults_raw = _Raw(
         raw_defaults, config_file, path_prefix + ("defaults",), config_line(("defaults",)), path_prefix + ("defaults",), positions
     )
@@ -258,12 +191,13 @@ def load_dataset(
         callables.check(raw_defaults.get("assert"), defaults_raw, errors)
     errors.raise_if_any()
     defaults = {k: v for k, v in raw_defaults.items() if k != "assert"}
-    default_asserts: list[dict[str, Any]] = list(raw_defaults.get("assert") or [])
+    listed = raw_defaults.get("assert")
+    default_asserts: list[dict[str, Any]] = list(listed) if isinstance(listed, list) else []
 
-    shape = Shape.of(spec, CASE_FIELDS)
+    shape = Shape.of(spec.fields, spec.extra, CASE_FIELDS)
     fill = _Fill(
         dataset_id,
-        spec.get("targets"),
+        None if spec.targets is None else list(spec.targets),
         defaults,
         default_asserts,
         callables,
@@ -271,20 +205,20 @@ def load_dataset(
         None if target_ids is None else tuple(target_ids),
         ContextFiles(base_dir, config_file),
     )
-    if shape is None and "path" in spec and "cases" not in spec:
-        halves = _halves_of(base_dir / str(spec["path"]))
+    if shape is None and spec.path is not None and spec.cases is None:
+        halves = _halves_of(base_dir / spec.path)
         if halves is not None:
-            table = _read_in_halves(halves, str(spec["path"]), base_dir, config_file, config_line(("path",)), path_prefix, fill)
+            table = _read_in_halves(halves, spec.path, base_dir, config_file, config_line(("path",)), path_prefix, fill)
             if table is not None:
                 return table
     raws: Iterable[_Raw]
-    if "cases" in spec:
+    if spec.cases is not None:
         raws = [
             _Raw(data, config_file, path_prefix + ("cases", i), config_line(("cases", i)), path_prefix + ("cases", i), positions)
-            for i, data in enumerate(spec["cases"] or [])
+            for i, data in enumerate(spec.cases)
         ]
-    elif "path" in spec:
-        raws = _read_path(str(spec["path"]), base_dir, errors, config_file, config_line(("path",)), path_prefix, shape)
+    elif spec.path is not None:
+        raws = _read_path(spec.path, base_dir, errors, config_file, config_line(("path",)), path_prefix, shape)
     else:
         errors.add(config_file, line, path_prefix, "a dataset needs 'path' or 'cases'")
         raws = []
@@ -518,7 +452,7 @@ def _build_case(
     if errors.count > before:
         return None
 
-    expansion = expand(_merge(defaults, known), base_fields=_BASE_FIELDS)
+    expansion = expand(_merge(defaults, known), base_fields=BASE_FIELDS)
     for sub, message in expansion.errors:
         errors.add(raw.file, raw.line_of(sub), raw.path + sub, message)
     for spec, origin in expansion.generated:
@@ -594,7 +528,7 @@ def _check_turns(turns: Any, known: dict[str, Any], raw: _Raw, errors: _Errors) 
         if name in known:
             message = f"{name!r} and 'turns' cannot both be given (the first turn's input is the case's input)"
             errors.add(raw.file, raw.line_of((name,)), raw.path + (name,), message)
-    allowed = tuple(_BASE_PROPERTIES["turns"]["items"]["properties"])
+    allowed = tuple(BASE_PROPERTIES["turns"]["items"]["properties"])
     for t, turn in enumerate(turns if isinstance(turns, list) else ()):
         for key in turn if isinstance(turn, dict) else ():
             if key not in allowed:

@@ -74,8 +74,8 @@ def check_judge_refs(config: Any, cases: Mapping[str, Sequence[Case]]) -> int:
     from evalx.assertions import get_assertion
     from evalx.errors import ConfigError, Issue
 
-    known = {t["id"] for t in config.targets}
-    has_global = (config.data.get("judge") or {}).get("target") is not None
+    known = {t.id for t in config.typed.targets}
+    has_global = config.typed.judge.target is not None
     unjudged = 0
     issues: list[Issue] = []
     entries: list[tuple[str, Case | None, dict[str, Any]]] = [("assert", None, a) for a in config.global_asserts]
@@ -134,15 +134,16 @@ def _providers_without_embeddings(config: Any) -> dict[str, str]:
     """Provider target id → why it cannot embed, for targets whose definition has no ``embeddings:``."""
     from evalx.errors import ConfigError
     from evalx.targets.definitions import find_provider, providers_dir_of
+    from evalx.targets.spec import ProviderTargetSpec
 
     out: dict[str, str] = {}
-    for target in config.targets:
-        if target.get("type") != "provider":
+    for target in config.typed.targets:
+        if not isinstance(target, ProviderTargetSpec):
             continue
         try:
-            definition = find_provider(str(target.get("provider")), providers_dir_of(config))
+            definition = find_provider(target.provider, providers_dir_of(config))
         except ConfigError:  # an unknown or broken provider is reported by the config checks
             continue
         if definition.embeddings is None:
-            out[str(target["id"])] = f"provider {definition.name!r} has no embeddings: section in its definition ({definition.file})"
+            out[target.id] = f"provider {definition.name!r} has no embeddings: section in its definition ({definition.file})"
     return out

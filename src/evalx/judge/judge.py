@@ -49,7 +49,8 @@ from evalx.errors import JudgeError, TargetError
 from evalx.judge.checks import graded_target_ids, same_family, same_model
 from evalx.judge.prompts import SYSTEM_PROMPT, TEMPLATES, block_vars, judge_spec, passages
 from evalx.judge.prompts import text as _text
-from evalx.judge.verdict import DEFAULT_THRESHOLD, FACTUALITY_CATEGORIES, NO_JUDGE, Vote, parse_category, parse_verdict, pass_mark
+from evalx.judge.spec import DEFAULT_THRESHOLD, judge_settings
+from evalx.judge.verdict import FACTUALITY_CATEGORIES, NO_JUDGE, Vote, parse_category, parse_verdict, pass_mark
 from evalx.models import Case, Cell, Trajectory, Verdict
 from evalx.targets import close_all
 from evalx.targets.settings import Overrides, TargetSettings
@@ -227,7 +228,7 @@ class Judge:
         """Warn once when the judge is the same model as a target it grades, and once when it is of the same provider family."""
         settings = self.settings if settings is None else settings
         ref = settings.get("target")
-        if ref is None or settings.get("allow_self_grading"):
+        if ref is None or judge_settings(settings).allow_self_grading:
             return
         try:
             judge = self._resolve_spec(ref)
@@ -347,7 +348,7 @@ class Judge:
     # ------------------------------------------------------------ asking
 
     def _prompt(self, ctx: Any, kind: str, criterion: str, extra: dict[str, Any]) -> str:
-        settings = ctx.judge_settings
+        options = judge_settings(ctx.judge_settings)
         case = ctx.case.to_dict()
         expected = extra.get("expected", ctx.case.expected)
         scope = {
@@ -361,14 +362,14 @@ class Judge:
             "rubric": extra.get("rubric"),
             "characteristics": extra.get("characteristics") or [],
             "criterion": criterion,
-            "threshold": settings.get("threshold", DEFAULT_THRESHOLD),
+            "threshold": DEFAULT_THRESHOLD if options.threshold is None else options.threshold,
             "context": ctx.case.context,  # the case's passages (grounded kinds; any prompt may use them)
             "passages": passages(ctx.case.context),
         }
         for key, value in extra.items():  # what a kind adds to its prompt (g_eval's steps and scale...)
             scope.setdefault(key, value)
         scope.update(block_vars(scope))  # nonce (the block tags' mark) and tools: untrusted text cannot end its block
-        template = settings.get("prompt") or TEMPLATES[kind]
+        template = options.prompt or TEMPLATES[kind]
         try:
             return render(template, scope)
         except TemplateRenderError as exc:
@@ -376,10 +377,11 @@ class Judge:
 
     async def _call(self, ctx: Any, prompt: str, sample: int, meta: dict[str, Any]) -> _Call:
         settings = ctx.judge_settings
-        template = settings.get("prompt") or ""
+        options = judge_settings(settings)
+        template = options.prompt or ""
         spec = judge_spec(
-            self._resolve_spec(settings["target"]),
-            settings.get("temperature"),
+            self._resolve_spec(settings["target"]),  # the mapping the target is built and its calls cached from
+            options.temperature,
             # OpenAI's JSON mode refuses a prompt that does not mention JSON
             json_mode=not template or "json" in str(template).lower(),
         )
@@ -390,7 +392,7 @@ class Judge:
             input=prompt,
             dataset="judge",
             system=SYSTEM_PROMPT,
-            metadata={"judge": {**meta, "sample": sample, "temperature": settings.get("temperature"), "graded_target": ctx.target}},
+            metadata={"judge": {**meta, "sample": sample, "temperature": options.temperature, "graded_target": ctx.target}},
         )
         cell = Cell(index=-1, target=str(spec["id"]), dataset="judge", case=case, repeat=sample)
         async with inst.semaphore:
@@ -435,7 +437,7 @@ class Judge:
         except JudgeError as exc:
             decision.error = str(exc)
             return decision
-        n = max(1, int(settings.get("samples") or 1))
+        n = max(1, judge_settings(settings).samples or 1)
         meta = {"kind": kind, "criterion": criterion, "output": ctx.output.text, "expected": extra.get("expected", ctx.case.expected)}
 
         async def one(i: int) -> tuple[_Call | None, Vote | JudgeError]:

@@ -38,6 +38,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from evalx.errors import JudgeError
+from evalx.judge.spec import DEFAULT_THRESHOLD, judge_settings
 
 __all__ = [
     "DEFAULT_THRESHOLD",
@@ -52,8 +53,6 @@ __all__ = [
     "read_verdict",
 ]
 
-#: the score a judged assertion passes at, unless the assertion or the ``judge:`` settings give a ``threshold``
-DEFAULT_THRESHOLD = 0.8
 #: the reason of a judged assertion's inconclusive verdict in a run without a judge
 NO_JUDGE = "no judge configured"
 
@@ -72,7 +71,7 @@ def pass_mark(threshold: float | None, settings: Mapping[str, Any]) -> float:
     """The score to reach: the assertion's ``threshold``, else the ``judge:`` settings', else :data:`DEFAULT_THRESHOLD`."""
     if threshold is not None:
         return float(threshold)
-    return float(settings.get("threshold", DEFAULT_THRESHOLD))
+    return judge_settings(settings).pass_mark
 
 
 #: factuality classes, after promptfoo / OpenAI evals' "fact" grader (A–E)

@@ -15,16 +15,80 @@ breach exits 1. Every gate line says which cells it was computed on.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, cast
+from typing import Annotated, Any, cast
 
 from evalx.display import one_line, show_id
 from evalx.figures import pct as _pct
 from evalx.figures import usd as usd_figure
 from evalx.results.model import CaseChange, Comparison, GateReport, GateResult, Metric, RunSummary, SummaryFigures
+from evalx.typeschema import Fraction, NonNegative, Schema, build
 
-__all__ = ["GATE_KEYS", "active_gates", "evaluate", "format_gate_report", "format_outcome", "prepare_baseline"]
+__all__ = [
+    "GATE_KEYS",
+    "GateSet",
+    "Gates",
+    "active_gates",
+    "evaluate",
+    "format_gate_report",
+    "format_outcome",
+    "gates_spec",
+    "prepare_baseline",
+]
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class CostGate:
+    """``max_cost_increase`` with its floor: breach past ``ratio`` *and* ``min_usd``."""
+
+    ratio: NonNegative
+    min_usd: NonNegative | None = None
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class LatencyGate:
+    """``max_p99_increase`` with its floor: breach past ``ratio`` *and* ``min_ms``."""
+
+    ratio: NonNegative
+    min_ms: NonNegative | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class GateSet:
+    """The gates one scope switches on: the whole run, a target (``gates.targets.<id>``) or a category."""
+
+    min_pass_rate: Fraction | None = None
+    max_pass_rate_drop: Fraction | None = None
+    no_new_failures: bool | None = None
+    max_cost_increase: Annotated[
+        NonNegative | CostGate | None,
+        Schema(description="Breach when cost rises by more than this ratio and by more than min_usd (default $0.01)."),
+    ] = None
+    max_p99_increase: Annotated[
+        NonNegative | LatencyGate | None,
+        Schema(description="Breach when p99 latency rises by more than this ratio and by more than min_ms (default 50 ms)."),
+    ] = None
+    max_skipped_rate: Annotated[
+        Fraction | None, Schema(description="Breach when more than this share of a target's cells was skipped.")
+    ] = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class Gates(GateSet):
+    """The config's ``gates:``: the run-wide set, the baseline, and the per-target and per-category sets."""
+
+    baseline: Annotated[str | None, Schema(description="A run id, a path, or `latest`.")] = None
+    targets: Mapping[str, GateSet] | None = None
+    categories: Mapping[str, GateSet] | None = None
+
+
+def gates_spec(section: Mapping[str, object] | Gates | None) -> Gates:
+    """The record of a ``gates:`` mapping the schema accepted (None: no gates); a record is returned as is."""
+    return section if isinstance(section, Gates) else build(Gates, section or {})
+
 
 GATE_KEYS = ("min_pass_rate", "max_pass_rate_drop", "no_new_failures", "max_cost_increase", "max_p99_increase", "max_skipped_rate")
 _BASELINE_GATES = ("max_pass_rate_drop", "no_new_failures", "max_cost_increase", "max_p99_increase")
@@ -37,24 +101,38 @@ _FLOOR_KEYS = {"max_p99_increase": "min_ms", "max_cost_increase": "min_usd"}
 def ratio_and_floor(gate: str, threshold: Any) -> tuple[float, float]:
     """A latency/cost gate's (ratio, absolute floor): from ``{ratio: R, min_ms|min_usd: F}`` or a bare ratio."""
     if isinstance(threshold, Mapping):
-        return float(threshold["ratio"]), float(threshold.get(_FLOOR_KEYS[gate], DEFAULT_FLOORS[gate]))
+        floor = threshold.get(_FLOOR_KEYS[gate])
+        return float(threshold["ratio"]), float(DEFAULT_FLOORS[gate] if floor is None else floor)
     return float(threshold), DEFAULT_FLOORS[gate]
 
 
-def _set_of(values: Mapping[str, Any] | None) -> dict[str, Any]:
-    """The gates a mapping switches on (``no_new_failures: false`` is off)."""
+def _written(value: Any) -> Any:
+    """A gate's threshold as the config wrote it (stored in ``summary.json``): a number, or ``{ratio, min_ms|min_usd}``."""
+    if isinstance(value, CostGate | LatencyGate):
+        return {k: v for k, v in dataclasses.asdict(value).items() if v is not None}
+    return value
+
+
+def _set_of(values: GateSet | None) -> dict[str, Any]:
+    """The gates a set switches on, by name (``no_new_failures: false`` is off)."""
     out = {}
     for key in GATE_KEYS:
-        value = (values or {}).get(key)
+        value = getattr(values, key, None)
         if value is None or value is False:
             continue
-        out[key] = value
+        out[key] = _written(value)
     return out
 
 
-def active_gates(gates: Mapping[str, Any] | None) -> bool:
-    gates = gates or {}
-    return bool(_set_of(gates)) or any(_set_of(v) for group in ("targets", "categories") for v in (gates.get(group) or {}).values())
+def _switched_off(values: GateSet | None) -> list[str]:
+    """The gates a target's set turns off (``no_new_failures: false`` over a run-wide ``true``)."""
+    return [key for key in GATE_KEYS if getattr(values, key, None) is False]
+
+
+def active_gates(gates: Mapping[str, object] | Gates | None) -> bool:
+    spec = gates_spec(gates)
+    groups = [*(spec.targets or {}).values(), *(spec.categories or {}).values()]
+    return bool(_set_of(spec)) or any(_set_of(v) for v in groups)
 
 
 def prepare_baseline(
@@ -151,7 +229,7 @@ def _check(
 
 
 def evaluate(
-    gates: Mapping[str, Any] | None,
+    gates: Mapping[str, object] | Gates | None,
     summary: SummaryFigures,
     comparison: Comparison | None,
     *,
@@ -159,16 +237,15 @@ def evaluate(
     warnings: list[str] | None = None,
 ) -> GateReport:
     """The gate report stored as ``summary.json["gates"]``."""
-    gates = gates or {}
+    spec = gates_spec(gates)
     results: list[GateResult] = []
-    global_set = _set_of(gates)
-    overrides = gates.get("targets") or {}
+    global_set = _set_of(spec)
+    overrides = spec.targets or {}
     newly = comparison["newly_failing"] if comparison is not None else []
     for target, figures in (summary.get("per_target") or {}).items():
         effective = {**global_set, **_set_of(overrides.get(target))}
-        for key, value in (overrides.get(target) or {}).items():
-            if value is False:
-                effective.pop(key, None)  # an override may switch a global gate off
+        for key in _switched_off(overrides.get(target)):
+            effective.pop(key, None)  # an override may switch a global gate off
         if not effective:
             continue
         base: dict[str, Metric] | None = None
@@ -181,7 +258,7 @@ def evaluate(
         failing = [c for c in newly if c["target"] == target]
         for gate, threshold in effective.items():
             results.append(_check(gate, threshold, f"target {target}", cast(Mapping[str, Any], figures), base, failing, compared))
-    for category, values in (gates.get("categories") or {}).items():
+    for category, values in (spec.categories or {}).items():
         group = (summary.get("per_category") or {}).get(category)
         for gate, threshold in _set_of(values).items():
             scope = f"category {category}"

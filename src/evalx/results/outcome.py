@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
 if TYPE_CHECKING:  # the CLI imports the exit codes at startup: keep this module light
+    from evalx.results.gates import Gates
     from evalx.results.model import CostGuardReport, MergeReport, RunSummary, ShardReport, SummaryFigures
 
 __all__ = [
@@ -81,7 +82,7 @@ def finish_summary(
     figures: SummaryFigures,
     facts: RunFacts,
     *,
-    gates: Mapping[str, Any] | None,
+    gates: Mapping[str, object] | Gates | None,
     baseline_ref: str | None,
     output_dir: Path,
     run_dir: Path,
@@ -95,8 +96,8 @@ def finish_summary(
     from evalx.results import gates as _gates
     from evalx.results.compare import baseline_view
 
-    gates = gates or {}
-    ref = baseline_ref or gates.get("baseline")
+    spec = _gates.gates_spec(gates)
+    ref = baseline_ref or spec.baseline
     comparison, warning = None, None
     if facts.shard is None:  # a shard is compared and gated by `evalx merge`, on the whole plan
         comparison, warning = _gates.prepare_baseline(
@@ -119,8 +120,8 @@ def finish_summary(
     if comparison is not None:
         summary["comparison"] = comparison
         summary["baseline"] = baseline_view(comparison)
-    if facts.shard is None and _gates.active_gates(gates):
-        summary["gates"] = _gates.evaluate(gates, figures, comparison, baseline_ref=ref, warnings=warnings)
+    if facts.shard is None and _gates.active_gates(spec):
+        summary["gates"] = _gates.evaluate(spec, figures, comparison, baseline_ref=ref, warnings=warnings)
     return summary, warnings
 
 

@@ -35,6 +35,7 @@ from evalx.errors import ConfigError, Issue
 from evalx.errors import DefinitionError as DefinitionError  # defined in errors.py, imported from here too
 from evalx.errors import UnknownProvider as UnknownProvider
 from evalx.shipped import data_dir
+from evalx.targets.spec import Pricing
 from evalx.templates import BoundedSandbox, sandbox
 
 PROVIDER_SCHEMA_ID = "https://evalx.dev/schemas/provider.schema.json"
@@ -304,6 +305,12 @@ class Price:
     def from_mapping(cls, d: Mapping[str, Any]) -> Price:
         cached = d.get("cached_input_per_mtok")
         return cls(float(d["input_per_mtok"]), float(d["output_per_mtok"]), None if cached is None else float(cached))
+
+    @classmethod
+    def of(cls, pricing: Pricing) -> Price:
+        """The price a target's ``pricing:`` record sets."""
+        cached = pricing.cached_input_per_mtok
+        return cls(float(pricing.input_per_mtok), float(pricing.output_per_mtok), None if cached is None else float(cached))
 
     def cost(self, input_tokens: int, output_tokens: int, cached_tokens: int = 0) -> float:
         """USD for one call; ``input_tokens`` includes the ``cached_tokens``."""

@@ -65,9 +65,11 @@ from evalx.models import Cell, ToolCall, Trajectory, Usage, token_count, usd_amo
 from evalx.targets.base import RunContext, task_id, template_context
 from evalx.targets.definitions import Price
 from evalx.targets.settings import TargetSettings
+from evalx.targets.spec import EngineTargetSpec
 from evalx.targets.transport.http import Backoff, HttpClient, shown_url
 from evalx.targets.transport.sse import ServerSentEvent, SSEDecoder
 from evalx.templates import TemplateRenderError, render_value
+from evalx.typeschema import build
 
 DEFAULT_END_EVENTS = ("done", "end", "complete")
 ITERATION_EVENTS = frozenset({"iteration", "turn", "iteration_start", "turn_start"})
@@ -83,28 +85,31 @@ class EngineTarget:
     type = "engine"
 
     def __init__(self, spec: dict[str, Any], settings: TargetSettings) -> None:
-        self.id = spec["id"]
-        self.spec = spec
+        entry = build(EngineTargetSpec, spec)
+        self.entry = entry
+        self.id = entry.id
+        self.spec = spec  # as written: the cache key and the templates' ``target`` are made from it
         self.settings = settings
-        self.end_event: str | None = spec.get("end_event") or None
-        self.max_events = int(spec.get("max_events", DEFAULT_MAX_EVENTS))
-        self.url = str(spec["url"]).rstrip("/") + "/execute"
+        self.end_event: str | None = entry.end_event or None
+        self.max_events = DEFAULT_MAX_EVENTS if entry.max_events is None else entry.max_events
+        self.url = entry.url.rstrip("/") + "/execute"
         self.shown = shown_url(self.url)
-        headers = {"Accept": "text/event-stream", "Cache-Control": "no-store", **(spec.get("headers") or {})}
-        if spec.get("api_key"):
-            headers[KEY_HEADER] = str(spec["api_key"])
+        headers = {"Accept": "text/event-stream", "Cache-Control": "no-store", **(entry.headers or {})}
+        if entry.api_key:
+            headers[KEY_HEADER] = entry.api_key
         self.headers = headers
         self._client: HttpClient | None = None
         # per-token prices for engines that report usage but no cost_usd of their own
-        self.price = Price.from_mapping(spec["pricing"]) if spec.get("pricing") else None
+        pricing = entry.pricing
+        self.price = None if pricing is None else Price.of(pricing)
 
     async def start(self, run: RunContext) -> None:
         s = self.settings
         run.redactor.add_url(self.url)  # user:password@ and ?key= never stored nor printed
-        for name, value in (self.spec.get("headers") or {}).items():  # secrets unless harmless (DESIGN "Secrets in headers")
+        for name, value in (self.entry.headers or {}).items():  # secrets unless harmless (DESIGN "Secrets in headers")
             run.redactor.add_header(name, value)
-        if self.spec.get("api_key"):
-            run.redactor.add(str(self.spec["api_key"]))
+        if self.entry.api_key:
+            run.redactor.add(self.entry.api_key)
         self._client = HttpClient(
             concurrency=s.concurrency, retries=s.retries, backoff=Backoff(base_s=s.backoff_s), max_response_bytes=s.max_response_bytes
         )
@@ -139,8 +144,7 @@ class EngineTarget:
     def body(self, cell: Cell, run: RunContext) -> dict[str, Any]:
         """The JSON body for one cell: the template, or the case input, plus ``task_id``."""
         tid = task_id(run.run_id, cell)
-        template = self.spec.get("body")
-        if template is not None:
+        if self.entry.body is not None:
             body = self._render(template_context(cell, run, self.spec))
         elif isinstance(cell.case.input, dict):
             body = dict(cell.case.input)
@@ -156,8 +160,7 @@ class EngineTarget:
         conversation id as ``task_id`` and the turn number as ``turn``.
         """
         tid = conversation_id(run.run_id, cell)
-        template = self.spec.get("body")
-        if template is not None:
+        if self.entry.body is not None:
             context = template_context(cell, run, self.spec)
             context["case"]["input"] = message
             context["task_id"] = tid
@@ -173,7 +176,7 @@ class EngineTarget:
 
     def _render(self, context: dict[str, Any]) -> dict[str, Any]:
         try:
-            body = render_value(self.spec["body"], context)
+            body = render_value(self.entry.body, context)
         except TemplateRenderError as exc:
             raise TargetError(f"body: {exc}") from None
         if not isinstance(body, dict):

@@ -50,6 +50,7 @@ from evalx.targets.base import RunContext, template_context
 from evalx.targets.definitions import Price, ProviderDefinition, find_provider, plain_path, stream_requested, target_problems
 from evalx.targets.provider_stream import StreamAssembler, carries_error
 from evalx.targets.settings import TargetSettings
+from evalx.targets.spec import ProviderTargetSpec
 from evalx.targets.transport.http import (
     Backoff,
     HttpClient,
@@ -64,6 +65,7 @@ from evalx.targets.transport.http import (
 from evalx.targets.transport.ratelimit import RateLimiter
 from evalx.targets.transport.sse import SSEDecoder
 from evalx.templates import TemplateRenderError, render, render_value
+from evalx.typeschema import build
 
 #: a response body larger than this is not kept in the result's ``raw``
 _MAX_RAW_CHARS = 64_000
@@ -82,12 +84,14 @@ class ProviderTarget:
     type = "provider"
 
     def __init__(self, spec: dict[str, Any], settings: TargetSettings) -> None:
-        self.id = spec["id"]
-        self.spec = spec
+        entry = build(ProviderTargetSpec, spec)
+        self.entry = entry
+        self.id = entry.id
+        self.spec = spec  # as written: the definition's checks, the templates' ``target`` and the cache key read it
         self.settings = settings
-        self.provider = str(spec["provider"])
-        self.model = str(spec["model"])
-        self.json_mode = bool(spec.get("json_mode", False))
+        self.provider = entry.provider
+        self.model = str(entry.model)  # a matrix variant's model is checked to be a string; str() keeps the key stable
+        self.json_mode = bool(entry.json_mode)
         self.definition: ProviderDefinition | None = None
         self.base_url = ""
         self.url = ""
@@ -108,7 +112,7 @@ class ProviderTarget:
         self._key_base = ""  # the cache key's part that is the same for every cell (set by start())
         #: whether answers are streamed (``stream: true``, ``params: {stream: true}`` or the definition's default)
         self.streaming = False
-        self._params: dict[str, Any] = spec.get("params") or {}  # the target's params, less its ``stream`` switch
+        self._params: dict[str, Any] = dict(entry.params or {})  # the target's params, less its ``stream`` switch
 
     # -- lifecycle ---------------------------------------------------------------
 
@@ -118,8 +122,8 @@ class ProviderTarget:
         self.definition = definition
         self._redact = run.redactor.text
 
-        base_url = self.spec.get("base_url") or definition.base_url
-        if not self.spec.get("base_url"):
+        base_url = self.entry.base_url or definition.base_url
+        if not self.entry.base_url:
             missing = definition.missing_env("base_url")
             if missing:
                 raise ConfigError(
@@ -131,7 +135,7 @@ class ProviderTarget:
         self.url = self.base_url + "/" + definition.path.lstrip("/")
         run.redactor.add_url(self.base_url)  # user:password@ or ?api_key= may come from the definition's ${VAR}
 
-        api_key = self.spec.get("api_key")
+        api_key = self.entry.api_key
         if not api_key and definition.auth_env:
             api_key = os.environ.get(definition.auth_env) or None
         self.key_hint = f"the target's api_key or {definition.auth_env}" if definition.auth_env else "the target's api_key"
@@ -142,7 +146,7 @@ class ProviderTarget:
             run.redactor.add(api_key)
 
         headers = dict(definition.headers)
-        configured = self.spec.get("headers") or {}
+        configured = self.entry.headers or {}
         headers.update(configured)
         # a header set in the config is a secret unless it is on the harmless list (DESIGN "Secrets in headers")
         secret_headers = {k.lower() for k in configured if not harmless_header(k)}
@@ -159,9 +163,9 @@ class ProviderTarget:
             if not warning:
                 raise ConfigError(Issue(where, None, ".".join(str(p) for p in path), message))
         self.streaming = stream_requested(self.spec, definition)
-        params = self.spec.get("params") or {}
-        if isinstance(params, dict) and "stream" in params and isinstance(params["stream"], bool):
-            params = {k: v for k, v in params.items() if k != "stream"}  # the switch, not a param sent as it is
+        params: dict[str, Any] = dict(self.entry.params or {})
+        if isinstance(params.get("stream"), bool):
+            del params["stream"]  # the switch, not a param sent as it is
         if self.streaming:
             assert definition.stream is not None
             params = {**definition.stream.params, **params}
@@ -180,13 +184,11 @@ class ProviderTarget:
             for k, v in headers.items()
             if k.lower() not in secret_headers and k.lower() not in SECRET_KEYS and not looks_secret_name(k)
         }
-        self.tools = [_normalize_tool(t, i, where) for i, t in enumerate(self.spec.get("tools") or [])]
+        self.tools = [_normalize_tool(t, i, where) for i, t in enumerate(self.entry.tools or ())]
 
-        override = self.spec.get("pricing")
-        if override:
-            if "input_per_mtok" not in override or "output_per_mtok" not in override:
-                raise ConfigError(f"{where}: pricing needs input_per_mtok and output_per_mtok")
-            self.price = Price.from_mapping(override)
+        override = self.entry.pricing
+        if override is not None:
+            self.price = Price.of(override)
         else:
             self.price = definition.price(self.model)
 
@@ -253,12 +255,12 @@ class ProviderTarget:
         system_parts: list[str] = []
         if cell.case.system:  # a case's own system prompt is the more specific one
             system_parts.append(str(cell.case.system))
-        elif self.spec.get("system"):
-            system_parts.append(render(str(self.spec["system"]), ctx.get(), field="system"))
-        if self.spec.get("messages"):
-            raw_messages = render_value(self.spec["messages"], ctx.get(), field="messages")
-        elif self.spec.get("prompt"):
-            raw_messages = [{"role": "user", "content": render(str(self.spec["prompt"]), ctx.get(), field="prompt")}]
+        elif self.entry.system:
+            system_parts.append(render(self.entry.system, ctx.get(), field="system"))
+        if self.entry.messages:
+            raw_messages = render_value(list(self.entry.messages), ctx.get(), field="messages")
+        elif self.entry.prompt:
+            raw_messages = [{"role": "user", "content": render(self.entry.prompt, ctx.get(), field="prompt")}]
         else:
             value = cell.case.input
             if isinstance(value, dict) and isinstance(value.get("messages"), list):
@@ -287,8 +289,8 @@ class ProviderTarget:
         system = None
         if cell.case.system:
             system = str(cell.case.system)
-        elif self.spec.get("system"):
-            system = render(str(self.spec["system"]), ctx.get(), field="system")
+        elif self.entry.system:
+            system = render(self.entry.system, ctx.get(), field="system")
         openai = self.definition is not None and self.definition.name in ("openai", "ollama")
         messages: list[dict[str, Any]] = []
         ids: list[str] = []

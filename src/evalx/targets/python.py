@@ -25,7 +25,9 @@ from evalx.models import Cell, Trajectory
 from evalx.targets import printed
 from evalx.targets.base import RunContext
 from evalx.targets.settings import TargetSettings
+from evalx.targets.spec import PythonTargetSpec
 from evalx.targets.threads import Raised, SyncRunner
+from evalx.typeschema import build
 from evalx.usercode import resolve_callable
 
 
@@ -33,8 +35,9 @@ class PythonTarget:
     type = "python"
 
     def __init__(self, spec: dict[str, Any], settings: TargetSettings) -> None:
-        self.id = spec["id"]
-        self.spec = spec
+        self.entry = build(PythonTargetSpec, spec)
+        self.id = self.entry.id
+        self.spec = spec  # as written: the cache key is made from it
         self.settings = settings
         self._fn: Any = None
         self._is_async = False
@@ -47,7 +50,7 @@ class PythonTarget:
     async def start(self, run: RunContext) -> None:
         printed.install()  # before the import: a module's top-level print goes to stderr, not evalx's stdout
         self._routed = True
-        self._fn = resolve_callable(self.spec["callable"], run.config_dir)
+        self._fn = resolve_callable(self.entry.callable, run.config_dir)
         target = inspect.unwrap(self._fn)
         self._is_async = inspect.iscoroutinefunction(target) or inspect.iscoroutinefunction(getattr(target, "__call__", None))  # noqa: B004  (an instance with an async __call__)
         try:
@@ -124,7 +127,7 @@ class PythonTarget:
             except BaseException as exc:
                 _printed_note(exc, out)
                 raise
-        traj = to_trajectory(value, self.spec["callable"])
+        traj = to_trajectory(value, self.entry.callable)
         if out.parts:
             traj.printed = out.text()
         return traj

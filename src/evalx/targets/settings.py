@@ -24,9 +24,11 @@ its targets with the same function and the same overrides.
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, fields
 from typing import Any
+
+from evalx.targets.spec import DefaultSettings, TargetSpec
 
 __all__ = ["BACKOFF_ENV", "MAX_RESPONSE_BYTES", "SETTING_KEYS", "Overrides", "TargetSettings", "resolve_settings"]
 
@@ -90,17 +92,22 @@ class Overrides:
 
 
 def resolve_settings(
-    spec: Mapping[str, Any],
-    defaults: Mapping[str, Any] | None = None,
+    spec: TargetSpec | Mapping[str, object],
+    defaults: DefaultSettings | Mapping[str, object] | None = None,
     overrides: Overrides | None = None,
 ) -> TargetSettings:
-    """The settings of the target ``spec`` (its ``targets:`` entry) under ``defaults:`` and the run's ``overrides``."""
+    """The settings of the target ``spec`` (its ``targets:`` entry) under ``defaults:`` and the run's ``overrides``.
+
+    ``spec`` and ``defaults`` are the typed records (:class:`TargetSpec`,
+    :class:`DefaultSettings`); a mapping with the same keys is read the same
+    way (the runner still hands over the config's mappings).
+    """
     cli = overrides.layer() if overrides is not None else {}
-    layers = (cli, spec, defaults or {})
+    layers = (_reader(cli), _reader(spec), _reader(defaults or {}))
 
     def pick(key: str) -> Any:
-        for layer in layers:
-            value = layer.get(key)
+        for read in layers:
+            value = read(key)
             if value is not None:
                 return value
         return None
@@ -113,15 +120,10 @@ def resolve_settings(
     idle = pick("idle_timeout_s")
     cache = pick("cache")
     max_bytes = pick("max_response_bytes")
-    rpm = None
-    for layer in layers:
-        rate_limit = layer.get("rate_limit")
-        if isinstance(rate_limit, Mapping) and rate_limit.get("rpm") is not None:
-            rpm = float(rate_limit["rpm"])
-            break
+    rpm = next((r for r in (_rpm(read("rate_limit")) for read in layers) if r is not None), None)
     share = cli.get("rate_limit_share")
     if rpm is not None and share:
-        rpm /= float(share)
+        rpm = float(rpm) / float(share)
     timeout = float(timeout_s) if timeout_s is not None else built_in.timeout_s
     return TargetSettings(
         concurrency=max(1, int(concurrency)) if concurrency is not None else built_in.concurrency,
@@ -129,10 +131,23 @@ def resolve_settings(
         retries=max(0, int(retries)) if retries is not None else built_in.retries,
         backoff_s=max(0.0, float(backoff_s)) if backoff_s is not None else _backoff_from_env(built_in.backoff_s),
         idle_timeout_s=float(idle) if idle is not None else timeout,
-        cache=bool(cache) if cache is not None else spec.get("type") == "provider",
-        rate_limit_rpm=rpm if rpm is not None and rpm > 0 else None,
+        cache=bool(cache) if cache is not None else layers[1]("type") == "provider",
+        rate_limit_rpm=float(rpm) if rpm is not None and rpm > 0 else None,
         max_response_bytes=max(1, int(max_bytes)) if max_bytes is not None else built_in.max_response_bytes,
     )
+
+
+def _reader(layer: TargetSpec | DefaultSettings | Mapping[str, object]) -> Callable[[str], Any]:
+    """A layer's value of a key (None when it sets none): a record's field, or a mapping's key (the runner's, until it hands records)."""
+    if isinstance(layer, Mapping):
+        return layer.get
+    return lambda key: getattr(layer, key, None)
+
+
+def _rpm(rate_limit: object) -> float | None:
+    """A layer's ``rate_limit: {rpm: N}``, if it sets one."""
+    rpm = rate_limit.get("rpm") if isinstance(rate_limit, Mapping) else getattr(rate_limit, "rpm", None)
+    return None if rpm is None else float(rpm)
 
 
 _BUILT_IN = TargetSettings()

@@ -1,0 +1,124 @@
+"""The config as typed records: the one declaration of every key ``evalconfig.yaml`` may hold.
+
+Each section's record lives with the package that owns it (targets in
+``targets/spec.py``, datasets in ``datasets/spec.py``, assertions in
+``assertions/spec.py`` with each type's parameters from its ``@assertion``
+function, the judge in ``judge/spec.py``, gates in ``results/gates.py``);
+:class:`EvalConfig` here assembles them with the run-wide sections. The
+shipped ``schemas/evalconfig.schema.json`` is written from these records
+(``config/schema.py``, pinned by a test), and :attr:`evalx.config.loader.Config.typed`
+is the :class:`EvalConfig` of a config that schema accepted.
+"""
+
+# No `from __future__ import annotations` here: evalx.typeschema reads these annotations at run time, and
+# evaluated once at import (from cached bytecode) they cost half of what compiling them from strings does.
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Annotated, Any, Literal
+
+from evalx.assertions.spec import AssertionSpec
+from evalx.datasets.spec import DatasetSpec
+from evalx.judge.spec import JudgeSettings
+from evalx.results.gates import Gates
+from evalx.targets.spec import AnyTargetSpec, DefaultSettings
+from evalx.typeschema import NonNegative, PositiveInt, Schema, build
+
+__all__ = ["Defaults", "EvalConfig", "ExecutorSettings", "Matrix", "Output", "eval_config"]
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Defaults(DefaultSettings):
+    """``defaults:``: target settings under every target's own, and the run-wide settings."""
+
+    repeat: Annotated[PositiveInt, Schema(description="Samples per case and target.")] = 1
+    max_cells: Annotated[
+        PositiveInt | None,
+        Schema(description="Refuse a run of more cells (targets x cases x repeats) before it starts (default 10000000; --max-cells)."),
+    ] = None
+    max_variants: Annotated[
+        PositiveInt | None,
+        Schema(description="Refuse a --matrix run of more variants before it expands (default 10000; --max-variants)."),
+    ] = None
+    targets: Annotated[tuple[str, ...] | None, Schema(description="Targets `evalx run` uses without --matrix.")] = None
+    max_total_cost: Annotated[NonNegative | None, Schema(description="Stop scheduling cells past this spend (USD).")] = None
+    repeat_pass_rule: Literal["all", "majority", "any"] | None = None
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Matrix:
+    """``matrix:``: the variants ``evalx run --matrix`` runs (``config/matrix.py`` expands them)."""
+
+    targets: tuple[str, ...] | None = None
+    params: Annotated[
+        Mapping[str, tuple[Any, ...]] | None,
+        Schema(description="Axes: model sets a provider target's model, any other name params[name]."),
+    ] = None
+    include: tuple[Mapping[str, object], ...] | None = None
+    exclude: tuple[Mapping[str, object], ...] | None = None
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Output:
+    dir: Annotated[str, Schema(description="Where runs are stored (default: runs).")] = "runs"
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ExecutorSettings:
+    """``executor:``: where cells run (docs/scale-out.md)."""
+
+    kind: Annotated[Literal["local", "ray"] | None, Schema(description="Where cells run (default local; --executor).")] = None
+    address: Annotated[
+        str | None,
+        Schema(description="The Ray cluster: auto (a running one, the default), local (start one), or an address (--ray-address)."),
+    ] = None
+    batch_size: Annotated[
+        PositiveInt | None, Schema(description="Cells sent to a Ray actor at once (default: sized to about 0.5 s of work).")
+    ] = None
+    working_dir: Annotated[
+        Literal["auto", "upload", "shared"] | None,
+        Schema(
+            description="How the config's folder reaches Ray workers: upload (runtime_env working_dir), shared (read in place), "
+            "auto (upload unless every node is this machine)."
+        ),
+    ] = None
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class EvalConfig:
+    """A whole ``evalconfig.yaml``, as the schema accepted it (after ``${VAR}`` interpolation)."""
+
+    version: Literal[1] | None = None
+    name: str | None = None
+    description: str | None = None
+    defaults: Defaults = field(default_factory=Defaults)
+    vars: Annotated[Mapping[str, object], Schema(description="Values available to every template as `vars`.")] = field(default_factory=dict)
+    secrets: Annotated[tuple[str, ...], Schema(description="Env vars whose values are redacted everywhere.")] = ()
+    plugins: Annotated[
+        tuple[Annotated[str, Schema(minLength=1)], ...],
+        Schema(
+            description="Modules that register assertion types, imported before the config is checked: "
+            ".py files relative to the config, or module names (docs/plugins.md)."
+        ),
+    ] = ()
+    providers_dir: str | None = None
+    targets: Annotated[tuple[Annotated[AnyTargetSpec, Schema(ref="target")], ...], Schema(minItems=1)]
+    datasets: Annotated[tuple[Annotated[DatasetSpec, Schema(ref="dataset")], ...], Schema(minItems=1)]
+    asserts: Annotated[tuple[Annotated[AssertionSpec, Schema(ref="assertion")], ...], Schema(key="assert")] = ()
+    judge: JudgeSettings = field(default_factory=JudgeSettings)
+    matrix: Matrix | None = None
+    gates: Gates = field(default_factory=Gates)
+    output: Output = field(default_factory=Output)
+    executor: ExecutorSettings = field(default_factory=ExecutorSettings)
+
+    def target(self, target_id: str) -> AnyTargetSpec:
+        """The ``targets:`` entry with this id (KeyError if none)."""
+        for spec in self.targets:
+            if spec.id == target_id:
+                return spec
+        raise KeyError(target_id)
+
+
+def eval_config(data: Mapping[str, object]) -> EvalConfig:
+    """The records of a config mapping the schema accepted."""
+    return build(EvalConfig, data)

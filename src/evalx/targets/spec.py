@@ -1,0 +1,246 @@
+"""A ``targets:`` entry as typed records: the run settings, the three kinds, and their JSON Schema.
+
+These records are the one declaration of what a target may say:
+``config/schema.py`` writes the config schema's ``target`` and
+``judge_target`` definitions from them, and :func:`target_spec` turns an
+entry the schema accepted (or a ``matrix:`` variant of one) into the record
+of its kind.
+"""
+
+# No `from __future__ import annotations` here: evalx.typeschema reads these annotations at run time, and
+# evaluated once at import (from cached bytecode) they cost half of what compiling them from strings does.
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Annotated, Any, ClassVar, Literal
+
+from evalx.typeschema import Id, NonNegative, PositiveInt, PositiveNumber, Schema, build_union, properties, required_keys, schema_of
+
+__all__ = [
+    "TARGET_KINDS",
+    "AnyTargetSpec",
+    "DefaultSettings",
+    "EngineTargetSpec",
+    "Pricing",
+    "ProviderTargetSpec",
+    "PythonTargetSpec",
+    "RateLimit",
+    "RaySettings",
+    "RunSettings",
+    "TargetSpec",
+    "target_schema",
+    "target_spec",
+]
+
+_File = Annotated[str, Schema(minLength=1)]
+_StrMap = Mapping[str, str]
+
+
+@dataclass(frozen=True, kw_only=True)
+class RunSettings:
+    """The settings a target and ``defaults:`` may both set (resolved by :func:`evalx.targets.resolve_settings`)."""
+
+    concurrency: Annotated[PositiveInt | None, Schema(description="Cells in flight at once, per target.")] = None
+    timeout_s: Annotated[PositiveNumber | None, Schema(description="Per-cell timeout in seconds.")] = None
+    retries: Annotated[int | None, Schema(minimum=0, description="Retries on transport errors, 429 and 5xx.")] = None
+    backoff_s: Annotated[
+        NonNegative | None,
+        Schema(description="Base of the jittered exponential backoff between retries, in seconds (default 0.5)."),
+    ] = None
+    cache: Annotated[bool | None, Schema(description="Cache responses (default: on for provider targets, off otherwise).")] = None
+    max_response_bytes: Annotated[
+        PositiveInt | None,
+        Schema(
+            description="The most bytes one response (a body or a stream, counted after decompression) may have; "
+            "past it the cell is an error (default 67108864, 64 MiB)."
+        ),
+    ] = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class DefaultSettings(RunSettings):
+    """What ``defaults:`` says of every target's settings (the run-wide rest is :class:`evalx.config.model.Defaults`)."""
+
+    idle_timeout_s: PositiveNumber | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class Pricing:
+    input_per_mtok: NonNegative
+    output_per_mtok: NonNegative
+    cached_input_per_mtok: NonNegative | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class RaySettings:
+    """How this target runs under --executor ray."""
+
+    actors: Annotated[
+        PositiveInt | None,
+        Schema(description="Ray actors running this target's cells, each with the target started once (default 1)."),
+    ] = None
+    concurrency: Annotated[
+        PositiveInt | None, Schema(description="Cells in flight in each actor (default: the target's concurrency shared out).")
+    ] = None
+    num_cpus: Annotated[
+        NonNegative | None,
+        Schema(description="CPUs each actor holds (default 1 for python, 0 for engine and provider targets, which wait on the network)."),
+    ] = None
+    num_gpus: Annotated[NonNegative | None, Schema(description="GPUs each actor holds (default 0).")] = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class RateLimit:
+    rpm: PositiveNumber | None = None
+
+
+_Kind = Literal["python", "engine", "provider"]
+
+
+@dataclass(frozen=True, kw_only=True)
+class _Identity:
+    id: Id = ""  # an inline judge target may have none
+    type: _Kind
+    description: str | None = None
+
+
+#: a python or engine target's ``tools:`` (what ``tool_calls_valid`` checks its calls against)
+_DeclaredTools = Annotated[
+    tuple[Annotated[Mapping[str, object], Schema(required=["name"])], ...],
+    Schema(description="The tools the target may call, {name, description, parameters}: tool_calls_valid checks its calls against them."),
+]
+
+
+@dataclass(frozen=True, kw_only=True)
+class TargetSpec(RunSettings, _Identity):
+    """What every kind of target may say."""
+
+    KIND: ClassVar[str] = ""
+    vars: Mapping[str, object] | None = None
+    ray: Annotated[RaySettings | None, Schema(description="How this target runs under --executor ray.")] = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class PythonTargetSpec(TargetSpec):
+    KIND: ClassVar[str] = "python"
+    type: _Kind = "python"  # an entry built by code (the judge's, a test's) may leave it out
+    callable: Annotated[
+        str,
+        Schema(
+            pattern=r"^[^:]+:[A-Za-z_][A-Za-z0-9_.]*$", description="module:function or path/to/file.py:function (relative to the config)."
+        ),
+    ]
+    tools: _DeclaredTools | None = None
+    idempotent: Annotated[
+        bool | None,
+        Schema(
+            description="The callable has no side effects: under --executor ray a cell lost with its actor runs again "
+            "elsewhere (default false: it becomes an error, which --resume runs again)."
+        ),
+    ] = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class EngineTargetSpec(TargetSpec):
+    KIND: ClassVar[str] = "engine"
+    type: _Kind = "engine"  # an entry built by code (the judge's, a test's) may leave it out
+    url: Annotated[str, Schema(description="Base URL; evalx POSTs to {url}/execute.")]
+    api_key: Annotated[str | None, Schema(description="Sent as X-Engine-Key; never written anywhere.")] = None
+    headers: _StrMap | None = None
+    body: Annotated[
+        Mapping[str, object] | None, Schema(description="Request body template (Jinja2 in every string); task_id is added.")
+    ] = None
+    idle_timeout_s: Annotated[PositiveNumber | None, Schema(description="Fail when the stream sends nothing for this long.")] = None
+    end_event: Annotated[str | None, Schema(description="Event type that ends a complete stream (e.g. done).")] = None
+    max_events: Annotated[PositiveInt | None, Schema(description="Events kept per cell in results (default 1000).")] = None
+    tools: _DeclaredTools | None = None
+    pricing: Annotated[
+        Pricing | None,
+        Schema(description="USD per million tokens, applied to the usage events when the engine reports no cost_usd of its own."),
+    ] = None
+
+
+#: a provider target's ``tools:`` (a ``tools_file:`` is checked against it)
+ProviderTools = Annotated[
+    tuple[Mapping[str, object], ...],
+    Schema(description="Tools offered to the model: {name, description, parameters} (OpenAI and Anthropic forms are accepted too)."),
+]
+
+
+@dataclass(frozen=True, kw_only=True)
+class ProviderTargetSpec(TargetSpec):
+    KIND: ClassVar[str] = "provider"
+    type: _Kind = "provider"  # an entry built by code (the judge's, a test's) may leave it out
+    provider: Annotated[str, Schema(description="A provider definition name (providers/NAME.yaml, shipped or in providers_dir).")]
+    model: str
+    base_url: Annotated[str | None, Schema(description="Overrides the provider's base URL, e.g. http://localhost:8080/v1.")] = None
+    api_key: Annotated[
+        str | None, Schema(description="Overrides the provider's key variable (e.g. OPENAI_API_KEY); never written anywhere.")
+    ] = None
+    headers: _StrMap | None = None
+    params: Annotated[Mapping[str, object] | None, Schema(description="Request parameters: temperature, max_tokens, ...")] = None
+    system: Annotated[str | None, Schema(description="System prompt template (a case's own system wins).")] = None
+    system_file: Annotated[
+        _File | None, Schema(description="A file holding the system prompt template, relative to the config (instead of system).")
+    ] = None
+    prompt: Annotated[str | None, Schema(description="User message template (Jinja2 over case, vars); default: the case input.")] = None
+    prompt_file: Annotated[
+        _File | None, Schema(description="A file holding the prompt template, relative to the config (instead of prompt).")
+    ] = None
+    messages: Annotated[
+        tuple[Annotated[Mapping[str, object], Schema(required=["role", "content"])], ...] | None,
+        Schema(description="The conversation ({role, content} templates) instead of prompt."),
+    ] = None
+    tools: ProviderTools | None = None
+    tools_file: Annotated[
+        _File | None, Schema(description="A YAML or JSON file holding the tools list, relative to the config (instead of tools).")
+    ] = None
+    json_mode: Annotated[bool | None, Schema(description="Ask for a JSON answer (the provider definition's json_mode params).")] = None
+    stream: Annotated[
+        bool | None,
+        Schema(
+            description="Stream the answer (the provider definition's stream: section) and record ttft_ms; "
+            "params: {stream: true} means the same."
+        ),
+    ] = None
+    idle_timeout_s: Annotated[
+        PositiveNumber | None, Schema(description="With stream: fail when the stream sends nothing for this long.")
+    ] = None
+    pricing: Annotated[
+        Pricing | None, Schema(description="USD per million tokens; overrides the provider definition's price for this model.")
+    ] = None
+    rate_limit: RateLimit | None = None
+
+
+AnyTargetSpec = PythonTargetSpec | EngineTargetSpec | ProviderTargetSpec
+#: the kinds of target, in the order the schema lists them
+TARGET_KINDS: tuple[type[TargetSpec], ...] = (PythonTargetSpec, EngineTargetSpec, ProviderTargetSpec)
+
+
+def target_spec(entry: Mapping[str, object] | TargetSpec) -> TargetSpec:
+    """The record of a ``targets:`` entry the schema accepted (or of a ``matrix:`` variant of one); a record is returned as is."""
+    if isinstance(entry, TargetSpec):
+        return entry
+    return build_union(TARGET_KINDS, entry)
+
+
+def target_schema(required: list[str]) -> dict[str, Any]:
+    """A target's schema, dispatched on ``type:`` (``if``/``then``) so a mistake is reported against its kind's keys."""
+    common = properties(TargetSpec)
+    branches = [
+        {
+            "if": {"properties": {"type": {"const": kind.KIND}}, "required": ["type"]},
+            "then": {
+                "properties": properties(kind),
+                "required": [key for key in required_keys(kind) if key not in common],
+                "additionalProperties": False,
+            },
+        }
+        for kind in TARGET_KINDS
+    ]
+    return {"type": "object", "properties": {"id": common["id"], "type": common["type"]}, "required": required, "allOf": branches}
+
+
+def tools_schema() -> dict[str, Any]:
+    """The schema of a provider target's ``tools:`` (a ``tools_file:`` is checked against it)."""
+    return schema_of(ProviderTools)
