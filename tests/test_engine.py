@@ -238,8 +238,8 @@ def test_mixed_run_finishes_in_time_and_goes_on(mixed_run: tuple[Result, Path]) 
     assert "Traceback" not in result.output
     summary = json.loads((run_dir(config) / "summary.json").read_text())
     assert summary["totals"]["cells"] == 2 * len(MODES)
-    # every cell is bounded by its timeout (retries included): 8 workers, 44 cells, the slowest cell 1 s
-    assert summary["duration_s"] < TIMEOUT_S * RETRIES + 3.0
+    # every cell is bounded by its timeout: ~1.5 s here; the slow scenario alone streams for 60 s (the bound holds on a loaded machine)
+    assert summary["duration_s"] < 30
 
 
 @pytest.mark.parametrize("case_id", list(MODES))

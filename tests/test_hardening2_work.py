@@ -61,13 +61,23 @@ def schema_server() -> Iterator[_Counting]:
 
 
 @pytest.fixture
-def silent_port() -> Iterator[int]:
-    """A port that accepts connections and never answers (a fetch would hang)."""
+def silent() -> Iterator[socket.socket]:
+    """A listening socket that never answers (a fetch would hang); a connection attempt waits in its backlog, where a test sees it."""
     sock = socket.socket()
     sock.bind(("127.0.0.1", 0))
     sock.listen(16)
-    yield sock.getsockname()[1]
+    yield sock
     sock.close()
+
+
+def _connected(sock: socket.socket) -> bool:
+    """Whether anything connected to ``sock`` (it never accepts, so a connection waits in the backlog)."""
+    sock.setblocking(False)
+    try:
+        sock.accept()[0].close()
+    except BlockingIOError:
+        return False
+    return True
 
 
 @pytest.fixture(scope="module")
@@ -119,16 +129,14 @@ def _ref_project(tmp_path: Path, remote: str, local: str, *, in_config: bool = T
 
 
 def test_a_schema_ref_outside_the_schema_is_a_validate_error_and_nothing_is_fetched(
-    tmp_path: Path, schema_server: _Counting, silent_port: int
+    tmp_path: Path, schema_server: _Counting, silent: socket.socket
 ) -> None:
     secret = (tmp_path / "secret.json").resolve()
     remote = f"http://127.0.0.1:{schema_server.server_port}/x.json"
     for command, in_config in (("validate", True), ("run", True), ("run", False)):
         config = _ref_project(tmp_path, remote, f"file://{secret}#/a", in_config=in_config)
-        t0 = time.monotonic()
         code, output = _cli(command, "-c", str(config))
         assert code == 2, output
-        assert time.monotonic() - t0 < 10
         lines = [line for line in output.splitlines() if line.strip()]
         assert "Traceback" not in output and SECRET not in output
         assert all("points outside the schema" in line for line in lines), output
@@ -142,11 +150,11 @@ def test_a_schema_ref_outside_the_schema_is_a_validate_error_and_nothing_is_fetc
                 output
             )
     assert schema_server.requests == []
-    # a server that never answers cannot hold a run either
-    config = _ref_project(tmp_path, f"http://127.0.0.1:{silent_port}/x.json", "#/$defs/none")
-    t0 = time.monotonic()
+    # a server that never answers cannot hold a run either: nothing even connects to it
+    config = _ref_project(tmp_path, f"http://127.0.0.1:{silent.getsockname()[1]}/x.json", "#/$defs/none")
     code, output = _cli("run", "-c", str(config))
-    assert code == 2 and time.monotonic() - t0 < 10, output
+    assert code == 2, output
+    assert not _connected(silent)
 
 
 def test_at_run_time_a_ref_outside_the_schema_is_refused_never_fetched(tmp_path: Path, schema_server: _Counting) -> None:
@@ -250,8 +258,7 @@ def test_a_backtracking_regex_counts_against_the_cell_and_never_holds_up_the_oth
 def test_sigterm_stops_a_run_while_a_regex_backtracks(tmp_path: Path) -> None:
     config = _regex_project(tmp_path, timeout_s=600, evil=1, good=0)
     # the target tells when it answered (scoring starts); half a second on, the regex backtracks with 600 s of budget
-    run = interrupt_when(tmp_path / "answered-evil0", config, settle_s=0.5)
-    assert run.seconds < 10
+    run = interrupt_when(tmp_path / "answered-evil0", config, settle_s=0.5)  # fails unless the run stops (the regex had 600 s)
     assert run.returncode == 3, run.out + run.err
     assert "Traceback" not in run.err
     run_dir = next((tmp_path / "runs").iterdir())
@@ -265,10 +272,10 @@ def test_the_bounded_matcher_keeps_re_semantics_and_its_limits() -> None:
     assert regex(ctx, value=r"^ok$", flags="m").passed is True
     assert regex(ctx, value=r"refund", flags="i").passed is True
     slow = regexes.compile_user("(a|a)+$")
-    t0 = time.monotonic()
+    t0 = time.thread_time()
     with regexes.budget(0.3, on_loop=False), pytest.raises(regexes.RegexTimeout, match="ran past the cell's time limit"):
         regexes.search(slow, EVIL)
-    assert time.monotonic() - t0 < 5  # CPU time: a loaded machine stretches it
+    assert time.thread_time() - t0 < 3  # this thread's CPU time, which load does not stretch (unbounded, this "a"*30 takes minutes)
     with regexes.budget(5, on_loop=True), pytest.raises(regexes.NeedsThread):
         regexes.search(slow, EVIL)  # the event loop gets a short slice, then the check moves to a thread
 
@@ -276,10 +283,11 @@ def test_the_bounded_matcher_keeps_re_semantics_and_its_limits() -> None:
 def test_a_schema_with_many_unique_objects_is_checked_in_linear_time() -> None:
     items = [{"k": i, "v": [i, str(i)]} for i in range(50_000)]
     ctx = AssertionContext(case=Case(id="c", input="x"), output=Trajectory(text=json.dumps(items + [{"v": [0, "0"], "k": 0.0}])))
-    t0 = time.monotonic()
+    t0 = time.thread_time()
     verdict = json_schema(ctx, schema={"type": "array", "uniqueItems": True})
     assert verdict.passed is False and "non-unique" in verdict.reason
-    assert time.monotonic() - t0 < 10
+    # CPU seconds (load does not stretch them): ~0.5 s here; comparing 50,001 items pairwise takes minutes
+    assert time.thread_time() - t0 < 10
     ctx = AssertionContext(case=Case(id="c", input="x"), output=Trajectory(text=json.dumps([1, True, "1", [1], {"a": 1}, {"a": True}])))
     assert json_schema(ctx, schema={"uniqueItems": True}).passed is True  # true is not 1, as JSON Schema says
 
@@ -302,10 +310,10 @@ BOMBS = {
 
 @pytest.mark.parametrize("name", list(BOMBS))
 def test_a_template_bomb_is_refused_quickly(name: str) -> None:
-    t0 = time.monotonic()
+    t0 = time.thread_time()
     with pytest.raises(TemplateRenderError, match=r"^prompt: template refused: ") as caught:
         render(BOMBS[name], {}, field="prompt")
-    assert time.monotonic() - t0 < 5, caught.value
+    assert time.thread_time() - t0 < 5, caught.value  # CPU seconds, which load does not stretch: at most the 1 s render limit
     with pytest.raises(TemplateRenderError, match=r"^params\.a\[0\]: template refused: "):
         render_value({"a": [BOMBS[name]]}, {}, field="params")
 
@@ -329,11 +337,11 @@ def test_a_timebox_never_leaks_its_exception_past_the_box() -> None:
                 sum(range(2000))
         except TimeUp:
             pass
-    t0 = time.monotonic()
+    t0 = time.thread_time()
     with pytest.raises(TimeUp), timebox(0.2):
         while True:
             pass
-    assert time.monotonic() - t0 < 5
+    assert time.thread_time() - t0 < 5  # CPU seconds spun: at most the 0.2 s box, however loaded the machine
     total = sum(range(100_000))  # nothing pending afterwards
     assert total == 4999950000
 
@@ -371,11 +379,9 @@ def _template_project(tmp_path: Path, hostile: HostileServer) -> Path:
 
 def test_a_prompt_template_bomb_is_that_cells_error_naming_the_field(tmp_path: Path, hostile: HostileServer) -> None:
     config = _template_project(tmp_path, hostile)
-    t0 = time.monotonic()
-    proc = subprocess.run(
+    proc = subprocess.run(  # timeout=: the hang guard (the bomb alone would run for minutes)
         [sys.executable, "-m", "evalx", "run", "-c", str(config)], capture_output=True, text=True, timeout=120, cwd=tmp_path
     )
-    assert time.monotonic() - t0 < 30
     assert proc.returncode == 1, proc.stdout + proc.stderr
     by_id = {r["case_id"]: r for r in _results(config)}
     assert by_id["loops"]["status"] == "error" and "prompt: template refused: rendering took more than 1s" in by_id["loops"]["error"]
@@ -401,11 +407,9 @@ def test_a_provider_definitions_error_regex_cannot_be_made_to_backtrack_by_the_s
         "datasets: [{id: d, cases: [{id: a, input: hi}, {id: b, input: ho}]}]\n",
         encoding="utf-8",
     )
-    t0 = time.monotonic()
-    proc = subprocess.run(
+    proc = subprocess.run(  # timeout=: the hang guard (the regex alone would backtrack for minutes)
         [sys.executable, "-m", "evalx", "run", "-c", str(config)], capture_output=True, text=True, timeout=120, cwd=tmp_path
     )
-    assert time.monotonic() - t0 < 30
     assert proc.returncode == 3, proc.stdout + proc.stderr  # every cell errored, and the run ended
     for cell in _results(config):
         assert cell["status"] == "error" and "the regex /(a|a)+$/ ran past" in cell["error"], cell["error"]
@@ -442,11 +446,9 @@ def _spin_check_project(tmp_path: Path, timeout_s: float) -> Path:
 
 def test_a_check_that_never_returns_ends_with_its_cell_and_the_run_goes_on(tmp_path: Path) -> None:
     config = _spin_check_project(tmp_path, timeout_s=1)
-    t0 = time.monotonic()
-    proc = subprocess.run(
+    proc = subprocess.run(  # timeout=: the hang guard (the check spins forever)
         [sys.executable, "-m", "evalx", "run", "-c", str(config)], capture_output=True, text=True, timeout=120, cwd=tmp_path
     )
-    assert time.monotonic() - t0 < 30
     assert proc.returncode == 1, proc.stdout + proc.stderr
     by_id = {r["case_id"]: r for r in _results(config)}
     assert by_id["spin"]["status"] == "error", by_id["spin"]
@@ -457,8 +459,7 @@ def test_a_check_that_never_returns_ends_with_its_cell_and_the_run_goes_on(tmp_p
 
 def test_sigterm_stops_a_run_whose_check_never_returns(tmp_path: Path) -> None:
     config = _spin_check_project(tmp_path, timeout_s=600)
-    run = interrupt_when(tmp_path / "spinning", config)
-    assert run.seconds < 10
+    run = interrupt_when(tmp_path / "spinning", config)  # fails unless the run stops (the check had 600 s)
     assert run.returncode == 3, run.out + run.err
     assert "Traceback" not in run.err
     run_dir = next((tmp_path / "runs").iterdir())

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import textwrap
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -271,18 +270,14 @@ def test_a_dropped_connection_mid_stream_is_an_error_and_not_sent_again(server: 
 
 def test_an_idle_stream_is_stopped_by_the_idle_timeout(server: StreamServer, tmp_path: Path) -> None:
     path = config(tmp_path, server, "openai", "idle", "stream: true\nidle_timeout_s: 0.3\ntimeout_s: 30")
-    started = time.monotonic()
     code, output, [cell], _ = run(path)
-    assert time.monotonic() - started < 10
     assert cell["status"] == "error"
-    assert "idle for more than 0.3s" in cell["error"]
+    assert "idle for more than 0.3s" in cell["error"]  # the idle timer ended it, not the 30 s timeout
 
 
 def test_a_stream_that_never_ends_is_stopped_by_the_timeout(server: StreamServer, tmp_path: Path) -> None:
     path = config(tmp_path, server, "openai", "endless", "stream: true\ntimeout_s: 0.5")
-    started = time.monotonic()
     code, output, [cell], _ = run(path)
-    assert time.monotonic() - started < 10
     assert cell["status"] == "error"
     assert "timed out after 0.5s" in cell["error"]
 
@@ -402,8 +397,6 @@ def test_a_broken_stream_section_names_its_line(tmp_path: Path, server: StreamSe
 
 def test_a_stream_past_max_response_bytes_is_cut(server: StreamServer, tmp_path: Path) -> None:
     path = config(tmp_path, server, "openai", "endless", "stream: true\nmax_response_bytes: 2000\ntimeout_s: 30")
-    started = time.monotonic()
     code, output, [cell], _ = run(path)
-    assert time.monotonic() - started < 10
     assert cell["status"] == "error"
-    assert "larger than max_response_bytes (2,000 bytes)" in cell["error"]
+    assert "larger than max_response_bytes (2,000 bytes)" in cell["error"]  # cut, not ended by the 30 s timeout
