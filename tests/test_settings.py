@@ -171,7 +171,7 @@ def _engine(server: EngineServer, **over: Any) -> dict[str, Any]:
     ids=["flag-over-target", "target-alone", "fewer-cells-than-flag"],
 )
 def test_provider_calls_in_flight(llm: FakeLLMServer, tmp_path: Path, args: list[str], cells: int, peak: int) -> None:
-    llm.hold_s = 0.2
+    llm.gather, llm.hold_s = peak, 0.2  # the first `peak` calls meet, then 0.2 s more for any extra one to show up
     cases = [{"id": f"c{i}", "input": f"question {i}", "assert": [{"type": "contains", "value": "You said"}]} for i in range(cells)]
     config = _write(tmp_path, _provider(llm, concurrency=4), cases)
     code, output, results = _run(config, "--no-cache", *args)
@@ -188,7 +188,7 @@ def test_provider_calls_in_flight(llm: FakeLLMServer, tmp_path: Path, args: list
 def test_engine_calls_in_flight(engine_server: EngineServer, tmp_path: Path, args: list[str], cells: int, peak: int) -> None:
     engine_server.peak_in_flight = 0
     cases = [
-        {"id": f"c{i}", "input": {"scenario": "hold", "hold_s": 0.2, "message": f"m{i}"}, "assert": [{"type": "completed"}]}
+        {"id": f"c{i}", "input": {"scenario": "hold", "gather": peak, "hold_s": 0.2, "message": f"m{i}"}, "assert": [{"type": "completed"}]}
         for i in range(cells)
     ]
     config = _write(tmp_path, _engine(engine_server, concurrency=4), cases)
@@ -247,7 +247,7 @@ def test_the_flag_sizes_the_python_thread_pool(tmp_path: Path) -> None:
 
 def test_the_flag_sizes_the_connection_pool_so_no_cell_times_out_queued(llm: FakeLLMServer, tmp_path: Path) -> None:
     """Before: three workers shared one connection, one request at a time (the third cell waited 1.2 s on its 1 s clock)."""
-    llm.hold_s = 1
+    llm.gather, llm.hold_s = 3, 0.2  # answered once all three are in flight: one at a time, none is
     cases = [{"id": f"c{i}", "input": f"q{i}", "assert": [{"type": "contains", "value": "You said"}]} for i in range(3)]
     config = _write(tmp_path, _provider(llm, concurrency=1, timeout_s=5, retries=0), cases)
     code, output, results = _run(config, "--no-cache", "--concurrency", "3")
@@ -275,6 +275,7 @@ def test_waiting_for_the_rate_limit_is_not_the_cells_time(llm: FakeLLMServer, tm
 JUDGE_PY = """
 import asyncio, pathlib
 
+WANT = 0  # the peak the test expects: calls wait (up to 30 s) until that many run at once, so load cannot hide it
 _now = 0
 peak = 0
 
@@ -283,7 +284,11 @@ async def grade(input):
     _now += 1
     peak = max(peak, _now)
     try:
-        await asyncio.sleep(0.15)
+        for _ in range(3000):
+            if peak >= WANT:
+                break
+            await asyncio.sleep(0.01)
+        await asyncio.sleep(0.15)  # time for any call past the limit to show up
         return '{"pass": true, "score": 1, "reason": "fine"}'
     finally:
         _now -= 1
@@ -296,13 +301,13 @@ def agent(input):
 
 @pytest.mark.parametrize(("args", "peak"), [(["--concurrency", "5"], 5), ([], 1)], ids=["flag-over-judge-target", "judge-target-alone"])
 def test_the_judge_target_follows_the_same_precedence(tmp_path: Path, args: list[str], peak: int) -> None:
-    (tmp_path / "judging.py").write_text(textwrap.dedent(JUDGE_PY), encoding="utf-8")
+    (tmp_path / "judging.py").write_text(textwrap.dedent(JUDGE_PY).replace("WANT = 0", f"WANT = {peak}"), encoding="utf-8")
     cases = [{"id": f"c{i}", "input": f"q{i}", "assert": [{"type": "llm_judge", "rubric": "is an answer"}]} for i in range(10)]
     config = _write(
         tmp_path,
         {"id": "agent", "type": "python", "callable": "judging.py:agent", "concurrency": 10},
         cases,
-        judge={"target": {"type": "python", "callable": "judging.py:grade", "concurrency": 1, "timeout_s": 1}},
+        judge={"target": {"type": "python", "callable": "judging.py:grade", "concurrency": 1, "timeout_s": 10}},
         defaults={"concurrency": 2},
     )
     code, output, results = _run(config, *args)
