@@ -345,14 +345,14 @@ def test_tool_calls_and_mocked_tool_results_go_back_as_tool_messages(stream_serv
 def test_the_timeout_bounds_the_whole_conversation(tmp_path: Path) -> None:
     targets = """
     targets:
-      - {id: py, type: python, callable: "agent.py:slow", timeout_s: 0.5}
+      - {id: py, type: python, callable: "agent.py:slow", timeout_s: 2}
     """
     code, out, run_dir = run(project(tmp_path, targets))
     (cell,) = read_cells(run_dir)
     assert cell["status"] == "error"
-    assert cell["error"].startswith("turn 2: timed out after 0.5s"), cell["error"]
+    assert cell["error"].startswith("turn 2: timed out after 2s"), cell["error"]
     assert [t["output"]["text"] for t in cell["turns"]] == ["quick", ""]
-    assert cell["latency_ms"] < 5000
+    assert cell["latency_ms"] < 15000  # bounded by the 2 s timeout, not the second turn's 30 s
 
 
 def test_a_case_without_turns_keeps_its_digest_and_mapping() -> None:

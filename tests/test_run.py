@@ -105,13 +105,13 @@ def test_timeout_is_an_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) ->
         "import asyncio\nasync def answer(q):\n    if q == 'slow':\n        await asyncio.sleep(30)\n    return q\n"
     )
     (tmp_path / "evalconfig.yaml").write_text(
-        "version: 1\ndefaults: {timeout_s: 0.2}\ntargets: [{id: bot, type: python, callable: bot.py:answer}]\n"
+        "version: 1\ndefaults: {timeout_s: 2}\ntargets: [{id: bot, type: python, callable: bot.py:answer}]\n"
         "datasets: [{id: d, cases: [{id: slow, input: slow, assert: [{type: completed}]}, {id: fast, input: fast, assert: [{type: completed}]}]}]\n"
     )
     res = run_cli(["run", "-q"], tmp_path, monkeypatch)
     assert res.exit_code == 1, res.output
     by_case = {r["case_id"]: r for r in results(only_run_dir(tmp_path))}
-    assert by_case["slow"]["status"] == "error" and by_case["slow"]["error"] == "timed out after 0.2s"
+    assert by_case["slow"]["status"] == "error" and by_case["slow"]["error"] == "timed out after 2s"
     assert by_case["fast"]["status"] == "pass"
 
 
