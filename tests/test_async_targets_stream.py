@@ -8,7 +8,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from results_file import read_cells
+
+pytestmark = pytest.mark.slow  # the quick tier (-m 'not slow') leaves these out: they take the longest
 
 AGENT = """
 import os

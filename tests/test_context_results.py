@@ -52,6 +52,7 @@ def _data(html: str) -> dict[str, Any]:
     return json.loads(match.group(1))  # type: ignore[no-any-return]
 
 
+@pytest.mark.slow
 def test_the_report_embeds_the_context_and_shows_it_as_text(run_dir: Path) -> None:
     data = _data((run_dir / "report.html").read_text(encoding="utf-8"))
     cases = {c["id"]: c for c in data["cases"]}

@@ -168,6 +168,7 @@ def browser(conversation_run: Path) -> Iterator[Any]:
     yield from chromium()
 
 
+@pytest.mark.slow
 def test_the_cell_detail_shows_the_conversation_as_a_chat(conversation_run: Path, browser: Any) -> None:
     run_dir = conversation_run
     [result] = read_cells(run_dir)

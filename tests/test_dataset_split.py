@@ -73,6 +73,7 @@ def _no_threads(request: pytest.FixtureRequest) -> None:
         pytest.skip("a thread is running (another test's server): the loader would not fork; run in a fresh interpreter below")
 
 
+@pytest.mark.slow
 def test_every_test_here_in_a_fresh_interpreter() -> None:
     """In a full test run other tests leave server threads behind, and the loader never forks with a thread running:
     the tests of this file then run here, in a fresh interpreter, and must all pass."""

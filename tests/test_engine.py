@@ -232,6 +232,7 @@ def mixed_run(tmp_path_factory: pytest.TempPathFactory, engine_server: EngineSer
     yield result, config
 
 
+@pytest.mark.slow
 def test_mixed_run_finishes_in_time_and_goes_on(mixed_run: tuple[Result, Path]) -> None:
     result, config = mixed_run
     assert result.exit_code == 1, result.output  # some cells errored, the run completed

@@ -873,6 +873,7 @@ def test_a_trajectory_read_by_the_fast_readers_is_the_one_jinja_reads(monkeypatc
     assert all(definitions._fast_path(source) is not None for source in (openai["text"], openai["stop_reason"], *openai["usage"].values()))
 
 
+@pytest.mark.slow
 def test_one_timer_for_a_targets_cells_times_out_as_asyncio_timeout_does() -> None:
     """Each scenario under asyncio.timeout and under _Deadlines.run ends the same way (result, TimeoutError or
     CancelledError), leaves the task's cancel count the same, and the one timer always covers the next deadline."""

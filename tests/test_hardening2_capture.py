@@ -210,6 +210,7 @@ def test_hostile_trace_fields_and_file_names_round_trip(tmp_path: Path, monkeypa
     assert len(cases) == len(written) and all(c.asserts for c in cases)
 
 
+@pytest.mark.slow
 def test_dump_case_round_trips_random_hostile_strings() -> None:
     """The writer's promise on many random strings built from what YAML treats specially."""
     alphabet = list("ab :#-*&!|>'\"%@`{}[],?\\\t\n\r ") + [

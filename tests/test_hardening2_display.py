@@ -78,6 +78,7 @@ def id_project(tmp_path: Path) -> Path:
     return write_config(tmp_path, config, BOT)
 
 
+@pytest.mark.slow
 def test_a_hidden_character_in_an_id_is_shown_escaped_in_every_output(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     root = id_project(tmp_path)
     monkeypatch.setenv("ALL_GOOD", "1")

@@ -108,6 +108,7 @@ def _one_line(stderr: str) -> str:
 # -- matrix explosion ------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("command", [["validate"], ["run", "--matrix", "--dry-run"], ["run", "--matrix"]])
 def test_a_matrix_of_10_to_the_8_variants_is_refused_at_once_naming_its_line(tmp_path: Path, command: list[str]) -> None:
     config = _matrix_config(tmp_path, axes=8)
@@ -152,6 +153,7 @@ def test_exclude_and_include_are_counted_exactly_without_expanding(tmp_path: Pat
     assert _cli("validate", "-c", str(config))[0] == 0
 
 
+@pytest.mark.slow
 def test_the_count_is_the_expansion_size() -> None:
     # randomized: count_combinations is len(combinations) (GitHub-Actions semantics) whenever include entries differ
     rng = random.Random(14)
@@ -188,6 +190,7 @@ def test_counting_a_tangled_matrix_settles_for_an_upper_bound_quickly() -> None:
 # -- cells: repeats, datasets, targets -------------------------------------------------------------
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("dry_run", [True, False])
 def test_repeat_100000000_is_refused_at_once(tmp_path: Path, dry_run: bool) -> None:
     config = _python_config(tmp_path, cases=1)

@@ -25,6 +25,8 @@ from typing import Any
 import pytest
 from results_file import read_cells
 
+pytestmark = pytest.mark.slow  # the quick tier (-m 'not slow') leaves these out: they take the longest
+
 USER, PASSWORD = "alice", "pw-S3cr3t-4242"
 QUERY_KEY = "qkey-abcdef-98765"
 WRONG = "pw-Wr0ng-7777"

@@ -255,6 +255,7 @@ def test_a_backtracking_regex_counts_against_the_cell_and_never_holds_up_the_oth
         assert cell["latency_ms"] < 1500, cell["latency_ms"]  # 200 ms of the target's own; the regexes ran off the loop
 
 
+@pytest.mark.slow
 def test_sigterm_stops_a_run_while_a_regex_backtracks(tmp_path: Path) -> None:
     config = _regex_project(tmp_path, timeout_s=600, evil=1, good=0)
     # the target tells when it answered (scoring starts); half a second on, the regex backtracks with 600 s of budget
@@ -280,6 +281,7 @@ def test_the_bounded_matcher_keeps_re_semantics_and_its_limits() -> None:
         regexes.search(slow, EVIL)  # the event loop gets a short slice, then the check moves to a thread
 
 
+@pytest.mark.slow
 def test_a_schema_with_many_unique_objects_is_checked_in_linear_time() -> None:
     items = [{"k": i, "v": [i, str(i)]} for i in range(50_000)]
     ctx = AssertionContext(case=Case(id="c", input="x"), output=Trajectory(text=json.dumps(items + [{"v": [0, "0"], "k": 0.0}])))
@@ -308,6 +310,7 @@ BOMBS = {
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", list(BOMBS))
 def test_a_template_bomb_is_refused_quickly(name: str) -> None:
     t0 = time.thread_time()
@@ -377,6 +380,7 @@ def _template_project(tmp_path: Path, hostile: HostileServer) -> Path:
     return config
 
 
+@pytest.mark.slow
 def test_a_prompt_template_bomb_is_that_cells_error_naming_the_field(tmp_path: Path, hostile: HostileServer) -> None:
     config = _template_project(tmp_path, hostile)
     proc = subprocess.run(  # timeout=: the hang guard (the bomb alone would run for minutes)
@@ -391,6 +395,7 @@ def test_a_prompt_template_bomb_is_that_cells_error_naming_the_field(tmp_path: P
     assert "aaaaaaaaaa" not in _everything_written(tmp_path)
 
 
+@pytest.mark.slow
 def test_a_provider_definitions_error_regex_cannot_be_made_to_backtrack_by_the_server(tmp_path: Path, hostile: HostileServer) -> None:
     """``errors: {fatal: {body: [...]}}`` patterns run on whatever a server answers: bounded like every user regex."""
     openai = (Path(__file__).resolve().parents[1] / "providers" / "openai.yaml").read_text(encoding="utf-8")
@@ -446,6 +451,7 @@ def _spin_check_project(tmp_path: Path, timeout_s: float) -> Path:
     return config
 
 
+@pytest.mark.slow
 def test_a_check_that_never_returns_ends_with_its_cell_and_the_run_goes_on(tmp_path: Path) -> None:
     config = _spin_check_project(tmp_path, timeout_s=1)
     proc = subprocess.run(  # timeout=: the hang guard (the check spins forever)
@@ -459,6 +465,7 @@ def test_a_check_that_never_returns_ends_with_its_cell_and_the_run_goes_on(tmp_p
     assert by_id["a"]["status"] == "pass" and by_id["b"]["status"] == "pass"
 
 
+@pytest.mark.slow
 def test_sigterm_stops_a_run_whose_check_never_returns(tmp_path: Path) -> None:
     config = _spin_check_project(tmp_path, timeout_s=600)
     run = interrupt_when(tmp_path / "spinning", config)  # fails unless the run stops (the check had 600 s)

@@ -184,6 +184,7 @@ def test_a_target_that_exits_or_raises_base_exceptions_only_fails_its_cell(tmp_p
     assert summary["interrupted"] is False and summary["totals"]["cells"] == 12
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
 def test_a_real_sigterm_or_ctrl_c_still_stops_the_run_with_partial_reports(tmp_path: Path, sig: signal.Signals) -> None:
     bot = """

@@ -86,6 +86,7 @@ def test_an_alias_bomb_in_a_dataset_is_a_one_line_error(tmp_path: Path) -> None:
         assert "cases.yaml:" in line and "alias" in line, line
 
 
+@pytest.mark.slow
 def test_aliases_within_the_bound_still_work(tmp_path: Path) -> None:
     """Merges and aliases that repeat a block many times stay legal (the bound grows with the document)."""
     checks = "[{type: contains, value: ok}, {type: icontains, value: OK}, {type: regex, value: 'o+k'}]"
@@ -104,6 +105,7 @@ def test_aliases_within_the_bound_still_work(tmp_path: Path) -> None:
 DEEP = 100_000
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("name", "text"),
     [
@@ -193,6 +195,7 @@ def _results(config: Path) -> list[dict[str, Any]]:
     return read_cells(run_dir)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("mode", ["endless", "huge", "gzip", "deflate"])
 def test_a_provider_answer_past_max_response_bytes_is_the_cells_error(tmp_path: Path, hostile: HostileServer, mode: str) -> None:
     config = _provider_config(
@@ -297,6 +300,7 @@ def _spin_project(tmp_path: Path) -> Path:
     return config
 
 
+@pytest.mark.slow
 def test_an_async_target_that_never_yields_ends_after_its_timeout_plus_a_grace(tmp_path: Path) -> None:
     config = _spin_project(tmp_path)
     proc = subprocess.run(  # timeout=: the hang guard (the target spins forever)
@@ -311,6 +315,7 @@ def test_an_async_target_that_never_yields_ends_after_its_timeout_plus_a_grace(t
     assert (run_dir / "summary.json").exists() and (run_dir / "junit.xml").exists()
 
 
+@pytest.mark.slow
 def test_ctrl_c_stops_a_run_whose_async_target_never_yields(tmp_path: Path) -> None:
     config = _spin_project(tmp_path)
     config.write_text(config.read_text().replace("timeout_s: 1", "timeout_s: 600"), encoding="utf-8")

@@ -167,6 +167,7 @@ def _engine_project(tmp_path: Path, url: str, key: str) -> Path:
     return config
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("soft", "hard", "warned"), [(40, 40, True), (40, 4096, False)])
 def test_a_low_open_files_limit_is_raised_or_named_before_the_run(
     engine_server: object, tmp_path: Path, soft: int, hard: int, warned: bool

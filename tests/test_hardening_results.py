@@ -216,6 +216,7 @@ def answer(question):
 """
 
 
+@pytest.mark.slow
 def test_a_hung_sync_call_does_not_fail_the_cells_after_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     ids = ["a", "hang-1", "b", "hang-2", "c", "d"]
     cases = [{"id": cid, "input": cid, "assert": [{"type": "contains", "value": "ok"}]} for cid in ids]
@@ -234,6 +235,7 @@ def test_a_hung_sync_call_does_not_fail_the_cells_after_it(tmp_path: Path, monke
     assert second.endswith("(2 of at most 8 stuck threads replaced)")
 
 
+@pytest.mark.slow
 def test_stuck_threads_are_replaced_up_to_a_bound_and_the_cell_error_says_so(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr("evalx.targets.threads.MAX_STUCK", 1)
     ids = ["hang-1", "a", "hang-2", "b"]
@@ -356,6 +358,7 @@ async def answer_async(question):
 """
 
 
+@pytest.mark.slow
 def test_a_cell_that_times_out_keeps_what_its_target_printed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     project = write_project(tmp_path / "p", SLOW_PRINTING_AGENT, [{"id": "slow", "input": "slow"}], defaults=", timeout_s: 2")
     config = (project / "evalconfig.yaml").read_text()

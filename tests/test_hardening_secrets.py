@@ -22,6 +22,8 @@ from typing import Any
 import pytest
 from results_file import read_cells
 
+pytestmark = pytest.mark.slow  # the quick tier (-m 'not slow') leaves these out: they take the longest
+
 
 class Recorder(ThreadingHTTPServer):
     """Records every request; answers as OpenAI chat completions would, echoing what it received."""

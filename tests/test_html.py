@@ -286,6 +286,7 @@ def report_page(browser: Any, hostile_run: Path) -> Iterator[tuple[Any, list[str
     assert requests == [url], f"the report made requests: {requests}"
 
 
+@pytest.mark.slow
 def test_browser_runs_no_script_from_the_data_and_shows_everything(report_page: tuple[Any, list[str], list[str]]) -> None:
     page, _, errors = report_page
     assert page.evaluate("typeof window.__pwned") == "undefined"
@@ -328,6 +329,7 @@ def test_browser_runs_no_script_from_the_data_and_shows_everything(report_page: 
     assert page.evaluate("typeof window.__pwned") == "undefined"
 
 
+@pytest.mark.slow
 def test_browser_filters_search_and_sort(report_page: tuple[Any, list[str], list[str]], hostile_run: Path) -> None:
     from playwright.sync_api import expect
 

@@ -227,6 +227,7 @@ def _open(browser: Any, path: Path) -> tuple[Any, list[str]]:
     return page, errors
 
 
+@pytest.mark.slow
 def test_browser_shows_the_notice_and_the_sample(sampled_run: Path, browser: Any) -> None:
     page, errors = _open(browser, sampled_run / "report.html")
     try:
@@ -251,6 +252,7 @@ def test_browser_shows_the_notice_and_the_sample(sampled_run: Path, browser: Any
         page.close()
 
 
+@pytest.mark.slow
 def test_browser_opens_a_200k_cell_report_quickly(sampled_run: Path, browser: Any, tmp_path: Path) -> None:
     """200,000 cells (a real run's cells, renamed) at the default cap: a small file that opens quickly.
 

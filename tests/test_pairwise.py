@@ -175,6 +175,7 @@ def test_a_model_that_errors_everywhere_is_not_comparable_and_p_is_holm_adjusted
     assert usd(weak["cost_per_pass_usd"]) == "$0.0000780" and "$0.0000780" in terminal and "$0.0000780" in html
 
 
+@pytest.mark.slow
 def test_the_html_report_shows_the_pairwise_table_and_whole_variant_headers(
     matrix_run: tuple[int, str, Path, Path],
     browser: Any,

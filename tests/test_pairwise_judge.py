@@ -415,6 +415,7 @@ def browser(pairwise_run: Path) -> Iterator[Any]:
     yield from chromium()
 
 
+@pytest.mark.slow
 def test_the_report_shows_the_judge_preference_and_each_cells_comparisons(pairwise_run: Path, browser: Any) -> None:
     url = (pairwise_run / "report.html").resolve().as_uri()
     context = browser.new_context(viewport={"width": 1280, "height": 900})

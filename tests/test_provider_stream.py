@@ -395,6 +395,7 @@ def test_a_broken_stream_section_names_its_line(tmp_path: Path, server: StreamSe
     assert "mine.yaml:4 stream.end: 'end' is a required property" in result.output
 
 
+@pytest.mark.slow
 def test_a_stream_past_max_response_bytes_is_cut(server: StreamServer, tmp_path: Path) -> None:
     path = config(tmp_path, server, "openai", "endless", "stream: true\nmax_response_bytes: 2000\ntimeout_s: 30")
     code, output, [cell], _ = run(path)

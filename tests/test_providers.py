@@ -382,6 +382,7 @@ def test_wheel_contains_schemas_and_providers(wheel: Path) -> None:
     assert "evalx/py.typed" in names  # PEP 561: plugin and target authors' type checkers read evalx's hints
 
 
+@pytest.mark.slow
 def test_installed_wheel_lists_shipped_providers_from_anywhere(wheel: Path, tmp_path: Path) -> None:
     env_dir = tmp_path / "venv"
     venv.EnvBuilder(with_pip=False).create(env_dir)

@@ -81,6 +81,7 @@ def test_the_plugin_is_declared_as_a_pytest11_entry_point() -> None:
     assert '[project.entry-points.pytest11]\nevalx = "evalx.pytest_plugin"' in text
 
 
+@pytest.mark.slow
 def test_each_target_and_case_is_an_item_with_its_verdict(project: pytest.Pytester) -> None:
     result = run(project, "--evalx", "evalconfig.yaml")
     result.assert_outcomes(passed=3, failed=1)
@@ -100,6 +101,7 @@ def test_each_target_and_case_is_an_item_with_its_verdict(project: pytest.Pytest
     result.stdout.fnmatch_lines([f"evalx: evalconfig.yaml: 6 cells, results in {run_dir}"])
 
 
+@pytest.mark.slow
 def test_k_runs_one_case(project: pytest.Pytester) -> None:
     result = run(project, "--evalx", "evalconfig.yaml", "-k", "c2")
     result.assert_outcomes(passed=1, deselected=3)
@@ -108,6 +110,7 @@ def test_k_runs_one_case(project: pytest.Pytester) -> None:
     assert [c["case_id"] for c in read_cells(run_dir)] == ["c2"]
 
 
+@pytest.mark.slow
 def test_last_failed_reruns_only_the_failed_items(project: pytest.Pytester) -> None:
     run(project, "--evalx", "evalconfig.yaml").assert_outcomes(passed=3, failed=1)
     (project.path / "calls.log").unlink()
@@ -117,6 +120,7 @@ def test_last_failed_reruns_only_the_failed_items(project: pytest.Pytester) -> N
     result.stdout.fnmatch_lines(["run-last-failure: rerun previous 1 failure*"])
 
 
+@pytest.mark.slow
 def test_the_matrix_runs_concurrently(pytester: pytest.Pytester) -> None:
     pytester.makefile(".py", bot=TOGETHER_BOT)
     cases = "\n".join(f"      - {{id: s{i}, input: ok {i}, assert: [{{type: contains, value: OK}}]}}" for i in range(6))
@@ -142,6 +146,7 @@ def test_collect_only_lists_the_items_and_runs_nothing(project: pytest.Pytester)
     assert calls(project) == [] and runs(project) == []
 
 
+@pytest.mark.slow
 def test_marks_select_by_tag_and_category_and_eval(project: pytest.Pytester) -> None:
     result = run(project, "--evalx", "evalconfig.yaml", "--strict-markers", "-m", "evalx_tag(name='quick')")
     result.assert_outcomes(passed=1, failed=1, deselected=2)
@@ -153,11 +158,13 @@ def test_marks_select_by_tag_and_category_and_eval(project: pytest.Pytester) -> 
     result.assert_outcomes(passed=1, deselected=4)
 
 
+@pytest.mark.slow
 def test_x_stops_at_the_first_failing_item(project: pytest.Pytester) -> None:
     result = run(project, "--evalx", "evalconfig.yaml", "-x")
     result.assert_outcomes(passed=2, failed=1)
 
 
+@pytest.mark.slow
 def test_configs_from_the_ini(project: pytest.Pytester) -> None:
     project.makeini("[pytest]\nevalx_configs = evalconfig.yaml\n")
     run(project).assert_outcomes(passed=3, failed=1)
@@ -177,6 +184,7 @@ def test_a_bad_config_is_a_usage_error(project: pytest.Pytester) -> None:
     result.stderr.fnmatch_lines(["*--evalx *broken.yaml: *broken.yaml:2 targets[[]0[]].type: unknown type 'pyhton'*"])
 
 
+@pytest.mark.slow
 def test_the_default_example_config_runs_one_case_with_k(pytester: pytest.Pytester) -> None:
     """The offline example at the repository's root: -k greeting runs that case on the two default targets, nothing else."""
     import shutil

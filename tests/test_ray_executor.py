@@ -24,6 +24,8 @@ from results_file import cell_lines, read_cells
 
 from evalx.cli import main
 
+pytestmark = pytest.mark.slow  # the quick tier (-m 'not slow') leaves these out: they take the longest
+
 # ---------------------------------------------------------------- without a cluster, without Ray (no Ray started yet)
 
 

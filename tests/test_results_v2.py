@@ -178,6 +178,7 @@ def _peak_kb(root: Path) -> int:
     return int((root / "peak").read_text())
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(resource.getrlimit(resource.RLIMIT_AS)[0] not in (resource.RLIM_INFINITY,), reason="an address-space limit")
 def test_memory_does_not_grow_with_the_cells(tmp_path: Path) -> None:
     """Peak memory of a 40,000-cell run is within 25 MB of a 4,000-cell one (the results and reports stream).

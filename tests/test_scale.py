@@ -4,9 +4,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from evalx.reports.text import MAX_TABLE_ROWS, format_summary
 from evalx.results.outcome import RunFacts, finish_summary
 from evalx.results.summary import SummaryBuilder
+
+pytestmark = pytest.mark.slow  # the quick tier (-m 'not slow') leaves these out: they take the longest
 
 
 def _summary(targets: int, categories: int, cells: int, where: Path) -> str:

@@ -165,6 +165,7 @@ def _engine(server: EngineServer, **over: Any) -> dict[str, Any]:
     return {"id": "agent", "type": "engine", "url": server.url, "api_key": ENGINE_TEST_KEY, **over}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("args", "cells", "peak"),
     [(["--concurrency", "20"], 24, 20), ([], 24, 4), (["--concurrency", "20"], 6, 6)],
@@ -180,6 +181,7 @@ def test_provider_calls_in_flight(llm: FakeLLMServer, tmp_path: Path, args: list
     assert llm.peak_in_flight == peak
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("args", "cells", "peak"),
     [(["--concurrency", "20"], 24, 20), ([], 24, 4), (["--concurrency", "20"], 6, 6)],
@@ -223,6 +225,7 @@ def _cases(n: int) -> list[dict[str, Any]]:
     return [{"id": f"c{i}", "input": f"q{i}", "assert": [{"type": "contains", "value": "done"}]} for i in range(n)]
 
 
+@pytest.mark.slow
 def test_queued_python_cells_do_not_time_out_for_their_wait(tmp_path: Path) -> None:
     """concurrency 1, timeout_s 1.5, seven cells of 0.3 s: the last waits 1.8 s for the ones before, and none times out.
 
@@ -256,6 +259,7 @@ def test_the_flag_sizes_the_connection_pool_so_no_cell_times_out_queued(llm: Fak
     assert llm.peak_in_flight == 3
 
 
+@pytest.mark.slow
 def test_waiting_for_the_rate_limit_is_not_the_cells_time(llm: FakeLLMServer, tmp_path: Path) -> None:
     """rpm 100 = a request every 0.6 s: the third cell's turn comes 1.2 s in, past its 1 s timeout, and it passes."""
     cases = [{"id": f"c{i}", "input": f"q{i}", "assert": [{"type": "contains", "value": "You said"}]} for i in range(3)]
@@ -299,6 +303,7 @@ def agent(input):
 """
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("args", "peak"), [(["--concurrency", "5"], 5), ([], 1)], ids=["flag-over-judge-target", "judge-target-alone"])
 def test_the_judge_target_follows_the_same_precedence(tmp_path: Path, args: list[str], peak: int) -> None:
     (tmp_path / "judging.py").write_text(textwrap.dedent(JUDGE_PY).replace("WANT = 0", f"WANT = {peak}"), encoding="utf-8")

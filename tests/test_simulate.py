@@ -207,6 +207,7 @@ def test_the_simulated_transcript_is_in_report_html(tmp_path: Path) -> None:
     assert [t["o"] for t in cell["cv"]] == ["Sure. What is your order number?", "Order 1234 is on its way. Anything else?"]
 
 
+@pytest.mark.slow
 def test_the_simulated_chat_renders_in_a_browser(tmp_path: Path) -> None:
     from browser import chromium
 

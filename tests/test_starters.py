@@ -176,6 +176,7 @@ def test_the_repo_configs_point_at_schema_files_that_exist_and_are_current() -> 
         assert target.read_text(encoding="utf-8") == current, "run `evalx schema --write schemas/`"
 
 
+@pytest.mark.slow
 def test_the_starters_ship_in_the_wheel(tmp_path: Path) -> None:
     subprocess.run(
         [sys.executable, "-m", "pip", "wheel", str(REPO), "--no-deps", "--no-build-isolation", "-q", "-w", str(tmp_path)],

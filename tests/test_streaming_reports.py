@@ -269,6 +269,7 @@ def _plain(i: int) -> dict[str, Any]:
     }
 
 
+@pytest.mark.slow
 def test_writing_the_reports_holds_no_results_in_memory(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     import tracemalloc
 

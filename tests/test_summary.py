@@ -308,6 +308,7 @@ def _many(n: int) -> Iterator[dict[str, Any]]:
         yield r
 
 
+@pytest.mark.slow
 def test_100k_cells_in_little_memory() -> None:
     builder = SummaryBuilder(RUN_ID, "big", "now")
     tracemalloc.start()

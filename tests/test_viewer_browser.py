@@ -21,6 +21,8 @@ from viewer_project import make_project
 from evalx.results.reviews import REVIEWS
 from evalx.viewer.app import make_app
 
+pytestmark = pytest.mark.slow  # the quick tier (-m 'not slow') leaves these out: they take the longest
+
 GATES = """
 gates:
   no_new_failures: true
