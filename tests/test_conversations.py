@@ -19,7 +19,6 @@ from click.testing import CliRunner
 from results_file import read_cells
 from stream_server import TEXT as STREAM_TEXT
 from stream_server import StreamServer
-from test_junit import schema  # noqa: F401  (the XSD fixture)
 
 from evalx.cli import main
 
@@ -107,7 +106,7 @@ def test_a_python_target_that_declares_messages_gets_the_history_each_turn(tmp_p
     assert cell["latency_ms"] >= sum(t["latency_ms"] for t in turns) * 0.5
 
 
-def test_a_failing_second_turn_fails_the_cell_and_is_named_everywhere(tmp_path: Path, schema: Any) -> None:
+def test_a_failing_second_turn_fails_the_cell_and_is_named_everywhere(tmp_path: Path, junit_schema: Any) -> None:
     datasets = TURNS.replace('value: "2 messages"', 'value: "refund approved"')
     code, out, run_dir = run(project(tmp_path, PYTHON, datasets))
     assert code == 1
@@ -123,7 +122,7 @@ def test_a_failing_second_turn_fails_the_cell_and_is_named_everywhere(tmp_path: 
     junit = (run_dir / "junit.xml").read_text()
     assert 'message="turn 2: contains' in junit
     assert "Noted (2 messages)." in junit  # the transcript, briefly, in system-out
-    schema.validate(str(run_dir / "junit.xml"))
+    junit_schema.validate(str(run_dir / "junit.xml"))
 
 
 def test_a_turn_that_errors_ends_the_conversation_naming_the_turn(tmp_path: Path) -> None:

@@ -301,7 +301,7 @@ def test_pairwise_runs_inside_shards_and_merges_the_same(tmp_path: Path, monkeyp
 
 def test_matrix_shards_merge_the_same(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """--matrix --shard: provider variants against a fake OpenAI server, repeats; the merge equals the single run, matrix view included."""
-    from test_matrix import FakeOpenAI, provider_project
+    from matrix_project import FakeOpenAI, provider_project
 
     monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
     server = FakeOpenAI().start()

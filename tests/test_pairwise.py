@@ -20,7 +20,6 @@ import pytest
 from click.testing import CliRunner
 from results_file import read_cells
 from scripted_server import ScriptedServer, openai_answer
-from test_html import browser  # noqa: F401  (the Chromium fixture, with its launch flags and skip rules)
 
 from evalx.cli import main
 from evalx.figures import p_value, usd

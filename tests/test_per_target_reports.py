@@ -23,7 +23,6 @@ import pytest
 from _fake_llm import OPENAI_KEY, FakeLLMServer, server  # noqa: F401  (fixture)
 from click.testing import CliRunner
 from results_file import read_cells
-from test_html import browser  # noqa: F401  (fixture: headless Chromium, skipped without it outside CI)
 
 from evalx.cli import main
 
