@@ -1,6 +1,6 @@
 """A fake OpenAI server that answers by question and temperature, and a project whose matrix runs Python and provider targets on it.
 
-Shared by the matrix tests (tests/test_matrix.py) and the merge of matrix shards (tests/test_merge.py).
+Shared by the matrix tests (tests/config/test_matrix.py) and the merge of matrix shards (tests/execution/test_merge.py).
 """
 
 from __future__ import annotations

@@ -19,9 +19,9 @@ def _xsd_path() -> Path | None:
     override = os.environ.get("EVALX_JUNIT_XSD")
     candidates = [Path(override)] if override else []
     # /work/shared sits next to the repository checkout (/work/main)
-    candidates.append(Path(__file__).resolve().parents[2] / "shared/conformance/junit-10.xsd")
+    candidates.append(Path(__file__).resolve().parents[3] / "shared/conformance/junit-10.xsd")
     # a copy ships with the tests so a checkout without shared/ still validates
-    candidates.append(Path(__file__).resolve().parent / "data/junit-10.xsd")
+    candidates.append(Path(__file__).resolve().parents[1] / "data/junit-10.xsd")
     return next((p for p in candidates if p.is_file()), None)
 
 

@@ -204,7 +204,7 @@ def test_a_provider_conversation_is_replayed_from_the_cache(server: FakeLLMServe
     config = project(tmp_path, openai(server), PROVIDER_TURNS)
     assert run(config)[0] == 0
     assert run(config)[0] == 0
-    assert server.count("/v1/chat/completions") == 3  # every turn replayed (tests/test_conversation_cache.py has the rest)
+    assert server.count("/v1/chat/completions") == 3  # every turn replayed (tests/execution/test_conversation_cache.py has the rest)
 
 
 def test_a_provider_failing_second_turn(server: FakeLLMServer, tmp_path: Path) -> None:

@@ -417,7 +417,7 @@ def test_family_warning_in_a_run(tmp_path: Path, server: FakeLLMServer) -> None:
 def test_the_docs_example_validates_and_runs(tmp_path: Path) -> None:
     import yaml
 
-    doc = (Path(__file__).parent.parent / "docs" / "assertions.md").read_text(encoding="utf-8")
+    doc = (Path(__file__).parents[2] / "docs" / "assertions.md").read_text(encoding="utf-8")
     block = doc.split("## Grounded answers and rubric scores", 1)[1].split("```yaml\n", 1)[1].split("```", 1)[0]
     cases = yaml.safe_load(block)
     (tmp_path / "docs").mkdir()

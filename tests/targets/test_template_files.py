@@ -292,7 +292,7 @@ def test_every_jinja_environment_that_renders_user_text_is_the_one_bounded_sandb
     from evalx.templates import BoundedSandbox
 
     assert isinstance(definitions._REQUEST_ENV, BoundedSandbox) and isinstance(definitions._RESPONSE_ENV, BoundedSandbox)
-    src = Path(__file__).resolve().parent.parent / "src" / "evalx"
+    src = Path(__file__).resolve().parents[2] / "src" / "evalx"
     makers = re_.compile(r"\b(?:Sandboxed|ImmutableSandboxed)?Environment\(")
     found = sorted(str(p.relative_to(src)) for p in src.rglob("*.py") if makers.search(p.read_text(encoding="utf-8")))
     assert found == ["reports/html.py"], found  # templates.py subclasses ImmutableSandboxedEnvironment (BoundedSandbox)

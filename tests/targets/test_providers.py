@@ -22,7 +22,7 @@ from evalx.errors import ConfigError
 from evalx.shipped import data_dir
 from evalx.targets.definitions import PROVIDER_SCHEMA, Price, available, find_provider, load_definition, schema_json, shipped_dir
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 SHIPPED = ("anthropic", "ollama", "openai")
 
 SCOPE = {

@@ -14,7 +14,7 @@ import yaml
 
 from evalx.cli import main
 
-CI = Path(__file__).resolve().parents[1] / "examples" / "ci"
+CI = Path(__file__).resolve().parents[2] / "examples" / "ci"
 #: a GitHub Actions expression, ``${{ ... }}``
 EXPRESSION = re.compile(r"\$\{\{\s*(.*?)\s*\}\}")
 

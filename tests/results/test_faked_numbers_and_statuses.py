@@ -318,7 +318,7 @@ def test_a_cut_off_answer_is_flagged_in_results_summary_junit_and_html(server: S
     xml = junit.read_text()
     assert xml.count("[truncated: the answer was cut off at the token limit") == 3 and "stop_reason 'max_tokens'" in xml
     xmlschema = pytest.importorskip("xmlschema")
-    xsd = Path(__file__).resolve().parent / "data" / "junit-10.xsd"
+    xsd = Path(__file__).resolve().parents[1] / "data" / "junit-10.xsd"
     xmlschema.XMLSchema(str(xsd)).validate(str(junit))
     html = (run_dir / "report.html").read_text()
     assert html.count('"tr":1') == 3 and '"st":"length"' in html and "cut off" in html

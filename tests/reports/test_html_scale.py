@@ -3,7 +3,7 @@
 A real `evalx run` of a python target over 300 cases (6 fail, 4 error) is
 rendered with a cap of 100, and again by `evalx report` with other caps; the
 pages are opened in headless Chromium (skipped without it, as in
-tests/test_html.py). One test builds a 200,000-cell results.jsonl from a real
+tests/reports/test_html.py). One test builds a 200,000-cell results.jsonl from a real
 run's cells and checks that the report at the default cap stays small and
 opens in under 3 s.
 """
@@ -183,7 +183,7 @@ def test_default_cap_is_what_the_help_and_docs_say() -> None:
         assert code == 0
         assert f"(default {MAX_CELLS:,})" in " ".join(out.split()), out
     assert 10_000 <= MAX_CELLS <= 20_000 and MAX_CELLS // PASS_SHARE == 1_000
-    docs = Path(__file__).resolve().parents[1] / "docs" / "reports.md"
+    docs = Path(__file__).resolve().parents[2] / "docs" / "reports.md"
     text = docs.read_text(encoding="utf-8")
     if "--html-max-cells" not in text:
         pytest.skip("docs/reports.md does not describe --html-max-cells yet")

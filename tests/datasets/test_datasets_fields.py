@@ -263,7 +263,7 @@ def test_a_bad_declaration_is_a_config_error_naming_its_line(tmp_path: Path, dec
 
 
 def test_the_schema_documents_both_keys() -> None:
-    schema = json.loads((Path(__file__).parent.parent / "schemas" / "evalconfig.schema.json").read_text(encoding="utf-8"))
+    schema = json.loads((Path(__file__).parents[2] / "schemas" / "evalconfig.schema.json").read_text(encoding="utf-8"))
     dataset = schema["$defs"]["dataset"]["properties"]
     assert dataset["extra"]["enum"] == ["vars", "metadata", "error"] and dataset["extra"]["description"]
     assert {"input", "expected", "id", "vars", "question"} <= set(dataset["fields"]["properties"]) and dataset["fields"]["description"]

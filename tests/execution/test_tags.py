@@ -14,7 +14,7 @@ from results_file import read_cells
 
 from evalx.cli import main
 
-CI = Path(__file__).resolve().parents[1] / "examples" / "ci"
+CI = Path(__file__).resolve().parents[2] / "examples" / "ci"
 
 
 @pytest.fixture

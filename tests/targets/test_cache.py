@@ -12,7 +12,7 @@ from pathlib import Path
 from evalx.targets.transport.cache import ResponseCache, cache_path, make_key
 from evalx.targets.transport.ratelimit import RateLimiter
 
-SRC = Path(__file__).resolve().parents[1] / "src"
+SRC = Path(__file__).resolve().parents[2] / "src"
 
 
 def test_make_key_is_stable_and_order_independent() -> None:

@@ -398,7 +398,7 @@ def test_a_prompt_template_bomb_is_that_cells_error_naming_the_field(tmp_path: P
 @pytest.mark.slow
 def test_a_provider_definitions_error_regex_cannot_be_made_to_backtrack_by_the_server(tmp_path: Path, hostile: HostileServer) -> None:
     """``errors: {fatal: {body: [...]}}`` patterns run on whatever a server answers: bounded like every user regex."""
-    openai = (Path(__file__).resolve().parents[1] / "providers" / "openai.yaml").read_text(encoding="utf-8")
+    openai = (Path(__file__).resolve().parents[2] / "providers" / "openai.yaml").read_text(encoding="utf-8")
     assert openai.count('body: ["insufficient_quota"]') == 1
     (tmp_path / "defs").mkdir()
     (tmp_path / "defs" / "careless.yaml").write_text(

@@ -22,7 +22,7 @@ from typing import Any
 import pytest
 from results_file import read_cells
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 EXAMPLE = REPO / "examples" / "local-model"
 REAL_URL = os.environ.get("EVALX_REAL_MODEL_URL", "")
 

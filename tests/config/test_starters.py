@@ -24,7 +24,7 @@ from evalx.cli import main
 from evalx.config.scaffold import TEMPLATES
 from evalx.config.schema import schema_json
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 SERVERS = {"provider": "demo_server.py", "engine": "demo_engine.py"}
 
 

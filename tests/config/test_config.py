@@ -14,7 +14,7 @@ from evalx.config.schema import schema_json
 from evalx.documents import load_yaml
 from evalx.errors import ConfigError
 
-HERE = Path(__file__).parent
+HERE = Path(__file__).parents[1]  # tests/
 INVALID = sorted((HERE / "configs" / "invalid").glob("*.yaml"))
 VALID = sorted((HERE / "configs" / "valid").glob("*.yaml"))
 

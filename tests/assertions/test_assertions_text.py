@@ -198,7 +198,7 @@ def test_missing_extra_is_one_line(no_sacrebleu: None, tmp_path: Path) -> None:
 
 
 def test_the_docs_example_validates_and_runs(tmp_path: Path) -> None:
-    doc = (Path(__file__).parent.parent / "docs" / "assertions.md").read_text(encoding="utf-8")
+    doc = (Path(__file__).parents[2] / "docs" / "assertions.md").read_text(encoding="utf-8")
     section = doc.split("## Text similarity and refusal", 1)[1]
     block = section.split("```yaml\n", 1)[1].split("```", 1)[0]
     (case,) = yaml.safe_load(block)

@@ -24,7 +24,7 @@ from evalx.cli import main
 from evalx.results.model import CellResult, _CellResultKeys
 from evalx.results.store import ReadProblems, read_results
 
-FIXTURES = Path(__file__).parent / "fixtures" / "runs_v1"
+FIXTURES = Path(__file__).parents[1] / "fixtures" / "runs_v1"
 #: the varied run: two python targets, two datasets, pass/fail/error/skipped, a case with repeat: 2
 RUN1 = "20261126-110826-e52f15"
 #: the same config again with COMPAT_MODE=2 (and --baseline RUN1): two cases newly failing, one newly passing

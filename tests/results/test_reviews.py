@@ -15,7 +15,7 @@ from evalx.cli import main
 from evalx.results.reviews import REVIEWS, add_mark, load_marks
 from evalx.results.store import RESULTS, read_results, rewrite_results
 
-DATA = Path(__file__).resolve().parent / "data" / "junit-10.xsd"
+DATA = Path(__file__).resolve().parents[1] / "data" / "junit-10.xsd"
 
 
 @pytest.fixture

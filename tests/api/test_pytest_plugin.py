@@ -12,7 +12,7 @@ from results_file import read_cells
 
 pytest_plugins = ["pytester"]
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 BOT = """
 import os, threading

@@ -16,8 +16,8 @@ from evalx.datasets.loader import CASE_FIELDS, CASE_SCHEMA, MAX_ERRORS, case_sch
 from evalx.documents import load_yaml
 from evalx.models import Case
 
-DATA = Path(__file__).parent / "data" / "datasets"
-ROOT = Path(__file__).parent.parent
+DATA = Path(__file__).parents[1] / "data" / "datasets"
+ROOT = Path(__file__).parents[2]
 
 
 def load(path: str, **spec: Any) -> list[Case]:

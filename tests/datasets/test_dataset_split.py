@@ -84,7 +84,7 @@ def test_every_test_here_in_a_fresh_interpreter() -> None:
         capture_output=True,
         text=True,
         timeout=600,
-        cwd=Path(__file__).parent.parent,
+        cwd=Path(__file__).parents[2],
     )
     assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-2000:]
     assert " passed" in done.stdout and "skipped" not in done.stdout, done.stdout[-2000:]

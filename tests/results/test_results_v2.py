@@ -21,7 +21,7 @@ from evalx.results.model import RESULT_VERSION
 from evalx.results.store import ReadProblems, ResultWriter, read_results
 from evalx.results.summary import SummaryBuilder
 
-FIXTURES = Path(__file__).parent / "fixtures" / "runs_v1" / "stored"
+FIXTURES = Path(__file__).parents[1] / "fixtures" / "runs_v1" / "stored"
 
 
 def v1_cells() -> list[dict[str, Any]]:
