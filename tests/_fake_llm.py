@@ -17,6 +17,9 @@ Every request is logged (method, path, headers, JSON body) for assertions.
 burst, ...) served before the normal answers. ``hold_s`` makes every answer
 take that long; ``peak_in_flight`` is the most requests it was answering at
 once, ``arrivals`` when each request came in (``time.monotonic()``).
+``gather = N`` holds every request until N have been in flight at the same
+time (then ``hold_s`` more), so a test of a concurrency limit sees the full
+peak however slowly a loaded machine sends the requests.
 """
 
 from __future__ import annotations
@@ -34,6 +37,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
+from aio_server import gathered
 from aiohttp import web
 
 OPENAI_KEY = "sk-test-OPENAI-0123456789abcdef"
@@ -108,6 +112,7 @@ class FakeLLMServer:
         self.canned: deque[Canned] = deque()
         self.cached_tokens = 0  # reported as prompt-cache hits by the OpenAI shape
         self.hold_s = 0.0  # every answer takes this long
+        self.gather = 0  # every answer waits until this many requests have been in flight at once (at most GATHER_S)
         self.in_flight = 0
         self.peak_in_flight = 0
         self.arrivals: list[float] = []
@@ -166,6 +171,7 @@ class FakeLLMServer:
         self.in_flight += 1
         self.peak_in_flight = max(self.peak_in_flight, self.in_flight)
         try:
+            await gathered(self, self.gather)
             if self.hold_s:
                 await asyncio.sleep(self.hold_s)
             return await handler(request)  # type: ignore[no-any-return]

@@ -5,9 +5,25 @@ from __future__ import annotations
 import asyncio
 import socket
 import threading
+import time
 from typing import Any
 
 from aiohttp import web
+
+#: the longest a request waits for the others of its ``gather`` (a limit set too low fails the test, after this long)
+GATHER_S = 30.0
+
+
+async def gathered(server: Any, n: int) -> None:
+    """Wait until ``server.peak_in_flight`` has reached ``n`` (a latch: later requests pass at once), at most :data:`GATHER_S`.
+
+    A fake server's requests wait here so that a test of a concurrency limit
+    sees the full peak however slowly a loaded machine sends them; a limit
+    below ``n`` never reaches it, and the test fails after :data:`GATHER_S`.
+    """
+    deadline = time.monotonic() + GATHER_S
+    while server.peak_in_flight < n and time.monotonic() < deadline:
+        await asyncio.sleep(0.01)
 
 
 class ThreadedAioServer:

@@ -1,4 +1,4 @@
-"""Shared fixtures: the JUnit schema, a copy of the default example project."""
+"""Shared fixtures: the JUnit schema, a copy of the default example project, headless Chromium."""
 
 from __future__ import annotations
 
@@ -6,6 +6,7 @@ import os
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -30,6 +31,17 @@ def junit_schema():  # type: ignore[no-untyped-def]
     import xmlschema
 
     return xmlschema.XMLSchema(str(junit_xsd_path()))
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Any]:
+    """Headless Chromium for a module's tests (tests/browser.py: skipped without it, failing in CI).
+
+    Ask for it after the fixtures that run evalx: Playwright's loop owns the thread once it starts.
+    """
+    from browser import chromium
+
+    yield from chromium()
 
 
 @pytest.fixture

@@ -35,7 +35,7 @@ from collections import Counter
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from aio_server import ThreadedAioServer
+from aio_server import ThreadedAioServer, gathered
 from aiohttp import web
 
 NASTY = 'ANSI \x1b[31mred\x1b[0m, NUL \x00 byte, CDATA end ]]> and <b>markup</b> & "quotes"'
@@ -241,7 +241,13 @@ async def normal(call: Call) -> web.StreamResponse:
 
 @scenario("hold")
 async def hold(call: Call) -> web.StreamResponse:
-    """A normal run that starts answering after ``hold_s`` seconds (body key, default 0.2)."""
+    """A normal run that starts answering after ``hold_s`` seconds (body key, default 0.2).
+
+    With ``gather: N`` it first waits until N requests have been in flight at
+    once (aio_server.gathered), so a test of a concurrency limit sees the full
+    peak however slowly a loaded machine sends the requests.
+    """
+    await gathered(call.server, int(call.body.get("gather", 0)))
     await asyncio.sleep(float(call.body.get("hold_s", 0.2)))
     return await normal(call)
 

@@ -27,7 +27,7 @@ sys.path.insert(0, str(BENCH))
 
 from fake_server import FakeServer  # noqa: E402
 
-pytestmark = pytest.mark.bench
+pytestmark = [pytest.mark.bench, pytest.mark.slow]
 
 CELLS = 2_000
 CONCURRENCY = 50

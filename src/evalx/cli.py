@@ -195,7 +195,7 @@ def _html_max_cells(ctx: click.Context, param: click.Parameter, value: str | Non
     return number
 
 
-#: the default is evalx.reports.html.MAX_CELLS (tests/test_html_scale.py checks this text against it)
+#: the default is evalx.reports.html.MAX_CELLS (tests/reports/test_html_scale.py checks this text against it)
 html_max_cells_option = click.option(
     "--html-max-cells",
     metavar="N",

@@ -5,7 +5,7 @@ Why not a library: ``httpx-sse`` (the well-kept choice) parses only httpx
 responses, and its decoder lives in a private module (``httpx_sse._decoders``)
 that may move in any release; it also dispatches an event for a lone
 ``retry:`` line, which the standard does not. This module is small, follows
-the algorithm step by step and is tested case by case (tests/test_sse.py).
+the algorithm step by step and is tested case by case (tests/targets/test_sse.py).
 
 - lines end in CRLF, LF or CR, and a line end may be split across chunks;
 - a leading byte-order mark is ignored;

@@ -1,0 +1,351 @@
+"""`evalx merge` of shard runs: the same run as one process makes, and clear refusals of shards that do not belong together."""
+
+from __future__ import annotations
+
+import json
+import textwrap
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+from conftest import ENGINE_TEST_KEY
+from engine_server import EngineServer
+from identical_runs import assert_identical_runs, cell_view
+from results_file import read_cells
+
+from evalx.cli import main
+
+AGENT = '''
+def answer(question, case):
+    """Deterministic: the answer depends on the input only."""
+    if "crash" in question:
+        raise RuntimeError("the agent crashed on purpose")
+    if "refund" in question:
+        return {"text": "Refunds within 30 days.", "tool_calls": [{"name": "lookup_policy", "args": {"topic": "refund"}}]}
+    if "hours" in question:
+        return "We are open 9 to 5, Monday to Friday, and also on some weekends when there is a sale on."
+    return "I do not know: " + question
+'''
+
+CASES = """
+datasets:
+  - id: qa
+    cases:
+      - {id: refund, input: "How long is the refund window?", category: policy, assert: [{type: contains, value: "30"}]}
+      - {id: hours, input: "What are the opening hours?", category: company, assert: [{type: icontains, value: "open"}, {type: max_tokens, value: 10000}]}
+      - {id: weather, input: "What is the weather in Paris?", category: tools, assert: [{type: must_call_tools, tools: [web_search]}]}
+      - {id: unknown, input: "Who won the cup?", category: trivia, difficulty: hard, assert: [{type: contains, value: "Paris"}]}
+      - {id: crash, input: "please crash", category: trivia, assert: [{type: contains, value: "x"}]}
+      - {id: judged, input: "Tell me a joke", category: style, assert: [{type: llm_judge, rubric: "is it funny?"}]}
+  - id: extra
+    cases:
+      - {id: delete, input: "delete the file", repeat: 3, assert: [{type: must_not_call_tools, tools: [delete_file]}]}
+      - {id: read, input: "read the file", targets: [agent], assert: [{type: must_call_tools, tools: [read_file]}]}
+      - {id: only-rules, input: "What is the refund policy?", targets: [rules], assert: [{type: contains, value: "30"}]}
+"""
+
+
+def project(root: Path, engine: EngineServer | None, *, gates: str = "gates: {min_pass_rate: 0.4}\n") -> Path:
+    """A deterministic project: a Python target and (with ``engine``) an engine target, repeats, cases for one target only."""
+    root.mkdir(parents=True, exist_ok=True)
+    (root / "agent.py").write_text(textwrap.dedent(AGENT), encoding="utf-8")
+    targets = "targets:\n  - {id: rules, type: python, callable: agent.py:answer}\n"
+    if engine is not None:
+        targets += (
+            f"  - {{id: agent, type: engine, url: '{engine.url}', api_key: '${{ENGINE_KEY}}', body: {{message: '{{{{ case.input }}}}'}}}}\n"
+        )
+    config = root / "evalconfig.yaml"
+    config.write_text(
+        "version: 1\nname: sharded\ndefaults: {concurrency: 4, timeout_s: 30, retries: 0, repeat: 2}\n"
+        + targets
+        + textwrap.dedent(CASES)
+        + gates,
+        encoding="utf-8",
+    )
+    return config
+
+
+def evalx(*args: str) -> tuple[int, str]:
+    result = CliRunner().invoke(main, list(args))
+    assert "Traceback" not in result.output, result.output
+    return result.exit_code, result.output
+
+
+def run(config: Path, *args: str) -> tuple[int, str, Path]:
+    code, output = evalx("run", "-c", str(config), "-q", *args)
+    line = next(line for line in output.splitlines() if line.startswith("results: "))
+    folder = Path(line.removeprefix("results: ").rstrip("/"))
+    return code, output, (folder if folder.is_absolute() else Path.cwd() / folder).resolve()
+
+
+def shards(config: Path, n: int, *extra: str) -> list[Path]:
+    folders = []
+    for i in range(1, n + 1):
+        code, output, folder = run(config, "--shard", f"{i}/{n}", *extra)
+        assert code in (0, 1), output
+        folders.append(folder)
+    return folders
+
+
+def merge(config: Path, *args: str | Path) -> tuple[int, str]:
+    return evalx("merge", "-c", str(config), *map(str, args))
+
+
+@pytest.fixture
+def engine(engine_server: EngineServer, monkeypatch: pytest.MonkeyPatch) -> EngineServer:
+    monkeypatch.setenv("ENGINE_KEY", ENGINE_TEST_KEY)
+    return engine_server
+
+
+def test_three_shards_merged_equal_one_run(tmp_path: Path, engine: EngineServer, junit_schema: Any) -> None:
+    config = project(tmp_path / "p", engine)
+    code_one, out_one, one = run(config)
+    parts = shards(config, 3)
+    code, output = merge(config, *parts, "-o", tmp_path / "merged")
+    merged = tmp_path / "merged"
+    assert code == code_one, output
+    assert code == 0  # with gates: the 40 % gate decides, and holds despite the failures and the errors
+    assert_identical_runs(one, merged)
+    cells = cell_view(merged)
+    assert len(cells) == 2 * 6 * 2 + 3 * 2 + 2 + 2  # 6 cases x 2 targets x 2 repeats; delete: 3 repeats x 2; read: agent; only-rules: rules
+    statuses = {c["status"] for c in cells.values()}
+    assert statuses == {"pass", "fail", "error", "skipped"}
+    # the merged files: one results.jsonl with the merged run's id, each cell once, in plan order
+    merged_cells = read_cells(merged)
+    assert [c["index"] for c in merged_cells] == sorted(c["index"] for c in merged_cells)
+    assert {c["run_id"] for c in merged_cells} == {json.loads((merged / "run.json").read_text())["run_id"]}
+    junit_schema.validate(str(merged / "junit.xml"))
+    meta = json.loads((merged / "run.json").read_text())
+    assert meta["merged"]["count"] == 3 and not meta["merged"]["partial"] and meta["merged"]["missing"] == []
+    assert [s["index"] for s in meta["merged"]["shards"]] == [1, 2, 3]
+    summary = json.loads((merged / "summary.json").read_text())
+    assert summary["merged"]["partial"] is False
+    assert summary["gates"]["active"]
+    assert summary["cells_planned"] == len(cells)
+    assert "Merged from 3 of 3 shards." in (merged / "summary.txt").read_text()
+    assert (merged / "report.html").is_file()
+    # each shard alone: no gates, whatever its cells scored; its summary says merge applies them
+    for part in parts:
+        s = json.loads((part / "summary.json").read_text())
+        assert "gates" not in s and s["shard"]["count"] == 3
+        assert "applied by `evalx merge`" in (part / "summary.txt").read_text()
+
+
+def test_merge_output_is_the_gates_verdict(tmp_path: Path) -> None:
+    """With gates that hold the merge exits 0 where the shards had failures; with a strict gate it exits 1, as one run would."""
+    config = project(tmp_path / "p", None, gates="gates: {min_pass_rate: 0.3}\n")
+    parts = shards(config, 2)
+    code, output = merge(config, *parts, "-o", tmp_path / "m1")
+    _, _, one = run(config)
+    assert code == json.loads((one / "run.json").read_text())["exit_code"] == 0, output
+    assert 'id="scope-notice"' not in (one / "report.html").read_text(encoding="utf-8")  # a whole run needs no note
+    config.write_text(config.read_text().replace("min_pass_rate: 0.3", "min_pass_rate: 0.99"))
+    code, output = merge(config, *parts, "-o", tmp_path / "m2")
+    assert code == 1, output
+    assert "min_pass_rate" in output
+
+
+def test_refuses_missing_shard_then_allow_partial(tmp_path: Path) -> None:
+    config = project(tmp_path / "p", None)
+    parts = shards(config, 3)
+    code, output = merge(config, parts[0], parts[2], "-o", tmp_path / "m")
+    assert code == 2
+    assert output.strip().splitlines()[-1] == (
+        f"evalx: merge: shard 2/3 missing (given: {parts[0]}, {parts[2]}); "
+        "give every shard's run folder, or --allow-partial to merge these and say so"
+    )
+    assert not (tmp_path / "m").exists()
+    code, output = merge(config, parts[0], parts[2], "-o", tmp_path / "m", "--allow-partial", "--markdown", tmp_path / "m.md")
+    assert code in (0, 1), output
+    assert "> ⚠️ PARTIAL: shard 2/3 missing; their cells are not in this run." in (tmp_path / "m.md").read_text()
+    assert "PARTIAL: shard 2/3 missing" in output
+    assert "partial merge: shard 2/3 missing" in output
+    summary = json.loads((tmp_path / "m" / "summary.json").read_text())
+    assert summary["merged"] == {
+        "count": 3,
+        "partial": True,
+        "missing": [2],
+        "shards": [
+            {"index": 1, "run_id": parts[0].name, "path": str(parts[0])},
+            {"index": 3, "run_id": parts[2].name, "path": str(parts[2])},
+        ],
+    }
+    present = {k for p in (parts[0], parts[2]) for k in cell_view(p)}
+    assert set(cell_view(tmp_path / "m")) == present
+    assert summary["cells_planned"] > summary["totals"]["cells"]
+    assert json.loads((tmp_path / "m" / "run.json").read_text())["merged"]["partial"] is True
+    assert "PARTIAL" in (tmp_path / "m" / "summary.txt").read_text()
+    page = (tmp_path / "m" / "report.html").read_text(encoding="utf-8")
+    assert 'id="scope-notice"' in page and "PARTIAL: Merged from 2 of 3 shards" in page and "Shard 2/3 missing" in page
+    shard_page = (parts[0] / "report.html").read_text(encoding="utf-8")
+    assert "Shard 1/3 of a sharded run" in shard_page and "applied by `evalx merge` of every shard" in shard_page
+
+
+def test_refuses_duplicate_shard(tmp_path: Path) -> None:
+    config = project(tmp_path / "p", None)
+    parts = shards(config, 2)
+    _, _, again = run(config, "--shard", "2/2")
+    code, output = merge(config, parts[0], parts[1], again)
+    assert code == 2
+    assert output.strip() == f"evalx: merge: {parts[1]} and {again} are both shard 2/2: give each shard once"
+
+
+def test_refuses_shards_of_different_plans(tmp_path: Path) -> None:
+    config = project(tmp_path / "p", None)
+    first = shards(config, 2)
+    code, output = merge(config, first[0], shards(config, 3)[1])
+    assert code == 2
+    assert "are shards of different plans" in output and str(first[0]) in output
+    # the same shard count, but a case changed in between
+    config.write_text(config.read_text().replace('value: "Paris"', 'value: "Rome"'))
+    second = shards(config, 2)
+    code, output = merge(config, first[0], second[1])
+    assert code == 2
+    line = output.strip()
+    assert line == (
+        f"evalx: merge: {first[0]} (shard 1/2) and {second[1]} (shard 2/2) are shards of different plans "
+        "(the config, datasets, selection or shard count differ): merge the shards of one plan"
+    )
+
+
+def test_refuses_a_run_that_is_not_a_shard(tmp_path: Path) -> None:
+    config = project(tmp_path / "p", None)
+    _, _, whole = run(config)
+    part = shards(config, 2)[0]
+    code, output = merge(config, part, whole)
+    assert code == 2
+    assert output.strip() == f"evalx: merge: {whole} is not a shard run (it was not started with --shard I/N): only shards are merged"
+    code, output = merge(config, tmp_path / "nowhere")
+    assert code == 2 and "nowhere" in output and len(output.strip().splitlines()) == 1
+
+
+def test_merge_into_an_existing_run_is_refused(tmp_path: Path) -> None:
+    config = project(tmp_path / "p", None)
+    parts = shards(config, 2)
+    code, output = merge(config, *parts, "-o", parts[0])
+    assert code == 2
+    assert output.strip() == f"evalx: merge: {parts[0]} already holds a run; give a new folder with -o"
+
+
+def test_merge_default_folder_and_latest(tmp_path: Path) -> None:
+    """Without -o the merge is a new run under output.dir; shards are never `latest`, the merge is."""
+    config = project(tmp_path / "p", None, gates="gates: {min_pass_rate: 0.3, baseline: latest, no_new_failures: true}\n")
+    parts = shards(config, 2)
+    code, output = merge(config, *parts)
+    assert code == 0, output
+    assert "no completed run" in output  # no baseline yet: the shards are not one
+    merged = next(p for p in (config.parent / "runs").iterdir() if p not in parts)
+    code, output, again = run(config)
+    summary = json.loads((again / "summary.json").read_text())
+    assert summary["baseline"]["run_id"] == merged.name
+    code, output = evalx("runs", "-c", str(config))
+    assert "shard 1/2" in output and "shard 2/2" in output
+
+
+def test_a_shard_file_out_of_order_merges_the_same(tmp_path: Path) -> None:
+    """A killed shard's file is in the order cells finished: merged cells are still each whole and in plan order."""
+    config = project(tmp_path / "p", None)
+    _, _, one = run(config)
+    parts = shards(config, 2)
+    path = parts[0] / "results.jsonl"
+    lines = path.read_text().splitlines(keepends=True)
+    groups: list[list[str]] = []
+    for line in lines[1:]:  # after the run record: each case record with its cells, then single-cell cases
+        if '"kind":"case"' in line or not groups or '"kind"' not in groups[-1][0]:
+            groups.append([line])
+        else:
+            groups[-1].append(line)
+    path.write_text(lines[0] + "".join(line for group in reversed(groups) for line in group))
+    assert [c["index"] for c in read_cells(parts[0])] != sorted(c["index"] for c in read_cells(parts[0]))
+    code, output = merge(config, *parts, "-o", tmp_path / "m")
+    assert code == json.loads((one / "run.json").read_text())["exit_code"], output
+    assert_identical_runs(one, tmp_path / "m")
+
+
+def test_an_unfinished_shard_makes_an_incomplete_merge(tmp_path: Path) -> None:
+    """A shard killed before its end merges with a warning naming the resume, and the merge exits 3 as one killed run would."""
+    config = project(tmp_path / "p", None)
+    parts = shards(config, 2)
+    meta = json.loads((parts[1] / "run.json").read_text())
+    meta["status"] = "running"
+    (parts[1] / "run.json").write_text(json.dumps(meta))
+    code, output = merge(config, *parts, "-o", tmp_path / "m")
+    assert code == 3, output
+    assert f"shard 2/2 ({parts[1]}) did not complete (status: running); finish it with `evalx run --resume {parts[1].name}`" in output
+    assert json.loads((tmp_path / "m" / "summary.json").read_text())["interrupted"] is True
+
+
+def test_pairwise_runs_inside_shards_and_merges_the_same(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A case's cells are in one shard, so ``pairwise`` is judged there; the merge carries the records and the summary."""
+    pytest.importorskip("evalx.execution.pairwise_pass")
+    judge_module = pytest.importorskip("test_pairwise_judge")
+    server = judge_module.PairwiseJudge().start()
+    try:
+        root = judge_module.project(
+            tmp_path / "p", server.port, cases=[{"id": f"c{i}", "input": f"q{i}"} for i in range(5)] + [{"id": "crash", "input": "crash"}]
+        )
+        config = root / "evalconfig.yaml"
+        monkeypatch.chdir(root)
+        code_one, _, one = run(config, "--no-cache")
+        parts = shards(config, 3, "--no-cache")
+        code, output = merge(config, *parts, "-o", tmp_path / "merged")
+    finally:
+        server.stop()
+    assert code == code_one, output
+    assert len(server.prompts) == 2 * 2 * 5  # both orders of 5 comparable cases, once in the single run and once in the shards
+    assert_identical_runs(one, tmp_path / "merged")
+    summary = json.loads((tmp_path / "merged" / "summary.json").read_text())
+    assert summary["pairwise"][0]["judge_preference"]["compared"] == 5
+
+
+def test_matrix_shards_merge_the_same(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """--matrix --shard: provider variants against a fake OpenAI server, repeats; the merge equals the single run, matrix view included."""
+    from matrix_project import FakeOpenAI, provider_project
+
+    monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
+    server = FakeOpenAI().start()
+    try:
+        config = provider_project(tmp_path, server)
+        args = ("--matrix", "--target", "stable", "--target", "mini", "--repeat", "3", "--no-cache")
+        code_one, out_one, one = run(config, *args)
+        parts = shards(config, 2, *args)
+        code, output = merge(config, *parts, "-o", tmp_path / "merged")
+    finally:
+        server.stop()
+    assert code == code_one == 1, output  # mini at temperature 0.7 fails the refund case
+    assert_identical_runs(one, tmp_path / "merged")
+    summary = json.loads((tmp_path / "merged" / "summary.json").read_text())
+    assert [v["id"] for v in summary["matrix"]["variants"]] == ["stable", "mini[temperature=0]", "mini[temperature=0.7]"]
+    assert "Matrix: 2 cases × 3 targets" in output
+
+
+def test_a_partial_merge_is_finished_by_resume(tmp_path: Path) -> None:
+    """`evalx run --resume MERGED` runs the missing shards' cells into the merged run, which then equals one whole run."""
+    config = project(tmp_path / "p", None)
+    parts = shards(config, 3)
+    code, output = merge(config, parts[0], parts[2], "--allow-partial")
+    line = next(line for line in output.splitlines() if line.startswith("merged: "))
+    merged = (Path.cwd() / line.removeprefix("merged: ").rstrip("/")).resolve()
+    code, output = evalx("run", "-c", str(config), "-q", "--resume", merged.name)
+    assert code == 0, output
+    missing = len(read_cells(parts[1]))
+    assert f"running {missing}" in output
+    _, _, one = run(config)
+    assert_identical_runs(one, merged)
+    assert "merged" not in json.loads((merged / "run.json").read_text())  # now a whole run: it may be `latest`
+
+
+def test_merge_renders_as_the_shards_did(tmp_path: Path, junit_schema: Any) -> None:
+    """Shards run with --junit-passes summary merge into the junit.xml one such run writes (an option given to merge wins)."""
+    config = project(tmp_path / "p", None)
+    _, _, one = run(config, "--junit-passes", "summary")
+    parts = shards(config, 2, "--junit-passes", "summary")
+    code, output = merge(config, *parts, "-o", tmp_path / "m")
+    assert code == 0, output
+    assert_identical_runs(one, tmp_path / "m")
+    assert json.loads((tmp_path / "m" / "run.json").read_text())["reports"]["junit_passes"] == "summary"
+    junit_schema.validate(str(tmp_path / "m" / "junit.xml"))
+    code, output = merge(config, *parts, "-o", tmp_path / "m2", "--junit-passes", "all")
+    assert json.loads((tmp_path / "m2" / "run.json").read_text())["reports"]["junit_passes"] == "all"
+    assert (tmp_path / "m2" / "junit.xml").read_text().count("<testcase ") > (tmp_path / "m" / "junit.xml").read_text().count("<testcase ")
