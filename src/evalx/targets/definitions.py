@@ -596,42 +596,8 @@ def _openai_request(scope: dict[str, Any]) -> Any:
         return body, None
 
 
-def _one_shot(encoder: json.JSONEncoder) -> Callable[[Any], str]:
-    """``encoder.encode``, without its per-call Python layers: the C encoder it would build, called directly.
-
-    Falls back to ``encoder.encode`` where the C encoder is missing or does not give the same text.
-    """
-    from json import encoder as stdlib
-
-    make = getattr(stdlib, "c_make_encoder", None)
-    if make is None or encoder.indent is not None:
-        return encoder.encode
-    strings = stdlib.encode_basestring_ascii if encoder.ensure_ascii else stdlib.encode_basestring
-    args = (
-        encoder.default,
-        strings,
-        None,
-        encoder.key_separator,
-        encoder.item_separator,
-        encoder.sort_keys,
-        encoder.skipkeys,
-        encoder.allow_nan,
-    )
-    circular = encoder.check_circular
-
-    def encode(value: Any) -> str:
-        return "".join(make({} if circular else None, *args)(value, 0))
-
-    probe = {"a": [1, -2.5, float("nan"), None, True, 'é\u2028"<'], "b": {}, "c": []}
-    try:
-        same = encode(probe) == encoder.encode(probe) and encode("s") == encoder.encode("s")
-    except Exception:
-        same = False
-    return encode if same else encoder.encode
-
-
 #: ``json.dumps(value, ensure_ascii=False)`` (what the template's ``tojson`` does), one encoder for all calls
-_DUMPS = _one_shot(json.JSONEncoder(ensure_ascii=False))
+_DUMPS = json.JSONEncoder(ensure_ascii=False).encode
 
 
 def _json_copy(value: Any) -> Any:
