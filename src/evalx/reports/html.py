@@ -64,7 +64,6 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
-import math
 import os
 import re
 import uuid
@@ -156,75 +155,9 @@ def _visible(match: re.Match[str]) -> str:
     return escape(match.group())  # C1, a lone surrogate, an invisible or bidi character: \x85, \ud800, \u202e
 
 
-class _NotPlain(Exception):
-    """A value :func:`indented_json` leaves to ``json.dumps``."""
-
-
 def indented_json(value: Any) -> str:
-    """``json.dumps(value, ensure_ascii=False, indent=2, default=str)``, faster for plain JSON data.
-
-    With ``indent`` the json module encodes in pure Python (the C encoder takes
-    no indent), which made the request dict of every cell the HTML report's
-    largest cost (bench/RESULTS.md). Data read back from ``results.jsonl`` is
-    plain JSON — str-keyed dicts, lists, strings, numbers, booleans, None —
-    and is laid out here with the C string encoder; anything else (other key
-    types, other objects, deep nesting) goes to ``json.dumps`` itself. A test
-    checks the two agree.
-    """
-    try:
-        return _indented(value, "\n")
-    except _NotPlain:
-        return json.dumps(value, ensure_ascii=False, indent=2, default=str)
-
-
-_encode_str = json.encoder.encode_basestring  # the C version when available, as json.dumps(ensure_ascii=False) uses
-
-
-def _indented(value: Any, newline: str) -> str:
-    kind = type(value)
-    if kind is str:
-        return _encode_str(value)
-    if kind is dict:
-        if not value:
-            return "{}"
-        if len(newline) > 64:  # 32 levels deep: leave recursion limits and cycles to json
-            raise _NotPlain
-        inner = newline + "  "
-        parts = []
-        for key, item in value.items():
-            if type(key) is not str:
-                raise _NotPlain
-            # a string value (the most common) without a call of its own
-            parts.append(_encode_str(key) + ": " + (_encode_str(item) if type(item) is str else _indented(item, inner)))
-        return "{" + inner + ("," + inner).join(parts) + newline + "}"
-    if kind is list:
-        if not value:
-            return "[]"
-        if len(newline) > 64:
-            raise _NotPlain
-        inner = newline + "  "
-        return (
-            "["
-            + inner
-            + ("," + inner).join([_encode_str(item) if type(item) is str else _indented(item, inner) for item in value])
-            + newline
-            + "]"
-        )
-    if value is None:
-        return "null"
-    if value is True:
-        return "true"
-    if value is False:
-        return "false"
-    if kind is int:
-        return int.__repr__(value)
-    if kind is float:
-        if value != value:
-            return "NaN"
-        if value in (math.inf, -math.inf):
-            return "Infinity" if value > 0 else "-Infinity"
-        return float.__repr__(value)
-    raise _NotPlain
+    """``value`` as indented JSON, the way report.html shows a request or a tool's arguments."""
+    return json.dumps(value, ensure_ascii=False, indent=2, default=str)
 
 
 def clean_text(value: Any) -> str:
