@@ -15,6 +15,7 @@ bench/fake_server.py in its own process (``--echo``: each case asserts its own
   random 50-500 ms (``--latency-ms 50 --latency-max-ms 500``), concurrency 50;
 - ``python``: 20,000 cells of an instant Python callable;
 - ``python_case``: the same, the callable taking ``case`` (the case's mapping per cell);
+- ``validate``: ``evalx validate`` of the instant workload's config (5,000 cases, each its own spec);
 - ``report``: ``evalx report`` of a stored 10,000-cell provider run
   (results.jsonl read back, summary, junit.xml, report.html).
 
@@ -305,6 +306,7 @@ RELEVANT: dict[str, list[str]] = {
         "clean_text",
     ],
     "python_case": ["case_to_dict"],
+    "validate": ["case_validation", "spec_validation"],
     "report": ["junit_single", "junit_elements", "html_indent", "html_embed", "html_add", "clean_text"],
 }
 
@@ -326,6 +328,8 @@ def child(variant: str, argv: list[str]) -> None:
 def run(variant: str, argv: list[str], cwd: Path) -> tuple[float, float]:
     """``(cpu_s, wall_s)`` of one evalx process running ``argv`` with ``variant`` patched in."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "ANTHROPIC_", "EVALX_"))}
+    if variant.startswith("tree="):  # another source tree as it is (``tree=/tmp/before/src``): a before/after of several changes
+        env["PYTHONPATH"], variant = variant[len("tree=") :], "fast"
     cmd = [sys.executable, str(Path(__file__).resolve()), "--child", variant, "--", *argv]
     with tempfile.TemporaryFile() as err:
         t0 = time.perf_counter()
@@ -525,8 +529,12 @@ def main() -> None:
         return
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=5)
-    parser.add_argument("--only", default="instant,realistic,python,report")
-    parser.add_argument("--variants", default="", help="comma-separated names from PLAIN (default: every one relevant)")
+    parser.add_argument("--only", default="instant,realistic,python,python_case,validate,report")
+    parser.add_argument(
+        "--variants",
+        default="",
+        help="comma-separated names from PLAIN, a+b for both, tree=SRC for another tree (default: every relevant one)",
+    )
     parser.add_argument("--quick", action="store_true", help="a fifth of the cells, two rounds")
     parser.add_argument("--instant-cells", type=int, default=5_000, help="cells of the instant workload")
     parser.add_argument("--out", default=str(BENCH / "out" / "fast_paths.json"))
@@ -576,6 +584,13 @@ def main() -> None:
                     return found
 
                 results[workload] = measure(workload, pick(workload), rounds, one)
+        elif workload == "validate":
+            config = make_project("fp-validate", "provider", 5_000 // scale, url="http://127.0.0.1:9", concurrency=50, distinct=True)
+
+            def one(variant: str, config: Path = config) -> tuple[float, float]:
+                return run(variant, ["validate", "-c", str(config)], config.parent)
+
+            results[workload] = measure(workload, pick(workload), rounds, one)
         elif workload in ("python", "python_case"):
             n = 20_000 // scale
             config = make_project(f"fp-{workload}", "python", n, concurrency=50)
