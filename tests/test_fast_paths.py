@@ -221,6 +221,196 @@ def test_openai_body_fast_path_raises_what_tojson_raises() -> None:
     assert str(fast.value) == str(slow.value)
 
 
+# -- assertion specs validated without jsonschema (distinct specs: issue 12) ----------------
+
+_SPEC_VALUES: list[Any] = [
+    None,
+    True,
+    False,
+    0,
+    1,
+    -1,
+    7,
+    0.5,
+    1.0,
+    -2.5,
+    2,
+    float("nan"),
+    float("inf"),
+    "",
+    "x",
+    "4",
+    "ims",
+    "q",
+    "iz",
+    [],
+    ["a"],
+    ["a", "b"],
+    [1],
+    ["a", 2],
+    [None],
+    ["subset"],
+    ["same", "disagrees"],
+    ["bogus"],
+    {},
+    {"a": 1},
+    {"model": "m"},
+    "output",
+    "total",
+    "input",
+    "nope",
+]
+
+
+def _random_spec(rng: random.Random, kind: str, keys: list[str]) -> dict[Any, Any]:
+    spec: dict[Any, Any] = {"type": kind}
+    for key in rng.sample(keys, rng.randint(0, min(4, len(keys)))):
+        spec[key] = rng.choice(_SPEC_VALUES)
+    if rng.random() < 0.05:
+        spec[rng.choice(["valu", "extra", 3])] = "x"  # an unknown key
+    if rng.random() < 0.03:
+        del spec["type"]
+    return spec
+
+
+def test_plainly_valid_assertion_specs_are_valid_for_every_type() -> None:
+    from evalx.assertions import registered
+    from evalx.assertions.plain import plainly_valid
+    from evalx.datasets.loader import _assertion_validator
+
+    rng = random.Random(12)
+    fast: dict[str, int] = {}
+    for name, atype in registered().items():
+        schema = atype.schema()
+        validator = _assertion_validator(name, schema)
+        keys = [k for k in schema["properties"] if k != "type"]
+        for _ in range(1500):
+            spec = _random_spec(rng, name, keys)
+            if plainly_valid(atype, spec):
+                fast[name] = fast.get(name, 0) + 1
+                assert not list(validator.iter_errors(spec)), (name, spec)
+    assert set(fast) == set(registered())  # every type has specs the fast path answers
+    assert plainly_valid(registered()["contains"], {"type": "contains", "value": "Reference: case 12."})
+    assert plainly_valid(registered()["regex"], {"type": "regex", "value": "a+", "flags": "im", "weight": 2, "not": True})
+    assert not plainly_valid(registered()["regex"], {"type": "regex", "value": "a+", "flags": "z"})
+    assert not plainly_valid(registered()["max_tokens"], {"type": "max_tokens", "value": 1.0})  # an integer? jsonschema decides
+    assert not plainly_valid(registered()["llm_judge"], {"type": "llm_judge", "rubric": "r", "judge": {"model": "m"}})  # a $ref
+
+
+_SCHEMA_LEAVES: list[Any] = [
+    {},
+    True,
+    False,
+    {"type": "string"},
+    {"type": "number"},
+    {"type": "integer"},
+    {"type": "boolean"},
+    {"type": "null"},
+    {"type": "object"},
+    {"type": "array"},
+    {"type": ["string", "null"]},
+    {"const": "a"},
+    {"const": 1},
+    {"enum": ["a", "b", 1, None, True]},
+    {"minimum": 0},
+    {"maximum": 1},
+    {"exclusiveMinimum": 0},
+    {"exclusiveMaximum": 2},
+    {"minLength": 1},
+    {"maxLength": 2},
+    {"minItems": 1},
+    {"maxItems": 1},
+    {"pattern": "^a"},
+    {"required": ["a"]},
+    {"type": "number", "minimum": 0, "maximum": 1, "description": "d"},
+    {"format": "email"},
+    {"$ref": "#/$defs/x"},
+    {"not": {"type": "string"}},
+    {"oneOf": [{"type": "string"}]},
+]
+
+
+def _random_schema(rng: random.Random, depth: int = 0) -> Any:
+    roll = rng.random()
+    if depth < 3 and roll < 0.15:
+        return {"anyOf": [_random_schema(rng, depth + 1) for _ in range(rng.randint(1, 3))]}
+    if depth < 3 and roll < 0.22:
+        return {"allOf": [_random_schema(rng, depth + 1) for _ in range(rng.randint(1, 2))]}
+    if depth < 3 and roll < 0.32:
+        return {"type": "array", "items": _random_schema(rng, depth + 1)}
+    if depth < 3 and roll < 0.45:
+        props = {k: _random_schema(rng, depth + 1) for k in rng.sample(["a", "b", "c"], rng.randint(0, 3))}
+        out: dict[str, Any] = {"type": "object", "properties": props}
+        if rng.random() < 0.7:
+            out["additionalProperties"] = rng.choice([False, True, {"type": "string"}])
+        if props and rng.random() < 0.5:
+            out["required"] = rng.sample(sorted(props), 1)
+        return out
+    return rng.choice(_SCHEMA_LEAVES)
+
+
+def _random_instance(rng: random.Random, depth: int = 0) -> Any:
+    roll = rng.random()
+    if depth < 3 and roll < 0.2:
+        return {k: _random_instance(rng, depth + 1) for k in rng.sample(["a", "b", "c", "d"], rng.randint(0, 3))}
+    if depth < 3 and roll < 0.35:
+        return [_random_instance(rng, depth + 1) for _ in range(rng.randint(0, 3))]
+    return rng.choice(_SPEC_VALUES)
+
+
+def test_compiled_schemas_never_accept_what_jsonschema_rejects() -> None:
+    from jsonschema import Draft202012Validator
+
+    from evalx.assertions.plain import compile_schema
+
+    rng = random.Random(13)
+    accepted = 0
+    for _ in range(3000):
+        schema = _random_schema(rng)
+        check = compile_schema(schema)
+        validator = Draft202012Validator(schema if not isinstance(schema, dict) else {**schema, "$defs": {"x": {}}})
+        for _ in range(10):
+            value = _random_instance(rng)
+            if check(value):
+                accepted += 1
+                assert validator.is_valid(value), (schema, value)
+    assert accepted > 5000
+
+
+def test_datasets_load_alike_with_and_without_the_spec_fast_path(tmp_path: Any, monkeypatch: Any) -> None:
+    """Distinct specs, valid and not: the same cases, or the same file:line errors, either way."""
+    import evalx.datasets.loader as loader
+    from evalx.errors import DatasetError
+
+    rng = random.Random(14)
+    kinds = ["contains", "icontains", "regex", "max_tokens", "numeric_close", "llm_judge", "tool_order", "nope"]
+    for round_ in range(40):
+        lines = []
+        for i in range(30):
+            kind = rng.choice(kinds)
+            spec = _random_spec(
+                rng, kind, ["value", "values", "flags", "count", "tolerance", "threshold", "tools", "exact", "weight", "not", "name"]
+            )
+            if rng.random() < 0.6:  # mostly plain: a distinct contains value per case
+                spec = {"type": "contains", "value": f"Reference: case {i}."}
+            lines.append(json.dumps({"id": f"c{i}", "input": "q", "assert": [spec]}))
+        path = tmp_path / f"cases{round_}.jsonl"
+        path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+
+        def load(path: Any = path) -> Any:
+            loader._valid_specs.clear()
+            try:
+                return [c.to_dict() for c in loader.load_dataset({"id": "d", "path": path.name}, base_dir=tmp_path)]
+            except DatasetError as exc:
+                return str(exc)
+
+        fast = load()
+        with monkeypatch.context() as m:
+            m.setattr(loader, "plainly_valid", lambda atype, spec: False)
+            slow = load()
+        assert fast == slow
+
+
 def test_plan_fingerprint_is_what_it_was(tmp_path: Any) -> None:
     """Version 1 of run.json's digest must not change (a run an older evalx started still resumes)."""
     import hashlib

@@ -21,6 +21,7 @@ from typing import Any
 from evalx.assertions import get_assertion, registered
 from evalx.assertions.deterministic import spec_problems
 from evalx.assertions.hints import missing_type_hint
+from evalx.assertions.plain import plainly_valid
 from evalx.assertions.registry import generation
 from evalx.datasets.context import CONTEXT_PROPERTIES, ContextFileError, ContextFiles, from_column
 from evalx.datasets.fields import UNKNOWN_FIELD_HINT, Shape
@@ -723,6 +724,11 @@ def _check_assertion(spec: Any, raw: _Raw, sub: KeyPath, errors: _Errors, *, gen
 
     for inner, message in spec_problems(spec):  # what a schema cannot see: a json_schema's $ref outside it
         report(inner, message)
+    # the common case, distinct specs included: a plain-Python check that the spec surely fits its type
+    if isinstance(spec, dict) and isinstance(spec.get("type"), str):
+        atype = get_assertion(spec["type"])
+        if atype is not None and plainly_valid(atype, spec):
+            return
     # golden sets repeat the same few assertions thousands of times: check each once
     global _valid_generation
     if _valid_generation != generation():  # a plugin registered or replaced a type since
