@@ -1,11 +1,15 @@
 """Each fast path against its plain version, on an instant workload and on one with a real model's latency (issue 29, item 6).
 
-    python bench/fast_paths.py [--rounds 5] [--only instant,realistic,python,report] [--variants a,b] [--quick]
+    python bench/fast_paths.py [--rounds 5] [--only instant,realistic,...] [--variants a,b,a+b,tree=SRC] [--quick] [--stages]
 
 A *variant* is a run of the same evalx tree with one fast path swapped for the
-plain code it stands in for (:data:`PLAIN`), patched in before ``evalx``
-starts, in its own process (``python bench/fast_paths.py --child VARIANT --
-run -c ...``); ``fast`` is the tree as it is. Workloads, each against
+plain code it stands in for (:data:`PLAIN`: the fast paths kept after issue
+29; the ones retired were measured by this script at commit d1c402a, whose
+``PLAIN`` still has them, against the tree before, 2566c42), patched in
+before ``evalx`` starts, in its own process (``python bench/fast_paths.py
+--child VARIANT -- run -c ...``); ``a+b`` swaps both; ``tree=SRC`` runs another
+source tree as it is (a before/after of several changes); ``fast`` is the
+tree as it is. Workloads, each against
 bench/fake_server.py in its own process (``--echo``: each case asserts its own
 ``contains`` value, so every spec is distinct and really passes):
 
@@ -23,7 +27,10 @@ Every variant of a workload runs once a round, in a shuffled order, ``fast``
 twice; a figure is the median over rounds of the process's CPU seconds (user
 + system, ``os.wait4``) and wall seconds; the gain of a fast path is
 ``(plain - fast) / plain`` of those medians. The machine is shared: read CPU
-seconds first, and only compare figures of one run.
+seconds first, and only compare figures of one run. ``--stages`` times, in
+this process, only the part of a cell (or of loading) each fast path sits in
+(:data:`STAGE_OF`), plain and fast interleaved, the least CPU of the rounds:
+less noise, but it misses what a path costs the rest of the run (its garbage).
 """
 
 from __future__ import annotations
@@ -91,86 +98,15 @@ def _plain_spec_validation() -> None:
     _set(loader, "plainly_valid", lambda atype, spec: False)
 
 
-def _plain_vouch() -> None:
-    """safe_trajectory checks the request body and raw response too."""
-    from evalx.targets import provider
+def _plain_junit_single() -> None:
+    """A case of one cell rendered through the element path (ElementTree) like any other case."""
+    from evalx.reports import junit
 
-    _set(provider, "vouch_clean", lambda traj, **kwargs: None)
+    def single(self: Any, suite: Any, classname: str, case_id: str, result: Any, seconds: float) -> None:
+        index = result.get("index")
+        self.case(suite, junit._key(result), [junit._repeat(result, seconds, (float(index or 0), 0))])
 
-
-def _plain_request_encoder() -> None:
-    """The OpenAI request's text by json.JSONEncoder(ensure_ascii=False).encode, not the C encoder called directly."""
-    from evalx.targets import definitions
-
-    _set(definitions, "_DUMPS", json.JSONEncoder(ensure_ascii=False).encode)
-
-
-def _plain_results_encoder() -> None:
-    """results.jsonl lines by the module's json.JSONEncoder's encode, not the C encoder called directly."""
-    from evalx.results import store
-
-    _set(store, "_ENCODE", store._ENCODER.encode)
-
-
-def _plain_request() -> None:
-    """request_json's first attempt through _send and its body through _read_body (no inline copies)."""
-    import asyncio
-    import json as _json
-
-    import aiohttp
-
-    from evalx.targets.transport import http
-
-    async def request_json(
-        self: Any,
-        method: str,
-        url: str,
-        *,
-        json: Any = None,
-        encoded: bytes | None = None,
-        headers: Any = None,
-        timeout_s: float | None = None,
-        raise_for_status: bool = True,
-        key_hint: str = "api_key",
-    ) -> Any:
-        data, hdrs = self._encode(json, headers, encoded)
-        route = self._routes.get(url) or self._route(url)
-        if route.extra is not None:
-            hdrs = self._authorized(route, hdrs)
-        limit = timeout_s if timeout_s is not None else self.timeout_s
-        if limit is not None:
-            deadline = http.CALL_DEADLINE.get()
-            if deadline is not None and deadline <= asyncio.get_running_loop().time() + limit:
-                timeout = self._timeout(None)
-            else:
-                timeout = self._timeout(limit)
-        else:
-            timeout = self._timeout(None)
-        try:
-            resp = await self._send(method, url, data, hdrs, timeout)
-            try:
-                self._reached = True
-                raw = await http._read_body(resp, self.max_response_bytes, url)
-                status, resp_headers, charset = resp.status, resp.headers, resp.charset or "utf-8"
-            finally:
-                resp.release()
-        except (aiohttp.ClientError, OSError, asyncio.TimeoutError) as exc:
-            raise http.transport_error(exc, url, timeout_s=limit, via=route.via) from None
-        try:
-            text = raw.decode(charset, "replace")
-        except LookupError:
-            text = raw.decode("utf-8", "replace")
-        parsed = None
-        if text.strip():
-            try:
-                parsed = _json.loads(text)
-            except ValueError:
-                parsed = None
-        if raise_for_status and status >= 400:
-            raise http.classify_status(status, text, url=url, headers=resp_headers, key_hint=key_hint)
-        return http.HttpResponse(status, resp_headers, text, parsed, url)
-
-    _set(http.HttpClient, "request_json", request_json)
+    _set(junit._SuiteWriter, "single", single)
 
 
 def _plain_case_to_dict() -> None:
@@ -190,124 +126,24 @@ def _plain_case_to_dict() -> None:
     _set(Case, "to_dict", to_dict)
 
 
-def _plain_junit_single() -> None:
-    """A case of one cell rendered through the element path like any other case."""
-    from evalx.reports import junit
-
-    def single(self: Any, suite: Any, classname: str, case_id: str, result: Any, seconds: float) -> None:
-        index = result.get("index")
-        self.case(suite, junit._key(result), [junit._repeat(result, seconds, (float(index or 0), 0))])
-
-    _set(junit._SuiteWriter, "single", single)
-
-
-def _plain_junit_elements() -> None:
-    """Test cases rendered by xml.etree.ElementTree (ET.indent + ET.tostring) instead of the hand-written serializer."""
-    import xml.etree.ElementTree as ET
-
-    from evalx.reports import junit
-
-    def to_et(el: Any) -> ET.Element:
-        out = ET.Element(el.tag, el.attrib)
-        out.text = el.text
-        for child in el.children:
-            out.append(to_et(child))
-        return out
-
-    def render(self: Any, out: list[str], level: int) -> None:
-        el = to_et(self)
-        ET.indent(el, space="  ", level=level)
-        out.append(ET.tostring(el, encoding="unicode"))
-
-    _set(junit._Element, "render", render)
-
-
-def _plain_html_indent() -> None:
-    """report.html's indented values by json.dumps(indent=2)."""
-    from evalx.reports import html
-
-    _set(html, "indented_json", lambda value: json.dumps(value, ensure_ascii=False, indent=2, default=str))
-
-
-def _plain_html_embed() -> None:
-    """report.html's embedded rows by json.dumps, str.translate and the surrogate regex."""
-    from evalx.reports import html
-
-    def embed_json(value: Any) -> str:
-        text = json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False, default=str)
-        return html._SURROGATE.sub(lambda _: "\\ufffd", text.translate(html._SCRIPT_UNSAFE))
-
-    _set(html, "embed_json", embed_json)
-
-
-def _plain_html_add() -> None:
-    """_ReportData.add without its one-lookup path for the common cell."""
-    from evalx.reports import html
-
-    _set(html._ReportData, "add", html._ReportData._add)
-
-
-def _plain_clean_text() -> None:
-    """clean_text without its shortcuts: every text through the three regexes."""
-    from evalx.reports import html
-
-    def clean_text(value: Any) -> str:
-        if value is None:
-            return ""
-        if isinstance(value, str):
-            text = value
-        else:
-            try:
-                text = html.indented_json(value)
-            except (TypeError, ValueError):
-                text = str(value)
-        if "\x1b" in text:
-            text = html._ANSI.sub("", text)
-        if "\r" in text:
-            text = html._NEWLINES.sub("\n", text)
-        return html._CONTROL.sub(html._visible, text)
-
-    _set(html, "clean_text", clean_text)
-
-
 #: variant name -> the patch that swaps the fast path for its plain version
 PLAIN: dict[str, Callable[[], None]] = {
     "openai_body": _plain_openai_body,
     "response_readers": _plain_response_readers,
     "case_validation": _plain_case_validation,
     "spec_validation": _plain_spec_validation,
-    "vouch_clean": _plain_vouch,
-    "request_encoder": _plain_request_encoder,
-    "results_encoder": _plain_results_encoder,
-    "inline_request": _plain_request,
     "case_to_dict": _plain_case_to_dict,
     "junit_single": _plain_junit_single,
-    "junit_elements": _plain_junit_elements,
-    "html_indent": _plain_html_indent,
-    "html_embed": _plain_html_embed,
-    "html_add": _plain_html_add,
-    "clean_text": _plain_clean_text,
 }
 
 #: the variants worth running on each workload (the others do not touch its path)
 RELEVANT: dict[str, list[str]] = {
-    "instant": list(PLAIN),
-    "realistic": list(PLAIN),
-    "python": [
-        "case_validation",
-        "spec_validation",
-        "results_encoder",
-        "case_to_dict",
-        "junit_single",
-        "junit_elements",
-        "html_indent",
-        "html_embed",
-        "html_add",
-        "clean_text",
-    ],
+    "instant": ["openai_body", "response_readers", "case_validation", "spec_validation", "junit_single"],
+    "realistic": ["openai_body", "response_readers", "case_validation", "spec_validation", "junit_single"],
+    "python": ["case_validation", "spec_validation", "junit_single"],
     "python_case": ["case_to_dict"],
     "validate": ["case_validation", "spec_validation"],
-    "report": ["junit_single", "junit_elements", "html_indent", "html_embed", "html_add", "clean_text"],
+    "report": ["junit_single"],
 }
 
 
@@ -377,27 +213,16 @@ def measure(workload: str, variants: list[str], rounds: int, one: Callable[[str]
 STAGE_OF: dict[str, str] = {
     "openai_body": "cell",
     "response_readers": "cell",
-    "vouch_clean": "cell",
-    "request_encoder": "cell",
-    "results_encoder": "results",
     "case_validation": "load",
     "spec_validation": "load",
-    "inline_request": "http",
     "case_to_dict": "case_to_dict",
     "junit_single": "report",
-    "junit_elements": "report",
-    "html_indent": "report",
-    "html_embed": "report",
-    "html_add": "report",
-    "clean_text": "report",
 }
 
 
 def _stage_runner(stage: str, config: Path, run_dir: Path, url: str) -> Callable[[], None]:
     """A function doing ``stage`` once over the instant workload's 5,000 cells (fresh caches each time)."""
     import asyncio
-    import contextlib
-    import io
 
     from fake_server import echo_response
 
@@ -428,17 +253,10 @@ def _stage_runner(stage: str, config: Path, run_dir: Path, url: str) -> Callable
                 cell.case.to_dict()
 
         return to_dicts
-    if stage == "results":  # every result line of the run encoded, as the run writes it
-        from evalx.results import store
+    if stage == "report":  # evalx report of the stored run: summary, junit.xml, report.html
+        import contextlib
+        import io
 
-        lines = [json.loads(line) for line in (run_dir / "results.jsonl").read_text().splitlines()]
-
-        def encode() -> None:
-            for line in lines:
-                store.dumps(line)
-
-        return encode
-    if stage == "report":
         from evalx.cli import main as cli
 
         def report() -> None:
@@ -472,24 +290,6 @@ def _stage_runner(stage: str, config: Path, run_dir: Path, url: str) -> Callable
                 await target.aclose()
 
         return lambda: asyncio.run(invoke_all())
-    if stage == "http":  # 5,000 requests through the client, 50 at a time, against the instant fake server
-        body = {"model": "bench-model", "messages": [{"role": "user", "content": "What is 2 + 2? (case 1)"}]}
-
-        async def requests() -> None:
-            client = HttpClient(timeout_s=120, retries=0, concurrency=50)
-            gate = asyncio.Semaphore(50)
-
-            async def one() -> None:
-                async with gate:
-                    resp = await client.request_json("POST", f"{url}/v1/chat/completions", json=body)
-                    assert resp.status == 200
-
-            try:
-                await asyncio.gather(*(one() for _ in range(len(planned))))
-            finally:
-                await client.aclose()
-
-        return lambda: asyncio.run(requests())
     raise ValueError(stage)
 
 
