@@ -1,9 +1,11 @@
 """A fast local fake model server for the benchmarks (aiohttp.web, 127.0.0.1).
 
-    python bench/fake_server.py [--port 8123] [--latency-ms 0] [--workers 1] [--echo] [--capacity]
+    python bench/fake_server.py [--port 8123] [--latency-ms 0] [--latency-max-ms MS] [--workers 1] [--echo] [--capacity]
 
 Serves, with an optional artificial latency (``asyncio.sleep``, so it costs
-no CPU and a latency-bound run is limited by the latency alone):
+no CPU and a latency-bound run is limited by the latency alone; with
+``--latency-max-ms`` each request waits a uniform random time between the
+two, as real model calls vary):
 
 - ``POST /v1/chat/completions`` — an OpenAI-compatible chat completion
   (``choices[0].message.content``, ``finish_reason``, ``usage`` with
@@ -80,23 +82,29 @@ def echo_response(body: bytes) -> bytes:
 SSE_RESPONSE = "".join(f"event: {kind}\ndata: {json.dumps(data)}\n\n" for kind, data in _EVENTS).encode()
 
 
-def make_app(latency_s: float, echo: bool = False) -> Any:
+def make_app(latency_s: float, echo: bool = False, latency_max_s: float | None = None) -> Any:
+    import random
+
     from aiohttp import web
 
     stats = {"requests": 0}
 
+    async def wait() -> None:
+        if latency_max_s is not None and latency_max_s > latency_s:
+            await asyncio.sleep(random.uniform(latency_s, latency_max_s))
+        elif latency_s:
+            await asyncio.sleep(latency_s)
+
     async def chat(request: web.Request) -> web.Response:
         body = await request.read()
         stats["requests"] += 1
-        if latency_s:
-            await asyncio.sleep(latency_s)
+        await wait()
         return web.Response(body=echo_response(body) if echo else CHAT_RESPONSE, content_type="application/json")
 
     async def execute(request: web.Request) -> web.StreamResponse:
         await request.read()
         stats["requests"] += 1
-        if latency_s:
-            await asyncio.sleep(latency_s)
+        await wait()
         resp = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-store"})
         await resp.prepare(request)
         await resp.write(SSE_RESPONSE)
@@ -114,11 +122,12 @@ def make_app(latency_s: float, echo: bool = False) -> Any:
     return app
 
 
-def serve(port: int, latency_ms: float, reuse_port: bool, echo: bool = False) -> None:
+def serve(port: int, latency_ms: float, reuse_port: bool, echo: bool = False, latency_max_ms: float | None = None) -> None:
     from aiohttp import web
 
     async def main() -> None:
-        runner = web.AppRunner(make_app(latency_ms / 1000.0, echo), access_log=None, handle_signals=True)
+        latency_max_s = latency_max_ms / 1000.0 if latency_max_ms is not None else None
+        runner = web.AppRunner(make_app(latency_ms / 1000.0, echo, latency_max_s), access_log=None, handle_signals=True)
         await runner.setup()
         site = web.TCPSite(runner, "127.0.0.1", port, reuse_port=reuse_port or None, backlog=1024)
         await site.start()
@@ -150,8 +159,11 @@ def wait_for_port(port: int, timeout: float = 15.0) -> None:
 class FakeServer:
     """The fake server in subprocess(es): ``with FakeServer(latency_ms=200) as s: s.url``."""
 
-    def __init__(self, *, latency_ms: float = 0.0, workers: int = 1, port: int | None = None, echo: bool = False) -> None:
+    def __init__(
+        self, *, latency_ms: float = 0.0, workers: int = 1, port: int | None = None, echo: bool = False, latency_max_ms: float | None = None
+    ) -> None:
         self.latency_ms = latency_ms
+        self.latency_max_ms = latency_max_ms
         self.echo = echo
         self.workers = workers
         self.port = port or free_port()
@@ -167,6 +179,8 @@ class FakeServer:
             cmd.append("--reuse-port")
         if self.echo:
             cmd.append("--echo")
+        if self.latency_max_ms is not None:
+            cmd += ["--latency-max-ms", str(self.latency_max_ms)]
         for _ in range(self.workers):
             self.procs.append(subprocess.Popen(cmd, stdin=subprocess.DEVNULL))
             if len(self.procs) == 1:
@@ -221,6 +235,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--port", type=int, default=8123)
     parser.add_argument("--latency-ms", type=float, default=0.0)
+    parser.add_argument("--latency-max-ms", type=float, default=None, help="each request waits a random time between --latency-ms and this")
     parser.add_argument("--workers", type=int, default=1, help="processes sharing the port (SO_REUSEPORT)")
     parser.add_argument("--echo", action="store_true", help="end each chat answer with 'Reference: <the request's last (...)>.'")
     parser.add_argument("--capacity", action="store_true", help="measure and print the server's capacity, then exit")
@@ -228,13 +243,15 @@ def main() -> None:
     parser.add_argument("--reuse-port", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.serve:
-        serve(args.port, args.latency_ms, args.reuse_port, args.echo)
+        serve(args.port, args.latency_ms, args.reuse_port, args.echo, args.latency_max_ms)
         return
     if args.capacity:
         for kind in ("provider", "engine"):
             print(json.dumps(measure_capacity(kind, workers=args.workers)))
         return
-    with FakeServer(latency_ms=args.latency_ms, workers=args.workers, port=args.port, echo=args.echo) as server:
+    with FakeServer(
+        latency_ms=args.latency_ms, workers=args.workers, port=args.port, echo=args.echo, latency_max_ms=args.latency_max_ms
+    ) as server:
         print(f"fake server on {server.url} (latency {args.latency_ms:g} ms, {args.workers} process(es)); Ctrl-C stops it", flush=True)
         try:
             while True:

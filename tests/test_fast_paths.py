@@ -8,8 +8,6 @@ import random
 from dataclasses import asdict
 from typing import Any
 
-import pytest
-
 from evalx.datasets.loader import _case_validator, _plainly_valid
 from evalx.models import Case
 from evalx.targets.definitions import _SLOW, _compile_expression, _fast_path, _plain
@@ -193,24 +191,6 @@ def test_openai_body_fast_path_raises_what_tojson_raises() -> None:
     with pytest.raises(TypeError) as slow:
         _compile_template(OPENAI_BODY).render(**scope)
     assert str(fast.value) == str(slow.value)
-
-
-# -- the HTML report's indented JSON ------------------------------------------------------
-
-
-def test_indented_json_is_json_dumps() -> None:
-    from evalx.reports.html import indented_json
-
-    rng = random.Random(11)
-    for _ in range(5000):
-        value = _random_value(rng)
-        value = {"v": value, "n": [float("nan"), float("inf"), -0.0, 10**30, 1e-7]} if rng.random() < 0.1 else value
-        assert indented_json(value) == json.dumps(value, ensure_ascii=False, indent=2, default=str)
-    deep: Any = 1
-    for _ in range(60):
-        deep = [deep]
-    for odd in ({1: 2}, {True: [1]}, {"a": object()}, deep, {"s": {1, 2}}):
-        assert indented_json(odd) == json.dumps(odd, ensure_ascii=False, indent=2, default=str)
 
 
 # -- assertion specs validated without jsonschema (distinct specs: issue 12) ----------------
@@ -655,45 +635,6 @@ def test_the_plain_json_copy_is_the_json_round_trip() -> None:
     assert copied > 1000
 
 
-def test_the_one_shot_encoders_are_the_stdlib_encoders() -> None:
-    from evalx.models import finite_json
-    from evalx.results.store import _ENCODER, dumps
-    from evalx.targets.definitions import _DUMPS
-
-    rng = random.Random(33)
-    for _ in range(3000):
-        value = rng.choice([_keyed_value(rng), _random_value(rng), {"b": b"\xff", "s": {1, 2}, "o": Case(id="c", input=1)}])
-        # results are strict JSON: a NaN or an infinity is written as null
-        for fast, slow in ((_DUMPS, json.JSONEncoder(ensure_ascii=False).encode), (dumps, lambda v: _ENCODER.encode(finite_json(v)))):
-            try:
-                expected: Any = slow(value)
-            except (TypeError, ValueError) as exc:
-                expected = (type(exc), str(exc))
-            try:
-                got: Any = fast(value)
-            except (TypeError, ValueError) as exc:
-                got = (type(exc), str(exc))
-            assert got == expected, value
-    circular: list[Any] = []
-    circular.append(circular)
-    through_default: list[Any] = []
-    through_default.append((through_default,))  # a tuple goes through _json_default, then back to the list
-    deep: Any = []
-    for _ in range(100_000):
-        deep = [deep]
-    for fast, slow in ((_DUMPS, json.JSONEncoder(ensure_ascii=False).encode), (dumps, _ENCODER.encode)):
-        for value in (circular, through_default):
-            with pytest.raises(ValueError, match="Circular reference"):
-                slow(value)
-            with pytest.raises(ValueError, match="Circular reference"):
-                fast(value)
-        with pytest.raises(RecursionError):
-            slow(deep)
-        with pytest.raises(RecursionError):
-            fast(deep)
-        assert fast([1]) == "[1]"  # the failed calls left nothing behind
-
-
 def _answer(rng: random.Random, provider: str) -> Any:
     """A random answer in the provider's shape: fields left out, of the wrong type, or odd (bools, floats, strings)."""
 
@@ -814,68 +755,11 @@ def _report_value(rng: random.Random, depth: int = 0) -> Any:
     return rng.choice([None, 0, -3, 2.5, -0.0, 10**30, 1e-7, True, False, (1, "t"), {1: "k"}, b"x", float("nan"), float("inf")])
 
 
-def _reference_clean_text(value: Any) -> str:
-    """clean_text as it was before its fast paths: every text through the three regexes."""
-    from evalx.reports.html import _ANSI, _CONTROL, _NEWLINES, _visible
-
-    if value is None:
-        return ""
-    if isinstance(value, str):
-        text = value
-    else:
-        try:
-            text = json.dumps(value, ensure_ascii=False, indent=2, default=str)
-        except (TypeError, ValueError):
-            text = str(value)
-    if "\x1b" in text:
-        text = _ANSI.sub("", text)
-    if "\r" in text:
-        text = _NEWLINES.sub("\n", text)
-    return _CONTROL.sub(_visible, text)
-
-
-def _reference_embed_json(value: Any) -> str:
-    """embed_json as it was: json.dumps, str.translate, the surrogate regex."""
-    from evalx.reports.html import _SCRIPT_UNSAFE, _SURROGATE
-
-    text = json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False, default=str)
-    return _SURROGATE.sub(lambda _: "\\ufffd", text.translate(_SCRIPT_UNSAFE))
-
-
 def _outcome_of(function: Any, value: Any) -> Any:
     try:
         return function(value)
     except (TypeError, ValueError, OverflowError, RecursionError) as exc:
         return (type(exc), str(exc))
-
-
-def test_clean_text_fast_paths_are_the_regexes() -> None:
-    from evalx.reports.html import clean_text
-
-    rng = random.Random(41)
-    for _ in range(20_000):
-        value = _random_text(rng) if rng.random() < 0.5 else _report_value(rng)
-        assert clean_text(value) == _reference_clean_text(value), repr(value)
-    for value in ("plain", "", "x\x7fy", ["\x7f"], {"a": "\x85"}, {"a": "é"}, [1.5, None], "\u2028", object()):
-        assert clean_text(value) == _reference_clean_text(value), repr(value)
-
-
-def test_embed_json_is_dumps_then_translate() -> None:
-    from evalx.reports.html import _EMBED_ENCODE, _c_embed, embed_json
-
-    assert _EMBED_ENCODE is _c_embed  # CPython: the C encoder path is the one under test
-    rng = random.Random(42)
-    for _ in range(20_000):
-        value = rng.choice([_report_value(rng), _keyed_value(rng), _random_text(rng)])
-        assert _outcome_of(embed_json, value) == _outcome_of(_reference_embed_json, value), repr(value)
-    circular: list[Any] = []
-    circular.append(circular)
-    deep: Any = []
-    for _ in range(100_000):
-        deep = [deep]
-    for value in (circular, {"a": [circular]}, deep, float("nan"), {"x": float("-inf")}, "<\ud800>"):
-        assert _outcome_of(embed_json, value) == _outcome_of(_reference_embed_json, value)
-    assert embed_json([1]) == "[1]"  # the failed calls left nothing behind
 
 
 def test_report_numbers_fast_path_is_the_isinstance_test() -> None:
@@ -942,7 +826,7 @@ def _report_result(rng: random.Random, i: int, case: int) -> dict[str, Any]:
 
 
 def test_reports_with_the_fast_paths_are_the_reports_without_them(tmp_path: Any, monkeypatch: Any) -> None:
-    """Random odd results: report.html and junit.xml with the fast helpers, small and large batches, are the reference bytes."""
+    """Random odd results: report.html and junit.xml written in small batches (spooled to files) are the bytes of one large batch."""
     from evalx.reports import html, junit
     from evalx.reports.render import write_reports
     from evalx.results.summary import SummaryBuilder
@@ -955,22 +839,17 @@ def test_reports_with_the_fast_paths_are_the_reports_without_them(tmp_path: Any,
         builder.add(r)  # type: ignore[arg-type]
     summary = builder.finish("2026-11-26T10:16:00+00:00", 1.0)
     written: dict[str, tuple[bytes, bytes]] = {}
-    for name in ("fast", "batched-small", "reference"):
+    for name in ("fast", "batched-small"):
         if name == "batched-small":  # a write to the spool per row, and the spools spilled to files
             for module in (html, junit):
                 monkeypatch.setattr(module, "PENDING_CHARS", 1)
                 monkeypatch.setattr(module, "SPOOL_BYTES", 1000)
-        if name == "reference":
-            monkeypatch.setattr(html, "clean_text", _reference_clean_text)
-            monkeypatch.setattr(html, "embed_json", _reference_embed_json)
-            monkeypatch.setattr(html, "indented_json", lambda v: json.dumps(v, ensure_ascii=False, indent=2, default=str))
         run_dir = tmp_path / name
         run_dir.mkdir()
         (run_dir / "results.jsonl").write_text(lines, encoding="utf-8")
         write_reports(run_dir, summary)
         written[name] = ((run_dir / "report.html").read_bytes(), (run_dir / "junit.xml").read_bytes())
-    assert written["fast"] == written["reference"]
-    assert written["batched-small"] == written["reference"]
+    assert written["batched-small"] == written["fast"]
     assert b"\\u003c/script" in written["fast"][0] or b"script" not in written["fast"][0]
 
 
@@ -1017,82 +896,6 @@ def test_a_cells_figures_are_what_the_loop_over_them_gave(tmp_path: Any) -> None
         assert got == reference(result)
         assert all(type(v) is type(e) for (_, v), (_, e) in zip(got, reference(result)))
     data.case_rows.close()
-
-
-def test_inline_body_read_and_redirect_split_agree_with_the_counted_read() -> None:
-    """request_json's inline read (known length, not compressed) and first attempt outside _send give what _read_body and _send give."""
-    import gzip
-
-    from aiohttp import web
-
-    from evalx.errors import TargetError
-    from evalx.targets.transport.http import HttpClient
-
-    rng = random.Random(12)
-    bodies = {str(i): json.dumps({"n": i, "s": "é" * rng.randint(0, 300)}).encode() for i in range(40)}
-
-    async def handler(request: web.Request) -> web.StreamResponse:
-        key, mode = request.match_info["key"], request.query.get("mode", "plain")
-        hops = int(request.query.get("hops", "0"))
-        if hops:
-            return web.Response(status=rng.choice([301, 302, 303, 307, 308]), headers={"Location": f"/b/{key}?mode={mode}&hops={hops - 1}"})
-        body = bodies[key]
-        if mode == "gzip":
-            return web.Response(body=gzip.compress(body), headers={"Content-Encoding": "gzip", "Content-Type": "application/json"})
-        if mode == "chunked":
-            resp = web.StreamResponse(headers={"Content-Type": "application/json"})
-            resp.enable_chunked_encoding()
-            await resp.prepare(request)
-            for i in range(0, len(body), 97):
-                await resp.write(body[i : i + 97])
-            await resp.write_eof()
-            return resp
-        return web.Response(body=body, headers={"Content-Type": "application/json"})
-
-    async def main() -> None:
-        app = web.Application()
-        app.router.add_route("*", "/b/{key}", handler)
-        runner = web.AppRunner(app)
-        await runner.setup()
-        site = web.TCPSite(runner, "127.0.0.1", 0)
-        await site.start()
-        port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
-        try:
-            for _ in range(120):
-                key, mode, hops = str(rng.randrange(40)), rng.choice(["plain", "gzip", "chunked"]), rng.choice([0, 0, 0, 1, 2, 6])
-                limit = rng.choice([len(bodies[key]) - 1, len(bodies[key]), 10**6])
-                client = HttpClient(retries=0, max_response_bytes=limit)
-                url = f"http://127.0.0.1:{port}/b/{key}?mode={mode}&hops={hops}"
-                try:
-                    resp = await client.request_json("POST", url, json={"k": key})
-                    got: Any = ("ok", resp.status, resp.text)
-                except TargetError as exc:
-                    got = ("error", str(exc))
-                # the reference: the slow path (_send, then _read_body counting every chunk)
-                try:
-                    data, hdrs = client._encode({"k": key}, None)
-                    sent = await client._send("POST", url, data, hdrs, client._timeout(None))
-                    try:
-                        from evalx.targets.transport.http import _read_body
-
-                        raw = await _read_body(sent, limit, url)
-                        want: Any = ("ok", sent.status, raw.decode())
-                    finally:
-                        sent.release()
-                except TargetError as exc:
-                    want = ("error", str(exc))
-                await client.aclose()
-                assert got == want, (key, mode, hops, limit)
-                if hops <= 5 and limit >= len(bodies[key]):
-                    assert got == ("ok", 200, bodies[key].decode())
-                elif hops > 5:
-                    assert got[0] == "error" and "redirect" in got[1]
-                else:
-                    assert got[0] == "error" and "larger than max_response_bytes" in got[1]
-        finally:
-            await runner.cleanup()
-
-    asyncio.run(main())
 
 
 def _read_results_reference(path: Any, problems: Any) -> list[Any]:
@@ -1155,55 +958,3 @@ def test_read_results_whole_line_fast_path_agrees_with_the_general_reader(tmp_pa
         assert list(read_results(path, got_problems)) == _read_results_reference(path, want_problems), body
         assert got_problems == want_problems, body
         assert list(read_results(path)) == _read_results_reference(path, ReadProblems())
-
-
-def _odd_text(rng: random.Random) -> str:
-    pieces = ["a", "é", "\u2028", "\U0001f600", "\ud800", "\udc80", "\\", '"', "\\ud800", "x"]
-    return "".join(rng.choice(pieces) for _ in range(rng.randint(0, 6)))
-
-
-def _odd_doc(rng: random.Random, depth: int = 0) -> Any:
-    roll = rng.random()
-    if roll < 0.3 and depth < 3:
-        return {_odd_text(rng): _odd_doc(rng, depth + 1) for _ in range(rng.randint(0, 3))}
-    if roll < 0.5 and depth < 3:
-        return [_odd_doc(rng, depth + 1) for _ in range(rng.randint(0, 3))]
-    return rng.choice([_odd_text(rng), 1, None, True, 2.5])
-
-
-def test_vouched_parts_of_a_provider_trajectory_are_made_safe_as_the_full_check_would() -> None:
-    """safe_trajectory with the provider's vouch_clean gives what it gives without, whenever the vouch holds as the provider checks it."""
-    from evalx.models import _LONE_SURROGATE, ToolCall, Trajectory, json_text_is_clean, safe_trajectory, vouch_clean
-
-    rng = random.Random(14)
-    vouched_responses = 0
-    for _ in range(3000):
-        answer = _odd_doc(rng)
-        text = json.dumps(answer, ensure_ascii=rng.random() < 0.5)
-        data = json.loads(text)
-        if json_text_is_clean(text):  # the probe's promise: nothing parsed from it holds a lone surrogate
-            assert _LONE_SURROGATE.search(json.dumps(data, ensure_ascii=False)) is None, text
-        body = {"model": "m", "messages": [{"role": "user", "content": _odd_text(rng)}], "extra": _odd_doc(rng)}
-        try:
-            json.dumps(body, ensure_ascii=False).encode("utf-8")  # what the client sends: strict UTF-8
-            sent = True
-        except UnicodeEncodeError:
-            sent = False  # the request would have failed: no trajectory with this body
-
-        def make(text: str, answer: Any, data: Any, body: Any) -> Trajectory:
-            return Trajectory(
-                text=_odd_text(random.Random(len(text))),
-                tool_calls=[ToolCall(name=_odd_text(random.Random(len(text) + 1)), args=answer)] if len(text) % 3 == 0 else [],
-                raw={"stop_reason": _odd_text(random.Random(len(text) + 2)), "response": data},
-                request={"method": "POST", "url": "http://127.0.0.1/v1", "headers": {"a": "b"}, "body": body},
-            )
-
-        full = safe_trajectory(make(text, answer, data, body))
-        fast = make(text, answer, data, body)
-        response = data if json_text_is_clean(text) else None
-        vouched_responses += response is not None
-        vouch_clean(fast, request_body=body if sent else None, raw_response=response)
-        fast = safe_trajectory(fast)
-        assert fast.to_dict() == full.to_dict(), text
-        assert "_vouched" not in fast.__dict__
-    assert 300 < vouched_responses < 2700  # both ways taken

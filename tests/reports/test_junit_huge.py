@@ -341,14 +341,6 @@ def test_a_case_met_again_after_another_is_still_one_testcase(tmp_path: Path) ->
     assert failure is not None and failure.get("message", "").startswith("1 of 2 repeats passed")
 
 
-def test_the_table_of_groups_grows_and_remembers() -> None:
-    groups = junit._Groups(size=8)
-    keys = [("t", "d", f"case-{i}") for i in range(5000)]
-    assert all(groups.add(k) for k in keys)
-    assert not any(groups.add(k) for k in keys)
-    assert groups.count == 5000 and len(groups.table) == 16384  # doubled while more than half full
-
-
 def test_a_failing_case_named_like_the_summary_keeps_identities_unique(tmp_path: Path, junit_schema: Any) -> None:
     results = _passing(3)
     results[2]["case_id"], results[2]["status"] = "passed cases", "fail"

@@ -106,32 +106,6 @@ def test_junit_stream_is_elementtree_byte_for_byte(tmp_path: Path, repeats: int)
     assert (tmp_path / "from_file.xml").read_bytes() == raw
 
 
-def test_junit_elements_render_as_elementtree_writes_them() -> None:
-    from evalx.reports.junit import _Element, _element
-
-    rng = random.Random(8)
-    texts = ["", "x", HOSTILE, "a\r\nb\tc", "  ", "]]>", "&amp;"]
-
-    def build(depth: int) -> tuple[_Element, ET.Element]:
-        attrs = {f"a{i}": rng.choice(texts) for i in range(rng.randint(0, 3))}
-        kids = [build(depth + 1) for _ in range(rng.randint(0, 3))] if depth < 3 else []
-        text = None if kids else rng.choice([None, *texts])
-        mine = _element("e", attrs, text)
-        theirs = ET.Element("e", mine.attrib)
-        theirs.text = mine.text
-        for m, t in kids:
-            mine.append(m)
-            theirs.append(t)
-        return mine, theirs
-
-    for _ in range(300):
-        mine, theirs = build(0)
-        out: list[str] = []
-        mine.render(out, 0)
-        ET.indent(theirs, space="  ")
-        assert "".join(out) == ET.tostring(theirs, encoding="unicode")
-
-
 def test_junit_spills_big_suites_to_disk(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     import evalx.reports.junit as junit
 

@@ -309,3 +309,62 @@ def test_stream_error_status_and_idle_timeout() -> None:
                 await client.aclose()
 
     run(main())
+
+
+def test_request_json_follows_same_origin_redirects_and_bounds_the_body() -> None:
+    """Plain, gzip and chunked bodies behind 0-6 redirects, at, under and over max_response_bytes: the body, or one named error."""
+    import gzip
+    import json
+    import random
+
+    rng = random.Random(12)
+    bodies = {str(i): json.dumps({"n": i, "s": "é" * rng.randint(0, 300)}).encode() for i in range(40)}
+
+    async def handler(request: web.Request) -> web.StreamResponse:
+        key, mode = request.match_info["key"], request.query.get("mode", "plain")
+        hops = int(request.query.get("hops", "0"))
+        if hops:
+            return web.Response(status=rng.choice([301, 302, 303, 307, 308]), headers={"Location": f"/b/{key}?mode={mode}&hops={hops - 1}"})
+        body = bodies[key]
+        if mode == "gzip":
+            return web.Response(body=gzip.compress(body), headers={"Content-Encoding": "gzip", "Content-Type": "application/json"})
+        if mode == "chunked":
+            resp = web.StreamResponse(headers={"Content-Type": "application/json"})
+            resp.enable_chunked_encoding()
+            await resp.prepare(request)
+            for i in range(0, len(body), 97):
+                await resp.write(body[i : i + 97])
+            await resp.write_eof()
+            return resp
+        return web.Response(body=body, headers={"Content-Type": "application/json"})
+
+    async def main() -> None:
+        app = web.Application()
+        app.router.add_route("*", "/b/{key}", handler)
+        runner = web.AppRunner(app)
+        await runner.setup()
+        site = web.TCPSite(runner, "127.0.0.1", 0)
+        await site.start()
+        port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+        try:
+            for _ in range(120):
+                key, mode, hops = str(rng.randrange(40)), rng.choice(["plain", "gzip", "chunked"]), rng.choice([0, 0, 0, 1, 2, 6])
+                limit = rng.choice([len(bodies[key]) - 1, len(bodies[key]), 10**6])
+                client = HttpClient(retries=0, max_response_bytes=limit)
+                try:
+                    resp = await client.request_json("POST", f"http://127.0.0.1:{port}/b/{key}?mode={mode}&hops={hops}", json={"k": key})
+                    got: Any = ("ok", resp.status, resp.text)
+                except TargetError as exc:
+                    got = ("error", str(exc))
+                finally:
+                    await client.aclose()
+                if hops <= 5 and limit >= len(bodies[key]):
+                    assert got == ("ok", 200, bodies[key].decode()), (key, mode, hops, limit)
+                elif hops > 5:
+                    assert got[0] == "error" and "redirect" in got[1], (key, mode, hops, limit)
+                else:
+                    assert got[0] == "error" and "larger than max_response_bytes" in got[1], (key, mode, hops, limit)
+        finally:
+            await runner.cleanup()
+
+    asyncio.run(main())

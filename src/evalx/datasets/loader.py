@@ -617,6 +617,9 @@ def _plainly_valid(known: dict[str, Any]) -> bool:
     answers only for the common shape — base fields with plainly right
     types, an ``id`` and an ``input`` — and says False for anything else
     (shorthands, a doubtful type), which jsonschema then checks and words.
+    Worth keeping (issue 29, ``python bench/fast_paths.py --stages``):
+    jsonschema costs 32 µs a case more, 6 % of a 5,000-cell instant provider
+    run's CPU and 18 % of a 20,000-cell instant Python run's.
     """
     if "id" not in known or "input" not in known:
         return False

@@ -64,7 +64,6 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
-import math
 import os
 import re
 import uuid
@@ -156,75 +155,9 @@ def _visible(match: re.Match[str]) -> str:
     return escape(match.group())  # C1, a lone surrogate, an invisible or bidi character: \x85, \ud800, \u202e
 
 
-class _NotPlain(Exception):
-    """A value :func:`indented_json` leaves to ``json.dumps``."""
-
-
 def indented_json(value: Any) -> str:
-    """``json.dumps(value, ensure_ascii=False, indent=2, default=str)``, faster for plain JSON data.
-
-    With ``indent`` the json module encodes in pure Python (the C encoder takes
-    no indent), which made the request dict of every cell the HTML report's
-    largest cost (bench/RESULTS.md). Data read back from ``results.jsonl`` is
-    plain JSON — str-keyed dicts, lists, strings, numbers, booleans, None —
-    and is laid out here with the C string encoder; anything else (other key
-    types, other objects, deep nesting) goes to ``json.dumps`` itself. A test
-    checks the two agree.
-    """
-    try:
-        return _indented(value, "\n")
-    except _NotPlain:
-        return json.dumps(value, ensure_ascii=False, indent=2, default=str)
-
-
-_encode_str = json.encoder.encode_basestring  # the C version when available, as json.dumps(ensure_ascii=False) uses
-
-
-def _indented(value: Any, newline: str) -> str:
-    kind = type(value)
-    if kind is str:
-        return _encode_str(value)
-    if kind is dict:
-        if not value:
-            return "{}"
-        if len(newline) > 64:  # 32 levels deep: leave recursion limits and cycles to json
-            raise _NotPlain
-        inner = newline + "  "
-        parts = []
-        for key, item in value.items():
-            if type(key) is not str:
-                raise _NotPlain
-            # a string value (the most common) without a call of its own
-            parts.append(_encode_str(key) + ": " + (_encode_str(item) if type(item) is str else _indented(item, inner)))
-        return "{" + inner + ("," + inner).join(parts) + newline + "}"
-    if kind is list:
-        if not value:
-            return "[]"
-        if len(newline) > 64:
-            raise _NotPlain
-        inner = newline + "  "
-        return (
-            "["
-            + inner
-            + ("," + inner).join([_encode_str(item) if type(item) is str else _indented(item, inner) for item in value])
-            + newline
-            + "]"
-        )
-    if value is None:
-        return "null"
-    if value is True:
-        return "true"
-    if value is False:
-        return "false"
-    if kind is int:
-        return int.__repr__(value)
-    if kind is float:
-        if value != value:
-            return "NaN"
-        if value in (math.inf, -math.inf):
-            return "Infinity" if value > 0 else "-Infinity"
-        return float.__repr__(value)
-    raise _NotPlain
+    """``value`` as indented JSON, the way report.html shows a request or a tool's arguments."""
+    return json.dumps(value, ensure_ascii=False, indent=2, default=str)
 
 
 def clean_text(value: Any) -> str:
@@ -237,18 +170,11 @@ def clean_text(value: Any) -> str:
         return ""
     if isinstance(value, str):
         text = value
-        if text.isprintable():  # no control character, ESC, CR or surrogate: nothing to do (stops at a newline)
-            return text
     else:
         try:
             text = indented_json(value)
         except (TypeError, ValueError):
             text = str(value)
-        else:
-            # JSON escapes U+0000-U+001F inside strings (its own newlines are layout):
-            # ASCII JSON without DEL has nothing to strip or show
-            if text.isascii() and "\x7f" not in text:
-                return text
     if "\x1b" in text:
         text = _ANSI.sub("", text)
     if "\r" in text:
@@ -260,66 +186,14 @@ def embed_json(value: Any) -> str:
     """``value`` as JSON that is safe inside ``<script type="application/json">``.
 
     ``<``, ``>``, ``&``, U+2028 and U+2029 become ``\\uXXXX`` escapes (JSON.parse
-    reads them back unchanged), so no string in the data can end the element.
+    reads them back unchanged), so no string in the data can end the element;
+    lone surrogates become ``\\ufffd``.
     """
-    return _script_safe(_EMBED_ENCODE(value))
+    return _SURROGATE.sub(lambda _: "\\ufffd", _EMBED_ENCODER.encode(value).translate(_SCRIPT_UNSAFE))
 
 
-def _script_safe(text: str) -> str:
-    """``text.translate(_SCRIPT_UNSAFE)`` with lone surrogates as ``\\ufffd``: an ``in`` test per unsafe character, a replace only when found.
-
-    (``str.translate`` to multi-character strings goes character by character in Python objects.)
-    """
-    if "<" in text:
-        text = text.replace("<", "\\u003c")
-    if ">" in text:
-        text = text.replace(">", "\\u003e")
-    if "&" in text:
-        text = text.replace("&", "\\u0026")
-    if not text.isascii():
-        if "\u2028" in text:
-            text = text.replace("\u2028", "\\u2028")
-        if "\u2029" in text:
-            text = text.replace("\u2029", "\\u2029")
-        text = _SURROGATE.sub(lambda _: "\\ufffd", text)
-    return text
-
-
-#: what :func:`embed_json` encodes with: ``json.dumps(value, **_EMBED_OPTIONS)`` is ``_EMBED_ENCODER.encode(value)``
-_EMBED_OPTIONS: dict[str, Any] = {"ensure_ascii": False, "separators": (",", ":"), "allow_nan": False, "default": str}
-_EMBED_ENCODER = json.JSONEncoder(**_EMBED_OPTIONS)
-_MAKE_ENCODER: Any = getattr(json.encoder, "c_make_encoder", None)
-#: the C encoder ``_EMBED_ENCODER.encode`` builds on every call, built once and without the circular-reference check
-_UNCHECKED: Any = _MAKE_ENCODER(None, str, _encode_str, None, ":", ",", False, False, False) if _MAKE_ENCODER is not None else None
-
-
-def _c_embed(value: Any) -> str:
-    """``_EMBED_ENCODER.encode(value)`` without its per-call Python layers (json.dumps builds an encoder per call).
-
-    A value that recurses too deep without the circular-reference check — a
-    cycle, or nesting past the recursion limit — is encoded again with it,
-    which raises what ``json.dumps`` raises.
-    """
-    try:
-        return "".join(_UNCHECKED(value, 0))
-    except RecursionError:
-        pass
-    return "".join(_MAKE_ENCODER({}, str, _encode_str, None, ":", ",", False, False, False)(value, 0))
-
-
-def _embed_encoder() -> Any:
-    """:func:`_c_embed` where the C encoder exists and gives ``_EMBED_ENCODER``'s text, else ``_EMBED_ENCODER.encode``."""
-    if _UNCHECKED is None:
-        return _EMBED_ENCODER.encode
-    probe = {"a": [1, -2.5, None, True, False, 'é\u2028"<\ud800', ("t",), 10**20, -0.0], "b": {}, "c": b"x", 1: "k"}
-    try:
-        same = _c_embed(probe) == _EMBED_ENCODER.encode(probe) and _c_embed("s") == _EMBED_ENCODER.encode("s")
-    except Exception:
-        same = False
-    return _c_embed if same else _EMBED_ENCODER.encode
-
-
-_EMBED_ENCODE = _embed_encoder()
+#: one encoder for every row (``json.dumps`` with options builds a new one per call)
+_EMBED_ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False, default=str)
 
 
 def _int(value: Any) -> int:
@@ -486,8 +360,6 @@ class _ReportData:
         self.sample = sample
         # show_id of the targets and categories seen, by the stored string (few, and looked up for every cell)
         self.shown: dict[str, str] = {}
-        # (stored target, stored category) -> (target index, target as shown, its [passed, decided], its latencies)
-        self.slots: dict[tuple[str, str | None], tuple[int, str, list[int], array[float]]] = {}
         self.targets: dict[str, int] = {}
         for target in target_order:
             self.targets.setdefault(show_id(target), len(self.targets))
@@ -536,32 +408,7 @@ class _ReportData:
         return show_id(value or default)
 
     def add(self, result: CellResult) -> None:
-        """Count ``result`` in the aggregates and, unless the sample leaves it out, embed it as a row.
-
-        The common cell (a known status, a finite latency, no repeat) takes the
-        fast path: one lookup of its (target, category) slot, then the status
-        decides; the rest is :meth:`_add`, which counts exactly the same way.
-        """
-        status = result.get("status")
-        if status == "pass" or status == "fail" or status == "error":
-            try:
-                slot = self.slots[(result.get("target"), result.get("category"))]
-            except (KeyError, TypeError):
-                slot = None
-            latency = result.get("latency_ms")
-            if slot is not None and type(latency) is float and 0.0 <= latency < math.inf and not result.get("repeat"):
-                counts = slot[2]
-                if status == "pass":
-                    counts[0] += 1
-                counts[1] += 1
-                slot[3].append(latency)
-                sample = self.sample
-                if sample is None or sample.keep(status):
-                    self._row(result, slot[1], slot[0], status, latency, 0)
-                return
-        self._add(result)
-
-    def _add(self, result: CellResult) -> None:
+        """Count ``result`` in the aggregates and, unless the sample leaves it out, embed it as a row."""
         raw_target, raw_category = result.get("target"), result.get("category")
         target = self._show(raw_target, "")
         t = self.targets.get(target)
@@ -577,11 +424,8 @@ class _ReportData:
             if status == "pass":
                 counts[0] += 1
             counts[1] += 1
-            values = self.latencies.get(target)
-            if values is None:
-                values = self.latencies[target] = array("d")
-            if type(raw_target) is str and type(raw_category) in (str, type(None)) and len(self.slots) < 1000:
-                self.slots[(raw_target, raw_category)] = (t, target, counts, values)
+            if target not in self.latencies:  # a chart row for every target with a decided cell
+                self.latencies[target] = array("d")
         latency = finite(result.get("latency_ms"))
         if latency is None:
             output = result.get("output")

@@ -57,15 +57,16 @@ order (what a finished run's ``results.jsonl`` is) are folded one case at a
 time into a text buffer per target (in memory while small, spilled to a
 temporary file past :data:`SPOOL_BYTES`), and the buffers are joined under
 their ``<testsuite>`` headers once the counts are known, so memory stays
-O(targets + one case's repeats) however many cells a run has (plus 16 bytes a
-case: the hashes of the cases met, to notice one met again). Input in any
+O(targets + one case's repeats) however many cells a run has (plus a set of
+the hashes of the cases met, to notice one met again: ~70 bytes a case). Input in any
 other order (a killed run's completion-order file) is noticed on the fly and
 read again, sorted in chunks spilled to temporary files and merged, with the
 same bytes; only a list given in memory, or a file that even sorted will not
-stream (no indexes), goes through the in-memory sort. A case of one cell is
-rendered straight from its result, the same bytes as the element path. The serializer
-reproduces what ``xml.etree.ElementTree`` with ``ET.indent(space="  ")``
-writes, byte for byte (a test compares the two).
+stream (no indexes), goes through the in-memory sort. Each test case is an
+``xml.etree.ElementTree`` element, written with ``ET.indent(space="  ")`` and
+``ET.tostring``, except a case of one cell, written straight from its result
+with the same bytes (:meth:`_SuiteWriter.single`); the parts around them (the
+suites' headers, the summary test cases) are written as text escaped the same way.
 """
 
 from __future__ import annotations
@@ -76,11 +77,13 @@ import math
 import os
 import re
 import tempfile
+import xml.etree.ElementTree as ET
 from collections.abc import Generator, Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import IO, Any, Union, cast
+from xml.sax.saxutils import escape
 
 from evalx.display import BODY_CHARS, IDENT_CHARS
 from evalx.errors import writing
@@ -147,66 +150,31 @@ def xml_safe(value: Any, *, ident: bool = False) -> str:
     return (_XML_IDENT if ident else _XML_BODY).sub(_xml_visible, text)
 
 
+#: what ElementTree writes for these in an attribute value, besides ``& < >``
+_ATTRIB_ENTITIES = {'"': "&quot;", "\r": "&#13;", "\n": "&#10;", "\t": "&#09;"}
+
+
 def _escape_attrib(text: str) -> str:
     """An attribute value as ElementTree escapes it (``& < > "`` and CR, LF, TAB as character references)."""
-    text = _escape_text(text)
-    if '"' in text:
-        text = text.replace('"', "&quot;")
-    if "\r" in text:
-        text = text.replace("\r", "&#13;")
-    if "\n" in text:
-        text = text.replace("\n", "&#10;")
-    if "\t" in text:
-        text = text.replace("\t", "&#09;")
-    return text
+    return escape(text, _ATTRIB_ENTITIES)
 
 
 def _escape_text(text: str) -> str:
     """Element text as ElementTree escapes it (``& < >``)."""
-    if "&" in text:
-        text = text.replace("&", "&amp;")
-    if "<" in text:
-        text = text.replace("<", "&lt;")
-    if ">" in text:
-        text = text.replace(">", "&gt;")
-    return text
+    return escape(text)
 
 
-class _Element:
-    """A small stand-in for ``ET.Element``: a tag, attributes (already XML-safe), text and children."""
+def _rendered(el: ET.Element, level: int) -> str:
+    """``el`` as ElementTree writes it, indented by ``ET.indent(space="  ")`` as it would be at ``level`` of the file."""
+    ET.indent(el, space=INDENT, level=level)
+    return ET.tostring(el, encoding="unicode")
 
-    __slots__ = ("attrib", "children", "tag", "text")
 
-    def __init__(self, tag: str, attrib: dict[str, str], text: str | None = None) -> None:
-        self.tag = tag
-        self.attrib = attrib
-        self.text = text
-        self.children: list[_Element] = []
-
-    def get(self, key: str, default: str | None = None) -> str | None:
-        return self.attrib.get(key, default)
-
-    def append(self, child: _Element) -> None:
-        self.children.append(child)
-
-    def render(self, out: list[str], level: int) -> None:
-        """Append this element as ``ET.indent(space="  ")`` + ``ElementTree.write`` would write it at ``level``."""
-        out.append("<" + self.tag)
-        for key, value in self.attrib.items():
-            out.append(f' {key}="{_escape_attrib(value)}"')
-        if self.children:
-            # ET.indent replaces a parent's (empty) text and each child's tail with the indentation
-            assert not self.text, "an element with children has no text here"
-            out.append(">")
-            inner = "\n" + INDENT * (level + 1)
-            for child in self.children:
-                out.append(inner)
-                child.render(out, level + 1)
-            out.append("\n" + INDENT * level + "</" + self.tag + ">")
-        elif self.text:
-            out.append(">" + _escape_text(self.text) + "</" + self.tag + ">")
-        else:
-            out.append(" />")
+def _new(tag: str, attrib: dict[str, str], text: str | None = None) -> ET.Element:
+    """An element whose attributes and text are XML-safe already."""
+    el = ET.Element(tag, attrib)
+    el.text = text
+    return el
 
 
 def _seconds(latency_ms: Any) -> float:
@@ -226,8 +194,8 @@ def _fmt_time(seconds: float) -> str:
 _NAMES = frozenset({"name", "classname"})  # attributes that hold ids
 
 
-def _element(tag: str, attrs: dict[str, Any], text: str | None = None) -> _Element:
-    el = _Element(tag, {k: xml_safe(v, ident=k in _NAMES) for k, v in attrs.items()})
+def _element(tag: str, attrs: dict[str, Any], text: str | None = None) -> ET.Element:
+    el = ET.Element(tag, {k: xml_safe(v, ident=k in _NAMES) for k, v in attrs.items()})
     if text:
         el.text = xml_safe(text)
     return el
@@ -274,7 +242,7 @@ def _line(assertion: AssertionRecord) -> str:
     return f"{_label(assertion)}: {reason}" if reason else _label(assertion)
 
 
-def _outcome(result: CellResult) -> _Element | None:
+def _outcome(result: CellResult) -> ET.Element | None:
     """The <failure>, <error> or <skipped> child for a cell; None for a pass."""
     status = result.get("status")
     if status == "pass":
@@ -326,7 +294,7 @@ class _Repeat:
 
     repeat: int
     status: str
-    outcome: _Element | None  # <failure>, <error> or <skipped>; None for a pass
+    outcome: ET.Element | None  # <failure>, <error> or <skipped>; None for a pass
     text: str | None  # the output text, clipped
     seconds: float
     order: tuple[float, int]  # (matrix index, arrival) for a stable matrix order
@@ -413,12 +381,12 @@ def _file_line(source: Any) -> dict[str, str]:
     return {"file": match.group(1), "line": match.group(2)} if match else {"file": source}
 
 
-def _rerun(tag: str, rep: _Repeat) -> _Element:
+def _rerun(tag: str, rep: _Repeat) -> ET.Element:
     """A <flakyFailure>/<flakyError>/<rerunFailure>/<rerunError> for one repeat (the XSD's rerunType)."""
     outcome = rep.outcome
     default_type = "AssertionFailed" if rep.status == "fail" else "TargetError"
     message = outcome.get("message", "") if outcome is not None else ""
-    el = _Element(
+    el = _new(
         tag,
         {
             "message": xml_safe(f"repeat {rep.repeat}: {message}"),
@@ -432,7 +400,7 @@ def _rerun(tag: str, rep: _Repeat) -> _Element:
     return el
 
 
-def _repeats_testcase(name: str, classname: str, reps: list[_Repeat], rule: str, *, flavor: str = "standard") -> tuple[_Element, str]:
+def _repeats_testcase(name: str, classname: str, reps: list[_Repeat], rule: str, *, flavor: str = "standard") -> tuple[ET.Element, str]:
     """One <testcase> for a case's repeats, and its status by ``rule``.
 
     A single run is written as it is. With repeats: a passing case carries a
@@ -454,7 +422,7 @@ def _repeats_testcase(name: str, classname: str, reps: list[_Repeat], rule: str,
         only = reps[0]
         if only.outcome is not None:
             case.append(only.outcome)
-        case.append(_Element("system-out", {}, f"{about}\n\n{xml_safe(only.text)}" if only.text else about))
+        case.append(_new("system-out", {}, f"{about}\n\n{xml_safe(only.text)}" if only.text else about))
         return case, only.status
     tally = Tally()
     for rep in reps:
@@ -494,7 +462,7 @@ def _repeats_testcase(name: str, classname: str, reps: list[_Repeat], rule: str,
         lines.append(f"repeat {rep.repeat}: {rep.status}" + (f": {why}" if why else ""))
     if shown.text:
         lines += ["", f"output of repeat {shown.repeat}:", shown.text]
-    case.append(_Element("system-out", {}, about + "\n\n" + xml_safe(_clip("\n".join(lines), MAX_SYSTEM_OUT))))
+    case.append(_new("system-out", {}, about + "\n\n" + xml_safe(_clip("\n".join(lines), MAX_SYSTEM_OUT))))
     return case, status
 
 
@@ -553,7 +521,7 @@ _CASE_END = "\n" + INDENT * 2 + "</testcase>"
 
 
 def _attr(value: str, *, ident: bool = True) -> str:
-    """An attribute value as :func:`_element` + :meth:`_Element.render` write it."""
+    """An attribute value as :func:`_element` + :func:`_rendered` write it (for the parts written as text: headers, summaries)."""
     return _escape_attrib(xml_safe(value, ident=ident))
 
 
@@ -627,12 +595,15 @@ class _SuiteWriter:
         if status != "pass":
             suite.counts[_COUNT_OF[status]] += 1
         suite.tests += 1
-        out = [_CASE_INDENT]
-        element.render(out, 2)
-        suite.body.write("".join(out))
+        suite.body.write(_CASE_INDENT + _rendered(element, 2))
 
     def single(self, suite: _Suite, classname: str, case_id: str, result: CellResult, seconds: float) -> None:
-        """:meth:`case` for a case of one cell, rendered straight from its result: the same bytes, a few times faster."""
+        """:meth:`case` for a case of one cell, rendered straight from its result: the same bytes, a few times faster.
+
+        Worth keeping (issue 29, bench/RESULTS.md "Fast paths retired or kept"): through :meth:`case`
+        (an ElementTree element per case) writing junit.xml for 20,000 one-cell cases takes 0.49 s
+        CPU instead of 0.24, 12 µs a cell: ~10 % of a cell of issue 16's million-cell workload.
+        """
         status = result.get("status")
         if status == "pass":
             if self.summary:
@@ -658,9 +629,7 @@ class _SuiteWriter:
         if status != "pass":
             element = _outcome(result)
             assert element is not None
-            rendered = [_CHILD_INDENT]
-            element.render(rendered, 3)
-            outcome = "".join(rendered)
+            outcome = _CHILD_INDENT + _rendered(element, 3)
         suite.body.write(
             f'{_CASE_INDENT}<testcase name="{_attr(case_id)}" classname="{self.escaped[classname]}" time="{seconds:.3f}"{extra}>'
             f"{outcome}{_CHILD_INDENT}<system-out>{_escape_text(body)}</system-out>{_CASE_END}"
@@ -765,13 +734,9 @@ class _SuiteWriter:
         )
         fh.write("<?xml version='1.0' encoding='utf-8'?>\n")
         if not suites:  # ET.indent leaves a childless root alone: <testsuites ... />
-            out: list[str] = []
-            root.render(out, 0)
-            fh.write("".join(out) + "\n")
+            fh.write(_rendered(root, 0) + "\n")
             return
-        head: list[str] = []
-        root.render(head, 0)  # "<testsuites ... />": reopen it as a start tag
-        fh.write("".join(head)[: -len(" />")] + ">")
+        fh.write(_rendered(root, 0)[: -len(" />")] + ">")  # "<testsuites ... />": reopen it as a start tag
         for number, suite in enumerate(suites):
             suite_el = _element(
                 "testsuite",
@@ -786,15 +751,13 @@ class _SuiteWriter:
                 },
             )
             if number == 0:  # run-wide: once in the file (the XSD allows no <properties> under <testsuites>)
-                properties = _Element("properties", {})
+                properties = _new("properties", {})
                 properties.append(_element("property", {"name": "run_id", "value": run_id}))
                 properties.append(_element("property", {"name": "repeat_pass_rule", "value": rule}))
                 suite_el.append(properties)
-            out = ["\n" + INDENT]
-            suite_el.render(out, 1)
-            rendered = "".join(out)
+            rendered = "\n" + INDENT + _rendered(suite_el, 1)
             closing = "\n" + INDENT + "</testsuite>"
-            if suite_el.children:
+            if len(suite_el):
                 assert rendered.endswith(closing)
                 fh.write(rendered[: -len(closing)])
             else:  # "<testsuite ... />": reopen it as a start tag
@@ -813,53 +776,6 @@ def _order(result: CellResult, arrival: int) -> tuple[float, int]:
 
 def _key(result: CellResult) -> tuple[str, str, str]:
     return str(result.get("target") or ""), str(result.get("dataset") or ""), str(result.get("case_id") or "")
-
-
-class _Groups:
-    """The (target, dataset, case) groups a stream has met, by 64-bit hash, in a flat table: 16 bytes a group, not a set's ~76.
-
-    Open addressing with linear probing in a ``memoryview`` of signed 64-bit
-    slots (0: empty), doubled past half full. Two keys with one hash read as
-    one group: the slower path, never a wrong file.
-    """
-
-    __slots__ = ("count", "mask", "table")
-
-    def __init__(self, size: int = 1 << 12) -> None:
-        self.table = memoryview(bytearray(8 * size)).cast("q")
-        self.mask = size - 1
-        self.count = 0
-
-    def add(self, key: tuple[str, str, str]) -> bool:
-        """Note ``key``; False if it was met before."""
-        h = hash(key) or 1
-        table, mask = self.table, self.mask
-        i = h & mask
-        slot = table[i]
-        while slot:
-            if slot == h:
-                return False
-            i = (i + 1) & mask
-            slot = table[i]
-        table[i] = h
-        self.count += 1
-        if self.count * 2 > mask:
-            self._grow()
-        return True
-
-    def _grow(self) -> None:
-        old = self.table
-        size = 2 * len(old)
-        table = memoryview(bytearray(8 * size)).cast("q")
-        mask = size - 1
-        for h in old:
-            if h:
-                i = h & mask
-                while table[i]:
-                    i = (i + 1) & mask
-                table[i] = h
-        old.release()
-        self.table, self.mask = table, mask
 
 
 class JUnitStream:
@@ -882,7 +798,9 @@ class JUnitStream:
         self.pair: tuple[str, str] | None = None  # the current case's (target, dataset), its classname and suite
         self.classname = ""
         self.suite: _Suite | None = None
-        self.groups = _Groups()  # the groups met: a group seen again after another means disorder
+        # the groups met, by hash (two keys with one hash read as one group: the slower path, never a wrong file);
+        # a group seen again after another means disorder
+        self.groups: set[int] = set()
 
     def add(self, result: CellResult) -> None:
         index = result.get("index")
@@ -904,8 +822,10 @@ class JUnitStream:
                     self.writer.add_pass(self.suite, self.classname, self.current[2], self.seconds)  # the hot path of a huge suite
                 else:
                     self._flush()
-            if not self.groups.add(key):
+            group = hash(key)
+            if group in self.groups:
                 raise _Disorder
+            self.groups.add(group)
             self.current = key
             self.cells = [result]
             pair = self.pair

@@ -68,50 +68,17 @@ def _json_default(value: Any) -> Any:
 _ENCODER = json.JSONEncoder(ensure_ascii=False, default=_json_default, separators=(",", ":"), allow_nan=False)
 
 
-def _c_encode(value: Any) -> str:
-    """``_ENCODER.encode(value)`` without its per-call Python layers: the C encoder it builds, built and called here.
-
-    The line is first encoded without the circular-reference check (a tenth of the work);
-    a value that recurses too deep for that — a cycle, or nesting past the recursion
-    limit — is encoded again with it, which raises what ``_ENCODER`` raises.
-    """
-    try:
-        return "".join(_UNCHECKED(value, 0))
-    except RecursionError:
-        pass
-    return "".join(_MAKE({}, _json_default, _STRINGS, None, ":", ",", False, False, False)(value, 0))
-
-
-def _encoder() -> Callable[[Any], str]:
-    """:func:`_c_encode` where the C encoder exists and gives ``_ENCODER``'s text, else ``_ENCODER.encode``."""
-    if _MAKE is None:
-        return _ENCODER.encode
-    probe = {"a": [1, -2.5, 1e300, None, True, 'é\u2028"<', ("t",)], "b": {}, "c": b"x"}
-    try:
-        same = _c_encode(probe) == _ENCODER.encode(probe) and _c_encode("s") == _ENCODER.encode("s")
-    except Exception:
-        same = False
-    return _c_encode if same else _ENCODER.encode
-
-
-_MAKE: Any = getattr(json.encoder, "c_make_encoder", None)
-_STRINGS = json.encoder.encode_basestring
-#: the C encoder without the circular-reference check (no state kept between calls)
-_UNCHECKED: Any = _MAKE(None, _json_default, _STRINGS, None, ":", ",", False, False, False) if _MAKE is not None else None
-_ENCODE = _encoder()
-
-
 def dumps(value: Any) -> str:
     """``json.dumps(value, ensure_ascii=False, default=_json_default, separators=(",", ":"), allow_nan=False)``.
 
     Strict JSON always: a NaN or an infinity (a server's JSON may hold one) is written as ``null``.
     """
     try:
-        return _ENCODE(value)
+        return _ENCODER.encode(value)
     except ValueError as exc:
         if not str(exc).startswith(OUT_OF_RANGE):
             raise
-    return _ENCODE(finite_json(value))
+    return _ENCODER.encode(finite_json(value))
 
 
 class CaseSpans(Protocol):

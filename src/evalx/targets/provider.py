@@ -44,7 +44,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any, NamedTuple
 
 from evalx.errors import ConfigError, DefinitionError, Issue, StreamErrorEvent, TargetError, TargetProtocolError, TargetTimeout
-from evalx.models import Cell, ToolCall, Trajectory, Usage, json_text_is_clean, token_count, vouch_clean
+from evalx.models import Cell, ToolCall, Trajectory, Usage, token_count
 from evalx.redaction import SECRET_KEYS, harmless_header, looks_secret_name
 from evalx.targets.base import RunContext, template_context
 from evalx.targets.definitions import Price, ProviderDefinition, find_provider, plain_path, stream_requested, target_problems
@@ -377,13 +377,6 @@ class ProviderTarget:
         except DefinitionError as exc:
             raise TargetProtocolError(f"reading the response of provider {self.provider!r}: {exc}") from None
         traj.request = public
-        # spare the executor's surrogate check the two big values: the body went out as strict UTF-8
-        # (the client encodes it so, or it came as those bytes), and the answer's text has no surrogate to parse into one
-        raw = traj.raw
-        response = raw.get("response") if isinstance(raw, dict) else None
-        if response is not None and not json_text_is_clean(resp.text):
-            response = None
-        vouch_clean(traj, request_body=request["body"], raw_response=response)
         return traj
 
     # -- streamed answers (stream: true) --------------------------------------------

@@ -623,9 +623,7 @@ class HttpClient:
         target's keys) and, for 307/308, the body; a redirect to another
         origin (scheme, host and port) is the cell's error instead, naming
         where it pointed. 301/302/303 turn a POST into a body-less GET, as
-        browsers do; 307/308 resend the same method and body. The hot path
-        (:meth:`request_json`) makes the first attempt itself and calls
-        :meth:`_follow` only for a redirect.
+        browsers do; 307/308 resend the same method and body.
         """
         route = self._route(url)
         resp = await self._request_once(route, method, url, data, headers, timeout)
@@ -636,10 +634,7 @@ class HttpClient:
     async def _request_once(
         self, route: _Route, method: str, url: str, data: bytes | None, headers: dict[str, str], timeout: aiohttp.ClientTimeout
     ) -> aiohttp.ClientResponse:
-        """One request on ``route`` (``url`` resolved by :meth:`_route`), never following a redirect; a proxy's 407 raises.
-
-        :meth:`request_json` makes the same call inline on its first attempt (one coroutine less on the hot path).
-        """
+        """One request on ``route`` (``url`` resolved by :meth:`_route`), never following a redirect; a proxy's 407 raises."""
         resp = await self._get_session().request(
             method,
             route.url,
@@ -725,29 +720,10 @@ class HttpClient:
         else:
             timeout = self._timeout(None)  # no bound, or the cell's deadline ends this request first
         try:
-            # the first attempt made here, not in _send (one coroutine less per request); a redirect goes to _follow
-            resp = await self._get_session().request(
-                method,
-                route.url,
-                data=data,
-                headers=hdrs,
-                timeout=timeout,
-                proxy=route.proxy,
-                proxy_headers=route.proxy_headers,
-                allow_redirects=False,
-            )
-            if resp.status == 407 and route.via is not None:  # only a proxy answers 407
-                resp.release()
-                raise proxy_refused(route.via, url, 407, "proxy authentication required")
-            if resp.status in _REDIRECTS:
-                resp = await self._follow(resp, method, route.url, data, hdrs, timeout)
+            resp = await self._send(method, url, data, hdrs, timeout)
             try:
                 self._reached = True
-                length = resp.content_length
-                if length is not None and length <= self.max_response_bytes and "Content-Encoding" not in resp.headers:
-                    raw = await resp.read()  # _read_body's first case, inline
-                else:
-                    raw = await _read_body(resp, self.max_response_bytes, url)
+                raw = await _read_body(resp, self.max_response_bytes, url)
                 status, resp_headers, charset = resp.status, resp.headers, resp.charset or "utf-8"
             finally:
                 resp.release()
