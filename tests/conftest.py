@@ -71,8 +71,7 @@ ENGINE_TEST_KEY = "ek-test-5f1c9a7e3b2d4c68"
 @pytest.fixture
 def fresh_registry() -> Iterator[None]:
     """The test's plugins register into the assertion registry of that test only."""
-    from evalx import plugins
-    from evalx.assertions import registry
+    from evalx.assertions import plugins, registry
 
     registry.registered()
     saved, saved_entry_points = dict(registry._REGISTRY), plugins._entry_point_issues

@@ -8,10 +8,10 @@ import random
 from dataclasses import asdict
 from typing import Any
 
+from evalx.common.templates import render_value
 from evalx.datasets.loader import _case_validator, _plainly_valid
 from evalx.models import Case
 from evalx.targets.definitions import _SLOW, _compile_expression, _fast_path, _plain
-from evalx.templates import render_value
 
 EXPRESSIONS = [
     'response.choices[0].message.content or ""',
@@ -517,7 +517,7 @@ def test_a_provider_sends_exactly_the_json_of_the_body_it_records(tmp_path: Any)
 
     from aiohttp import web
 
-    from evalx.deadline import Deadline, within
+    from evalx.common.deadline import Deadline, within
     from evalx.models import Case, Cell
     from evalx.targets.base import RunContext
     from evalx.targets.provider import ProviderTarget
@@ -765,7 +765,7 @@ def _outcome_of(function: Any, value: Any) -> Any:
 def test_report_numbers_fast_path_is_the_isinstance_test() -> None:
     import math
 
-    from evalx.figures import finite
+    from evalx.results.figures import finite
 
     def reference(value: Any) -> float | None:
         if isinstance(value, bool) or not isinstance(value, (int, float)):
@@ -855,8 +855,8 @@ def test_reports_with_the_fast_paths_are_the_reports_without_them(tmp_path: Any,
 
 def test_a_cells_figures_are_what_the_loop_over_them_gave(tmp_path: Any) -> None:
     """_ReportData.add writes sc/ms/tt/usd/jusd/it one by one: the same values, rounding and key order as the loop it replaced."""
-    from evalx.figures import finite as _num
     from evalx.reports.html import _ReportData
+    from evalx.results.figures import finite as _num
 
     def reference(result: dict[str, Any]) -> list[tuple[str, Any]]:
         output = result.get("output")

@@ -180,8 +180,8 @@ def load_config(
 def _plain(source: Mapping[str, Any], folder: Path) -> tuple[dict[str, Any], dict[str, Callable[..., Any]]]:
     """``source`` as plain YAML values: each callable object under a ``callable:`` key becomes ``module:qualname``
     (made to resolve to that very object); anything else YAML cannot hold is a :class:`ConfigError` naming its key path."""
-    from evalx.documents import format_path
-    from evalx.usercode import provide_callable
+    from evalx.common.documents import format_path
+    from evalx.common.usercode import provide_callable
 
     given: dict[str, Callable[..., Any]] = {}
 
@@ -404,9 +404,9 @@ def _check_in_memory(config: Config, executor: str | None = None) -> None:
 
 
 def _execute(config: Config, request: RunRequest) -> RunResult:
+    from evalx.common.templates import folder_scope
     from evalx.execution.runner import run as run_config
     from evalx.logs import printing
-    from evalx.templates import folder_scope
 
     # warnings and notes on stderr as the CLI prints them, unless the program configured logging (then to its handlers)
     with folder_scope(config.base_dir), printing(unless_configured=True):  # this config's includes, whichever config was loaded last

@@ -56,8 +56,8 @@ class _Group(click.Group):
     def main(self, *args: Any, **kwargs: Any) -> Any:
         # stderr quotes servers, targets and datasets: nothing it writes may drive the terminal
         # (titles, links, cursor moves, hidden text); evalx's own colours and progress line still work
-        from evalx.display import terminal_safe_stderr
         from evalx.logs import printing
+        from evalx.results.display import terminal_safe_stderr
 
         with terminal_safe_stderr(), printing():  # evalx's warnings and notes, as `evalx: warning: ...` lines
             return super().main(*args, **kwargs)
@@ -165,7 +165,7 @@ def validate(config_path: Path, var: tuple[str, ...], max_cells: int | None, max
 
 def _hidden_id_warnings(config: Any, cases: Mapping[str, Sequence[Any]]) -> list[str]:
     """One line (file:line key path) for each target, dataset or case id with characters that do not show."""
-    from evalx.display import describe_hidden, has_hidden, show_id
+    from evalx.results.display import describe_hidden, has_hidden, show_id
 
     def why(what: str, value: Any) -> str:
         return (
@@ -397,7 +397,7 @@ def _report_run(outcome: Any, matrix: bool, json_out: bool, out: Any) -> None:
 def _print_plan(plan: Any, config: Any = None) -> None:
     n_cases = len({(c.dataset, c.case.id) for c in plan.cells})
     targets = [t["id"] for t in plan.target_specs]
-    from evalx.display import show_id
+    from evalx.results.display import show_id
 
     targets = [show_id(t) for t in targets]
     click.echo(f"{len(plan.cells)} cells: {n_cases} cases × {len(targets)} targets ({', '.join(targets)})")
@@ -621,8 +621,8 @@ def schema(config_path: Path | None, provider_schema: bool, write_path: str | No
     if config_path is not None:
         load_plugins(config_path)
     if write_path is not None:
+        from evalx.common.documents import display_path
         from evalx.config.scaffold import schema_path, write_schema
-        from evalx.documents import display_path
 
         try:
             written = write_schema(schema_path(write_path, config_path))
@@ -640,9 +640,9 @@ def providers(config_path: Path) -> None:
     """List provider definitions: shipped ones plus the config's providers_dir:."""
     from tabulate import tabulate
 
-    from evalx.documents import display_path
+    from evalx.common.documents import display_path
+    from evalx.common.redaction import redact_url
     from evalx.errors import ConfigError
-    from evalx.redaction import redact_url
     from evalx.targets.definitions import available, load_definition, providers_dir_of
 
     user_dir = None

@@ -40,12 +40,12 @@ The hierarchy (``+X``: also a subclass of the builtin ``X``, so an ``except X`` 
         │   └── RegexTimeout             a user's regex ran past its budget on the text it was given
         ├── NeedsThread              a check used its slice of the event loop: the evaluator runs it again in a thread
         ├── HeldTheLoop  +TimeoutError   the watchdog stopped code that held the event loop past its cell's deadline
-        ├── TimeUp                   code ran past its :func:`evalx.timebox.timebox` (a template render)
+        ├── TimeUp                   code ran past its :func:`evalx.common.timebox.timebox` (a template render)
         ├── TemplateRenderError  +ValueError  a template could not render: the cell's error names the field
         ├── TemplateRefused  +jinja2 SecurityError  a template would make a value past the render limits  [templates.py]
         └── TemplateFileError  +jinja2 TemplateError  an included template file is outside the folder, missing or not text  [templates.py]
 
-Time has one owner (:mod:`evalx.deadline`): whichever layer notices that a
+Time has one owner (:mod:`evalx.common.deadline`): whichever layer notices that a
 cell's deadline has come (its timer, the HTTP layer, a regex, a template,
 the watchdog), the message reads ``timed out after Ns (what was running)``.
 
@@ -280,7 +280,7 @@ class EvalxFailed(EvalxError):
 
 
 class OutOfTime(EvalxError):
-    """A check ran past its scoring budget (its cell's :class:`~evalx.deadline.Deadline`).
+    """A check ran past its scoring budget (its cell's :class:`~evalx.common.deadline.Deadline`).
 
     Not a ``TimeoutError``: the HTTP layer and the executor read those as the call's own timeout.
     """
@@ -299,7 +299,7 @@ class HeldTheLoop(EvalxError, TimeoutError):
 
 
 class TimeUp(EvalxError):
-    """Raised inside code that ran past its :func:`evalx.timebox.timebox`."""
+    """Raised inside code that ran past its :func:`evalx.common.timebox.timebox`."""
 
 
 class TemplateRenderError(EvalxError, ValueError):

@@ -14,8 +14,7 @@ from jsonschema import Draft202012Validator
 from results_file import read_cells
 
 import evalx
-from evalx import plugins
-from evalx.assertions import registry
+from evalx.assertions import plugins, registry
 from evalx.cli import main
 
 #: the example of docs/assertions.md, as a user writes it

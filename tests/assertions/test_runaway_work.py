@@ -19,13 +19,13 @@ from hostile_server import HostileServer
 from interrupting import interrupt_when
 from results_file import read_cells
 
-from evalx import regexes
 from evalx.assertions.deterministic import json_schema, regex
 from evalx.assertions.registry import AssertionContext
 from evalx.cli import main
+from evalx.common import regexes
+from evalx.common.templates import MAX_RENDER_CHARS, TemplateRenderError, render, render_value
+from evalx.common.timebox import TimeUp, timebox
 from evalx.models import Case, Trajectory
-from evalx.templates import MAX_RENDER_CHARS, TemplateRenderError, render, render_value
-from evalx.timebox import TimeUp, timebox
 
 SECRET = "s3cr3t-content-9f2b"
 

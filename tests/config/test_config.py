@@ -9,9 +9,9 @@ import pytest
 from click.testing import CliRunner
 
 from evalx.cli import main
+from evalx.common.documents import load_yaml
 from evalx.config.loader import load_config
 from evalx.config.schema import schema_json
-from evalx.documents import load_yaml
 from evalx.errors import ConfigError
 
 HERE = Path(__file__).parents[1]  # tests/

@@ -13,13 +13,13 @@ from click.testing import CliRunner
 
 import evalx
 from evalx.cli import main
+from evalx.common.typeschema import object_schema, schema_of
 from evalx.config.loader import load_config
 from evalx.config.model import EvalConfig
 from evalx.config.schema import config_schema
 from evalx.judge.spec import JudgeSettings, judge_settings
 from evalx.results.gates import CostGate, Gates, gates_spec
 from evalx.targets.spec import EngineTargetSpec, ProviderTargetSpec, PythonTargetSpec, target_spec
-from evalx.typeschema import object_schema, schema_of
 
 ROOT = Path(__file__).resolve().parents[2]
 SHIPPED = ROOT / "schemas" / "evalconfig.schema.json"

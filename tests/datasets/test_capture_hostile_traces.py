@@ -19,9 +19,9 @@ import pytest
 from click.testing import CliRunner
 
 from evalx.cli import main
+from evalx.common.documents import load_yaml
 from evalx.datasets.capture import comment_text, dump_case
 from evalx.datasets.loader import load_dataset
-from evalx.documents import load_yaml
 
 CASE_KEYS = {"id", "description", "input", "system", "category", "tags", "assert", "metadata"}
 

@@ -12,8 +12,8 @@ import yaml
 from jsonschema import Draft202012Validator
 
 from evalx import DatasetError
+from evalx.common.documents import load_yaml
 from evalx.datasets.loader import CASE_FIELDS, CASE_SCHEMA, MAX_ERRORS, case_schema_document, load_dataset
-from evalx.documents import load_yaml
 from evalx.models import Case
 
 DATA = Path(__file__).parents[1] / "data" / "datasets"
@@ -517,7 +517,7 @@ def test_schema_file_is_current_and_accepts_every_sample_case() -> None:
     assert not validator.is_valid({"id": "a", "input": "x", "expectd": "y"})
 
 
-# ---------------------------------------------------------------------------- duplicate keys (one loader: evalx.documents)
+# ---------------------------------------------------------------------------- duplicate keys (one loader: evalx.common.documents)
 
 _TWICE = {
     # a case with `assert:` written twice: last-wins would keep only the passing one

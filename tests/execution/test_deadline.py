@@ -1,4 +1,4 @@
-"""One owner for a cell's time (evalx.deadline): every layer reads the cell's deadline and words a timeout the same way.
+"""One owner for a cell's time (evalx.common.deadline): every layer reads the cell's deadline and words a timeout the same way.
 
 Outcomes only: which timer fires first is never asserted, so a busy machine cannot fail these.
 """
@@ -12,12 +12,12 @@ from typing import Any
 import pytest
 from aiohttp import web
 
-from evalx import regexes
-from evalx.deadline import Deadline, HeldTheLoop, current, within
+from evalx.common import regexes
+from evalx.common.deadline import Deadline, HeldTheLoop, current, within
+from evalx.common.templates import render
 from evalx.errors import TargetTimeout
 from evalx.execution.watchdog import Watchdog
 from evalx.targets.transport.http import HttpClient, retrying
-from evalx.templates import render
 
 
 async def _hanging_server() -> tuple[web.AppRunner, str, asyncio.Event]:
@@ -122,7 +122,7 @@ def test_a_timeout_the_http_layer_notices_at_the_deadline_reads_as_the_cells_and
 
 async def _under(deadline: Deadline, call: Any) -> Any:
     """``call()`` with ``deadline`` published but no timer of its own (only the layers below can notice it)."""
-    from evalx.deadline import _CURRENT
+    from evalx.common.deadline import _CURRENT
 
     token = _CURRENT.set(deadline)
     try:
@@ -165,7 +165,7 @@ def test_a_regex_and_a_template_stopped_by_the_deadline_say_so_as_every_layer_do
     async def main() -> str:
         return render("{% for i in range(100000) %}{% for j in range(100000) %}x{% endfor %}{% endfor %}", {}, field="prompt")
 
-    from evalx.templates import TemplateRenderError
+    from evalx.common.templates import TemplateRenderError
 
     with pytest.raises(TemplateRenderError, match=r"^prompt: timed out after 0\.3s \(rendering the template: a loop too large\?\)$"):
         asyncio.run(within(Deadline(0.3), main()))

@@ -28,7 +28,7 @@ from conftest import REPO
 from hostile_server import HostileServer
 
 from evalx.cli import main
-from evalx.display import IDENT_CHARS, has_hidden, one_line, show_id, terminal_text
+from evalx.results.display import IDENT_CHARS, has_hidden, one_line, show_id, terminal_text
 
 HIDDEN = re.compile(f"[{IDENT_CHARS}]")
 ZWSP_ID, RLO_ID = "ref\u200bund", "pay\u202edlo"  # a failing look-alike of `refund`; an id whose end shows reversed

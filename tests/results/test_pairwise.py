@@ -22,11 +22,11 @@ from results_file import read_cells
 from scripted_server import ScriptedServer, openai_answer
 
 from evalx.cli import main
-from evalx.figures import p_value, usd
 from evalx.reports.markdown import markdown_summary
 from evalx.reports.matrix_view import format_matrix
 from evalx.reports.text import format_summary
 from evalx.results import stats
+from evalx.results.figures import p_value, usd
 from evalx.results.summary import SummaryBuilder
 
 USAGE = {"prompt_tokens": 3, "completion_tokens": 5, "total_tokens": 8}

@@ -12,8 +12,8 @@ from stream_server import StreamServer
 
 from evalx.cli import main
 from evalx.config.loader import load_config
-from evalx.shipped import data_dir
 from evalx.targets.definitions import find_provider
+from evalx.targets.shipped import data_dir
 
 
 @pytest.fixture(scope="module")

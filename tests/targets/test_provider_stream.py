@@ -160,7 +160,7 @@ def test_anthropic_stream_typed_events(server: StreamServer, tmp_path: Path) -> 
 
 
 def test_a_definition_may_stream_by_default(server: StreamServer, tmp_path: Path) -> None:
-    from evalx.shipped import data_dir
+    from evalx.targets.shipped import data_dir
 
     providers = tmp_path / "providers"
     providers.mkdir()

@@ -17,10 +17,10 @@ from click.testing import CliRunner
 from jsonschema import Draft202012Validator
 
 from evalx.cli import main
-from evalx.documents import load_yaml
+from evalx.common.documents import load_yaml
 from evalx.errors import ConfigError
-from evalx.shipped import data_dir
 from evalx.targets.definitions import PROVIDER_SCHEMA, Price, available, find_provider, load_definition, schema_json, shipped_dir
+from evalx.targets.shipped import data_dir
 
 REPO = Path(__file__).resolve().parents[2]
 SHIPPED = ("anthropic", "ollama", "openai")

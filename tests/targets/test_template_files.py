@@ -19,7 +19,7 @@ from click.testing import CliRunner, Result
 from results_file import read_cells
 
 from evalx.cli import main
-from evalx.templates import TemplateRenderError, render, use_folder
+from evalx.common.templates import TemplateRenderError, render, use_folder
 
 COMPLETIONS = "/v1/chat/completions"
 
@@ -288,8 +288,8 @@ def test_every_jinja_environment_that_renders_user_text_is_the_one_bounded_sandb
     """
     import re as re_
 
+    from evalx.common.templates import BoundedSandbox
     from evalx.targets import definitions
-    from evalx.templates import BoundedSandbox
 
     assert isinstance(definitions._REQUEST_ENV, BoundedSandbox) and isinstance(definitions._RESPONSE_ENV, BoundedSandbox)
     src = Path(__file__).resolve().parents[2] / "src" / "evalx"

@@ -11,7 +11,7 @@ from click.testing import CliRunner
 from results_file import read_cells
 
 from evalx.cli import main
-from evalx.usercode import UserCodeError, import_user_module, resolve_callable, user_code_on_path
+from evalx.common.usercode import UserCodeError, import_user_module, resolve_callable, user_code_on_path
 
 AGENT = """
 import pathlib

@@ -15,12 +15,12 @@ from typing import Any
 import jsonschema
 import referencing.exceptions
 
-from evalx import regexes
 from evalx.assertions.registry import AssertionContext, assertion
 from evalx.assertions.static import needs_value, needs_values
 from evalx.assertions.user_schema import refused_ref_reason, schema_problems, user_validator
+from evalx.common import regexes
+from evalx.common.usercode import resolve_callable
 from evalx.models import Verdict
-from evalx.usercode import resolve_callable
 
 # -- helpers shared by the types below (and by trajectory.py) ----------------
 
@@ -209,7 +209,7 @@ def _compiles(pattern: Any) -> None:
 def regex(ctx: AssertionContext, *, value: str | None = None, flags: str | None = None) -> Verdict:
     """The output matches the regular expression somewhere (flags: any of "imsx").
 
-    The match runs under the cell's time limit (:mod:`evalx.regexes`): a regex
+    The match runs under the cell's time limit (:mod:`evalx.common.regexes`): a regex
     that backtracks past it is an assertion error, never a pass.
     """
     pattern = value_or_expected(ctx, value)

@@ -1,12 +1,12 @@
 """Run a case's assertions over a trajectory and decide the cell's status.
 
 Checks count against the cell's time: the executor passes the cell's
-:class:`~evalx.deadline.Deadline` (with at least :data:`MIN_CHECK_TIME_S`
+:class:`~evalx.common.deadline.Deadline` (with at least :data:`MIN_CHECK_TIME_S`
 left). A synchronous check runs on the event loop under it
-(:func:`evalx.regexes.start_on_loop`; each check gets at least
+(:func:`evalx.common.regexes.start_on_loop`; each check gets at least
 :data:`MIN_EACH_CHECK_S`, so one slow check does not leave the cheap ones
 after it unrun); one whose regexes or schema walk use up
-their short slice of the loop (:data:`evalx.regexes.ON_LOOP_SLICE_S`) is run
+their short slice of the loop (:data:`evalx.common.regexes.ON_LOOP_SLICE_S`) is run
 again in a thread of its own with the rest of the budget, so a regex that
 backtracks never holds up the other cells, Ctrl-C or SIGTERM. At most
 :data:`MAX_CHECK_THREADS` such threads run at once; each ends by its budget.
@@ -24,9 +24,9 @@ import threading
 import weakref
 from typing import TYPE_CHECKING, Any
 
-from evalx import regexes
 from evalx.assertions.registry import COMMON_KEYS, AssertionContext, AssertionFn, get_assertion
-from evalx.deadline import Deadline, HeldTheLoop
+from evalx.common import regexes
+from evalx.common.deadline import Deadline, HeldTheLoop
 from evalx.models import Verdict
 
 if TYPE_CHECKING:  # types only: `import evalx` (the CLI's startup) must not pay for the results model

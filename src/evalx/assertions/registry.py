@@ -15,7 +15,7 @@ The first parameter is always the context; the rest are keyword-only and
 become the assertion's config keys. It returns a :class:`Verdict` (or is
 ``async`` and returns one).
 
-Plugins (:mod:`evalx.plugins`) register the same way; the entry-point group
+Plugins (:mod:`evalx.assertions.plugins`) register the same way; the entry-point group
 ``evalx.plugins`` is imported the first time the registry is asked, after
 the built-ins. A name registered twice is an error, unless it is the same
 function imported a second time (a plugin file also imported by a target).
@@ -31,8 +31,8 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from evalx.assertions.spec import AssertionSpec
+from evalx.common.typeschema import properties, schema_of
 from evalx.models import Case, Trajectory, Verdict
-from evalx.typeschema import properties, schema_of
 
 #: keys every assertion accepts, whatever its type (:class:`AssertionSpec`'s fields, but the model-graded types' ``judge:``)
 COMMON_KEYS: dict[str, dict[str, Any]] = {key: sub for key, sub in properties(AssertionSpec).items() if key != "judge"}
@@ -218,8 +218,8 @@ def registered() -> dict[str, AssertionType]:
 
 def check_entry_point_plugins() -> None:
     """The built-ins, then the ``evalx.plugins`` entry points; raise :class:`ConfigError` naming each plugin that failed."""
+    from evalx.assertions.plugins import load_entry_points
     from evalx.errors import ConfigError
-    from evalx.plugins import load_entry_points
 
     _load_builtins()
     issues = load_entry_points()
@@ -245,6 +245,6 @@ def _load_builtins() -> None:
     if _builtins is not None:
         _builtins()
     _builtins_loaded = True
-    from evalx.plugins import load_entry_points
+    from evalx.assertions.plugins import load_entry_points
 
     load_entry_points()  # the `evalx.plugins` group, once; a failure is raised by load_config and `evalx schema`

@@ -2,18 +2,18 @@
 
 The common keys are declared here once; a type's own parameters are the
 keyword-only parameters of its ``@assertion`` function, whose type hints go
-through the same :func:`evalx.typeschema.schema_of` (``registry.py``), so a
+through the same :func:`evalx.common.typeschema.schema_of` (``registry.py``), so a
 plugin's parameter types join the config schema exactly as the built-ins' do.
 """
 
-# No `from __future__ import annotations` here: evalx.typeschema reads these annotations at run time, and
+# No `from __future__ import annotations` here: evalx.common.typeschema reads these annotations at run time, and
 # evaluated once at import (from cached bytecode) they cost half of what compiling them from strings does.
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Annotated
 
-from evalx.typeschema import NonNegative, Schema, build
+from evalx.common.typeschema import NonNegative, Schema, build
 
 __all__ = ["AssertionSpec", "assertion_spec"]
 

@@ -11,7 +11,7 @@ a model's output. So:
   validating at run time: the registry's ``retrieve`` never fetches.
 - ``pattern``, ``patternProperties`` and the ``additionalProperties`` /
   ``unevaluatedProperties`` that depend on them match with
-  :func:`evalx.regexes.search` (a time limit, never ``re``), ``uniqueItems``
+  :func:`evalx.common.regexes.search` (a time limit, never ``re``), ``uniqueItems``
   takes linear time, and the keywords that walk the document check the
   scoring budget as they go.
 """
@@ -29,7 +29,7 @@ import referencing.jsonschema
 from jsonschema import validators
 from jsonschema.exceptions import ValidationError
 
-from evalx import regexes
+from evalx.common import regexes
 from evalx.errors import RefusedRef, UnsupportedSchema
 
 __all__ = ["RefusedRef", "UnsupportedSchema", "refused_ref_reason", "schema_problems", "user_validator"]

@@ -15,7 +15,7 @@ import re
 from collections.abc import Collection, Iterator, Mapping
 from typing import Any
 
-from evalx.documents import KeyPath, SchemaValidator
+from evalx.common.documents import KeyPath, SchemaValidator
 
 __all__ = ["coerce_interpolated", "schema_types_at"]
 

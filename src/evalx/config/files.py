@@ -4,7 +4,7 @@ Where a config accepts ``system:``, ``prompt:`` or ``tools:`` it accepts the
 ``_file`` twin instead (a provider target, an inline judge target, a
 ``judge:`` prompt, a dataset's ``defaults:`` system prompt). The path is
 relative to the config's folder and may not leave it (the rule of
-``{% include %}``, :func:`evalx.templates.resolve_in_folder`). Loading
+``{% include %}``, :func:`evalx.common.templates.resolve_in_folder`). Loading
 replaces the twin by the value it names, so everything downstream (the
 request, the cache key, the budget) sees the text itself; a text file is
 still a template (it renders like an inline one), a tools file is YAML or
@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from evalx.documents import (
+from evalx.common.documents import (
     DocumentError,
     KeyPath,
     Loaded,
@@ -33,8 +33,8 @@ from evalx.documents import (
     load_yaml,
     schema_error_leaves,
 )
+from evalx.common.templates import TemplateFileError, read_template_file, resolve_in_folder
 from evalx.errors import Issue
-from evalx.templates import TemplateFileError, read_template_file, resolve_in_folder
 
 __all__ = ["FILE_KEYS", "FileValue", "resolve_file_keys"]
 

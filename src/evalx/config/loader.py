@@ -15,10 +15,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from evalx.assertions.plugins import import_config_plugins
 from evalx.assertions.registry import check_entry_point_plugins
-from evalx.config.files import FileValue, resolve_file_keys
-from evalx.config.schema import tools_schema
-from evalx.documents import (
+from evalx.common.documents import (
     KeyPath,
     Loaded,
     SchemaValidator,
@@ -29,11 +28,12 @@ from evalx.documents import (
     load_yaml,
     schema_error_leaves,
 )
+from evalx.common.redaction import Redactor, looks_secret_name
+from evalx.common.templates import use_folder
+from evalx.common.usercode import resolve_callable
+from evalx.config.files import FileValue, resolve_file_keys
+from evalx.config.schema import tools_schema
 from evalx.errors import ConfigError, Issue
-from evalx.plugins import import_config_plugins
-from evalx.redaction import Redactor, looks_secret_name
-from evalx.templates import use_folder
-from evalx.usercode import resolve_callable
 
 if TYPE_CHECKING:
     from evalx.config.model import EvalConfig
@@ -260,7 +260,7 @@ _TEMPLATE_KEYS = frozenset({"body", "params", "system", "prompt", "messages"})
 
 def _template_issues(config: Config, value: Any, path: KeyPath, from_files: dict[KeyPath, str] | None = None) -> list[Issue]:
     """A syntax error or a bad include in any template field of the config (what every cell would fail on at run time)."""
-    from evalx.templates import template_problem
+    from evalx.common.templates import template_problem
 
     if from_files is None:  # the values read from system_file: and co. are named by their file in a problem
         from_files = {v.path: f"{v.file_key[-1]} {display_path(v.file)}: " for v in config.file_values}

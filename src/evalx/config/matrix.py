@@ -32,7 +32,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from evalx.documents import did_you_mean
+from evalx.common.documents import did_you_mean
 from evalx.errors import Issue
 
 if TYPE_CHECKING:

@@ -10,7 +10,7 @@ shipped ``schemas/evalconfig.schema.json`` is written from these records
 is the :class:`EvalConfig` of a config that schema accepted.
 """
 
-# No `from __future__ import annotations` here: evalx.typeschema reads these annotations at run time, and
+# No `from __future__ import annotations` here: evalx.common.typeschema reads these annotations at run time, and
 # evaluated once at import (from cached bytecode) they cost half of what compiling them from strings does.
 
 from collections.abc import Mapping
@@ -18,11 +18,11 @@ from dataclasses import dataclass, field
 from typing import Annotated, Any, Literal
 
 from evalx.assertions.spec import AssertionSpec
+from evalx.common.typeschema import NonNegative, PositiveInt, Schema, build
 from evalx.datasets.spec import DatasetSpec
 from evalx.judge.spec import JudgeSettings
 from evalx.results.gates import Gates
 from evalx.targets.spec import AnyTargetSpec, DefaultSettings
-from evalx.typeschema import NonNegative, PositiveInt, Schema, build
 
 __all__ = ["Defaults", "EvalConfig", "ExecutorSettings", "Matrix", "Output", "eval_config"]
 

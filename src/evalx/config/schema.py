@@ -16,7 +16,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from evalx.typeschema import object_schema
+from evalx.common.typeschema import object_schema
 
 SCHEMA_ID = "https://evalx.dev/schemas/evalconfig.schema.json"
 

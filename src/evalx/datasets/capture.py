@@ -260,7 +260,7 @@ def case_id_for(trace: Trace) -> str:
 
 def _owner(path: Path) -> str | None:
     """The trace id an existing case file says it was captured from (None: not a capture, or unreadable)."""
-    from evalx.documents import DocumentError, load_yaml
+    from evalx.common.documents import DocumentError, load_yaml
 
     try:
         data = load_yaml(path.read_text(encoding="utf-8-sig"), path.name, interpolate=False).data
@@ -387,7 +387,7 @@ def dump_case(case: dict[str, Any], header: str = "", *, name: str = "case.yaml"
     character escaped. A text that still would not read back is a
     :class:`CaptureError` (a bug), never a file that means something else.
     """
-    from evalx.documents import DocumentError, load_yaml
+    from evalx.common.documents import DocumentError, load_yaml
 
     want = _canonical(case)
     for allow_unicode in (True, False):

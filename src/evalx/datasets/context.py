@@ -4,7 +4,7 @@
 ``context_file: PATH`` reads it from a file instead, the path relative to
 the folder of the file the case is written in (the config's folder for
 inline cases and a dataset's ``defaults:``), and not leaving the config's
-folder (the rule of the config's ``_file`` keys, :func:`evalx.templates.resolve_in_folder`)
+folder (the rule of the config's ``_file`` keys, :func:`evalx.common.templates.resolve_in_folder`)
 — unless the dataset itself lies outside it, then its own folder. A
 ``.json``, ``.yaml`` or ``.yml`` file holds a string or a list of strings;
 any other file is one passage, its text. A column read through a
@@ -20,9 +20,9 @@ import os
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from evalx.documents import DocumentError, format_path, load_json, load_yaml
+from evalx.common.documents import DocumentError, format_path, load_json, load_yaml
+from evalx.common.templates import TemplateFileError, read_template_file, resolve_in_folder
 from evalx.errors import ContextFileError
-from evalx.templates import TemplateFileError, read_template_file, resolve_in_folder
 
 __all__ = ["CONTEXT_PROPERTIES", "ContextFileError", "ContextFiles", "from_column"]
 

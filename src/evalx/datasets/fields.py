@@ -13,8 +13,8 @@ from __future__ import annotations
 from collections.abc import Collection, Mapping
 from typing import Any
 
+from evalx.common.documents import did_you_mean
 from evalx.datasets.shorthands import KeyPath, unknown_field
-from evalx.documents import did_you_mean
 
 __all__ = ["EXTRA_MODES", "UNKNOWN_FIELD_HINT", "Shape"]
 

@@ -23,6 +23,8 @@ from evalx.assertions.deterministic import spec_problems
 from evalx.assertions.hints import missing_type_hint
 from evalx.assertions.plain import plainly_valid
 from evalx.assertions.registry import generation
+from evalx.common.documents import DocumentError, SchemaValidator, describe_schema_error, did_you_mean, load_json, load_yaml
+from evalx.common.usercode import UserCodeError, resolve_callable
 from evalx.datasets.case_schema import BASE_FIELDS, BASE_PROPERTIES, CASE_FIELDS, CASE_SCHEMA
 from evalx.datasets.context import ContextFileError, ContextFiles, from_column
 from evalx.datasets.fields import UNKNOWN_FIELD_HINT, Shape
@@ -30,10 +32,8 @@ from evalx.datasets.shorthands import KeyPath, expand, unknown_field
 from evalx.datasets.spec import DatasetSpec, dataset_spec
 from evalx.datasets.split import Part, halves, in_child
 from evalx.datasets.table import CaseTable
-from evalx.documents import DocumentError, SchemaValidator, describe_schema_error, did_you_mean, load_json, load_yaml
 from evalx.errors import DatasetError
 from evalx.models import Case
-from evalx.usercode import UserCodeError, resolve_callable
 
 __all__ = ["CASE_FIELDS", "CASE_SCHEMA", "MAX_ERRORS", "case_schema_document", "load_dataset"]
 
@@ -166,7 +166,7 @@ def load_dataset(
     to lines, and ``path_prefix`` is this entry's key path (``("datasets", 1)``),
     so problems with inline cases or ``defaults:`` point into the config.
     With ``check_imports``, the callable of each ``python`` assertion must
-    import (:mod:`evalx.usercode`, relative to ``base_dir``). With ``target_ids`` (the
+    import (:mod:`evalx.common.usercode`, relative to ``base_dir``). With ``target_ids`` (the
     config's), a case's ``simulate.target`` must be one of them.
     ``entry`` is the typed record (a mapping the schema accepted is read into one).
     Raises :class:`DatasetError` listing every problem found.
@@ -779,7 +779,7 @@ def _read_file(path: Path, shown: str, errors: _Errors, shape: Shape | None = No
         return []
     if suffix == ".csv":
         return list(_read_csv(text, shown, errors, shape))
-    try:  # the one loader of documents with positions (evalx.documents): a key written twice is an error
+    try:  # the one loader of documents with positions (evalx.common.documents): a key written twice is an error
         loaded = load_json(text, shown) if suffix == ".json" else load_yaml(text, shown, interpolate=False)
     except DocumentError as exc:
         _add_problems(errors, exc)

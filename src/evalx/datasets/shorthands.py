@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from evalx.assertions.registry import get_assertion
-from evalx.documents import did_you_mean
+from evalx.common.documents import did_you_mean
 
 KeyPath = tuple[str | int, ...]
 

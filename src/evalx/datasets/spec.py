@@ -1,13 +1,13 @@
 """A ``datasets:`` entry as a typed record: the one declaration of its keys and their JSON Schema."""
 
-# No `from __future__ import annotations` here: evalx.typeschema reads these annotations at run time, and
+# No `from __future__ import annotations` here: evalx.common.typeschema reads these annotations at run time, and
 # evaluated once at import (from cached bytecode) they cost half of what compiling them from strings does.
 
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Annotated, Any, ClassVar
 
-from evalx.typeschema import Id, Schema, build
+from evalx.common.typeschema import Id, Schema, build
 
 __all__ = ["DatasetSpec", "dataset_spec"]
 

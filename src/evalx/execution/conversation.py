@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 from evalx.assertions import cell_status, evaluate_case
 from evalx.assertions.evaluate import MIN_CHECK_TIME_S
-from evalx.deadline import Deadline, HeldTheLoop, within
+from evalx.common.deadline import Deadline, HeldTheLoop, within
 from evalx.execution import cells, turn_cache
 from evalx.execution.turns import Turn, TurnFailed, reply_messages, take_turn
 from evalx.models import Cell, ToolCall, Trajectory, Usage

@@ -7,7 +7,7 @@ starves a fast one. The worker pool is the only queue a cell waits in: a
 target's connection or thread pool is as large as its workers. A cell starts
 when a worker takes it, its cache lookup missed and the target's rate limit
 (``pacer``) let it go; its ``timeout_s`` and latency count from then: one
-:class:`~evalx.deadline.Deadline` per cell, read by every layer the cell
+:class:`~evalx.common.deadline.Deadline` per cell, read by every layer the cell
 goes through (the call, its checks, the watchdog). Every finished cell is
 scored, redacted and handed to ``on_result`` straight away (which appends it
 to ``results.jsonl``).
@@ -24,7 +24,7 @@ from typing import Any, Protocol, cast
 
 from evalx.assertions import AssertionContext, Grader, cell_status, evaluate_case
 from evalx.assertions.evaluate import MIN_CHECK_TIME_S
-from evalx.deadline import Deadline, HeldTheLoop, within
+from evalx.common.deadline import Deadline, HeldTheLoop, within
 from evalx.errors import TargetError, one_line
 from evalx.execution import cells
 from evalx.models import Cell, Trajectory, safe_trajectory

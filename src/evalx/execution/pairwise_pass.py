@@ -302,7 +302,7 @@ def judge_stored_pairs(
     if unjudged:
         outcome.messages.append("pairwise: no judge configured (judge.target): the pairs were not compared")
         jobs = [j for j in jobs if _judged(settings, j.spec)]
-    from evalx.usercode import user_code_on_path
+    from evalx.common.usercode import user_code_on_path
 
     with user_code_on_path(config.base_dir):
         judged = asyncio.run(_judge_all(config, jobs, settings, run_id, overrides, guard))

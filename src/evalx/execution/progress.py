@@ -1,7 +1,7 @@
 """Progress on long runs: a live line on a terminal, a line a minute otherwise.
 
 The live line's ``\r`` and erase-line are evalx's own terminal controls:
-they go through :func:`evalx.display.write_controls`, the one way past the
+they go through :func:`evalx.results.display.write_controls`, the one way past the
 terminal-safe stderr the command line installs.
 """
 
@@ -11,7 +11,7 @@ import sys
 import time
 from typing import TextIO
 
-from evalx.display import write_controls
+from evalx.results.display import write_controls
 
 
 class Progress:

@@ -21,10 +21,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from evalx.common.redaction import Redactor
 from evalx.execution.executor import YIELD_EVERY, Executor, TargetPlan
 from evalx.execution.runtime import CellRuntime
 from evalx.models import Cell
-from evalx.redaction import Redactor
 from evalx.results.model import CellResult
 from evalx.targets import RunContext, TargetSettings, build_target
 from evalx.targets.settings import Overrides
@@ -80,8 +80,8 @@ class CellWorker:
         return None
 
     async def _start(self) -> None:
+        from evalx.common.usercode import user_code_on_path
         from evalx.logs import printing
-        from evalx.usercode import user_code_on_path
 
         job = self.job
         self._stack.enter_context(printing())  # evalx's lines on the actor's stderr, which Ray shows on the driver's

@@ -15,6 +15,7 @@ from typing import Any
 
 import yaml
 
+from evalx.common.usercode import user_code_on_path
 from evalx.config.loader import Config
 from evalx.errors import writing
 from evalx.execution.executor import ExecutionStats
@@ -28,7 +29,6 @@ from evalx.reports.writers import Outputs
 from evalx.results.model import CellResult, CostGuardReport, RunSummary
 from evalx.results.outcome import RunFacts, decide_exit, finish_summary, nothing_graded
 from evalx.results.store import RESULTS, ReadProblems, ResultWriter, RunLock, new_run_id, read_results, rewrite_results, write_json
-from evalx.usercode import user_code_on_path
 
 log = logging.getLogger(__name__)
 

@@ -3,11 +3,11 @@
 A cell's timeout is a timer on the event loop: an ``async`` target that
 computes without ever awaiting keeps the loop from running it, so the cell,
 and the run, would never end. :class:`Watchdog` is a thread that looks every
-``period_s`` at the cells in flight: their :class:`~evalx.deadline.Deadline`
+``period_s`` at the cells in flight: their :class:`~evalx.common.deadline.Deadline`
 objects, the same ones the cell's call and checks run under (a ``python``
 check that loops for ever is one). When one is past its deadline by more
 than ``grace_s``, the loop is stuck; if the code running on the loop is that
-cell's task, the watchdog raises :class:`~evalx.deadline.HeldTheLoop` (a
+cell's task, the watchdog raises :class:`~evalx.common.deadline.HeldTheLoop` (a
 ``TimeoutError``) in the loop's thread, at the target's next Python
 bytecode. The executor reports it as that cell's timeout (or that check's
 error), worded as any timeout (``timed out after Ns``), and the run goes on
@@ -36,7 +36,7 @@ from collections.abc import Mapping
 from types import TracebackType
 from typing import Any
 
-from evalx.deadline import Deadline, HeldTheLoop
+from evalx.common.deadline import Deadline, HeldTheLoop
 
 log = logging.getLogger(__name__)
 

@@ -44,7 +44,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from evalx.assertions import AssertionContext
-from evalx.deadline import Deadline, within
+from evalx.common.deadline import Deadline, within
+from evalx.common.templates import TemplateRenderError, render
 from evalx.errors import JudgeError, TargetError
 from evalx.judge.checks import graded_target_ids, same_family, same_model
 from evalx.judge.prompts import SYSTEM_PROMPT, TEMPLATES, block_vars, judge_spec, passages
@@ -54,7 +55,6 @@ from evalx.judge.verdict import FACTUALITY_CATEGORIES, NO_JUDGE, Vote, parse_cat
 from evalx.models import Case, Cell, Trajectory, Verdict
 from evalx.targets import close_all
 from evalx.targets.settings import Overrides, TargetSettings
-from evalx.templates import TemplateRenderError, render
 
 __all__ = ["DEFAULT_PASS_ON", "DEFAULT_THRESHOLD", "Judge", "JudgeCall", "run_judge"]
 
@@ -264,7 +264,7 @@ class Judge:
             )
 
     def _resolver(self) -> Callable[[str], Any]:
-        from evalx.usercode import resolve_callable
+        from evalx.common.usercode import resolve_callable
 
         return lambda ref: resolve_callable(ref, self.run.config_dir)
 

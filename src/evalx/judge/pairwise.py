@@ -32,11 +32,11 @@ import asyncio
 from dataclasses import dataclass
 from typing import Any
 
+from evalx.common.templates import TemplateRenderError, render
 from evalx.errors import JudgeError
 from evalx.judge.prompts import block_vars
 from evalx.judge.prompts import text as _text
 from evalx.judge.verdict import parse_preference
-from evalx.templates import TemplateRenderError, render
 
 __all__ = ["DEFAULT_RUBRIC", "PAIRWISE_PROMPT", "Side", "judge_pair", "pair_prompt"]
 

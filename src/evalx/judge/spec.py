@@ -1,14 +1,14 @@
 """The ``judge:`` section (and an assertion's ``judge:`` over it) as a typed record: the one declaration of its keys."""
 
-# No `from __future__ import annotations` here: evalx.typeschema reads these annotations at run time, and
+# No `from __future__ import annotations` here: evalx.common.typeschema reads these annotations at run time, and
 # evaluated once at import (from cached bytecode) they cost half of what compiling them from strings does.
 
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Annotated
 
+from evalx.common.typeschema import Fraction, NonNegative, PositiveInt, Schema, build
 from evalx.targets.spec import AnyTargetSpec
-from evalx.typeschema import Fraction, NonNegative, PositiveInt, Schema, build
 
 __all__ = ["DEFAULT_THRESHOLD", "JudgeSettings", "judge_settings"]
 

@@ -13,8 +13,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from evalx.figures import finite
-from evalx.figures import pct as _pct
+from evalx.results.figures import finite
+from evalx.results.figures import pct as _pct
 from evalx.results.model import CellCounts, TargetFigures
 
 __all__ = ["NO_DIFFICULTY", "Cross", "CrossCell", "CrossRow", "cross_table", "score_text"]

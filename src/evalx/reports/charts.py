@@ -12,7 +12,7 @@ from collections.abc import Callable, Mapping, Sequence
 
 from markupsafe import Markup, escape
 
-from evalx.figures import usd as _usd
+from evalx.results.figures import usd as _usd
 
 __all__ = ["color", "cost_per_target", "latency_distribution", "pass_rate_by_category", "trend"]
 

@@ -77,20 +77,20 @@ from typing import Any, cast
 import jinja2
 from markupsafe import Markup
 
-from evalx.display import BODY_CHARS, escape, show_id
 from evalx.errors import writing
-from evalx.figures import ci as _ci
-from evalx.figures import count as _count
-from evalx.figures import duration as _duration
-from evalx.figures import finite
-from evalx.figures import ms as _ms
-from evalx.figures import pct as _pct
-from evalx.figures import usd as _usd
 from evalx.reports import charts as _charts
 from evalx.reports.breakdown import cross_table, score_text
 from evalx.reports.pairwise import html_disagreements, html_pairwise, pairwise_verdict
 from evalx.reports.spool import Spool
 from evalx.reports.text import cost_gaps, pooled_footnote, tokens_shown
+from evalx.results.display import BODY_CHARS, escape, show_id
+from evalx.results.figures import ci as _ci
+from evalx.results.figures import count as _count
+from evalx.results.figures import duration as _duration
+from evalx.results.figures import finite
+from evalx.results.figures import ms as _ms
+from evalx.results.figures import pct as _pct
+from evalx.results.figures import usd as _usd
 from evalx.results.model import STATUSES, AssertionRecord, BaselineView, CellResult, GroupFigures, RunSummary, TargetFigures
 from evalx.results.reviews import reviews_line
 from evalx.results.store import read_results
@@ -137,7 +137,7 @@ _Json = dict[str, Any]
 
 # CSI (colours, cursor), OSC (titles, hyperlinks) and two-character escapes
 _ANSI = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)?|\x1b[@-Z\\-_]")
-# the characters evalx.display shows escaped in long text: controls, surrogates, invisible and bidi characters
+# the characters evalx.results.display shows escaped in long text: controls, surrogates, invisible and bidi characters
 _CONTROL = re.compile(f"[{BODY_CHARS}]")
 _NEWLINES = re.compile(r"\r\n?")
 _SURROGATE = re.compile("[\ud800-\udfff]")

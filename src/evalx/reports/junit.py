@@ -85,9 +85,9 @@ from pathlib import Path
 from typing import IO, Any, Union, cast
 from xml.sax.saxutils import escape
 
-from evalx.display import BODY_CHARS, IDENT_CHARS
 from evalx.errors import writing
 from evalx.reports.spool import Spool
+from evalx.results.display import BODY_CHARS, IDENT_CHARS
 from evalx.results.model import AssertionRecord, CellOutput, CellResult
 from evalx.results.repeats import DEFAULT_RULE, RULES, Tally, case_status
 
@@ -122,7 +122,7 @@ SORT_CHUNK = 20_000
 # Everything outside XML 1.0's Char production:
 # #x9 | #xA | #xD | [#x20-#xD7FF] | [#xE000-#xFFFD] | [#x10000-#x10FFFF]
 _ILLEGAL_XML_CHARS = re.compile("[^\u0009\u000a\u000d\u0020-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
-# ... and what evalx.display shows escaped: in text, and (more) in names
+# ... and what evalx.results.display shows escaped: in text, and (more) in names
 _XML_BODY = re.compile(f"{_ILLEGAL_XML_CHARS.pattern}|[{BODY_CHARS}]")
 _XML_IDENT = re.compile(f"{_ILLEGAL_XML_CHARS.pattern}|[{IDENT_CHARS}]")
 _RUN_ID_TIME = re.compile(r"^(\d{8}-\d{6})")
@@ -142,7 +142,7 @@ def xml_safe(value: Any, *, ident: bool = False) -> str:
     """``value`` as text XML 1.0 can hold, nothing hidden: each forbidden, control, invisible or bidi character becomes ``#xNN``.
 
     ``ident=True`` (test names, class names) also escapes newlines, tabs, the
-    zero-width joiners and blanks other than the space (:mod:`evalx.display`).
+    zero-width joiners and blanks other than the space (:mod:`evalx.results.display`).
     """
     text = "" if value is None else str(value)
     if text.isascii() and text.isprintable():  # the common case: nothing to replace

@@ -10,16 +10,16 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from evalx.display import show_id
 from evalx.errors import writing
-from evalx.figures import ci as _ci
-from evalx.figures import finite
-from evalx.figures import pct as _pct
-from evalx.figures import usd as _usd
 from evalx.reports.breakdown import cross_table, score_text
 from evalx.reports.pairwise import markdown_disagreements, markdown_pairwise
 from evalx.reports.text import pooled_footnote
 from evalx.results.compare import markdown_cases, md_escape
+from evalx.results.display import show_id
+from evalx.results.figures import ci as _ci
+from evalx.results.figures import finite
+from evalx.results.figures import pct as _pct
+from evalx.results.figures import usd as _usd
 from evalx.results.model import RunSummary, TargetFigures
 from evalx.results.reviews import reviews_line
 

@@ -23,13 +23,13 @@ from collections.abc import Iterable
 
 from tabulate import SEPARATING_LINE, tabulate  # type: ignore[import-untyped,unused-ignore]  # no stubs shipped
 
-from evalx.figures import ci as _ci
-from evalx.figures import clip as _clip
-from evalx.figures import ms as _ms
-from evalx.figures import pct as _pct
-from evalx.figures import usd as _usd
 from evalx.reports.pairwise import pairwise_lines
 from evalx.reports.text import flaky_lines, show_id
+from evalx.results.figures import ci as _ci
+from evalx.results.figures import clip as _clip
+from evalx.results.figures import ms as _ms
+from evalx.results.figures import pct as _pct
+from evalx.results.figures import usd as _usd
 from evalx.results.model import CellResult, RunSummary
 from evalx.results.repeats import DEFAULT_RULE, Tally, case_status
 

@@ -20,11 +20,11 @@ import textwrap
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from evalx.display import one_line, show_id
-from evalx.figures import p_value as _p
-from evalx.figures import pct as _pct
-from evalx.figures import points as _points
 from evalx.results.compare import md_escape
+from evalx.results.display import one_line, show_id
+from evalx.results.figures import p_value as _p
+from evalx.results.figures import pct as _pct
+from evalx.results.figures import points as _points
 
 __all__ = [
     "MAX_DISAGREEMENT_LINES",

@@ -8,15 +8,15 @@ from typing import Any
 
 from tabulate import tabulate  # type: ignore[import-untyped,unused-ignore]  # no stubs shipped
 
-from evalx.display import one_line, show_id
-from evalx.figures import ci as _ci
-from evalx.figures import clip as _clip
-from evalx.figures import count as _count
-from evalx.figures import duration as _duration
-from evalx.figures import ms as _ms
-from evalx.figures import pct as _pct
-from evalx.figures import usd as _usd
 from evalx.reports.pairwise import disagreement_lines, pairwise_lines
+from evalx.results.display import one_line, show_id
+from evalx.results.figures import ci as _ci
+from evalx.results.figures import clip as _clip
+from evalx.results.figures import count as _count
+from evalx.results.figures import duration as _duration
+from evalx.results.figures import ms as _ms
+from evalx.results.figures import pct as _pct
+from evalx.results.figures import usd as _usd
 from evalx.results.model import CellCounts, Distribution, FlakyCase, FlakyTurn, GroupFigures, RunSummary, TargetFigures
 from evalx.results.reviews import reviews_line
 

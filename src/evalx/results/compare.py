@@ -18,10 +18,10 @@ from typing import Any, cast
 
 import yaml
 
-from evalx.display import one_line, show_id
-from evalx.figures import ms as _ms
-from evalx.figures import pct as _pct
-from evalx.figures import usd as _usd
+from evalx.results.display import one_line, show_id
+from evalx.results.figures import ms as _ms
+from evalx.results.figures import pct as _pct
+from evalx.results.figures import usd as _usd
 from evalx.results.model import (
     BaselineView,
     CaseChange,

@@ -21,11 +21,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, cast
 
-from evalx.display import one_line, show_id
-from evalx.figures import pct as _pct
-from evalx.figures import usd as usd_figure
+from evalx.common.typeschema import Fraction, NonNegative, Schema, build
+from evalx.results.display import one_line, show_id
+from evalx.results.figures import pct as _pct
+from evalx.results.figures import usd as usd_figure
 from evalx.results.model import CaseChange, Comparison, GateReport, GateResult, Metric, RunSummary, SummaryFigures
-from evalx.typeschema import Fraction, NonNegative, Schema, build
 
 __all__ = [
     "GATE_KEYS",

@@ -13,11 +13,11 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
-from evalx.display import one_line
 from evalx.errors import RunNotFound
-from evalx.figures import ms as _ms
-from evalx.figures import pct as _pct
-from evalx.figures import usd as _usd
+from evalx.results.display import one_line
+from evalx.results.figures import ms as _ms
+from evalx.results.figures import pct as _pct
+from evalx.results.figures import usd as _usd
 
 if TYPE_CHECKING:
     from evalx.results.model import RunSummary

@@ -18,8 +18,8 @@ from collections.abc import Iterable, Mapping
 from operator import itemgetter
 from typing import Any, TypedDict, cast
 
-from evalx.figures import finite
 from evalx.results import stats as _stats
+from evalx.results.figures import finite
 from evalx.results.model import (
     STATUSES,
     SUMMARY_VERSION,

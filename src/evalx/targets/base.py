@@ -7,8 +7,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
+from evalx.common.redaction import Redactor
 from evalx.models import Cell, Trajectory
-from evalx.redaction import Redactor
 from evalx.targets.settings import TargetSettings
 from evalx.targets.transport.cache import ResponseCache
 

@@ -8,7 +8,7 @@ errors mean rate-limited / retryable / fatal, prices per model and, optionally,
 an ``embeddings:`` request (body template, and where the vector and its token
 count sit in the response).
 
-Shipped definitions live in :func:`evalx.shipped.data_dir("providers")`; a
+Shipped definitions live in :func:`evalx.targets.shipped.data_dir("providers")`; a
 config's ``providers_dir:`` adds more, and a user file overrides a shipped one
 of the same name. Every problem in a definition is reported as
 ``FILE:LINE key.path: message``.
@@ -29,14 +29,14 @@ from typing import Any
 
 from jinja2 import ChainableUndefined, StrictUndefined, TemplateError, TemplateSyntaxError, Undefined
 
-from evalx import regexes
-from evalx.documents import KeyPath, Loaded, SchemaValidator, format_path, load_yaml
+from evalx.common import regexes
+from evalx.common.documents import KeyPath, Loaded, SchemaValidator, format_path, load_yaml
+from evalx.common.templates import BoundedSandbox, sandbox
 from evalx.errors import ConfigError, Issue
 from evalx.errors import DefinitionError as DefinitionError  # defined in errors.py, imported from here too
 from evalx.errors import UnknownProvider as UnknownProvider
-from evalx.shipped import data_dir
+from evalx.targets.shipped import data_dir
 from evalx.targets.spec import Pricing
-from evalx.templates import BoundedSandbox, sandbox
 
 PROVIDER_SCHEMA_ID = "https://evalx.dev/schemas/provider.schema.json"
 
@@ -353,7 +353,7 @@ class StreamSpec:
 @dataclass
 class ErrorClass:
     statuses: frozenset[int] = frozenset()
-    patterns: tuple[Any, ...] = ()  # evalx.regexes.compile_user: a server's body cannot make them backtrack for ever
+    patterns: tuple[Any, ...] = ()  # evalx.common.regexes.compile_user: a server's body cannot make them backtrack for ever
 
     def matches(self, status: int, body: str) -> bool:
         return status in self.statuses or any(regexes.search(p, body) is not None for p in self.patterns)
@@ -775,7 +775,7 @@ def _issue(loaded: Loaded, path: KeyPath, message: str) -> Issue:
 
 
 def _display(path: Path) -> str:
-    from evalx.documents import display_path
+    from evalx.common.documents import display_path
 
     return display_path(path)
 
@@ -858,7 +858,7 @@ def _parse_definition(path: Path, shown: str, text: str, shipped: bool) -> Provi
     loaded = load_yaml(text, shown, template_path=_TEMPLATE_PATHS.__contains__)  # ${VAR} there is data, never template code
     if not isinstance(loaded.data, dict):
         raise ConfigError(Issue(shown, loaded.line_of(()) or 1, "", "a provider definition must be a mapping with request: and response:"))
-    from evalx.documents import describe_schema_error, schema_error_leaves
+    from evalx.common.documents import describe_schema_error, schema_error_leaves
 
     issues: list[Issue] = []
     for err in SchemaValidator(PROVIDER_SCHEMA).iter_errors(loaded.data):
@@ -1007,7 +1007,7 @@ def target_problems(spec: Mapping[str, Any], definition: ProviderDefinition) -> 
     ``params:`` key the definition's ``params:`` list does not know is a warning with a
     did-you-mean (a definition without the list checks nothing).
     """
-    from evalx.documents import did_you_mean
+    from evalx.common.documents import did_you_mean
 
     problems: list[tuple[KeyPath, str, bool]] = []
     params = spec.get("params")

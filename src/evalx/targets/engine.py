@@ -59,17 +59,17 @@ import json
 import time
 from typing import Any
 
+from evalx.common.templates import TemplateRenderError, render_value
+from evalx.common.typeschema import build
 from evalx.errors import EngineRateLimited, TargetError, TargetProtocolError
-from evalx.figures import finite
 from evalx.models import Cell, ToolCall, Trajectory, Usage, token_count, usd_amount
+from evalx.results.figures import finite
 from evalx.targets.base import RunContext, task_id, template_context
 from evalx.targets.definitions import Price
 from evalx.targets.settings import TargetSettings
 from evalx.targets.spec import EngineTargetSpec
 from evalx.targets.transport.http import Backoff, HttpClient, shown_url
 from evalx.targets.transport.sse import ServerSentEvent, SSEDecoder
-from evalx.templates import TemplateRenderError, render_value
-from evalx.typeschema import build
 
 DEFAULT_END_EVENTS = ("done", "end", "complete")
 ITERATION_EVENTS = frozenset({"iteration", "turn", "iteration_start", "turn_start"})

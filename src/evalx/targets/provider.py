@@ -43,9 +43,11 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any, NamedTuple
 
+from evalx.common.redaction import SECRET_KEYS, harmless_header, looks_secret_name
+from evalx.common.templates import TemplateRenderError, render, render_value
+from evalx.common.typeschema import build
 from evalx.errors import ConfigError, DefinitionError, Issue, StreamErrorEvent, TargetError, TargetProtocolError, TargetTimeout
 from evalx.models import Cell, ToolCall, Trajectory, Usage, token_count
-from evalx.redaction import SECRET_KEYS, harmless_header, looks_secret_name
 from evalx.targets.base import RunContext, template_context
 from evalx.targets.definitions import Price, ProviderDefinition, find_provider, plain_path, stream_requested, target_problems
 from evalx.targets.provider_stream import StreamAssembler, carries_error
@@ -64,8 +66,6 @@ from evalx.targets.transport.http import (
 )
 from evalx.targets.transport.ratelimit import RateLimiter
 from evalx.targets.transport.sse import SSEDecoder
-from evalx.templates import TemplateRenderError, render, render_value
-from evalx.typeschema import build
 
 #: a response body larger than this is not kept in the result's ``raw``
 _MAX_RAW_CHARS = 64_000

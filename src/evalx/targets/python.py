@@ -20,6 +20,8 @@ import inspect
 from collections.abc import Mapping
 from typing import Any
 
+from evalx.common.typeschema import build
+from evalx.common.usercode import resolve_callable
 from evalx.errors import TargetProtocolError
 from evalx.models import Cell, Trajectory
 from evalx.targets import printed
@@ -27,8 +29,6 @@ from evalx.targets.base import RunContext
 from evalx.targets.settings import TargetSettings
 from evalx.targets.spec import PythonTargetSpec
 from evalx.targets.threads import Raised, SyncRunner
-from evalx.typeschema import build
-from evalx.usercode import resolve_callable
 
 
 class PythonTarget:

@@ -7,14 +7,14 @@ entry the schema accepted (or a ``matrix:`` variant of one) into the record
 of its kind.
 """
 
-# No `from __future__ import annotations` here: evalx.typeschema reads these annotations at run time, and
+# No `from __future__ import annotations` here: evalx.common.typeschema reads these annotations at run time, and
 # evaluated once at import (from cached bytecode) they cost half of what compiling them from strings does.
 
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Annotated, Any, ClassVar, Literal
 
-from evalx.typeschema import Id, NonNegative, PositiveInt, PositiveNumber, Schema, build_union, properties, required_keys, schema_of
+from evalx.common.typeschema import Id, NonNegative, PositiveInt, PositiveNumber, Schema, build_union, properties, required_keys, schema_of
 
 __all__ = [
     "TARGET_KINDS",

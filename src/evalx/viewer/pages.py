@@ -18,10 +18,10 @@ from urllib.parse import urlencode
 
 from markupsafe import Markup, escape
 
-from evalx.figures import ms as _ms
-from evalx.figures import pct as _pct
-from evalx.figures import usd as _usd
 from evalx.reports import charts
+from evalx.results.figures import ms as _ms
+from evalx.results.figures import pct as _pct
+from evalx.results.figures import usd as _usd
 from evalx.version import __version__
 from evalx.viewer.index import CaseRow, History, RunIndex
 

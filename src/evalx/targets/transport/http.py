@@ -29,9 +29,9 @@ The whole API::
   with ``retryable=True`` at most ``retries`` times, waiting ``Retry-After``
   (seconds or an HTTP date) when the server gave one, else a jittered,
   capped exponential backoff (:class:`Backoff`). It gives up early when the
-  next wait would pass the cell's deadline (:mod:`evalx.deadline`).
+  next wait would pass the cell's deadline (:mod:`evalx.common.deadline`).
 - Time: every request, stream and retry of a cell is bounded by the cell's
-  one :class:`~evalx.deadline.Deadline`. A request or idle bound that would
+  one :class:`~evalx.common.deadline.Deadline`. A request or idle bound that would
   not end before it sets no timer of its own, and a timeout noticed here when
   the deadline has come reads as the cell's: ``timed out after 2s (no
   response from …)``, never retried.
@@ -78,9 +78,9 @@ from typing import Any, TypeVar
 
 import aiohttp
 
-from evalx.deadline import current as current_deadline
+from evalx.common.deadline import current as current_deadline
+from evalx.common.redaction import shown_url, split_userinfo
 from evalx.errors import TargetError, TargetProtocolError, TargetTimeout
-from evalx.redaction import shown_url, split_userinfo
 from evalx.targets.settings import MAX_RESPONSE_BYTES
 from evalx.targets.transport.sse import LineDecoder
 
@@ -319,7 +319,7 @@ async def retrying(
     Retried: ``TargetError(retryable=True)`` (transport errors, 408, 429, 5xx
     from this module; anything a target marks so), and raw aiohttp/OS
     errors. ``deadline`` (``time.monotonic()`` seconds; by default the
-    cell's, :mod:`evalx.deadline`) stops retrying when the next wait would
+    cell's, :mod:`evalx.common.deadline`) stops retrying when the next wait would
     pass it. The error that ends the loop is raised with a note of how many
     retries were made.
     """

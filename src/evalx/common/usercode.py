@@ -35,7 +35,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from evalx.documents import display_path
+from evalx.common.documents import display_path
 from evalx.errors import UserCodeError
 
 __all__ = ["UserCodeError", "import_user_module", "is_file_ref", "provide_callable", "resolve_callable", "user_code_on_path"]

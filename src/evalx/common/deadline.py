@@ -5,7 +5,7 @@ lookup and its rate-limit turn: waiting for a slot is not its time). The
 executor makes one :class:`Deadline` for it and runs the cell under it with
 :func:`within`, which publishes it (:func:`current`) for everything the cell
 does: the HTTP layer bounds requests, streams and retries by it, the checks
-and their regexes take their budget from it (:mod:`evalx.regexes`), template
+and their regexes take their budget from it (:mod:`evalx.common.regexes`), template
 renders stop at it, and the watchdog reads it to stop code that holds the
 event loop past it (:mod:`evalx.execution.watchdog`). A judge call runs
 under a deadline of its own (the judge target's ``timeout_s``).

@@ -6,7 +6,7 @@ their types:
 
 - ``plugins: [my_checks.py, mypkg.checks]`` at the top of a config: a
   ``.py`` path relative to the config's folder, or a module name importable
-  with the config's folder on ``sys.path`` (:mod:`evalx.usercode` imports
+  with the config's folder on ``sys.path`` (:mod:`evalx.common.usercode` imports
   both, once);
 - the ``evalx.plugins`` entry-point group of installed packages
   (``[project.entry-points."evalx.plugins"] my_checks = "mypkg.checks"``),
@@ -25,9 +25,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from evalx.documents import Loaded, format_path
+from evalx.common.documents import Loaded, format_path
+from evalx.common.usercode import UserCodeError, import_user_module
 from evalx.errors import ConfigError, Issue
-from evalx.usercode import UserCodeError, import_user_module
 
 __all__ = ["ENTRY_POINT_GROUP", "import_config_plugins", "load_entry_points", "plugins_issues"]
 

@@ -12,7 +12,7 @@ from eating the machine:
   larger one (``'a' * 10**8``, ``'a'|center(10**9)``, ``'%1000000000s' % x``)
   are refused before they run, and big powers (``10 ** 10**8``) too;
 - a render may take :data:`RENDER_TIME_S`, and no longer than its cell's
-  deadline (:mod:`evalx.deadline`) allows (:func:`evalx.timebox.timebox`
+  deadline (:mod:`evalx.common.deadline`) allows (:func:`evalx.common.timebox.timebox`
   stops nested ``range(20000)`` loops);
 - ``range`` keeps Jinja's sandbox limit (100,000 items) and ``lipsum`` 100
   paragraphs.
@@ -45,10 +45,10 @@ from jinja2.exceptions import SecurityError
 from jinja2.nodes import Concat
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
-from evalx.deadline import Deadline
-from evalx.deadline import current as current_deadline
+from evalx.common.deadline import Deadline
+from evalx.common.deadline import current as current_deadline
+from evalx.common.timebox import TimeUp, timebox
 from evalx.errors import EvalxError, TemplateRenderError
-from evalx.timebox import TimeUp, timebox
 
 __all__ = [
     "MAX_RENDER_CHARS",
@@ -273,7 +273,7 @@ def read_template_file(root: Path, name: str, *, what: str = "template file") ->
     """The text of ``name`` inside ``root`` (see :func:`resolve_in_folder`); :class:`TemplateFileError` says why not."""
     path = resolve_in_folder(root, name, what=what)
     if not path.is_file():
-        from evalx.documents import display_path
+        from evalx.common.documents import display_path
 
         where = display_path(root) + "/"
         raise TemplateFileError(f"{what} {name!r}: {'a directory, not a file' if path.is_dir() else 'no such file'} in {where}")

@@ -12,7 +12,7 @@ Schema's ``pattern`` and ``patternProperties``, a provider definition's
 How long a match may take is the *scoring budget* of the thread that asks:
 
 - on the event loop, the evaluator sets the cell's budget (its
-  :class:`~evalx.deadline.Deadline`) with :func:`start_on_loop` around each check; a match may then
+  :class:`~evalx.common.deadline.Deadline`) with :func:`start_on_loop` around each check; a match may then
   hold the loop for at most :data:`ON_LOOP_SLICE_S` in all, after which
   :class:`NeedsThread` is raised and the check is run again in a thread of
   its own (:func:`evalx.assertions.evaluate.evaluate_one`), where the match
@@ -40,7 +40,7 @@ from typing import Any
 
 import regex as _regex
 
-from evalx.deadline import Deadline
+from evalx.common.deadline import Deadline
 from evalx.errors import NeedsThread, OutOfTime, RegexTimeout
 
 __all__ = [
