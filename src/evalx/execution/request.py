@@ -13,9 +13,9 @@ typed on a command line.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from evalx.errors import RequestError
 from evalx.execution.plan import Plan, Selection, build_plan
@@ -119,8 +119,3 @@ def plan_request(config: Config, request: RunRequest) -> Plan:
 
         plan = rerun_plan(config, plan, resolved.parent)
     return plan
-
-
-def with_selection(request: RunRequest, **changes: Any) -> RunRequest:
-    """``request`` with its selection changed (``with_selection(r, shard=(2, 3))``)."""
-    return replace(request, selection=replace(request.selection, **changes))
