@@ -89,9 +89,13 @@ if sys.version_info >= (3, 11):
 else:  # Python 3.10: no asyncio.timeout
 
     async def within(deadline: Deadline, aw: Awaitable[T]) -> T:
+        async def run() -> T:
+            deadline.task = asyncio.current_task()  # wait_for's own task runs the call: the one the watchdog must stop
+            return await aw
+
         token = _CURRENT.set(deadline)  # wait_for's task copies the context with it
-        deadline.task = asyncio.current_task()
         try:
-            return await asyncio.wait_for(aw, max(0.0, deadline.left()))
+            return await asyncio.wait_for(run(), max(0.0, deadline.left()))
         finally:
+            deadline.task = asyncio.current_task()
             _CURRENT.reset(token)
