@@ -1,0 +1,52 @@
+"""The shapes of plain data evalx passes around: JSON values and chat messages.
+
+Typed records (``config/model.py``, ``models.py``) hold what evalx owns. What it
+only carries — a provider's request body, a response it has not read yet, a
+case's free-form ``vars`` — is JSON, and these names say so to mypy instead of
+``dict[str, Any]``. Read a :data:`JSON` value by narrowing it (``isinstance``);
+the helpers below do the common narrowings once.
+"""
+
+from __future__ import annotations
+
+from typing import Literal, TypeAlias, TypedDict, Union
+
+JSONScalar: TypeAlias = Union[None, bool, int, float, str]
+JSON: TypeAlias = Union[JSONScalar, list["JSON"], dict[str, "JSON"]]
+JSONObject: TypeAlias = dict[str, JSON]
+JSONArray: TypeAlias = list[JSON]
+
+Role = Literal["system", "user", "assistant", "tool"]
+
+
+class _MessageCore(TypedDict):
+    role: str
+    content: JSON
+
+
+class Message(_MessageCore, total=False):
+    """One chat message as evalx keeps a conversation's history.
+
+    ``tool_call_index`` ties a ``tool`` message to the assistant's call it
+    answers; provider definitions turn it into their own id scheme.
+    """
+
+    name: str
+    tool_calls: list[JSONObject]
+    tool_call_id: str
+    tool_call_index: int
+
+
+def as_object(value: JSON | object) -> JSONObject:
+    """``value`` when it is a JSON object, else an empty one."""
+    return value if isinstance(value, dict) else {}
+
+
+def as_array(value: JSON | object) -> JSONArray:
+    """``value`` when it is a JSON array, else an empty one."""
+    return value if isinstance(value, list) else []
+
+
+def as_str(value: JSON | object, default: str = "") -> str:
+    """``value`` when it is a string, else ``default``."""
+    return value if isinstance(value, str) else default
