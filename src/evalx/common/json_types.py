@@ -9,10 +9,10 @@ the helpers below do the common narrowings once.
 
 from __future__ import annotations
 
-from typing import Literal, TypeAlias, TypedDict, Union
+from typing import Literal, TypeAlias, TypedDict
 
-JSONScalar: TypeAlias = Union[None, bool, int, float, str]
-JSON: TypeAlias = Union[JSONScalar, list["JSON"], dict[str, "JSON"]]
+JSONScalar: TypeAlias = bool | int | float | str | None
+JSON: TypeAlias = JSONScalar | list["JSON"] | dict[str, "JSON"]
 JSONObject: TypeAlias = dict[str, JSON]
 JSONArray: TypeAlias = list[JSON]
 
