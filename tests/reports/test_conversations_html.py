@@ -147,7 +147,7 @@ def test_a_conversation_is_embedded_small_with_its_failing_turn_flagged(tmp_path
     assert [a[7] for a in again["a"]] == [1, 2] and all("a" not in t for t in again["cv"])
     assert [t.get("f") for t in again["cv"]] == [None, 1, None]
     assert len(chat[1]["o"]) == TURN_CAP and chat[1]["oN"] == TURN_CAP + 50  # clipped like other texts
-    assert chat[2]["tc"] == [["lookup", '{\n  "q": 1\n}', "ok"]]
+    assert chat[2]["tc"] == [["lookup", '{"q": 1}', "ok"]]
     for t in chat:  # only what the chat needs: no events, no usage, no raw output
         assert set(t) <= {"i", "iN", "o", "oN", "ms", "tc", "a", "e", "eN", "f"}
     assert broken[1]["f"] == 1 and broken[1]["e"] == "engine error TOOL_FAILED: boom"

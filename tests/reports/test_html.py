@@ -135,7 +135,7 @@ def test_clean_text_strips_ansi_and_shows_control_characters() -> None:
     assert clean_text("a\x00b\x07c") == "a\u2400b\u2407c"
     assert clean_text("one\r\ntwo\rthree\tfour") == "one\ntwo\nthree\tfour"
     assert clean_text(CHINESE + ARABIC) == CHINESE + ARABIC
-    assert clean_text({"k": [1, "<v>"]}) == '{\n  "k": [\n    1,\n    "<v>"\n  ]\n}'
+    assert clean_text({"k": [1, "<v>"]}) == '{"k": [1, "<v>"]}'
     assert clean_text(None) == ""
 
 
@@ -172,7 +172,7 @@ def test_embedded_data_is_cleaned_and_clipped(hostile_run: Path) -> None:
     assert len(huge["x"]) == TEXT_CAP and huge["xN"] == len(HUGE)
     crash = text[("crash", "hostile-bot")]
     assert crash["s"] == "error" and "boom <script>" in crash["e"] and "RuntimeError" in crash["tb"]
-    assert text[("xss-img", "hostile-bot")]["tc"] == [["lookup<b>", '{\n  "q": "<img src=x onerror=window.__pwned=1>"\n}', "</script>"]]
+    assert text[("xss-img", "hostile-bot")]["tc"] == [["lookup<b>", '{"q": "<img src=x onerror=window.__pwned=1>"}', "</script>"]]
 
 
 def test_html_copy_and_report_command_reproduce_the_report(hostile_run: Path) -> None:
@@ -305,6 +305,8 @@ def test_browser_runs_no_script_from_the_data_and_shows_everything(report_page: 
     body = detail("xss-script", "hostile-bot")
     assert SCRIPT_XSS + " hello" in body.inner_text()
     assert "lookup<b>" in body.inner_text() and "<img src=x onerror=window.__pwned=1>" in body.inner_text()
+    # a tool's arguments are embedded as compact JSON and shown indented
+    assert '{\n  "q": "<img src=x onerror=window.__pwned=1>"\n}' in body.inner_text()
     assert page.locator("#d-body img, #d-body script, #d-body b").count() == 0
     page.keyboard.press("Escape")
 

@@ -143,7 +143,7 @@ _NEWLINES = re.compile(r"\r\n?")
 _SURROGATE = re.compile("[\ud800-\udfff]")
 # what must never appear raw inside a <script> element: it could close it, open
 # a comment, or (U+2028/9) end a line in older JavaScript parsers
-_SCRIPT_UNSAFE = {ord("<"): "\\u003c", ord(">"): "\\u003e", ord("&"): "\\u0026", 0x2028: "\\u2028", 0x2029: "\\u2029"}
+_SCRIPT_UNSAFE = (("<", "\\u003c"), (">", "\\u003e"), ("&", "\\u0026"))  # U+2028/9 only in non-ASCII text
 
 
 def _visible(match: re.Match[str]) -> str:
@@ -155,16 +155,21 @@ def _visible(match: re.Match[str]) -> str:
     return escape(match.group())  # C1, a lone surrogate, an invisible or bidi character: \x85, \ud800, \u202e
 
 
-def indented_json(value: Any) -> str:
-    """``value`` as indented JSON, the way report.html shows a request or a tool's arguments."""
-    return json.dumps(value, ensure_ascii=False, indent=2, default=str)
+def value_json(value: Any) -> str:
+    """``value`` as compact JSON, the way report.html embeds a request or a tool's arguments.
+
+    The page indents it when it shows it (``pretty`` in report.js): ``json.dumps``
+    with ``indent`` runs Python's own encoder, not the C one, and cost 10 µs of a
+    cell's ~400 µs on an instant provider run (bench/RESULTS.md, issue 29).
+    """
+    return _VALUE_ENCODER.encode(value)
 
 
 def clean_text(value: Any) -> str:
     """Untrusted text made harmless to show: ANSI escapes removed, control characters visible.
 
     Newlines and tabs stay; CRLF becomes LF; lone surrogates become U+FFFD.
-    Values that are not strings become their JSON (indented) or ``str()``.
+    Values that are not strings become their JSON (compact) or ``str()``.
     """
     if value is None:
         return ""
@@ -172,7 +177,7 @@ def clean_text(value: Any) -> str:
         text = value
     else:
         try:
-            text = indented_json(value)
+            text = value_json(value)
         except (TypeError, ValueError):
             text = str(value)
     if "\x1b" in text:
@@ -189,11 +194,22 @@ def embed_json(value: Any) -> str:
     reads them back unchanged), so no string in the data can end the element;
     lone surrogates become ``\\ufffd``.
     """
-    return _SURROGATE.sub(lambda _: "\\ufffd", _EMBED_ENCODER.encode(value).translate(_SCRIPT_UNSAFE))
+    text = _EMBED_ENCODER.encode(value)
+    if not text.isascii():
+        text = _SURROGATE.sub(_replacement, text).replace("\u2028", "\\u2028").replace("\u2029", "\\u2029")
+    for char, escaped in _SCRIPT_UNSAFE:  # str.replace where present: a third of str.translate's time on a row
+        if char in text:
+            text = text.replace(char, escaped)
+    return text
+
+
+def _replacement(_: re.Match[str]) -> str:
+    return "\\ufffd"
 
 
 #: one encoder for every row (``json.dumps`` with options builds a new one per call)
 _EMBED_ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False, default=str)
+_VALUE_ENCODER = json.JSONEncoder(ensure_ascii=False, default=str)
 
 
 def _int(value: Any) -> int:

@@ -306,6 +306,12 @@
     add(s, el("h3", null, title), content);
     return s;
   }
+  // a request or a tool's arguments arrive as compact JSON: indent it to show it (a clipped value stays as it is)
+  function pretty(text) {
+    var c = text.charAt(0);
+    if (c !== "{" && c !== "[") return text;
+    try { return JSON.stringify(JSON.parse(text), null, 2); } catch (e) { return text; }
+  }
   function collapsed(title, content, open) {
     var d = el("details");
     if (open) d.open = true;
@@ -340,7 +346,7 @@
         var calls = el("ol", "tools");
         t.tc.forEach(function (call) {
           var c = add(el("li"), el("div", "tname", call[0]));
-          if (call[1]) c.appendChild(longText(call[1]));
+          if (call[1]) c.appendChild(longText(pretty(call[1])));
           if (call[2]) c.appendChild(collapsed("result", longText(call[2])));
           calls.appendChild(c);
         });
@@ -409,7 +415,7 @@
       var ol = el("ol", "tools");
       x.tc.forEach(function (call) {
         var li = add(el("li"), el("div", "tname", call[0]));
-        if (call[1]) li.appendChild(longText(call[1]));
+        if (call[1]) li.appendChild(longText(pretty(call[1])));
         if (call[2]) li.appendChild(collapsed("result", longText(call[2])));
         ol.appendChild(li);
       });
@@ -461,7 +467,7 @@
       });
       b.appendChild(section("Pairwise judge (both orders)", pl));
     }
-    if (x.rq) b.appendChild(section("Request", collapsed("rendered request", longText(x.rq, x.rqN))));
+    if (x.rq) b.appendChild(section("Request", collapsed("rendered request", longText(x.rqN ? x.rq : pretty(x.rq), x.rqN))));
     if (x.ev || x.evN) {
       var evs = el("ol", "events");
       (x.ev || []).forEach(function (e) { evs.appendChild(el("li", null, e)); });
