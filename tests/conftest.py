@@ -13,6 +13,14 @@ import pytest
 REPO = Path(__file__).resolve().parents[1]
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    """Caches evalx keeps in the user's folders (compiled report templates) go to a folder of the session's."""
+    if not os.environ.get("EVALX_TESTS_KEEP_CACHE"):
+        import tempfile
+
+        os.environ["XDG_CACHE_HOME"] = tempfile.mkdtemp(prefix="evalx-test-cache-")
+
+
 def junit_xsd_path() -> Path:
     """The xUnit junit-10.xsd: ../shared/conformance beside the repo, else the copy in tests/data."""
     override = os.environ.get("EVALX_JUNIT_XSD")

@@ -77,6 +77,7 @@ from typing import Any, cast
 import jinja2
 from markupsafe import Markup
 
+from evalx.common.template_cache import template_cache
 from evalx.errors import writing
 from evalx.reports import charts as _charts
 from evalx.reports.breakdown import cross_table, score_text
@@ -744,6 +745,7 @@ def _environment() -> jinja2.Environment:
         undefined=jinja2.StrictUndefined,
         trim_blocks=True,
         lstrip_blocks=True,
+        bytecode_cache=template_cache(),
     )
     env.filters.update(pct=_pct, ci=_ci, ms=_ms, usd=_usd, count=_count, duration=_duration, when=_when, num="{:,}".format)
     return env
