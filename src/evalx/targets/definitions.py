@@ -549,7 +549,7 @@ class ProviderDefinition:
     method: str = "POST"
     path: str = ""
     body: str = ""
-    response: ResponseSection = field(default_factory=lambda: ResponseSection())
+    response: ResponseSection = field(default_factory=ResponseSection)
     error_message: str | None = None
     rate_limited: ErrorClass = field(default_factory=ErrorClass)
     retryable: ErrorClass = field(default_factory=ErrorClass)
@@ -1091,7 +1091,7 @@ def _stream_spec(spec: StreamSection | None) -> StreamSpec | None:
         params=dict(spec["params"]),
         end_data=end.get("data"),
         end_event=end.get("event"),
-        events={str(k): v or StreamEventSection() for k, v in spec["events"].items()},
+        events={str(k): v.copy() if v else StreamEventSection() for k, v in spec["events"].items()},
         default=bool(spec.get("default", False)),
     )
 

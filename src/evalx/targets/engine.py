@@ -291,9 +291,10 @@ class EngineTarget:
             raise TargetProtocolError(
                 f"malformed JSON in the data of '{kind}' event #{run.n_events} from {self.shown}: {reason} ({where})"
             ) from None
-        typed = payload.get("type") if isinstance(payload, dict) else None
-        if kind == "message" and isinstance(typed, str):
-            kind = typed
+        if kind == "message" and isinstance(payload, dict):
+            typed = payload.get("type")
+            if isinstance(typed, str):
+                kind = typed
         run.store(kind, payload, event)
         data: JSONObject = payload if isinstance(payload, dict) else {"value": payload}
 

@@ -41,7 +41,6 @@ import json
 import os
 import time
 from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass
 from typing import Any, NamedTuple, TypedDict
 
 from evalx.common.json_types import JSON, JSONObject, Message
@@ -93,8 +92,7 @@ NO_STREAM_USAGE = "the stream sent no usage: token counts unknown"
 _UNKEYED = frozenset({"name", "description", "pricing", "params", "stream"})
 
 
-@dataclass(frozen=True, slots=True)
-class ProviderRequest:
+class ProviderRequest(NamedTuple):
     """One request as rendered for a cell (headers live on the target)."""
 
     method: str
