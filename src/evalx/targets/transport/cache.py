@@ -110,7 +110,7 @@ class ResponseCache:
                 time.sleep(0.02)
         return None
 
-    # get() gives ``dict[str, Any]``, not JSONObject, while its callers (execution/, judge/) read the entry unnarrowed
+    # get() gives an untyped dict, not a JSONObject, while its callers (execution/, judge/) read the entry unnarrowed
     def get_sync(self, key: str) -> dict[str, Any] | None:
         with self._lock:
             pending = self._pending.get(key)
