@@ -231,7 +231,7 @@ def _stage_runner(stage: str, config: Path, run_dir: Path, url: str) -> Callable
     from evalx.execution.plan import Selection, build_plan
     from evalx.models import safe_trajectory
     from evalx.targets.base import RunContext
-    from evalx.targets.provider import ProviderTarget
+    from evalx.targets.provider import ProviderRequest, ProviderTarget
     from evalx.targets.settings import TargetSettings
     from evalx.targets.transport.http import HttpClient, HttpResponse
 
@@ -268,11 +268,11 @@ def _stage_runner(stage: str, config: Path, run_dir: Path, url: str) -> Callable
         spec = {"id": "model", "type": "provider", "provider": "openai", "model": "bench-model", "base_url": f"{url}/v1"}
         headers = {"Content-Type": "application/json"}
 
-        async def fake_send(request: dict[str, Any]) -> HttpResponse:
-            data, _ = HttpClient._encode(request["body"], None, request.get("data"))
+        async def fake_send(request: ProviderRequest) -> HttpResponse:
+            data, _ = HttpClient._encode(request.body, None, request.data)
             assert data is not None
             text = echo_response(data).decode()
-            return HttpResponse(200, headers, text, json.loads(text), request["url"])
+            return HttpResponse(200, headers, text, json.loads(text), request.url)
 
         async def invoke_all() -> None:
             target = ProviderTarget(spec, TargetSettings(concurrency=50, timeout_s=120, retries=0))

@@ -32,7 +32,7 @@ from __future__ import annotations
 import json
 import os
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
 from functools import lru_cache
@@ -440,7 +440,7 @@ def _includes_problem(ast: Any, root: Path | None, chain: tuple[str, ...]) -> st
     return None
 
 
-def render(source: str, context: dict[str, Any], *, field: str | None = None) -> str:
+def render(source: str, context: Mapping[str, object], *, field: str | None = None) -> str:
     """``source`` rendered with ``context``; ``field`` (like ``prompt``) names it in errors."""
     seconds, deadline = _time_box()
     try:
@@ -450,7 +450,7 @@ def render(source: str, context: dict[str, Any], *, field: str | None = None) ->
         raise _error(exc, field, deadline) from None
 
 
-def render_value(value: Any, context: dict[str, Any], *, field: str | None = None) -> Any:
+def render_value(value: Any, context: Mapping[str, object], *, field: str | None = None) -> Any:
     """Render every string inside ``value`` (a mapping, list or string).
 
     A string that is exactly one ``{{ expr }}`` keeps the expression's type,

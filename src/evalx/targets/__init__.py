@@ -2,15 +2,16 @@
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Mapping
 
 from evalx.targets.base import RunContext, Target, close_all, task_id
 from evalx.targets.settings import TargetSettings, resolve_settings
+from evalx.targets.spec import TargetSpec
 
 
-def build_target(spec: dict[str, Any], settings: TargetSettings) -> Target:
-    """A target object for one validated ``targets:`` entry, running under its resolved ``settings``."""
-    kind = spec["type"]
+def build_target(spec: TargetSpec | Mapping[str, object], settings: TargetSettings) -> Target:
+    """A target object for one validated ``targets:`` entry (its record, or the entry as written), running under ``settings``."""
+    kind = spec.type if isinstance(spec, TargetSpec) else spec.get("type")
     if kind == "python":
         from evalx.targets.python import PythonTarget
 

@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, NotRequired, Protocol, TypedDict
 
+from evalx.common.json_types import JSONObject, Message
 from evalx.common.redaction import Redactor
 from evalx.models import Cell, Trajectory
 from evalx.targets.settings import TargetSettings
+from evalx.targets.spec import TargetSpec
 from evalx.targets.transport.cache import ResponseCache
 
 
@@ -20,7 +22,7 @@ class RunContext:
     run_id: str
     config_dir: Path
     redactor: Redactor = field(default_factory=Redactor)
-    vars: dict[str, Any] = field(default_factory=dict)
+    vars: Mapping[str, object] = field(default_factory=dict)  # the config's ``vars:``
     cache: ResponseCache | None = None  # when some target caches (``TargetSettings.cache``)
     providers_dir: Path | None = None  # the config's providers_dir:, resolved
 
@@ -36,8 +38,18 @@ class Target(Protocol):
 
     id: str
     type: str
-    spec: dict[str, Any]
     settings: TargetSettings
+
+    @property
+    def spec(self) -> Mapping[str, Any]:
+        """The ``targets:`` entry as written (:func:`evalx.targets.spec.written_entry`): generic cache keys are made from it.
+
+        ``Any``: the executor still reads its ``tools`` from here (typed: :attr:`entry`), until it moves to the record.
+        """
+
+    @property
+    def entry(self) -> TargetSpec:
+        """The same entry as its typed record."""
 
     async def start(self, run: RunContext) -> None:
         """Create shared resources (one HTTP client per target, a thread pool...)."""
@@ -61,7 +73,7 @@ class ConversingTarget(Target, Protocol):
     that says so.
     """
 
-    async def converse(self, cell: Cell, run: RunContext, history: list[dict[str, Any]], turn: int) -> Trajectory:
+    async def converse(self, cell: Cell, run: RunContext, history: list[Message], turn: int) -> Trajectory:
         """One turn's reply to ``history`` (whose last item is the turn's user message)."""
 
 
@@ -80,11 +92,29 @@ def task_id(run_id: str, cell: Cell) -> str:
     return f"{tid}-r{cell.repeat}" if cell.repeat else tid
 
 
-def template_context(cell: Cell, run: RunContext, spec: dict[str, Any]) -> dict[str, Any]:
+class TemplateContext(TypedDict):
+    """What a target's templates (``prompt``, ``system``, ``messages``, ``params``, an engine's ``body``) see."""
+
+    #: the case as a plain mapping (:meth:`evalx.models.Case.to_dict`)
+    case: JSONObject
+    #: the config's ``vars:``, under the target's, under the case's
+    vars: Mapping[str, object]
+    #: the target's entry as written, without its ``api_key`` and ``headers``
+    target: Mapping[str, object]
+    env: Mapping[str, str]
+    repeat: int
+    task_id: str
+    run_id: str
+    #: an engine conversation's 1-based turn
+    turn: NotRequired[int]
+
+
+def template_context(cell: Cell, run: RunContext, entry: TargetSpec, written: Mapping[str, object]) -> TemplateContext:
+    """The template context of ``cell`` for the target whose record is ``entry`` and whose entry as written is ``written``."""
     return {
         "case": cell.case.to_dict(),
-        "vars": {**run.vars, **(spec.get("vars") or {}), **cell.case.vars},
-        "target": {k: v for k, v in spec.items() if k not in ("api_key", "headers")},
+        "vars": {**run.vars, **(entry.vars or {}), **cell.case.vars},
+        "target": {k: v for k, v in written.items() if k not in ("api_key", "headers")},
         "env": _environ_snapshot(run),
         "repeat": cell.repeat,
         "task_id": task_id(run.run_id, cell),

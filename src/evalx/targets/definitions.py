@@ -25,24 +25,25 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
-from typing import Any
+from typing import Any, NotRequired, TypedDict, cast
 
 from jinja2 import ChainableUndefined, StrictUndefined, TemplateError, TemplateSyntaxError, Undefined
 
 from evalx.common import regexes
 from evalx.common.documents import KeyPath, Loaded, SchemaValidator, format_path, load_yaml
+from evalx.common.json_types import JSON, JSONArray, JSONObject
 from evalx.common.templates import BoundedSandbox, sandbox
 from evalx.errors import ConfigError, Issue
 from evalx.errors import DefinitionError as DefinitionError  # defined in errors.py, imported from here too
 from evalx.errors import UnknownProvider as UnknownProvider
 from evalx.targets.shipped import data_dir
-from evalx.targets.spec import Pricing
+from evalx.targets.spec import Pricing, ProviderTargetSpec
 
 PROVIDER_SCHEMA_ID = "https://evalx.dev/schemas/provider.schema.json"
 
-_EXPR = {"type": "string", "description": "A Jinja2 expression over the decoded response JSON (`response`)."}
-_STATUS_LIST = {"type": "array", "items": {"type": "integer", "minimum": 100, "maximum": 599}}
-_ERROR_CLASS = {
+_EXPR: JSONObject = {"type": "string", "description": "A Jinja2 expression over the decoded response JSON (`response`)."}
+_STATUS_LIST: JSONObject = {"type": "array", "items": {"type": "integer", "minimum": 100, "maximum": 599}}
+_ERROR_CLASS: JSONObject = {
     "type": "object",
     "properties": {
         "status": {**_STATUS_LIST, "description": "HTTP statuses in this class."},
@@ -54,7 +55,7 @@ _ERROR_CLASS = {
     },
     "additionalProperties": False,
 }
-_PRICE = {
+_PRICE: JSONObject = {
     "type": "object",
     "properties": {
         "input_per_mtok": {"type": "number", "minimum": 0, "description": "USD per million input tokens."},
@@ -69,7 +70,7 @@ _PRICE = {
     "additionalProperties": False,
 }
 
-_STREAM_EVENT = {
+_STREAM_EVENT: JSONObject = {
     "type": "object",
     "description": "What one event of this type carries; every expression is over `event` (the event's decoded JSON data).",
     "properties": {
@@ -112,7 +113,7 @@ _STREAM_EVENT = {
     "additionalProperties": False,
 }
 
-_STREAM = {
+_STREAM: JSONObject = {
     "type": "object",
     "description": "How the API streams an answer (Server-Sent Events): a target with stream: true uses it.",
     "properties": {
@@ -141,7 +142,7 @@ _STREAM = {
     "additionalProperties": False,
 }
 
-PROVIDER_SCHEMA: dict[str, Any] = {
+PROVIDER_SCHEMA: JSONObject = {
     "$schema": "https://json-schema.org/draft/2020-12/schema",
     "$id": PROVIDER_SCHEMA_ID,
     "title": "evalx provider definition (providers/NAME.yaml)",
@@ -262,6 +263,179 @@ def schema_json() -> str:
     return json.dumps(PROVIDER_SCHEMA, indent=2, ensure_ascii=False) + "\n"
 
 
+# --- the file's sections, as the schema above accepts them ------------------------
+# (``_parse_definition`` reads a file only once the schema accepted it: these say what it then holds)
+
+
+class AuthSection(TypedDict, total=False):
+    header: str
+    value: str
+    env: str
+    required: bool
+
+
+class RequestSection(TypedDict):
+    path: str
+    body: str
+    method: NotRequired[str]
+
+
+class ToolCallsSection(TypedDict, total=False):
+    """``response.tool_calls``: expressions (``items`` and ``name`` are required there)."""
+
+    items: str
+    name: str
+    args: str
+    id: str
+
+
+class UsageSection(TypedDict, total=False):
+    input_tokens: str
+    output_tokens: str
+    cached_tokens: str
+
+
+class ResponseSection(TypedDict, total=False):
+    """``response:``: where the answer sits, as expressions over ``response`` (``text`` is required)."""
+
+    text: str
+    tool_calls: ToolCallsSection
+    usage: UsageSection
+    stop_reason: str
+
+
+class ErrorClassSection(TypedDict, total=False):
+    status: list[int]
+    body: list[str]
+
+
+class ErrorsSection(TypedDict, total=False):
+    message: str
+    rate_limited: ErrorClassSection
+    retryable: ErrorClassSection
+    fatal: ErrorClassSection
+    retry_after_header: str
+
+
+class JsonModeSection(TypedDict, total=False):
+    params: JSONObject
+
+
+class StreamToolCallsSection(TypedDict, total=False):
+    items: str
+    index: str
+    id: str
+    name: str
+    args: str
+
+
+class StreamEventSection(TypedDict, total=False):
+    """One event type's entry under ``stream.events``: expressions over ``event``."""
+
+    text: str
+    tool_calls: StreamToolCallsSection
+    usage: UsageSection
+    stop_reason: str
+    error: str
+
+
+class StreamEndSection(TypedDict, total=False):
+    data: str
+    event: str
+
+
+class StreamSection(TypedDict):
+    params: JSONObject
+    end: StreamEndSection
+    events: dict[str, StreamEventSection]
+    default: NotRequired[bool]
+
+
+class EmbeddingsUsageSection(TypedDict, total=False):
+    input_tokens: str
+
+
+class EmbeddingsSection(TypedDict):
+    path: str
+    body: str
+    vector: str
+    method: NotRequired[str]
+    usage: NotRequired[EmbeddingsUsageSection]
+
+
+class PriceSection(TypedDict):
+    input_per_mtok: float
+    output_per_mtok: float
+    cached_input_per_mtok: NotRequired[float]
+
+
+class DefinitionFile(TypedDict, total=False):
+    """A whole ``providers/NAME.yaml`` (``request`` and ``response`` are required)."""
+
+    name: str
+    description: str
+    base_url: str
+    auth: AuthSection
+    headers: dict[str, str]
+    request: RequestSection
+    response: ResponseSection
+    errors: ErrorsSection
+    json_mode: JsonModeSection
+    params: list[str]
+    stream: StreamSection
+    embeddings: EmbeddingsSection
+    pricing: dict[str, PriceSection]
+
+
+# --- what templates and expressions see -------------------------------------------
+
+
+class ToolDefinition(TypedDict):
+    """A tool offered to the model, as a provider target normalises its ``tools:`` (the body template sees these)."""
+
+    name: str
+    description: NotRequired[str]
+    parameters: NotRequired[JSON]
+
+
+class RequestScope(TypedDict):
+    """What a definition's ``request.body`` template sees."""
+
+    model: str
+    #: the conversation as sent (without system turns): messages a config or case writes go as they are
+    messages: list[JSONObject]
+    system: str | None
+    #: the request params (the target's, templates rendered, with the definition's json_mode/stream params)
+    params: Mapping[str, object]
+    tools: list[ToolDefinition]
+    json_mode: bool
+
+
+class EmbeddingsScope(TypedDict):
+    """What a definition's ``embeddings.body`` template sees."""
+
+    model: str
+    input: str
+
+
+class ExpressionScope(TypedDict, total=False):
+    """What a response (or stream event) expression sees."""
+
+    #: the decoded response body
+    response: JSON
+    status: int
+    #: only for a definition whose expressions read them (:attr:`ProviderDefinition.reads_headers`)
+    headers: dict[str, str]
+    #: one tool call (``tool_calls.items``' element), for the expressions read over each
+    item: object
+    #: a stream event's decoded data
+    event: JSON
+
+
+#: a response expression, looked up once (:meth:`ProviderDefinition.reader`): what it gives, Jinja's value of any kind
+Reader = Callable[[ExpressionScope], object]
+
+
 # --- templates ----------------------------------------------------------------
 
 
@@ -302,7 +476,7 @@ class Price:
     cached_input_per_mtok: float | None = None
 
     @classmethod
-    def from_mapping(cls, d: Mapping[str, Any]) -> Price:
+    def from_mapping(cls, d: PriceSection) -> Price:
         cached = d.get("cached_input_per_mtok")
         return cls(float(d["input_per_mtok"]), float(d["output_per_mtok"]), None if cached is None else float(cached))
 
@@ -335,13 +509,13 @@ class StreamSpec:
     """A definition's ``stream:`` section; its expressions are read with :meth:`ProviderDefinition.reader`
     at ``("stream", "events", TYPE, ...)`` (see :mod:`evalx.targets.provider_stream`)."""
 
-    params: dict[str, Any]
+    params: JSONObject
     #: the data text that ends a complete stream (``[DONE]``), if any
     end_data: str | None
     #: the event type that ends a complete stream (``message_stop``), if any
     end_event: str | None
     #: event type -> its ``events:`` entry
-    events: dict[str, dict[str, Any]]
+    events: dict[str, StreamEventSection]
     default: bool = False
 
     @property
@@ -375,20 +549,20 @@ class ProviderDefinition:
     method: str = "POST"
     path: str = ""
     body: str = ""
-    response: dict[str, Any] = field(default_factory=dict)
+    response: ResponseSection = field(default_factory=ResponseSection)
     error_message: str | None = None
     rate_limited: ErrorClass = field(default_factory=ErrorClass)
     retryable: ErrorClass = field(default_factory=ErrorClass)
     fatal: ErrorClass = field(default_factory=ErrorClass)
     retry_after_header: str = "Retry-After"
-    json_mode_params: dict[str, Any] = field(default_factory=dict)
+    json_mode_params: JSONObject = field(default_factory=dict)
     pricing: dict[str, Price] = field(default_factory=dict)
     embeddings: EmbeddingsRequest | None = None  # None: this provider cannot embed
     stream: StreamSpec | None = None  # None: this provider cannot stream
     #: the request params the API knows (``params:``); None: the definition does not say
     known_params: tuple[str, ...] | None = None
     #: response expression path -> its reader (:meth:`reader`), made once
-    _expressions: dict[tuple[str, ...], Callable[[dict[str, Any]], Any]] = field(default_factory=dict, repr=False, compare=False)
+    _expressions: dict[tuple[str, ...], Reader] = field(default_factory=dict, repr=False, compare=False)
     _reads_headers: bool | None = field(default=None, repr=False, compare=False)
 
     @property
@@ -427,10 +601,10 @@ class ProviderDefinition:
 
     # -- rendering and extraction ----------------------------------------------
 
-    def render_body(self, scope: dict[str, Any]) -> Any:
+    def render_body(self, scope: RequestScope) -> JSON:
         return self.render_request_body(scope)[0]
 
-    def render_request_body(self, scope: dict[str, Any]) -> tuple[Any, bytes | None]:
+    def render_request_body(self, scope: RequestScope) -> tuple[JSON, bytes | None]:
         """The request body for ``scope``, and the bytes to send for it when they are known already.
 
         The bytes, when not None, are exactly what the HTTP client would send for the body
@@ -450,7 +624,7 @@ class ProviderDefinition:
         except ValueError as exc:
             raise DefinitionError(f"{self.where('request', 'body')}: did not render to JSON: {exc}") from None
 
-    def render_embeddings_body(self, scope: dict[str, Any]) -> Any:
+    def render_embeddings_body(self, scope: EmbeddingsScope) -> JSON:
         """The embeddings request body for ``scope`` (``model``, ``input``); needs an ``embeddings:`` section."""
         assert self.embeddings is not None, "no embeddings: section"
         try:
@@ -458,9 +632,10 @@ class ProviderDefinition:
         except TemplateError as exc:
             raise DefinitionError(f"{self.where('embeddings', 'body')}: template error: {exc}") from None
         try:
-            return json.loads(text)
+            body: JSON = json.loads(text)
         except ValueError as exc:
             raise DefinitionError(f"{self.where('embeddings', 'body')}: did not render to JSON: {exc}") from None
+        return body
 
     def render_auth(self, api_key: str) -> str:
         try:
@@ -468,14 +643,14 @@ class ProviderDefinition:
         except TemplateError as exc:
             raise DefinitionError(f"{self.where('auth', 'value')}: template error: {exc}") from None
 
-    def evaluate(self, path: tuple[str, ...], scope: dict[str, Any]) -> Any:
+    def evaluate(self, path: tuple[str, ...], scope: ExpressionScope) -> object:
         """Evaluate the response expression at ``path`` (e.g. ``("response", "text")``)."""
         read = self._expressions.get(path)
         if read is None:
             read = self.reader(path)
         return read(scope)
 
-    def reader(self, path: tuple[str, ...]) -> Callable[[dict[str, Any]], Any]:
+    def reader(self, path: tuple[str, ...]) -> Reader:
         """``lambda scope: self.evaluate(path, scope)``, with the expression looked up once (a caller can keep it)."""
         read = self._expressions.get(path)
         if read is not None:
@@ -489,7 +664,7 @@ class ProviderDefinition:
             source: str = node
             fast = _fast_path(source)
 
-            def read(scope: dict[str, Any]) -> Any:
+            def read(scope: ExpressionScope) -> object:
                 if fast is not None:
                     value = fast(scope)
                     if value is not _SLOW:
@@ -499,7 +674,7 @@ class ProviderDefinition:
         self._expressions[path] = read
         return read
 
-    def _jinja(self, path: tuple[str, ...], source: str, scope: dict[str, Any]) -> Any:
+    def _jinja(self, path: tuple[str, ...], source: str, scope: ExpressionScope) -> object:
         """The expression at ``path`` evaluated by Jinja, its errors as DefinitionError naming FILE:LINE."""
         try:
             value = _compile_expression(source)(**scope)
@@ -536,7 +711,7 @@ OPENAI_BODY = (
 _OPENAI_SCOPE = frozenset({"model", "messages", "system", "params", "tools"})
 
 
-def _openai_layout(scope: dict[str, Any]) -> Any:
+def _openai_layout(scope: RequestScope) -> Any:
     """The dict :data:`OPENAI_BODY` lays out, in plain Python, before its JSON round trip; ``_SLOW`` for unusual scopes.
 
     Rendering the body template cost a Jinja context and a JSON parse per
@@ -562,7 +737,7 @@ def _openai_layout(scope: dict[str, Any]) -> Any:
         return _SLOW
     if not all(type(key) is str for key in params):
         return _SLOW
-    body: dict[str, Any] = {
+    body: dict[str, object] = {  # values JSON may not hold raise tojson's TypeError in _openai_request
         "model": scope["model"],
         "messages": ([{"role": "system", "content": system}] if system else []) + messages,
     }
@@ -572,7 +747,7 @@ def _openai_layout(scope: dict[str, Any]) -> Any:
     return body
 
 
-def _openai_request(scope: dict[str, Any]) -> Any:
+def _openai_request(scope: RequestScope) -> Any:
     """``(body, bytes)`` as :meth:`ProviderDefinition.render_request_body` gives them, from :func:`_openai_layout`; or ``_SLOW``.
 
     The body is the layout after a ``json.dumps``/``json.loads`` round trip. The text
@@ -607,7 +782,7 @@ def _json_copy(value: Any) -> Any:
     (exact types: what ``json.loads(json.dumps(value))`` gives back equal); else ``_SLOW``."""
     kind = type(value)
     if kind is dict:
-        out: dict[str, Any] = {}
+        out: JSONObject = {}
         for key, item in value.items():
             if type(key) is not str:
                 return _SLOW
@@ -621,7 +796,7 @@ def _json_copy(value: Any) -> Any:
                 out[key] = item
         return out
     if kind is list:
-        items: list[Any] = []
+        items: JSONArray = []
         for item in value:
             t = type(item)
             if t is str or t is int or t is float or t is bool or item is None:
@@ -650,7 +825,7 @@ def _string_keys(value: Any) -> bool:
     return True
 
 
-def _openai_body(scope: dict[str, Any]) -> Any:
+def _openai_body(scope: RequestScope) -> Any:
     """What :data:`OPENAI_BODY` renders to, then ``json.loads``; ``_SLOW`` for unusual scopes."""
     found = _openai_request(scope)
     return found if found is _SLOW else found[0]
@@ -669,12 +844,12 @@ def _compile_expression(source: str) -> Any:
 #: ``response.choices[0].message.content or ""``: a name, then ``.field`` / ``[N]`` steps, then an optional ``or`` literal
 _PATH_EXPR = re.compile(r"\s*([A-Za-z_]\w*)((?:\s*(?:\.\s*[A-Za-z_]\w*|\[\s*\d+\s*\]))*)(?:\s+or\s+(\"\"|''|\[\]|none|None|0))?\s*")
 _STEP = re.compile(r"\.\s*([A-Za-z_]\w*)|\[\s*(\d+)\s*\]")
-_LITERALS: dict[str, Any] = {'""': "", "''": "", "[]": [], "none": None, "None": None, "0": 0}
+_LITERALS: dict[str, JSON] = {'""': "", "''": "", "[]": [], "none": None, "None": None, "0": 0}
 _SLOW = object()  # "the fast path cannot say: ask Jinja"
 
 
 @lru_cache(maxsize=256)
-def _fast_path(source: str) -> Callable[[dict[str, Any]], Any] | None:
+def _fast_path(source: str) -> Reader | None:
     """A plain-Python reader for the common response expressions, or None.
 
     Rendering a Jinja expression costs a context per call, and a response is
@@ -700,8 +875,8 @@ def _fast_path(source: str) -> Callable[[dict[str, Any]], Any] | None:
     has_default = literal is not None
     default = _LITERALS.get(literal or "")
 
-    def read(scope: dict[str, Any]) -> Any:
-        node = scope.get(name, _SLOW)
+    def read(scope: ExpressionScope) -> object:
+        node: Any = scope.get(name, _SLOW)
         if node is _SLOW:
             return _SLOW
         for step in steps:
@@ -748,7 +923,7 @@ def plain_path(source: str) -> tuple[str, tuple[str | int, ...]] | None:
 _PLAIN_SCALARS = frozenset({str, int, float, bool, dict, type(None)})
 
 
-def _nothing(scope: dict[str, Any]) -> Any:
+def _nothing(scope: ExpressionScope) -> None:
     """The reader of an expression the definition does not have."""
     return None
 
@@ -875,39 +1050,40 @@ def _parse_definition(path: Path, shown: str, text: str, shipped: bool) -> Provi
         issues.sort(key=lambda i: i.line or 0)
         raise ConfigError(issues)
 
-    auth = data.get("auth") or {}
-    errors = data.get("errors") or {}
-    request = data["request"]
+    file = cast(DefinitionFile, data)  # the schema accepted it: DefinitionFile says what PROVIDER_SCHEMA does
+    auth = file.get("auth") or AuthSection()
+    errors = file.get("errors") or ErrorsSection()
+    request = file["request"]
     return ProviderDefinition(
         name=stem,
         source=path,
         shipped=shipped,
         loaded=loaded,
-        description=str(data.get("description") or ""),
-        base_url=data.get("base_url"),
+        description=str(file.get("description") or ""),
+        base_url=file.get("base_url"),
         auth_header=auth.get("header"),
         auth_value=auth.get("value", "{{ api_key }}"),
         auth_env=auth.get("env"),
         auth_required=bool(auth.get("required", False)),
-        headers=dict(data.get("headers") or {}),
+        headers=dict(file.get("headers") or {}),
         method=request.get("method", "POST"),
         path=request["path"],
         body=request["body"],
-        response=data["response"],
+        response=file["response"],
         error_message=errors.get("message"),
         rate_limited=_error_class(errors.get("rate_limited")),
         retryable=_error_class(errors.get("retryable")),
         fatal=_error_class(errors.get("fatal")),
         retry_after_header=errors.get("retry_after_header", "Retry-After"),
-        json_mode_params=dict((data.get("json_mode") or {}).get("params") or {}),
-        pricing={model: Price.from_mapping(p) for model, p in (data.get("pricing") or {}).items()},
-        embeddings=_embeddings_request(data.get("embeddings")),
-        stream=_stream_spec(data.get("stream")),
-        known_params=tuple(data["params"]) if isinstance(data.get("params"), list) else None,
+        json_mode_params=dict((file.get("json_mode") or JsonModeSection()).get("params") or {}),
+        pricing={model: Price.from_mapping(p) for model, p in (file.get("pricing") or {}).items()},
+        embeddings=_embeddings_request(file.get("embeddings")),
+        stream=_stream_spec(file.get("stream")),
+        known_params=tuple(file["params"]) if "params" in file else None,
     )
 
 
-def _stream_spec(spec: Any) -> StreamSpec | None:
+def _stream_spec(spec: StreamSection | None) -> StreamSpec | None:
     if not spec:
         return None
     end = spec["end"]
@@ -915,24 +1091,24 @@ def _stream_spec(spec: Any) -> StreamSpec | None:
         params=dict(spec["params"]),
         end_data=end.get("data"),
         end_event=end.get("event"),
-        events={str(k): dict(v or {}) for k, v in spec["events"].items()},
+        events={str(k): v.copy() if v else StreamEventSection() for k, v in spec["events"].items()},
         default=bool(spec.get("default", False)),
     )
 
 
-def _embeddings_request(spec: Any) -> EmbeddingsRequest | None:
+def _embeddings_request(spec: EmbeddingsSection | None) -> EmbeddingsRequest | None:
     if not spec:
         return None
     return EmbeddingsRequest(
         method=spec.get("method", "POST"),
         path=spec["path"],
         body=spec["body"],
-        has_input_tokens="input_tokens" in (spec.get("usage") or {}),
+        has_input_tokens="input_tokens" in (spec.get("usage") or EmbeddingsUsageSection()),
     )
 
 
-def _error_class(spec: Any) -> ErrorClass:
-    spec = spec or {}
+def _error_class(spec: ErrorClassSection | None) -> ErrorClass:
+    spec = spec or ErrorClassSection()
     return ErrorClass(frozenset(spec.get("status") or ()), tuple(regexes.compile_user(p) for p in spec.get("body") or ()))
 
 
@@ -989,18 +1165,24 @@ def _template_issues(loaded: Loaded) -> list[Issue]:
 # --- a target's params against its definition -------------------------------------
 
 
-def stream_requested(spec: Mapping[str, Any], definition: ProviderDefinition) -> bool:
+def _stream_and_params(spec: ProviderTargetSpec | Mapping[str, object]) -> tuple[object, object]:
+    """A provider target's ``stream`` and ``params``: its record's, or (while a config is checked) its entry's as written."""
+    if isinstance(spec, ProviderTargetSpec):
+        return spec.stream, spec.params
+    return spec.get("stream"), spec.get("params")
+
+
+def stream_requested(spec: ProviderTargetSpec | Mapping[str, object], definition: ProviderDefinition) -> bool:
     """Whether a provider target streams: its ``stream:``, else ``params: {stream: ...}``, else the definition's default."""
-    value = spec.get("stream")
+    value, params = _stream_and_params(spec)
     if value is None:
-        params = spec.get("params")
-        value = params.get("stream") if isinstance(params, dict) else None
+        value = params.get("stream") if isinstance(params, Mapping) else None
     if value is None or not isinstance(value, bool):  # a templated params.stream is sent as it is
         return definition.stream is not None and definition.stream.default
     return value
 
 
-def target_problems(spec: Mapping[str, Any], definition: ProviderDefinition) -> list[tuple[KeyPath, str, bool]]:
+def target_problems(spec: ProviderTargetSpec | Mapping[str, object], definition: ProviderDefinition) -> list[tuple[KeyPath, str, bool]]:
     """What a provider target's ``stream``/``params`` get wrong against its definition: ``(path under the target, message, is_warning)``.
 
     A target that streams with a definition that has no ``stream:`` section is an error; a
@@ -1010,9 +1192,9 @@ def target_problems(spec: Mapping[str, Any], definition: ProviderDefinition) -> 
     from evalx.common.documents import did_you_mean
 
     problems: list[tuple[KeyPath, str, bool]] = []
-    params = spec.get("params")
+    stream, params = _stream_and_params(spec)
     if definition.stream is None and stream_requested(spec, definition):
-        path: KeyPath = ("stream",) if spec.get("stream") is not None else ("params", "stream")
+        path: KeyPath = ("stream",) if stream is not None else ("params", "stream")
         problems.append(
             (
                 path,
@@ -1026,7 +1208,7 @@ def target_problems(spec: Mapping[str, Any], definition: ProviderDefinition) -> 
             )
         )
     known = definition.known_params
-    if known is not None and isinstance(params, dict):
+    if known is not None and isinstance(params, Mapping):
         allowed = set(known) | {"stream"}
         for key in params:
             if isinstance(key, str) and key not in allowed:

@@ -57,17 +57,17 @@ from __future__ import annotations
 import hashlib
 import json
 import time
-from typing import Any
+from collections.abc import Mapping
 
+from evalx.common.json_types import JSON, JSONObject, Message
 from evalx.common.templates import TemplateRenderError, render_value
-from evalx.common.typeschema import build
 from evalx.errors import EngineRateLimited, TargetError, TargetProtocolError
 from evalx.models import Cell, ToolCall, Trajectory, Usage, token_count, usd_amount
 from evalx.results.figures import finite
-from evalx.targets.base import RunContext, task_id, template_context
+from evalx.targets.base import RunContext, TemplateContext, task_id, template_context
 from evalx.targets.definitions import Price
 from evalx.targets.settings import TargetSettings
-from evalx.targets.spec import EngineTargetSpec
+from evalx.targets.spec import EngineTargetSpec, TargetSpec, record_of, written_entry
 from evalx.targets.transport.http import Backoff, HttpClient, shown_url
 from evalx.targets.transport.sse import ServerSentEvent, SSEDecoder
 
@@ -84,11 +84,11 @@ KEY_HEADER = "X-Engine-Key"
 class EngineTarget:
     type = "engine"
 
-    def __init__(self, spec: dict[str, Any], settings: TargetSettings) -> None:
-        entry = build(EngineTargetSpec, spec)
+    def __init__(self, spec: TargetSpec | Mapping[str, object], settings: TargetSettings) -> None:
+        entry = record_of(EngineTargetSpec, spec)
         self.entry = entry
         self.id = entry.id
-        self.spec = spec  # as written: the cache key and the templates' ``target`` are made from it
+        self.spec = written_entry(spec)  # as written: the cache key and the templates' ``target`` are made from it
         self.settings = settings
         self.end_event: str | None = entry.end_event or None
         self.max_events = DEFAULT_MAX_EVENTS if entry.max_events is None else entry.max_events
@@ -141,11 +141,12 @@ class EngineTarget:
         headers = hashlib.sha256(json.dumps(self.headers, sort_keys=True, default=str).encode("utf-8")).hexdigest()
         return make_key(self.type, run.redactor.obj(self.spec), case, cell.repeat, self.url, body, headers)
 
-    def body(self, cell: Cell, run: RunContext) -> dict[str, Any]:
+    def body(self, cell: Cell, run: RunContext) -> JSONObject:
         """The JSON body for one cell: the template, or the case input, plus ``task_id``."""
         tid = task_id(run.run_id, cell)
+        body: JSONObject
         if self.entry.body is not None:
-            body = self._render(template_context(cell, run, self.spec))
+            body = self._render(template_context(cell, run, self.entry, self.spec))
         elif isinstance(cell.case.input, dict):
             body = dict(cell.case.input)
         else:
@@ -153,15 +154,16 @@ class EngineTarget:
         body.setdefault("task_id", tid)
         return body
 
-    def turn_body(self, cell: Cell, run: RunContext, message: Any, turn: int) -> dict[str, Any]:
+    def turn_body(self, cell: Cell, run: RunContext, message: JSON, turn: int) -> JSONObject:
         """The JSON body of one turn of a conversation: a single-turn body for ``message``, plus the conversation's ``task_id`` and ``turn``.
 
         A ``body:`` template sees the turn's message as ``case.input``, the
         conversation id as ``task_id`` and the turn number as ``turn``.
         """
         tid = conversation_id(run.run_id, cell)
+        body: JSONObject
         if self.entry.body is not None:
-            context = template_context(cell, run, self.spec)
+            context = template_context(cell, run, self.entry, self.spec)
             context["case"]["input"] = message
             context["task_id"] = tid
             context["turn"] = turn
@@ -174,7 +176,7 @@ class EngineTarget:
         body["turn"] = turn
         return body
 
-    def _render(self, context: dict[str, Any]) -> dict[str, Any]:
+    def _render(self, context: TemplateContext) -> JSONObject:
         try:
             body = render_value(self.entry.body, context)
         except TemplateRenderError as exc:
@@ -186,7 +188,7 @@ class EngineTarget:
     async def invoke(self, cell: Cell, run: RunContext) -> Trajectory:
         return await self._post(cell, run, None, 0)
 
-    async def converse(self, cell: Cell, run: RunContext, history: list[dict[str, Any]], turn: int) -> Trajectory:
+    async def converse(self, cell: Cell, run: RunContext, history: list[Message], turn: int) -> Trajectory:
         """One turn of a conversation: POST the last user message of ``history`` under the conversation's ``task_id``.
 
         The engine keeps the conversation's state, so only the new message is
@@ -196,7 +198,7 @@ class EngineTarget:
             raise TargetError(f"turn {turn}: no user message to send")
         return await self._post(cell, run, history[-1].get("content"), turn)
 
-    async def _post(self, cell: Cell, run: RunContext, message: Any, turn: int) -> Trajectory:
+    async def _post(self, cell: Cell, run: RunContext, message: JSON, turn: int) -> Trajectory:
         """POST one request (a cell's, or turn ``turn`` of its conversation when ``turn`` > 0) and read its stream."""
         if self._client is None:
             raise RuntimeError("EngineTarget.invoke() before start()")
@@ -231,7 +233,7 @@ class EngineTarget:
             traj.raw = {**(traj.raw or {}), "attempts": len(retried) + 1, "retried_after": retried}
         return traj
 
-    async def _attempt(self, client: HttpClient, body: dict[str, Any], t0: float) -> Trajectory:
+    async def _attempt(self, client: HttpClient, body: JSONObject, t0: float) -> Trajectory:
         run = _Collector(t0, self.max_events)
         async with client.stream("POST", self.url, json=body, headers=self.headers, idle_timeout_s=self.settings.idle_timeout_s) as resp:
             await resp.raise_for_status(key_hint=f"api_key, sent as {KEY_HEADER}")
@@ -273,7 +275,7 @@ class EngineTarget:
         run.n_events += 1
         kind = event.event
         try:
-            payload: Any = json.loads(event.data) if event.data.strip() else {}
+            payload: JSON = json.loads(event.data) if event.data.strip() else {}
         except ValueError as exc:
             if kind == "message" and event.data.strip() == "[DONE]":  # OpenAI-style end marker
                 run.store("done", event.data, event)
@@ -289,10 +291,12 @@ class EngineTarget:
             raise TargetProtocolError(
                 f"malformed JSON in the data of '{kind}' event #{run.n_events} from {self.shown}: {reason} ({where})"
             ) from None
-        if kind == "message" and isinstance(payload, dict) and isinstance(payload.get("type"), str):
-            kind = payload["type"]
+        if kind == "message" and isinstance(payload, dict):
+            typed = payload.get("type")
+            if isinstance(typed, str):
+                kind = typed
         run.store(kind, payload, event)
-        data = payload if isinstance(payload, dict) else {"value": payload}
+        data: JSONObject = payload if isinstance(payload, dict) else {"value": payload}
 
         if kind == "text_delta":
             text = payload if isinstance(payload, str) else data.get("text", data.get("delta", ""))
@@ -345,7 +349,7 @@ def conversation_id(run_id: str, cell: Cell) -> str:
     return f"{task_id(run_id, cell)}-c{cell.index}"
 
 
-def _error_message(data: dict[str, Any]) -> str:
+def _error_message(data: JSONObject) -> str:
     """The message of an error event or an error an end event carries: ``message``, ``error`` (text or ``{message}``), ``detail``, ``value``."""
     for key in ("message", "error", "detail", "value"):
         value = data.get(key)
@@ -357,7 +361,7 @@ def _error_message(data: dict[str, Any]) -> str:
     return ""
 
 
-def _failure(data: dict[str, Any]) -> str | None:
+def _failure(data: JSONObject) -> str | None:
     """Why an end event says the run failed (an ``error``, a ``status`` of error/failed), else None."""
     error = data.get("error")
     status = data.get("status")
@@ -386,7 +390,7 @@ class _Collector:
         self.turns = 0
         self.turn_max: int | None = None
         self.iterations: int | None = None
-        self.events: list[dict[str, Any]] = []
+        self.events: list[JSONObject] = []
         self.event_chars = 0
         self.truncated = False
         self.n_events = 0
@@ -394,13 +398,13 @@ class _Collector:
     def _ms(self) -> float:
         return round((time.perf_counter() - self.t0) * 1000.0, 3)
 
-    def store(self, kind: str, payload: Any, event: ServerSentEvent) -> None:
+    def store(self, kind: str, payload: JSON, event: ServerSentEvent) -> None:
         size = len(event.data)
         if len(self.events) >= self.max_events or self.event_chars + size > MAX_EVENT_CHARS:
             self.truncated = True
             return
         self.event_chars += size
-        stored: dict[str, Any] = {"type": kind, "data": payload, "t_ms": self._ms()}
+        stored: JSONObject = {"type": kind, "data": payload, "t_ms": self._ms()}
         if event.id:
             stored["id"] = event.id
         self.events.append(stored)
@@ -411,7 +415,7 @@ class _Collector:
             self.ttft_ms = self._ms()
         self.text.append(text)
 
-    def attach_result(self, data: dict[str, Any]) -> None:
+    def attach_result(self, data: JSONObject) -> None:
         result = data.get("result", data.get("output", data.get("content")))
         call_id = data.get("id", data.get("call_id"))
         index = self.call_ids.get(str(call_id)) if isinstance(call_id, (str, int)) else None
@@ -423,7 +427,7 @@ class _Collector:
         if index is not None:
             self.tool_calls[index].result = result
 
-    def add_usage(self, data: dict[str, Any], kind: str, where: str) -> None:
+    def add_usage(self, data: JSONObject, kind: str, where: str) -> None:
         """Add a usage event's counts and cost; a figure that is negative, not finite or not a number is a protocol error."""
         usage, get = self.usage, data.get
         n = get("input_tokens")
@@ -454,17 +458,18 @@ class _Collector:
         if stop and isinstance(stop, str):
             self.stop_reason = stop
 
-    def iteration(self, data: dict[str, Any]) -> None:
+    def iteration(self, data: JSONObject) -> None:
         self.turns += 1
         for key in ("iteration", "turn", "n"):
             value = data.get(key)
             if isinstance(value, int) and not isinstance(value, bool):
                 self.turn_max = max(self.turn_max or 0, value)
 
-    def finish(self, data: dict[str, Any], where: str) -> None:
+    def finish(self, data: JSONObject, where: str) -> None:
         """The terminating event may carry totals the stream did not send on its own."""
-        if not self.saw_usage and isinstance(data.get("usage"), dict):
-            self.add_usage(data["usage"], "done", where)
+        usage = data.get("usage")
+        if not self.saw_usage and isinstance(usage, dict):
+            self.add_usage(usage, "done", where)
         if not self.saw_text:
             final = data.get("text", data.get("output"))
             if isinstance(final, str) and final:
@@ -501,7 +506,7 @@ _USAGE_KEYS = {
 }
 
 
-def _count(data: dict[str, Any], field: str, kind: str, where: str) -> int:
+def _count(data: JSONObject, field: str, kind: str, where: str) -> int:
     """A usage count that is not a plain int of 0 or more: as an int, or a protocol error naming the key it came under."""
     key = next(k for k in _USAGE_KEYS[field] if data.get(k) is not None)
     try:

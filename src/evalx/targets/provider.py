@@ -40,19 +40,31 @@ import hashlib
 import json
 import os
 import time
-from collections.abc import Awaitable, Callable
-from typing import Any, NamedTuple
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any, NamedTuple, TypedDict
 
+from evalx.common.json_types import JSON, JSONObject, Message
 from evalx.common.redaction import SECRET_KEYS, harmless_header, looks_secret_name
 from evalx.common.templates import TemplateRenderError, render, render_value
-from evalx.common.typeschema import build
 from evalx.errors import ConfigError, DefinitionError, Issue, StreamErrorEvent, TargetError, TargetProtocolError, TargetTimeout
 from evalx.models import Cell, ToolCall, Trajectory, Usage, token_count
-from evalx.targets.base import RunContext, template_context
-from evalx.targets.definitions import Price, ProviderDefinition, find_provider, plain_path, stream_requested, target_problems
+from evalx.targets.base import RunContext, TemplateContext, template_context
+from evalx.targets.definitions import (
+    ExpressionScope,
+    Price,
+    ProviderDefinition,
+    Reader,
+    RequestScope,
+    ToolDefinition,
+    UsageSection,
+    find_provider,
+    plain_path,
+    stream_requested,
+    target_problems,
+)
 from evalx.targets.provider_stream import StreamAssembler, carries_error
 from evalx.targets.settings import TargetSettings
-from evalx.targets.spec import ProviderTargetSpec
+from evalx.targets.spec import ProviderTargetSpec, TargetSpec, record_of, written_entry
 from evalx.targets.transport.http import (
     Backoff,
     HttpClient,
@@ -80,14 +92,55 @@ NO_STREAM_USAGE = "the stream sent no usage: token counts unknown"
 _UNKEYED = frozenset({"name", "description", "pricing", "params", "stream"})
 
 
+class ProviderRequest(NamedTuple):
+    """One request as rendered for a cell (headers live on the target)."""
+
+    method: str
+    url: str
+    #: the decoded body
+    body: JSON
+    #: the body as the bytes to send when rendering made them already, else None (the client encodes ``body``)
+    data: bytes | None = None
+
+
+class SentRequest(TypedDict):
+    """A provider cell's ``request`` in results: what was sent, secret headers left out."""
+
+    method: str
+    url: str
+    headers: dict[str, str]
+    body: JSON
+
+
+class RawAnswer(TypedDict, total=False):
+    """A provider cell's ``raw`` in results: what the answer said beyond the trajectory's fields."""
+
+    stop_reason: object
+    tool_call_ids: list[object]
+    #: the decoded response (when under ``_MAX_RAW_CHARS``)
+    response: JSON
+    #: a streamed answer's event count
+    stream_events: int
+    #: a streamed answer that sent no usage: ``usage: null`` and why
+    usage: None
+    usage_note: str
+
+
+class EmbeddingUsage(TypedDict):
+    """What one :meth:`ProviderTarget.embed` call used."""
+
+    input_tokens: int
+    cost_usd: float | None
+
+
 class ProviderTarget:
     type = "provider"
 
-    def __init__(self, spec: dict[str, Any], settings: TargetSettings) -> None:
-        entry = build(ProviderTargetSpec, spec)
+    def __init__(self, spec: TargetSpec | Mapping[str, object], settings: TargetSettings) -> None:
+        entry = record_of(ProviderTargetSpec, spec)
         self.entry = entry
         self.id = entry.id
-        self.spec = spec  # as written: the definition's checks, the templates' ``target`` and the cache key read it
+        self.spec = written_entry(spec)  # as written: the templates' ``target`` and generic cache keys read it
         self.settings = settings
         self.provider = entry.provider
         self.model = str(entry.model)  # a matrix variant's model is checked to be a string; str() keeps the key stable
@@ -99,20 +152,20 @@ class ProviderTarget:
         self.key_hint = "api_key"
         self.headers: dict[str, str] = {}
         self.public_headers: dict[str, str] = {}
-        self.tools: list[dict[str, Any]] = []
+        self.tools: list[ToolDefinition] = []
         self.price: Price | None = None
         self.client: HttpClient | None = None
         self.limiter: RateLimiter | None = None
         #: awaited before each invoke()/embed() when a rate limit is set (see :meth:`_wait_turn`)
         self.pacer: Callable[[], Awaitable[None]] | None = None
         self._prepaid = 0  # rate-limit slots taken by pacer() and not yet used by a request
-        self._redact: Any = None
+        self._redact: Callable[[str], str] | None = None
         self._readers: _Readers | None = None
         self._readers_of: ProviderDefinition | None = None  # the definition _readers were made from
         self._key_base = ""  # the cache key's part that is the same for every cell (set by start())
         #: whether answers are streamed (``stream: true``, ``params: {stream: true}`` or the definition's default)
         self.streaming = False
-        self._params: dict[str, Any] = dict(entry.params or {})  # the target's params, less its ``stream`` switch
+        self._params: Mapping[str, object] = dict(entry.params or {})  # the target's params, less its ``stream`` switch
 
     # -- lifecycle ---------------------------------------------------------------
 
@@ -159,11 +212,11 @@ class ProviderTarget:
                 raise ConfigError(str(exc)) from None
             secret_headers.add(definition.auth_header.lower())
         self.headers = headers
-        for path, message, warning in target_problems(self.spec, definition):
+        for path, message, warning in target_problems(self.entry, definition):
             if not warning:
                 raise ConfigError(Issue(where, None, ".".join(str(p) for p in path), message))
-        self.streaming = stream_requested(self.spec, definition)
-        params: dict[str, Any] = dict(self.entry.params or {})
+        self.streaming = stream_requested(self.entry, definition)
+        params = dict(self.entry.params or {})
         if isinstance(params.get("stream"), bool):
             del params["stream"]  # the switch, not a param sent as it is
         if self.streaming:
@@ -217,17 +270,16 @@ class ProviderTarget:
 
     # -- requests ----------------------------------------------------------------
 
-    def render_request(self, cell: Cell, run: RunContext, history: list[dict[str, Any]] | None = None) -> dict[str, Any]:
-        """The request for one cell: ``{method, url, body, data}`` (headers live on the target).
+    def render_request(self, cell: Cell, run: RunContext, history: list[Message] | None = None) -> ProviderRequest:
+        """The request for one cell.
 
-        ``data`` is the body as the bytes to send when rendering made them already, else None.
         ``history``: a conversation's messages so far (:meth:`converse`), sent instead of the prompt.
         """
         assert self.definition is not None, "start() first"
-        ctx = _LazyContext(cell, run, self.spec)
+        ctx = _LazyContext(cell, run, self)
         try:
             system, messages = self._messages(cell, ctx) if history is None else self._conversation(cell, ctx, history)
-            params = self._params
+            params: object = self._params
             if params:
                 params = render_value(params, ctx.get(), field="params")
         except TemplateRenderError as exc:
@@ -236,7 +288,7 @@ class ProviderTarget:
             raise TargetError(f"target {self.id!r}: params must be a mapping")
         if self.json_mode:
             params = {**self.definition.json_mode_params, **params}
-        scope = {
+        scope: RequestScope = {
             "model": self.model,
             "messages": messages,
             "system": system,
@@ -248,9 +300,9 @@ class ProviderTarget:
             body, data = self.definition.render_request_body(scope)
         except DefinitionError as exc:
             raise TargetError(str(exc)) from None
-        return {"method": self.definition.method, "url": self.url, "body": body, "data": data}
+        return ProviderRequest(self.definition.method, self.url, body, data)
 
-    def _messages(self, cell: Cell, ctx: _LazyContext) -> tuple[str | None, list[dict[str, Any]]]:
+    def _messages(self, cell: Cell, ctx: _LazyContext) -> tuple[str | None, list[JSONObject]]:
         """``(system, messages)``: the conversation without system turns, and the system text."""
         system_parts: list[str] = []
         if cell.case.system:  # a case's own system prompt is the more specific one
@@ -269,7 +321,7 @@ class ProviderTarget:
                 raw_messages = [{"role": "user", "content": value}]
             else:
                 raw_messages = [{"role": "user", "content": json.dumps(value, ensure_ascii=False)}]
-        messages: list[dict[str, Any]] = []
+        messages: list[JSONObject] = []
         for i, m in enumerate(raw_messages):
             if not isinstance(m, dict) or "role" not in m or "content" not in m:
                 raise TargetError(f"target {self.id!r}: messages[{i}] must be a mapping with role and content")
@@ -279,7 +331,7 @@ class ProviderTarget:
                 messages.append(dict(m))
         return ("\n\n".join(system_parts) if system_parts else None), messages
 
-    def _conversation(self, cell: Cell, ctx: _LazyContext, history: list[dict[str, Any]]) -> tuple[str | None, list[dict[str, Any]]]:
+    def _conversation(self, cell: Cell, ctx: _LazyContext, history: list[Message]) -> tuple[str | None, list[JSONObject]]:
         """``(system, messages)`` for a turn of a conversation: the system prompt as for a cell, then the history.
 
         The ``prompt:``/``messages:`` templates are not used: the turns are the user messages. An assistant
@@ -292,7 +344,7 @@ class ProviderTarget:
         elif self.entry.system:
             system = render(self.entry.system, ctx.get(), field="system")
         openai = self.definition is not None and self.definition.name in ("openai", "ollama")
-        messages: list[dict[str, Any]] = []
+        messages: list[JSONObject] = []
         ids: list[str] = []
         for n, m in enumerate(history):
             role = m["role"]
@@ -301,18 +353,19 @@ class ProviderTarget:
                     content = m["content"] if isinstance(m["content"], str) else json.dumps(m["content"], ensure_ascii=False)
                     messages.append({"role": "tool", "tool_call_id": ids[m.get("tool_call_index", 0)], "content": content})
                 continue
-            if role == "assistant" and m.get("tool_calls") and openai:
-                ids = [f"call_{n}_{i}" for i in range(len(m["tool_calls"]))]
-                calls = [
+            tool_calls = m.get("tool_calls")
+            if role == "assistant" and tool_calls and openai:
+                ids = [f"call_{n}_{i}" for i in range(len(tool_calls))]
+                calls: list[JSON] = [
                     {"id": ids[i], "type": "function", "function": {"name": c["name"], "arguments": json.dumps(c.get("args") or {})}}
-                    for i, c in enumerate(m["tool_calls"])
+                    for i, c in enumerate(tool_calls)
                 ]
                 messages.append({"role": "assistant", "content": m["content"] or None, "tool_calls": calls})
                 continue
             messages.append({"role": role, "content": m["content"]})
         return system, messages
 
-    def cache_key(self, cell: Cell, run: RunContext, history: list[dict[str, Any]] | None = None) -> str | None:
+    def cache_key(self, cell: Cell, run: RunContext, history: list[Message] | None = None) -> str | None:
         """sha256 of what is the same for every cell (provider, model, URLs, definition, headers: see start()),
         the rendered body (with ``history`` as its messages, for a conversation's turn) and the repeat index — never the API key."""
         from evalx.targets.transport.cache import make_key
@@ -321,7 +374,7 @@ class ProviderTarget:
             request = self.render_request(cell, run, history)  # rendered again by invoke() on a miss: cheap, templates are compiled once
         except TargetError:
             return None  # invoke() reports it
-        return make_key("provider", self._key_base, request["method"], request["body"], cell.repeat)
+        return make_key("provider", self._key_base, request.method, request.body, cell.repeat)
 
     def restore_cached(self, traj: Trajectory) -> None:
         """Reprice a cached answer with today's pricing (a price added later applies to cached cells)."""
@@ -332,7 +385,7 @@ class ProviderTarget:
         else:
             traj.cost_usd = self._cost(traj.usage)
 
-    async def _send(self, request: dict[str, Any]) -> HttpResponse:
+    async def _send(self, request: ProviderRequest) -> HttpResponse:
         """One request through the shared client: rate limit, retries with backoff, the definition's error mapping."""
         client, limiter = self.client, self.limiter
         assert client is not None, "start() first"
@@ -344,10 +397,10 @@ class ProviderTarget:
                 else:  # a retry, or a caller that did not wait its turn first
                     await limiter.acquire()
             resp = await client.request_json(
-                request["method"],
-                request["url"],
-                json=request["body"],
-                encoded=request.get("data"),
+                request.method,
+                request.url,
+                json=request.body,
+                encoded=request.data,
                 headers=self.headers,
                 raise_for_status=False,
             )
@@ -360,18 +413,18 @@ class ProviderTarget:
 
         return await client.retrying(attempt)  # retries stop before the cell's (or judge call's) deadline
 
-    async def converse(self, cell: Cell, run: RunContext, history: list[dict[str, Any]], turn: int) -> Trajectory:
+    async def converse(self, cell: Cell, run: RunContext, history: list[Message], turn: int) -> Trajectory:
         """One turn of a conversation: the growing history sent as the request's messages (streamed with ``stream: true``)."""
         return await self.invoke(cell, run, history)
 
-    async def invoke(self, cell: Cell, run: RunContext, history: list[dict[str, Any]] | None = None) -> Trajectory:
+    async def invoke(self, cell: Cell, run: RunContext, history: list[Message] | None = None) -> Trajectory:
         assert self.definition is not None and self.client is not None, "start() first"
         if self.streaming:
             return await self._invoke_streamed(cell, run, history)
         request = self.render_request(cell, run, history)
         resp = await self._send(request)
         data = resp.json_body()
-        public = {"method": request["method"], "url": request["url"], "headers": dict(self.public_headers), "body": request["body"]}
+        public = self._public(request)
         try:
             traj = self._trajectory(data, resp)
         except DefinitionError as exc:
@@ -381,13 +434,16 @@ class ProviderTarget:
 
     # -- streamed answers (stream: true) --------------------------------------------
 
-    async def _invoke_streamed(self, cell: Cell, run: RunContext, history: list[dict[str, Any]] | None = None) -> Trajectory:
+    def _public(self, request: ProviderRequest) -> SentRequest:
+        return {"method": request.method, "url": request.url, "headers": dict(self.public_headers), "body": request.body}
+
+    async def _invoke_streamed(self, cell: Cell, run: RunContext, history: list[Message] | None = None) -> Trajectory:
         """The cell's answer streamed (the definition's ``stream:`` section), with ``ttft_ms`` from the cell's start."""
         client = self.client
         assert client is not None
         t0 = time.perf_counter()
         request = self.render_request(cell, run, history)
-        public = {"method": request["method"], "url": request["url"], "headers": dict(self.public_headers), "body": request["body"]}
+        public = self._public(request)
         try:
             traj = await client.retrying(lambda: self._stream_attempt(request, t0))
         except DefinitionError as exc:
@@ -398,7 +454,7 @@ class ProviderTarget:
         traj.request = public
         return traj
 
-    async def _stream_attempt(self, request: dict[str, Any], t0: float) -> Trajectory:
+    async def _stream_attempt(self, request: ProviderRequest, t0: float) -> Trajectory:
         client, limiter, d = self.client, self.limiter, self.definition
         assert client is not None and d is not None
         if limiter is not None:
@@ -409,7 +465,7 @@ class ProviderTarget:
         shown = shown_url(self.url)
         headers = {"Accept": "text/event-stream", **self.headers}
         async with client.stream(
-            request["method"], request["url"], json=request["body"], headers=headers, idle_timeout_s=self.settings.idle_timeout_s
+            request.method, request.url, json=request.body, headers=headers, idle_timeout_s=self.settings.idle_timeout_s
         ) as resp:
             if resp.status >= 400 or resp.content_type in ("application/json", "application/problem+json"):
                 # an error status, or a server that answered the request whole: read as a non-streamed answer
@@ -450,7 +506,7 @@ class ProviderTarget:
             output_tokens=assembler.output_tokens or 0,
             cache_hit_tokens=assembler.cached_tokens or 0,
         )
-        raw: dict[str, Any] = {"stream_events": assembler.n_events}
+        raw: RawAnswer = {"stream_events": assembler.n_events}
         if stop is not None:
             raw["stop_reason"] = stop
         if any(i is not None for i in ids):
@@ -472,7 +528,7 @@ class ProviderTarget:
         """Whether the provider definition has an ``embeddings:`` request."""
         return self.definition is not None and self.definition.embeddings is not None
 
-    def _embeddings_request(self, text: str) -> dict[str, Any]:
+    def _embeddings_request(self, text: str) -> ProviderRequest:
         d = self.definition
         assert d is not None, "start() first"
         if d.embeddings is None:
@@ -481,7 +537,7 @@ class ProviderTarget:
             body = d.render_embeddings_body({"model": self.model, "input": text})
         except DefinitionError as exc:
             raise TargetError(str(exc)) from None
-        return {"method": d.embeddings.method, "url": self.base_url + "/" + d.embeddings.path.lstrip("/"), "body": body}
+        return ProviderRequest(d.embeddings.method, self.base_url + "/" + d.embeddings.path.lstrip("/"), body)
 
     def embedding_cache_key(self, text: str) -> str | None:
         """sha256 of provider, model, base URL and the rendered embeddings request — never the key."""
@@ -491,19 +547,19 @@ class ProviderTarget:
             request = self._embeddings_request(text)
         except TargetError:
             return None  # embed() reports it
-        return make_key("embedding", self.provider, self.model, self.base_url, request["method"], request["url"], request["body"])
+        return make_key("embedding", self.provider, self.model, self.base_url, request.method, request.url, request.body)
 
     def embedding_cost(self, input_tokens: int) -> float | None:
         """USD for embedding ``input_tokens`` (input price only); None when no price is known."""
         return None if self.price is None else self.price.cost(input_tokens, 0)
 
-    async def embed(self, text: str, run: RunContext) -> tuple[list[float], dict[str, Any]]:
+    async def embed(self, text: str, run: RunContext) -> tuple[list[float], EmbeddingUsage]:
         """The embedding of ``text`` and its usage ``{input_tokens, cost_usd}``, through the same client and retries as invoke()."""
         assert self.definition is not None and self.client is not None, "start() first"
         d = self.definition
         request = self._embeddings_request(text)
         resp = await self._send(request)
-        scope = {"response": resp.json_body(), "status": resp.status, "headers": dict(resp.headers)}
+        scope: ExpressionScope = {"response": resp.json_body(), "status": resp.status, "headers": dict(resp.headers)}
         try:
             vector = d.evaluate(("embeddings", "vector"), scope)
             if (
@@ -517,7 +573,7 @@ class ProviderTarget:
             raise TargetProtocolError(f"reading the embeddings response of provider {self.provider!r}: {exc}") from None
         return [float(x) for x in vector], {"input_tokens": tokens, "cost_usd": self.embedding_cost(tokens)}
 
-    def _embedding_tokens(self, scope: dict[str, Any]) -> int:
+    def _embedding_tokens(self, scope: ExpressionScope) -> int:
         d = self.definition
         assert d is not None and d.embeddings is not None
         if not d.embeddings.has_input_tokens:
@@ -526,16 +582,18 @@ class ProviderTarget:
         if value is None:
             return 0
         try:
-            return max(0, int(value))
-        except (TypeError, ValueError):
-            raise DefinitionError(f"{d.where('embeddings', 'usage', 'input_tokens')}: expected a number of tokens, got {value!r}") from None
+            if isinstance(value, (int, float, str)):
+                return max(0, int(value))
+        except ValueError:
+            pass
+        raise DefinitionError(f"{d.where('embeddings', 'usage', 'input_tokens')}: expected a number of tokens, got {value!r}") from None
 
     # -- responses ---------------------------------------------------------------
 
-    def _trajectory(self, data: Any, resp: HttpResponse) -> Trajectory:
+    def _trajectory(self, data: JSON, resp: HttpResponse) -> Trajectory:
         d = self.definition
         assert d is not None
-        scope = {"response": data, "status": resp.status}
+        scope: ExpressionScope = {"response": data, "status": resp.status}
         if d.reads_headers:  # a dict of the headers per cell only for a definition that reads them
             scope["headers"] = dict(resp.headers)
         read = self._readers if self._readers is not None and self._readers_of is d else self._make_readers(d)
@@ -547,7 +605,7 @@ class ProviderTarget:
         stop = read.stop_reason(scope)
 
         calls: list[ToolCall] = []
-        ids: list[Any] = []
+        ids: list[object] = []
         spec = d.response.get("tool_calls")
         if spec:
             items = d.evaluate(("response", "tool_calls", "items"), scope)
@@ -556,7 +614,7 @@ class ProviderTarget:
             if not isinstance(items, list):
                 raise DefinitionError(f"{d.where('response', 'tool_calls', 'items')}: expected a list, got {type(items).__name__}")
             for item in items:
-                item_scope = {**scope, "item": item}
+                item_scope: ExpressionScope = {**scope, "item": item}
                 name = d.evaluate(("response", "tool_calls", "name"), item_scope)
                 if not isinstance(name, str) or not name:
                     raise DefinitionError(f"{d.where('response', 'tool_calls', 'name')}: a tool call has no name")
@@ -578,7 +636,7 @@ class ProviderTarget:
             output_tokens=output_tokens or 0,
             cache_hit_tokens=self._tokens(scope, "cached_tokens", read.cached_tokens) or 0,
         )
-        raw: dict[str, Any] = {}
+        raw: RawAnswer = {}
         if stop is not None:
             raw["stop_reason"] = stop
         if ids and any(i is not None for i in ids):
@@ -598,7 +656,7 @@ class ProviderTarget:
 
     def _make_readers(self, d: ProviderDefinition) -> _Readers:
         """The response expressions read for every answer, looked up once (None: a usage count the definition lacks)."""
-        usage = d.response.get("usage") or {}
+        usage = d.response.get("usage") or UsageSection()
 
         def count(key: str) -> Reader | None:
             return d.reader(("response", "usage", key)) if key in usage else None
@@ -615,7 +673,7 @@ class ProviderTarget:
         self._readers, self._readers_of = readers, d
         return readers
 
-    def _tokens(self, scope: dict[str, Any], key: str, read: Reader | None) -> int | None:
+    def _tokens(self, scope: ExpressionScope, key: str, read: Reader | None) -> int | None:
         """A usage count from the response; None when the definition or the response has none.
 
         A count that is negative, not finite or not a whole number is a DefinitionError naming the
@@ -624,7 +682,9 @@ class ProviderTarget:
         if read is None:
             return None
         value = read(scope)
-        if value is None or (type(value) is int and value >= 0):
+        if value is None:
+            return None
+        if type(value) is int and value >= 0:
             return value
         d = self.definition
         assert d is not None
@@ -668,10 +728,6 @@ class ProviderTarget:
         return TargetError(f"HTTP {status} from {url}{detail}", retryable=True, retry_after=retry_after)
 
 
-#: a response expression's reader (:meth:`ProviderDefinition.reader`)
-Reader = Callable[[dict[str, Any]], Any]
-
-
 class _Readers(NamedTuple):
     """The response expressions :meth:`ProviderTarget._trajectory` reads for every answer."""
 
@@ -686,12 +742,12 @@ class _Readers(NamedTuple):
     has_stop_reason: bool
 
 
-def _text_path(source: Any) -> tuple[str, tuple[str | int, ...]] | None:
+def _text_path(source: str | None) -> tuple[str, tuple[str | int, ...]] | None:
     """``(name, steps)`` of a text expression that is a plain path (with an optional ``or`` literal), else None."""
     return plain_path(source) if isinstance(source, str) else None
 
 
-def _no_answer(read: _Readers, scope: dict[str, Any], stop: Any) -> bool:
+def _no_answer(read: _Readers, scope: ExpressionScope, stop: object) -> bool:
     """For an empty answer (no text, no tool call): whether the response lacks the answer itself, not just its words.
 
     A plain-path text expression: a step of the path is missing (``choices: []``, no ``message``);
@@ -700,14 +756,16 @@ def _no_answer(read: _Readers, scope: dict[str, Any], stop: Any) -> bool:
     """
     if read.text_path is not None:
         name, steps = read.text_path
-        node: Any = scope.get(name)
+        node: object = scope.get(name)
         for step in steps:
             if isinstance(step, str):
                 if type(node) is not dict or step not in node:
                     return True
-            elif type(node) is not list or step >= len(node):
-                return True
-            node = node[step]
+                node = node[step]
+            else:
+                if type(node) is not list or step >= len(node):
+                    return True
+                node = node[step]
         return False
     return read.has_stop_reason and stop is None
 
@@ -740,15 +798,15 @@ def _key_base(
 class _LazyContext:
     """A cell's template context, built on first use: a target without templates never pays for it."""
 
-    __slots__ = ("_value", "cell", "run", "spec")
+    __slots__ = ("_value", "cell", "run", "target")
 
-    def __init__(self, cell: Cell, run: RunContext, spec: dict[str, Any]) -> None:
-        self.cell, self.run, self.spec = cell, run, spec
-        self._value: dict[str, Any] | None = None
+    def __init__(self, cell: Cell, run: RunContext, target: ProviderTarget) -> None:
+        self.cell, self.run, self.target = cell, run, target
+        self._value: TemplateContext | None = None
 
-    def get(self) -> dict[str, Any]:
+    def get(self) -> TemplateContext:
         if self._value is None:
-            self._value = template_context(self.cell, self.run, self.spec)
+            self._value = template_context(self.cell, self.run, self.target.entry, self.target.spec)
         return self._value
 
 
@@ -788,16 +846,17 @@ def _one_line(text: str, limit: int = 200) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
-def _normalize_tool(tool: Any, index: int, where: str) -> dict[str, Any]:
+def _normalize_tool(tool: object, index: int, where: str) -> ToolDefinition:
     """A tool as ``{name, description?, parameters?}``, from that form, OpenAI's or Anthropic's."""
-    if not isinstance(tool, dict):
+    if not isinstance(tool, Mapping):
         raise ConfigError(Issue(where, None, f"tools[{index}]", "a tool must be a mapping with a name"))
-    if tool.get("type") == "function" and isinstance(tool.get("function"), dict):
-        tool = tool["function"]
+    function = tool.get("function")
+    if tool.get("type") == "function" and isinstance(function, Mapping):
+        tool = function
     name = tool.get("name")
     if not isinstance(name, str) or not name:
         raise ConfigError(Issue(where, None, f"tools[{index}]", "a tool needs a name"))
-    out: dict[str, Any] = {"name": name}
+    out: ToolDefinition = {"name": name}
     if tool.get("description"):
         out["description"] = str(tool["description"])
     parameters = tool.get("parameters", tool.get("input_schema"))
@@ -812,8 +871,8 @@ def _answer(
     usage: Usage,
     cost: float | None,
     note: str | None,
-    raw: dict[str, Any] | None,
-    stop: Any,
+    raw: RawAnswer | None,
+    stop: object,
     *,
     ttft_ms: float | None = None,
 ) -> Trajectory:

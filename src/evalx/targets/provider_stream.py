@@ -30,12 +30,14 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from evalx.common.json_types import JSON, JSONObject
 from evalx.errors import DefinitionError, StreamErrorEvent, TargetProtocolError
 from evalx.models import ToolCall, token_count
-from evalx.targets.definitions import ProviderDefinition, StreamSpec
+from evalx.targets.definitions import ExpressionScope, ProviderDefinition, Reader, StreamSpec
 from evalx.targets.transport.sse import ServerSentEvent
 
 __all__ = ["StreamAssembler", "StreamErrorEvent", "carries_error"]
@@ -43,10 +45,8 @@ __all__ = ["StreamAssembler", "StreamErrorEvent", "carries_error"]
 #: characters of a server's error message (or of malformed arguments) quoted in a cell's error
 _QUOTE = 200
 
-Reader = Any  # Callable[[dict[str, Any]], Any]: a definition's expression reader
 
-
-def carries_error(body: dict[str, Any]) -> bool:
+def carries_error(body: JSONObject) -> bool:
     """Whether a 2xx JSON body (or a stream event's data) is an error: an ``error`` that is set, ``type: error``, ``object: error``."""
     error = body.get("error")
     return (
@@ -78,33 +78,33 @@ class _Handler:
 class _Call:
     """One tool call being put together from its pieces."""
 
-    index: Any
-    id: Any = None
+    index: object
+    id: object = None
     name: str = ""
     parts: list[str] = field(default_factory=list)
-    whole: Any = None  # arguments sent as an object rather than JSON text
+    whole: object = None  # arguments sent as an object rather than JSON text
 
 
 class StreamAssembler:
     """One attempt's streamed answer, event by event; :meth:`feed` says when the stream ended."""
 
-    def __init__(self, definition: ProviderDefinition, t0: float, shown: str, safe: Any = None) -> None:
+    def __init__(self, definition: ProviderDefinition, t0: float, shown: str, safe: Callable[[str], str] | None = None) -> None:
         spec = definition.stream
         assert spec is not None, "a definition with a stream: section"
         self.definition = definition
         self.spec: StreamSpec = spec
         self.t0 = t0
         self.shown = shown
-        self._safe = safe if safe is not None else (lambda text: text)
+        self._safe: Callable[[str], str] = safe if safe is not None else (lambda text: text)
         self._handlers: dict[str, _Handler | None] = {}
         self.text: list[str] = []
         self.ttft_ms: float | None = None
-        self.calls: dict[Any, _Call] = {}
-        self._last_call: Any = None
+        self.calls: dict[object, _Call] = {}
+        self._last_call: object = None
         self.input_tokens: int | None = None
         self.output_tokens: int | None = None
         self.cached_tokens: int | None = None
-        self.stop_reason: Any = None
+        self.stop_reason: object = None
         self.n_events = 0
 
     # -- events ----------------------------------------------------------------
@@ -117,7 +117,7 @@ class StreamAssembler:
         kind = event.event
         if spec.end_data is not None and data.strip() == spec.end_data:
             return True
-        payload: Any = None
+        payload: JSON = None
         if data.strip():
             try:
                 payload = json.loads(data)
@@ -143,8 +143,8 @@ class StreamAssembler:
             self._apply(handler, payload)
         return kind == spec.end_event
 
-    def _apply(self, h: _Handler, payload: dict[str, Any]) -> None:
-        scope = {"event": payload}
+    def _apply(self, h: _Handler, payload: JSONObject) -> None:
+        scope: ExpressionScope = {"event": payload}
         if h.text is not None:
             piece = h.text(scope)
             if piece is not None and piece != "":
@@ -172,7 +172,7 @@ class StreamAssembler:
             if stop is not None and stop != "":
                 self.stop_reason = stop
 
-    def _tool_deltas(self, h: _Handler, scope: dict[str, Any]) -> None:
+    def _tool_deltas(self, h: _Handler, scope: ExpressionScope) -> None:
         if h.items is not None:
             items = h.items(scope)
             if items is None:
@@ -180,9 +180,9 @@ class StreamAssembler:
             if not isinstance(items, list):
                 raise DefinitionError(f"{self._where('tool_calls', 'items')}: expected a list, got {type(items).__name__}")
         else:
-            items = [scope["event"]]
+            items = [scope.get("event")]
         for item in items:
-            item_scope = {**scope, "item": item}
+            item_scope: ExpressionScope = {**scope, "item": item}
             name = h.name(item_scope) if h.name is not None else None
             call_id = h.call_id(item_scope) if h.call_id is not None else None
             args = h.args(item_scope) if h.args is not None else None
@@ -210,17 +210,17 @@ class StreamAssembler:
 
     # -- the answer --------------------------------------------------------------
 
-    def tool_calls(self) -> tuple[list[ToolCall], list[Any]]:
+    def tool_calls(self) -> tuple[list[ToolCall], list[object]]:
         """The whole calls and their ids; arguments that are not JSON are a protocol error naming the tool."""
         calls: list[ToolCall] = []
-        ids: list[Any] = []
+        ids: list[object] = []
         for n, call in enumerate(self.calls.values()):
             if not call.name:
                 raise TargetProtocolError(f"tool call #{n + 1} (index {call.index}) streamed from {self.shown} has no name")
             text = "".join(call.parts)
             if text.strip():
                 try:
-                    args: Any = json.loads(text)
+                    args: object = json.loads(text)
                 except ValueError as exc:
                     reason = exc.msg if isinstance(exc, json.JSONDecodeError) else str(exc)
                     raise TargetProtocolError(
@@ -255,9 +255,11 @@ class StreamAssembler:
     def _where(self, *path: str) -> str:
         return self.definition.where("stream", "events", *path)
 
-    def _count(self, read: Reader, scope: dict[str, Any], key: str) -> int | None:
+    def _count(self, read: Reader, scope: ExpressionScope, key: str) -> int | None:
         value = read(scope)
-        if value is None or (type(value) is int and value >= 0):
+        if value is None:
+            return None
+        if type(value) is int and value >= 0:
             return value
         try:
             return token_count(value)
@@ -272,7 +274,7 @@ class StreamAssembler:
         base = ("stream", "events", kind)
 
         def read(*path: str) -> Reader | None:
-            node: Any = entry
+            node: object = entry
             for part in path:
                 node = node.get(part) if isinstance(node, dict) else None
             return d.reader((*base, *path)) if isinstance(node, str) else None
@@ -293,10 +295,10 @@ class StreamAssembler:
             has_calls=isinstance(calls, dict) and bool(calls),
         )
 
-    def _error_message(self, payload: Any, handler: _Handler | None) -> str:
+    def _error_message(self, payload: JSON, handler: _Handler | None) -> str:
         """The server's message in an error event: the entry's ``error``, else the definition's ``errors.message``, else the data."""
         d = self.definition
-        value = None
+        value: object = None
         try:
             if handler is not None and handler.error is not None:
                 value = handler.error({"event": payload})

@@ -18,26 +18,26 @@ from __future__ import annotations
 import asyncio
 import inspect
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, TypedDict
 
-from evalx.common.typeschema import build
+from evalx.common.json_types import JSON, Message
 from evalx.common.usercode import resolve_callable
 from evalx.errors import TargetProtocolError
 from evalx.models import Cell, Trajectory
 from evalx.targets import printed
 from evalx.targets.base import RunContext
 from evalx.targets.settings import TargetSettings
-from evalx.targets.spec import PythonTargetSpec
+from evalx.targets.spec import PythonTargetSpec, TargetSpec, record_of, written_entry
 from evalx.targets.threads import Raised, SyncRunner
 
 
 class PythonTarget:
     type = "python"
 
-    def __init__(self, spec: dict[str, Any], settings: TargetSettings) -> None:
-        self.entry = build(PythonTargetSpec, spec)
+    def __init__(self, spec: TargetSpec | Mapping[str, object], settings: TargetSettings) -> None:
+        self.entry = record_of(PythonTargetSpec, spec)
         self.id = self.entry.id
-        self.spec = spec  # as written: the cache key is made from it
+        self.spec = written_entry(spec)  # as written: the cache key is made from it
         self.settings = settings
         self._fn: Any = None
         self._is_async = False
@@ -65,7 +65,7 @@ class PythonTarget:
             self._pool = SyncRunner(self.settings.concurrency, name=f"evalx-{self.id}")
 
     async def converse(
-        self, cell: Cell, run: RunContext, history: list[dict[str, Any]], turn: int, *, instructions: str | None = None
+        self, cell: Cell, run: RunContext, history: list[Message], turn: int, *, instructions: str | None = None
     ) -> Trajectory:
         """One turn of a conversation: ``fn(messages=history)`` when the function declares ``messages``, else ``fn(turn's input)``.
 
@@ -73,9 +73,9 @@ class PythonTarget:
         ``instructions`` (a simulated user's, :mod:`evalx.execution.simulate`) go as ``instructions=``
         when the function declares it, else as a leading ``system`` message (or the input when there is no history).
         """
-        messages = [dict(m) for m in history]
+        messages = [m.copy() for m in history]
         if self._wants_messages:
-            more: dict[str, Any] = {"messages": messages}
+            more: _TurnArguments = {"messages": messages}
             if instructions is not None:
                 if self._wants_instructions:
                     more["instructions"] = instructions
@@ -84,7 +84,7 @@ class PythonTarget:
             return await self.invoke(cell, run, _call=((), more))
         return await self.invoke(cell, run, _call=((history[-1]["content"] if history else instructions,), {}))
 
-    async def invoke(self, cell: Cell, run: RunContext, _call: tuple[tuple[Any, ...], dict[str, Any]] | None = None) -> Trajectory:
+    async def invoke(self, cell: Cell, run: RunContext, _call: tuple[tuple[JSON, ...], _TurnArguments] | None = None) -> Trajectory:
         kwargs = {"case": cell.case.to_dict()} if self._wants_case else {}
         out = printed.Printed()  # what the call prints, kept with this cell
         fn, arg = self._fn, cell.case.input
@@ -140,7 +140,14 @@ class PythonTarget:
             printed.uninstall()
 
 
-def _with_arguments(fn: Any, args: tuple[Any, ...], more: dict[str, Any]) -> Any:
+class _TurnArguments(TypedDict, total=False):
+    """The keyword arguments of a conversation's turn (:meth:`PythonTarget.converse`)."""
+
+    messages: list[Message]
+    instructions: str
+
+
+def _with_arguments(fn: Any, args: tuple[JSON, ...], more: _TurnArguments) -> Any:
     """``fn`` called as ``fn(*args, **more, **kwargs)`` when :meth:`PythonTarget.invoke` calls it with ``(input, **kwargs)``."""
 
     def call(_input: Any, **kwargs: Any) -> Any:

@@ -25,10 +25,9 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, fields
-from typing import Any
+from dataclasses import dataclass
 
-from evalx.targets.spec import DefaultSettings, TargetSpec
+from evalx.targets.spec import DefaultSettings, RateLimit, TargetSpec
 
 __all__ = ["BACKOFF_ENV", "MAX_RESPONSE_BYTES", "SETTING_KEYS", "Overrides", "TargetSettings", "resolve_settings"]
 
@@ -82,13 +81,10 @@ class Overrides:
     backoff_s: float | None = None
     idle_timeout_s: float | None = None
     cache: bool | None = None
-    rate_limit: Mapping[str, Any] | None = None
+    #: ``{rpm: N}``, as the record or its mapping
+    rate_limit: RateLimit | Mapping[str, float] | None = None
     max_response_bytes: int | None = None
     rate_limit_share: int | None = None
-
-    def layer(self) -> dict[str, Any]:
-        """The settings set, as a layer of :func:`resolve_settings` (``{"concurrency": 20}``)."""
-        return {f.name: value for f in fields(self) if (value := getattr(self, f.name)) is not None}
 
 
 def resolve_settings(
@@ -102,10 +98,9 @@ def resolve_settings(
     :class:`DefaultSettings`); a mapping with the same keys is read the same
     way (the runner still hands over the config's mappings).
     """
-    cli = overrides.layer() if overrides is not None else {}
-    layers = (_reader(cli), _reader(spec), _reader(defaults or {}))
+    layers = (_reader(overrides or _NO_OVERRIDES), _reader(spec), _reader(defaults or _NO_DEFAULTS))
 
-    def pick(key: str) -> Any:
+    def pick(key: str) -> object:
         for read in layers:
             value = read(key)
             if value is not None:
@@ -121,23 +116,30 @@ def resolve_settings(
     cache = pick("cache")
     max_bytes = pick("max_response_bytes")
     rpm = next((r for r in (_rpm(read("rate_limit")) for read in layers) if r is not None), None)
-    share = cli.get("rate_limit_share")
+    share = overrides.rate_limit_share if overrides is not None else None
     if rpm is not None and share:
         rpm = float(rpm) / float(share)
-    timeout = float(timeout_s) if timeout_s is not None else built_in.timeout_s
+    timeout = float(_number(timeout_s)) if timeout_s is not None else built_in.timeout_s
     return TargetSettings(
-        concurrency=max(1, int(concurrency)) if concurrency is not None else built_in.concurrency,
+        concurrency=max(1, int(_number(concurrency))) if concurrency is not None else built_in.concurrency,
         timeout_s=timeout,
-        retries=max(0, int(retries)) if retries is not None else built_in.retries,
-        backoff_s=max(0.0, float(backoff_s)) if backoff_s is not None else _backoff_from_env(built_in.backoff_s),
-        idle_timeout_s=float(idle) if idle is not None else timeout,
+        retries=max(0, int(_number(retries))) if retries is not None else built_in.retries,
+        backoff_s=max(0.0, float(_number(backoff_s))) if backoff_s is not None else _backoff_from_env(built_in.backoff_s),
+        idle_timeout_s=float(_number(idle)) if idle is not None else timeout,
         cache=bool(cache) if cache is not None else layers[1]("type") == "provider",
         rate_limit_rpm=float(rpm) if rpm is not None and rpm > 0 else None,
-        max_response_bytes=max(1, int(max_bytes)) if max_bytes is not None else built_in.max_response_bytes,
+        max_response_bytes=max(1, int(_number(max_bytes))) if max_bytes is not None else built_in.max_response_bytes,
     )
 
 
-def _reader(layer: TargetSpec | DefaultSettings | Mapping[str, object]) -> Callable[[str], Any]:
+def _number(value: object) -> int | float | str:
+    """A setting's value as ``int()`` and ``float()`` take it (the schema said it is a number; ``${VAR}`` may make it text)."""
+    if isinstance(value, (int, float, str)):
+        return value
+    raise TypeError(f"expected a number, got {type(value).__name__}")
+
+
+def _reader(layer: Overrides | TargetSpec | DefaultSettings | Mapping[str, object]) -> Callable[[str], object]:
     """A layer's value of a key (None when it sets none): a record's field, or a mapping's key (the runner's, until it hands records)."""
     if isinstance(layer, Mapping):
         return layer.get
@@ -151,6 +153,8 @@ def _rpm(rate_limit: object) -> float | None:
 
 
 _BUILT_IN = TargetSettings()
+_NO_OVERRIDES = Overrides()
+_NO_DEFAULTS = DefaultSettings()
 
 
 def _backoff_from_env(fallback: float) -> float:

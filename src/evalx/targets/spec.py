@@ -10,11 +10,27 @@ of its kind.
 # No `from __future__ import annotations` here: evalx.common.typeschema reads these annotations at run time, and
 # evaluated once at import (from cached bytecode) they cost half of what compiling them from strings does.
 
+import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Annotated, Any, ClassVar, Literal
+from typing import TYPE_CHECKING, Annotated, ClassVar, Literal, TypeVar
 
-from evalx.common.typeschema import Id, NonNegative, PositiveInt, PositiveNumber, Schema, build_union, properties, required_keys, schema_of
+from evalx.common.json_types import JSON, JSONObject
+from evalx.common.typeschema import (
+    Id,
+    NonNegative,
+    PositiveInt,
+    PositiveNumber,
+    Schema,
+    build,
+    build_union,
+    properties,
+    required_keys,
+    schema_of,
+)
+
+if TYPE_CHECKING:
+    from _typeshed import DataclassInstance
 
 __all__ = [
     "TARGET_KINDS",
@@ -28,8 +44,10 @@ __all__ = [
     "RaySettings",
     "RunSettings",
     "TargetSpec",
+    "record_of",
     "target_schema",
     "target_spec",
+    "written_entry",
 ]
 
 _File = Annotated[str, Schema(minLength=1)]
@@ -224,10 +242,43 @@ def target_spec(entry: Mapping[str, object] | TargetSpec) -> TargetSpec:
     return build_union(TARGET_KINDS, entry)
 
 
-def target_schema(required: list[str]) -> dict[str, Any]:
+_Kind_T = TypeVar("_Kind_T", bound=TargetSpec)
+
+
+def record_of(kind: type[_Kind_T], entry: Mapping[str, object] | TargetSpec) -> _Kind_T:
+    """``entry`` as a record of ``kind``: such a record as it is, else built from the entry as written."""
+    if isinstance(entry, kind):
+        return entry
+    return build(kind, written_entry(entry))
+
+
+def written_entry(entry: Mapping[str, object] | TargetSpec) -> Mapping[str, object]:
+    """A ``targets:`` entry as written: a mapping as it is; a record as the mapping that builds it (the fields it sets).
+
+    Cache keys and the templates' ``target`` are made from it, so a record built from an entry gives that entry back.
+    """
+    return _fields_set(entry) if isinstance(entry, TargetSpec) else entry
+
+
+def _fields_set(record: "DataclassInstance") -> dict[str, object]:
+    return {f.name: _plain(v) for f in dataclasses.fields(record) if (v := getattr(record, f.name)) is not None}
+
+
+def _plain(value: object) -> object:
+    """A field's value as written: a record as the fields it sets, tuples as lists, all the way down."""
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return _fields_set(value)
+    if isinstance(value, tuple):
+        return [_plain(v) for v in value]
+    if isinstance(value, Mapping):
+        return {k: _plain(v) for k, v in value.items()}
+    return value
+
+
+def target_schema(required: list[str]) -> JSONObject:
     """A target's schema, dispatched on ``type:`` (``if``/``then``) so a mistake is reported against its kind's keys."""
     common = properties(TargetSpec)
-    branches = [
+    branches: list[JSON] = [
         {
             "if": {"properties": {"type": {"const": kind.KIND}}, "required": ["type"]},
             "then": {
@@ -238,9 +289,9 @@ def target_schema(required: list[str]) -> dict[str, Any]:
         }
         for kind in TARGET_KINDS
     ]
-    return {"type": "object", "properties": {"id": common["id"], "type": common["type"]}, "required": required, "allOf": branches}
+    return {"type": "object", "properties": {"id": common["id"], "type": common["type"]}, "required": [*required], "allOf": branches}
 
 
-def tools_schema() -> dict[str, Any]:
+def tools_schema() -> JSONObject:
     """The schema of a provider target's ``tools:`` (a ``tools_file:`` is checked against it)."""
     return schema_of(ProviderTools)

@@ -27,6 +27,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
+from evalx.common.json_types import JSONObject
 from evalx.models import OUT_OF_RANGE, finite_json
 
 CACHE_DIR = ".evalx"
@@ -109,6 +110,7 @@ class ResponseCache:
                 time.sleep(0.02)
         return None
 
+    # get() gives an untyped dict, not a JSONObject, while its callers (execution/, judge/) read the entry unnarrowed
     def get_sync(self, key: str) -> dict[str, Any] | None:
         with self._lock:
             pending = self._pending.get(key)
@@ -157,7 +159,7 @@ class ResponseCache:
         except sqlite3.Error as exc:
             self.problem = f"cannot write {self.path}: {exc}"
 
-    def put_sync(self, key: str, value: dict[str, Any]) -> None:
+    def put_sync(self, key: str, value: JSONObject) -> None:
         text = _strict_json(value)
         with self._lock:
             self._pending[key] = text
@@ -180,7 +182,7 @@ class ResponseCache:
             self.hits += 1
         return value
 
-    def put(self, key: str, value: dict[str, Any]) -> None:
+    def put(self, key: str, value: JSONObject) -> None:
         """Queue a write; it is committed on the worker thread with whatever else is queued."""
         text = _strict_json(value)
         with self._lock:
