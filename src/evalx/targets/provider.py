@@ -81,6 +81,7 @@ from evalx.targets.transport.sse import SSEDecoder
 
 #: a response body larger than this is not kept in the result's ``raw``
 _MAX_RAW_CHARS = 64_000
+_RENDERED_KEPT = 4096  # requests rendered for cache keys and not yet sent (more cells than that in flight: rendered again)
 #: ``cost_note`` of an answer whose usage is missing although the model has a price
 NO_USAGE = "no usage in response"
 #: ``cost_note`` when the provider definition reads no usage at all
@@ -166,6 +167,8 @@ class ProviderTarget:
         #: whether answers are streamed (``stream: true``, ``params: {stream: true}`` or the definition's default)
         self.streaming = False
         self._params: Mapping[str, object] = dict(entry.params or {})  # the target's params, less its ``stream`` switch
+        #: requests cache_key() rendered, by cell, for the invoke() that follows a miss (bounded: a hit never invokes)
+        self._rendered: dict[int, tuple[Cell, list[Message] | None, ProviderRequest]] = {}
 
     # -- lifecycle ---------------------------------------------------------------
 
@@ -371,10 +374,21 @@ class ProviderTarget:
         from evalx.targets.transport.cache import make_key
 
         try:
-            request = self.render_request(cell, run, history)  # rendered again by invoke() on a miss: cheap, templates are compiled once
+            request = self.render_request(cell, run, history)
         except TargetError:
             return None  # invoke() reports it
+        rendered = self._rendered
+        if len(rendered) >= _RENDERED_KEPT:
+            del rendered[next(iter(rendered))]  # the oldest: its cell was a cache hit
+        rendered[id(cell)] = (cell, history, request)
         return make_key("provider", self._key_base, request.method, request.body, cell.repeat)
+
+    def _request_for(self, cell: Cell, run: RunContext, history: list[Message] | None) -> ProviderRequest:
+        """The cell's request: the one :meth:`cache_key` rendered for it (2.5 % of an instant run's CPU), else rendered now."""
+        kept = self._rendered.pop(id(cell), None)
+        if kept is not None and kept[0] is cell and kept[1] is history:
+            return kept[2]
+        return self.render_request(cell, run, history)
 
     def restore_cached(self, traj: Trajectory) -> None:
         """Reprice a cached answer with today's pricing (a price added later applies to cached cells)."""
@@ -421,7 +435,7 @@ class ProviderTarget:
         assert self.definition is not None and self.client is not None, "start() first"
         if self.streaming:
             return await self._invoke_streamed(cell, run, history)
-        request = self.render_request(cell, run, history)
+        request = self._request_for(cell, run, history)
         resp = await self._send(request)
         data = resp.json_body()
         public = self._public(request)
@@ -442,7 +456,7 @@ class ProviderTarget:
         client = self.client
         assert client is not None
         t0 = time.perf_counter()
-        request = self.render_request(cell, run, history)
+        request = self._request_for(cell, run, history)
         public = self._public(request)
         try:
             traj = await client.retrying(lambda: self._stream_attempt(request, t0))
