@@ -19,6 +19,7 @@ from evalx.assertions.registry import AssertionContext, assertion
 from evalx.assertions.static import needs_value, needs_values
 from evalx.assertions.user_schema import refused_ref_reason, schema_problems, user_validator
 from evalx.common import regexes
+from evalx.common.json_types import JSONObject
 from evalx.common.usercode import resolve_callable
 from evalx.models import Verdict
 
@@ -99,7 +100,7 @@ NORMALIZE_STEPS: dict[str, Any] = {
     "casefold": str.casefold,
 }
 _DEFAULT_STEPS = ("whitespace", "punctuation", "casefold")
-_NORMALIZE_SCHEMA = {
+_NORMALIZE_SCHEMA: JSONObject = {
     "description": "How both sides are normalised before comparing: none, one step or a list of steps "
     "(whitespace, punctuation, lower, casefold). Default: whitespace, punctuation, casefold.",
     "anyOf": [

@@ -15,9 +15,10 @@ from typing import Any, Literal
 from evalx.assertions.deterministic import value_or_expected
 from evalx.assertions.registry import AssertionContext, assertion
 from evalx.assertions.static import needs_one_of, needs_value
+from evalx.common.json_types import JSONObject
 from evalx.models import Case, Verdict
 
-_UNIT: dict[str, Any] = {"type": "number", "minimum": 0, "maximum": 1}
+_UNIT: JSONObject = {"type": "number", "minimum": 0, "maximum": 1}
 NO_JUDGE = "no judge configured"
 #: the types that grade the output against the case's ``context``
 NEEDS_CONTEXT = ("faithfulness", "context_recall")

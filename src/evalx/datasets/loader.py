@@ -24,8 +24,9 @@ from evalx.assertions.hints import missing_type_hint
 from evalx.assertions.plain import plainly_valid
 from evalx.assertions.registry import generation
 from evalx.common.documents import DocumentError, SchemaValidator, describe_schema_error, did_you_mean, load_json, load_yaml
+from evalx.common.json_types import JSONObject, as_object
 from evalx.common.usercode import UserCodeError, resolve_callable
-from evalx.datasets.case_schema import BASE_FIELDS, BASE_PROPERTIES, CASE_FIELDS, CASE_SCHEMA
+from evalx.datasets.case_schema import BASE_FIELDS, CASE_FIELDS, CASE_PROPERTIES, CASE_SCHEMA, TURN_PROPERTIES
 from evalx.datasets.context import ContextFileError, ContextFiles, from_column
 from evalx.datasets.fields import UNKNOWN_FIELD_HINT, Shape
 from evalx.datasets.shorthands import KeyPath, expand, unknown_field
@@ -46,10 +47,9 @@ _JUDGE_OVERRIDE = {"type": "object"}  # settings merged over the config's judge:
 # Validation of case fields; assertions are checked one by one against their own type's schema.
 # assertion items are checked one by one against their own type (below), so the
 # case validator skips them: following the $ref per item costs more than the rest
-_case_validator = SchemaValidator(
-    {**CASE_SCHEMA, "properties": {**CASE_SCHEMA["properties"], "assert": {"type": "array"}}, "$defs": {"assertion": {}}}
-)
-_defaults_validator = SchemaValidator({"type": "object", "properties": CASE_SCHEMA["properties"], "$defs": {"assertion": {}}})
+_CASE_OWN_FIELDS: dict[str, JSONObject] = {**CASE_PROPERTIES, "assert": {"type": "array"}}
+_case_validator = SchemaValidator({**CASE_SCHEMA, "properties": dict(_CASE_OWN_FIELDS), "$defs": {"assertion": {}}})
+_defaults_validator = SchemaValidator({"type": "object", "properties": dict(CASE_PROPERTIES), "$defs": {"assertion": {}}})
 
 
 def case_schema_document() -> dict[str, Any]:
@@ -528,7 +528,7 @@ def _check_turns(turns: Any, known: dict[str, Any], raw: _Raw, errors: _Errors) 
         if name in known:
             message = f"{name!r} and 'turns' cannot both be given (the first turn's input is the case's input)"
             errors.add(raw.file, raw.line_of((name,)), raw.path + (name,), message)
-    allowed = tuple(BASE_PROPERTIES["turns"]["items"]["properties"])
+    allowed = tuple(TURN_PROPERTIES)
     for t, turn in enumerate(turns if isinstance(turns, list) else ()):
         for key in turn if isinstance(turn, dict) else ():
             if key not in allowed:
@@ -688,7 +688,7 @@ def _check_assertion(spec: Any, raw: _Raw, sub: KeyPath, errors: _Errors, *, gen
         report(("type",), f"unknown assertion type {kind!r}{did_you_mean(kind, list(registered()))}")
         return
     schema = atype.schema()
-    allowed = list(schema.get("properties", {}))
+    allowed = list(as_object(schema.get("properties")))
     for key in spec:
         if key not in allowed:
             report((key,), unknown_field(str(key), allowed))

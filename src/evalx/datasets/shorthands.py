@@ -33,16 +33,17 @@ from typing import Any
 
 from evalx.assertions.registry import get_assertion
 from evalx.common.documents import did_you_mean
+from evalx.common.json_types import JSONObject
 
 KeyPath = tuple[str | int, ...]
 
-_STRINGS: dict[str, Any] = {"type": "array", "items": {"type": "string"}}
+_STRINGS: JSONObject = {"type": "array", "items": {"type": "string"}}
 MESSAGE_ROLES = ("user", "assistant", "system")
 #: how a transcript's expected replies are checked when the case names no ``expect_assert``
-DEFAULT_EXPECT_ASSERT: dict[str, Any] = {"type": "equals"}
+DEFAULT_EXPECT_ASSERT: JSONObject = {"type": "equals"}
 
 #: JSON Schema of every shorthand field, as written in a case
-SHORTHAND_PROPERTIES: dict[str, dict[str, Any]] = {
+SHORTHAND_PROPERTIES: dict[str, JSONObject] = {
     "user_message": {"type": "string", "description": "Golden trajectories: the input."},
     "question": {"type": "string", "description": "golden_qa.json: the input."},
     "expected_answer": {"description": "golden_qa.json: the expected value."},
@@ -84,7 +85,7 @@ SHORTHAND_PROPERTIES: dict[str, dict[str, Any]] = {
 
 ENGINE_EXPECTED_KEYS = ("must_call_tools", "must_not_call_tools", "output_must_contain", "max_tokens")
 #: golden_qa.json's tolerance modes, as its runner defines them (shared/reference/golden-qa-runner.txt)
-TOLERANCE_ASSERTIONS: dict[str, dict[str, Any]] = {
+TOLERANCE_ASSERTIONS: dict[str, JSONObject] = {
     "exact_match": {"type": "equals", "normalize": ["whitespace", "lower"]},  # lower-cased, whitespace-collapsed equality
     "numeric_close": {"type": "numeric_close"},  # any number within 1 %, years 2020-2029 ignored
     "semantic_similar": {"type": "semantic_similar", "threshold": 0.8},  # a judge score of 0.8 or more
