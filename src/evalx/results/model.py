@@ -40,6 +40,7 @@ from __future__ import annotations
 
 from typing import Any, Literal, TypedDict
 
+from evalx.common.json_types import JSONObject
 from evalx.models import Case, is_truncated
 
 __all__ = [
@@ -548,7 +549,7 @@ class MatrixVariant(TypedDict):
     """The variant's target id, ``base[param=value,...]``."""
     target: str
     """The base target's id."""
-    values: dict[str, Any]
+    values: JSONObject
     """The parameter values of this variant."""
 
 
