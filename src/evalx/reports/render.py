@@ -150,7 +150,7 @@ def rebuild_reports(
     summary = restore_summary(figures, stored)  # what only the run knew: config, interrupted, baseline...
     for key in ("unreadable_lines", "duplicate_cells", "reviews"):  # what this read found, not what an earlier one did
         summary.pop(key, None)  # type: ignore[misc]
-    problems.record(cast(dict[str, Any], summary))
+    problems.record(summary)
     marks = marks_count(run_dir)
     if marks:  # the summary counts these marks (a later mark makes it stale: evalx.results.reviews.summary_is_current)
         summary["reviews"] = cast(ReviewCounts, {**reviews, "marks": marks})
