@@ -56,6 +56,7 @@ __all__ = [
     "CellCounts",
     "CellOutput",
     "CellResult",
+    "CellReview",
     "Comparison",
     "CostDistribution",
     "CostGuardReport",
@@ -289,7 +290,7 @@ class CellResult(_CellResultKeys, total=False):
     """Only on a simulated-user conversation (a case with ``simulate:``): ``{target, turns, stopped_by,
     max_turns, user_usage, user_cost_usd}``; ``stopped_by`` is ``regex``, ``tool``, ``user_done``,
     ``max_turns`` or ``error``. The user target's cost is not in the cell's ``cost_usd``."""
-    review: dict[str, Any]
+    review: CellReview
     """Never in ``results.jsonl``: added when the cell is read and its run's ``reviews.jsonl`` marks it
     (:mod:`evalx.results.reviews`): ``{verdict, comment, reviewer, at, original_status}``; ``status`` is then the verdict."""
     cost_note: str
@@ -303,6 +304,19 @@ class CellResult(_CellResultKeys, total=False):
     length_a, length_b, length_diff, longer_won, error, calls, input_tokens, output_tokens, cached, cost_usd,
     judge}``, or ``{..., winner: null, not_compared: WHY}``. It never changes the cell's status; its judge
     cost is not in the cell's ``judge_cost_usd`` (the summary counts it once per pair)."""
+
+
+class CellReview(TypedDict):
+    """A reviewer's mark as a cell read with it carries it (``review``; :mod:`evalx.results.reviews`)."""
+
+    verdict: str
+    """``pass`` or ``fail``: the cell's ``status`` as read."""
+    comment: str
+    reviewer: str
+    at: str
+    """When the mark was made (ISO 8601, UTC)."""
+    original_status: str | None
+    """The status the run wrote."""
 
 
 def not_run(reason: str) -> AssertionRecord:

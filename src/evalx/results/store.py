@@ -23,7 +23,7 @@ from array import array
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any, Protocol, cast
+from typing import IO, Any, Protocol
 
 from evalx.common.json_types import JSON, JSONObject, as_object
 from evalx.errors import EvalxError, OutputError, writing
@@ -531,7 +531,7 @@ def rewrite_results(path: Path, results: Iterable[CellResult]) -> None:
                 dst.write((dumps(run_record(str(result.get("run_id") or ""), types)) + "\n").encode("utf-8", "backslashreplace"))
                 run_written = True
             if "review" in result:  # a cell read with its review mark: written as the run wrote it (marks stay in reviews.jsonl)
-                result = cast(CellResult, unreviewed(result))
+                result = unreviewed(result)
             line = result if v1 else compact_cell(result, {}, with_case=True)
             dst.write((dumps(line) + "\n").encode("utf-8", "backslashreplace"))
         dst.flush()
