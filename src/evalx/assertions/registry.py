@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from evalx.assertions.spec import AssertionSpec
-from evalx.common.json_types import JSONObject
+from evalx.common.json_types import JSON, JSONObject
 from evalx.common.typeschema import properties, schema_of
 from evalx.models import Case, Trajectory, Verdict
 
@@ -79,7 +79,7 @@ class AssertionContext:
 
 AssertionFn = Callable[..., "Verdict | Awaitable[Verdict]"]
 #: a check made when a dataset is loaded (``evalx validate`` and before a run): (spec, case) -> why it would fail, or None
-SpecCheck = Callable[[Mapping[str, Any], Case], "str | None"]
+SpecCheck = Callable[[Mapping[str, JSON], Case], "str | None"]
 
 
 @dataclass

@@ -18,7 +18,7 @@ from typing import Any
 
 from evalx.assertions.deterministic import short
 from evalx.assertions.registry import AssertionContext, assertion
-from evalx.common.json_types import JSONObject
+from evalx.common.json_types import JSON, JSONObject
 from evalx.errors import MissingExtra as MissingExtra  # defined in errors.py, imported from here too
 from evalx.models import Case, Verdict
 
@@ -39,10 +39,10 @@ def _library(kind: str) -> Any:
         raise MissingExtra(f"install evalx[text] for the {kind} assertion") from None
 
 
-def _check(kind: str) -> Callable[[Mapping[str, Any], Case], str | None]:
+def _check(kind: str) -> Callable[[Mapping[str, JSON], Case], str | None]:
     """Validate-time: a reference to compare with, and the library installed."""
 
-    def check(spec: Mapping[str, Any], case: Case) -> str | None:
+    def check(spec: Mapping[str, JSON], case: Case) -> str | None:
         if spec.get("value") is None and case.expected is None:
             return "needs 'value' or the case's 'expected'"
         try:
