@@ -124,7 +124,7 @@ class Expansion:
     """A case with its shorthands resolved."""
 
     fields: dict[str, Any]  # keyword arguments of Case, minus id/asserts/source/dataset
-    generated: list[tuple[dict[str, Any], KeyPath]] = field(default_factory=list)  # (assertion, shorthand's key path)
+    generated: list[tuple[JSONObject, KeyPath]] = field(default_factory=list)  # (assertion, shorthand's key path)
     #: for ``messages:``, the key path of each turn's expected reply (None for a turn without one), by turn
     turn_origins: list[KeyPath | None] = field(default_factory=list)
     errors: list[tuple[KeyPath, str]] = field(default_factory=list)
@@ -200,8 +200,8 @@ def _transcript(raw: dict[str, Any], out: Expansion) -> None:
     if atype is not None and "value" not in atype.params:
         problem = f"{spec['type']} compares with no value; expect_assert needs a type that does (equals, icontains, regex, ...)"
         out.errors.append((("expect_assert", "type"), problem))
-    messages: list[dict[str, Any]] = raw["messages"]
-    turns: list[dict[str, Any]] = []
+    messages: list[JSONObject] = raw["messages"]
+    turns: list[JSONObject] = []
     origins: list[KeyPath | None] = []
     for i, message in enumerate(messages):
         role, content = message["role"], message["content"]
