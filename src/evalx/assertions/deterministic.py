@@ -10,6 +10,7 @@ from __future__ import annotations
 import inspect
 import json
 import re
+from collections.abc import Callable
 from typing import Any
 
 import jsonschema
@@ -93,7 +94,7 @@ def normalise(text: str) -> str:
 
 
 #: ``equals``' ``normalize:`` steps, applied in this order whatever order they are written in
-NORMALIZE_STEPS: dict[str, Any] = {
+NORMALIZE_STEPS: dict[str, Callable[[str], str]] = {
     "whitespace": lambda t: " ".join(t.split()),  # runs of whitespace become one space; none at the ends
     "punctuation": lambda t: t.strip(_EDGE_CHARS),  # surrounding quotes and punctuation (a final period...)
     "lower": str.lower,

@@ -281,12 +281,12 @@ class CellResult(_CellResultKeys, total=False):
     """Only on a cell whose answer was cut off (``stop_reason`` is ``length``, ``max_tokens``,
     ``max_output_tokens``, ``model_length`` or ``token_limit``, in any case): ``true``. The
     ``not_truncated`` assertion fails such a cell."""
-    turns: list[dict[str, Any]]
+    turns: list[JSONObject]
     """Only on a conversation (a case with ``turns:``): each turn run, in order, as
     ``{input, output, latency_ms, usage, tool_calls, assertions}`` (``output`` the turn's trajectory,
     ``assertions`` the turn's own, each with ``turn``). A turn that errored is the last one. In a
     simulation a turn whose user message the user target wrote also has ``user: {latency_ms, usage, cost_usd}``."""
-    simulation: dict[str, Any]
+    simulation: JSONObject
     """Only on a simulated-user conversation (a case with ``simulate:``): ``{target, turns, stopped_by,
     max_turns, user_usage, user_cost_usd}``; ``stopped_by`` is ``regex``, ``tool``, ``user_done``,
     ``max_turns`` or ``error``. The user target's cost is not in the cell's ``cost_usd``."""
@@ -297,7 +297,7 @@ class CellResult(_CellResultKeys, total=False):
     """Only when ``cost_usd`` is None although the model has a price: why (``no usage in response``).
     Such a cell is never counted as free: the summary counts it in ``cost_missing_cells`` and the cost
     guard counts it at the mean cost of the priced cells."""
-    pairwise: list[dict[str, Any]]
+    pairwise: list[JSONObject]
     """Only on a cell of a case with a ``pairwise`` assertion, in a run of two or more targets: one record per
     comparison with another target's cell (the same record on both cells; :mod:`evalx.execution.pairwise_pass`):
     ``{against, a, b, dataset, case_id, repeat, name, criterion, cells, winner, position_tie, orders,
@@ -815,7 +815,7 @@ class MergeReport(TypedDict):
 
     count: int
     """How many shards the plan was split into."""
-    shards: list[dict[str, Any]]
+    shards: list[JSONObject]
     """The shards merged, in order: ``{index, run_id, path}``."""
     partial: bool
     """True when shards were missing (``--allow-partial``): the run holds only the cells of those merged."""
