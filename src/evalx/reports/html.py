@@ -77,7 +77,7 @@ from typing import Any, TypedDict, cast
 import jinja2
 from markupsafe import Markup
 
-from evalx.common.json_types import JSON, JSONObject
+from evalx.common.json_types import JSON, JSONObject, as_array
 from evalx.errors import writing
 from evalx.reports import charts as _charts
 from evalx.reports.breakdown import cross_table, score_text
@@ -644,12 +644,12 @@ class _ReportData:
                     cell["evT"] = 1  # the target already dropped some
         self.cells.add(cell)
 
-    def _pairwise(self, record: Mapping[str, Any]) -> list[JSON]:
+    def _pairwise(self, record: JSONObject) -> list[JSON]:
         """One pairwise comparison of the cell as the detail shows it: the other target, the verdict in words, the replies."""
         embed = self.embed
         replies: list[JSON] = [
             [embed.text(show_id(o.get("first")), 200), embed.text(o.get("reply"), REASON_CAP)]
-            for o in record.get("orders") or []
+            for o in as_array(record.get("orders"))
             if isinstance(o, dict) and o.get("reply")
         ]
         return [embed.text(show_id(record.get("against")), 200), embed.text(pairwise_verdict(record), REASON_CAP), replies]

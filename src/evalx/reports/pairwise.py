@@ -20,7 +20,7 @@ import textwrap
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from evalx.common.json_types import JSON, JSONObject
+from evalx.common.json_types import JSON, JSONObject, as_array
 from evalx.results.compare import md_escape
 from evalx.results.display import one_line, show_id
 from evalx.results.figures import p_value as _p
@@ -77,7 +77,7 @@ def judge_words(p: PairwiseRow) -> str | None:
     return text
 
 
-def pairwise_verdict(record: Mapping[str, Any]) -> str:
+def pairwise_verdict(record: JSONObject) -> str:
     """One pairwise record in words: ``bad preferred in both orders``, ``tie: the two orders disagreed (...)``, ``error: ...``."""
     if record.get("not_compared"):
         return f"not compared: {record['not_compared']}"
@@ -89,7 +89,9 @@ def pairwise_verdict(record: Mapping[str, Any]) -> str:
     if winner == "tie":
         if record.get("position_tie"):
             said = "; ".join(
-                f"{show_id(o.get('first'))} first → {show_id(o.get('prefers'))}" for o in record.get("orders") or [] if isinstance(o, dict)
+                f"{show_id(o.get('first'))} first → {show_id(o.get('prefers'))}"
+                for o in as_array(record.get("orders"))
+                if isinstance(o, dict)
             )
             return f"tie: the two orders disagreed ({said}){size}"
         return f"tie in both orders{size}"

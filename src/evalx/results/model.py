@@ -315,7 +315,7 @@ class CellReview(TypedDict):
     reviewer: str
     at: str
     """When the mark was made (ISO 8601, UTC)."""
-    original_status: str | None
+    original_status: Status
     """The status the run wrote."""
 
 

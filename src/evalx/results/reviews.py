@@ -216,7 +216,7 @@ def unreviewed(result: CellResult) -> CellResult:
     out = result.copy()
     review = out.pop("review", None)
     if isinstance(review, dict) and "original_status" in review:
-        out["status"] = review["original_status"]  # type: ignore[typeddict-item]  # as the run wrote it, whatever it was
+        out["status"] = review["original_status"]
     return out
 
 
