@@ -14,6 +14,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from evalx.common.json_types import JSONObject
+
 
 @dataclass
 class Case:
@@ -26,11 +28,11 @@ class Case:
     category: str = "general"
     difficulty: str | None = None
     tags: list[str] = field(default_factory=list)
-    vars: dict[str, Any] = field(default_factory=dict)
-    asserts: list[dict[str, Any]] = field(default_factory=list)
+    vars: JSONObject = field(default_factory=dict)
+    asserts: list[JSONObject] = field(default_factory=list)
     description: str | None = None
     notes: str | None = None
-    metadata: dict[str, Any] = field(default_factory=dict)
+    metadata: JSONObject = field(default_factory=dict)
     threshold: float | None = None
     repeat: int | None = None
     targets: list[str] | None = None
@@ -39,9 +41,9 @@ class Case:
     #: a scripted conversation: ``[{input, assert?, tool_results?}]`` (plain JSON-like values), None for a one-shot case
     turns: list[dict[str, Any]] | None = None
     #: mocked tool results ``{TOOL: VALUE}`` for every turn of a conversation
-    tool_results: dict[str, Any] | None = None
+    tool_results: JSONObject | None = None
     #: a simulated user: ``{target, instructions, max_turns?, stop?}`` (plain JSON-like values), None otherwise
-    simulate: dict[str, Any] | None = None
+    simulate: JSONObject | None = None
     #: what a grounded answer is checked against: one passage (a string) or a list of passages, None when not given
     context: str | list[str] | None = None
 
@@ -111,7 +113,7 @@ class Usage:
     output_tokens: int = 0
     cache_hit_tokens: int = 0
 
-    def add(self, other: dict[str, Any]) -> None:
+    def add(self, other: Mapping[str, float | None]) -> None:
         self.input_tokens += int(other.get("input_tokens") or 0)
         self.output_tokens += int(other.get("output_tokens") or 0)
         self.cache_hit_tokens += int(other.get("cache_hit_tokens") or 0)
@@ -125,7 +127,7 @@ class Trajectory:
     tool_calls: list[ToolCall] = field(default_factory=list)
     usage: Usage = field(default_factory=Usage)
     iterations: int | None = None
-    events: list[dict[str, Any]] = field(default_factory=list)
+    events: list[JSONObject] = field(default_factory=list)
     events_truncated: bool = False
     latency_ms: float | None = None
     ttft_ms: float | None = None
@@ -188,7 +190,7 @@ class Trajectory:
             raw_calls = []
         elif not isinstance(raw_calls, (list, tuple)):
             raise TypeError(f"'tool_calls' must be a list of tool calls, not {_kind(raw_calls)}")
-        calls = [c if isinstance(c, ToolCall) else ToolCall(**_tool_call_fields(c, i)) for i, c in enumerate(raw_calls)]
+        calls = [c if isinstance(c, ToolCall) else _tool_call(c, i) for i, c in enumerate(raw_calls)]
         usage_in = d.pop("usage", None)
         if isinstance(usage_in, Usage):
             usage = usage_in
@@ -307,15 +309,15 @@ def _usage_fields(usage: Any) -> Any:
     return usage
 
 
-def _tool_call_fields(c: Any, index: int = 0) -> dict[str, Any]:
+def _tool_call(c: object, index: int = 0) -> ToolCall:
     if isinstance(c, str):
-        return {"name": c}
+        return ToolCall(c)
     if not isinstance(c, dict):
         raise TypeError(f"'tool_calls[{index}]' must be a name or a mapping, not {_kind(c)}")
     name = c.get("name", c.get("tool"))
     if not isinstance(name, str):
         raise TypeError(f"'tool_calls[{index}]' needs a 'name' that is a string, not {_kind(name)}")
-    return {"name": name, "args": c.get("args", c.get("arguments")), "result": c.get("result")}
+    return ToolCall(name, c.get("args", c.get("arguments")), c.get("result"))
 
 
 @dataclass

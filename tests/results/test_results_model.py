@@ -192,3 +192,21 @@ def test_compare_and_capture_give_the_summary_s_reason(runs: list[Path]) -> None
     assert by_case[("bot", "crash")].startswith("RuntimeError: the bot fell over")
     [trace] = read_traces(runs[0], cases=["crash"], target="bot")
     assert trace.failure_reason == by_case[("bot", "crash")]
+
+
+def test_a_record_typed_with_json_resolves_its_hints_from_any_module(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # JSON refers to itself by name: those names must resolve from the module that uses the alias, not only json_types
+    (tmp_path / "uses_json.py").write_text(
+        "from __future__ import annotations\n"
+        "from typing import TypedDict\n"
+        "from evalx.common.json_types import JSONObject\n"
+        "class Record(TypedDict):\n"
+        "    data: JSONObject\n"
+        "    items: list[JSONObject]\n",
+        encoding="utf-8",
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    import uses_json  # type: ignore[import-not-found]
+
+    hints = get_type_hints(uses_json.Record)
+    assert get_origin(hints["data"]) is dict and get_origin(hints["items"]) is list

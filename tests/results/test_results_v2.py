@@ -315,3 +315,13 @@ def test_a_results_line_parses_as_json_loads_parses_it(raw: bytes) -> None:
             return ("error", type(exc).__name__)
 
     assert outcome(_loads_line) == outcome(json.loads)
+
+
+def test_a_hand_edited_line_whose_assertions_are_not_a_list_reads_back_as_written(tmp_path: Path) -> None:
+    # a v2 line keeps such a value as it is (compact_cell writes it unchanged), as a v1 line does: not one "assertion" a character
+    run = {"kind": "run", "version": 2, "run_id": "r", "target_types": {"t": "python"}, "defaults": {"target": "t", "dataset": "d"}}
+    cell = {"index": 0, "case_id": "c", "status": "error", "assertions": "edited by hand"}
+    (tmp_path / "results.jsonl").write_text(json.dumps(run) + "\n" + json.dumps(cell) + "\n", encoding="utf-8")
+    (back,) = read_results(tmp_path / "results.jsonl")
+    assert back["assertions"] == "edited by hand"
+    assert back["target"] == "t" and back["dataset"] == "d" and back["target_type"] == "python"

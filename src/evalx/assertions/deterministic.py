@@ -10,6 +10,7 @@ from __future__ import annotations
 import inspect
 import json
 import re
+from collections.abc import Callable
 from typing import Any
 
 import jsonschema
@@ -19,6 +20,7 @@ from evalx.assertions.registry import AssertionContext, assertion
 from evalx.assertions.static import needs_value, needs_values
 from evalx.assertions.user_schema import refused_ref_reason, schema_problems, user_validator
 from evalx.common import regexes
+from evalx.common.json_types import JSONObject
 from evalx.common.usercode import resolve_callable
 from evalx.models import Verdict
 
@@ -92,14 +94,14 @@ def normalise(text: str) -> str:
 
 
 #: ``equals``' ``normalize:`` steps, applied in this order whatever order they are written in
-NORMALIZE_STEPS: dict[str, Any] = {
+NORMALIZE_STEPS: dict[str, Callable[[str], str]] = {
     "whitespace": lambda t: " ".join(t.split()),  # runs of whitespace become one space; none at the ends
     "punctuation": lambda t: t.strip(_EDGE_CHARS),  # surrounding quotes and punctuation (a final period...)
     "lower": str.lower,
     "casefold": str.casefold,
 }
 _DEFAULT_STEPS = ("whitespace", "punctuation", "casefold")
-_NORMALIZE_SCHEMA = {
+_NORMALIZE_SCHEMA: JSONObject = {
     "description": "How both sides are normalised before comparing: none, one step or a list of steps "
     "(whitespace, punctuation, lower, casefold). Default: whitespace, punctuation, casefold.",
     "anyOf": [

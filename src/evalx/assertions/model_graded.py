@@ -15,9 +15,10 @@ from typing import Any, Literal
 from evalx.assertions.deterministic import value_or_expected
 from evalx.assertions.registry import AssertionContext, assertion
 from evalx.assertions.static import needs_one_of, needs_value
+from evalx.common.json_types import JSON, JSONObject
 from evalx.models import Case, Verdict
 
-_UNIT: dict[str, Any] = {"type": "number", "minimum": 0, "maximum": 1}
+_UNIT: JSONObject = {"type": "number", "minimum": 0, "maximum": 1}
 NO_JUDGE = "no judge configured"
 #: the types that grade the output against the case's ``context``
 NEEDS_CONTEXT = ("faithfulness", "context_recall")
@@ -35,7 +36,7 @@ def missing_context(kind: str, context: Any) -> str | None:
     return f"needs the case's context (context: or context_file:) to check the output against; the case has {what}"
 
 
-def _needs_context(spec: Mapping[str, Any], case: Case) -> str | None:
+def _needs_context(spec: Mapping[str, JSON], case: Case) -> str | None:
     problem = missing_context(str(spec.get("type")), case.context)
     if problem is None and spec.get("type") == "context_recall":
         return needs_value()(spec, case)

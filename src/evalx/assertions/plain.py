@@ -27,6 +27,7 @@ from collections.abc import Callable
 from typing import Any
 
 from evalx.assertions.registry import AssertionType
+from evalx.common.json_types import JSON, JSONObject
 
 __all__ = ["compile_schema", "plainly_valid"]
 
@@ -71,7 +72,7 @@ def _same_json(a: Any, b: Any) -> bool:
     return type(a) is type(b) and isinstance(a, scalar) and a == b
 
 
-def compile_schema(schema: Any) -> Check:
+def compile_schema(schema: JSON) -> Check:
     """A predicate that is True only for values ``schema`` surely accepts (False for any doubt)."""
     if schema is True or schema == {}:
         return _always
@@ -114,11 +115,12 @@ def _any(checks: list[Check]) -> Check:
     return lambda v: any(check(v) for check in checks)
 
 
-def _keyword(key: str, arg: Any, schema: dict[str, Any]) -> Check | None:
+def _keyword(key: str, arg: JSON, schema: JSONObject) -> Check | None:
     """The check for one keyword of ``schema``, or None when it is not understood."""
     if key == "type":
-        names = arg if isinstance(arg, list) else [arg]
-        if not names or not all(isinstance(n, str) and n in _TYPES for n in names):
+        written = arg if isinstance(arg, list) else [arg]
+        names = [n for n in written if isinstance(n, str) and n in _TYPES]
+        if not names or len(names) != len(written):
             return None
         return _any([_TYPES[n] for n in names])
     if key == "const":
@@ -140,7 +142,7 @@ def _keyword(key: str, arg: Any, schema: dict[str, Any]) -> Check | None:
         item = compile_schema(arg)
         return lambda v: not isinstance(v, list) or all(item(x) for x in v)
     if key in ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"):
-        if not _is_number(arg):
+        if not isinstance(arg, int | float) or isinstance(arg, bool):
             return None
         return _bound(key, arg)
     if key == "pattern":
@@ -189,7 +191,7 @@ def _length(key: str, n: int) -> Check:
     return lambda v: not isinstance(v, kind) or len(v) <= n
 
 
-def _properties(properties: dict[str, Any], additional: Any) -> Check | None:
+def _properties(properties: JSONObject, additional: JSON) -> Check | None:
     if additional is not True and additional is not False:
         return None
     props = {name: compile_schema(sub) for name, sub in properties.items()}
@@ -210,7 +212,7 @@ def _properties(properties: dict[str, Any], additional: Any) -> Check | None:
     return check
 
 
-_compiled: dict[str, tuple[dict[str, Any], Check]] = {}
+_compiled: dict[str, tuple[JSONObject, Check]] = {}
 
 
 def plainly_valid(atype: AssertionType, spec: Any) -> bool:

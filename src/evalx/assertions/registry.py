@@ -31,11 +31,12 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from evalx.assertions.spec import AssertionSpec
+from evalx.common.json_types import JSON, JSONObject
 from evalx.common.typeschema import properties, schema_of
 from evalx.models import Case, Trajectory, Verdict
 
 #: keys every assertion accepts, whatever its type (:class:`AssertionSpec`'s fields, but the model-graded types' ``judge:``)
-COMMON_KEYS: dict[str, dict[str, Any]] = {key: sub for key, sub in properties(AssertionSpec).items() if key != "judge"}
+COMMON_KEYS: dict[str, JSONObject] = {key: sub for key, sub in properties(AssertionSpec).items() if key != "judge"}
 
 
 class Grader(Protocol):
@@ -65,7 +66,7 @@ class AssertionContext:
     judge_settings: dict[str, Any] = field(default_factory=dict)
     target: str = ""
     #: the target's declared ``tools:`` (``tool_calls_valid``), None when it declares none
-    tools: list[dict[str, Any]] | None = None
+    tools: list[JSONObject] | None = None
 
     @property
     def text(self) -> str:
@@ -78,37 +79,37 @@ class AssertionContext:
 
 AssertionFn = Callable[..., "Verdict | Awaitable[Verdict]"]
 #: a check made when a dataset is loaded (``evalx validate`` and before a run): (spec, case) -> why it would fail, or None
-SpecCheck = Callable[[Mapping[str, Any], Case], "str | None"]
+SpecCheck = Callable[[Mapping[str, JSON], Case], "str | None"]
 
 
 @dataclass
 class AssertionType:
     name: str
     fn: AssertionFn
-    params: dict[str, dict[str, Any]]
+    params: dict[str, JSONObject]
     required: list[str]
     model_graded: bool = False
     description: str = ""
     is_async: bool = False
-    _schema: dict[str, Any] | None = field(default=None, repr=False, compare=False)
+    _schema: JSONObject | None = field(default=None, repr=False, compare=False)
     #: parameter name in the function for each config key (`not_` style names)
     arg_names: dict[str, str] = field(default_factory=dict, repr=False, compare=False)
     #: what can be known to fail before anything runs (a regex that does not compile, no value to compare with...)
     check: SpecCheck | None = field(default=None, repr=False, compare=False)
 
-    def schema(self) -> dict[str, Any]:
+    def schema(self) -> JSONObject:
         """The JSON Schema of one assertion of this type in a config (built once)."""
         if self._schema is None:
             self._schema = self._build_schema()
         return self._schema
 
-    def _build_schema(self) -> dict[str, Any]:
-        props: dict[str, Any] = {k: dict(v) for k, v in COMMON_KEYS.items()}
+    def _build_schema(self) -> JSONObject:
+        props: JSONObject = {k: dict(v) for k, v in COMMON_KEYS.items()}
         props["type"] = {"const": self.name}
         if self.model_graded:
             props["judge"] = properties(AssertionSpec)["judge"]
         props.update(self.params)
-        out: dict[str, Any] = {
+        out: JSONObject = {
             "type": "object",
             "properties": props,
             "required": ["type", *self.required],
@@ -126,7 +127,7 @@ _generation = 0
 def assertion(
     name: str,
     *,
-    schema: dict[str, dict[str, Any]] | None = None,
+    schema: Mapping[str, JSONObject] | None = None,
     model_graded: bool = False,
     check: SpecCheck | None = None,
 ) -> Callable[[AssertionFn], AssertionFn]:
@@ -153,7 +154,7 @@ def assertion(
         if not params or params[0].kind not in (params[0].POSITIONAL_ONLY, params[0].POSITIONAL_OR_KEYWORD):
             raise TypeError(f"assertion {name!r}: the first parameter must be the context")
         hints = typing.get_type_hints(fn)
-        props: dict[str, dict[str, Any]] = {}
+        props: dict[str, JSONObject] = {}
         required: list[str] = []
         arg_names: dict[str, str] = {}
         for p in params[1:]:

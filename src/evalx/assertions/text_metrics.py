@@ -18,6 +18,7 @@ from typing import Any
 
 from evalx.assertions.deterministic import short
 from evalx.assertions.registry import AssertionContext, assertion
+from evalx.common.json_types import JSON, JSONObject
 from evalx.errors import MissingExtra as MissingExtra  # defined in errors.py, imported from here too
 from evalx.models import Case, Verdict
 
@@ -25,7 +26,7 @@ from evalx.models import Case, Verdict
 DEFAULT_THRESHOLDS = {"levenshtein": 0.8, "rouge_l": 0.5, "bleu": 0.3, "chrf": 0.8}
 #: the module each type needs from the ``evalx[text]`` extra (None: nothing beyond evalx)
 _NEEDS = {"levenshtein": "rapidfuzz", "rouge_l": None, "bleu": "sacrebleu", "chrf": "sacrebleu"}
-_THRESHOLD_SCHEMA = {"type": "number", "minimum": 0, "maximum": 1}
+_THRESHOLD_SCHEMA: JSONObject = {"type": "number", "minimum": 0, "maximum": 1}
 
 
 def _library(kind: str) -> Any:
@@ -38,10 +39,10 @@ def _library(kind: str) -> Any:
         raise MissingExtra(f"install evalx[text] for the {kind} assertion") from None
 
 
-def _check(kind: str) -> Callable[[Mapping[str, Any], Case], str | None]:
+def _check(kind: str) -> Callable[[Mapping[str, JSON], Case], str | None]:
     """Validate-time: a reference to compare with, and the library installed."""
 
-    def check(spec: Mapping[str, Any], case: Case) -> str | None:
+    def check(spec: Mapping[str, JSON], case: Case) -> str | None:
         if spec.get("value") is None and case.expected is None:
             return "needs 'value' or the case's 'expected'"
         try:

@@ -17,6 +17,7 @@ from jsonschema import exceptions as schema_errors
 from jsonschema import validators
 
 from evalx.assertions.registry import AssertionContext, assertion
+from evalx.common.json_types import JSON, JSONObject
 from evalx.models import Case, ToolCall, Verdict
 
 _CALLS = ("any", "first", "last", "all")
@@ -97,7 +98,7 @@ def _bad_schema(schema: Any) -> str | None:
     return None
 
 
-def _check_tool_args(spec: Mapping[str, Any], case: Case) -> str | None:
+def _check_tool_args(spec: Mapping[str, JSON], case: Case) -> str | None:
     if "args" not in spec and "schema" not in spec:
         return "tool_args needs args (a JSON subset of the arguments) or schema (a JSON Schema for them)"
     if "schema" in spec:
@@ -150,16 +151,17 @@ def tool_args(
     return Verdict.no(f"{lead}: tool_calls[{index}]: {problem}", score)
 
 
-def _declared(tools: Any) -> dict[str, Any] | None:
+def _declared(tools: list[JSONObject] | None) -> JSONObject | None:
     """The target's declared tools as ``{name: parameters or None}`` (OpenAI and Anthropic forms too), or None without ``tools:``."""
     if not isinstance(tools, list):
         return None
-    out: dict[str, Any] = {}
+    out: JSONObject = {}
     for tool in tools:
-        if not isinstance(tool, Mapping):
+        if not isinstance(tool, dict):
             continue
-        if tool.get("type") == "function" and isinstance(tool.get("function"), Mapping):
-            tool = tool["function"]
+        function = tool.get("function")
+        if tool.get("type") == "function" and isinstance(function, dict):
+            tool = function
         name = tool.get("name")
         if isinstance(name, str):
             out[name] = tool.get("parameters", tool.get("input_schema"))

@@ -6,14 +6,15 @@ is inconclusive rather than a pass: an unmeasured budget was not kept.
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Literal
 
 from evalx.assertions.deterministic import short
 from evalx.assertions.registry import AssertionContext, assertion
+from evalx.common.json_types import JSONObject
 from evalx.models import Verdict, is_truncated
 
-_COUNT: dict[str, Any] = {"type": "integer", "minimum": 0}
-_AMOUNT: dict[str, Any] = {"type": "number", "minimum": 0}
+_COUNT: JSONObject = {"type": "integer", "minimum": 0}
+_AMOUNT: JSONObject = {"type": "number", "minimum": 0}
 
 
 def _names(names: list[str]) -> str:

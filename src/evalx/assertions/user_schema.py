@@ -19,7 +19,7 @@ a model's output. So:
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 from urllib.parse import urldefrag, urljoin
 
@@ -28,8 +28,10 @@ import referencing.exceptions
 import referencing.jsonschema
 from jsonschema import validators
 from jsonschema.exceptions import ValidationError
+from jsonschema.protocols import Validator
 
 from evalx.common import regexes
+from evalx.common.json_types import JSONObject
 from evalx.errors import RefusedRef, UnsupportedSchema
 
 __all__ = ["RefusedRef", "UnsupportedSchema", "refused_ref_reason", "schema_problems", "user_validator"]
@@ -123,7 +125,7 @@ def refused_ref_reason(exc: BaseException) -> str:
     return f"$ref {getattr(exc, 'ref', '')!r} does not resolve inside the schema"
 
 
-def _local_resolver(schema: dict[str, Any]) -> Any:
+def _local_resolver(schema: JSONObject) -> Any:
     """A resolver over the schema alone (its embedded ``$id`` resources included), or None if it cannot be made."""
     try:
         dialect = schema.get("$schema")
@@ -177,7 +179,7 @@ def _pattern_properties(validator: Any, pattern_properties: Any, instance: Any, 
                 yield from validator.descend(v, subschema, path=k, schema_path=pattern)
 
 
-def _additional_of(instance: dict[str, Any], schema: Any) -> list[str]:
+def _additional_of(instance: JSONObject, schema: Any) -> list[str]:
     properties = schema.get("properties", {})
     patterns = list(schema.get("patternProperties", {}))
     extras = []
@@ -258,7 +260,7 @@ def _bounded_class(cls: Any) -> Any:
     bounded = _classes.get(cls)
     if bounded is None:
         own = cls.VALIDATORS
-        replaced: dict[str, Any] = {name: _checked(own[name]) for name in _WALKERS if name in own}
+        replaced: dict[str, Callable[..., Any]] = {name: _checked(own[name]) for name in _WALKERS if name in own}
         replaced.update(pattern=_pattern, patternProperties=_pattern_properties, additionalProperties=_additional_properties)
         replaced["uniqueItems"] = _unique_items
         if "unevaluatedProperties" in own:
@@ -267,7 +269,7 @@ def _bounded_class(cls: Any) -> Any:
     return bounded
 
 
-_validators: dict[str, Any] = {}
+_validators: dict[str, Validator] = {}
 
 
 def user_validator(schema: Any) -> Any:

@@ -9,10 +9,14 @@ the helpers below do the common narrowings once.
 
 from __future__ import annotations
 
-from typing import Literal, TypeAlias, TypedDict
+from typing import TYPE_CHECKING, ForwardRef, Literal, TypeAlias, TypedDict
 
 JSONScalar: TypeAlias = bool | int | float | str | None
-JSON: TypeAlias = JSONScalar | list["JSON"] | dict[str, "JSON"]
+if TYPE_CHECKING:
+    JSON: TypeAlias = JSONScalar | list["JSON"] | dict[str, "JSON"]
+else:  # the same, its references to itself naming this module: typing.get_type_hints resolves them from any module
+    _SELF = ForwardRef("JSON", module=__name__)
+    JSON = JSONScalar | list[_SELF] | dict[str, _SELF]
 JSONObject: TypeAlias = dict[str, JSON]
 JSONArray: TypeAlias = list[JSON]
 

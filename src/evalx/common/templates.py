@@ -127,7 +127,7 @@ def _check_binop(operator: str, left: Any, right: Any) -> None:
             raise _refuse("a %-format width")
 
 
-def _check_format(fmt: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+def _check_format(fmt: str, args: tuple[object, ...], kwargs: Mapping[str, object]) -> None:
     if _WIDE_FIELD.search(fmt) or (_NESTED_FIELD.search(fmt) and any(_big_int(a) for a in (*args, *kwargs.values()))):
         raise _refuse("a format width")
 
@@ -136,7 +136,7 @@ def _check_format(fmt: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> No
 _PADDING = frozenset({"center", "ljust", "rjust", "zfill", "expandtabs"})
 
 
-def _check_call(obj: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+def _check_call(obj: object, args: tuple[object, ...], kwargs: Mapping[str, object]) -> None:
     owner = getattr(obj, "__self__", None)
     name = getattr(obj, "__name__", "")
     if isinstance(owner, str):
@@ -441,7 +441,7 @@ def _includes_problem(ast: Any, root: Path | None, chain: tuple[str, ...]) -> st
 
 
 def render(source: str, context: Mapping[str, object], *, field: str | None = None) -> str:
-    """``source`` rendered with ``context``; ``field`` (like ``prompt``) names it in errors."""
+    """``source`` rendered with ``context`` (the names a template sees, any values); ``field`` (like ``prompt``) names it in errors."""
     seconds, deadline = _time_box()
     try:
         with timebox(seconds):

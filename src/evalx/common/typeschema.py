@@ -27,6 +27,8 @@ import typing
 from collections.abc import Callable, Mapping, Sequence
 from typing import Annotated, Any, TypeVar, Union
 
+from evalx.common.json_types import JSON, JSONObject
+
 __all__ = [
     "Fraction",
     "Id",
@@ -62,7 +64,7 @@ class Schema:
     def __init__(
         self,
         *,
-        build: Callable[[], dict[str, Any]] | None = None,
+        build: Callable[[], JSONObject] | None = None,
         ref: str | None = None,
         key: str | None = None,
         rest: bool = False,
@@ -82,7 +84,7 @@ PositiveNumber = Annotated[float, Schema(exclusiveMinimum=0)]
 NonNegative = Annotated[float, Schema(minimum=0)]
 Fraction = Annotated[float, Schema(minimum=0, maximum=1)]
 
-_PRIMITIVES: dict[Any, dict[str, Any]] = {
+_PRIMITIVES: dict[object, JSONObject] = {
     str: {"type": "string"},
     int: {"type": "integer"},
     float: {"type": "number"},
@@ -109,7 +111,7 @@ def _union_members(hint: Any) -> tuple[Any, ...] | None:
     return None
 
 
-def schema_of(hint: Any) -> dict[str, Any]:
+def schema_of(hint: Any) -> JSONObject:
     """The JSON Schema of a type hint; ``X | None`` is ``X`` (absence is the None); unknown hints accept anything."""
     hint, marks = _split(hint)
     if any(m.ref for m in marks):
@@ -122,7 +124,7 @@ def schema_of(hint: Any) -> dict[str, Any]:
     return {**out, **keywords}
 
 
-def _schema_of_type(hint: Any) -> dict[str, Any]:
+def _schema_of_type(hint: Any) -> JSONObject:
     if hint in _PRIMITIVES:
         return dict(_PRIMITIVES[hint])
     if dataclasses.is_dataclass(hint) and isinstance(hint, type):
@@ -176,17 +178,17 @@ def required_keys(cls: type) -> list[str]:
     ]
 
 
-def properties(cls: type) -> dict[str, Any]:
+def properties(cls: type) -> dict[str, JSONObject]:
     """The schema of each field of a record, by YAML key (the ``rest`` field left out)."""
     return {key: schema_of(hint) for _, key, hint, marks in _fields(cls) if not any(m.rest for m in marks)}
 
 
-def object_schema(cls: type) -> dict[str, Any]:
+def object_schema(cls: type) -> JSONObject:
     """A record's schema: its fields, the required ones, no other key, then the class's ``SCHEMA`` keywords."""
-    out: dict[str, Any] = {"type": "object", "properties": properties(cls)}
+    out: JSONObject = {"type": "object", "properties": dict(properties(cls))}
     required = required_keys(cls)
     if required:
-        out["required"] = required
+        out["required"] = list[JSON](required)
     out["additionalProperties"] = False
     extra: Schema | None = getattr(cls, "SCHEMA", None)
     if extra is not None:

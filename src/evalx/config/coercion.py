@@ -16,6 +16,7 @@ from collections.abc import Collection, Iterator, Mapping
 from typing import Any
 
 from evalx.common.documents import KeyPath, SchemaValidator
+from evalx.common.json_types import JSON, JSONObject, as_array, as_object
 
 __all__ = ["coerce_interpolated", "schema_types_at"]
 
@@ -26,7 +27,7 @@ _WHAT = {"integer": "an integer", "number": "a number", "boolean": "a boolean (t
 
 
 def coerce_interpolated(
-    data: Any, interpolated: Mapping[KeyPath, str], schema: dict[str, Any], missing: Collection[KeyPath] = ()
+    data: Any, interpolated: Mapping[KeyPath, str], schema: JSONObject, missing: Collection[KeyPath] = ()
 ) -> list[tuple[KeyPath, str]]:
     """Replace, in ``data``, each interpolated string the schema wants as a number or boolean; the problems as (key path, message).
 
@@ -86,7 +87,7 @@ def _coerce(text: str, wanted: list[str]) -> tuple[Any] | None:
     return None
 
 
-def schema_types_at(schema: dict[str, Any], data: Any, path: KeyPath) -> set[str]:
+def schema_types_at(schema: JSONObject, data: Any, path: KeyPath) -> set[str]:
     """The JSON types ``schema`` allows for the value at ``path`` of ``data``.
 
     Follows ``properties``, ``additionalProperties``, ``items``, local
@@ -101,27 +102,30 @@ def schema_types_at(schema: dict[str, Any], data: Any, path: KeyPath) -> set[str
             child = node[key]
         except (KeyError, IndexError, TypeError):
             child = None
-        nexts: list[dict[str, Any]] = []
+        nexts: list[JSONObject] = []
         for s in schemas:
+            sub: JSON
             if isinstance(key, str):
-                sub = (s.get("properties") or {}).get(key)
-                if sub is None and isinstance(s.get("additionalProperties"), dict):
-                    sub = s["additionalProperties"]
+                sub = as_object(s.get("properties")).get(key)
+                extra = s.get("additionalProperties")
+                if sub is None and isinstance(extra, dict):
+                    sub = extra
             else:
-                sub = s.get("items") if isinstance(s.get("items"), dict) else None
+                items = s.get("items")
+                sub = items if isinstance(items, dict) else None
             if sub is not None:
                 nexts.extend(_expand(sub, schema, child))
         schemas, node = nexts, child
     types: set[str] = set()
     for s in schemas:
         kind = s.get("type")
-        types.update([kind] if isinstance(kind, str) else kind if isinstance(kind, list) else [])
+        types.update([kind] if isinstance(kind, str) else [k for k in kind if isinstance(k, str)] if isinstance(kind, list) else [])
     return types
 
 
-def _expand(schema: Any, root: dict[str, Any], instance: Any) -> Iterator[dict[str, Any]]:
+def _expand(schema: JSON, root: JSONObject, instance: Any) -> Iterator[JSONObject]:
     """``schema`` and the sub-schemas that apply to ``instance`` at the same place."""
-    stack = [schema]
+    stack: list[JSON] = [schema]
     seen = 0
     while stack and seen < 1000:
         s = stack.pop()
@@ -131,11 +135,12 @@ def _expand(schema: Any, root: dict[str, Any], instance: Any) -> Iterator[dict[s
         yield s
         ref = s.get("$ref")
         if isinstance(ref, str) and ref.startswith("#/"):
-            target: Any = root
+            target: JSON = root
             for part in ref[2:].split("/"):
                 target = target.get(part) if isinstance(target, dict) else None
             stack.append(target)
         for key in ("allOf", "anyOf", "oneOf"):
-            stack.extend(s.get(key) or ())
-        if isinstance(s.get("if"), dict):
-            stack.append(s.get("then") if SchemaValidator(s["if"]).is_valid(instance) else s.get("else"))
+            stack.extend(as_array(s.get(key)))
+        condition = s.get("if")
+        if isinstance(condition, dict):
+            stack.append(s.get("then") if SchemaValidator(condition).is_valid(instance) else s.get("else"))

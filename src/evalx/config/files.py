@@ -33,6 +33,7 @@ from evalx.common.documents import (
     load_yaml,
     schema_error_leaves,
 )
+from evalx.common.json_types import JSON, JSONObject
 from evalx.common.templates import TemplateFileError, read_template_file, resolve_in_folder
 from evalx.errors import Issue
 
@@ -51,18 +52,19 @@ class FileValue:
     file: Path
 
 
-def _places(data: dict[str, Any]) -> Iterator[tuple[KeyPath, dict[str, Any], tuple[str, ...]]]:
+def _places(data: JSONObject) -> Iterator[tuple[KeyPath, JSONObject, tuple[str, ...]]]:
     """Each mapping of the config that may hold file keys, with its path and the keys it may hold."""
     for i, target in enumerate(_list(data.get("targets"))):
         if isinstance(target, dict) and target.get("type") == "provider":
             yield ("targets", i), target, tuple(FILE_KEYS)
     for i, dataset in enumerate(_list(data.get("datasets"))):
-        if isinstance(dataset, dict) and isinstance(dataset.get("defaults"), dict):
-            yield ("datasets", i, "defaults"), dataset["defaults"], ("system_file",)
+        defaults = dataset.get("defaults") if isinstance(dataset, dict) else None
+        if isinstance(defaults, dict):
+            yield ("datasets", i, "defaults"), defaults, ("system_file",)
     yield from _judges((), data)
 
 
-def _judges(path: KeyPath, value: Any) -> Iterator[tuple[KeyPath, dict[str, Any], tuple[str, ...]]]:
+def _judges(path: KeyPath, value: JSON) -> Iterator[tuple[KeyPath, JSONObject, tuple[str, ...]]]:
     """Every ``judge:`` mapping (the config's, an assertion's override) and its inline provider target."""
     items = value.items() if isinstance(value, dict) else enumerate(value) if isinstance(value, list) else ()
     for key, item in items:
@@ -79,7 +81,7 @@ def _list(value: Any) -> list[Any]:
     return value if isinstance(value, list) else []
 
 
-def resolve_file_keys(loaded: Loaded, base_dir: Path, tools_schema: dict[str, Any]) -> tuple[list[FileValue], list[Issue]]:
+def resolve_file_keys(loaded: Loaded, base_dir: Path, tools_schema: JSONObject) -> tuple[list[FileValue], list[Issue]]:
     """Replace each ``X_file: PATH`` in ``loaded.data`` by ``X: <the file's value>`` (in place); the values read and the problems.
 
     A key with a problem is dropped (its problem is reported, not also the

@@ -28,6 +28,7 @@ from evalx.common.documents import (
     load_yaml,
     schema_error_leaves,
 )
+from evalx.common.json_types import JSONObject, as_object
 from evalx.common.redaction import Redactor, looks_secret_name
 from evalx.common.templates import use_folder
 from evalx.common.usercode import resolve_callable
@@ -40,7 +41,7 @@ if TYPE_CHECKING:
 
 #: built-in values of the run-wide ``defaults:`` keys; the target settings' (concurrency, timeout_s,
 #: retries...) live in :class:`evalx.targets.TargetSettings`, resolved by :func:`evalx.targets.resolve_settings`
-DEFAULTS: dict[str, Any] = {"repeat": 1}
+DEFAULTS: JSONObject = {"repeat": 1}
 
 
 @dataclass
@@ -397,9 +398,8 @@ def semantic_issues(config: Config, *, check_imports: bool = True) -> list[Issue
         if isinstance(ref, str) and ref not in target_ids:
             issues.append(config.issue(path, f"unknown target {ref!r} in {what}{did_you_mean(ref, target_ids)}"))
 
-    def section(key: str) -> dict[str, Any]:
-        value = data.get(key)
-        return value if isinstance(value, dict) else {}
+    def section(key: str) -> JSONObject:
+        return as_object(data.get(key))
 
     for j, ref in enumerate(_list(section("defaults").get("targets"))):
         check_ref(("defaults", "targets", j), ref, "defaults.targets")
@@ -480,7 +480,7 @@ def _matrix_param_warnings(config: Config) -> list[Issue]:
     return issues
 
 
-def _provider_issues(config: Config, path: KeyPath, name: str, spec: dict[str, Any] | None = None) -> list[Issue]:
+def _provider_issues(config: Config, path: KeyPath, name: str, spec: JSONObject | None = None) -> list[Issue]:
     """The provider a target names must exist, and its definition must be valid (errors name its FILE:LINE);
     the target's ``stream``/``params`` are checked against it (an unknown param is a warning)."""
     from evalx.targets.definitions import UnknownProvider, find_provider, providers_dir_of, target_problems

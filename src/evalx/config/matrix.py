@@ -33,10 +33,12 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from evalx.common.documents import did_you_mean
+from evalx.common.json_types import JSON, JSONObject, as_array, as_object
 from evalx.errors import Issue
 
 if TYPE_CHECKING:
     from evalx.config.loader import Config
+    from evalx.results.model import MatrixVariant
 
 __all__ = [
     "MatrixCount",
@@ -60,29 +62,31 @@ class Variant:
 
     id: str
     target: str  # the id of the target in targets:
-    values: dict[str, Any] = field(default_factory=dict)
-    spec: dict[str, Any] = field(default_factory=dict)
+    #: the combination applied (axis and include values, as written in ``matrix:``)
+    values: JSONObject = field(default_factory=dict)
+    #: the ``targets:`` entry with the combination applied, as the config wrote it (typed later by ``target_spec``)
+    spec: JSONObject = field(default_factory=dict)
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> MatrixVariant:
         return {"id": self.id, "target": self.target, "values": dict(self.values)}
 
 
-def _same(a: Any, b: Any) -> bool:
+def _same(a: JSON, b: JSON) -> bool:
     # YAML `true` must not equal `1`, nor `0` equal `false`; 0 and 0.0 are the same number
     if isinstance(a, bool) or isinstance(b, bool):
         return isinstance(a, bool) and isinstance(b, bool) and a is b
     return bool(a == b)
 
 
-def _matches(combo: Mapping[str, Any], entry: Mapping[str, Any]) -> bool:
+def _matches(combo: Mapping[str, JSON], entry: Mapping[str, JSON]) -> bool:
     return all(key in combo and _same(combo[key], value) for key, value in entry.items())
 
 
 def combinations(
-    params: Mapping[str, list[Any]],
-    include: Iterable[Mapping[str, Any]] = (),
-    exclude: Iterable[Mapping[str, Any]] = (),
-) -> list[dict[str, Any]]:
+    params: Mapping[str, list[JSON]],
+    include: Iterable[Mapping[str, JSON]] = (),
+    exclude: Iterable[Mapping[str, JSON]] = (),
+) -> list[JSONObject]:
     """The combinations of a matrix, in a stable order, without duplicates.
 
     GitHub Actions semantics: product of the axes, minus ``exclude`` matches,
@@ -90,14 +94,14 @@ def combinations(
     original axis value) or adds itself as a new one.
     """
     names = list(params)
-    original: list[dict[str, Any]] = []
+    original: list[JSONObject] = []
     if names:
         for values in itertools.product(*(params[n] for n in names)):
             original.append(dict(zip(names, values)))
     excluded = [dict(e) for e in exclude]
     original = [c for c in original if not any(_matches(c, e) for e in excluded)]
     combos = [(c, frozenset(c)) for c in original]
-    added: list[dict[str, Any]] = []
+    added: list[JSONObject] = []
     for entry in include:
         fitted = False
         for combo, axes in combos:
@@ -106,7 +110,7 @@ def combinations(
                 fitted = True
         if not fitted:
             added.append(dict(entry))
-    out: list[dict[str, Any]] = []
+    out: list[JSONObject] = []
     seen: set[str] = set()
     for combo in [c for c, _ in combos] + added:
         key = variant_id("", combo)
@@ -147,7 +151,7 @@ class _Steps:
             raise _OutOfSteps
 
 
-def _survivors(values: Mapping[str, Sequence[Any]], exclude: Sequence[Mapping[str, Any]], steps: _Steps) -> int:
+def _survivors(values: Mapping[str, Sequence[JSON]], exclude: Sequence[Mapping[str, JSON]], steps: _Steps) -> int:
     """How many combinations of the axes ``values`` no ``exclude`` entry matches, without listing them.
 
     Only the axes an entry names matter: the values of each such axis fall into
@@ -196,9 +200,9 @@ def _survivors(values: Mapping[str, Sequence[Any]], exclude: Sequence[Mapping[st
 
 
 def count_combinations(
-    params: Mapping[str, Sequence[Any]],
-    include: Sequence[Mapping[str, Any]] = (),
-    exclude: Sequence[Mapping[str, Any]] = (),
+    params: Mapping[str, Sequence[JSON]],
+    include: Sequence[Mapping[str, JSON]] = (),
+    exclude: Sequence[Mapping[str, JSON]] = (),
     *,
     budget: int = COUNT_BUDGET,
 ) -> MatrixCount:
@@ -233,18 +237,18 @@ def count_combinations(
     return MatrixCount(survivors + added, exact, product, len(values))
 
 
-def matrix_count(matrix: Any) -> MatrixCount:
+def matrix_count(matrix: object) -> MatrixCount:
     """:func:`count_combinations` of a ``matrix:`` section as written (malformed parts ignored, as :func:`expand` does)."""
     params, include, exclude = _section(matrix)
     return count_combinations(params, include, exclude)
 
 
-def count_variants(specs: Iterable[Mapping[str, Any]], count: MatrixCount) -> dict[str, int]:
+def count_variants(specs: Iterable[Mapping[str, JSON]], count: MatrixCount) -> dict[str, int]:
     """The variants each target of ``specs`` (by id) becomes under a matrix of ``count`` combinations, as :func:`expand` makes them."""
     return {str(spec["id"]): (count.combinations if spec.get("type") in AXIS_TYPES and count.combinations else 1) for spec in specs}
 
 
-def _ordered(combo: Mapping[str, Any]) -> list[tuple[str, Any]]:
+def _ordered(combo: Mapping[str, JSON]) -> list[tuple[str, JSON]]:
     keys = sorted(combo, key=lambda k: (k != "model", k))
     return [(k, combo[k]) for k in keys]
 
@@ -259,7 +263,7 @@ def format_value(value: Any) -> str:
         return str(value)
 
 
-def variant_id(target_id: str, combo: Mapping[str, Any]) -> str:
+def variant_id(target_id: str, combo: Mapping[str, JSON]) -> str:
     """``target[key=value,...]``, ``model`` first then the keys alphabetically; the bare id without a combination."""
     if not combo:
         return target_id
@@ -267,11 +271,11 @@ def variant_id(target_id: str, combo: Mapping[str, Any]) -> str:
     return f"{target_id}[{inner}]"
 
 
-def apply(spec: Mapping[str, Any], combo: Mapping[str, Any], new_id: str) -> dict[str, Any]:
+def apply(spec: Mapping[str, JSON], combo: Mapping[str, JSON], new_id: str) -> JSONObject:
     """A copy of a provider target spec with ``combo`` applied and its id replaced."""
     out = copy.deepcopy(dict(spec))
     out["id"] = new_id
-    params = dict(out.get("params") or {})
+    params = dict(as_object(out.get("params")))
     for key, value in combo.items():
         if key == "model":
             out["model"] = value
@@ -282,16 +286,15 @@ def apply(spec: Mapping[str, Any], combo: Mapping[str, Any], new_id: str) -> dic
     return out
 
 
-def _section(matrix: Any) -> tuple[dict[str, list[Any]], list[dict[str, Any]], list[dict[str, Any]]]:
-    matrix = matrix if isinstance(matrix, dict) else {}
-    params = matrix.get("params")
-    params = {k: v for k, v in params.items() if isinstance(v, list)} if isinstance(params, dict) else {}
-    include = [e for e in matrix.get("include") or [] if isinstance(e, dict)]
-    exclude = [e for e in matrix.get("exclude") or [] if isinstance(e, dict)]
+def _section(matrix: object) -> tuple[dict[str, list[JSON]], list[JSONObject], list[JSONObject]]:
+    section = as_object(matrix)
+    params = {k: v for k, v in as_object(section.get("params")).items() if isinstance(v, list)}
+    include = [e for e in as_array(section.get("include")) if isinstance(e, dict)]
+    exclude = [e for e in as_array(section.get("exclude")) if isinstance(e, dict)]
     return params, include, exclude
 
 
-def expand(specs: Iterable[Mapping[str, Any]], matrix: Any) -> list[Variant]:
+def expand(specs: Iterable[Mapping[str, JSON]], matrix: object) -> list[Variant]:
     """The variants of ``specs`` (in order) under the ``matrix:`` section."""
     params, include, exclude = _section(matrix)
     combos = combinations(params, include, exclude) if (params or include) else []
@@ -309,7 +312,7 @@ def expand(specs: Iterable[Mapping[str, Any]], matrix: Any) -> list[Variant]:
 # --- validation -------------------------------------------------------------
 
 
-def matrix_targets(config: Config) -> list[dict[str, Any]]:
+def matrix_targets(config: Config) -> list[JSONObject]:
     """The targets ``--matrix`` expands: ``matrix.targets``, else the default targets."""
     by_id = {t.get("id"): t for t in config.data.get("targets") or [] if isinstance(t, dict)}
     matrix = config.data.get("matrix")
@@ -333,7 +336,7 @@ def matrix_issues(config: Config) -> list[Issue]:
         return []
     issues: list[Issue] = []
     raw_params = matrix.get("params")
-    axes: dict[str, Any] = raw_params if isinstance(raw_params, dict) else {}
+    axes: JSONObject = raw_params if isinstance(raw_params, dict) else {}
     listed = matrix_targets(config)
     kinds = sorted({str(t.get("type")) for t in listed})
     applies = any(k in AXIS_TYPES for k in kinds)

@@ -14,19 +14,19 @@ mistake is reported against the right sub-schema, not as a raw ``oneOf``.
 from __future__ import annotations
 
 import json
-from typing import Any
 
+from evalx.common.json_types import JSONObject
 from evalx.common.typeschema import object_schema
 
 SCHEMA_ID = "https://evalx.dev/schemas/evalconfig.schema.json"
 
 
-def _assertion_schema() -> tuple[dict[str, Any], dict[str, Any]]:
+def _assertion_schema() -> tuple[JSONObject, JSONObject]:
     from evalx.assertions import registered
 
     types = registered()
-    defs = {f"assert_{name}": t.schema() for name, t in types.items()}
-    dispatch = {
+    defs: JSONObject = {f"assert_{name}": t.schema() for name, t in types.items()}
+    dispatch: JSONObject = {
         "type": "object",
         "properties": {"type": {"enum": list(types)}},
         "required": ["type"],
@@ -38,10 +38,10 @@ def _assertion_schema() -> tuple[dict[str, Any], dict[str, Any]]:
     return dispatch, defs
 
 
-_cached: tuple[int, dict[str, Any]] | None = None
+_cached: tuple[int, JSONObject] | None = None
 
 
-def config_schema() -> dict[str, Any]:
+def config_schema() -> JSONObject:
     """The config JSON Schema for the assertion types registered now (built-ins and loaded plugins)."""
     global _cached
     from evalx.assertions.registry import generation, registered
@@ -52,7 +52,7 @@ def config_schema() -> dict[str, Any]:
     return _cached[1]
 
 
-def _build_schema() -> dict[str, Any]:
+def _build_schema() -> JSONObject:
     from evalx.config.model import EvalConfig
     from evalx.datasets.loader import CASE_SCHEMA
     from evalx.datasets.spec import DatasetSpec
@@ -60,7 +60,7 @@ def _build_schema() -> dict[str, Any]:
     from evalx.targets.spec import target_schema
 
     assertion, assertion_defs = _assertion_schema()
-    schema: dict[str, Any] = {
+    schema: JSONObject = {
         "$schema": "https://json-schema.org/draft/2020-12/schema",
         "$id": SCHEMA_ID,
         "title": "evalx config (evalconfig.yaml)",
@@ -78,7 +78,7 @@ def _build_schema() -> dict[str, Any]:
     return schema
 
 
-def tools_schema() -> dict[str, Any]:
+def tools_schema() -> JSONObject:
     """The schema of a target's ``tools:`` (a ``tools_file:`` is checked against it)."""
     from evalx.targets.spec import tools_schema as provider_tools_schema
 

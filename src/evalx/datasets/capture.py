@@ -37,6 +37,7 @@ from typing import TYPE_CHECKING, Any
 
 import yaml
 
+from evalx.common.json_types import JSON, JSONObject
 from evalx.errors import CaptureError
 
 if TYPE_CHECKING:
@@ -76,7 +77,7 @@ def _clean(text: Any) -> str:
     return re.sub(r"[\x00-\x08\x0b-\x1f\x7f]", " ", str(text))
 
 
-def _from_summary(d: dict[str, Any], source: str) -> Trace:
+def _from_summary(d: JSONObject, source: str) -> Trace:
     trace_id = d.get("trace_id")
     if not isinstance(trace_id, (str, int)) or not str(trace_id):
         raise CaptureError(f"{source}: a trace summary needs a 'trace_id'")
@@ -84,11 +85,12 @@ def _from_summary(d: dict[str, Any], source: str) -> Trace:
     if message is None:
         raise CaptureError(f"{source}: trace {trace_id} has no 'user_message'")
     tokens = d.get("tokens_used") or 0
+    system, final_answer = d.get("system"), d.get("final_answer")
     return Trace(
         trace_id=str(trace_id),
         user_message=message,
-        system=d.get("system") if isinstance(d.get("system"), str) else None,
-        final_answer=d.get("final_answer") if isinstance(d.get("final_answer"), str) else None,
+        system=system if isinstance(system, str) else None,
+        final_answer=final_answer if isinstance(final_answer, str) else None,
         failure_reason=str(d["failure_reason"]) if d.get("failure_reason") else None,
         tokens_used=int(tokens) if isinstance(tokens, (int, float)) and not isinstance(tokens, bool) else 0,
         source=source,
@@ -303,7 +305,7 @@ def plan_names(traces: list[Trace], out_dir: Path, *, force: bool = False) -> li
     return paths
 
 
-def case_from_trace(trace: Trace, *, input_text: str | None = None) -> tuple[dict[str, Any], list[str]]:
+def case_from_trace(trace: Trace, *, input_text: str | None = None) -> tuple[JSONObject, list[str]]:
     """The case mapping for ``trace``, and warnings for what a person must fill in."""
     warnings: list[str] = []
     message = trace.user_message if trace.user_message is not None else input_text
@@ -311,7 +313,7 @@ def case_from_trace(trace: Trace, *, input_text: str | None = None) -> tuple[dic
         message = PLACEHOLDER_INPUT
         warnings.append(f"{trace.source}: the trace has no user message; edit `input:` (or pass --input)")
     reason = trace.failure_reason or "unknown"
-    case: dict[str, Any] = {
+    case: JSONObject = {
         "id": case_id_for(trace),  # capture_all renames it to its file's name
         "description": f"regression from production: {_clean(reason)}"[:300],
         "input": message,
@@ -322,7 +324,7 @@ def case_from_trace(trace: Trace, *, input_text: str | None = None) -> tuple[dic
         case["context"] = trace.context
     case["category"] = "regression"
     case["tags"] = ["regression", "production" if trace.case_id is None else "captured"]
-    asserts: list[dict[str, Any]] = []
+    asserts: list[JSON] = []
     if trace.tokens_used > 0:
         asserts.append({"type": "max_tokens", "value": int(trace.tokens_used * TOKEN_BUDGET_FACTOR), "count": "total"})
     answer = (trace.final_answer or "").strip()
@@ -331,7 +333,7 @@ def case_from_trace(trace: Trace, *, input_text: str | None = None) -> tuple[dic
     else:
         asserts.append({"type": "completed"})  # it crashed or said nothing: finishing is the first bar
     case["assert"] = asserts
-    case["metadata"] = {
+    metadata: JSONObject = {
         "trace_id": trace.trace_id,
         "failure_reason": trace.failure_reason,
         "tokens_used": trace.tokens_used,
@@ -339,7 +341,9 @@ def case_from_trace(trace: Trace, *, input_text: str | None = None) -> tuple[dic
         "captured_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
     }
     if trace.tool_calls:
-        case["metadata"]["tool_calls"] = trace.tool_calls
+        calls: list[JSON] = list(trace.tool_calls)
+        metadata["tool_calls"] = calls
+    case["metadata"] = metadata
     return case, warnings
 
 
@@ -380,7 +384,7 @@ def _canonical(value: Any) -> str:
     return json.dumps(value, sort_keys=True, ensure_ascii=True, default=repr)
 
 
-def dump_case(case: dict[str, Any], header: str = "", *, name: str = "case.yaml") -> str:
+def dump_case(case: JSONObject, header: str = "", *, name: str = "case.yaml") -> str:
     """``header`` (comment lines) and ``case`` as YAML, proven to read back as ``case`` with evalx's own loader.
 
     Readable UTF-8 when that reads back exactly; else every non-ASCII
@@ -405,7 +409,7 @@ def _comment(lines: list[str]) -> str:
     return "".join(f"# {comment_text(line)}\n" if line else "#\n" for line in lines)
 
 
-def write_case(case: dict[str, Any], trace: Trace, out_dir: Path, *, force: bool = False, path: Path | None = None) -> Path:
+def write_case(case: JSONObject, trace: Trace, out_dir: Path, *, force: bool = False, path: Path | None = None) -> Path:
     """Write ``case`` to ``path`` (by default ``OUT_DIR/<id>.yaml``; ``capture_all`` plans the names of a batch)."""
     out_dir.mkdir(parents=True, exist_ok=True)
     if path is None:

@@ -2,15 +2,20 @@
 
 from __future__ import annotations
 
-from typing import Any
-
+from evalx.common.json_types import JSONObject
 from evalx.datasets.context import CONTEXT_PROPERTIES
 from evalx.datasets.shorthands import SHORTHAND_PROPERTIES
 
-__all__ = ["BASE_FIELDS", "BASE_PROPERTIES", "CASE_FIELDS", "CASE_SCHEMA"]
+__all__ = ["BASE_FIELDS", "BASE_PROPERTIES", "CASE_FIELDS", "CASE_PROPERTIES", "CASE_SCHEMA", "TURN_PROPERTIES"]
 
-_STRINGS: dict[str, Any] = {"type": "array", "items": {"type": "string"}}
-BASE_PROPERTIES: dict[str, dict[str, Any]] = {
+_STRINGS: JSONObject = {"type": "array", "items": {"type": "string"}}
+#: the keys of one turn of a scripted conversation
+TURN_PROPERTIES: dict[str, JSONObject] = {
+    "input": {"type": "string", "description": "The user message of this turn."},
+    "assert": {"type": "array", "items": {"$ref": "#/$defs/assertion"}},
+    "tool_results": {"type": "object", "description": "Mocked tool results {TOOL: VALUE} for this turn."},
+}
+BASE_PROPERTIES: dict[str, JSONObject] = {
     "id": {"type": ["string", "number"], "minLength": 1, "description": "Unique in its dataset; numbers become strings."},
     "input": {"type": ["string", "object"], "description": "Text, or a mapping for structured targets."},
     "expected": {"description": "What the assertions compare with; adds no check on its own."},
@@ -34,11 +39,7 @@ BASE_PROPERTIES: dict[str, dict[str, Any]] = {
         "items": {
             "type": "object",
             "required": ["input"],
-            "properties": {
-                "input": {"type": "string", "description": "The user message of this turn."},
-                "assert": {"type": "array", "items": {"$ref": "#/$defs/assertion"}},
-                "tool_results": {"type": "object", "description": "Mocked tool results {TOOL: VALUE} for this turn."},
-            },
+            "properties": dict(TURN_PROPERTIES),
             "additionalProperties": False,
         },
     },
@@ -72,10 +73,13 @@ BASE_FIELDS = tuple(BASE_PROPERTIES)
 #: every field a case may have, shorthands included
 CASE_FIELDS: tuple[str, ...] = BASE_FIELDS + tuple(SHORTHAND_PROPERTIES)
 
+#: every field of a case and its schema
+CASE_PROPERTIES: dict[str, JSONObject] = {**BASE_PROPERTIES, **SHORTHAND_PROPERTIES}
+
 #: JSON Schema (2020-12) of one case as written in a file; ``#/$defs/assertion`` is the embedder's
-CASE_SCHEMA: dict[str, Any] = {
+CASE_SCHEMA: JSONObject = {
     "type": "object",
-    "properties": {**BASE_PROPERTIES, **SHORTHAND_PROPERTIES},
+    "properties": dict(CASE_PROPERTIES),
     "required": ["id"],
     "anyOf": [{"required": [name]} for name in ("input", "user_message", "question", "turns", "messages", "simulate")],
     "additionalProperties": False,

@@ -21,13 +21,14 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 from evalx.common.documents import DocumentError, format_path, load_json, load_yaml
+from evalx.common.json_types import JSONObject
 from evalx.common.templates import TemplateFileError, read_template_file, resolve_in_folder
 from evalx.errors import ContextFileError
 
 __all__ = ["CONTEXT_PROPERTIES", "ContextFileError", "ContextFiles", "from_column"]
 
 #: the case fields of a context, as the case schema declares them
-CONTEXT_PROPERTIES: dict[str, dict[str, Any]] = {
+CONTEXT_PROPERTIES: dict[str, JSONObject] = {
     "context": {
         "type": ["string", "array"],
         "items": {"type": "string"},

@@ -14,6 +14,7 @@ from collections.abc import Collection, Mapping
 from typing import Any
 
 from evalx.common.documents import did_you_mean
+from evalx.common.json_types import JSONObject
 from evalx.datasets.shorthands import KeyPath, unknown_field
 
 __all__ = ["EXTRA_MODES", "UNKNOWN_FIELD_HINT", "Shape"]
@@ -78,8 +79,8 @@ class Shape:
         if not isinstance(data, dict):
             return data, []
         self.seen.update(data)
-        out: dict[str, Any] = {}
-        moved: dict[str, Any] = {}
+        out: JSONObject = {}
+        moved: JSONObject = {}
         problems: list[tuple[KeyPath, str]] = []
         for key, value in data.items():
             role = self.role(key)

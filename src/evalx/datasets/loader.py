@@ -24,8 +24,9 @@ from evalx.assertions.hints import missing_type_hint
 from evalx.assertions.plain import plainly_valid
 from evalx.assertions.registry import generation
 from evalx.common.documents import DocumentError, SchemaValidator, describe_schema_error, did_you_mean, load_json, load_yaml
+from evalx.common.json_types import JSON, JSONObject, as_object
 from evalx.common.usercode import UserCodeError, resolve_callable
-from evalx.datasets.case_schema import BASE_FIELDS, BASE_PROPERTIES, CASE_FIELDS, CASE_SCHEMA
+from evalx.datasets.case_schema import BASE_FIELDS, CASE_FIELDS, CASE_PROPERTIES, CASE_SCHEMA, TURN_PROPERTIES
 from evalx.datasets.context import ContextFileError, ContextFiles, from_column
 from evalx.datasets.fields import UNKNOWN_FIELD_HINT, Shape
 from evalx.datasets.shorthands import KeyPath, expand, unknown_field
@@ -40,19 +41,18 @@ __all__ = ["CASE_FIELDS", "CASE_SCHEMA", "MAX_ERRORS", "case_schema_document", "
 MAX_ERRORS = 20
 FILE_SUFFIXES = (".json", ".jsonl", ".yaml", ".yml", ".csv")
 
-_STANDALONE_ASSERTION = {"type": "object", "required": ["type"], "properties": {"type": {"type": "string"}}}
-_JUDGE_OVERRIDE = {"type": "object"}  # settings merged over the config's judge:; the config schema refines it
+_STANDALONE_ASSERTION: JSONObject = {"type": "object", "required": ["type"], "properties": {"type": {"type": "string"}}}
+_JUDGE_OVERRIDE: JSONObject = {"type": "object"}  # settings merged over the config's judge:; the config schema refines it
 
 # Validation of case fields; assertions are checked one by one against their own type's schema.
 # assertion items are checked one by one against their own type (below), so the
 # case validator skips them: following the $ref per item costs more than the rest
-_case_validator = SchemaValidator(
-    {**CASE_SCHEMA, "properties": {**CASE_SCHEMA["properties"], "assert": {"type": "array"}}, "$defs": {"assertion": {}}}
-)
-_defaults_validator = SchemaValidator({"type": "object", "properties": CASE_SCHEMA["properties"], "$defs": {"assertion": {}}})
+_CASE_OWN_FIELDS: dict[str, JSONObject] = {**CASE_PROPERTIES, "assert": {"type": "array"}}
+_case_validator = SchemaValidator({**CASE_SCHEMA, "properties": dict(_CASE_OWN_FIELDS), "$defs": {"assertion": {}}})
+_defaults_validator = SchemaValidator({"type": "object", "properties": dict(CASE_PROPERTIES), "$defs": {"assertion": {}}})
 
 
-def case_schema_document() -> dict[str, Any]:
+def case_schema_document() -> JSONObject:
     """CASE_SCHEMA as a standalone schema file (``schemas/case.schema.json``)."""
     return {
         "$schema": "https://json-schema.org/draft/2020-12/schema",
@@ -149,7 +149,7 @@ class _MappedRaw(_Raw):
 
 
 def load_dataset(
-    entry: DatasetSpec | Mapping[str, Any],
+    entry: DatasetSpec | Mapping[str, object],
     *,
     base_dir: Path,
     config_file: str = "evalconfig.yaml",
@@ -192,7 +192,7 @@ def load_dataset(
     errors.raise_if_any()
     defaults = {k: v for k, v in raw_defaults.items() if k != "assert"}
     listed = raw_defaults.get("assert")
-    default_asserts: list[dict[str, Any]] = list(listed) if isinstance(listed, list) else []
+    default_asserts: list[JSONObject] = list(listed) if isinstance(listed, list) else []
 
     shape = Shape.of(spec.fields, spec.extra, CASE_FIELDS)
     fill = _Fill(
@@ -238,8 +238,8 @@ class _Fill:
 
     dataset_id: str
     targets: Any
-    defaults: dict[str, Any]
-    default_asserts: list[dict[str, Any]]
+    defaults: dict[str, object]
+    default_asserts: list[JSONObject]
     callables: _Callables | None
     digest: Callable[[Case], bytes] | None
     #: the config's target ids (a ``simulate:`` user target must be one), None: not checked
@@ -408,8 +408,8 @@ def _check_defaults(raw: _Raw, errors: _Errors) -> None:
 
 def _build_case(
     raw: _Raw,
-    defaults: dict[str, Any],
-    default_asserts: list[dict[str, Any]],
+    defaults: Mapping[str, object],
+    default_asserts: list[JSONObject],
     errors: _Errors,
     target_ids: Collection[str] | None,
     contexts: ContextFiles,
@@ -423,7 +423,7 @@ def _build_case(
     for key in data:
         if key not in CASE_FIELDS:
             errors.add(raw.file, raw.line_of((key,)), raw.path + (key,), unknown_field(str(key), CASE_FIELDS) + UNKNOWN_FIELD_HINT)
-    known = {k: v for k, v in data.items() if k in CASE_FIELDS}
+    known: JSONObject = {k: v for k, v in data.items() if k in CASE_FIELDS}
     for err in () if _plainly_valid(known) else _case_validator.iter_errors(known):
         sub = tuple(err.absolute_path)
         message = err.message
@@ -438,15 +438,16 @@ def _build_case(
             if name in raw.fields:
                 message += f" (fields: reads it from column {raw.fields[name]!r}, which this case does not have)"
         errors.add(raw.file, raw.line_of(sub), raw.path + sub, message)
-    own_asserts: list[Any] = known["assert"] if isinstance(known.get("assert"), list) else []
+    own = known.get("assert")
+    own_asserts: list[Any] = own if isinstance(own, list) else []  # each checked below: a mapping with a known type
     for i, spec in enumerate(own_asserts):
         _check_assertion(spec, raw, ("assert", i), errors, generated=False)
-    turns = known.get("turns")
-    if turns is not None:
-        _check_turns(turns, known, raw, errors)
+    scripted = known.get("turns")
+    if scripted is not None:
+        _check_turns(scripted, known, raw, errors)
     if known.get("simulate") is not None:
         _check_simulate(known, raw, errors, target_ids)
-    elif turns is not None and defaults.get("simulate") is not None:
+    elif scripted is not None and defaults.get("simulate") is not None:
         message = "'turns' and the dataset's defaults.simulate cannot both apply (a conversation is scripted or simulated)"
         errors.add(raw.file, raw.line_of(("turns",)), raw.path + ("turns",), message)
     if errors.count > before:
@@ -461,6 +462,7 @@ def _build_case(
         return None
 
     fields = expansion.fields
+    turns: list[Any] | None = fields["turns"] if scripted is not None else None  # the case's own, as the schema accepted them
     if "messages" in known:  # a transcript: its turns were made by expand, each reply checked by expect_assert
         turns = fields["turns"]
         first = next((t["assert"][0] for t in turns if "assert" in t), None)
@@ -499,7 +501,7 @@ def _build_case(
     return None if errors.count > before else case
 
 
-def _context(fields: dict[str, Any], known: dict[str, Any], raw: _Raw, errors: _Errors, contexts: ContextFiles) -> None:
+def _context(fields: dict[str, Any], known: JSONObject, raw: _Raw, errors: _Errors, contexts: ContextFiles) -> None:
     """``fields["context"]`` from ``context``, ``context_file`` (read by ``contexts``) or a ``fields:`` column; see :mod:`evalx.datasets.context`."""
     name = fields.pop("context_file", None)
     if "context" in known and "context_file" in known:
@@ -522,13 +524,13 @@ def _context(fields: dict[str, Any], known: dict[str, Any], raw: _Raw, errors: _
         fields["context"] = value
 
 
-def _check_turns(turns: Any, known: dict[str, Any], raw: _Raw, errors: _Errors) -> None:
+def _check_turns(turns: JSON, known: JSONObject, raw: _Raw, errors: _Errors) -> None:
     """A conversation's own rules (its shape is the schema's): each turn's assertions, and no ``input`` beside ``turns``."""
     for name in ("input", "user_message", "question"):
         if name in known:
             message = f"{name!r} and 'turns' cannot both be given (the first turn's input is the case's input)"
             errors.add(raw.file, raw.line_of((name,)), raw.path + (name,), message)
-    allowed = tuple(BASE_PROPERTIES["turns"]["items"]["properties"])
+    allowed = tuple(TURN_PROPERTIES)
     for t, turn in enumerate(turns if isinstance(turns, list) else ()):
         for key in turn if isinstance(turn, dict) else ():
             if key not in allowed:
@@ -538,7 +540,7 @@ def _check_turns(turns: Any, known: dict[str, Any], raw: _Raw, errors: _Errors) 
             _check_assertion(spec, raw, ("turns", t, "assert", i), errors, generated=False)
 
 
-def _check_simulate(known: dict[str, Any], raw: _Raw, errors: _Errors, target_ids: Collection[str] | None) -> None:
+def _check_simulate(known: Mapping[str, object], raw: _Raw, errors: _Errors, target_ids: Collection[str] | None) -> None:
     """A simulation's own rules: not beside ``turns``, a user target that exists, a ``stop`` regex that compiles."""
     if "turns" in known:
         errors.add(
@@ -568,7 +570,7 @@ def _check_simulate(known: dict[str, Any], raw: _Raw, errors: _Errors, target_id
             errors.add(raw.file, raw.line_of(sub), raw.path + sub, f"not a valid regular expression: {exc}")
 
 
-def _assertion_origin(i: int, n_defaults: int, n_own: int, generated: list[tuple[dict[str, Any], KeyPath]]) -> KeyPath:
+def _assertion_origin(i: int, n_defaults: int, n_own: int, generated: list[tuple[JSONObject, KeyPath]]) -> KeyPath:
     """Where the case's ``i``-th assertion was written: the case itself for a ``defaults:`` one, its ``assert:`` item, or its shorthand."""
     if i < n_defaults:
         return ()
@@ -590,7 +592,7 @@ def _is_strings(v: Any) -> bool:
 
 
 #: base fields whose schema is checked by hand; anything else goes to jsonschema
-_PLAIN_CHECKS: dict[str, Any] = {
+_PLAIN_CHECKS: dict[str, Callable[[Any], bool]] = {
     "id": lambda v: (isinstance(v, str) and v != "") or _is_number(v),
     "input": lambda v: isinstance(v, (str, dict)),
     "expected": lambda v: True,
@@ -610,7 +612,7 @@ _PLAIN_CHECKS: dict[str, Any] = {
 }
 
 
-def _plainly_valid(known: dict[str, Any]) -> bool:
+def _plainly_valid(known: JSONObject) -> bool:
     """True when the case surely passes ``_case_validator`` (which then need not run).
 
     The schema walk was most of the cost of loading a large dataset. This
@@ -630,16 +632,17 @@ def _plainly_valid(known: dict[str, Any]) -> bool:
     return True
 
 
-def _merge(defaults: dict[str, Any], case: dict[str, Any]) -> dict[str, Any]:
-    """The case over the dataset's ``defaults:``: mappings merge, tags add up, the rest the case wins."""
+def _merge(defaults: Mapping[str, object], case: JSONObject) -> dict[str, object]:
+    """The case (its fields validated) over the dataset's ``defaults:``: mappings merge, tags add up, the rest the case wins."""
     merged = dict(defaults)  # shallow: nothing downstream mutates a case's values
     for key, value in case.items():
         if key == "assert":
             continue
-        if key in ("vars", "metadata") and isinstance(merged.get(key), dict):
-            merged[key] = {**merged[key], **value}
-        elif key == "tags" and isinstance(merged.get(key), list):
-            merged[key] = merged[key] + [t for t in value if t not in merged[key]]
+        under = merged.get(key)
+        if key in ("vars", "metadata") and isinstance(under, dict) and isinstance(value, dict):
+            merged[key] = {**under, **value}
+        elif key == "tags" and isinstance(under, list) and isinstance(value, list):
+            merged[key] = under + [t for t in value if t not in under]
         else:
             merged[key] = value
     return merged
@@ -688,7 +691,7 @@ def _check_assertion(spec: Any, raw: _Raw, sub: KeyPath, errors: _Errors, *, gen
         report(("type",), f"unknown assertion type {kind!r}{did_you_mean(kind, list(registered()))}")
         return
     schema = atype.schema()
-    allowed = list(schema.get("properties", {}))
+    allowed = list(as_object(schema.get("properties")))
     for key in spec:
         if key not in allowed:
             report((key,), unknown_field(str(key), allowed))
@@ -703,7 +706,7 @@ def _check_assertion(spec: Any, raw: _Raw, sub: KeyPath, errors: _Errors, *, gen
         _valid_specs.add(fingerprint)
 
 
-_validators: dict[str, tuple[dict[str, Any], Any]] = {}
+_validators: dict[str, tuple[JSONObject, Any]] = {}
 
 
 _valid_specs: set[str] = set()
@@ -717,7 +720,7 @@ def _fingerprint(spec: Any) -> str | None:
         return None
 
 
-def _assertion_validator(kind: str, schema: dict[str, Any]) -> Any:
+def _assertion_validator(kind: str, schema: JSONObject) -> Any:
     cached = _validators.get(kind)
     if cached is None or cached[0] is not schema:
         cached = (schema, SchemaValidator({**schema, "$defs": {"judge_override": _JUDGE_OVERRIDE}}))
@@ -901,7 +904,7 @@ def _read_csv(text: str, shown: str, errors: _Errors, shape: Shape | None = None
             continue
         if len(row) > len(header):
             errors.add(shown, start, ("cases", index), f"row has {len(row)} cells but the header has {len(header)}")
-        case: dict[str, Any] = {}
+        case: JSONObject = {}
         for name, parse_as, cell in zip(header, plan, row):
             if not parse_as:
                 if parse_as == "":

@@ -33,16 +33,17 @@ from typing import Any
 
 from evalx.assertions.registry import get_assertion
 from evalx.common.documents import did_you_mean
+from evalx.common.json_types import JSONObject
 
 KeyPath = tuple[str | int, ...]
 
-_STRINGS: dict[str, Any] = {"type": "array", "items": {"type": "string"}}
+_STRINGS: JSONObject = {"type": "array", "items": {"type": "string"}}
 MESSAGE_ROLES = ("user", "assistant", "system")
 #: how a transcript's expected replies are checked when the case names no ``expect_assert``
-DEFAULT_EXPECT_ASSERT: dict[str, Any] = {"type": "equals"}
+DEFAULT_EXPECT_ASSERT: JSONObject = {"type": "equals"}
 
 #: JSON Schema of every shorthand field, as written in a case
-SHORTHAND_PROPERTIES: dict[str, dict[str, Any]] = {
+SHORTHAND_PROPERTIES: dict[str, JSONObject] = {
     "user_message": {"type": "string", "description": "Golden trajectories: the input."},
     "question": {"type": "string", "description": "golden_qa.json: the input."},
     "expected_answer": {"description": "golden_qa.json: the expected value."},
@@ -84,7 +85,7 @@ SHORTHAND_PROPERTIES: dict[str, dict[str, Any]] = {
 
 ENGINE_EXPECTED_KEYS = ("must_call_tools", "must_not_call_tools", "output_must_contain", "max_tokens")
 #: golden_qa.json's tolerance modes, as its runner defines them (shared/reference/golden-qa-runner.txt)
-TOLERANCE_ASSERTIONS: dict[str, dict[str, Any]] = {
+TOLERANCE_ASSERTIONS: dict[str, JSONObject] = {
     "exact_match": {"type": "equals", "normalize": ["whitespace", "lower"]},  # lower-cased, whitespace-collapsed equality
     "numeric_close": {"type": "numeric_close"},  # any number within 1 %, years 2020-2029 ignored
     "semantic_similar": {"type": "semantic_similar", "threshold": 0.8},  # a judge score of 0.8 or more
@@ -123,7 +124,7 @@ class Expansion:
     """A case with its shorthands resolved."""
 
     fields: dict[str, Any]  # keyword arguments of Case, minus id/asserts/source/dataset
-    generated: list[tuple[dict[str, Any], KeyPath]] = field(default_factory=list)  # (assertion, shorthand's key path)
+    generated: list[tuple[JSONObject, KeyPath]] = field(default_factory=list)  # (assertion, shorthand's key path)
     #: for ``messages:``, the key path of each turn's expected reply (None for a turn without one), by turn
     turn_origins: list[KeyPath | None] = field(default_factory=list)
     errors: list[tuple[KeyPath, str]] = field(default_factory=list)
@@ -199,8 +200,8 @@ def _transcript(raw: dict[str, Any], out: Expansion) -> None:
     if atype is not None and "value" not in atype.params:
         problem = f"{spec['type']} compares with no value; expect_assert needs a type that does (equals, icontains, regex, ...)"
         out.errors.append((("expect_assert", "type"), problem))
-    messages: list[dict[str, Any]] = raw["messages"]
-    turns: list[dict[str, Any]] = []
+    messages: list[JSONObject] = raw["messages"]
+    turns: list[JSONObject] = []
     origins: list[KeyPath | None] = []
     for i, message in enumerate(messages):
         role, content = message["role"], message["content"]

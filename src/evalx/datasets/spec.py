@@ -5,14 +5,15 @@
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Annotated, Any, ClassVar
+from typing import Annotated, ClassVar
 
+from evalx.common.json_types import JSONObject
 from evalx.common.typeschema import Id, Schema, build
 
 __all__ = ["DatasetSpec", "dataset_spec"]
 
 
-def _fields_schema() -> dict[str, Any]:
+def _fields_schema() -> JSONObject:
     from evalx.datasets.case_schema import CASE_FIELDS
 
     return {
@@ -24,13 +25,13 @@ def _fields_schema() -> dict[str, Any]:
     }
 
 
-def _extra_schema() -> dict[str, Any]:
+def _extra_schema() -> JSONObject:
     from evalx.datasets.fields import EXTRA_MODES
 
     return {"enum": list(EXTRA_MODES)}
 
 
-_INLINE_CASES: dict[str, Any] = {
+_INLINE_CASES: JSONObject = {
     "if": {"anyOf": [{"required": ["fields"]}, {"required": ["extra"]}]},
     "then": {},
     "else": {"properties": {"cases": {"items": {"$ref": "#/$defs/case"}}}},

@@ -72,11 +72,12 @@ from collections.abc import Iterable, Mapping
 from datetime import datetime
 from importlib import resources
 from pathlib import Path
-from typing import Any, cast
+from typing import Any, TypedDict, cast
 
 import jinja2
 from markupsafe import Markup
 
+from evalx.common.json_types import JSON, JSONObject, as_array
 from evalx.common.template_cache import template_cache
 from evalx.errors import writing
 from evalx.reports import charts as _charts
@@ -92,7 +93,16 @@ from evalx.results.figures import finite
 from evalx.results.figures import ms as _ms
 from evalx.results.figures import pct as _pct
 from evalx.results.figures import usd as _usd
-from evalx.results.model import STATUSES, AssertionRecord, BaselineView, CellResult, GroupFigures, RunSummary, TargetFigures
+from evalx.results.model import (
+    STATUSES,
+    AssertionRecord,
+    BaselineView,
+    CellCounts,
+    CellResult,
+    RepeatsSummary,
+    RunSummary,
+    TargetFigures,
+)
 from evalx.results.reviews import reviews_line
 from evalx.results.store import read_results
 from evalx.version import __version__
@@ -134,7 +144,100 @@ MAX_CELLS = 10_000
 #: past the cap, at least this fraction of it is kept for passing cells (1,000 at the default cap)
 PASS_SHARE = 10
 
-_Json = dict[str, Any]
+#: a target's row of the header table (``pass`` is a Python keyword: functional syntax)
+_TargetRow = TypedDict(
+    "_TargetRow",
+    {
+        "id": str,
+        "color": str,
+        "cells": int,
+        "pass": int,
+        "fail": int,
+        "error": int,
+        "skipped": int,
+        "pass_rate": float | None,
+        "pass_rate_ci": list[float] | None,
+        "p50": float | None,
+        "p95": float | None,
+        "p99": float | None,
+        "ttft_p50": float | None,
+        "ttft_p95": float | None,
+        "tokens": int,
+        "tokens_text": str,
+        "cost": float | None,
+        "judge_cost": float | None,
+        "cost_per_pass": float | None,
+        "repeats": "_RepeatRow | None",
+    },
+)
+
+
+class _RepeatRow(TypedDict):
+    """A target's repeat figures as the header table shows them."""
+
+    k: float | None
+    pass_at_k: float | None
+    pass_hat_k: float | None
+    flaky_cases: int
+
+
+class _BreakdownRow(TypedDict):
+    """One row (a category, or all of them) of a target's category × difficulty table."""
+
+    name: str
+    total: bool
+    cells: list[str]
+    all: str
+    mean_score: str
+
+
+class _BreakdownView(TypedDict):
+    """A target's category × difficulty table as the template shows it, texts ready."""
+
+    id: str
+    color: str
+    pass_rate: float | None
+    pass_rate_ci: list[float] | None
+    mean_score: str
+    scored: int
+    difficulties: list[str]
+    rows: list[_BreakdownRow]
+
+
+class _HeaderView(TypedDict):
+    """The figures the page's header, tables and charts show (``h`` in report.html.j2), texts ready."""
+
+    run_id: str
+    name: str
+    config: str
+    started_at: str | None
+    duration_s: float | None
+    status: str
+    totals: CellCounts
+    targets: list[_TargetRow]
+    latency: dict[str, float | None]
+    ttft: dict[str, float | None]
+    has_ttft: bool
+    scope: JSONObject | None
+    tokens: dict[str, int]
+    cache_hit_ratio: float | None
+    cached_cells: int
+    response_cache_hit_ratio: float | None
+    cost: float | None
+    judge_cost: float | None
+    cost_missing: int
+    cost_gaps: str | None
+    tokens_text: str
+    inconclusive: int
+    reviewed: str | None
+    repeats: RepeatsSummary | None
+    cells_planned: int
+    several: bool
+    pooled_note: str | None
+    breakdowns: list[_BreakdownView]
+    pairwise: JSONObject | None
+    disagreements: JSONObject | None
+
 
 # CSI (colours, cursor), OSC (titles, hyperlinks) and two-character escapes
 _ANSI = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)?|\x1b[@-Z\\-_]")
@@ -231,7 +334,7 @@ class _Embedder:
     def cap(self, cap: int) -> int:
         return max(200, cap // LEAN_FACTOR) if self.lean else cap
 
-    def put(self, into: _Json, key: str, value: Any, cap: int) -> None:
+    def put(self, into: JSONObject, key: str, value: Any, cap: int) -> None:
         """``into[key]`` = the cleaned text, clipped; ``into[key + "N"]`` = full length when clipped."""
         if value is None or value == "" or value == [] or value == {}:
             return
@@ -259,7 +362,7 @@ class _Rows:
         self.count = 0
         self.spool = Spool(max_size=SPOOL_BYTES, batch=PENDING_CHARS, dir=spool_dir, errors="replace")
 
-    def add(self, row: _Json) -> None:
+    def add(self, row: JSONObject) -> None:
         self.spool.write("," + embed_json(row) if self.count else embed_json(row))
         self.count += 1
 
@@ -297,7 +400,7 @@ class Sampling:
         "skipped_kept",
     )
 
-    def __init__(self, cap: int, totals: Mapping[str, Any]) -> None:
+    def __init__(self, cap: int, totals: Mapping[str, object]) -> None:
         self.cap = cap
         self.cells = _int(totals.get("cells"))
         self.passes = _int(totals.get("pass"))
@@ -337,7 +440,7 @@ class Sampling:
             return True
         return False
 
-    def view(self, run_id: str) -> _Json:
+    def view(self, run_id: str) -> JSONObject:
         """The figures the page's notice and script show."""
         return {
             "cells": self.cells,
@@ -467,7 +570,7 @@ class _ReportData:
         output = result.get("output")
         output = output if isinstance(output, dict) else {}
 
-        cell: _Json = {"c": c, "t": t, "s": status}
+        cell: JSONObject = {"c": c, "t": t, "s": status}
         if repeat:
             cell["r"] = repeat
         # the figures, in this key order (the embedded bytes depend on it)
@@ -492,7 +595,7 @@ class _ReportData:
             cell["it"] = round(iterations, 3)
         usage = output.get("usage")
         if isinstance(usage, dict):
-            tokens = [_int(usage.get("input_tokens")), _int(usage.get("output_tokens")), _int(usage.get("cache_hit_tokens"))]
+            tokens: list[JSON] = [_int(usage.get("input_tokens")), _int(usage.get("output_tokens")), _int(usage.get("cache_hit_tokens"))]
             if any(tokens):
                 cell["tk"] = tokens
         if result.get("cached"):
@@ -508,7 +611,7 @@ class _ReportData:
         embed.put(cell, "rq", output.get("request"), REQUEST_CAP)
         calls = output.get("tool_calls")
         if isinstance(calls, list) and calls:
-            kept = []
+            kept: list[JSON] = []
             for call in calls[:MAX_TOOL_CALLS]:
                 if isinstance(call, dict):
                     name = call.get("name", call.get("tool"))
@@ -527,18 +630,23 @@ class _ReportData:
             if len(calls) > len(kept):
                 cell["tcN"] = len(calls)
         assertions = result.get("assertions")
+        checks: list[JSON] = []
         if isinstance(assertions, list) and assertions:
-            cell["a"] = [self._assertion(a) for a in assertions if isinstance(a, dict)]
-        turns = cast("dict[str, Any]", result).get("turns")
+            checks = cell["a"] = [self._assertion(a) for a in assertions if isinstance(a, dict)]
+        turns = result.get("turns")
         if isinstance(turns, list) and turns:
-            self._turns(cell, turns)
-        pairwise = cast("dict[str, Any]", result).get("pairwise")
+            # a turn's checks are embedded once: when the cell's own assertions carry their turn (as the runner
+            # writes them), the page takes them from there
+            self._turns(cell, turns, tagged=any(isinstance(a, list) and len(a) > 7 for a in checks))
+        pairwise = result.get("pairwise")
         if isinstance(pairwise, list) and pairwise:
-            cell["pw"] = [self._pairwise(p) for p in pairwise[:MAX_PAIRWISE] if isinstance(p, dict)]
+            compared: list[JSON] = [self._pairwise(p) for p in pairwise[:MAX_PAIRWISE] if isinstance(p, dict)]
+            cell["pw"] = compared
         review = result.get("review")
         if isinstance(review, dict):  # a reviewer's mark (reviews.jsonl): [verdict, the run's status, reviewer, when, comment]
-            cell["rv"] = [str(review.get(k) or "") for k in ("verdict", "original_status", "reviewer", "at")]
-            cell["rv"].append(embed.text(review.get("comment") or "", REASON_CAP))
+            mark: list[JSON] = [str(review.get(k) or "") for k in ("verdict", "original_status", "reviewer", "at")]
+            mark.append(embed.text(review.get("comment") or "", REASON_CAP))
+            cell["rv"] = mark
         error = result.get("error") or output.get("error")
         embed.put(cell, "e", error, REASON_CAP)
         embed.put(cell, "tb", result.get("traceback") or output.get("traceback"), TEXT_CAP)
@@ -553,31 +661,30 @@ class _ReportData:
                     cell["evT"] = 1  # the target already dropped some
         self.cells.add(cell)
 
-    def _pairwise(self, record: Mapping[str, Any]) -> list[Any]:
+    def _pairwise(self, record: JSONObject) -> list[JSON]:
         """One pairwise comparison of the cell as the detail shows it: the other target, the verdict in words, the replies."""
         embed = self.embed
-        replies = [
+        replies: list[JSON] = [
             [embed.text(show_id(o.get("first")), 200), embed.text(o.get("reply"), REASON_CAP)]
-            for o in record.get("orders") or []
+            for o in as_array(record.get("orders"))
             if isinstance(o, dict) and o.get("reply")
         ]
         return [embed.text(show_id(record.get("against")), 200), embed.text(pairwise_verdict(record), REASON_CAP), replies]
 
-    def _turns(self, cell: _Json, turns: list[Any]) -> None:
+    def _turns(self, cell: JSONObject, turns: list[Any], *, tagged: bool) -> None:
         """``cell["cv"]``: a conversation's turns, as the chat in the cell detail shows them.
 
-        A turn's checks are embedded once: when the cell's own assertions carry
-        their turn (as the runner writes them), the page takes them from there.
+        A turn's checks are embedded once: when ``tagged`` (the cell's own assertions carry
+        their turn, as the runner writes them), the page takes them from there.
         """
         embed = self.embed
-        tagged = any(len(a) > 7 for a in cell.get("a", ()))
-        kept = []
+        kept: list[JSON] = []
         for turn in turns[:MAX_TURNS]:
             if not isinstance(turn, dict):
                 continue
             output = turn.get("output")
             output = output if isinstance(output, dict) else {"text": output}
-            row: _Json = {}
+            row: JSONObject = {}
             embed.put(row, "i", turn.get("input"), TURN_CAP)
             embed.put(row, "o", output.get("text"), TURN_CAP)
             latency = finite(turn.get("latency_ms"))
@@ -611,8 +718,8 @@ class _ReportData:
         if len(turns) > len(kept):
             cell["cvN"] = len(turns)
 
-    def _case(self, result: CellResult, dataset: str, case_id: str) -> _Json:
-        row: _Json = {"d": dataset, "id": case_id}
+    def _case(self, result: CellResult, dataset: str, case_id: str) -> JSONObject:
+        row: JSONObject = {"d": dataset, "id": case_id}
         if result.get("category"):
             row["cat"] = show_id(result["category"])
         if result.get("difficulty") is not None:
@@ -629,13 +736,13 @@ class _ReportData:
         self.embed.put(row, "cx", result.get("context"), TEXT_CAP)
         return row
 
-    def _assertion(self, a: AssertionRecord) -> list[Any]:
+    def _assertion(self, a: AssertionRecord) -> list[JSON]:
         passed = a.get("passed")
         details = a.get("details")
         if isinstance(details, dict):
             # the judge's words are what a reader wants; figures like cost are elsewhere
             details = {k: v for k, v in details.items() if v not in (None, "", [], {})} or None
-        row = [
+        row: list[JSON] = [
             passed if isinstance(passed, bool) else None,
             self.embed.text(a.get("type") or "assertion", 200),
             self.embed.text(a["name"], 200) if a.get("name") else None,
@@ -662,7 +769,7 @@ def _one_line_json(event: Any) -> str:
 # ---------------------------------------------------------------- baseline
 
 
-def _change(entry: Any) -> list[str | None] | None:
+def _change(entry: Any) -> list[JSON] | None:
     """A newly failing / passing entry as [target, dataset, case_id]; strings are case ids."""
     if isinstance(entry, str):
         return [None, None, show_id(entry)]
@@ -685,7 +792,7 @@ def _relative(now: float | None, before: float | None) -> float | None:
     return (now - before) / before
 
 
-def _baseline_view(baseline: BaselineView | None, summary: RunSummary) -> _Json | None:
+def _baseline_view(baseline: BaselineView | None, summary: RunSummary) -> JSONObject | None:
     """The header's "versus baseline" block: deltas and case-level changes."""
     if not isinstance(baseline, dict):
         return None
@@ -694,11 +801,11 @@ def _baseline_view(baseline: BaselineView | None, summary: RunSummary) -> _Json 
     cost_now, cost_before = finite(summary.get("cost_usd")), finite(baseline.get("cost_usd"))
     p99_now = finite((summary.get("latency_ms") or {}).get("p99"))
     p99_before = finite(baseline.get("p99_ms"))
-    failing = [c for c in map(_change, (baseline.get("newly_failing") or [])[:MAX_CHANGES]) if c]
-    passing = [c for c in map(_change, (baseline.get("newly_passing") or [])[:MAX_CHANGES]) if c]
+    failing: list[JSON] = [c for c in map(_change, (baseline.get("newly_failing") or [])[:MAX_CHANGES]) if c]
+    passing: list[JSON] = [c for c in map(_change, (baseline.get("newly_passing") or [])[:MAX_CHANGES]) if c]
 
-    def label(change: list[str | None]) -> str:
-        case = "/".join(x for x in change[1:] if x)
+    def label(change: list[JSON]) -> str:
+        case = "/".join(x for x in change[1:] if isinstance(x, str) and x)
         return f"{case} · {change[0]}" if change[0] else case
 
     rate_delta = rate_now - rate_before if rate_now is not None and rate_before is not None else None
@@ -713,8 +820,8 @@ def _baseline_view(baseline: BaselineView | None, summary: RunSummary) -> _Json 
         "p99": _ms(p99_before),
         "p99_delta": _signed_pct(_relative(p99_now, p99_before)),
         "p99_tone": _tone(_relative(p99_now, p99_before), higher_is_better=False),
-        "newly_failing": [label(c) for c in failing],
-        "newly_passing": [label(c) for c in passing],
+        "newly_failing": [label(c) for c in failing if isinstance(c, list)],
+        "newly_passing": [label(c) for c in passing if isinstance(c, list)],
         "newly_failing_total": len(baseline.get("newly_failing") or []),
         "newly_passing_total": len(baseline.get("newly_passing") or []),
         "changes": {"failing": failing, "passing": passing},
@@ -771,7 +878,7 @@ def _script(js: str) -> str:
     return js
 
 
-def _scope(summary: RunSummary) -> _Json | None:
+def _scope(summary: RunSummary) -> JSONObject | None:
     """A shard's or a merge's note for the page's top: what part of the plan this run holds."""
     shard, merged = summary.get("shard"), summary.get("merged")
     if shard:
@@ -793,22 +900,29 @@ def _scope(summary: RunSummary) -> _Json | None:
     return None
 
 
-def _header(summary: RunSummary, data: _ReportData) -> _Json:
-    totals = dict(summary.get("totals") or {})
-    for key in (*STATUSES, "cells"):
-        totals.setdefault(key, 0)
+def _header(summary: RunSummary, data: _ReportData) -> _HeaderView:
+    figures = summary.get("totals") or {}
+    totals: CellCounts = {
+        "cells": figures.get("cells", 0),
+        "pass": figures.get("pass", 0),
+        "fail": figures.get("fail", 0),
+        "error": figures.get("error", 0),
+        "skipped": figures.get("skipped", 0),
+        "pass_rate": figures.get("pass_rate"),
+        "pass_rate_ci": figures.get("pass_rate_ci"),
+    }
     # data.targets holds ids as shown (show_id): look the figures up the same way
     per_target = {show_id(k): v for k, v in (summary.get("per_target") or {}).items()}
     repeats = summary.get("repeats")
     repeat_rows = repeats.get("per_target") if isinstance(repeats, dict) else None
     if isinstance(repeat_rows, dict):
         repeat_rows = {show_id(k): v for k, v in repeat_rows.items()}
-    rows = []
+    rows: list[_TargetRow] = []
     for index, target in enumerate(data.targets):
         # a target with results but no figures (a summary from elsewhere) shows zeros
         t: Mapping[str, Any] = per_target.get(target) or {}
         found = repeat_rows.get(target) if isinstance(repeat_rows, dict) else None
-        rep = None
+        rep: _RepeatRow | None = None
         if isinstance(found, dict):  # only what the table shows; tolerate fields a newer summary lacks
             rep = {
                 "k": finite(found.get("k")),
@@ -835,7 +949,9 @@ def _header(summary: RunSummary, data: _ReportData) -> _Json:
                 "ttft_p50": finite((t.get("ttft_ms") or {}).get("p50")),
                 "ttft_p95": finite((t.get("ttft_ms") or {}).get("p95")),
                 "tokens": _int(tokens.get("input")) + _int(tokens.get("output")),
-                "tokens_text": tokens_shown(_int(tokens.get("input")) + _int(tokens.get("output")), t),
+                "tokens_text": tokens_shown(
+                    _int(tokens.get("input")) + _int(tokens.get("output")), t.get("usage_unknown_cells"), t.get("cells")
+                ),
                 "cost": finite(t.get("cost_usd")),
                 "judge_cost": finite(t.get("judge_cost_usd")),
                 "cost_per_pass": finite(t.get("cost_per_pass_usd")),
@@ -865,24 +981,26 @@ def _header(summary: RunSummary, data: _ReportData) -> _Json:
         "cost": finite(summary.get("cost_usd")),
         "judge_cost": finite(summary.get("judge_cost_usd")),
         "cost_missing": _int(summary.get("cost_missing_cells")),
-        "cost_gaps": cost_gaps(summary),
-        "tokens_text": tokens_shown(_int(tokens.get("input")) + _int(tokens.get("output")), {**totals, **summary}),
+        "cost_gaps": cost_gaps(summary.get("cost_missing_cells"), summary.get("usage_unknown_cells")),
+        "tokens_text": tokens_shown(
+            _int(tokens.get("input")) + _int(tokens.get("output")), summary.get("usage_unknown_cells"), totals["cells"]
+        ),
         "inconclusive": _int(summary.get("inconclusive_assertions")),
         "reviewed": reviews_line(summary),
         "repeats": repeats if isinstance(repeats, dict) and repeats else None,
         "cells_planned": _int(summary.get("cells_planned")),
         # several targets are different models: the headline and the breakdowns are per target, the pooled rate a footnote
         "several": len(rows) > 1,
-        "pooled_note": pooled_footnote(cast(GroupFigures, totals), len(rows)) if len(rows) > 1 and "pass_rate" in totals else None,
+        "pooled_note": pooled_footnote(totals, len(rows)) if len(rows) > 1 and "pass_rate" in figures else None,
         "breakdowns": [b for b in (_breakdown_view(row, per_target.get(row["id"])) for row in rows) if b is not None],
         "pairwise": html_pairwise([p for p in summary.get("pairwise") or [] if isinstance(p, dict)]),
         "disagreements": html_disagreements(summary.get("judge_disagreements")),
     }
 
 
-def _breakdown_view(row: _Json, figures: Mapping[str, Any] | None) -> _Json | None:
+def _breakdown_view(row: _TargetRow, figures: TargetFigures | None) -> _BreakdownView | None:
     """A target's category × difficulty table as the template shows it (texts ready), or None without the figures."""
-    cross = cross_table(cast(TargetFigures, figures)) if isinstance(figures, Mapping) else None
+    cross = cross_table(figures) if isinstance(figures, dict) else None
     if cross is None:
         return None
     return {

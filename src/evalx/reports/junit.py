@@ -78,7 +78,7 @@ import os
 import re
 import tempfile
 import xml.etree.ElementTree as ET
-from collections.abc import Generator, Iterable, Iterator
+from collections.abc import Generator, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -194,7 +194,7 @@ def _fmt_time(seconds: float) -> str:
 _NAMES = frozenset({"name", "classname"})  # attributes that hold ids
 
 
-def _element(tag: str, attrs: dict[str, Any], text: str | None = None) -> ET.Element:
+def _element(tag: str, attrs: Mapping[str, str | int], text: str | None = None) -> ET.Element:
     el = ET.Element(tag, {k: xml_safe(v, ident=k in _NAMES) for k, v in attrs.items()})
     if text:
         el.text = xml_safe(text)
@@ -413,7 +413,7 @@ def _repeats_testcase(name: str, classname: str, reps: list[_Repeat], rule: str,
     after :func:`_about` (the case's source, category, tags...).
     """
     reps = sorted(reps, key=lambda r: (r.repeat, r.order))
-    attrs: dict[str, Any] = {"name": name, "classname": classname, "time": _fmt_time(sum(r.seconds for r in reps))}
+    attrs: dict[str, str] = {"name": name, "classname": classname, "time": _fmt_time(sum(r.seconds for r in reps))}
     if flavor == "extended":
         attrs.update(_file_line(reps[0].result.get("case_source")))
     case = _element("testcase", attrs)

@@ -20,11 +20,13 @@ import textwrap
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from evalx.common.json_types import JSON, JSONObject, as_array
 from evalx.results.compare import md_escape
 from evalx.results.display import one_line, show_id
 from evalx.results.figures import p_value as _p
 from evalx.results.figures import pct as _pct
 from evalx.results.figures import points as _points
+from evalx.results.model import JudgeDisagreement, JudgeDisagreements, JudgePreference, PairwiseRow
 
 __all__ = [
     "MAX_DISAGREEMENT_LINES",
@@ -54,7 +56,7 @@ WIDTH = 120
 MAX_DISAGREEMENT_LINES = 10
 
 
-def judge_words(p: Mapping[str, Any]) -> str | None:
+def judge_words(p: PairwiseRow) -> str | None:
     """The judge's preference for a pair in words, or None without ``pairwise`` judging.
 
     ``judge preferred A 3 · B 1 · ties 2 (2 because the two orders disagreed) · 1 error · 1 not compared ·
@@ -75,7 +77,7 @@ def judge_words(p: Mapping[str, Any]) -> str | None:
     return text
 
 
-def pairwise_verdict(record: Mapping[str, Any]) -> str:
+def pairwise_verdict(record: JSONObject) -> str:
     """One pairwise record in words: ``bad preferred in both orders``, ``tie: the two orders disagreed (...)``, ``error: ...``."""
     if record.get("not_compared"):
         return f"not compared: {record['not_compared']}"
@@ -87,7 +89,9 @@ def pairwise_verdict(record: Mapping[str, Any]) -> str:
     if winner == "tie":
         if record.get("position_tie"):
             said = "; ".join(
-                f"{show_id(o.get('first'))} first → {show_id(o.get('prefers'))}" for o in record.get("orders") or [] if isinstance(o, dict)
+                f"{show_id(o.get('first'))} first → {show_id(o.get('prefers'))}"
+                for o in as_array(record.get("orders"))
+                if isinstance(o, dict)
             )
             return f"tie: the two orders disagreed ({said}){size}"
         return f"tie in both orders{size}"
@@ -97,7 +101,7 @@ def pairwise_verdict(record: Mapping[str, Any]) -> str:
     return text
 
 
-def longer_words(j: Mapping[str, Any]) -> str:
+def longer_words(j: JudgePreference) -> str:
     """``longer answer won 3 of 4 (75.0%)``: the verbosity figure, over the decided pairs whose outputs differ in length."""
     decided = j.get("length_decided") or 0
     if not decided:
@@ -105,7 +109,7 @@ def longer_words(j: Mapping[str, Any]) -> str:
     return f"longer answer won {j.get('longer_won', 0)} of {decided} ({_pct(j.get('longer_won_share'))})"
 
 
-def adjustment_words(pairs: Sequence[Mapping[str, Any]]) -> str:
+def adjustment_words(pairs: Sequence[PairwiseRow]) -> str:
     """The test and the rule, in words: ``exact McNemar test, Holm-adjusted over 3 pairs; a win is claimed when the adjusted p < 0.05``."""
     row = next((p for p in pairs if p.get("adjustment")), None)
     method = str(row.get("adjustment")) if row else "none"
@@ -119,13 +123,13 @@ def adjustment_words(pairs: Sequence[Mapping[str, Any]]) -> str:
     return f"exact McNemar test, {how}; a win is claimed when the adjusted p < 0.05"
 
 
-def adjusted_label(pairs: Sequence[Mapping[str, Any]]) -> str:
+def adjusted_label(pairs: Sequence[PairwiseRow]) -> str:
     """The adjusted p-value's column name: ``Holm-adjusted p``, or ``adjusted p`` (one pair: the same as p)."""
     method = next((str(p.get("adjustment")) for p in pairs if p.get("adjustment")), "none")
     return {"holm": "Holm-adjusted p", "bonferroni": "Bonferroni-adjusted p"}.get(method, "adjusted p (one pair: = p)")
 
 
-def interval_words(row: Mapping[str, Any]) -> str:
+def interval_words(row: PairwiseRow) -> str:
     """``−75.0 pts (95% CI −91.2 to −41.5 pts, unadjusted)``: the pass-rate difference A − B with its paired interval."""
     ci = row.get("difference_ci")
     text = _points(row.get("difference"))
@@ -134,11 +138,11 @@ def interval_words(row: Mapping[str, Any]) -> str:
     return text
 
 
-def shown_pairs(pairs: Sequence[Mapping[str, Any]], limit: int = MAX_PAIR_LINES) -> list[Mapping[str, Any]]:
+def shown_pairs(pairs: Sequence[PairwiseRow], limit: int = MAX_PAIR_LINES) -> list[PairwiseRow]:
     """The ``limit`` pairs worth showing first (significant, then lowest adjusted p), back in target order."""
     order = {id(p): i for i, p in enumerate(pairs)}
 
-    def weight(p: Mapping[str, Any]) -> tuple[bool, float]:
+    def weight(p: PairwiseRow) -> tuple[bool, float]:
         adjusted = p.get("p_adjusted", p.get("p_value"))
         return (not p.get("significant"), adjusted if isinstance(adjusted, (int, float)) else 2.0)
 
@@ -153,7 +157,7 @@ def _wrap(text: str, indent: str, more: str = "  ") -> list[str]:
     ) or [indent]
 
 
-def pairwise_lines(pairs: Sequence[Mapping[str, Any]], paint: Callable[..., str], limit: int = MAX_PAIR_LINES) -> list[str]:
+def pairwise_lines(pairs: Sequence[PairwiseRow], paint: Callable[..., str], limit: int = MAX_PAIR_LINES) -> list[str]:
     """The pairwise section: a heading that says how p was adjusted, then a verdict and its evidence per pair."""
     if not pairs:
         return []
@@ -196,7 +200,7 @@ def pairwise_lines(pairs: Sequence[Mapping[str, Any]], paint: Callable[..., str]
     return lines
 
 
-def markdown_pairwise(pairs: Sequence[Mapping[str, Any]]) -> list[str]:
+def markdown_pairwise(pairs: Sequence[PairwiseRow]) -> list[str]:
     """The pairwise table for ``--markdown`` (GitHub's step summary): one row a pair, every figure in full."""
     if not pairs:
         return []
@@ -246,7 +250,7 @@ def markdown_pairwise(pairs: Sequence[Mapping[str, Any]]) -> list[str]:
     return lines
 
 
-def _short_verdict(p: Mapping[str, Any]) -> str:
+def _short_verdict(p: PairwiseRow) -> str:
     """The verdict with the pair's sides as A and B (the HTML table labels them): ``A beats B``, ``no clear difference``..."""
     winner = p.get("winner")
     if winner is None:
@@ -254,20 +258,23 @@ def _short_verdict(p: Mapping[str, Any]) -> str:
     return "A beats B" if winner == p.get("a") else "B beats A"
 
 
-def _interval(p: Mapping[str, Any]) -> str:
+def _interval(p: PairwiseRow) -> str:
     ci = p.get("difference_ci")
     if not (isinstance(ci, list) and len(ci) == 2):
         return ""
     return f"95% CI {_points(ci[0]).removesuffix(' pts')} to {_points(ci[1])}"
 
 
-def html_pairwise(pairs: Sequence[Mapping[str, Any]]) -> dict[str, Any] | None:
+def html_pairwise(pairs: Sequence[PairwiseRow]) -> JSONObject | None:
     """What the HTML report's pairwise section shows: a note and one row of display strings a pair (the template escapes them)."""
     if not pairs:
         return None
     shown = shown_pairs(pairs, MAX_PAIR_ROWS)
-    rows = []
+    rows: list[JSON] = []
+    judged = False
     for p in shown:
+        judge = _html_judge(p.get("judge_preference"))
+        judged = judged or judge is not None
         compared = bool(p.get("comparable", p.get("cases", 0)))
         rows.append(
             {
@@ -286,7 +293,7 @@ def html_pairwise(pairs: Sequence[Mapping[str, Any]]) -> dict[str, Any] | None:
                 "interval": _interval(p) if compared else "",
                 "p": _p(p.get("p_value")),
                 "p_adjusted": _p(p.get("p_adjusted")),
-                "judge": _html_judge(p.get("judge_preference")),
+                "judge": judge,
             }
         )
     return {
@@ -299,11 +306,11 @@ def html_pairwise(pairs: Sequence[Mapping[str, Any]]) -> dict[str, Any] | None:
         "adjusted_label": adjusted_label(pairs),
         "rows": rows,
         "more": len(pairs) - len(shown),
-        "judged": any(row["judge"] is not None for row in rows),
+        "judged": judged,
     }
 
 
-def _html_judge(j: Any) -> dict[str, Any] | None:
+def _html_judge(j: JudgePreference | None) -> JSONObject | None:
     """A pair's judge preference as the HTML table shows it (display strings), or None."""
     if not isinstance(j, Mapping):
         return None
@@ -318,19 +325,19 @@ def _html_judge(j: Any) -> dict[str, Any] | None:
     }
 
 
-def _disagreement_case(row: Mapping[str, Any]) -> str:
+def _disagreement_case(row: JudgeDisagreement) -> str:
     case = f"{show_id(row.get('dataset'))}/{show_id(row.get('case_id'))}"
     if isinstance(row.get("repeat"), int) and row["repeat"] > 0:
         case += f" #r{row['repeat']}"
     return case
 
 
-def _verdicts(row: Mapping[str, Any]) -> str:
+def _verdicts(row: JudgeDisagreement) -> str:
     said: dict[Any, str] = {True: "passed", False: "failed"}
     return f"function {said.get(row.get('function'), '?')}, judge {said.get(row.get('judge'), '?')}"
 
 
-def disagreement_lines(block: Mapping[str, Any] | None, limit: int = MAX_DISAGREEMENT_LINES) -> list[str]:
+def disagreement_lines(block: JudgeDisagreements | None, limit: int = MAX_DISAGREEMENT_LINES) -> list[str]:
     """The terminal's judge-vs-function block: the cells to read by hand, capped, with "and N more"."""
     if not isinstance(block, Mapping) or not block.get("total"):
         return []
@@ -348,7 +355,7 @@ def disagreement_lines(block: Mapping[str, Any] | None, limit: int = MAX_DISAGRE
     return lines
 
 
-def markdown_disagreements(block: Mapping[str, Any] | None, limit: int = MAX_DISAGREEMENT_LINES) -> list[str]:
+def markdown_disagreements(block: JudgeDisagreements | None, limit: int = MAX_DISAGREEMENT_LINES) -> list[str]:
     """The judge-vs-function list for ``--markdown``: one row a cell, capped."""
     if not isinstance(block, Mapping) or not block.get("total"):
         return []
@@ -372,7 +379,7 @@ def markdown_disagreements(block: Mapping[str, Any] | None, limit: int = MAX_DIS
     return lines
 
 
-def html_disagreements(block: Any) -> dict[str, Any] | None:
+def html_disagreements(block: JudgeDisagreements | None) -> JSONObject | None:
     """What the HTML report's judge-vs-function section shows (display strings; the template escapes them), or None."""
     if not isinstance(block, Mapping) or not block.get("total"):
         return None

@@ -7,13 +7,13 @@ import shutil
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, cast
 
+from evalx.common.json_types import JSONObject
 from evalx.errors import EvalxError, writing
 from evalx.reports.text import format_summary
 from evalx.reports.writers import Outputs, ReportWriter, copies, report_writers
 from evalx.results.gates import format_outcome
-from evalx.results.model import ReviewCounts, RunSummary
+from evalx.results.model import RunSummary
 from evalx.results.outcome import restore_summary
 from evalx.results.repeats import RULES
 from evalx.results.reviews import marks_count
@@ -127,7 +127,8 @@ def rebuild_reports(
     rule = stored.get("repeat_pass_rule")
     matrix = stored.get("matrix")
     # one cell a case (one target, no repeats), as the stored summary says: no per-case tallies to keep
-    one_cell_a_case = stored.get("repeats", True) is None and isinstance(stored.get("per_target"), dict) and len(stored["per_target"]) <= 1
+    per_target = stored.get("per_target")
+    one_cell_a_case = stored.get("repeats", True) is None and isinstance(per_target, dict) and len(per_target) <= 1
     for per_case in (False, True) if one_cell_a_case else (True,):
         builder = SummaryBuilder(
             str(meta.get("run_id") or stored.get("run_id") or run_dir.name),
@@ -146,14 +147,14 @@ def rebuild_reports(
     duration = stored.get("duration_s")
     finished = str(stored.get("finished_at") or meta.get("finished_at") or "")
     figures = builder.finish(finished, float(duration) if isinstance(duration, (int, float)) else 0.0)
-    reviews = cast(dict[str, Any], figures).get("reviews") or {"reviewed_cells": 0, "overridden_cells": 0}
+    reviews = builder.review_counts or {"reviewed_cells": 0, "overridden_cells": 0}
     summary = restore_summary(figures, stored)  # what only the run knew: config, interrupted, baseline...
     for key in ("unreadable_lines", "duplicate_cells", "reviews"):  # what this read found, not what an earlier one did
         summary.pop(key, None)  # type: ignore[misc]
-    problems.record(cast(dict[str, Any], summary))
+    problems.record(summary)
     marks = marks_count(run_dir)
     if marks:  # the summary counts these marks (a later mark makes it stale: evalx.results.reviews.summary_is_current)
-        summary["reviews"] = cast(ReviewCounts, {**reviews, "marks": marks})
+        summary["reviews"] = {**reviews, "marks": marks}
     write_reports(run_dir, summary, options, outputs)
     return summary
 
@@ -201,7 +202,7 @@ def copy_report(src: Path, dst: Path) -> None:
         shutil.copyfile(src, dst)
 
 
-def _read_json_dict(path: Path) -> dict[str, Any]:
+def _read_json_dict(path: Path) -> JSONObject:
     try:
         value = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError):

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Mapping
-from typing import Any
 
 from tabulate import tabulate  # type: ignore[import-untyped,unused-ignore]  # no stubs shipped
 
@@ -45,10 +44,8 @@ def _cells(n: int) -> str:
     return f"{n} cell{'s' if n != 1 else ''}"
 
 
-def cost_gaps(summary: Mapping[str, Any]) -> str | None:
-    """What the run's cost leaves out: cells evalx could not price, cells whose usage is unknown (None: nothing)."""
-    missing = summary.get("cost_missing_cells") or 0
-    unknown = summary.get("usage_unknown_cells") or 0
+def cost_gaps(missing: int | None, unknown: int | None) -> str | None:
+    """What the run's cost leaves out: ``missing`` cells evalx could not price, ``unknown`` whose usage is unknown (None: nothing)."""
     if missing and unknown:
         return f"cost unknown for {_cells(missing)} (usage unknown for {_cells(unknown)})"
     if missing:
@@ -58,10 +55,9 @@ def cost_gaps(summary: Mapping[str, Any]) -> str | None:
     return None
 
 
-def tokens_shown(tokens: int, figures: Mapping[str, Any]) -> str:
-    """A target's token count: "—" when none of its cells reported usage, "≥ N" when some did not."""
-    unknown = figures.get("usage_unknown_cells") or 0
-    if unknown and unknown >= (figures.get("cells") or 0):
+def tokens_shown(tokens: int, unknown: int | None, cells: int | None) -> str:
+    """A count of ``tokens`` over ``cells``: "—" when none of them reported usage (``unknown``), "≥ N" when some did not."""
+    if unknown and unknown >= (cells or 0):
         return "—"
     return f"≥ {_count(tokens)}" if unknown else _count(tokens)
 
@@ -178,7 +174,12 @@ def format_summary(summary: RunSummary, *, color: bool = False, flaky_list: bool
             rows.append(
                 [show_id(target_id)]
                 + counts_row(t)
-                + [_ms(t["latency_ms"]["p50"]), _ms(t["latency_ms"]["p99"]), tokens_shown(tokens, t), _usd(t["cost_usd"])]
+                + [
+                    _ms(t["latency_ms"]["p50"]),
+                    _ms(t["latency_ms"]["p99"]),
+                    tokens_shown(tokens, t.get("usage_unknown_cells"), t.get("cells")),
+                    _usd(t["cost_usd"]),
+                ]
             )
         headers = ["target", "cells", "pass", "fail", "error", "skip", "pass rate", "p50", "p99", "tokens", "cost"]
         lines += ["", table(rows, headers), *_more(len(per_target), "targets")]
@@ -192,7 +193,11 @@ def format_summary(summary: RunSummary, *, color: bool = False, flaky_list: bool
                     [show_id(target_id)]
                     + _percentiles(t["latency_ms"])
                     + _percentiles(t.get("ttft_ms"))
-                    + [tokens_shown(tok["input"], t), tokens_shown(tok["output"], t), _pct(t.get("cache_hit_ratio"))]
+                    + [
+                        tokens_shown(tok["input"], t.get("usage_unknown_cells"), t.get("cells")),
+                        tokens_shown(tok["output"], t.get("usage_unknown_cells"), t.get("cells")),
+                        _pct(t.get("cache_hit_ratio")),
+                    ]
                 )
             headers = ["target", "lat p50", "lat p95", "lat p99", "ttft p50", "ttft p95", "ttft p99", "tok in", "tok out", "cache hit"]
             lines += ["", table(rows, headers)]
@@ -288,7 +293,7 @@ def format_summary(summary: RunSummary, *, color: bool = False, flaky_list: bool
     cost = _usd(summary.get("cost_usd"))
     if summary.get("judge_cost_usd") is not None:
         cost += f" (+ {_usd(summary['judge_cost_usd'])} judge)"
-    gaps = cost_gaps(summary)
+    gaps = cost_gaps(summary.get("cost_missing_cells"), summary.get("usage_unknown_cells"))
     if gaps:
         cost += paint(f" · {gaps}", "yellow")
     latency = summary.get("latency_ms") or {}

@@ -18,14 +18,17 @@ describes both versions.
 from __future__ import annotations
 
 from datetime import datetime, timedelta, timezone
-from typing import Any
+from typing import Any, Literal, TypedDict
 
+from evalx.common.json_types import JSON, JSONObject, as_object
 from evalx.results.model import RESULT_VERSION, CellResult
 
 __all__ = [
     "CASE_KEYS",
     "RESULTS_VERSION",
     "Clock",
+    "LineDefaults",
+    "RunRecord",
     "compact_cell",
     "expand",
     "run_record",
@@ -37,7 +40,7 @@ __all__ = [
 RESULTS_VERSION = RESULT_VERSION
 
 #: the case's own keys of a cell line, with their defaults (a case record holds those that differ)
-CASE_KEYS: dict[str, Any] = {
+CASE_KEYS: JSONObject = {
     "category": "general",
     "difficulty": None,
     "tags": [],
@@ -49,7 +52,7 @@ CASE_KEYS: dict[str, Any] = {
 _OPTIONAL_CASE_KEYS = ("description", "notes", "context")
 
 #: every other key of a v1 cell line, in v1 order, with the value it has when a v2 line leaves it out
-CELL_DEFAULTS: dict[str, Any] = {
+CELL_DEFAULTS: JSONObject = {
     "repeat": 0,
     "score": None,
     "assertions": [],
@@ -63,7 +66,7 @@ CELL_DEFAULTS: dict[str, Any] = {
     "started_at": None,
 }
 #: the keys of a v1 ``output`` a trajectory always has, with their defaults (``None``: copied from the cell)
-_OUTPUT_DEFAULTS: dict[str, Any] = {
+_OUTPUT_DEFAULTS: JSONObject = {
     "text": "",
     "tool_calls": [],
     "usage": {"input_tokens": 0, "output_tokens": 0, "cache_hit_tokens": 0},
@@ -82,7 +85,29 @@ _FROM_CELL = ("latency_ms", "ttft_ms", "cost_usd", "error")
 _IDENTITY = ("index", "target", "dataset", "case_id")
 
 
-def run_record(run_id: str, target_types: dict[str, str], dataset: str | None = None, t0: datetime | None = None) -> dict[str, Any]:
+class LineDefaults(TypedDict, total=False):
+    """What a v2 cell line leaves out because the run record says it (``defaults`` of :class:`RunRecord`)."""
+
+    t0: str
+    """The time a cell's ``t`` counts from (ISO 8601, UTC, whole seconds)."""
+    target: str
+    """The target of a line without ``target`` (the run's first)."""
+    dataset: str
+    """The dataset of a line without ``dataset``."""
+
+
+class RunRecord(TypedDict):
+    """The first line of a v2 ``results.jsonl``."""
+
+    kind: Literal["run"]
+    version: int
+    run_id: str
+    target_types: dict[str, str]
+    """Each target's kind (``python``, ``provider``...), by id: a cell line leaves its ``target_type`` out."""
+    defaults: LineDefaults
+
+
+def run_record(run_id: str, target_types: dict[str, str], dataset: str | None = None, t0: datetime | None = None) -> RunRecord:
     """The first line of a v2 file: its version, the run's id, each target's kind and the line defaults.
 
     ``defaults``: the ``target`` and ``dataset`` a cell line leaves out (the
@@ -90,7 +115,7 @@ def run_record(run_id: str, target_types: dict[str, str], dataset: str | None = 
     ``started_at`` is written as ``t``, milliseconds after it.
     """
     start = (t0 or datetime.now(timezone.utc)).astimezone(timezone.utc).replace(microsecond=0)
-    defaults: dict[str, Any] = {"t0": start.isoformat(timespec="milliseconds")}
+    defaults: LineDefaults = {"t0": start.isoformat(timespec="milliseconds")}
     if target_types:
         defaults["target"] = next(iter(target_types))
     if dataset is not None:
@@ -151,7 +176,7 @@ class Clock:
         return (self.start + t * _MS).isoformat(timespec="milliseconds")
 
 
-def t0_of(defaults: dict[str, Any]) -> Clock | None:
+def t0_of(defaults: LineDefaults | JSONObject) -> Clock | None:
     """The clock of a file's ``t`` (its run record's ``defaults.t0``), or None."""
     t0 = defaults.get("t0")
     if type(t0) is not str:
@@ -163,14 +188,14 @@ def t0_of(defaults: dict[str, Any]) -> Clock | None:
     return Clock(start) if start.utcoffset() == timedelta(0) else None
 
 
-def split_case(result: CellResult | dict[str, Any], cells: int) -> dict[str, Any]:
+def split_case(result: CellResult, cells: int) -> dict[str, Any]:
     """The case record of ``result``'s case (``cells``: how many cells the case has), its defaults left out."""
     record: dict[str, Any] = {"kind": "case", "dataset": result.get("dataset"), "case_id": result.get("case_id"), "cells": cells}
     _case_fields(result, record)
     return record
 
 
-def _case_fields(result: CellResult | dict[str, Any], into: dict[str, Any]) -> None:
+def _case_fields(result: CellResult, into: dict[str, Any]) -> None:
     """Copy the case's own fields of ``result`` that differ from their defaults (and description/notes) into ``into``."""
     get = result.get
     for key, default in CASE_KEYS.items():
@@ -183,11 +208,11 @@ def _case_fields(result: CellResult | dict[str, Any], into: dict[str, Any]) -> N
 
 
 def compact_cell(
-    result: CellResult | dict[str, Any],
+    result: CellResult,
     target_types: dict[str, str],
     *,
     with_case: bool,
-    defaults: dict[str, Any] | None = None,
+    defaults: LineDefaults | None = None,
     t0: Clock | None = None,
 ) -> dict[str, Any]:
     """``result`` as a v2 cell line: defaults, the run's fields and (unless ``with_case``) the case's fields left out.
@@ -205,7 +230,7 @@ def compact_cell(
         line["dataset"] = dataset
     line["case_id"] = get("case_id")
     kind = get("target_type")
-    if target_types.get(target) != kind:  # type: ignore[arg-type]
+    if target_types.get(target) != kind:  # type: ignore[call-overload]
         line["target_type"] = kind
     if with_case:
         _case_fields(result, line)
@@ -258,7 +283,7 @@ def _compact_assertion(a: Any) -> Any:
     if type(a) is not dict:
         return a
     passed = a.get("passed")
-    out = {}
+    out: JSONObject = {}
     for key, value in a.items():  # by hand, key by key: a dict of defaults looked up a key was most of the line's cost
         if key == "score":
             if type(value) is float and value == (1.0 if passed is True else 0.0):
@@ -279,8 +304,8 @@ def _default_score(passed: Any) -> float:
     return 1.0 if passed is True else 0.0
 
 
-def _compact_output(output: dict[str, Any], result: CellResult | dict[str, Any]) -> dict[str, Any]:
-    out: dict[str, Any] = {}
+def _compact_output(output: JSONObject, result: CellResult) -> JSONObject:
+    out: JSONObject = {}
     for key, value in output.items():
         if key in _FROM_CELL:
             if value is result.get(key) or (value == result.get(key) and type(value) is type(result.get(key))):
@@ -291,7 +316,7 @@ def _compact_output(output: dict[str, Any], result: CellResult | dict[str, Any])
         if default is not _MISSING and (value is default or (value == default and type(value) is type(default))):
             continue
         out[key] = value
-    missing = [k for k in _OUTPUT_DEFAULTS if k not in output]
+    missing: list[JSON] = [k for k in _OUTPUT_DEFAULTS if k not in output]
     if missing:  # a trajectory without some of the usual keys: say which, so expand() does not add them
         out["_absent"] = missing
     return out
@@ -303,13 +328,16 @@ _KNOWN = frozenset(
 )
 
 
-def expand(line: dict[str, Any], run: dict[str, Any] | None, case: dict[str, Any] | None) -> CellResult:
-    """A v2 cell line with every v1 key back, in v1 order (``run``: the file's run record; ``case``: its case record)."""
+def expand(line: JSONObject, run: JSONObject | None, case: JSONObject | None, clock: Clock | None = None) -> CellResult:
+    """A v2 cell line with every v1 key back, in v1 order.
+
+    ``run``: the file's run record; ``case``: its case record; ``clock``: the
+    run record's (:func:`t0_of` of its ``defaults``, read once a file: None
+    reads it from ``run`` again).
+    """
     get = line.get
     run = run or {}
-    defaults = run.get("defaults")
-    if not isinstance(defaults, dict):
-        defaults = {}
+    defaults = as_object(run.get("defaults"))
     target = get("target") if "target" in line else defaults.get("target")
     types = run.get("target_types")
     source = case if case is not None else line
@@ -319,16 +347,18 @@ def expand(line: dict[str, Any], run: dict[str, Any] | None, case: dict[str, Any
         started = get("started_at")
     else:
         t = get("t")
-        if "_t0" not in run:
-            run["_t0"] = t0_of(defaults)  # the reader's own record: parsed once a file
-        clock = run["_t0"]
+        if clock is None:
+            clock = t0_of(defaults)
         started = clock.time_at(t) if type(t) is int and clock is not None else None
-    result: dict[str, Any] = {
+    assertions = get("assertions", [])  # anything but a list (a hand-edited line) is kept as it is, as v1 keeps it
+    result: JSONObject = {
         "version": RESULTS_VERSION,
         "run_id": run.get("run_id"),
         "index": get("index"),
         "target": target,
-        "target_type": get("target_type") if "target_type" in line else (types.get(target) if isinstance(types, dict) else None),
+        "target_type": get("target_type")
+        if "target_type" in line
+        else (types.get(target) if isinstance(types, dict) and isinstance(target, str) else None),
         "dataset": get("dataset") if "dataset" in line else defaults.get("dataset"),
         "case_id": get("case_id"),
         "repeat": get("repeat", 0),
@@ -340,7 +370,7 @@ def expand(line: dict[str, Any], run: dict[str, Any] | None, case: dict[str, Any
         "expected": cget("expected"),
         "status": status,
         "score": get("score", 1.0 if status == "pass" else None),
-        "assertions": [_expand_assertion(a) for a in line["assertions"]] if "assertions" in line else [],
+        "assertions": [_expand_assertion(a) for a in assertions] if isinstance(assertions, list) else assertions,
         "output": _expand_output(line["output"], line) if "output" in line else {},
         "latency_ms": get("latency_ms"),
         "ttft_ms": get("ttft_ms"),
@@ -363,7 +393,7 @@ def expand(line: dict[str, Any], run: dict[str, Any] | None, case: dict[str, Any
     return result  # type: ignore[return-value]
 
 
-def _expand_assertion(a: Any) -> Any:
+def _expand_assertion(a: JSON) -> JSON:
     if not isinstance(a, dict):
         return a
     out = {"type": a.get("type")}
@@ -382,7 +412,7 @@ def _expand_assertion(a: Any) -> Any:
 _OUTPUT_TEMPLATE = dict(_OUTPUT_DEFAULTS)
 
 
-def _expand_output(output: Any, line: dict[str, Any]) -> Any:
+def _expand_output(output: JSON, line: JSONObject) -> JSON:
     if not isinstance(output, dict):
         return output
     if "_absent" not in output:  # the usual output: the defaults, the cell's figures, then what the line holds (its keys in place)
@@ -401,7 +431,7 @@ def _expand_output(output: Any, line: dict[str, Any]) -> Any:
         return full
     absent = output.get("_absent")
     skip = set(absent) if isinstance(absent, list) else ()
-    out: dict[str, Any] = {}
+    out: JSONObject = {}
     for key, default in _OUTPUT_DEFAULTS.items():
         if key in skip:
             continue

@@ -18,6 +18,7 @@ from typing import Any, cast
 
 import yaml
 
+from evalx.common.json_types import JSONObject
 from evalx.results.display import one_line, show_id
 from evalx.results.figures import ms as _ms
 from evalx.results.figures import pct as _pct
@@ -185,7 +186,7 @@ def _summary_of(run_dir: Path) -> SummaryFigures:
         data = json.loads((run_dir / "summary.json").read_text(encoding="utf-8"))
     except (OSError, ValueError):
         data = None
-    stored: dict[str, Any] = data if isinstance(data, dict) else {}
+    stored: JSONObject = data if isinstance(data, dict) else {}
     if stored and summary_is_current(run_dir, stored):
         return cast(RunSummary, stored)  # as stored: readers below tolerate missing keys
     # no summary (a killed run), or review marks newer than it: rebuild the figures from the results

@@ -19,13 +19,14 @@ import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any, cast
+from typing import Annotated, Any
 
+from evalx.common.json_types import JSONObject
 from evalx.common.typeschema import Fraction, NonNegative, Schema, build
 from evalx.results.display import one_line, show_id
 from evalx.results.figures import pct as _pct
 from evalx.results.figures import usd as usd_figure
-from evalx.results.model import CaseChange, Comparison, GateReport, GateResult, Metric, RunSummary, SummaryFigures
+from evalx.results.model import CaseChange, CellCounts, Comparison, GateReport, GateResult, Metric, RunSummary, SummaryFigures
 
 __all__ = [
     "GATE_KEYS",
@@ -113,9 +114,9 @@ def _written(value: Any) -> Any:
     return value
 
 
-def _set_of(values: GateSet | None) -> dict[str, Any]:
+def _set_of(values: GateSet | None) -> JSONObject:
     """The gates a set switches on, by name (``no_new_failures: false`` is off)."""
-    out = {}
+    out: JSONObject = {}
     for key in GATE_KEYS:
         value = getattr(values, key, None)
         if value is None or value is False:
@@ -161,11 +162,15 @@ def _cells(n: int, what: str) -> str:
     return f"on {n} {what} cell{'s' if n != 1 else ''}"
 
 
+#: the counts of a scope without cells
+_NO_CELLS: CellCounts = {"cells": 0, "pass": 0, "fail": 0, "error": 0, "skipped": 0, "pass_rate": None, "pass_rate_ci": None}
+
+
 def _check(
     gate: str,
     threshold: Any,
     scope: str,
-    group: Mapping[str, Any] | None,
+    group: CellCounts | None,
     base: Mapping[str, Metric] | None,
     failing: list[CaseChange] | None,
     compared: int | None = None,
@@ -174,10 +179,10 @@ def _check(
 
     ``compared``: the cells of the scope both runs have (what a baseline gate is computed on).
     """
-    group = group or {}
+    group = group if group is not None else _NO_CELLS
     if gate == "min_pass_rate":
         rate = group.get("pass_rate")
-        decided = sum(int(group.get(k) or 0) for k in ("pass", "fail", "error"))
+        decided = int(group.get("pass") or 0) + int(group.get("fail") or 0) + int(group.get("error") or 0)
         if rate is None:
             return _result(gate, scope, None, threshold, None, f"no graded cell ({int(group.get('cells') or 0)} cells, all skipped)")
         held = rate + _EPS >= threshold
@@ -257,7 +262,7 @@ def evaluate(
                 compared = entry.get("cells_compared")
         failing = [c for c in newly if c["target"] == target]
         for gate, threshold in effective.items():
-            results.append(_check(gate, threshold, f"target {target}", cast(Mapping[str, Any], figures), base, failing, compared))
+            results.append(_check(gate, threshold, f"target {target}", figures, base, failing, compared))
     for category, values in (spec.categories or {}).items():
         group = (summary.get("per_category") or {}).get(category)
         for gate, threshold in _set_of(values).items():
@@ -272,7 +277,7 @@ def evaluate(
                 results.append(_result(gate, scope, None, threshold, None, "not measured per category"))
                 continue
             failing = [c for c in newly if c.get("category") == category]
-            results.append(_check(gate, threshold, scope, cast(Mapping[str, Any], group), base, failing))
+            results.append(_check(gate, threshold, scope, group, base, failing))
     breached = sum(1 for r in results if r["held"] is False)
     return {
         "active": bool(results),

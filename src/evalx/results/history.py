@@ -11,8 +11,9 @@ from __future__ import annotations
 import json
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, cast
 
+from evalx.common.json_types import JSON, JSONObject
 from evalx.errors import RunNotFound
 from evalx.results.display import one_line
 from evalx.results.figures import ms as _ms
@@ -47,13 +48,13 @@ class RunInfo:
     def complete(self) -> bool:
         return self.status == "complete"
 
-    def as_dict(self) -> dict[str, Any]:
+    def as_dict(self) -> JSONObject:
         d = asdict(self)
         d["path"] = str(self.path)
         return d
 
 
-def _read_json(path: Path) -> dict[str, Any] | None:
+def _read_json(path: Path) -> JSONObject | None:
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError):
@@ -73,16 +74,17 @@ def read_run(run_dir: Path) -> RunInfo | None:
     totals = summary.get("totals")
     latency = summary.get("latency_ms")
     status = str(meta.get("status") or ("complete" if summary else "unknown"))
+    unix = meta.get("started_unix")
     if status == "running" and not summary:
         status = "running/killed"  # no summary: still running, or it died without one (resume it)
     return RunInfo(
         run_id=str(meta.get("run_id") or summary.get("run_id") or run_dir.name),
         path=run_dir,
-        name=meta.get("name") or summary.get("name"),
+        name=_text(meta.get("name")) or summary.get("name"),
         status=status,
-        started_at=meta.get("started_at") or summary.get("started_at"),
-        started_unix=meta.get("started_unix") if isinstance(meta.get("started_unix"), (int, float)) else None,
-        config_hash=meta.get("config_hash"),
+        started_at=_text(meta.get("started_at")) or summary.get("started_at"),
+        started_unix=unix if isinstance(unix, (int, float)) else None,
+        config_hash=_text(meta.get("config_hash")),
         cells=totals.get("cells", meta.get("cells")) if totals else meta.get("cells"),
         pass_rate=totals.get("pass_rate") if totals else None,
         cost_usd=summary.get("cost_usd"),
@@ -92,7 +94,12 @@ def read_run(run_dir: Path) -> RunInfo | None:
     )
 
 
-def _part_of(meta: dict[str, Any]) -> str | None:
+def _text(value: JSON) -> str | None:
+    """A string of ``run.json`` (written by evalx, maybe an older one): None for anything else."""
+    return value if isinstance(value, str) else None
+
+
+def _part_of(meta: JSONObject) -> str | None:
     """What part of a plan a run holds, when it is not all of it: a shard, or a merge of some shards."""
     shard, merged = meta.get("shard"), meta.get("merged")
     if isinstance(shard, dict):

@@ -40,6 +40,7 @@ from __future__ import annotations
 
 from typing import Any, Literal, TypedDict
 
+from evalx.common.json_types import JSONObject
 from evalx.models import Case, is_truncated
 
 __all__ = [
@@ -55,6 +56,7 @@ __all__ = [
     "CellCounts",
     "CellOutput",
     "CellResult",
+    "CellReview",
     "Comparison",
     "CostDistribution",
     "CostGuardReport",
@@ -279,29 +281,42 @@ class CellResult(_CellResultKeys, total=False):
     """Only on a cell whose answer was cut off (``stop_reason`` is ``length``, ``max_tokens``,
     ``max_output_tokens``, ``model_length`` or ``token_limit``, in any case): ``true``. The
     ``not_truncated`` assertion fails such a cell."""
-    turns: list[dict[str, Any]]
+    turns: list[JSONObject]
     """Only on a conversation (a case with ``turns:``): each turn run, in order, as
     ``{input, output, latency_ms, usage, tool_calls, assertions}`` (``output`` the turn's trajectory,
     ``assertions`` the turn's own, each with ``turn``). A turn that errored is the last one. In a
     simulation a turn whose user message the user target wrote also has ``user: {latency_ms, usage, cost_usd}``."""
-    simulation: dict[str, Any]
+    simulation: JSONObject
     """Only on a simulated-user conversation (a case with ``simulate:``): ``{target, turns, stopped_by,
     max_turns, user_usage, user_cost_usd}``; ``stopped_by`` is ``regex``, ``tool``, ``user_done``,
     ``max_turns`` or ``error``. The user target's cost is not in the cell's ``cost_usd``."""
-    review: dict[str, Any]
+    review: CellReview
     """Never in ``results.jsonl``: added when the cell is read and its run's ``reviews.jsonl`` marks it
     (:mod:`evalx.results.reviews`): ``{verdict, comment, reviewer, at, original_status}``; ``status`` is then the verdict."""
     cost_note: str
     """Only when ``cost_usd`` is None although the model has a price: why (``no usage in response``).
     Such a cell is never counted as free: the summary counts it in ``cost_missing_cells`` and the cost
     guard counts it at the mean cost of the priced cells."""
-    pairwise: list[dict[str, Any]]
+    pairwise: list[JSONObject]
     """Only on a cell of a case with a ``pairwise`` assertion, in a run of two or more targets: one record per
     comparison with another target's cell (the same record on both cells; :mod:`evalx.execution.pairwise_pass`):
     ``{against, a, b, dataset, case_id, repeat, name, criterion, cells, winner, position_tie, orders,
     length_a, length_b, length_diff, longer_won, error, calls, input_tokens, output_tokens, cached, cost_usd,
     judge}``, or ``{..., winner: null, not_compared: WHY}``. It never changes the cell's status; its judge
     cost is not in the cell's ``judge_cost_usd`` (the summary counts it once per pair)."""
+
+
+class CellReview(TypedDict):
+    """A reviewer's mark as a cell read with it carries it (``review``; :mod:`evalx.results.reviews`)."""
+
+    verdict: str
+    """``pass`` or ``fail``: the cell's ``status`` as read."""
+    comment: str
+    reviewer: str
+    at: str
+    """When the mark was made (ISO 8601, UTC)."""
+    original_status: Status
+    """The status the run wrote."""
 
 
 def not_run(reason: str) -> AssertionRecord:
@@ -548,7 +563,7 @@ class MatrixVariant(TypedDict):
     """The variant's target id, ``base[param=value,...]``."""
     target: str
     """The base target's id."""
-    values: dict[str, Any]
+    values: JSONObject
     """The parameter values of this variant."""
 
 
@@ -800,7 +815,7 @@ class MergeReport(TypedDict):
 
     count: int
     """How many shards the plan was split into."""
-    shards: list[dict[str, Any]]
+    shards: list[JSONObject]
     """The shards merged, in order: ``{index, run_id, path}``."""
     partial: bool
     """True when shards were missing (``--allow-partial``): the run holds only the cells of those merged."""

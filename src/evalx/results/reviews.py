@@ -24,13 +24,16 @@ import os
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
+from evalx.common.json_types import JSON
 from evalx.errors import EvalxError, writing
+from evalx.results.model import CellResult, RunSummary
 
 __all__ = [
     "REVIEWS",
     "VERDICTS",
+    "Mark",
     "Marks",
     "add_mark",
     "apply_marks",
@@ -47,7 +50,27 @@ log = logging.getLogger(__name__)
 REVIEWS = "reviews.jsonl"
 VERDICTS = ("pass", "fail")
 
+
+class _MarkKeys(TypedDict):
+    target: str
+    dataset: str
+    case_id: str
+    verdict: str
+    """``pass`` or ``fail``."""
+    comment: str
+    reviewer: str
+    at: str
+    """When (ISO 8601, UTC: ``2026-11-26T17:00:00Z``)."""
+
+
+class Mark(_MarkKeys, total=False):
+    """One line of ``reviews.jsonl``: a reviewer's verdict on a cell (every repeat of it without ``repeat``)."""
+
+    repeat: int | None
+
+
 #: (target, dataset, case id) -> [(line number, repeat or None, the mark)], in file order
+#: (the marks are the viewer's too, which reads them as plain mappings: :class:`Mark` describes their keys)
 _ByCase = dict[tuple[str, str, str], list[tuple[int, int | None, dict[str, Any]]]]
 
 
@@ -188,13 +211,11 @@ def apply_marks(results: Iterable[Any], marks: Marks) -> Iterator[Any]:
         yield result
 
 
-def unreviewed(result: Mapping[str, Any]) -> dict[str, Any]:
+def unreviewed(result: CellResult) -> CellResult:
     """``result`` as the run wrote it: a reviewed cell's ``review`` dropped and its original status back (before a rewrite)."""
-    review = result.get("review")
-    if not isinstance(review, dict):
-        return dict(result)
-    out = {k: v for k, v in result.items() if k != "review"}
-    if "original_status" in review:
+    out = result.copy()
+    review = out.pop("review", None)
+    if isinstance(review, dict) and "original_status" in review:
         out["status"] = review["original_status"]
     return out
 
@@ -218,7 +239,7 @@ def add_mark(
     reviewer: str | None = None,
     repeat: int | None = None,
     at: str | None = None,
-) -> dict[str, Any]:
+) -> Mark:
     """Append one mark to ``run_dir``'s ``reviews.jsonl`` (one write of one line); returns it as stored.
 
     Raises :class:`EvalxError` for a verdict other than pass/fail, an empty id, or a folder that is not a run.
@@ -231,16 +252,18 @@ def add_mark(
         raise EvalxError(f"review repeat {repeat!r}: a repeat number (0, 1, ...)")
     if not (run_dir / "results.jsonl").is_file():
         raise EvalxError(f"{run_dir}: not a run directory (no results.jsonl)")
-    mark = {
+    mark: Mark = {
         "target": target,
         "dataset": dataset,
         "case_id": case_id,
-        **({"repeat": repeat} if repeat is not None else {}),
+        "repeat": repeat,
         "verdict": verdict,
         "comment": comment,
         "reviewer": reviewer or default_reviewer(),
         "at": at or _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
     }
+    if repeat is None:
+        del mark["repeat"]  # a mark for every repeat of the case
     line = (json.dumps(mark, ensure_ascii=False) + "\n").encode("utf-8", "backslashreplace")
     path = run_dir / REVIEWS
     with writing(path):
@@ -252,7 +275,7 @@ def add_mark(
     return mark
 
 
-def summary_is_current(run_dir: Path, summary: Mapping[str, Any]) -> bool:
+def summary_is_current(run_dir: Path, summary: Mapping[str, JSON]) -> bool:
     """Whether a stored ``summary`` already counts every mark of ``run_dir`` (else: rebuild its figures from the results)."""
     count = marks_count(run_dir)
     reviews = summary.get("reviews")
@@ -260,7 +283,7 @@ def summary_is_current(run_dir: Path, summary: Mapping[str, Any]) -> bool:
     return bool(stored == count)
 
 
-def reviews_line(summary: Mapping[str, Any]) -> str | None:
+def reviews_line(summary: RunSummary) -> str | None:
     """The summary's one line about review marks (text, Markdown and HTML reports), or None when no cell is marked."""
     reviews = summary.get("reviews")
     if not isinstance(reviews, dict) or not reviews.get("reviewed_cells"):

@@ -23,12 +23,13 @@ from array import array
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any, Protocol, cast
+from typing import IO, Any, Protocol
 
+from evalx.common.json_types import JSON, JSONObject, as_object
 from evalx.errors import EvalxError, OutputError, writing
 from evalx.models import OUT_OF_RANGE, finite_json, safe_value
-from evalx.results.compact import CASE_KEYS, compact_cell, expand, run_record, split_case, t0_of
-from evalx.results.model import CellResult
+from evalx.results.compact import CASE_KEYS, Clock, LineDefaults, compact_cell, expand, run_record, split_case, t0_of
+from evalx.results.model import CellResult, RunSummary
 from evalx.results.reviews import apply_marks, load_marks, unreviewed
 
 RESULTS = "results.jsonl"
@@ -134,7 +135,7 @@ class ResultWriter:
             if self._end == 0:
                 self._put((dumps(self._record) + "\n").encode("utf-8"), -1)
         defaults = self._record.get("defaults")
-        self._defaults: dict[str, Any] = defaults if isinstance(defaults, dict) else {}
+        self._defaults: LineDefaults = defaults if isinstance(defaults, dict) else {}
         self._t0 = t0_of(self._defaults)
 
     def _index_existing(self) -> None:
@@ -337,7 +338,7 @@ class ReadProblems:
     def __bool__(self) -> bool:
         return bool(self.unreadable_lines or self.duplicate_cells)
 
-    def record(self, summary: dict[str, Any]) -> None:
+    def record(self, summary: RunSummary) -> None:
         """Say in ``summary`` what could not be read (``unreadable_lines``, ``duplicate_cells``), when anything."""
         if self.unreadable_lines:
             summary["unreadable_lines"] = list(self.unreadable_lines)
@@ -425,11 +426,12 @@ def _read_stored(path: Path, problems: ReadProblems | None = None) -> Iterator[C
     """
     seen = bytearray()  # a byte a cell index: no set of a million ints
     others: set[int] = set()  # indexes too large for the bytes (a hand-edited line)
-    run: dict[str, Any] | None = None
-    default_dataset: Any = None  # the dataset a v2 cell line leaves out
+    run: JSONObject | None = None
+    clock: Clock | None = None  # the run record's t0, which a cell's t counts from
+    default_dataset: JSON = None  # the dataset a v2 cell line leaves out
     cases: dict[tuple[Any, Any], list[Any]] = {}  # (dataset, case id) -> [its record, cells still to read]
 
-    def first_time(value: dict[str, Any]) -> bool:
+    def first_time(value: JSONObject) -> bool:
         """False for a cell already read (counted as a duplicate): each cell is kept once, its first line."""
         index = value.get("index")
         if type(index) is int:
@@ -450,8 +452,8 @@ def _read_stored(path: Path, problems: ReadProblems | None = None) -> Iterator[C
                 return False
         return True
 
-    def cell(value: dict[str, Any]) -> CellResult | None:
-        nonlocal run, default_dataset
+    def cell(value: JSONObject) -> CellResult | None:
+        nonlocal run, clock, default_dataset
         kind = value.get("kind")
         if kind is None:
             if run is None or "version" in value:  # a v1 line (a file without a run record is v1): whole as it is
@@ -467,11 +469,12 @@ def _read_stored(path: Path, problems: ReadProblems | None = None) -> Iterator[C
                     entry[1] -= 1
                     if entry[1] <= 0:
                         del cases[key]
-            return expand(value, run, record)
+            return expand(value, run, record, clock)
         if kind == "run":
             run = value
-            defaults = value.get("defaults")
-            default_dataset = defaults.get("dataset") if isinstance(defaults, dict) else None
+            defaults = as_object(value.get("defaults"))
+            default_dataset = defaults.get("dataset")
+            clock = t0_of(defaults)
         elif kind == "case":
             n = value.get("cells")
             cases[(value.get("dataset"), value.get("case_id"))] = [value, n if type(n) is int else 1 << 62]
@@ -528,7 +531,7 @@ def rewrite_results(path: Path, results: Iterable[CellResult]) -> None:
                 dst.write((dumps(run_record(str(result.get("run_id") or ""), types)) + "\n").encode("utf-8", "backslashreplace"))
                 run_written = True
             if "review" in result:  # a cell read with its review mark: written as the run wrote it (marks stay in reviews.jsonl)
-                result = cast(CellResult, unreviewed(result))
+                result = unreviewed(result)
             line = result if v1 else compact_cell(result, {}, with_case=True)
             dst.write((dumps(line) + "\n").encode("utf-8", "backslashreplace"))
         dst.flush()

@@ -38,6 +38,7 @@ from evalx.results.model import (
     PairwiseRow,
     RepeatFigures,
     RepeatsSummary,
+    ReviewCounts,
     SummaryFigures,
     TargetFigures,
     failure_reason,
@@ -778,9 +779,17 @@ class SummaryBuilder:
             "failures_total": self._failures_total,
             "judge_disagreements": self._disagreements.figures(),
         }
-        if self._reviews[0]:
-            cast("dict[str, Any]", summary)["reviews"] = {"reviewed_cells": self._reviews[0], "overridden_cells": self._reviews[1]}
+        reviews = self.review_counts
+        if reviews is not None:
+            cast("dict[str, Any]", summary)["reviews"] = reviews  # RunSummary's, when review marks applied
         return summary
+
+    @property
+    def review_counts(self) -> ReviewCounts | None:
+        """The review marks the cells added so far carried (``summary.json``'s ``reviews``), None when no cell had one."""
+        if not self._reviews[0]:
+            return None
+        return {"reviewed_cells": self._reviews[0], "overridden_cells": self._reviews[1]}
 
 
 # ---------------------------------------------------------------- rendering

@@ -282,7 +282,7 @@ def target_schema(required: list[str]) -> JSONObject:
         {
             "if": {"properties": {"type": {"const": kind.KIND}}, "required": ["type"]},
             "then": {
-                "properties": properties(kind),
+                "properties": dict[str, JSON](properties(kind)),
                 "required": [key for key in required_keys(kind) if key not in common],
                 "additionalProperties": False,
             },
