@@ -43,6 +43,7 @@ from typing import TYPE_CHECKING, Any
 from evalx.assertions.spec import AssertionSpec, assertion_spec
 from evalx.common import written
 from evalx.common.json_types import JSONObject, as_object
+from evalx.judge.spec import judge_settings
 from evalx.results.model import CellResult, PairwiseRecord
 from evalx.results.store import RESULTS, by_case, read_results, rewrite_results
 from evalx.targets.settings import Overrides
@@ -332,7 +333,7 @@ def _merged(settings: JSONObject, spec: AssertionSpec) -> JSONObject:
 
 
 def _judged(settings: JSONObject, spec: AssertionSpec) -> bool:
-    return _merged(settings, spec).get("target") is not None
+    return judge_settings(_merged(settings, spec)).target is not None
 
 
 async def _judge_all(
