@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from evalx.common.json_types import JSON, JSONObject, as_object
 from evalx.errors import ConfigError, Issue
 
 if TYPE_CHECKING:
@@ -177,7 +178,7 @@ def load_config(
     return load_file(path, var_overrides=overrides)
 
 
-def _plain(source: Mapping[str, Any], folder: Path) -> tuple[dict[str, Any], dict[str, Callable[..., Any]]]:
+def _plain(source: Mapping[str, object], folder: Path) -> tuple[JSONObject, dict[str, Callable[..., Any]]]:
     """``source`` as plain YAML values: each callable object under a ``callable:`` key becomes ``module:qualname``
     (made to resolve to that very object); anything else YAML cannot hold is a :class:`ConfigError` naming its key path."""
     from evalx.common.documents import format_path
@@ -195,13 +196,13 @@ def _plain(source: Mapping[str, Any], folder: Path) -> tuple[dict[str, Any], dic
             n += 1
         return ref if n == 1 else f"{ref}_{n}"
 
-    def plain(value: Any, path: tuple[str | int, ...]) -> Any:
+    def plain(value: object, path: tuple[str | int, ...]) -> JSON:
         if isinstance(value, Mapping):
             return {str(k): plain(v, (*path, str(k))) for k, v in value.items()}
         if isinstance(value, (list, tuple)):
             return [plain(v, (*path, i)) for i, v in enumerate(value)]
         if isinstance(value, os.PathLike):
-            return os.fspath(value)
+            return os.fsdecode(value)
         if value is None or isinstance(value, (str, int, float, bool)):
             return value
         if callable(value) and path and path[-1] == "callable":
@@ -211,16 +212,21 @@ def _plain(source: Mapping[str, Any], folder: Path) -> tuple[dict[str, Any], dic
             return ref
         raise ConfigError(Issue(MAPPING_FILE, None, format_path(path), f"a {type(value).__name__} cannot be written in a config"))
 
-    return plain(source, ()), given
+    return {str(k): plain(v, (str(k),)) for k, v in source.items()}, given
 
 
-def _with(config: Config, *, vars: Mapping[str, Any] | None = None, output_dir: str | os.PathLike[str] | None = None) -> Config:
-    """A copy of ``config`` with template vars set (as ``--var``) or another output folder; ``config`` is unchanged."""
-    data = dict(config.data)
+def _with(config: Config, *, vars: Mapping[str, object] | None = None, output_dir: str | os.PathLike[str] | None = None) -> Config:
+    """A copy of ``config`` with template vars set (as ``--var``) or another output folder; ``config`` is unchanged.
+
+    The copy is of the document the config was read from (what it was validated as, what ``config.yaml`` records).
+    """
+    from evalx.common import written
+
+    data: dict[str, object] = dict(written.document(config))
     if vars:
-        data["vars"] = {**(data.get("vars") or {}), **{str(k): v for k, v in vars.items()}}
+        data["vars"] = {**as_object(data.get("vars")), **{str(k): v for k, v in vars.items()}}
     if output_dir is not None:
-        data["output"] = {**(data.get("output") or {}), "dir": os.fspath(Path(output_dir).resolve())}
+        data["output"] = {**as_object(data.get("output")), "dir": os.fspath(Path(output_dir).resolve())}
     copy = dataclasses.replace(config, loaded=dataclasses.replace(config.loaded, data=data))
     if hasattr(config, "in_memory"):
         copy.in_memory = config.in_memory  # type: ignore[attr-defined]
@@ -387,9 +393,8 @@ def _strings(value: Iterable[str] | None, name: str) -> list[str]:
 
 def _check_in_memory(config: Config, executor: str | None = None) -> None:
     """Callables given as objects run in this process only: the Ray executor needs importable ones, and says so."""
-    given: dict[str, Any] = getattr(config, "in_memory", {})
-    section = config.data.get("executor")
-    kind = executor or ((section or {}).get("kind") if isinstance(section, dict) else None)
+    given: dict[str, Callable[..., Any]] = getattr(config, "in_memory", {})
+    kind = executor or config.typed.executor.kind
     if not given or kind != "ray":
         return
     ref = next(iter(given))

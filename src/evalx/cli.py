@@ -9,12 +9,15 @@ import os
 import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import click
 
 from evalx.results.outcome import EXIT_INCOMPLETE, EXIT_USAGE
 from evalx.version import __version__
+
+if TYPE_CHECKING:
+    from evalx.config.loader import Config
 
 config_option = click.option(
     "-c",
@@ -141,7 +144,7 @@ def validate(config_path: Path, var: tuple[str, ...], max_cells: int | None, max
         _fail(errors)
     n_cases = sum(len(c) for c in cases.values())
     warnings = 0
-    n_global = len(config.global_asserts)
+    n_global = len(config.typed.asserts)
     for ds_cases in cases.values():
         for case in ds_cases:
             if not case.asserts and not n_global and not any(t.get("assert") for t in case.turns or ()):
@@ -160,10 +163,10 @@ def validate(config_path: Path, var: tuple[str, ...], max_cells: int | None, max
 
     for line in [*_hidden_id_warnings(config, cases), *pairwise_warnings(config, cases)]:
         click.echo(f"warning: {line}", err=True)
-    click.echo(f"{config.file}: ok — {len(config.targets)} targets, {len(cases)} datasets, {n_cases} cases; {sizes}")
+    click.echo(f"{config.file}: ok — {len(config.typed.targets)} targets, {len(cases)} datasets, {n_cases} cases; {sizes}")
 
 
-def _hidden_id_warnings(config: Any, cases: Mapping[str, Sequence[Any]]) -> list[str]:
+def _hidden_id_warnings(config: Config, cases: Mapping[str, Sequence[Any]]) -> list[str]:
     """One line (file:line key path) for each target, dataset or case id with characters that do not show."""
     from evalx.results.display import describe_hidden, has_hidden, show_id
 
@@ -173,10 +176,14 @@ def _hidden_id_warnings(config: Any, cases: Mapping[str, Sequence[Any]]) -> list
         )
 
     lines = []
-    for section, what in (("targets", "target id"), ("datasets", "dataset id")):
-        for i, entry in enumerate(config.data.get(section) or []):
-            if isinstance(entry, dict) and has_hidden(entry.get("id")):
-                lines.append(str(config.issue((section, i, "id"), why(what, entry["id"]), warning=True)))
+    ids = (
+        ("targets", "target id", [t.id for t in config.typed.targets]),
+        ("datasets", "dataset id", [d.id for d in config.typed.datasets]),
+    )
+    for section, what, section_ids in ids:
+        for i, entry_id in enumerate(section_ids):
+            if has_hidden(entry_id):
+                lines.append(str(config.issue((section, i, "id"), why(what, entry_id), warning=True)))
     for ds_cases in cases.values():
         lines += [f"{case.source} id: {why('case id', case.id)}" for case in ds_cases if has_hidden(case.id)]
     return lines

@@ -82,23 +82,25 @@ def test_the_schema_checks_the_executor_and_ray_settings(tmp_path: Path) -> None
 
 
 def test_pool_shapes_rate_shares_and_the_executor_choice() -> None:
+    from evalx.config.model import ExecutorSettings
     from evalx.execution.ray_executor import ExecutorChoice, _share_rate, choose_executor, pool_shape
     from evalx.targets import resolve_settings
+    from evalx.targets.spec import target_spec
 
-    python = {"id": "p", "type": "python", "callable": "m:f", "concurrency": 8, "ray": {"actors": 3}}
+    python = target_spec({"id": "p", "type": "python", "callable": "m:f", "concurrency": 8, "ray": {"actors": 3}})
     shape = pool_shape(python, resolve_settings(python), cells=100)
     assert (shape.actors, shape.concurrency, shape.num_cpus, shape.num_gpus) == (3, 3, 1.0, 0.0)  # 8 shared out, rounded up
     assert pool_shape(python, resolve_settings(python), cells=2).actors == 2  # never more actors than cells
-    provider = {"id": "m", "type": "provider", "provider": "openai", "model": "x", "ray": {"concurrency": 20, "num_gpus": 1}}
+    provider = target_spec({"id": "m", "type": "provider", "provider": "openai", "model": "x", "ray": {"concurrency": 20, "num_gpus": 1}})
     shape = pool_shape(provider, resolve_settings(provider), cells=100)
     assert (shape.actors, shape.concurrency, shape.num_cpus, shape.num_gpus) == (1, 20, 0.0, 1.0)
     limited = {"id": "j", "type": "provider", "rate_limit": {"rpm": 600}}
     assert _share_rate(limited, 4)["rate_limit"] == {"rpm": 150.0} and limited["rate_limit"] == {"rpm": 600}  # a copy
     assert _share_rate({"id": "free"}, 4) == {"id": "free"}
-    data = {"executor": {"kind": "ray", "address": "ray://head:10001", "batch_size": 16}}
-    assert choose_executor(data, None, None) == ExecutorChoice("ray", "ray://head:10001", 16, "auto")
-    assert choose_executor(data, "local", "local") == ExecutorChoice("local", "local", 16, "auto")  # the command line wins
-    assert choose_executor({}, None, None) == ExecutorChoice("local", "auto")
+    section = ExecutorSettings(kind="ray", address="ray://head:10001", batch_size=16)
+    assert choose_executor(section, None, None) == ExecutorChoice("ray", "ray://head:10001", 16, "auto")
+    assert choose_executor(section, "local", "local") == ExecutorChoice("local", "local", 16, "auto")  # the command line wins
+    assert choose_executor(ExecutorSettings(), None, None) == ExecutorChoice("local", "auto")
 
 
 # ---------------------------------------------------------------- a local Ray instance, started once

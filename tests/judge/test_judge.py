@@ -442,15 +442,17 @@ def test_custom_prompt_template(tmp_path: Path, monkeypatch: pytest.MonkeyPatch)
 
 
 def test_same_model_rules() -> None:
+    from evalx.targets.spec import target_spec as t
+
     a = {"type": "provider", "provider": "openai", "model": "gpt-4o-mini"}
-    assert same_model(a, {**a, "id": "x", "params": {"temperature": 1}}) == "openai/gpt-4o-mini"
-    assert same_model(a, {**a, "model": "gpt-4.1"}) is None
-    assert same_model(a, {**a, "provider": "anthropic"}) is None
+    assert same_model(t(a), t({**a, "id": "x", "params": {"temperature": 1}})) == "openai/gpt-4o-mini"
+    assert same_model(t(a), t({**a, "model": "gpt-4.1"})) is None
+    assert same_model(t(a), t({**a, "provider": "anthropic"})) is None
     assert (
-        same_model({"type": "python", "callable": "m:f"}, {"type": "python", "callable": "m:g"}, lambda ref: "same object")
+        same_model(t({"type": "python", "callable": "m:f"}), t({"type": "python", "callable": "m:g"}), lambda ref: "same object")
         == "callable m:f"
     )
-    assert same_model({"type": "engine", "url": "u"}, {"type": "python", "callable": "m:f"}) is None
+    assert same_model(t({"type": "engine", "url": "u"}), t({"type": "python", "callable": "m:f"})) is None
 
 
 def test_direct_context_without_settings_target_is_inconclusive(tmp_path: Path) -> None:

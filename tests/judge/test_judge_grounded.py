@@ -343,11 +343,13 @@ def test_a_provider_judge_grades_faithfulness(tmp_path: Path) -> None:
 
 
 def test_same_family_rule() -> None:
+    from evalx.targets.spec import target_spec as t
+
     a = {"type": "provider", "provider": "openai", "model": "gpt-4.1"}
-    assert same_family(a, {**a, "model": "gpt-4o-mini"}) == "openai"
-    assert same_family(a, dict(a)) is None  # the same model: same_model's warning, not this one
-    assert same_family(a, {**a, "provider": "anthropic", "model": "claude"}) is None
-    assert same_family(a, {"type": "python", "callable": "m:f"}) is None
+    assert same_family(t(a), t({**a, "model": "gpt-4o-mini"})) == "openai"
+    assert same_family(t(a), t(dict(a))) is None  # the same model: same_model's warning, not this one
+    assert same_family(t(a), t({**a, "provider": "anthropic", "model": "claude"})) is None
+    assert same_family(t(a), t({"type": "python", "callable": "m:f"})) is None
 
 
 def _judge(tmp_path: Path, targets: dict[str, dict[str, Any]], judge_spec: Any, **settings: Any) -> tuple[Judge, io.StringIO]:

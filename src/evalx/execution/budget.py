@@ -24,10 +24,16 @@ from __future__ import annotations
 import json
 import math
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from evalx.errors import ConfigError
 from evalx.results.model import CellResult
+from evalx.targets.spec import ProviderTargetSpec, TargetSpec
+
+if TYPE_CHECKING:
+    from evalx.config.loader import Config
+    from evalx.execution.plan import Plan
+    from evalx.targets.definitions import Price
 
 __all__ = ["CostEstimate", "CostGuard", "estimate_cost", "format_estimate"]
 
@@ -152,40 +158,36 @@ def _text_len(value: Any) -> int:
     return len(json.dumps(value, default=str))
 
 
-def _price_of(spec: dict[str, Any], config: Any) -> Any:
+def _price_of(spec: ProviderTargetSpec, config: Config) -> Price | None:
     from evalx.targets.definitions import Price, find_provider, providers_dir_of
 
-    if isinstance(spec.get("pricing"), dict):
-        try:
-            return Price.from_mapping(spec["pricing"])
-        except (KeyError, TypeError, ValueError):
-            return None
+    if spec.pricing is not None:
+        return Price.of(spec.pricing)
     try:
-        definition = find_provider(str(spec.get("provider")), providers_dir_of(config))
+        definition = find_provider(spec.provider, providers_dir_of(config))
     except (ConfigError, OSError):  # an unknown or broken provider is reported when the run starts, not by the estimate
         return None
-    return definition.price(str(spec.get("model") or ""))
+    return definition.price(spec.model or "")
 
 
-def estimate_cost(config: Any, plan: Any) -> CostEstimate:
+def estimate_cost(config: Config, plan: Plan) -> CostEstimate:
     """What the plan would spend at most, per target, before anything runs."""
-    estimate = CostEstimate(limit=(config.defaults or {}).get("max_total_cost"))
-    for spec in plan.target_specs:
-        cells = plan.cells_for(spec["id"])
-        est = TargetEstimate(spec["id"], len(cells))
+    estimate = CostEstimate(limit=config.typed.defaults.max_total_cost)
+    for spec in plan.targets:
+        cells = plan.cells_for(spec.id)
+        est = TargetEstimate(spec.id, len(cells))
         estimate.targets.append(est)
-        if spec.get("type") != "provider":
-            est.note = f"no price known for {spec.get('type')} targets"
+        if not isinstance(spec, ProviderTargetSpec):
+            est.note = f"no price known for {spec.type} targets"
             est.cost_usd = None
             continue
         price = _price_of(spec, config)
         if price is None:
-            est.note = f"no price known for {spec.get('provider')}/{spec.get('model')} (set pricing: on the target)"
+            est.note = f"no price known for {spec.provider}/{spec.model} (set pricing: on the target)"
             est.cost_usd = None
             continue
-        params = spec.get("params") or {}
-        limit = next((params[k] for k in _OUTPUT_LIMIT_KEYS if isinstance(params.get(k), int)), None)
-        fixed = _text_len(spec.get("system")) + _text_len(spec.get("prompt"))
+        limit = _output_limit(spec)
+        fixed = _text_len(spec.system) + _text_len(spec.prompt)
         for cell in cells:
             est.input_tokens += (fixed + _text_len(cell.case.input) + _text_len(cell.case.system)) // CHARS_PER_TOKEN + 1
         if limit is None:
@@ -199,7 +201,7 @@ def estimate_cost(config: Any, plan: Any) -> CostEstimate:
     return estimate
 
 
-def _pairwise_estimate(config: Any, plan: Any) -> TargetEstimate | None:
+def _pairwise_estimate(config: Config, plan: Plan) -> TargetEstimate | None:
     """The ``pairwise`` judge calls: both orders of every pair of cells; priced when the judge is a priced provider.
 
     Input tokens are the prompt and the case's input (the outputs' length is
@@ -209,26 +211,26 @@ def _pairwise_estimate(config: Any, plan: Any) -> TargetEstimate | None:
     from evalx.execution.pairwise_pass import count_pairs, pairwise_specs
     from evalx.judge.pairwise import PAIRWISE_PROMPT
 
-    pairs, input_chars = count_pairs(pairwise_specs(config.global_asserts, plan), plan)
+    pairs, input_chars = count_pairs(pairwise_specs(config.typed.asserts, plan), plan)
     if not pairs:
         return None
     calls = 2 * pairs
     est = TargetEstimate("pairwise", pairs)
-    ref = (config.data.get("judge") or {}).get("target")
-    spec = ref if isinstance(ref, dict) else next((t for t in config.targets if t.get("id") == ref), None)
-    if spec is None or spec.get("type") != "provider":
-        est.note = "no judge configured" if spec is None else f"no price known for {spec.get('type')} judges"
+    ref = config.typed.judge.target
+    spec: TargetSpec | None = next((t for t in config.typed.targets if t.id == ref), None) if isinstance(ref, str) else ref
+    if spec is None or not isinstance(spec, ProviderTargetSpec):
+        est.note = "no judge configured" if spec is None else f"no price known for {spec.type} judges"
         est.cost_usd = None
         return est
     price = _price_of(spec, config)
     if price is None:
-        est.note = f"no price known for the judge {spec.get('provider')}/{spec.get('model')}"
+        est.note = f"no price known for the judge {spec.provider}/{spec.model}"
         est.cost_usd = None
         return est
-    limits = [_output_limit(t) for t in plan.target_specs]
+    limits = [_output_limit(t) for t in plan.targets]
     known = [n for n in limits if n is not None]
     per_output = max(known) if known and len(known) == len(limits) else None
-    est.input_tokens = (calls * (len(PAIRWISE_PROMPT) + _text_len(spec.get("system"))) + 2 * input_chars) // CHARS_PER_TOKEN + calls
+    est.input_tokens = (calls * (len(PAIRWISE_PROMPT) + _text_len(spec.system)) + 2 * input_chars) // CHARS_PER_TOKEN + calls
     notes = []
     if per_output is None:
         notes.append("the compared outputs' length not counted (no max_tokens on every target)")
@@ -245,9 +247,10 @@ def _pairwise_estimate(config: Any, plan: Any) -> TargetEstimate | None:
     return est
 
 
-def _output_limit(spec: dict[str, Any]) -> int | None:
-    params = spec.get("params") or {}
-    return next((params[k] for k in _OUTPUT_LIMIT_KEYS if isinstance(params.get(k), int)), None)
+def _output_limit(spec: TargetSpec) -> int | None:
+    """A provider target's ``max_tokens`` (or the like) in its ``params:``; None when it has none."""
+    params = (spec.params or {}) if isinstance(spec, ProviderTargetSpec) else {}
+    return next((limit for k in _OUTPUT_LIMIT_KEYS if isinstance(limit := params.get(k), int)), None)
 
 
 def format_estimate(estimate: CostEstimate) -> list[str]:

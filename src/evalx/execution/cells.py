@@ -9,13 +9,14 @@ from __future__ import annotations
 import asyncio
 import time
 from datetime import datetime, timezone
-from typing import Any
+from typing import Any, cast
 
+from evalx.common.json_types import JSONObject
 from evalx.models import Trajectory
-from evalx.results.model import AssertionRecord
+from evalx.results.model import AssertionRecord, CellOutput
 from evalx.targets import RunContext, Target
 
-__all__ = ["cache_entry", "cancels", "from_cache", "judge_cost", "started_at"]
+__all__ = ["cache_entry", "cancels", "from_cache", "judge_cost", "started_at", "stored_output"]
 
 
 class _Stamp:
@@ -44,7 +45,16 @@ def cancels(task: asyncio.Task[Any] | None) -> int | None:
     return counter() if counter is not None else None
 
 
-def cache_entry(traj: Trajectory, run: RunContext) -> dict[str, Any]:
+def stored_output(traj: Trajectory) -> tuple[CellOutput, str | None, bool]:
+    """The trajectory as ``results.jsonl`` stores a cell's (or a turn's) ``output``, and what is kept out of it: its traceback
+    (the cell's own key) and whether it came from the cache."""
+    output = traj.to_dict()
+    tb = output.pop("traceback", None)
+    cached = bool(output.pop("cached", False))
+    return cast(CellOutput, output), tb, cached  # Trajectory.to_dict() writes CellOutput's keys
+
+
+def cache_entry(traj: Trajectory, run: RunContext) -> JSONObject:
     """What the response cache stores of an answer: the trajectory without its traceback or cached flag, secrets masked."""
     stored = traj.to_dict()
     stored.pop("traceback", None)
@@ -52,7 +62,7 @@ def cache_entry(traj: Trajectory, run: RunContext) -> dict[str, Any]:
     return run.redactor.obj(stored) if run.redactor else stored
 
 
-def from_cache(stored: dict[str, Any], target: Target) -> Trajectory:
+def from_cache(stored: JSONObject, target: Target) -> Trajectory:
     """A cached answer as a trajectory (``cached``), with what its target restores (today's prices)."""
     traj = Trajectory.from_dict(stored)
     traj.cached = True

@@ -20,19 +20,21 @@ from __future__ import annotations
 import asyncio
 import time
 import traceback
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any
 
 from evalx.assertions import cell_status, evaluate_case
 from evalx.assertions.evaluate import MIN_CHECK_TIME_S
 from evalx.common.deadline import Deadline, HeldTheLoop, within
+from evalx.common.json_types import JSON, JSONObject, Message, as_array, as_object
 from evalx.execution import cells, turn_cache
 from evalx.execution.turns import Turn, TurnFailed, reply_messages, take_turn
 from evalx.models import Cell, ToolCall, Trajectory, Usage
-from evalx.results.model import AssertionRecord, CellOutput, CellResult, cell_result
+from evalx.results.model import AssertionRecord, CellResult, TurnRecord, cell_result
 from evalx.targets import RunContext
 
 if TYPE_CHECKING:
     from evalx.execution.executor import Executor, TargetPlan
+    from evalx.execution.simulate import Simulation
 
 __all__ = ["run_conversation"]
 
@@ -40,7 +42,7 @@ __all__ = ["run_conversation"]
 async def run_conversation(executor: Executor, plan: TargetPlan, cell: Cell) -> CellResult:
     """The result of a conversation cell (``cell.case.turns`` is set): every turn run, checked and recorded."""
     run, target, case = executor.run, plan.target, cell.case
-    turns_spec = case.turns or []
+    turns_spec: list[JSONObject] = case.turns or []  # as the dataset loader checked them: {input, assert?, tool_results?}
     sim = _simulation(executor, cell)  # None unless the case has simulate:
     if plan.pacer is not None:
         await plan.pacer()  # one turn of the rate limit for the cell, as a one-shot cell takes
@@ -91,7 +93,7 @@ async def run_conversation(executor: Executor, plan: TargetPlan, cell: Cell) -> 
     final = _final(done, latency)
     if error is not None:
         final.error = error
-    records: list[dict[str, Any]] = []
+    records: list[TurnRecord] = []
     assertions: list[AssertionRecord] = []
     if error is None:
         deadline.at_least(MIN_CHECK_TIME_S)  # the checks count against the cell's time too, with a minimum
@@ -99,7 +101,7 @@ async def run_conversation(executor: Executor, plan: TargetPlan, cell: Cell) -> 
         live[deadline] = None
         try:
             for n, turn in enumerate(done, 1):
-                own = (turns_spec[n - 1].get("assert") if n <= len(turns_spec) else None) or []
+                own = [as_object(a) for a in as_array(turns_spec[n - 1].get("assert"))] if n <= len(turns_spec) else []
                 checked = await evaluate_case(own, executor.assertion_context(cell, target, turn.traj), deadline=deadline) if own else []
                 for a in checked:
                     a["turn"] = n
@@ -115,12 +117,10 @@ async def run_conversation(executor: Executor, plan: TargetPlan, cell: Cell) -> 
         records = [_record(turn, []) for turn in done]
     executor.stats.cells_by_target[target.id] = executor.stats.cells_by_target.get(target.id, 0) + 1
     status, score = cell_status(assertions, threshold=case.threshold, target_error=error)
-    output = final.to_dict()
-    output.pop("traceback", None)
-    output.pop("cached", None)
+    output, _, _ = cells.stored_output(final)
     result = cell_result(
         run.run_id, cell.index, target.id, target.type, case, cell.dataset, cell.repeat,
-        status, score, assertions, cast(CellOutput, output), final.latency_ms, final.ttft_ms, final.cost_usd,
+        status, score, assertions, output, final.latency_ms, final.ttft_ms, final.cost_usd,
         cells.judge_cost(assertions), bool(done) and error is None and all(t.traj.cached for t in done), error, tb, started_at,
     )  # fmt: skip
     result["turns"] = records
@@ -134,7 +134,7 @@ async def run_conversation(executor: Executor, plan: TargetPlan, cell: Cell) -> 
     return result
 
 
-def _simulation(executor: Executor, cell: Cell) -> Any:
+def _simulation(executor: Executor, cell: Cell) -> Simulation | None:
     """A :class:`evalx.execution.simulate.Simulation` for a case with ``simulate:``, else None."""
     if cell.case.simulate is None:
         return None
@@ -143,26 +143,29 @@ def _simulation(executor: Executor, cell: Cell) -> Any:
     return Simulation(executor, cell)
 
 
-def _pending(turns: list[dict[str, Any]], n: int, sim: Any) -> Any:
+def _pending(turns: list[JSONObject], n: int, sim: Simulation | None) -> JSON:
     """The user message of turn ``n``, which did not finish: the script's, or the simulated user's."""
-    return turns[n - 1]["input"] if n <= len(turns) else getattr(sim, "pending", "")
+    return turns[n - 1]["input"] if n <= len(turns) else sim.pending if sim is not None else ""
 
 
-async def _talk(converse: Any, cell: Cell, run: RunContext, turns: list[dict[str, Any]], done: list[Turn]) -> None:
+def _mocked(cell: Cell, turn: JSONObject) -> JSONObject:
+    """The tool results mocked for a turn: the case's, with the turn's own over them."""
+    return {**(cell.case.tool_results or {}), **as_object(turn.get("tool_results"))}
+
+
+async def _talk(converse: Any, cell: Cell, run: RunContext, turns: list[JSONObject], done: list[Turn]) -> None:
     """Call the target turn by turn, appending each finished turn to ``done``; raise :class:`TurnFailed` on an error."""
 
-    history: list[dict[str, Any]] = []
-    case_results = cell.case.tool_results or {}
+    history: list[Message] = []
     for n, spec in enumerate(turns, 1):
         text = spec["input"]
         history.append({"role": "user", "content": text})
         traj = await take_turn(converse, cell, run, history, n, text, done)
-        mocked = {**case_results, **(spec.get("tool_results") or {})}
-        history.extend(reply_messages(traj, mocked))
+        history.extend(reply_messages(traj, _mocked(cell, spec)))
 
 
 async def _talk_whole(
-    executor: Executor, plan: TargetPlan, key: str, converse: Any, cell: Cell, turns: list[dict[str, Any]], done: list[Turn]
+    executor: Executor, plan: TargetPlan, key: str, converse: Any, cell: Cell, turns: list[JSONObject], done: list[Turn]
 ) -> None:
     """:func:`_talk` for a conversation cached whole: every turn replayed from the cache, or run and then stored."""
     replayed = await turn_cache.replay_whole(executor, plan, key, len(turns))
@@ -170,9 +173,8 @@ async def _talk_whole(
         await _talk(converse, cell, executor.run, turns, done)
         turn_cache.store_whole(executor, key, [t.traj for t in done])
         return
-    case_results = cell.case.tool_results or {}
     for spec, traj in zip(turns, replayed):
-        reply_messages(traj, {**case_results, **(spec.get("tool_results") or {})})  # the mocked results, as when it ran
+        reply_messages(traj, _mocked(cell, spec))  # the mocked results, as when it ran
         done.append(Turn(spec["input"], traj, traj.latency_ms))
 
 
@@ -206,12 +208,10 @@ def _final(done: list[Turn], latency_ms: float) -> Trajectory:
     )
 
 
-def _record(turn: Turn, assertions: list[AssertionRecord]) -> dict[str, Any]:
+def _record(turn: Turn, assertions: list[AssertionRecord]) -> TurnRecord:
     """A turn as ``results.jsonl`` keeps it: ``{input, output, latency_ms, usage, tool_calls, assertions}``."""
-    output = turn.traj.to_dict()
-    output.pop("cached", None)
-    tb = output.pop("traceback", None)
-    record = {
+    output, tb, _ = cells.stored_output(turn.traj)
+    record: TurnRecord = {
         "input": turn.input,
         "output": output,
         "latency_ms": turn.latency_ms,

@@ -20,15 +20,16 @@ import time
 import traceback
 from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Any, Protocol, cast
+from typing import Any, Protocol
 
 from evalx.assertions import AssertionContext, Grader, cell_status, evaluate_case
 from evalx.assertions.evaluate import MIN_CHECK_TIME_S
 from evalx.common.deadline import Deadline, HeldTheLoop, within
+from evalx.common.json_types import JSONObject
 from evalx.errors import TargetError, one_line
 from evalx.execution import cells
 from evalx.models import Cell, Trajectory, safe_trajectory
-from evalx.results.model import AssertionRecord, CellOutput, CellResult, cell_result, not_run
+from evalx.results.model import AssertionRecord, CellResult, cell_result, not_run
 from evalx.targets import RunContext, Target, TargetSettings
 
 
@@ -63,10 +64,10 @@ class Executor:
         plans: list[TargetPlan],
         run: RunContext,
         *,
-        global_asserts: list[dict[str, Any]],
+        global_asserts: list[JSONObject],
         on_result: Callable[[CellResult], None],
         judge: Grader | None = None,
-        judge_settings: dict[str, Any] | None = None,
+        judge_settings: JSONObject | None = None,
     ) -> None:
         self.plans = plans
         self.run = run
@@ -165,12 +166,10 @@ class Executor:
         self.stats.cells_by_target[target.id] = self.stats.cells_by_target.get(target.id, 0) + 1
         status, score = cell_status(assertions, threshold=cell.case.threshold, target_error=traj.error)
         judge_cost = cells.judge_cost(assertions)
-        output = traj.to_dict()
-        tb = output.pop("traceback", None)
-        cached = bool(output.pop("cached", False))
+        output, tb, cached = cells.stored_output(traj)
         result = cell_result(
             self.run.run_id, cell.index, target.id, target.type, cell.case, cell.dataset, cell.repeat,
-            status, score, assertions, cast(CellOutput, output), traj.latency_ms, traj.ttft_ms, traj.cost_usd,
+            status, score, assertions, output, traj.latency_ms, traj.ttft_ms, traj.cost_usd,
             judge_cost, cached, traj.error, tb, started_at,
         )  # fmt: skip
         if self.run.redactor:

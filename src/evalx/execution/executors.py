@@ -21,11 +21,11 @@ import asyncio
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from evalx.execution.executor import ExecutionStats, TargetPlan
 from evalx.execution.interrupt import Interrupt, cancel_on_signals
-from evalx.execution.runtime import CellRuntime, run_context
+from evalx.execution.runtime import CellRuntime, CellSetup, check_self_grading, run_context
 from evalx.models import Cell
 from evalx.results.model import CellResult
 from evalx.targets import build_target, resolve_settings
@@ -38,7 +38,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-__all__ = ["EXECUTORS", "CellExecutor", "ExecutionJob", "check_self_grading", "execute_cells"]
+__all__ = ["EXECUTORS", "CellExecutor", "ExecutionJob", "execute_cells"]
 
 
 @dataclass
@@ -62,23 +62,6 @@ class CellExecutor(Protocol):
     async def execute(self, job: ExecutionJob) -> ExecutionStats: ...
 
 
-def check_self_grading(judge: Any, config: Config, plan: Plan, target_ids: list[str]) -> None:
-    """Refuse (or warn of) a judge that grades its own target's answers, once, before any cell runs."""
-    from evalx.judge import graded_target_ids
-
-    judge.check_self_grading(graded_target_ids(plan.graded_targets(), config.global_asserts, target_ids))
-
-
-def _specs(config: Config, plan: Plan) -> dict[str, dict[str, Any]]:
-    specs = {t["id"]: t for t in config.targets}
-    specs.update({t["id"]: t for t in plan.target_specs})  # matrix-expanded specs win
-    return specs
-
-
-def _judge_settings(config: Config) -> dict[str, Any]:
-    return dict(config.data.get("judge") or {})
-
-
 class LocalExecutor:
     """Every target's cells on this process's event loop: a worker pool per target (:class:`~evalx.execution.executor.Executor`)."""
 
@@ -86,27 +69,18 @@ class LocalExecutor:
         config, plan = job.config, job.plan
         ctx = run_context(config, job.run_id)
         plans = []
-        for spec in plan.target_specs:
-            cells = plan.cells_for(spec["id"])
+        for spec, entry in zip(plan.targets, plan.target_specs):
+            cells = plan.cells_for(spec.id)
             if not cells:
                 continue
-            settings = resolve_settings(spec, config.defaults, job.overrides)  # once per target and run
-            plans.append(TargetPlan(build_target(spec, settings), cells, settings))
+            settings = resolve_settings(spec, config.typed.defaults, job.overrides)  # once per target and run
+            plans.append(TargetPlan(build_target(entry, settings), cells, settings))
         _check_open_files(plans)
         if any(p.settings.cache for p in plans):
             from evalx.targets.transport.cache import ResponseCache, cache_path
 
             ctx.cache = ResponseCache(cache_path(config.base_dir))
-        runtime = await CellRuntime.start(
-            ctx,
-            plans,
-            specs=_specs(config, plan),
-            defaults=config.defaults,
-            overrides=job.overrides,
-            judge_settings=_judge_settings(config),
-            global_asserts=config.global_asserts,
-            on_result=job.on_result,
-        )
+        runtime = await CellRuntime.start(ctx, plans, CellSetup.of(config, plan, job.overrides), on_result=job.on_result)
         executor = runtime.executor
         executor.admit = job.admit  # the cost guard: asked before each cell starts
         signals = Interrupt()
@@ -161,7 +135,7 @@ async def execute_cells(
     """Run ``plan``'s cells on the executor the request or the config chooses."""
     from evalx.execution.ray_executor import choose_executor
 
-    choice = choose_executor(config.data, executor, ray_address)
+    choice = choose_executor(config.typed.executor, executor, ray_address)
     job = ExecutionJob(config, plan, run_id, overrides, on_result, admit, quiet, choice)
     return await EXECUTORS[choice.kind]().execute(job)
 

@@ -16,7 +16,6 @@ the exit status and the reports are made by the same functions as
 from __future__ import annotations
 
 import heapq
-import json
 import logging
 import shutil
 import time
@@ -24,15 +23,16 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
 
+from evalx.common.json_types import JSON, JSONObject, as_object
 from evalx.config.loader import Config
 from evalx.errors import MergeError, writing
 from evalx.execution.resume import config_hash
+from evalx.execution.run_record import RunMeta, read_run_meta
 from evalx.execution.runner import RunOutcome, publish
 from evalx.reports.render import ReportOptions
 from evalx.reports.writers import Outputs
-from evalx.results.model import CellResult, CostGuardReport, MergeReport
+from evalx.results.model import CellResult, CostGuardReport, MergeReport, RunSummary
 from evalx.results.outcome import RunFacts, decide_exit, finish_summary, nothing_graded
 from evalx.results.store import RESULTS, ResultWriter, RunLock, by_case, new_run_id, read_results, write_json
 
@@ -55,39 +55,44 @@ class ShardRun:
     """One shard's run folder, as its ``run.json`` describes it."""
 
     path: Path
-    meta: dict[str, Any]
-    summary: dict[str, Any]
+    meta: JSONObject  # its run.json, whose shard record read_shards checked
+    summary: JSONObject  # its summary.json (empty when it has none)
+
+    @property
+    def shard(self) -> JSONObject:
+        return as_object(self.meta.get("shard"))
 
     @property
     def index(self) -> int:
-        return int(self.meta["shard"]["index"])
+        return _int(self.shard.get("index"))
 
     @property
     def count(self) -> int:
-        return int(self.meta["shard"]["count"])
+        return _int(self.shard.get("count"))
 
     @property
     def plan_digest(self) -> str:
-        return str(self.meta["shard"].get("plan_digest"))
+        return str(self.shard.get("plan_digest"))
 
     @property
     def complete(self) -> bool:
         return self.meta.get("status") == "complete" and not self.summary.get("interrupted")
 
 
-def _read_json(path: Path) -> dict[str, Any] | None:
-    try:
-        value = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-    return value if isinstance(value, dict) else None
+def _int(value: JSON) -> int:
+    """A number read from a shard's files (checked by :func:`_shard_fields_ok` where it must be one)."""
+    return int(value) if isinstance(value, (int, float)) else 0
 
 
-def _shard_fields_ok(shard: Any) -> bool:
+def _shard_fields_ok(shard: JSON) -> bool:
+    if not isinstance(shard, dict):
+        return False
+    index, count, cells = shard.get("index"), shard.get("count"), shard.get("plan_cells")
     return (
-        isinstance(shard, dict)
-        and all(type(shard.get(k)) is int for k in ("index", "count", "plan_cells"))
-        and 1 <= shard["index"] <= shard["count"]
+        type(index) is int
+        and type(count) is int
+        and type(cells) is int
+        and 1 <= index <= count
         and isinstance(shard.get("plan_digest"), str)
     )
 
@@ -101,7 +106,7 @@ def read_shards(run_dirs: Iterable[Path], *, allow_partial: bool = False) -> tup
     """
     shards: list[ShardRun] = []
     for path in run_dirs:
-        meta = _read_json(path / "run.json")
+        meta = read_run_meta(path / "run.json")
         if meta is None:
             raise MergeError(f"merge: {path} is not a run folder (no readable run.json there)")
         if "shard" not in meta:
@@ -110,7 +115,7 @@ def read_shards(run_dirs: Iterable[Path], *, allow_partial: bool = False) -> tup
             raise MergeError(f"merge: {path}/run.json has no readable shard record (index, count, plan_digest, plan_cells)")
         if not (path / RESULTS).is_file():
             raise MergeError(f"merge: {path} has no {RESULTS}: nothing of that shard to merge")
-        shards.append(ShardRun(path, meta, _read_json(path / "summary.json") or {}))
+        shards.append(ShardRun(path, meta, read_run_meta(path / "summary.json") or {}))
     if not shards:
         raise MergeError("merge: no run folders given")
     first = shards[0]
@@ -169,22 +174,26 @@ def _index(result: CellResult) -> int:
 
 def _cost_guard(shards: list[ShardRun]) -> CostGuardReport | None:
     """The shards' cost guards added up (each had its share of ``max_total_cost``)."""
-    guards = [s.summary["cost_guard"] for s in shards if isinstance(s.summary.get("cost_guard"), dict)]
+    guards = [guard for s in shards if isinstance(guard := s.summary.get("cost_guard"), dict)]
     if not guards:
         return None
     messages = [g.get("message") for g in guards if g.get("message")]
     return {
-        "limit_usd": round(sum(float(g.get("limit_usd") or 0) for g in guards), 8),
-        "spent_usd": round(sum(float(g.get("spent_usd") or 0) for g in guards), 8),
-        "skipped": sum(int(g.get("skipped") or 0) for g in guards),
+        "limit_usd": round(sum(_number(g.get("limit_usd")) for g in guards), 8),
+        "spent_usd": round(sum(_number(g.get("spent_usd")) for g in guards), 8),
+        "skipped": sum(_int(g.get("skipped")) for g in guards),
         "message": str(messages[0]) if messages else None,
     }
 
 
-def _target_failures(summary: Any) -> list[str]:
+def _number(value: JSON) -> float:
+    return float(value) if isinstance(value, (int, float)) else 0.0
+
+
+def _target_failures(summary: RunSummary) -> list[str]:
     """One line for a target whose every cell errored (what a single run calls a run that could not complete)."""
     lines = []
-    for target, figures in (summary.get("per_target") or {}).items():
+    for target, figures in summary["per_target"].items():
         cells, errors = figures.get("cells"), figures.get("error")
         if cells and errors == cells:
             lines.append(f"target {target!r}: every cell failed ({errors})")
@@ -225,8 +234,8 @@ def _merge_locked(
 
     t0 = time.monotonic()
     first = shards[0]
-    plan = first.meta["shard"]
-    starts = sorted(shards, key=lambda s: (str(s.meta.get("started_at") or ""), float(s.meta.get("started_unix") or 0)))
+    plan = first.shard
+    starts = sorted(shards, key=lambda s: (str(s.meta.get("started_at") or ""), _number(s.meta.get("started_unix"))))
     started_at = str(starts[0].meta.get("started_at") or datetime.now(timezone.utc).isoformat(timespec="seconds"))
     merged: MergeReport = {
         "count": first.count,
@@ -234,16 +243,16 @@ def _merge_locked(
         "partial": bool(missing),
         "missing": missing,
     }
-    selection_args = dict(first.meta.get("selection_args") or {})
+    selection_args = dict(as_object(first.meta.get("selection_args")))
     selection_args["shard"] = None
-    meta: dict[str, Any] = {
+    meta: RunMeta = {
         "run_id": run_id,
         "name": config.name,
         "config": str(config.path),
         "config_hash": first.meta.get("config_hash"),
         "started_at": started_at,
         "targets": first.meta.get("targets"),
-        "cells": plan["plan_cells"],
+        "cells": _int(plan.get("plan_cells")),
         "selection": first.meta.get("selection"),
         "selection_args": selection_args,
         "plan_digest": first.plan_digest,
@@ -259,24 +268,24 @@ def _merge_locked(
         with writing(run_dir / "config.yaml"):
             shutil.copyfile(stored_config, run_dir / "config.yaml")
 
-    matrix = next((s.summary["matrix"] for s in shards if isinstance(s.summary.get("matrix"), dict)), None)
+    matrix = next((matrix for s in shards if isinstance(matrix := s.summary.get("matrix"), dict)), None)
     cases = plan.get("plan_cases")
     builder = SummaryBuilder(
         run_id,
         config.name,
         started_at,
-        repeat_pass_rule=str(config.defaults.get("repeat_pass_rule", "majority")),
+        repeat_pass_rule=config.typed.defaults.repeat_pass_rule or "majority",
         matrix=matrix,
-        per_case=not isinstance(cases, int) or plan["plan_cells"] > cases,
+        per_case=not isinstance(cases, int) or _int(plan.get("plan_cells")) > cases,
     )
-    spans = _CaseSpans(int(plan["plan_cells"]))
+    spans = _CaseSpans(_int(plan.get("plan_cells")))
     types = plan.get("target_types")
     writer = ResultWriter(
         run_dir,
         run_id=run_id,
-        target_types=types if isinstance(types, dict) else {},
+        target_types={str(k): str(v) for k, v in types.items()} if isinstance(types, dict) else {},
         cases=spans,
-        dataset=plan.get("dataset") if isinstance(plan.get("dataset"), str) else None,
+        dataset=dataset if isinstance(dataset := plan.get("dataset"), str) else None,
     )
     try:
         # one cell at a time from each shard, merged in the whole plan's order
@@ -298,11 +307,11 @@ def _merge_locked(
         RunFacts(
             config=str(config.path),
             interrupted=not all(s.complete for s in shards),
-            cells_planned=int(plan["plan_cells"]),
+            cells_planned=_int(plan.get("plan_cells")),
             cost_guard=_cost_guard(shards),
             merged=merged,
         ),
-        gates=config.data.get("gates"),
+        gates=config.typed.gates,
         baseline_ref=options.baseline,
         output_dir=config.output_dir,
         run_dir=run_dir,
@@ -317,6 +326,6 @@ def _merge_locked(
     if missing:
         which = ", ".join(f"{i}/{first.count}" for i in missing)
         messages.append(f"partial merge: shard{'s' if len(missing) > 1 else ''} {which} missing; their cells are not in this run")
-    meta.update(status="complete", finished_at=summary.get("finished_at"), exit_code=exit_code)
+    meta["status"], meta["finished_at"], meta["exit_code"] = "complete", summary.get("finished_at"), exit_code
     publish(run_dir, summary, meta, options.reports, options.outputs)
     return RunOutcome(run_id, run_dir, summary, exit_code, messages)

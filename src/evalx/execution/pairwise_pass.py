@@ -35,14 +35,25 @@ remaining pairs are recorded as not compared, saying so.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from evalx.results.model import CellResult
+from evalx.assertions.spec import AssertionSpec, assertion_spec
+from evalx.common import written
+from evalx.common.json_types import JSONObject, as_object
+from evalx.judge.spec import judge_settings
+from evalx.results.model import CellResult, PairwiseRecord
 from evalx.results.store import RESULTS, by_case, read_results, rewrite_results
 from evalx.targets.settings import Overrides
+
+if TYPE_CHECKING:
+    from evalx.config.loader import Config
+    from evalx.execution.budget import CostGuard
+    from evalx.execution.plan import Plan
+    from evalx.judge.pairwise import Side
+    from evalx.models import Case
 
 __all__ = [
     "PAIRWISE",
@@ -65,31 +76,31 @@ IN_FLIGHT = 16
 class PairwiseSpecs:
     """The run's ``pairwise`` assertions: the config's (every case) and each case's own."""
 
-    everywhere: list[dict[str, Any]] = field(default_factory=list)
-    by_case: dict[tuple[str, str], list[dict[str, Any]]] = field(default_factory=dict)
+    everywhere: list[AssertionSpec] = field(default_factory=list)
+    by_case: dict[tuple[str, str], list[AssertionSpec]] = field(default_factory=dict)
 
     def __bool__(self) -> bool:
         return bool(self.everywhere or self.by_case)
 
-    def for_case(self, dataset: str, case_id: str) -> list[dict[str, Any]]:
+    def for_case(self, dataset: str, case_id: str) -> list[AssertionSpec]:
         return [*self.everywhere, *self.by_case.get((dataset, case_id), [])]
 
 
-def pairwise_specs(global_asserts: list[dict[str, Any]], plan: Any) -> PairwiseSpecs:
+def pairwise_specs(global_asserts: Sequence[AssertionSpec], plan: Plan) -> PairwiseSpecs:
     """The ``pairwise`` assertions of a plan's cases (only cases a model grades are looked at: ``pairwise`` is one)."""
-    specs = PairwiseSpecs([a for a in global_asserts if a.get("type") == PAIRWISE])
+    specs = PairwiseSpecs([a for a in global_asserts if a.type == PAIRWISE])
     if not any(table.any_graded() for table in plan.cases.values()):
         return specs
     for ds_id, table, pos, _, _ in plan.cells.cases():
         if table.graded(pos):
             case = table.case(pos)
-            own = [a for a in case.asserts if a.get("type") == PAIRWISE]
+            own = [assertion_spec(a) for a in case.asserts if a.get("type") == PAIRWISE]
             if own:
                 specs.by_case[(ds_id, case.id)] = own
     return specs
 
 
-def count_pairs(specs: PairwiseSpecs, plan: Any) -> tuple[int, int]:
+def count_pairs(specs: PairwiseSpecs, plan: Plan) -> tuple[int, int]:
     """``(pairs of cells, characters of case input over them)`` the pass would ask about (each in two orders), for ``--dry-run``."""
     pairs = chars = 0
     if not specs:
@@ -109,19 +120,17 @@ def count_pairs(specs: PairwiseSpecs, plan: Any) -> tuple[int, int]:
     return pairs, chars
 
 
-def pairwise_warnings(config: Any, cases: Any) -> list[str]:
+def pairwise_warnings(config: Config, cases: Mapping[str, Iterable[Case]]) -> list[str]:
     """``evalx validate``'s warnings: a ``pairwise`` assertion in a config whose runs have one target (nothing to compare).
 
     A config with a ``matrix:`` is not warned about (``--matrix`` may expand it to several targets).
     """
-    if config.data.get("matrix") or len(config.default_target_ids()) >= 2:
+    if config.typed.matrix is not None or len(config.default_target_ids()) >= 2:
         return []
     only = ", ".join(config.default_target_ids()) or "none"
     why = f"pairwise compares the targets of a run; this config has one target ({only}): nothing to compare"
     lines = [
-        str(config.issue(("assert", i, "type"), why, warning=True))
-        for i, spec in enumerate(config.global_asserts)
-        if spec.get("type") == PAIRWISE
+        str(config.issue(("assert", i, "type"), why, warning=True)) for i, spec in enumerate(config.typed.asserts) if spec.type == PAIRWISE
     ]
     for ds_cases in cases.values():
         lines += [f"{case.source} case {case.id!r}: {why}" for case in ds_cases if any(a.get("type") == PAIRWISE for a in case.asserts)]
@@ -132,7 +141,7 @@ def pairwise_warnings(config: Any, cases: Any) -> list[str]:
 class PairwiseOutcome:
     """What the pass did: every record (the summary counts them), and lines to show once."""
 
-    records: list[dict[str, Any]] = field(default_factory=list)
+    records: list[PairwiseRecord] = field(default_factory=list)
     messages: list[str] = field(default_factory=list)
 
 
@@ -141,9 +150,9 @@ class _Job:
     dataset: str
     case_id: str
     case_input: Any
-    spec: dict[str, Any]
-    a: Any  # evalx.judge.pairwise.Side
-    b: Any
+    spec: AssertionSpec
+    a: Side
+    b: Side
 
 
 def _finished(cell: CellResult) -> bool:
@@ -159,20 +168,25 @@ def _why_not(cell: CellResult | None, target: str) -> str:
     return f"{target}'s cell errored"
 
 
-def _criterion(spec: dict[str, Any]) -> str:
+def _criterion(spec: AssertionSpec) -> str:
     """What the pair is compared on (a record's ``criterion``: one key, whether the pair was judged or not)."""
     from evalx.judge.pairwise import DEFAULT_RUBRIC
 
-    return str(spec.get("rubric") or DEFAULT_RUBRIC)
+    return str(_rubric(spec) or DEFAULT_RUBRIC)
+
+
+def _rubric(spec: AssertionSpec) -> str | None:
+    rubric = spec.params.get("rubric")
+    return rubric if isinstance(rubric, str) else None
 
 
 def _not_compared(
-    dataset: str, case_id: str, spec: dict[str, Any], a: str, b: str, repeat: int, why: str, cells: list[Any]
-) -> dict[str, Any]:
+    dataset: str, case_id: str, spec: AssertionSpec, a: str, b: str, repeat: int, why: str, cells: list[int | None]
+) -> PairwiseRecord:
     return {
         "dataset": dataset,
         "case_id": case_id,
-        "name": spec.get("name"),
+        "name": spec.name,
         "criterion": _criterion(spec),
         "a": a,
         "b": b,
@@ -183,7 +197,7 @@ def _not_compared(
     }
 
 
-def _judged_before(cell: CellResult, b: CellResult, repeat: int, spec: dict[str, Any]) -> dict[str, Any] | None:
+def _judged_before(cell: CellResult, b: CellResult, repeat: int, spec: AssertionSpec) -> PairwiseRecord | None:
     """The record of this comparison already on ``cell`` (a resumed run judged it before), if it has a verdict."""
     stored = cell.get("pairwise")
     if not isinstance(stored, list):
@@ -195,16 +209,18 @@ def _judged_before(cell: CellResult, b: CellResult, repeat: int, spec: dict[str,
             isinstance(record, dict)
             and record.get("cells") == cells
             and record.get("repeat") == repeat
-            and record.get("name") == spec.get("name")
+            and record.get("name") == spec.name
             and record.get("criterion") == criterion
             and record.get("winner") is not None
             and not record.get("error")
         ):
-            return {k: v for k, v in record.items() if k != "against"}
+            kept = record.copy()
+            kept.pop("against", None)
+            return kept
     return None
 
 
-def _plan_jobs(results: Iterable[CellResult], specs: PairwiseSpecs, targets: list[str]) -> tuple[list[_Job], list[dict[str, Any]]]:
+def _plan_jobs(results: Iterable[CellResult], specs: PairwiseSpecs, targets: list[str]) -> tuple[list[_Job], list[PairwiseRecord]]:
     """The comparisons to ask the judge for, and the records that need no judge call.
 
     Those are the pairs that cannot be compared and, in a resumed run, the
@@ -213,7 +229,7 @@ def _plan_jobs(results: Iterable[CellResult], specs: PairwiseSpecs, targets: lis
     from evalx.judge.pairwise import Side
 
     jobs: list[_Job] = []
-    skipped: list[dict[str, Any]] = []
+    skipped: list[PairwiseRecord] = []
     order = {t: i for i, t in enumerate(targets)}
     for cells in by_case(results):
         dataset, case_id = str(cells[0].get("dataset") or ""), str(cells[0].get("case_id") or "")
@@ -251,16 +267,15 @@ def _text(cell: CellResult) -> str:
     return text if isinstance(text, str) else ""
 
 
-def attach_records(results: Iterable[CellResult], records: list[dict[str, Any]]) -> Iterator[CellResult]:
+def attach_records(results: Iterable[CellResult], records: list[PairwiseRecord]) -> Iterator[CellResult]:
     """``results`` with each record on both of its cells (``pairwise: [...]``, ``against`` the other side); others unchanged.
 
     A cell's earlier ``pairwise`` records (a resumed run judged again) are replaced.
     """
-    by_cell: dict[int, list[dict[str, Any]]] = {}
+    by_cell: dict[int, list[PairwiseRecord]] = {}
     for record in records:
-        cells = record.get("cells") or []
-        for index, against in zip(cells, (record.get("b"), record.get("a")), strict=False):
-            if type(index) is int:  # None: no cell on that side
+        for index, against in zip(record["cells"], (record["b"], record["a"]), strict=False):
+            if index is not None:  # None: no cell on that side
                 by_cell.setdefault(index, []).append({"against": against, **record})
     for cell in results:
         index = cell.get("index")
@@ -271,31 +286,31 @@ def attach_records(results: Iterable[CellResult], records: list[dict[str, Any]])
 
 
 def judge_stored_pairs(
-    config: Any,
-    plan: Any,
+    config: Config,
+    plan: Plan,
     run_dir: Path,
     *,
     run_id: str,
     overrides: Overrides | None = None,
-    guard: Any = None,
+    guard: CostGuard | None = None,
 ) -> PairwiseOutcome | None:
     """Judge the pairs of a run whose cells are in ``run_dir/results.jsonl`` and write the records on the cells.
 
     None when the run has no ``pairwise`` assertion. A run with fewer than two
     targets, or without a judge, compares nothing and says so once.
     """
-    specs = pairwise_specs(config.global_asserts, plan)
+    specs = pairwise_specs(config.typed.asserts, plan)
     if not specs:
         return None
     outcome = PairwiseOutcome()
-    targets = [str(t["id"]) for t in plan.target_specs]
+    targets = plan.target_ids
     if len(targets) < 2:
         outcome.messages.append(
             f"pairwise: this run has one target ({targets[0] if targets else 'none'}): nothing to compare "
             "(run two or more targets, or --matrix)"
         )
         return outcome
-    settings = dict(config.data.get("judge") or {})
+    settings = written.judge_section(config)
     unjudged = [s for s in specs.everywhere + [s for v in specs.by_case.values() for s in v] if not _judged(settings, s)]
     path = run_dir / RESULTS
     jobs, skipped = _plan_jobs(read_results(path), specs, targets)
@@ -312,48 +327,43 @@ def judge_stored_pairs(
     return outcome
 
 
-def _judged(settings: dict[str, Any], spec: dict[str, Any]) -> bool:
-    override = spec.get("judge") if isinstance(spec.get("judge"), dict) else {}
-    return {**settings, **(override or {})}.get("target") is not None
+def _merged(settings: JSONObject, spec: AssertionSpec) -> JSONObject:
+    """The ``judge:`` settings (as written) with the assertion's own ``judge:`` over them."""
+    return {**settings, **as_object(spec.judge)} if spec.judge else settings
+
+
+def _judged(settings: JSONObject, spec: AssertionSpec) -> bool:
+    return judge_settings(_merged(settings, spec)).target is not None
 
 
 async def _judge_all(
-    config: Any, jobs: list[_Job], settings: dict[str, Any], run_id: str, overrides: Overrides | None, guard: Any
-) -> list[dict[str, Any]]:
+    config: Config, jobs: list[_Job], settings: JSONObject, run_id: str, overrides: Overrides | None, guard: CostGuard | None
+) -> list[PairwiseRecord]:
     """Every job's record, in job order; the judge started once, closed at the end."""
     if not jobs:
         return []
+    from evalx.execution.runtime import run_context
     from evalx.judge import Judge
     from evalx.judge.pairwise import judge_pair
-    from evalx.targets import RunContext
-    from evalx.targets.definitions import providers_dir_of
 
-    ctx = RunContext(run_id=run_id, config_dir=config.base_dir, redactor=config.redactor, vars=config.vars)
-    ctx.providers_dir = providers_dir_of(config)
-    judge = Judge(
-        ctx,
-        targets={t["id"]: t for t in config.targets},
-        defaults=config.defaults,
-        overrides=overrides,
-        settings=settings,
-    )
+    ctx = run_context(config, run_id)
+    judge = Judge(ctx, targets=written.target_entries(config), defaults=config.typed.defaults, overrides=overrides, settings=settings)
 
     slots = asyncio.Semaphore(IN_FLIGHT)  # the cost guard is asked as each pair starts, not all at once
 
     spent = [0.0, 0, 0]  # the judged pairs' cost, how many, and pairs in flight: the guard's projection
 
-    async def one(job: _Job) -> dict[str, Any]:
+    async def one(job: _Job) -> PairwiseRecord:
         async with slots:
             mean = spent[0] / spent[1] if spent[1] else 0.0
             over = guard.over_limit(mean * (spent[2] + 1)) if guard is not None else None
             if over is not None:
                 return _not_compared(job.dataset, job.case_id, job.spec, job.a.target, job.b.target, job.a.repeat, over,
                                      [job.a.index, job.b.index])  # fmt: skip
-            merged = {**settings, **(job.spec.get("judge") or {})}
             spent[2] += 1
             try:
                 record = await judge_pair(
-                    judge, merged, job.case_input, job.a, job.b, rubric=job.spec.get("rubric"), name=job.spec.get("name")
+                    judge, _merged(settings, job.spec), job.case_input, job.a, job.b, rubric=_rubric(job.spec), name=job.spec.name
                 )
             finally:
                 spent[2] -= 1
@@ -362,7 +372,7 @@ async def _judge_all(
             spent[1] += 1
         if guard is not None:
             guard.spend(cost)
-        redacted: dict[str, Any] = config.redactor.obj({"dataset": job.dataset, "case_id": job.case_id, **record})
+        redacted: PairwiseRecord = config.redactor.obj({"dataset": job.dataset, "case_id": job.case_id, **record})
         return redacted
 
     try:

@@ -18,14 +18,20 @@ from array import array
 from bisect import bisect_right
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
+from functools import cached_property
 from itertools import islice
-from typing import Any, overload
+from typing import overload
 
+from evalx.common import written
+from evalx.common.json_types import JSONObject
 from evalx.config.loader import Config
 from evalx.config.matrix import MatrixCount, Variant, count_variants, expand, matrix_count
+from evalx.datasets.spec import dataset_spec
 from evalx.datasets.table import CaseTable, case_digest
 from evalx.errors import ConfigError, DatasetError, Issue
 from evalx.models import Case, Cell
+from evalx.results.model import MatrixInfo
+from evalx.targets.spec import TargetSpec, target_spec
 
 
 @dataclass
@@ -271,11 +277,26 @@ class TargetCells:
 
 @dataclass
 class Plan:
-    target_specs: list[dict[str, Any]]
+    #: the run's targets as written (a matrix variant's as config/matrix.py made it): what each target is built from
+    target_specs: list[JSONObject]
     cases: dict[str, CaseTable]
     cells: PlanCells
     #: --matrix runs: every target of the run as a variant (id -> variant), in order
     variants: dict[str, Variant] = field(default_factory=dict)
+
+    @cached_property
+    def targets(self) -> list[TargetSpec]:
+        """The run's targets as typed records, in order (what the planner, the budget and the executors read)."""
+        return [target_spec(entry) for entry in self.target_specs]
+
+    @property
+    def target_ids(self) -> list[str]:
+        """The run's target ids, in order."""
+        return [t.id for t in self.targets]
+
+    def target_types(self) -> dict[str, str]:
+        """Each target's kind by its id (what the results file's run record says)."""
+        return {t.id: t.type for t in self.targets}
 
     def cells_for(self, target_id: str) -> TargetCells:
         """The cells of one target, in order."""
@@ -299,13 +320,13 @@ class Plan:
     @property
     def base_target_ids(self) -> list[str]:
         """The ``targets:`` entries this plan runs, each once, in order."""
-        return list(dict.fromkeys(self.base_id(t["id"]) for t in self.target_specs))
+        return list(dict.fromkeys(self.base_id(t) for t in self.target_ids))
 
-    def matrix_summary(self) -> dict[str, Any] | None:
+    def matrix_summary(self) -> MatrixInfo | None:
         """What summary.json records of a matrix run: its variants."""
         if not self.variants:
             return None
-        return {"variants": [v.to_dict() for v in self.variants.values()]}
+        return {"variants": [{"id": v.id, "target": v.target, "values": dict(v.values)} for v in self.variants.values()]}
 
 
 def load_all_datasets(config: Config, only: list[str] | None = None) -> dict[str, CaseTable]:
@@ -314,11 +335,14 @@ def load_all_datasets(config: Config, only: list[str] | None = None) -> dict[str
     redact = config.redactor.obj if config.redactor else (lambda value: value)
     out: dict[str, CaseTable] = {}
     errors: list[str] = []
-    for i, spec in enumerate(config.datasets):
-        if only and spec["id"] not in only:
+    # `evalx validate` reads the datasets of a config with errors elsewhere: each entry on its own, not Config.typed whole
+    target_ids = tuple(written.target_entries(config))
+    for i, entry in enumerate(written.dataset_entries(config)):
+        spec = dataset_spec(entry)
+        if only and spec.id not in only:
             continue
         try:
-            out[spec["id"]] = load_dataset(
+            out[spec.id] = load_dataset(
                 spec,
                 base_dir=config.base_dir,
                 config_file=config.file,
@@ -326,7 +350,7 @@ def load_all_datasets(config: Config, only: list[str] | None = None) -> dict[str
                 positions=config.loaded.lines,
                 path_prefix=("datasets", i),
                 digest=lambda case: case_digest(case, redact),  # for --resume's fingerprint, made while the case is at hand
-                target_ids=tuple(t["id"] for t in config.targets),  # a simulate: user target must be one
+                target_ids=target_ids,  # a simulate: user target must be one
             )
         except DatasetError as exc:
             errors.extend(str(exc).splitlines())
@@ -336,25 +360,28 @@ def load_all_datasets(config: Config, only: list[str] | None = None) -> dict[str
     return out
 
 
-def select_targets(config: Config, sel: Selection) -> list[dict[str, Any]]:
-    known = [t["id"] for t in config.targets]
+def select_targets(config: Config, sel: Selection) -> list[JSONObject]:
+    """The entries (as written) of the targets ``sel`` runs, before a matrix expands them."""
+    entries = written.target_entries(config)
+    known = list(entries)
+    matrix = config.typed.matrix
     if sel.targets:
         unknown = [t for t in sel.targets if t not in known]
         if unknown:
             raise ConfigError(f"unknown target {unknown[0]!r} in --target (known: {', '.join(known)})")
         ids = sel.targets
-    elif sel.matrix and (config.data.get("matrix") or {}).get("targets"):
-        ids = list(config.data["matrix"]["targets"])
+    elif sel.matrix and matrix is not None and matrix.targets:
+        ids = list(matrix.targets)
     else:
         ids = config.default_target_ids()
-    return [config.target(t) for t in ids]
+    return [entries[t] for t in ids]
 
 
-def _limit(config: Config, given: int | None, key: str, default: int) -> int:
+def _limit(given: int | None, configured: int | None, default: int) -> int:
+    """``--max-cells``/``--max-variants`` when given, else ``defaults.max_cells``/``max_variants``, else the built-in."""
     if given is not None:
         return given
-    value = config.defaults.get(key)
-    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else default
+    return configured if configured is not None else default
 
 
 def _count(n: int, one: str, many: str | None = None) -> str:
@@ -363,7 +390,7 @@ def _count(n: int, one: str, many: str | None = None) -> str:
 
 def _check_variants(config: Config, sel: Selection, per_target: dict[str, int], counted: MatrixCount) -> None:
     """Refuse a ``--matrix`` run whose targets expand past the variant limit, before anything is expanded."""
-    limit = _limit(config, sel.max_variants, "max_variants", MAX_VARIANTS)
+    limit = _limit(sel.max_variants, config.typed.defaults.max_variants, MAX_VARIANTS)
     total = sum(per_target.values())
     if total <= limit:
         return
@@ -410,7 +437,7 @@ def split_tags(tags: Iterable[str]) -> tuple[set[str], set[str]]:
     return wanted, {t[1:] for t in tags if t.startswith("!")}
 
 
-def tags_match(case_tags: Iterable[Any], wanted: set[str], unwanted: set[str]) -> bool:
+def tags_match(case_tags: Iterable[object], wanted: set[str], unwanted: set[str]) -> bool:
     """A case is selected when it has any wanted tag (or none is asked for) and no unwanted one."""
     have = {str(t) for t in case_tags or ()}
     return (not wanted or not have.isdisjoint(wanted)) and have.isdisjoint(unwanted)
@@ -422,7 +449,7 @@ def _n_selected(chosen: Chosen) -> int:
 
 def _check_cells(config: Config, sel: Selection, selected: Chosen, per_target: dict[str, int]) -> int:
     """Count the cells (targets × cases × repeats) without making them; refuse past the cell limit, naming the biggest factor."""
-    default_repeat = int(config.defaults.get("repeat", 1))
+    default_repeat = config.typed.defaults.repeat
     everyone = sum(per_target.values())
     cells = 0
     most_repeat, most_repeated = 1, None
@@ -437,7 +464,7 @@ def _check_cells(config: Config, sel: Selection, selected: Chosen, per_target: d
             cells += repeat * n
             if repeat > most_repeat:
                 most_repeat, most_repeated = repeat, (table, pos)
-    limit = _limit(config, sel.max_cells, "max_cells", MAX_CELLS)
+    limit = _limit(sel.max_cells, config.typed.defaults.max_cells, MAX_CELLS)
     if cells <= limit:
         return cells
     n_cases = _n_selected(selected)
@@ -473,7 +500,7 @@ def _check_cells(config: Config, sel: Selection, selected: Chosen, per_target: d
     else:
         sizes = {ds_id: len(positions) for ds_id, _, positions in selected}
         largest = max(sizes, key=lambda d: sizes[d])
-        index = next(i for i, d in enumerate(config.datasets) if d.get("id") == largest)
+        index = next(i for i, d in enumerate(config.typed.datasets) if d.id == largest)
         issue = config.issue(
             ("datasets", index),
             f"{cells:,} cells ({shape}) is more than the limit of {limit:,} cells; select fewer with --case or --dataset, or {fix}",
@@ -489,10 +516,8 @@ def measure_plan(config: Config, sel: Selection, cases: dict[str, CaseTable] | N
     return _measure(config, sel, cases)[0]
 
 
-def _measure(
-    config: Config, sel: Selection, cases: dict[str, CaseTable] | None
-) -> tuple[PlanSize, list[dict[str, Any]], dict[str, CaseTable]]:
-    known_ds = [d["id"] for d in config.datasets]
+def _measure(config: Config, sel: Selection, cases: dict[str, CaseTable] | None) -> tuple[PlanSize, list[JSONObject], dict[str, CaseTable]]:
+    known_ds = [d.id for d in config.typed.datasets]
     for d in sel.datasets:
         if d not in known_ds:
             raise ConfigError(f"unknown dataset {d!r} in --dataset (known: {', '.join(known_ds)})")
@@ -500,7 +525,7 @@ def _measure(
     per_target = {str(t["id"]): 1 for t in target_specs}
     counted = None
     if sel.matrix:
-        counted = matrix_count(config.data.get("matrix"))
+        counted = matrix_count(written.matrix_section(config))
         per_target = count_variants(target_specs, counted)
         _check_variants(config, sel, per_target, counted)  # before the datasets are read
     if cases is None:
@@ -542,14 +567,14 @@ def _refuse_empty(sel: Selection) -> None:
         raise ConfigError(f"evalx: {' '.join(given)} selects no cell: nothing to run")
 
 
-def _build(config: Config, sel: Selection, target_specs: list[dict[str, Any]], cases: dict[str, CaseTable]) -> Plan:
+def _build(config: Config, sel: Selection, target_specs: list[JSONObject], cases: dict[str, CaseTable]) -> Plan:
     variants: dict[str, Variant] = {}
     if sel.matrix:
         # --target narrows which targets the matrix expands; provider ones become variants
-        expanded = expand(target_specs, config.data.get("matrix"))
+        expanded = expand(target_specs, written.matrix_section(config))
         variants = {v.id: v for v in expanded}
         target_specs = [v.spec for v in expanded]
-    default_repeat = int(config.defaults.get("repeat", 1))
+    default_repeat = config.typed.defaults.repeat
     targets = [(str(spec["id"]), variants[spec["id"]].target if spec["id"] in variants else str(spec["id"])) for spec in target_specs]
     cells = PlanCells(targets, _selected(cases, sel), sel.repeat, default_repeat)
     if sel.shard is not None:
@@ -566,7 +591,7 @@ def measure_runs(
     without building a plan.
     """
     runs = [("evalx run", Selection(max_cells=max_cells, max_variants=max_variants))]
-    if isinstance(config.data.get("matrix"), dict):
+    if config.typed.matrix is not None:
         runs.append(("evalx run --matrix", Selection(matrix=True, max_cells=max_cells, max_variants=max_variants)))
     parts: list[str] = []
     refused: list[str] = []

@@ -17,17 +17,17 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
+from evalx.common.json_types import JSONObject
 from evalx.common.redaction import Redactor
 from evalx.execution.executor import YIELD_EVERY, Executor, TargetPlan
-from evalx.execution.runtime import CellRuntime
+from evalx.execution.runtime import CellRuntime, CellSetup
 from evalx.models import Cell
 from evalx.results.model import CellResult
 from evalx.targets import RunContext, TargetSettings, build_target
-from evalx.targets.settings import Overrides
 
 
 @dataclass
@@ -35,17 +35,15 @@ class WorkerJob:
     """What an actor needs to run one target's cells: sent once, when the actor is created."""
 
     run_id: str
-    spec: dict[str, Any]
+    #: the target's entry, as written
+    spec: JSONObject
     #: the target's settings for this actor: its share of the concurrency and of the rate limit
     settings: TargetSettings
     redactor: Redactor
-    vars: dict[str, Any]
-    global_asserts: list[dict[str, Any]]
-    #: id -> spec of every target a judge or a simulated user may name (rate limits already shared out)
-    specs: dict[str, dict[str, Any]]
-    defaults: dict[str, Any]
-    overrides: Overrides | None
-    judge_settings: dict[str, Any]
+    #: the config's ``vars:``
+    vars: Mapping[str, object]
+    #: the judge, the simulated users and the checks, as the driver has them (the entries' rate limits shared out)
+    setup: CellSetup
     #: the config's folder on the driver; None when it was sent as the actor's ``working_dir``
     config_dir: str | None = None
     #: ``providers_dir:``: relative to the config's folder when inside it, else as the driver has it
@@ -88,7 +86,7 @@ class CellWorker:
         os.environ.update(job.env)
         config_dir = Path(job.config_dir) if job.config_dir else Path.cwd()  # Ray unpacked the config's folder as the cwd
         self._stack.enter_context(user_code_on_path(config_dir))
-        ctx = RunContext(run_id=job.run_id, config_dir=config_dir, redactor=job.redactor, vars=job.vars)
+        ctx = RunContext(run_id=job.run_id, config_dir=config_dir, redactor=job.redactor, vars=dict(job.vars))
         if job.providers_dir:
             ctx.providers_dir = (config_dir / job.providers_dir).resolve()
         if job.cache_path and job.settings.cache and _node_id() == job.driver_node:
@@ -102,16 +100,7 @@ class CellWorker:
 
             ensure_open_files(needed_descriptors([job.settings.concurrency]), f"target {target.id!r}")
         plan = TargetPlan(target, [], job.settings)
-        self.runtime = runtime = await CellRuntime.start(
-            ctx,
-            [plan],
-            specs=job.specs,
-            defaults=job.defaults,
-            overrides=job.overrides,
-            judge_settings=job.judge_settings,
-            global_asserts=job.global_asserts,
-            on_result=_unused,
-        )
+        self.runtime = runtime = await CellRuntime.start(ctx, [plan], job.setup, on_result=_unused)
         self.plan, self.executor = plan, runtime.executor
         self._stack.enter_context(runtime.watch())  # an async target that never yields: its cell ends after its timeout
         self._queue = asyncio.Queue()

@@ -42,16 +42,24 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypedDict
 
+from evalx.common.json_types import JSONObject, as_object
 from evalx.errors import ConfigError, EvalxError
 from evalx.execution.executor import ExecutionStats
 from evalx.execution.interrupt import Interrupt, cancel_on_signals
 from evalx.execution.ray_actor import CellWorker, WorkerJob
+from evalx.execution.runtime import CellSetup
 from evalx.models import Cell
 from evalx.results.model import CellResult, cell_result, not_run
-from evalx.targets import resolve_settings
+from evalx.targets import TargetSettings, resolve_settings
 from evalx.targets.settings import Overrides
+from evalx.targets.spec import ProviderTargetSpec, PythonTargetSpec, RaySettings, TargetSpec
+
+if TYPE_CHECKING:
+    from evalx.config.loader import Config
+    from evalx.config.model import ExecutorSettings
+    from evalx.execution.plan import Plan
 
 log = logging.getLogger(__name__)
 
@@ -92,15 +100,13 @@ class ExecutorChoice:
     working_dir: str = "auto"
 
 
-def choose_executor(data: dict[str, Any], kind: str | None, address: str | None) -> ExecutorChoice:
+def choose_executor(section: ExecutorSettings, kind: str | None, address: str | None) -> ExecutorChoice:
     """The run's executor: the command line (``--executor``, ``--ray-address``) over the config's ``executor:`` over local."""
-    section = data.get("executor") or {}
-    batch = section.get("batch_size")
     return ExecutorChoice(
-        kind=kind or str(section.get("kind") or "local"),
-        address=address or str(section.get("address") or "auto"),
-        batch_size=int(batch) if batch else None,
-        working_dir=str(section.get("working_dir") or "auto"),
+        kind=kind or section.kind or "local",
+        address=address or section.address or "auto",
+        batch_size=section.batch_size or None,
+        working_dir=section.working_dir or "auto",
     )
 
 
@@ -113,7 +119,7 @@ def import_ray() -> Any:
     return ray
 
 
-def connect(ray: Any, address: str, upload: Callable[[], dict[str, Any]], mode: str = "auto") -> tuple[bool, bool]:
+def connect(ray: Any, address: str, upload: Callable[[], RuntimeEnv], mode: str = "auto") -> tuple[bool, bool]:
     """Connect to the cluster at ``address``: (this call started a local instance, the config's folder was sent as the working_dir).
 
     Ray sends a local folder to its workers only as a job's ``runtime_env``
@@ -161,7 +167,7 @@ class _Pool:
     target_type: str
     idempotent: bool
     job: WorkerJob
-    options: dict[str, Any]
+    options: ActorOptions
     cells: Iterator[Cell]
     total: int
     concurrency: int
@@ -194,8 +200,8 @@ class RayRun:
 
     def __init__(
         self,
-        config: Any,
-        plan: Any,
+        config: Config,
+        plan: Plan,
         choice: ExecutorChoice,
         run_id: str,
         on_result: Callable[[CellResult], None],
@@ -253,29 +259,29 @@ class RayRun:
 
     async def _check_self_grading(self) -> None:
         """The judge's bias check, once, on the driver (as a local run does it); its judge client is never started here."""
-        from evalx.execution.runtime import run_context
-        from evalx.judge import run_judge
+        from evalx.execution.runtime import check_self_grading, run_context
 
-        config = self.config
-        ids = [t["id"] for t in self.plan.target_specs if len(self.plan.cells_for(t["id"]))]
-        judge = run_judge(config, self.plan, run_context(config, self.run_id), self.overrides, ids)
-        await judge.aclose()
+        config, plan = self.config, self.plan
+        judge = CellSetup.of(config, plan, self.overrides).judge(run_context(config, self.run_id))
+        try:
+            check_self_grading(judge, config, plan, [t for t in plan.target_ids if len(plan.cells_for(t))])
+        finally:
+            await judge.aclose()
 
     def _make_pools(self) -> None:
         ray, config = self.ray, self.config
-        shapes = []
-        for spec in self.plan.target_specs:
-            cells = self.plan.cells_for(spec["id"])
+        shapes: list[tuple[TargetSpec, JSONObject, Any, TargetSettings, PoolShape]] = []
+        for spec, entry in zip(self.plan.targets, self.plan.target_specs):
+            cells = self.plan.cells_for(spec.id)
             if len(cells):
-                settings = resolve_settings(spec, config.defaults, self.overrides)
-                shapes.append((spec, cells, settings, pool_shape(spec, settings, len(cells))))
+                settings = resolve_settings(spec, config.typed.defaults, self.overrides)
+                shapes.append((spec, entry, cells, settings, pool_shape(spec, settings, len(cells))))
         if not shapes:
             return
-        _check_resources(ray, [(spec["id"], shape) for spec, _, _, shape in shapes])
+        _check_resources(ray, [(spec.id, shape) for spec, _, _, _, shape in shapes])
         total_actors = sum(shape.actors for *_, shape in shapes)
-        specs = {t["id"]: _share_rate(t, total_actors) for t in config.targets}
-        specs.update({t["id"]: _share_rate(t, total_actors) for t in self.plan.target_specs})
-        defaults = _share_rate(config.defaults, total_actors)
+        setup = CellSetup.of(config, self.plan, self.overrides)
+        setup = dataclasses.replace(setup, entries={i: _share_rate(entry, total_actors) for i, entry in setup.entries.items()})
         config_dir = None if self.uploaded else str(config.base_dir.resolve())  # uploaded: the actor's cwd is Ray's copy
         from evalx.targets.definitions import providers_dir_of
 
@@ -288,27 +294,27 @@ class RayRun:
                 else str(providers)
             )
         cache_file = None
-        if any(settings.cache for _, _, settings, _ in shapes):
+        if any(settings.cache for _, _, _, settings, _ in shapes):
             from evalx.targets.transport.cache import cache_path
 
             cache_file = str(cache_path(config.base_dir))
         driver_node = str(ray.get_runtime_context().get_node_id())
-        for spec, cells, settings, shape in shapes:
+        env = _needed_env(config, self.plan.targets)
+        for spec, entry, cells, settings, shape in shapes:
             rpm = settings.rate_limit_rpm
             mine = dataclasses.replace(settings, concurrency=shape.concurrency, rate_limit_rpm=rpm / shape.actors if rpm else None)
             job = WorkerJob(
-                run_id=self.run_id, spec=spec, settings=mine, redactor=config.redactor, vars=config.vars,
-                global_asserts=config.global_asserts, specs=specs, defaults=defaults, overrides=self.overrides,
-                judge_settings=dict(config.data.get("judge") or {}), config_dir=config_dir, providers_dir=providers_dir,
-                cache_path=cache_file, driver_node=driver_node, env=_needed_env(config, self.plan.target_specs),
+                run_id=self.run_id, spec=entry, settings=mine, redactor=config.redactor, vars=config.typed.vars,
+                setup=setup, config_dir=config_dir, providers_dir=providers_dir,
+                cache_path=cache_file, driver_node=driver_node, env=env,
             )  # fmt: skip
-            options = {"num_cpus": shape.num_cpus, "num_gpus": shape.num_gpus, "max_restarts": 0}
-            idempotent = spec["type"] == "provider" or (spec["type"] == "python" and spec.get("idempotent") is True)
-            pool = _Pool(spec["id"], spec["type"], idempotent, job, options, iter(cells), len(cells), shape.concurrency, shape.actors)
+            options: ActorOptions = {"num_cpus": shape.num_cpus, "num_gpus": shape.num_gpus, "max_restarts": 0}
+            idempotent = isinstance(spec, ProviderTargetSpec) or (isinstance(spec, PythonTargetSpec) and spec.idempotent is True)
+            pool = _Pool(spec.id, spec.type, idempotent, job, options, iter(cells), len(cells), shape.concurrency, shape.actors)
             pool.batch_size = self.choice.batch_size
             self.pools.append(pool)
 
-    def _working_dir(self) -> dict[str, Any]:
+    def _working_dir(self) -> RuntimeEnv:
         """The job's ``runtime_env`` that sends the config's folder to every worker, without runs, caches and environments."""
         base = self.config.base_dir.resolve()
         excludes = list(EXCLUDES)
@@ -482,6 +488,21 @@ async def execute_on_ray(
     return await run.execute()
 
 
+class ActorOptions(TypedDict):
+    """The options a target's actors are made with (``.options(...)``)."""
+
+    num_cpus: float
+    num_gpus: float
+    max_restarts: int
+
+
+class RuntimeEnv(TypedDict):
+    """The job's ``runtime_env`` that sends the config's folder to the workers."""
+
+    working_dir: str
+    excludes: list[str]
+
+
 @dataclass(frozen=True)
 class PoolShape:
     """A target's pool: ``actors`` actors, ``concurrency`` cells in flight in each, the resources each holds."""
@@ -492,14 +513,14 @@ class PoolShape:
     num_gpus: float
 
 
-def pool_shape(spec: dict[str, Any], settings: Any, cells: int) -> PoolShape:
+def pool_shape(spec: TargetSpec, settings: TargetSettings, cells: int) -> PoolShape:
     """A target's ``ray:`` settings with their defaults: 1 actor; the target's concurrency shared out; 1 CPU (python) or none."""
-    given = spec.get("ray") or {}
-    actors = max(1, min(int(given.get("actors") or 1), cells))
-    concurrency = int(given["concurrency"]) if given.get("concurrency") else max(1, math.ceil(settings.concurrency / actors))
-    cpus = given.get("num_cpus")
-    num_cpus = float(cpus) if cpus is not None else (1.0 if spec["type"] == "python" else 0.0)  # the others wait on the network
-    return PoolShape(actors, concurrency, num_cpus, float(given.get("num_gpus") or 0))
+    given = spec.ray or RaySettings()
+    actors = max(1, min(given.actors or 1, cells))
+    concurrency = given.concurrency or max(1, math.ceil(settings.concurrency / actors))
+    cpus = given.num_cpus
+    num_cpus = float(cpus) if cpus is not None else (1.0 if spec.type == "python" else 0.0)  # the others wait on the network
+    return PoolShape(actors, concurrency, num_cpus, float(given.num_gpus or 0))
 
 
 def is_worker_lost(result: CellResult) -> bool:
@@ -521,32 +542,33 @@ def _check_resources(ray: Any, shapes: list[tuple[str, PoolShape]]) -> None:
             )
 
 
-def _share_rate(spec: dict[str, Any], n: int) -> dict[str, Any]:
-    """``spec`` with its ``rate_limit.rpm`` divided among ``n`` actors (a copy; ``spec`` itself when it has none)."""
-    rate = spec.get("rate_limit")
-    if n <= 1 or not isinstance(rate, dict) or not rate.get("rpm"):
-        return spec
-    return {**spec, "rate_limit": {**rate, "rpm": float(rate["rpm"]) / n}}
+def _share_rate(entry: JSONObject, n: int) -> JSONObject:
+    """A target's entry (as written) with its ``rate_limit.rpm`` divided among ``n`` actors (a copy; ``entry`` itself when it has none)."""
+    rate = as_object(entry.get("rate_limit"))
+    rpm = rate.get("rpm")
+    if n <= 1 or not isinstance(rpm, (int, float)) or not rpm:
+        return entry
+    return {**entry, "rate_limit": {**rate, "rpm": float(rpm) / n}}
 
 
 _VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)")
 
 
-def _needed_env(config: Any, specs: list[dict[str, Any]]) -> dict[str, str]:
+def _needed_env(config: Config, specs: list[TargetSpec]) -> dict[str, str]:
     """The environment the targets read, and only that: the config's ``${VAR}``s, its ``secrets:``, provider key variables, EVALX_*."""
     names: set[str] = set()
     try:
         names.update(_VAR.findall(Path(config.path).read_text(encoding="utf-8")))
     except OSError:
         pass
-    names.update(str(s) for s in config.data.get("secrets") or [])
+    names.update(config.typed.secrets)
     from evalx.targets.definitions import find_provider, providers_dir_of
 
-    for spec in [*config.targets, *specs]:
-        if spec.get("type") != "provider":
+    for spec in [*config.typed.targets, *specs]:
+        if not isinstance(spec, ProviderTargetSpec):
             continue
         try:
-            definition = find_provider(spec["provider"], providers_dir_of(config))
+            definition = find_provider(spec.provider, providers_dir_of(config))
         except Exception:  # the target's own start reports it
             continue
         if definition.auth_env:

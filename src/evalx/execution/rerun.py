@@ -15,8 +15,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
+from evalx.common.json_types import JSONObject, as_array
 from evalx.errors import NothingToRerun, RerunError, ResumeError, writing
 from evalx.execution.plan import Plan, Selection
 from evalx.execution.resume import (
@@ -26,7 +27,11 @@ from evalx.execution.resume import (
     selection_from_meta,
     stored_fingerprint_version,
 )
+from evalx.execution.run_record import RunMeta
 from evalx.results.store import RESULTS, ReadProblems, ResultWriter, read_results, write_json
+
+if TYPE_CHECKING:
+    from evalx.config.loader import Config
 
 __all__ = [
     "PREPARED",
@@ -54,7 +59,7 @@ class Rerun:
     """A parent run and what of it to run again."""
 
     parent_dir: Path
-    meta: dict[str, Any]  # the parent's run.json
+    meta: JSONObject  # the parent's run.json
     kinds: tuple[str, ...]  # ("failed",), ("errors",) or both
     #: filled by :func:`prepare_rerun`: the (target, dataset, case id) pairs run again, and their cells
     pairs: list[tuple[str, str, str]] = field(default_factory=list)
@@ -93,7 +98,7 @@ def rerun_selection(rerun: Rerun, given: Selection) -> Selection:
     return stored
 
 
-def _check_plan(rerun: Rerun, config: Any, plan: Plan) -> str:
+def _check_plan(rerun: Rerun, config: Config, plan: Plan) -> str:
     """The plan's fingerprint, as the parent recorded it; :class:`RerunError` when the cells would not be the same."""
     meta, parent = rerun.meta, rerun.parent_id
     if meta.get("name") and meta["name"] != config.name:
@@ -136,7 +141,7 @@ def _pairs(rerun: Rerun, plan: Plan) -> set[tuple[str, str, str]]:
     return set(pairs)
 
 
-def rerun_plan(config: Any, plan: Plan, rerun: Rerun) -> Plan:
+def rerun_plan(config: Config, plan: Plan, rerun: Rerun) -> Plan:
     """The cells a rerun would run (``--dry-run``): the parent's plan without the cells it copies."""
     _check_plan(rerun, config, plan)
     pairs = _pairs(rerun, plan)
@@ -149,7 +154,7 @@ def _key(plan: Plan, index: int) -> tuple[str, str, str]:
     return target, dataset, case_id
 
 
-def prepare_rerun(config: Any, plan: Plan, rerun: Rerun, run_id: str, run_dir: Path, *, config_hash: str) -> None:
+def prepare_rerun(config: Config, plan: Plan, rerun: Rerun, run_id: str, run_dir: Path, *, config_hash: str) -> None:
     """Make the new run's folder: its ``run.json`` (parent, rerun) and the parent's cells that are not run again.
 
     Raises :class:`RerunError` when the plan is not the parent's and
@@ -160,7 +165,7 @@ def prepare_rerun(config: Any, plan: Plan, rerun: Rerun, run_id: str, run_dir: P
     source = rerun.parent_dir / RESULTS
     with writing(run_dir):
         run_dir.mkdir(parents=True, exist_ok=False)
-    types = {str(t["id"]): str(t.get("type") or "") for t in plan.target_specs}
+    types = plan.target_types()
     writer = ResultWriter(run_dir, run_id=run_id, target_types=types, cases=plan.cells, dataset=next(iter(plan.cases), None))
     again = 0
     for result in read_results(source, raw=True):
@@ -172,31 +177,35 @@ def prepare_rerun(config: Any, plan: Plan, rerun: Rerun, run_id: str, run_dir: P
     writer.close(reorder=True)
     rerun.cells = again
     now = datetime.now(timezone.utc)
-    write_json(
-        run_dir / "run.json",
-        {
-            "run_id": run_id,
-            "name": config.name,
-            "config": str(config.path),
-            "config_hash": config_hash,
-            "started_at": now.isoformat(timespec="seconds"),
-            "started_unix": now.timestamp(),
-            "cells": len(plan.cells),
-            "selection_args": selection_args(selection_from_meta(rerun.meta)),
-            "plan_digest": fingerprint,
-            "plan_digest_version": stored_fingerprint_version(rerun.meta),
-            "parent": rerun.parent_id,
-            "rerun": list(rerun.kinds),
-            "status": PREPARED,
-        },
-    )
+    meta: RunMeta = {
+        "run_id": run_id,
+        "name": config.name,
+        "config": str(config.path),
+        "config_hash": config_hash,
+        "started_at": now.isoformat(timespec="seconds"),
+        "started_unix": now.timestamp(),
+        "cells": len(plan.cells),
+        "selection_args": selection_args(selection_from_meta(rerun.meta)),
+        "plan_digest": fingerprint,
+        "plan_digest_version": stored_fingerprint_version(rerun.meta),
+        "parent": rerun.parent_id,
+        "rerun": list(rerun.kinds),
+        "status": PREPARED,
+    }
+    write_json(run_dir / "run.json", meta)
 
 
-def rerun_note(meta: dict[str, Any], todo: int, total: int) -> str:
+def rerun_note(meta: JSONObject, todo: int, total: int) -> str:
     """What a rerun says as it starts."""
-    return f"rerunning {todo} of {total} cells of {meta.get('parent')} ({', '.join(meta.get('rerun') or [])}); the rest are copied from it"
+    kinds = ", ".join(str(kind) for kind in as_array(meta.get("rerun")))
+    return f"rerunning {todo} of {total} cells of {meta.get('parent')} ({kinds}); the rest are copied from it"
 
 
-def carried(previous: dict[str, Any]) -> dict[str, Any]:
+def carried(previous: JSONObject) -> RunMeta:
     """What a run's ``run.json`` keeps from the one it continues: a rerun's parent (also across a resume of the rerun)."""
-    return {key: previous[key] for key in ("parent", "rerun") if key in previous}
+    kept: RunMeta = {}
+    if "parent" in previous:
+        kept["parent"] = previous["parent"]
+    if "rerun" in previous:
+        kept["rerun"] = previous["rerun"]
+    return kept

@@ -13,12 +13,17 @@ import dataclasses
 import hashlib
 import json
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
+from evalx.common import written
+from evalx.common.json_types import JSON, JSONObject
 from evalx.datasets.table import FINGERPRINT_JSON, case_digest, content_digest
 from evalx.errors import EvalxError, ResumeError
-from evalx.execution.plan import Selection
+from evalx.execution.plan import Plan, Selection
 from evalx.results.model import CellResult
+
+if TYPE_CHECKING:
+    from evalx.config.loader import Config
 
 __all__ = [
     "FINGERPRINT_VERSION",
@@ -35,30 +40,58 @@ __all__ = [
 ]
 
 
-def config_hash(config: Any) -> str:
+def config_hash(config: Config) -> str:
     """The config's fingerprint, as ``run.json`` records it: a resume or a merge notes that the config changed since."""
-    text = json.dumps(config.data, sort_keys=True, default=str)
+    text = json.dumps(written.document(config), sort_keys=True, default=str)
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
-def selection_args(selection: Selection) -> dict[str, Any]:
+def selection_args(selection: Selection) -> JSONObject:
     """The selection as stored in ``run.json`` (every field, by its own name)."""
     return dataclasses.asdict(selection)
 
 
-def selection_from_meta(meta: dict[str, Any]) -> Selection:
+def selection_from_meta(meta: JSONObject) -> Selection:
+    """The selection a stored ``run.json`` records (its fields were written by :func:`selection_args`)."""
     stored = meta.get("selection_args")
     if not isinstance(stored, dict):
         raise ResumeError(f"run {meta.get('run_id')!r} predates resumable runs (its run.json has no selection_args)")
-    names = {f.name for f in dataclasses.fields(Selection)}
-    return Selection(**{k: v for k, v in stored.items() if k in names})
+    return Selection(
+        targets=_strings(stored.get("targets")),
+        datasets=_strings(stored.get("datasets")),
+        case_globs=_strings(stored.get("case_globs")),
+        categories=_strings(stored.get("categories")),
+        repeat=_count(stored.get("repeat")),
+        matrix=stored.get("matrix") is True,
+        max_cells=_count(stored.get("max_cells")),
+        max_variants=_count(stored.get("max_variants")),
+        shard=_shard(stored.get("shard")),
+        tags=_strings(stored.get("tags")),
+    )
+
+
+def _strings(value: JSON) -> list[str]:
+    return [str(v) for v in value] if isinstance(value, list) else []
+
+
+def _count(value: JSON) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _shard(value: JSON) -> tuple[int, int] | None:
+    """``[index, count]`` as stored (a tuple becomes a list in JSON)."""
+    if isinstance(value, list) and len(value) == 2:
+        index, count = _count(value[0]), _count(value[1])
+        if index is not None and count is not None:
+            return index, count
+    return None
 
 
 #: the version of the plan fingerprint a new run records in ``run.json`` (``plan_digest_version``; absent: 1)
 FINGERPRINT_VERSION = 2
 
 
-def plan_fingerprint(config: Any, plan: Any, version: int = FINGERPRINT_VERSION) -> str:
+def plan_fingerprint(config: Config, plan: Plan, version: int = FINGERPRINT_VERSION) -> str:
     """A digest of everything that decides what the cells are and how they are scored.
 
     Version 2 (what a run records now) feeds each selected case once: its
@@ -69,15 +102,15 @@ def plan_fingerprint(config: Any, plan: Any, version: int = FINGERPRINT_VERSION)
     h = hashlib.sha256()
     encode = FINGERPRINT_JSON.encode
 
-    def feed(value: Any) -> None:
+    def feed(value: object) -> None:
         h.update(encode(value).encode())
         h.update(b"\x1e")
 
     # a secret's value never goes into run.json, not even hashed
     redact = config.redactor.obj if config.redactor else (lambda value: value)
-    feed(redact(plan.target_specs))
-    feed(redact(config.global_asserts))
-    feed(redact(config.data.get("judge")))
+    feed(redact(plan.target_specs))  # as written: the digest older runs recorded
+    feed(redact(written.global_asserts(config)))
+    feed(redact(written.document(config).get("judge")))
     if version == 1:
         index = 0
         for dataset, table, pos, targets, repeats in plan.cells.cases():  # a case's cells (targets x repeats) share one digest
@@ -98,20 +131,20 @@ def plan_fingerprint(config: Any, plan: Any, version: int = FINGERPRINT_VERSION)
     return h.hexdigest()[:32]
 
 
-def stored_fingerprint_version(meta: dict[str, Any]) -> int:
+def stored_fingerprint_version(meta: JSONObject) -> int:
     """The version of the fingerprint in a run's ``run.json`` (1 when it does not say: an older evalx)."""
     version = meta.get("plan_digest_version", 1)
-    if version not in (1, FINGERPRINT_VERSION) or isinstance(version, bool):
+    if not isinstance(version, int) or isinstance(version, bool) or version not in (1, FINGERPRINT_VERSION):
         raise ResumeError(
             f"cannot resume {meta.get('run_id')}: its run.json has a plan fingerprint of version {version!r}, "
             "which this evalx does not know (was it started by a newer evalx?)"
         )
-    return int(version)
+    return version
 
 
 def load_run_meta(
     ref: str, output_dir: Path, *, option: str = "--resume", error: type[EvalxError] = ResumeError, name: str | None = None
-) -> tuple[Path, dict[str, Any]]:
+) -> tuple[Path, JSONObject]:
     """The directory and ``run.json`` of run ``ref`` (an id under ``output_dir``, a path, or ``latest`` of config ``name``).
 
     Problems raise ``error`` in one line that starts with ``option`` (``--resume``, ``--from``).
@@ -123,15 +156,17 @@ def load_run_meta(
     except RunNotFound as exc:
         raise error(f"{option}: {exc}") from None
     try:
-        meta = json.loads((run_dir / "run.json").read_text(encoding="utf-8"))
+        text = (run_dir / "run.json").read_text(encoding="utf-8")
+        value: JSON = json.loads(text)
     except (OSError, ValueError) as exc:
         raise error(f"{option}: cannot read {run_dir / 'run.json'}: {exc}") from None
-    if not isinstance(meta, dict) or not meta.get("run_id"):
+    meta = value if isinstance(value, dict) else None
+    if meta is None or not meta.get("run_id"):
         raise error(f"{option}: {run_dir / 'run.json'} is not a run's metadata")
     return run_dir, meta
 
 
-def check_plan(meta: dict[str, Any], config: Any, plan: Any, fingerprint: str) -> list[str]:
+def check_plan(meta: JSONObject, config: Config, plan: Plan, fingerprint: str) -> list[str]:
     """Raise :class:`ResumeError` when the cells changed; return notes for allowed changes."""
     run_id = meta.get("run_id")
     if meta.get("name") and meta["name"] != config.name:
@@ -155,7 +190,7 @@ def check_plan(meta: dict[str, Any], config: Any, plan: Any, fingerprint: str) -
     return notes
 
 
-def check_result(result: CellResult, plan: Any) -> None:
+def check_result(result: CellResult, plan: Plan) -> None:
     """A stored result must be the planned cell at its index (same target, dataset, case, repeat)."""
     cells = plan.cells
     i = result.get("index")
@@ -169,7 +204,7 @@ def check_result(result: CellResult, plan: Any) -> None:
         )
 
 
-def resume_selection(meta: dict[str, Any], given: Selection) -> Selection:
+def resume_selection(meta: JSONObject, given: Selection) -> Selection:
     """The stored run's selection; options given with ``--resume`` must agree with it."""
     stored = selection_from_meta(meta)
     if given != Selection() and given != stored:

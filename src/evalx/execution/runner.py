@@ -11,10 +11,12 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 import yaml
 
+from evalx.common import written
+from evalx.common.json_types import JSONObject, as_array, as_str
 from evalx.common.usercode import user_code_on_path
 from evalx.config.loader import Config
 from evalx.errors import writing
@@ -24,11 +26,16 @@ from evalx.execution.plan import Plan, build_plan
 from evalx.execution.progress import Progress
 from evalx.execution.request import ResolvedRun, RunRequest, resolve
 from evalx.execution.resume import config_hash
+from evalx.execution.run_record import RunMeta
 from evalx.reports.render import ReportOptions, write_reports
 from evalx.reports.writers import Outputs
 from evalx.results.model import CellResult, CostGuardReport, RunSummary
 from evalx.results.outcome import RunFacts, decide_exit, finish_summary, nothing_graded
 from evalx.results.store import RESULTS, ReadProblems, ResultWriter, RunLock, new_run_id, read_results, rewrite_results, write_json
+
+if TYPE_CHECKING:
+    from evalx.execution.budget import CostGuard
+    from evalx.results.summary import SummaryBuilder
 
 log = logging.getLogger(__name__)
 
@@ -76,11 +83,12 @@ class _Run:
     run_id: str
     run_dir: Path
     fingerprint: str
-    previous: dict[str, Any] | None
+    #: the stored ``run.json`` of the run this one continues (a resume), read back as JSON
+    previous: JSONObject | None
     resuming: bool
 
 
-def _stored_run(config: Config, plan: Plan, run_id: str, run_dir: Path, resuming: bool) -> tuple[Path, dict[str, Any] | None, str]:
+def _stored_run(config: Config, plan: Plan, run_id: str, run_dir: Path, resuming: bool) -> tuple[Path, JSONObject | None, str]:
     """The run's folder, the stored ``run.json`` it continues (a resume), and its plan's fingerprint."""
     from evalx.execution import resume as _resume
 
@@ -104,14 +112,14 @@ def _run_locked(config: Config, resolved: ResolvedRun, plan: Plan, made: _Run) -
         made.run_id,
         config.name,
         meta["started_at"],
-        repeat_pass_rule=str(config.defaults.get("repeat_pass_rule", "majority")),
+        repeat_pass_rule=config.typed.defaults.repeat_pass_rule or "majority",
         matrix=plan.matrix_summary(),
         per_case=plan.cells.total > plan.cells.case_count,  # one cell a case: no per-case tallies to keep
     )
     guard = _cost_guard(config, shard)
     if made.resuming:
         _take_stored_results(made.run_dir, plan, summary_builder, guard)
-    types = {str(t["id"]): str(t.get("type") or "") for t in plan.target_specs}
+    types = plan.target_types()
     # append: a torn last line is dropped
     writer = ResultWriter(
         made.run_dir, append=made.resuming, run_id=made.run_id, target_types=types, cases=plan.cells, dataset=next(iter(plan.cases), None)
@@ -148,7 +156,7 @@ def _run_locked(config: Config, resolved: ResolvedRun, plan: Plan, made: _Run) -
     except BaseException:  # a target could not start (no API key...): say so in run.json, keep results
         writer.close(reorder=False)
         progress.close()
-        meta.update(status="failed")
+        meta["status"] = "failed"
         write_json(made.run_dir / "run.json", meta)
         raise
     duration = time.monotonic() - t0
@@ -165,19 +173,19 @@ def _run_locked(config: Config, resolved: ResolvedRun, plan: Plan, made: _Run) -
     return _finish(config, request, plan, made, meta, summary_builder, stats, guard, duration)
 
 
-def _record_run(config: Config, resolved: ResolvedRun, plan: Plan, made: _Run) -> dict[str, Any]:
+def _record_run(config: Config, resolved: ResolvedRun, plan: Plan, made: _Run) -> RunMeta:
     """The run's ``run.json`` (status ``running``) and its redacted ``config.yaml``, written before any cell runs."""
     from evalx.execution import resume as _resume
 
     request, selection, previous = resolved.request, resolved.selection, made.previous
     started = datetime.now(timezone.utc)
-    meta: dict[str, Any] = {
+    meta: RunMeta = {
         "run_id": made.run_id,
         "name": config.name,
         "config": str(config.path),
         "config_hash": config_hash(config),
         "started_at": started.isoformat(timespec="seconds"),
-        "targets": [t["id"] for t in plan.target_specs],
+        "targets": plan.target_ids,
         "cells": len(plan.cells),
         "selection": {
             "targets": selection.targets,
@@ -206,38 +214,38 @@ def _record_run(config: Config, resolved: ResolvedRun, plan: Plan, made: _Run) -
             "plan_cells": plan.cells.total,
             "plan_cases": plan.cells.case_count,
             # what the merged results.jsonl's run record says (each target's kind, the first dataset)
-            "target_types": {str(t["id"]): str(t.get("type") or "") for t in plan.target_specs},
+            "target_types": plan.target_types(),
             "dataset": next(iter(plan.cases), None),
         }
     if previous is not None:  # a resume keeps the run's identity and start
-        meta["started_at"] = previous.get("started_at", meta["started_at"])
+        meta["started_at"] = as_str(previous.get("started_at"), meta["started_at"])
         meta["started_unix"] = previous.get("started_unix", meta["started_unix"])
         from evalx.execution.rerun import PREPARED, carried
 
         meta.update(carried(previous))  # a rerun's parent
         if previous.get("status") != PREPARED:
-            meta["resumed_at"] = [*previous.get("resumed_at", []), started.isoformat(timespec="seconds")]
+            meta["resumed_at"] = [*as_array(previous.get("resumed_at")), started.isoformat(timespec="seconds")]
     write_json(made.run_dir / "run.json", meta)
     with writing(made.run_dir / "config.yaml"):
         (made.run_dir / "config.yaml").write_text(
             "# the resolved config of this run; secrets are redacted\n"
-            + yaml.safe_dump(config.redactor.obj(config.data), sort_keys=False, allow_unicode=True),
+            + yaml.safe_dump(config.redactor.obj(written.document(config)), sort_keys=False, allow_unicode=True),
             encoding="utf-8",
         )
     return meta
 
 
-def _cost_guard(config: Config, shard: tuple[int, int] | None) -> Any:
+def _cost_guard(config: Config, shard: tuple[int, int] | None) -> CostGuard | None:
     """The run's cost guard (``defaults.max_total_cost``; a shard spends its share), or None."""
     from evalx.execution.budget import CostGuard
 
-    limit = config.defaults.get("max_total_cost")
+    limit = config.typed.defaults.max_total_cost
     if limit is None:
         return None
     return CostGuard(limit / shard[1] if shard is not None else limit)
 
 
-def _take_stored_results(run_dir: Path, plan: Plan, summary_builder: Any, guard: Any) -> None:
+def _take_stored_results(run_dir: Path, plan: Plan, summary_builder: SummaryBuilder, guard: CostGuard | None) -> None:
     """A resumed run's stored cells, counted as if just run (damaged lines and cells lost with a Ray actor are dropped)."""
     from evalx.execution import resume as _resume
     from evalx.execution.ray_executor import is_worker_lost
@@ -272,10 +280,10 @@ def _finish(
     request: RunRequest,
     plan: Plan,
     made: _Run,
-    meta: dict[str, Any],
-    summary_builder: Any,
+    meta: RunMeta,
+    summary_builder: SummaryBuilder,
     stats: ExecutionStats,
-    guard: Any,
+    guard: CostGuard | None,
     duration: float,
 ) -> RunOutcome:
     """The run's summary, gates and exit status; then its reports and final ``run.json``."""
@@ -299,7 +307,7 @@ def _finish(
             cost_guard=cost_guard,
             shard={"index": shard["index"], "count": shard["count"], "plan_cells": plan.cells.total} if shard is not None else None,
         ),
-        gates=config.data.get("gates"),
+        gates=config.typed.gates,
         baseline_ref=request.baseline,
         output_dir=config.output_dir,
         run_dir=made.run_dir,
@@ -316,12 +324,13 @@ def _finish(
         messages.append(
             f"shard {shard['index']}/{shard['count']} is empty: the plan's {plan.cells.case_count} cases went to the other shards"
         )
-    meta.update(status="interrupted" if stats.interrupted else "complete", finished_at=summary.get("finished_at"), exit_code=exit_code)
+    meta["status"] = "interrupted" if stats.interrupted else "complete"
+    meta["finished_at"], meta["exit_code"] = summary.get("finished_at"), exit_code
     publish(made.run_dir, summary, meta, request.reports, request.outputs)
     return RunOutcome(made.run_id, made.run_dir, summary, exit_code, messages)
 
 
-def publish(run_dir: Path, summary: RunSummary, meta: dict[str, Any], reports: ReportOptions, outputs: Outputs) -> None:
+def publish(run_dir: Path, summary: RunSummary, meta: RunMeta, reports: ReportOptions, outputs: Outputs) -> None:
     """The end of a run (and of a merge): every report writer, then its final ``run.json``."""
     write_reports(run_dir, summary, reports, outputs)
     write_json(run_dir / "run.json", meta)

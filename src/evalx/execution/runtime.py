@@ -12,42 +12,68 @@ targets; :meth:`CellRuntime.watch` is the watchdog over its cells in flight;
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping
-from typing import Any
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
+from evalx.common import written
+from evalx.common.json_types import JSONObject
 from evalx.execution.executor import Executor, TargetPlan
 from evalx.execution.watchdog import Watchdog
 from evalx.results.model import CellResult
 from evalx.targets import RunContext, close_all
 from evalx.targets.settings import Overrides
+from evalx.targets.spec import DefaultSettings
+
+if TYPE_CHECKING:
+    from evalx.config.loader import Config
+    from evalx.execution.plan import Plan
+    from evalx.judge import Judge
 
 log = logging.getLogger(__name__)
 
-__all__ = ["CellRuntime", "run_context"]
+__all__ = ["CellRuntime", "CellSetup", "check_self_grading", "run_context"]
+
+
+@dataclass(frozen=True)
+class CellSetup:
+    """What a process that runs cells is set up with: the same for the local executor and each Ray actor (sent to it)."""
+
+    #: every target a judge or a simulated user may name, by id, as written (matrix variants too)
+    entries: dict[str, JSONObject]
+    defaults: DefaultSettings
+    #: the run request's layer of every target's settings
+    overrides: Overrides | None
+    #: the ``judge:`` section, as written (the checks merge an assertion's own ``judge:`` over it)
+    judge_settings: JSONObject
+    #: the config's ``assert:``, as written
+    global_asserts: list[JSONObject]
+
+    @classmethod
+    def of(cls, config: Config, plan: Plan, overrides: Overrides | None) -> CellSetup:
+        entries = written.target_entries(config)
+        entries.update(zip(plan.target_ids, plan.target_specs))  # matrix-expanded entries win
+        return cls(entries, config.typed.defaults, overrides, written.judge_section(config), written.global_asserts(config))
+
+    def judge(self, ctx: RunContext) -> Judge:
+        """The run's judge client (lazy: it starts a judge target on first use)."""
+        from evalx.judge import Judge
+
+        return Judge(ctx, targets=self.entries, defaults=self.defaults, overrides=self.overrides, settings=self.judge_settings)
 
 
 class CellRuntime:
     """Targets started, and the :class:`Executor` (with its judge and simulated users) that runs their cells."""
 
-    def __init__(self, ctx: RunContext, plans: list[TargetPlan], executor: Executor, judge: Any) -> None:
+    def __init__(self, ctx: RunContext, plans: list[TargetPlan], executor: Executor, judge: Judge) -> None:
         self.ctx, self.plans, self.executor, self.judge = ctx, plans, executor, judge
 
     @classmethod
     async def start(
-        cls,
-        ctx: RunContext,
-        plans: list[TargetPlan],
-        *,
-        specs: dict[str, dict[str, Any]],
-        defaults: Mapping[str, Any],
-        overrides: Overrides | None,
-        judge_settings: dict[str, Any],
-        global_asserts: list[dict[str, Any]],
-        on_result: Callable[[CellResult], None],
+        cls, ctx: RunContext, plans: list[TargetPlan], setup: CellSetup, *, on_result: Callable[[CellResult], None]
     ) -> CellRuntime:
         """Start every plan's target (a failure closes the ones started, and the cache, and is raised), then the rest."""
         from evalx.execution.simulate import UserTargets
-        from evalx.judge import Judge
 
         try:
             for plan in plans:
@@ -58,9 +84,11 @@ class CellRuntime:
                 await ctx.cache.aclose()
                 ctx.cache = None
             raise
-        judge = Judge(ctx, targets=specs, defaults=defaults, overrides=overrides, settings=judge_settings)
-        executor = Executor(plans, ctx, global_asserts=global_asserts, on_result=on_result, judge=judge, judge_settings=judge.settings)
-        executor.users = UserTargets(ctx, specs, defaults, overrides)  # started on first use
+        judge = setup.judge(ctx)
+        executor = Executor(
+            plans, ctx, global_asserts=setup.global_asserts, on_result=on_result, judge=judge, judge_settings=judge.settings
+        )
+        executor.users = UserTargets(ctx, setup.entries, setup.defaults, setup.overrides)  # started on first use
         for plan in plans:
             plan.pacer = getattr(plan.target, "pacer", None)
         return cls(ctx, plans, executor, judge)
@@ -83,10 +111,17 @@ class CellRuntime:
                     log.warning(f"response cache not used: {cache.problem}")
 
 
-def run_context(config: Any, run_id: str) -> RunContext:
+def run_context(config: Config, run_id: str) -> RunContext:
     """The run's context as the driver has it: the config's folder, its redactor and vars, its providers folder."""
     from evalx.targets.definitions import providers_dir_of
 
-    ctx = RunContext(run_id=run_id, config_dir=config.base_dir, redactor=config.redactor, vars=config.vars)
+    ctx = RunContext(run_id=run_id, config_dir=config.base_dir, redactor=config.redactor, vars=dict(config.typed.vars))
     ctx.providers_dir = providers_dir_of(config)
     return ctx
+
+
+def check_self_grading(judge: Judge, config: Config, plan: Plan, target_ids: list[str]) -> None:
+    """Refuse (or warn of) a judge that grades its own target's answers, once, before any cell runs (the driver's, either executor)."""
+    from evalx.judge import graded_target_ids
+
+    judge.check_self_grading(graded_target_ids(plan.graded_targets(), config.typed.asserts, target_ids))

@@ -36,11 +36,14 @@ import time
 import traceback
 from typing import TYPE_CHECKING, Any
 
+from evalx.common.json_types import JSON, JSONObject, Message, as_object
 from evalx.errors import TargetError, one_line
 from evalx.execution.turns import Turn, TurnFailed, reply_messages, take_turn
 from evalx.models import Case, Cell, Trajectory, Usage, safe_trajectory
+from evalx.results.model import SimulationRecord, TurnRecord, TurnUser
 from evalx.targets import RunContext, TargetSettings, close_all
 from evalx.targets.settings import Overrides
+from evalx.targets.spec import DefaultSettings
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -67,9 +70,7 @@ class _User:
 class UserTargets:
     """The run's user targets by id: each built and started on first use, all closed with the run."""
 
-    def __init__(
-        self, run: RunContext, specs: Mapping[str, dict[str, Any]], defaults: Mapping[str, Any], overrides: Overrides | None
-    ) -> None:
+    def __init__(self, run: RunContext, specs: Mapping[str, JSONObject], defaults: DefaultSettings, overrides: Overrides | None) -> None:
         self.run, self.specs, self.defaults, self.overrides = run, specs, defaults, overrides
         self._started: dict[str, _User | str] = {}
         self._lock = asyncio.Lock()
@@ -109,20 +110,23 @@ class Simulation:
     """One simulated conversation: its settings, the user side of each turn and why it stopped."""
 
     def __init__(self, executor: Executor, cell: Cell) -> None:
-        spec: dict[str, Any] = cell.case.simulate or {}
+        spec: JSONObject = cell.case.simulate or {}  # the case's simulate: as its dataset loader checked it
         self.executor, self.cell = executor, cell
         self.target_id = str(spec.get("target"))
         self.instructions = str(spec.get("instructions") or "")
-        self.max_turns = int(spec.get("max_turns") or DEFAULT_MAX_TURNS)
-        self.stop: dict[str, Any] = spec.get("stop") or {}
-        self.regex = re.compile(self.stop["regex"]) if isinstance(self.stop.get("regex"), str) else None
+        max_turns = spec.get("max_turns")
+        self.max_turns = max_turns if isinstance(max_turns, int) and max_turns else DEFAULT_MAX_TURNS
+        stop = as_object(spec.get("stop"))
+        regex, tool = stop.get("regex"), stop.get("tool")
+        self.regex = re.compile(regex) if isinstance(regex, str) else None
+        self.stop_tool = tool if isinstance(tool, str) else None
         #: the user side of each agent turn, by 1-based turn (absent: the case's own input)
-        self.user_side: dict[int, dict[str, Any]] = {}
+        self.user_side: dict[int, TurnUser] = {}
         self.user_usage = Usage()
         self.user_costs: list[float] = []
         self.stopped_by = "error"
         #: the user message of the turn in progress (for a turn that times out)
-        self.pending: Any = ""
+        self.pending: JSON = ""
 
     async def talk(self, converse: Any, run: RunContext, done: list[Turn]) -> None:
         """Alternate the user target and the agent, appending each agent turn to ``done``; raise :class:`TurnFailed`."""
@@ -145,7 +149,7 @@ class Simulation:
             source=case.source,
         )
         user_cell = Cell(index=cell.index, target=self.target_id, dataset=cell.dataset, case=user_case, repeat=cell.repeat)
-        history: list[dict[str, Any]] = []
+        history: list[Message] = []
         opening = case.input if case.input not in (None, "") else None
         mocked = case.tool_results or {}
         n = 0
@@ -176,20 +180,20 @@ class Simulation:
         """``regex`` or ``tool`` when the agent's reply meets ``stop``, else None."""
         if self.regex is not None and self.regex.search(traj.text or ""):
             return "regex"
-        tool = self.stop.get("tool")
-        if isinstance(tool, str) and any(c.name == tool for c in traj.tool_calls):
+        tool = self.stop_tool
+        if tool is not None and any(c.name == tool for c in traj.tool_calls):
             return "tool"
         return None
 
-    async def _ask(self, user: _User, user_cell: Cell, run: RunContext, history: list[dict[str, Any]], n: int, who: str) -> str | None:
+    async def _ask(self, user: _User, user_cell: Cell, run: RunContext, history: list[Message], n: int, who: str) -> str | None:
         """The user target's next message (None: it is done); :class:`TurnFailed` when it fails."""
         target = user.target
-        seen = [
+        seen: list[Message] = [
             {"role": "assistant" if m["role"] == "user" else "user", "content": m["content"]}
             for m in history
             if m["role"] in ("user", "assistant")
         ]
-        kwargs: dict[str, Any] = {}
+        kwargs: dict[str, str] = {}
         if target.type == "python":
             kwargs["instructions"] = self.instructions  # python.py: as instructions= or a leading system message
         elif not seen:
@@ -232,13 +236,13 @@ class Simulation:
             raise TurnFailed(n, f'turn {n}: {who} returned an empty message (return {{"done": true}} to end the conversation)', None)
         return traj.text
 
-    def annotate(self, records: list[dict[str, Any]]) -> None:
+    def annotate(self, records: list[TurnRecord]) -> None:
         """Add each turn's user side (``user: {latency_ms, usage, cost_usd}``) to its record."""
         for n, record in enumerate(records, 1):
             if n in self.user_side:
                 record["user"] = self.user_side[n]
 
-    def summary(self, agent_turns: int) -> dict[str, Any]:
+    def summary(self, agent_turns: int) -> SimulationRecord:
         """The cell's ``simulation`` record: ``{target, turns, stopped_by, max_turns, user_usage, user_cost_usd}``."""
         return {
             "target": self.target_id,

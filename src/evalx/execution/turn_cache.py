@@ -19,6 +19,7 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING, Any
 
+from evalx.common.json_types import JSONObject, Message
 from evalx.models import Cell, Trajectory, safe_trajectory
 from evalx.targets import RunContext
 from evalx.targets.transport.cache import ResponseCache, make_key
@@ -38,7 +39,7 @@ def per_turn(executor: Executor, plan: TargetPlan, converse: Any) -> Any:
     if cache is None or not plan.settings.cache or plan.target.type in STATEFUL:
         return converse
 
-    async def cached_converse(cell: Cell, run: RunContext, history: list[dict[str, Any]], turn: int) -> Trajectory:
+    async def cached_converse(cell: Cell, run: RunContext, history: list[Message], turn: int) -> Trajectory:
         key = _turn_key(executor, plan, cell, run, history)
         if key is not None:
             hit = await cache.get(key)
@@ -91,7 +92,7 @@ def store_whole(executor: Executor, key: str, trajs: list[Trajectory]) -> None:
     cache.put(key, {"turns": [cache_entry(t, run) for t in trajs]})
 
 
-def _turn_key(executor: Executor, plan: TargetPlan, cell: Cell, run: RunContext, history: list[dict[str, Any]]) -> str | None:
+def _turn_key(executor: Executor, plan: TargetPlan, cell: Cell, run: RunContext, history: list[Message]) -> str | None:
     target = plan.target
     try:
         own = getattr(target, "cache_key", None)
@@ -113,7 +114,7 @@ def _put(cache: ResponseCache, key: str, traj: Trajectory, run: RunContext) -> N
     cache.put(key, cache_entry(traj, run))
 
 
-def _replayed(stored: dict[str, Any], plan: TargetPlan) -> Trajectory:
+def _replayed(stored: JSONObject, plan: TargetPlan) -> Trajectory:
     from evalx.execution.cells import from_cache
 
     return from_cache(stored, plan.target)

@@ -9,8 +9,10 @@ from __future__ import annotations
 import asyncio
 import time
 import traceback
+from collections.abc import Mapping
 from typing import Any
 
+from evalx.common.json_types import JSON, Message
 from evalx.errors import EvalxError, TargetError, one_line
 from evalx.models import Cell, Trajectory, safe_trajectory
 from evalx.targets import RunContext
@@ -23,7 +25,7 @@ class Turn:
 
     __slots__ = ("input", "latency_ms", "traj")
 
-    def __init__(self, text: str, traj: Trajectory, latency_ms: float | None) -> None:
+    def __init__(self, text: JSON, traj: Trajectory, latency_ms: float | None) -> None:
         self.input, self.traj, self.latency_ms = text, traj, latency_ms
 
 
@@ -35,9 +37,7 @@ class TurnFailed(EvalxError):
         self.turn, self.message, self.tb = turn, message, tb
 
 
-async def take_turn(
-    converse: Any, cell: Cell, run: RunContext, history: list[dict[str, Any]], n: int, text: str, done: list[Turn]
-) -> Trajectory:
+async def take_turn(converse: Any, cell: Cell, run: RunContext, history: list[Message], n: int, text: JSON, done: list[Turn]) -> Trajectory:
     """Turn ``n``: the target's reply to ``history`` (ending with the user's ``text``), appended to ``done``.
 
     A target's error (or its own exception) ends the conversation: :class:`TurnFailed`
@@ -65,9 +65,9 @@ async def take_turn(
     return traj
 
 
-def reply_messages(traj: Trajectory, mocked: dict[str, Any]) -> list[dict[str, Any]]:
+def reply_messages(traj: Trajectory, mocked: Mapping[str, JSON]) -> list[Message]:
     """The assistant's reply as history: its text (and tool calls), then a ``tool`` message per call with a mocked result."""
-    message: dict[str, Any] = {"role": "assistant", "content": traj.text}
+    message: Message = {"role": "assistant", "content": traj.text}
     if not traj.tool_calls:
         return [message]
     message["tool_calls"] = [{"name": c.name, "args": c.args} for c in traj.tool_calls]

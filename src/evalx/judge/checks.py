@@ -5,27 +5,26 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from evalx.assertions.spec import AssertionSpec, assertion_spec
 from evalx.models import Case
+from evalx.targets.spec import EngineTargetSpec, ProviderTargetSpec, PythonTargetSpec, TargetSpec
 
 __all__ = ["check_judge_refs", "graded_target_ids", "same_family", "same_model"]
 
 
-def same_model(judge: dict[str, Any], graded: dict[str, Any], resolve: Callable[[str], Any] | None = None) -> str | None:
+def same_model(judge: TargetSpec, graded: TargetSpec, resolve: Callable[[str], Any] | None = None) -> str | None:
     """A description of the shared model when ``judge`` would grade itself, else None."""
-    kind = judge.get("type")
-    if kind != graded.get("type"):
+    if isinstance(judge, ProviderTargetSpec) and isinstance(graded, ProviderTargetSpec):
+        if judge.provider == graded.provider and judge.model == graded.model:
+            return f"{judge.provider}/{judge.model}"
         return None
-    if kind == "provider":
-        if judge.get("provider") == graded.get("provider") and judge.get("model") == graded.get("model"):
-            return f"{judge.get('provider')}/{judge.get('model')}"
-        return None
-    if kind == "engine":
-        return f"engine {judge.get('url')}" if judge.get("url") == graded.get("url") else None
-    if kind == "python":
-        a, b = judge.get("callable"), graded.get("callable")
+    if isinstance(judge, EngineTargetSpec) and isinstance(graded, EngineTargetSpec):
+        return f"engine {judge.url}" if judge.url == graded.url else None
+    if isinstance(judge, PythonTargetSpec) and isinstance(graded, PythonTargetSpec):
+        a, b = judge.callable, graded.callable
         if a == b:
             return f"callable {a}"
-        if resolve is not None and isinstance(a, str) and isinstance(b, str):
+        if resolve is not None:
             try:
                 if resolve(a) is resolve(b):
                     return f"callable {a}"
@@ -34,29 +33,29 @@ def same_model(judge: dict[str, Any], graded: dict[str, Any], resolve: Callable[
     return None
 
 
-def same_family(judge: dict[str, Any], graded: dict[str, Any]) -> str | None:
+def same_family(judge: TargetSpec, graded: TargetSpec) -> str | None:
     """The provider definition name when ``judge`` and ``graded`` are provider targets of one family (the same
     definition, e.g. both ``openai``) with different models, else None (:func:`same_model` covers the same model).
 
     A family is the provider definition, not the vendor behind a base URL: ``openai`` pointed at a local
     server is still the ``openai`` family, the rule DESIGN.md fixes ("same provider definition name").
     """
-    if judge.get("type") != "provider" or graded.get("type") != "provider":
+    if not isinstance(judge, ProviderTargetSpec) or not isinstance(graded, ProviderTargetSpec):
         return None
-    name = judge.get("provider")
-    if not name or name != graded.get("provider") or judge.get("model") == graded.get("model"):
+    name = judge.provider
+    if not name or name != graded.provider or judge.model == graded.model:
         return None
-    return str(name)
+    return name
 
 
-def graded_target_ids(graded: set[str], global_asserts: list[dict[str, Any]], target_ids: list[str]) -> list[str]:
+def graded_target_ids(graded: set[str], global_asserts: Sequence[AssertionSpec], target_ids: list[str]) -> list[str]:
     """The targets (of ``target_ids``, in order) with at least one model-graded assertion to grade.
 
     ``graded``: the targets with a case a model grades (:meth:`evalx.execution.plan.Plan.graded_targets`).
     """
     from evalx.assertions import get_assertion
 
-    if any((t := get_assertion(str(a.get("type")))) is not None and t.model_graded for a in global_asserts):
+    if any((t := get_assertion(a.type)) is not None and t.model_graded for a in global_asserts):
         return list(target_ids)
     return [t for t in target_ids if t in graded]
 
@@ -78,30 +77,29 @@ def check_judge_refs(config: Any, cases: Mapping[str, Sequence[Case]]) -> int:
     has_global = config.typed.judge.target is not None
     unjudged = 0
     issues: list[Issue] = []
-    entries: list[tuple[str, Case | None, dict[str, Any]]] = [("assert", None, a) for a in config.global_asserts]
-    entries += [(case.source, case, a) for cs in cases.values() for case in cs for a in case.asserts]
-    cannot_embed = _providers_without_embeddings(config) if any(spec.get("embedding") for _, _, spec in entries) else {}
+    entries: list[tuple[str, Case | None, AssertionSpec]] = [("assert", None, a) for a in config.typed.asserts]
+    entries += [(case.source, case, assertion_spec(a)) for cs in cases.values() for case in cs for a in case.asserts]
+    cannot_embed = _providers_without_embeddings(config) if any(spec.params.get("embedding") for _, _, spec in entries) else {}
     for where, case, spec in entries:
-        atype = get_assertion(str(spec.get("type")))
+        atype = get_assertion(spec.type)
         if atype is None or not atype.model_graded:
             continue
         label = f"{where} case {case.id!r}" if case is not None else f"{config.file} assert"
-        raw_override = spec.get("judge")
-        override: dict[str, Any] = raw_override if isinstance(raw_override, dict) else {}
-        for key, ref in (("judge.target", override.get("target")), ("embedding", spec.get("embedding"))):
+        judge_ref = (spec.judge or {}).get("target")
+        embedder = spec.params.get("embedding")
+        for key, ref in (("judge.target", judge_ref), ("embedding", embedder)):
             if isinstance(ref, str) and ref not in known:
-                issues.append(Issue(f"{label}: {spec['type']}.{key}: unknown target {ref!r}", None, "", ""))
-        embedder = spec.get("embedding")
+                issues.append(Issue(f"{label}: {spec.type}.{key}: unknown target {ref!r}", None, "", ""))
         if isinstance(embedder, str) and embedder in cannot_embed:
             issues.append(
                 Issue(
-                    f"{label}: {spec['type']}.embedding: target {embedder!r} cannot produce embeddings: {cannot_embed[embedder]}",
+                    f"{label}: {spec.type}.embedding: target {embedder!r} cannot produce embeddings: {cannot_embed[embedder]}",
                     None,
                     "",
                     "",
                 )
             )
-        if not has_global and override.get("target") is None and spec.get("embedding") is None:
+        if not has_global and judge_ref is None and embedder is None:
             unjudged += 1
     issues += _global_context_checks(config, cases)
     if issues:
@@ -113,9 +111,10 @@ def _global_context_checks(config: Any, cases: Mapping[str, Sequence[Case]]) -> 
     """An issue for each config-level assertion that needs a case's context, naming the first case without one."""
     from evalx.assertions import get_assertion
     from evalx.assertions.model_graded import NEEDS_CONTEXT
+    from evalx.common import written
 
     out = []
-    for i, spec in enumerate(config.global_asserts):
+    for i, spec in enumerate(written.global_asserts(config)):
         if spec.get("type") not in NEEDS_CONTEXT:
             continue
         atype = get_assertion(str(spec["type"]))

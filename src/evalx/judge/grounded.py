@@ -30,16 +30,18 @@ missing, never a pass (``evalx validate`` reports it before a run).
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from evalx.assertions.model_graded import missing_context
+from evalx.common.json_types import JSON, JSONObject
 from evalx.errors import JudgeError
 from evalx.judge.prompts import passages
 from evalx.judge.verdict import NO_JUDGE, Vote, pass_mark, read_verdict
 from evalx.models import Verdict
 
 if TYPE_CHECKING:
-    from evalx.judge.judge import Judge  # which imports this module when a grounded assertion is graded
+    from evalx.judge.judge import Judge, PromptExtras  # which imports this module when a grounded assertion is graded
 
 __all__ = ["CRITERIA", "GROUNDED_KINDS", "grade"]
 
@@ -55,8 +57,11 @@ _SHOWN = 5  # claims or facts named in a reason; the details keep them all
 _CLIP = 160
 
 
-async def grade(judge: Judge, ctx: Any, kind: str, params: dict[str, Any]) -> Verdict:
-    """One grounded or rubric check of ``ctx``'s output; see the module docstring."""
+async def grade(judge: Judge, ctx: Any, kind: str, params: Mapping[str, object]) -> Verdict:
+    """One grounded or rubric check of ``ctx``'s output; see the module docstring.
+
+    ``params``: the assertion's parameters (``threshold``, ``expected``; g_eval's ``criteria``, ``steps``, ``scale``).
+    """
     problem = missing_context(kind, ctx.case.context)
     if problem is not None:
         return Verdict(None, 0.0, problem, error=problem)
@@ -66,14 +71,15 @@ async def grade(judge: Judge, ctx: Any, kind: str, params: dict[str, Any]) -> Ve
     if not judge.configured(ctx.judge_settings):
         return Verdict.inconclusive(NO_JUDGE)
     context = ctx.case.context
-    extra: dict[str, Any] = {"context": context, "passages": passages(context)}
+    extra: PromptExtras = {"context": context, "passages": passages(context)}
+    threshold = _number(params.get("threshold"))
     if kind == "faithfulness":
-        return await _listed(judge, ctx, kind, "unsupported", params.get("threshold"), extra)
+        return await _listed(judge, ctx, kind, "unsupported", threshold, extra)
     if kind == "context_recall":
         extra["expected"] = params["expected"]
-        return await _listed(judge, ctx, kind, "missing", params.get("threshold"), extra)
+        return await _listed(judge, ctx, kind, "missing", threshold, extra)
     if kind == "answer_relevance":
-        return await _relevance(judge, ctx, params.get("threshold"), extra)
+        return await _relevance(judge, ctx, threshold, extra)
     if kind == "g_eval":
         return await _g_eval(judge, ctx, params, extra)
     raise JudgeError(f"unknown grounded check {kind!r}")
@@ -82,7 +88,12 @@ async def grade(judge: Judge, ctx: Any, kind: str, params: dict[str, Any]) -> Ve
 # ---------------------------------------------------------------- claims and facts
 
 
-def _items(obj: dict[str, Any] | None, key: str, raw: str) -> list[str] | None:
+def _number(value: object) -> float | None:
+    """A threshold as the assertion gives it (the schema made it a number), or None."""
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+
+def _items(obj: JSONObject | None, key: str, raw: str) -> list[str] | None:
     """The list ``key`` of the verdict's JSON object (None when the verdict has none)."""
     if obj is None or obj.get(key) is None:
         return None
@@ -92,7 +103,7 @@ def _items(obj: dict[str, Any] | None, key: str, raw: str) -> list[str] | None:
     return [item if isinstance(item, str) else _json(item) for item in value]
 
 
-def _json(value: Any) -> str:
+def _json(value: JSON) -> str:
     return json.dumps(value, ensure_ascii=False, default=str)
 
 
@@ -116,7 +127,7 @@ _WORDS = {
 }
 
 
-async def _listed(judge: Judge, ctx: Any, kind: str, key: str, threshold: float | None, extra: dict[str, Any]) -> Verdict:
+async def _listed(judge: Judge, ctx: Any, kind: str, key: str, threshold: float | None, extra: PromptExtras) -> Verdict:
     """faithfulness and context_recall: the judge lists what is wrong; no list item (or the score, with a threshold) passes."""
     readings: dict[str, tuple[bool, list[str] | None]] = {}  # reply -> (its vote, its list)
     one, many, none = _WORDS[key]
@@ -149,7 +160,7 @@ async def _listed(judge: Judge, ctx: Any, kind: str, key: str, threshold: float 
     decision = await judge._decide(ctx, kind, CRITERIA[kind], extra, interpret)
     verdict = judge._combine(ctx, [decision], what=kind)
     if verdict.details is not None:
-        verdict.details["passages"] = len(extra["passages"])
+        verdict.details["passages"] = len(extra.get("passages", []))
         listed = [readings[t] for t in decision.raw if t in readings and readings[t][1] is not None]
         agreeing = [items for ok, items in listed if ok == decision.passed]
         if listed:  # the list of a sample that agrees with the outcome, else the first one given
@@ -160,7 +171,7 @@ async def _listed(judge: Judge, ctx: Any, kind: str, key: str, threshold: float 
 # ---------------------------------------------------------------- relevance and rubric scores
 
 
-async def _relevance(judge: Judge, ctx: Any, threshold: float | None, extra: dict[str, Any]) -> Verdict:
+async def _relevance(judge: Judge, ctx: Any, threshold: float | None, extra: PromptExtras) -> Verdict:
     limit = pass_mark(threshold, ctx.judge_settings)
 
     def interpret(text: str) -> Vote:
@@ -174,10 +185,11 @@ async def _relevance(judge: Judge, ctx: Any, threshold: float | None, extra: dic
     return judge._combine(ctx, [decision], what="answer_relevance")
 
 
-async def _g_eval(judge: Judge, ctx: Any, params: dict[str, Any], extra: dict[str, Any]) -> Verdict:
-    scale = int(params.get("scale") or DEFAULT_SCALE)
-    limit = pass_mark(params.get("threshold"), ctx.judge_settings)
-    steps = [str(s) for s in params.get("steps") or []]
+async def _g_eval(judge: Judge, ctx: Any, params: Mapping[str, object], extra: PromptExtras) -> Verdict:
+    given_scale, given_steps = params.get("scale"), params.get("steps")
+    scale = given_scale if isinstance(given_scale, int) and given_scale else DEFAULT_SCALE
+    limit = pass_mark(_number(params.get("threshold")), ctx.judge_settings)
+    steps = [str(s) for s in given_steps] if isinstance(given_steps, list) else []
     criteria = str(params["criteria"])
     written: dict[str, list[str] | None] = {}
 

@@ -41,22 +41,33 @@ import math
 import statistics
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypedDict
 
 from evalx.assertions import AssertionContext
 from evalx.common.deadline import Deadline, within
+from evalx.common.json_types import JSON, JSONObject
 from evalx.common.templates import TemplateRenderError, render
 from evalx.errors import JudgeError, TargetError
-from evalx.judge.checks import graded_target_ids, same_family, same_model
+from evalx.judge.checks import same_family, same_model
 from evalx.judge.prompts import SYSTEM_PROMPT, TEMPLATES, block_vars, judge_spec, passages
 from evalx.judge.prompts import text as _text
 from evalx.judge.spec import DEFAULT_THRESHOLD, judge_settings
-from evalx.judge.verdict import FACTUALITY_CATEGORIES, NO_JUDGE, Vote, parse_category, parse_verdict, pass_mark
+from evalx.judge.verdict import (
+    FACTUALITY_CATEGORIES,
+    NO_JUDGE,
+    Vote,
+    call_usage,
+    judge_name,
+    parse_category,
+    parse_verdict,
+    pass_mark,
+)
 from evalx.models import Case, Cell, Trajectory, Verdict
 from evalx.targets import close_all
 from evalx.targets.settings import Overrides, TargetSettings
+from evalx.targets.spec import DefaultSettings, TargetSpec, target_spec
 
-__all__ = ["DEFAULT_PASS_ON", "DEFAULT_THRESHOLD", "Judge", "JudgeCall", "run_judge"]
+__all__ = ["DEFAULT_PASS_ON", "DEFAULT_THRESHOLD", "Judge", "JudgeCall", "JudgeDetails"]
 
 log = logging.getLogger(__name__)
 
@@ -79,6 +90,64 @@ class _Call:
 JudgeCall = _Call
 
 
+class SampleVote(TypedDict, total=False):
+    """One sample's reading of a criterion (``details.samples``): its vote, or why it has none."""
+
+    passed: bool
+    score: float
+    reason: str
+    category: str
+    error: str
+
+
+class CriterionDetails(TypedDict, total=False):
+    """One criterion's decision (``details.criteria``, when a check has several or grades characteristics)."""
+
+    criterion: str
+    passed: bool | None
+    score: float
+    reason: str
+    error: str
+
+
+class PromptExtras(TypedDict, total=False):
+    """What a kind adds to its judge prompt's scope (templates see each as a variable of its name)."""
+
+    rubric: str | None
+    characteristics: list[str]
+    criterion: str
+    expected: Any  # the reference, as the case or the assertion gives it
+    context: Any  # the case's passages, as the case gives them
+    passages: list[str]
+    steps: list[str]
+    scale: int
+
+
+class JudgeDetails(TypedDict, total=False):
+    """A model-graded verdict's ``details``: who judged, what the calls took (:class:`CallUsage`), the raw replies, and per kind more."""
+
+    judge: str
+    calls: int
+    input_tokens: int
+    output_tokens: int
+    cached: bool
+    cost_usd: float
+    raw: list[str]
+    criteria: list[CriterionDetails]
+    samples: list[SampleVote]
+    embedding: str
+    """``semantic_similar`` with ``embedding:``: the embedding target, and the ``cosine`` it measured."""
+    cosine: float
+    category: str
+    passages: int
+    """The grounded checks' (:mod:`evalx.judge.grounded`): the context's passages, what the judge listed, g_eval's rating."""
+    unsupported: list[str]
+    missing: list[str]
+    scale: int
+    rating: float
+    steps: list[str]
+
+
 @dataclass
 class _Decision:
     """The majority over a criterion's samples, or why there is none."""
@@ -90,7 +159,13 @@ class _Decision:
     error: str | None = None
     raw: list[str] = field(default_factory=list)
     calls: list[_Call] = field(default_factory=list)
-    votes: list[dict[str, Any]] = field(default_factory=list)
+    votes: list[SampleVote] = field(default_factory=list)
+
+    def details(self) -> CriterionDetails:
+        out: CriterionDetails = {"criterion": self.criterion, "passed": self.passed, "score": self.score, "reason": self.reason}
+        if self.error:
+            out["error"] = self.error
+        return out
 
 
 class _Instance:
@@ -112,13 +187,13 @@ class Judge:
         self,
         run: Any,
         *,
-        targets: dict[str, dict[str, Any]],
-        defaults: Mapping[str, Any],
+        targets: Mapping[str, JSONObject],
+        defaults: DefaultSettings | Mapping[str, object],
         overrides: Overrides | None = None,
-        settings: dict[str, Any] | None = None,
+        settings: JSONObject | None = None,
     ) -> None:
         self.run = run  # the RunContext judge calls are made in
-        self.targets = targets  # id -> spec, of every target a judge or graded cell may name
+        self.targets = targets  # id -> entry as written, of every target a judge or graded cell may name
         self.defaults = defaults  # the config's defaults: section
         self.overrides = overrides  # the run request's layer of target settings (`evalx run --concurrency`...)
         self.settings = settings or {}
@@ -136,17 +211,18 @@ class Judge:
             await self._own_cache.aclose()
             self._own_cache = None
 
-    def configured(self, settings: dict[str, Any]) -> bool:
-        return settings.get("target") is not None
+    def configured(self, settings: Mapping[str, object]) -> bool:
+        return judge_settings(settings).target is not None
 
-    def _resolve_spec(self, ref: Any) -> dict[str, Any]:
+    def _resolve_spec(self, ref: JSON) -> JSONObject:
+        """The entry (as written) of the judge target ``ref`` names: an inline one, or a target's id."""
         if isinstance(ref, dict):
             return ref
         if isinstance(ref, str) and ref in self.targets:
             return self.targets[ref]
         raise JudgeError(f"unknown judge target {ref!r}")
 
-    async def _instance(self, spec: dict[str, Any]) -> _Instance:
+    async def _instance(self, spec: JSONObject) -> _Instance:
         key = json.dumps(spec, sort_keys=True, default=str)
         async with self._lock:
             inst = self._instances.get(key)
@@ -157,7 +233,7 @@ class Judge:
             raise inst
         return inst
 
-    async def _start(self, spec: dict[str, Any]) -> _Instance | JudgeError:
+    async def _start(self, spec: JSONObject) -> _Instance | JudgeError:
         from evalx.targets import build_target, resolve_settings
 
         try:
@@ -224,34 +300,37 @@ class Judge:
 
     # ------------------------------------------------------------ bias guard
 
-    def check_self_grading(self, graded_ids: list[str], settings: dict[str, Any] | None = None) -> None:
+    def check_self_grading(self, graded_ids: list[str], settings: JSONObject | None = None) -> None:
         """Warn once when the judge is the same model as a target it grades, and once when it is of the same provider family."""
-        settings = self.settings if settings is None else settings
-        ref = settings.get("target")
-        if ref is None or judge_settings(settings).allow_self_grading:
+        written = self.settings if settings is None else settings
+        ref = written.get("target")
+        if ref is None or judge_settings(written).allow_self_grading:
             return
         try:
-            judge = self._resolve_spec(ref)
+            entry = self._resolve_spec(ref)
         except JudgeError:
             return
-        judge_id = str(judge.get("id") or "judge")
+        judge_key = json.dumps(entry, sort_keys=True, default=str)
+        judge: TargetSpec | None = None
         hits = []
         family: list[tuple[str, str]] = []
-        judge_key = json.dumps(judge, sort_keys=True, default=str)
         for target_id in graded_ids:
-            graded = self.targets.get(target_id)
-            if graded is None or (judge_key, target_id) in self._checked:
+            graded_entry = self.targets.get(target_id)
+            if graded_entry is None or (judge_key, target_id) in self._checked:
                 continue
             self._checked.add((judge_key, target_id))
+            judge = judge or target_spec(entry)
+            graded = target_spec(graded_entry)
             shared = same_model(judge, graded, self._resolver())
             if shared:
                 hits.append((target_id, shared))
             elif (name := same_family(judge, graded)) is not None:
-                family.append((target_id, f"{name}: {graded.get('model')}"))
+                family.append((target_id, f"{name}: {getattr(graded, 'model', None)}"))
+        judge_id = (judge.id if judge is not None else "") or "judge"
         if family:
             names = ", ".join(f"{t!r} ({m})" for t, m in family)
             self._warn(
-                f"judge {judge_id!r} ({judge.get('provider')}: {judge.get('model')}) is of the same provider family as "
+                f"judge {judge_id!r} ({getattr(judge, 'provider', None)}: {getattr(judge, 'model', None)}) is of the same provider family as "
                 f"the target{'s' if len(family) > 1 else ''} it grades: {names}; a judge tends to prefer answers from its own "
                 "family (self-preference). Use a judge from another provider, or set judge.allow_self_grading: true"
             )
@@ -281,7 +360,7 @@ class Judge:
             return Verdict.inconclusive(NO_JUDGE)
         default_threshold = pass_mark(threshold, settings)
         criteria = ([rubric] if rubric else []) + [str(c) for c in characteristics or []]
-        extra = {"rubric": rubric, "characteristics": list(characteristics or [])}
+        extra: PromptExtras = {"rubric": rubric, "characteristics": list(characteristics or [])}
 
         def interpret(text: str) -> Vote:
             passed, score, reason = parse_verdict(text)
@@ -339,7 +418,7 @@ class Judge:
             verdict.details["category"] = top
         return verdict
 
-    async def grounded(self, ctx: AssertionContext, kind: str, params: dict[str, Any]) -> Verdict:
+    async def grounded(self, ctx: AssertionContext, kind: str, params: Mapping[str, object]) -> Verdict:
         """``faithfulness``, ``answer_relevance``, ``context_recall`` and ``g_eval``: see :mod:`evalx.judge.grounded`."""
         from evalx.judge.grounded import grade
 
@@ -347,11 +426,11 @@ class Judge:
 
     # ------------------------------------------------------------ asking
 
-    def _prompt(self, ctx: Any, kind: str, criterion: str, extra: dict[str, Any]) -> str:
+    def _prompt(self, ctx: Any, kind: str, criterion: str, extra: PromptExtras) -> str:
         options = judge_settings(ctx.judge_settings)
         case = ctx.case.to_dict()
         expected = extra.get("expected", ctx.case.expected)
-        scope = {
+        scope: dict[str, object] = {  # the template's variables
             "kind": kind,
             "case": case,
             "input": _text(ctx.case.input),
@@ -375,7 +454,7 @@ class Judge:
         except TemplateRenderError as exc:
             raise JudgeError(f"judge prompt: {exc}") from None
 
-    async def _call(self, ctx: Any, prompt: str, sample: int, meta: dict[str, Any]) -> _Call:
+    async def _call(self, ctx: Any, prompt: str, sample: int, meta: Mapping[str, JSON]) -> _Call:
         settings = ctx.judge_settings
         options = judge_settings(settings)
         template = options.prompt or ""
@@ -416,7 +495,7 @@ class Judge:
             raise _CallFailed(f"the judge call failed: {traj.error}", call)
         return call
 
-    async def ask(self, ctx: Any, prompt: str, *, sample: int = 0, meta: Mapping[str, Any] | None = None) -> JudgeCall:
+    async def ask(self, ctx: Any, prompt: str, *, sample: int = 0, meta: Mapping[str, JSON] | None = None) -> JudgeCall:
         """One call of the judge ``ctx.judge_settings`` names, with ``prompt``: its raw reply, tokens and cost.
 
         For checks that build their own prompt (:mod:`evalx.judge.pairwise`): the
@@ -425,9 +504,9 @@ class Judge:
         Raises :class:`JudgeError`; when the call was made but failed, the error's
         ``call`` attribute holds what it cost.
         """
-        return await self._call(ctx, prompt, sample, dict(meta or {}))
+        return await self._call(ctx, prompt, sample, meta or {})
 
-    async def _decide(self, ctx: Any, kind: str, criterion: str, extra: dict[str, Any], interpret: Callable[[str], Vote]) -> _Decision:
+    async def _decide(self, ctx: Any, kind: str, criterion: str, extra: PromptExtras, interpret: Callable[[str], Vote]) -> _Decision:
         """Ask ``samples`` times and take the majority; see :meth:`_majority`."""
         decision = _Decision(criterion)
         settings = ctx.judge_settings
@@ -438,7 +517,12 @@ class Judge:
             decision.error = str(exc)
             return decision
         n = max(1, judge_settings(settings).samples or 1)
-        meta = {"kind": kind, "criterion": criterion, "output": ctx.output.text, "expected": extra.get("expected", ctx.case.expected)}
+        meta: JSONObject = {
+            "kind": kind,
+            "criterion": criterion,
+            "output": ctx.output.text,
+            "expected": extra.get("expected", ctx.case.expected),
+        }
 
         async def one(i: int) -> tuple[_Call | None, Vote | JudgeError]:
             try:
@@ -495,22 +579,13 @@ class Judge:
     def _combine(self, ctx: Any, decisions: list[_Decision], *, what: str) -> Verdict:
         """One verdict from per-criterion decisions: any conclusive fail fails; else an error errs."""
         calls = [c for d in decisions for c in d.calls]
-        details: dict[str, Any] = {"judge": _judge_name(ctx.judge_settings.get("target"))}
-        details.update(_usage(calls))
-        details["raw"] = [t for d in decisions for t in d.raw]
+        made = _details(calls, judge=judge_name(ctx.judge_settings.get("target")))
+        made["raw"] = [t for d in decisions for t in d.raw]
         if len(decisions) > 1 or what == "characteristic":
-            details["criteria"] = [
-                {
-                    "criterion": d.criterion,
-                    "passed": d.passed,
-                    "score": d.score,
-                    "reason": d.reason,
-                    **({"error": d.error} if d.error else {}),
-                }
-                for d in decisions
-            ]
+            made["criteria"] = [d.details() for d in decisions]
         elif decisions and len(decisions[0].votes) > 1:
-            details["samples"] = decisions[0].votes
+            made["samples"] = decisions[0].votes
+        details = dict(made)  # as a verdict carries it
         failed = [d for d in decisions if d.passed is False]
         broken = [d for d in decisions if d.error is not None]
         graded = [d for d in decisions if d.error is None]
@@ -545,11 +620,10 @@ class Judge:
 
     async def _cosine(self, ctx: Any, expected: Any, limit: float, ref: str) -> Verdict:
         """Cosine similarity of the output's and the reference's embeddings (the two asked for at once)."""
-        details: dict[str, Any] = {"embedding": ref}
         calls: list[_Call] = []
         if not ctx.output.text.strip():  # nothing to embed (OpenAI refuses an empty input): not similar
-            details.update(_usage(calls))
-            return Verdict(False, 0.0, "the output is empty: nothing to compare with the reference", details=details)
+            empty = _details(calls, embedding=ref)
+            return Verdict(False, 0.0, "the output is empty: nothing to compare with the reference", details=dict(empty))
         try:
             spec = self._resolve_spec(ref)
             inst = await self._instance(copy.deepcopy(spec))
@@ -563,15 +637,14 @@ class Judge:
             output_vector, expected_vector = (a[0] for a in answers if isinstance(a, tuple))
             similarity = _cosine(output_vector, expected_vector)
         except JudgeError as exc:
-            details.update(_usage(calls))
-            return Verdict(None, 0.0, f"embedding error: {exc}", error=str(exc), details=details)
-        details.update(_usage(calls))
+            return Verdict(None, 0.0, f"embedding error: {exc}", error=str(exc), details=dict(_details(calls, embedding=ref)))
+        details = _details(calls, embedding=ref)
         details["cosine"] = similarity
         score = min(1.0, max(0.0, similarity))
         passed = similarity >= limit
-        return Verdict(passed, score, f"cosine similarity {similarity:.3f} {'≥' if passed else '<'} {limit:g}", details=details)
+        return Verdict(passed, score, f"cosine similarity {similarity:.3f} {'≥' if passed else '<'} {limit:g}", details=dict(details))
 
-    async def _embed(self, inst: _Instance, spec: dict[str, Any], text: str) -> tuple[list[float], _Call]:
+    async def _embed(self, inst: _Instance, spec: JSONObject, text: str) -> tuple[list[float], _Call]:
         """One text's embedding, through the response cache like every judge call."""
         target = inst.target
         embed: Callable[..., Awaitable[Any]] | None = getattr(target, "embed", None)
@@ -627,7 +700,7 @@ class Judge:
         return vector, call
 
 
-def _cannot_embed(spec: dict[str, Any], target: Any) -> str:
+def _cannot_embed(spec: JSONObject, target: Any) -> str:
     """Why the ``embedding:`` target cannot embed, naming the provider definition that lacks the request."""
     name = f"target {spec.get('id')!r}"
     if spec.get("type") == "provider":
@@ -645,23 +718,15 @@ class _CallFailed(JudgeError):
         self.call = call
 
 
-def _judge_name(ref: Any) -> str:
-    if isinstance(ref, dict):
-        return str(ref.get("id") or f"{ref.get('provider', ref.get('type'))}/{ref.get('model', '')}".rstrip("/"))
-    return str(ref)
-
-
-def _usage(calls: list[_Call]) -> dict[str, Any]:
-    costs = [c.cost_usd for c in calls if c.cost_usd is not None]
-    out: dict[str, Any] = {
-        "calls": len(calls),
-        "input_tokens": sum(c.input_tokens for c in calls),
-        "output_tokens": sum(c.output_tokens for c in calls),
-        "cached": bool(calls) and all(c.cached for c in calls),
-    }
-    if costs:
-        out["cost_usd"] = round(sum(costs), 8)
-    return out
+def _details(calls: list[_Call], *, judge: str | None = None, embedding: str | None = None) -> JudgeDetails:
+    """A verdict's details to start from: who judged (or embedded), then what the calls took (their cost when they said one)."""
+    usage, cost = call_usage(calls)
+    details: JudgeDetails = {"judge": judge} if judge is not None else {"embedding": str(embedding)}
+    details["calls"], details["input_tokens"] = usage["calls"], usage["input_tokens"]
+    details["output_tokens"], details["cached"] = usage["output_tokens"], usage["cached"]
+    if cost is not None:
+        details["cost_usd"] = cost
+    return details
 
 
 def _cosine(a: list[float], b: list[float]) -> float:
@@ -672,16 +737,3 @@ def _cosine(a: list[float], b: list[float]) -> float:
     if not na or not nb:
         raise JudgeError("an embedding is all zeros")
     return sum(x * y for x, y in zip(a, b)) / (na * nb)
-
-
-def run_judge(config: Any, plan: Any, ctx: Any, overrides: Overrides | None, target_ids: list[str]) -> Judge:
-    """A run's judge client (lazy: it starts a judge target on first use), bias-checked once up front.
-
-    The local run and the Ray driver make it the same way: ``config`` and ``plan`` are the run's, ``ctx`` its
-    :class:`evalx.targets.RunContext`, ``target_ids`` the targets that have cells to run.
-    """
-    specs = {t["id"]: t for t in config.targets}
-    specs.update({t["id"]: t for t in plan.target_specs})  # matrix-expanded specs win
-    judge = Judge(ctx, targets=specs, defaults=config.defaults, overrides=overrides, settings=dict(config.data.get("judge") or {}))
-    judge.check_self_grading(graded_target_ids(plan.graded_targets(), config.global_asserts, target_ids))
-    return judge

@@ -30,13 +30,18 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from evalx.common.json_types import JSONObject
 from evalx.common.templates import TemplateRenderError, render
 from evalx.errors import JudgeError
 from evalx.judge.prompts import block_vars
 from evalx.judge.prompts import text as _text
-from evalx.judge.verdict import parse_preference
+from evalx.judge.verdict import call_usage, judge_name, parse_preference
+from evalx.results.model import PairwiseOrder, PairwiseRecord
+
+if TYPE_CHECKING:
+    from evalx.judge.judge import Judge, JudgeCall
 
 __all__ = ["DEFAULT_RUBRIC", "PAIRWISE_PROMPT", "Side", "judge_pair", "pair_prompt"]
 
@@ -86,13 +91,13 @@ class Side:
 class _Asking:
     """What :meth:`Judge.ask` reads of an assertion context."""
 
-    judge_settings: dict[str, Any]
+    judge_settings: JSONObject
     target: str
 
 
 def pair_prompt(case_input: Any, first: str, second: str, criterion: str) -> str:
     """The judge prompt with ``first`` shown as Output A and ``second`` as Output B."""
-    scope: dict[str, Any] = {"input": _text(case_input), "output": first + "\0" + second, "criterion": criterion}
+    scope = {"input": _text(case_input), "output": first + "\0" + second, "criterion": criterion}
     scope.update(block_vars(scope))  # the block tags' mark: neither output can close its own block
     scope.update(output_a=first, output_b=second)
     try:
@@ -102,14 +107,14 @@ def pair_prompt(case_input: Any, first: str, second: str, criterion: str) -> str
 
 
 async def judge_pair(
-    judge: Any, settings: dict[str, Any], case_input: Any, a: Side, b: Side, *, rubric: str | None = None, name: str | None = None
-) -> dict[str, Any]:
+    judge: Judge, settings: JSONObject, case_input: Any, a: Side, b: Side, *, rubric: str | None = None, name: str | None = None
+) -> PairwiseRecord:
     """Ask ``judge`` about ``a`` and ``b`` in both orders; the pairwise record (see the module docstring)."""
     criterion = rubric or DEFAULT_RUBRIC
     settings = {k: v for k, v in settings.items() if k != "prompt"}  # judge.prompt is the pass/fail types' template
     orders = ((a, b), (b, a))
     asked = await asyncio.gather(*(_ask(judge, settings, case_input, first, second, criterion) for first, second in orders))
-    record: dict[str, Any] = {
+    record: PairwiseRecord = {
         "name": name,
         "criterion": criterion,
         "a": a.target,
@@ -126,19 +131,21 @@ async def judge_pair(
         "error": None,
     }
     prefers: list[str | None] = []
-    calls: list[Any] = []
+    calls: list[JudgeCall] = []
     errors: list[str] = []
+    orders_made: list[PairwiseOrder] = []
     for (first, second), (call, said, reason, error) in zip(orders, asked, strict=True):
         if call is not None:
             calls.append(call)
         choice = {"A": first.target, "B": second.target, "tie": "tie"}.get(said) if said is not None else None
         prefers.append(choice)
-        order: dict[str, Any] = {"first": first.target, "said": said, "prefers": choice, "reason": reason}
+        order: PairwiseOrder = {"first": first.target, "said": said, "prefers": choice, "reason": reason}
         order["reply"] = call.text if call is not None else None
         if error is not None:
             order["error"] = error
             errors.append(error)
-        record["orders"].append(order)
+        orders_made.append(order)
+    record["orders"] = orders_made
     if errors:
         record["error"] = errors[0] if len(errors) == 1 else f"both orders failed: {errors[0]}"
     elif prefers[0] == prefers[1]:
@@ -149,14 +156,16 @@ async def judge_pair(
     if winner in (a.target, b.target) and len(a.text) != len(b.text):
         longer = a.target if len(a.text) > len(b.text) else b.target
         record["longer_won"] = winner == longer
-    record.update(_usage(calls))
-    record["judge"] = _judge_name(settings.get("target"))
+    usage, cost = call_usage(calls)
+    record["calls"], record["input_tokens"] = usage["calls"], usage["input_tokens"]
+    record["output_tokens"], record["cached"], record["cost_usd"] = usage["output_tokens"], usage["cached"], cost
+    record["judge"] = judge_name(settings.get("target"))
     return record
 
 
 async def _ask(
-    judge: Any, settings: dict[str, Any], case_input: Any, first: Side, second: Side, criterion: str
-) -> tuple[Any, str | None, str, str | None]:
+    judge: Judge, settings: JSONObject, case_input: Any, first: Side, second: Side, criterion: str
+) -> tuple[JudgeCall | None, str | None, str, str | None]:
     """One order: (the call or None, what the judge said — A, B or tie — or None, its reason, the error or None)."""
     try:
         prompt = pair_prompt(case_input, first.text, second.text, criterion)
@@ -169,20 +178,3 @@ async def _ask(
     except JudgeError as exc:
         return call, None, "", str(exc)
     return call, said, reason, None
-
-
-def _usage(calls: list[Any]) -> dict[str, Any]:
-    costs = [c.cost_usd for c in calls if c.cost_usd is not None]
-    return {
-        "calls": len(calls),
-        "input_tokens": sum(c.input_tokens for c in calls),
-        "output_tokens": sum(c.output_tokens for c in calls),
-        "cached": bool(calls) and all(c.cached for c in calls),
-        "cost_usd": round(sum(costs), 8) if costs else None,
-    }
-
-
-def _judge_name(ref: Any) -> str:
-    if isinstance(ref, dict):
-        return str(ref.get("id") or f"{ref.get('provider', ref.get('type'))}/{ref.get('model', '')}".rstrip("/"))
-    return str(ref)

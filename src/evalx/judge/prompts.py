@@ -5,7 +5,10 @@ from __future__ import annotations
 import copy
 import hashlib
 import json
+from collections.abc import Mapping
 from typing import Any
+
+from evalx.common.json_types import JSONObject, as_object
 
 __all__ = ["SYSTEM_PROMPT", "TEMPLATES", "block_vars", "judge_spec", "passages", "text"]
 
@@ -176,7 +179,7 @@ Give your verdict last: end your reply with this JSON object, with nothing after
 UNTRUSTED = ("input", "output", "reference", "tool_calls", "criterion", "case")
 
 
-def block_vars(scope: dict[str, Any]) -> dict[str, Any]:
+def block_vars(scope: Mapping[str, object]) -> dict[str, str]:
     """``nonce``, the mark of the prompt's block tags, and ``tools``, the tool names as one JSON line.
 
     The mark is a digest of the untrusted text itself: the same prompt
@@ -184,7 +187,8 @@ def block_vars(scope: dict[str, Any]) -> dict[str, Any]:
     a closing tag with the mark of a digest of itself; should one hold it
     by chance, the next digest is taken.
     """
-    tools = json.dumps([str(name) for name in scope.get("tool_calls") or []], ensure_ascii=False)
+    calls = scope.get("tool_calls")
+    tools = json.dumps([str(name) for name in calls] if isinstance(calls, list) else [], ensure_ascii=False)
     data = "\0".join(text(scope.get(key)) for key in UNTRUSTED) + "\0" + tools
     if scope.get("context") is not None:  # only when there is one: the prompts of cases without keep their mark (and cache)
         data += "\0" + text(scope["context"])
@@ -211,8 +215,8 @@ def text(value: Any) -> str:
     return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=str)
 
 
-def judge_spec(spec: dict[str, Any], temperature: float | None = None, *, json_mode: bool = True) -> dict[str, Any]:
-    """The spec a target is built from when it judges.
+def judge_spec(spec: JSONObject, temperature: float | None = None, *, json_mode: bool = True) -> JSONObject:
+    """The entry (as written) a target is built from when it judges.
 
     Provider targets send the judge prompt as the user message with the judge
     system prompt (not the prompt/system/tools they have as an agent under
@@ -228,7 +232,7 @@ def judge_spec(spec: dict[str, Any], temperature: float | None = None, *, json_m
         out["system"] = SYSTEM_PROMPT
         out.pop("messages", None)
         out.pop("tools", None)
-        params = dict(out.get("params") or {})
+        params = dict(as_object(out.get("params")))
         if temperature is not None:
             params["temperature"] = temperature
         out["params"] = params

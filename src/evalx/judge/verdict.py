@@ -33,19 +33,23 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol, TypedDict
 
+from evalx.common.json_types import JSON, JSONObject
 from evalx.errors import JudgeError
-from evalx.judge.spec import DEFAULT_THRESHOLD, judge_settings
+from evalx.judge.spec import DEFAULT_THRESHOLD, JudgeSettings, judge_settings
 
 __all__ = [
     "DEFAULT_THRESHOLD",
     "FACTUALITY_CATEGORIES",
     "NO_JUDGE",
     "PREFERENCES",
+    "CallUsage",
     "Vote",
+    "call_usage",
+    "judge_name",
     "parse_category",
     "parse_preference",
     "parse_verdict",
@@ -67,7 +71,7 @@ class Vote:
     category: str | None = None
 
 
-def pass_mark(threshold: float | None, settings: Mapping[str, Any]) -> float:
+def pass_mark(threshold: float | None, settings: Mapping[str, object] | JudgeSettings) -> float:
     """The score to reach: the assertion's ``threshold``, else the ``judge:`` settings', else :data:`DEFAULT_THRESHOLD`."""
     if threshold is not None:
         return float(threshold)
@@ -133,7 +137,7 @@ class _Found:
     start: int
     end: int
     value: Any  # pass bool / category str
-    obj: dict[str, Any] | None  # the JSON object, lower-cased keys; None for a line
+    obj: JSONObject | None  # the JSON object, lower-cased keys; None for a line
     reason: str
 
 
@@ -142,9 +146,9 @@ def _clip(text: str, limit: int = _MAX_REASON) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
-def _objects(text: str) -> list[tuple[int, int, dict[str, Any]]]:
+def _objects(text: str) -> list[tuple[int, int, JSONObject]]:
     """Top-level JSON objects in ``text`` in order, as ``(start, end, object with lower-cased keys)``."""
-    found: list[tuple[int, int, dict[str, Any]]] = []
+    found: list[tuple[int, int, JSONObject]] = []
     decoder = json.JSONDecoder()
     tried = 0
     pos = text.find("{")
@@ -153,6 +157,7 @@ def _objects(text: str) -> list[tuple[int, int, dict[str, Any]]]:
         if tried > _MAX_OBJECT_STARTS:
             raise JudgeError(f"the judge's reply has more than {_MAX_OBJECT_STARTS} '{{' to read a verdict from", raw=text)
         try:
+            value: JSON
             value, end = decoder.raw_decode(text, pos)
         except (ValueError, RecursionError):
             pos = text.find("{", pos + 1)
@@ -163,7 +168,7 @@ def _objects(text: str) -> list[tuple[int, int, dict[str, Any]]]:
     return found
 
 
-def _reason(obj: dict[str, Any]) -> str:
+def _reason(obj: JSONObject) -> str:
     for key in _REASON_KEYS:
         value = obj.get(key)
         if value is not None and value != "":
@@ -246,7 +251,7 @@ def parse_verdict(text: str) -> tuple[bool | None, float | None, str]:
     return passed, score, reason
 
 
-def read_verdict(text: str, *, scale: int | None = None) -> tuple[bool | None, float | None, str, dict[str, Any] | None]:
+def read_verdict(text: str, *, scale: int | None = None) -> tuple[bool | None, float | None, str, JSONObject | None]:
     """:func:`parse_verdict`'s reading, with the verdict's JSON object (keys lower-cased; None for a verdict line).
 
     Checks that ask for more than a verdict (the unsupported claims of
@@ -397,3 +402,39 @@ def parse_preference(text: str) -> tuple[str, str]:
     objects = [item for item in group if item.obj is not None]
     chosen = objects[-1] if objects else group[-1]
     return str(chosen.value), chosen.reason or next((i.reason for i in reversed(group) if i.reason), "")
+
+
+class CallUsage(TypedDict):
+    """What a check's judge calls took, as its record keeps it (``details`` of an assertion, a pairwise record)."""
+
+    calls: int
+    input_tokens: int
+    output_tokens: int
+    cached: bool
+    """Every call was answered from the response cache."""
+
+
+class _Costed(Protocol):
+    input_tokens: int
+    output_tokens: int
+    cost_usd: float | None
+    cached: bool
+
+
+def call_usage(calls: Sequence[_Costed]) -> tuple[CallUsage, float | None]:
+    """The calls' usage, and their cost (None when no call said one)."""
+    costs = [c.cost_usd for c in calls if c.cost_usd is not None]
+    usage: CallUsage = {
+        "calls": len(calls),
+        "input_tokens": sum(c.input_tokens for c in calls),
+        "output_tokens": sum(c.output_tokens for c in calls),
+        "cached": bool(calls) and all(c.cached for c in calls),
+    }
+    return usage, round(sum(costs), 8) if costs else None
+
+
+def judge_name(ref: JSON) -> str:
+    """The judge as a record names it: its target id, or ``provider/model`` of an inline target without one."""
+    if isinstance(ref, dict):
+        return str(ref.get("id") or f"{ref.get('provider', ref.get('type'))}/{ref.get('model', '')}".rstrip("/"))
+    return str(ref)

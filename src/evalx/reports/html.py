@@ -99,6 +99,7 @@ from evalx.results.model import (
     BaselineView,
     CellCounts,
     CellResult,
+    PairwiseRecord,
     RepeatsSummary,
     RunSummary,
     TargetFigures,
@@ -661,7 +662,7 @@ class _ReportData:
                     cell["evT"] = 1  # the target already dropped some
         self.cells.add(cell)
 
-    def _pairwise(self, record: JSONObject) -> list[JSON]:
+    def _pairwise(self, record: PairwiseRecord | JSONObject) -> list[JSON]:
         """One pairwise comparison of the cell as the detail shows it: the other target, the verdict in words, the replies."""
         embed = self.embed
         replies: list[JSON] = [

@@ -26,7 +26,7 @@ from evalx.results.display import one_line, show_id
 from evalx.results.figures import p_value as _p
 from evalx.results.figures import pct as _pct
 from evalx.results.figures import points as _points
-from evalx.results.model import JudgeDisagreement, JudgeDisagreements, JudgePreference, PairwiseRow
+from evalx.results.model import JudgeDisagreement, JudgeDisagreements, JudgePreference, PairwiseRecord, PairwiseRow
 
 __all__ = [
     "MAX_DISAGREEMENT_LINES",
@@ -77,7 +77,7 @@ def judge_words(p: PairwiseRow) -> str | None:
     return text
 
 
-def pairwise_verdict(record: JSONObject) -> str:
+def pairwise_verdict(record: PairwiseRecord | JSONObject) -> str:
     """One pairwise record in words: ``bad preferred in both orders``, ``tie: the two orders disagreed (...)``, ``error: ...``."""
     if record.get("not_compared"):
         return f"not compared: {record['not_compared']}"

@@ -76,18 +76,23 @@ __all__ = [
     "MatrixVariant",
     "MergeReport",
     "Metric",
+    "PairwiseOrder",
+    "PairwiseRecord",
     "PairwiseRow",
     "RepeatFigures",
     "RepeatsSummary",
     "RunHeader",
     "RunSummary",
     "ShardReport",
+    "SimulationRecord",
     "Status",
     "SummaryFigures",
     "TargetDelta",
     "TargetFigures",
     "Tokens",
     "ToolCallRecord",
+    "TurnRecord",
+    "TurnUser",
     "UsageRecord",
     "cell_result",
     "failure_reason",
@@ -281,12 +286,12 @@ class CellResult(_CellResultKeys, total=False):
     """Only on a cell whose answer was cut off (``stop_reason`` is ``length``, ``max_tokens``,
     ``max_output_tokens``, ``model_length`` or ``token_limit``, in any case): ``true``. The
     ``not_truncated`` assertion fails such a cell."""
-    turns: list[JSONObject]
+    turns: list[TurnRecord]
     """Only on a conversation (a case with ``turns:``): each turn run, in order, as
     ``{input, output, latency_ms, usage, tool_calls, assertions}`` (``output`` the turn's trajectory,
     ``assertions`` the turn's own, each with ``turn``). A turn that errored is the last one. In a
     simulation a turn whose user message the user target wrote also has ``user: {latency_ms, usage, cost_usd}``."""
-    simulation: JSONObject
+    simulation: SimulationRecord
     """Only on a simulated-user conversation (a case with ``simulate:``): ``{target, turns, stopped_by,
     max_turns, user_usage, user_cost_usd}``; ``stopped_by`` is ``regex``, ``tool``, ``user_done``,
     ``max_turns`` or ``error``. The user target's cost is not in the cell's ``cost_usd``."""
@@ -297,7 +302,7 @@ class CellResult(_CellResultKeys, total=False):
     """Only when ``cost_usd`` is None although the model has a price: why (``no usage in response``).
     Such a cell is never counted as free: the summary counts it in ``cost_missing_cells`` and the cost
     guard counts it at the mean cost of the priced cells."""
-    pairwise: list[JSONObject]
+    pairwise: list[PairwiseRecord]
     """Only on a cell of a case with a ``pairwise`` assertion, in a run of two or more targets: one record per
     comparison with another target's cell (the same record on both cells; :mod:`evalx.execution.pairwise_pass`):
     ``{against, a, b, dataset, case_id, repeat, name, criterion, cells, winner, position_tie, orders,
@@ -317,6 +322,102 @@ class CellReview(TypedDict):
     """When the mark was made (ISO 8601, UTC)."""
     original_status: Status
     """The status the run wrote."""
+
+
+class TurnUser(TypedDict):
+    """What a simulated user's call for a turn took (``turns[n].user``)."""
+
+    latency_ms: float | None
+    usage: UsageRecord
+    cost_usd: float | None
+
+
+class _TurnRecordKeys(TypedDict):
+    input: Any
+    """The turn's user message."""
+    output: CellOutput
+    """The turn's reply (its trajectory)."""
+    latency_ms: float | None
+    usage: UsageRecord
+    tool_calls: list[ToolCallRecord]
+    assertions: list[AssertionRecord]
+    """The turn's own assertions, each with ``turn``."""
+
+
+class TurnRecord(_TurnRecordKeys, total=False):
+    """One turn of a conversation cell (``turns``), as it ran."""
+
+    traceback: str
+    cached: bool
+    """The reply came from the response cache."""
+    user: TurnUser
+    """A simulated conversation's: the user target's side of the turn."""
+
+
+class SimulationRecord(TypedDict):
+    """A simulated-user conversation's ``simulation``."""
+
+    target: str
+    turns: int
+    stopped_by: str
+    """``regex``, ``tool``, ``user_done``, ``max_turns`` or ``error``."""
+    max_turns: int
+    user_usage: UsageRecord
+    user_cost_usd: float | None
+
+
+class PairwiseOrder(TypedDict, total=False):
+    """One of the two orders a pair of outputs was shown to the judge in (``orders``)."""
+
+    first: str
+    """The target whose output was shown as Output A."""
+    said: str | None
+    """``A``, ``B`` or ``tie`` as the judge answered; None when its reply could not be read."""
+    prefers: str | None
+    """The target that answer prefers, or ``tie``."""
+    reason: str
+    reply: str | None
+    """The judge's raw reply."""
+    error: str
+
+
+class _PairwiseRecordKeys(TypedDict):
+    name: str | None
+    """The assertion's ``name``."""
+    criterion: str
+    """What the outputs were compared on: the assertion's ``rubric``, or the default one."""
+    a: str
+    b: str
+    repeat: int
+    cells: list[int | None]
+    """The indexes of A's and B's cells (None for a side without one)."""
+    winner: str | None
+    """A's or B's target, ``tie``, or None (not compared, or an error)."""
+
+
+class PairwiseRecord(_PairwiseRecordKeys, total=False):
+    """One comparison of two targets' cells of a case by a ``pairwise`` judge (:mod:`evalx.judge.pairwise`)."""
+
+    against: str
+    """On a cell: the other side's target."""
+    dataset: str
+    case_id: str
+    not_compared: str
+    """Why the pair was not compared (a side errored or was not run, the cost guard...): then nothing below."""
+    position_tie: bool
+    """The two orders disagreed (position bias): the winner is ``tie``."""
+    orders: list[PairwiseOrder]
+    length_a: int
+    length_b: int
+    length_diff: int
+    longer_won: bool | None
+    error: str | None
+    calls: int
+    input_tokens: int
+    output_tokens: int
+    cached: bool
+    cost_usd: float | None
+    judge: str
 
 
 def not_run(reason: str) -> AssertionRecord:

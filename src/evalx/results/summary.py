@@ -35,6 +35,7 @@ from evalx.results.model import (
     FlakyTurn,
     GroupFigures,
     MatrixInfo,
+    PairwiseRecord,
     PairwiseRow,
     RepeatFigures,
     RepeatsSummary,
@@ -530,7 +531,7 @@ class SummaryBuilder:
             if len(self._failures) > MAX_FAILURES:
                 heapq.heappop(self._failures)  # drops the latest in matrix order
 
-    def add_pairwise(self, records: list[dict[str, Any]]) -> None:
+    def add_pairwise(self, records: list[PairwiseRecord]) -> None:
         """Count the pairwise judge's records (the run's pass, after its cells were added); a comparison counts once."""
         self._preferences.add(records)
 
