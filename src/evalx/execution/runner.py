@@ -15,6 +15,7 @@ from typing import Any
 
 import yaml
 
+from evalx.common.atomic import write_text
 from evalx.common.usercode import user_code_on_path
 from evalx.config.loader import Config
 from evalx.errors import writing
@@ -218,12 +219,11 @@ def _record_run(config: Config, resolved: ResolvedRun, plan: Plan, made: _Run) -
         if previous.get("status") != PREPARED:
             meta["resumed_at"] = [*previous.get("resumed_at", []), started.isoformat(timespec="seconds")]
     write_json(made.run_dir / "run.json", meta)
-    with writing(made.run_dir / "config.yaml"):
-        (made.run_dir / "config.yaml").write_text(
-            "# the resolved config of this run; secrets are redacted\n"
-            + yaml.safe_dump(config.redactor.obj(config.data), sort_keys=False, allow_unicode=True),
-            encoding="utf-8",
-        )
+    write_text(
+        made.run_dir / "config.yaml",
+        "# the resolved config of this run; secrets are redacted\n"
+        + yaml.safe_dump(config.redactor.obj(config.data), sort_keys=False, allow_unicode=True),
+    )
     return meta
 
 
