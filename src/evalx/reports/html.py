@@ -64,7 +64,6 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
-import os
 import re
 import uuid
 from array import array
@@ -77,6 +76,7 @@ from typing import Any, cast
 import jinja2
 from markupsafe import Markup
 
+from evalx.common.atomic import atomic_write
 from evalx.errors import writing
 from evalx.reports import charts as _charts
 from evalx.reports.breakdown import cross_table, score_text
@@ -96,7 +96,7 @@ from evalx.results.reviews import reviews_line
 from evalx.results.store import read_results
 from evalx.version import __version__
 
-__all__ = ["MAX_CELLS", "HtmlStream", "Sampling", "clean_text", "embed_json", "write_html"]
+__all__ = ["MAX_CELLS", "HtmlStream", "Sampling", "clean_text", "embed_json", "report_script_source", "write_html"]
 
 #: characters of each long text field (output, input, traceback...) kept per cell
 TEXT_CAP = 20_000
@@ -974,6 +974,15 @@ def write_html(
         data.close()
 
 
+def _script_digest(js: str) -> bytes:
+    return hashlib.sha256(js.encode("utf-8")).digest()
+
+
+def report_script_source() -> str:
+    """The CSP source that allows report.html's one script (``'sha256-…'``): what a server of the report may allow, and nothing else."""
+    return "'sha256-" + base64.b64encode(_script_digest(_script(_template_file("report.js")))).decode("ascii") + "'"
+
+
 def _write_page(data: _ReportData, summary: RunSummary, out: Path, baseline: BaselineView | None) -> None:
     header = _header(summary, data)
     versus = _baseline_view(baseline, summary)
@@ -1007,7 +1016,7 @@ def _write_page(data: _ReportData, summary: RunSummary, out: Path, baseline: Bas
     )
     changes = embed_json(versus["changes"] if versus else None)
     js = _script(_template_file("report.js"))
-    script_hash = hashlib.sha256(js.encode("utf-8")).digest()  # our script only: the data is not code
+    script_hash = _script_digest(js)  # our script only: the data is not code
     marker = f"\x00evalx-data-{uuid.uuid4().hex}\x00"  # cannot come out of the escaped page text
     page = (
         _environment()
@@ -1029,18 +1038,12 @@ def _write_page(data: _ReportData, summary: RunSummary, out: Path, baseline: Bas
     before, found, after = page.partition(marker)
     if not found or marker in after:
         raise RuntimeError("report.html.j2 must place data_json exactly once")
-    tmp = out.with_name(f".{out.name}.{os.getpid()}.tmp")  # same folder: the rename is atomic
-    with writing(out):  # a full disk, a read-only folder: OutputError naming the file
-        try:
-            with open(tmp, "w", encoding="utf-8", errors="replace", newline="\n") as f:
-                f.write(before)
-                f.write(head[:-1] + ',"cases":[')
-                data.case_rows.copy_to(f)
-                f.write('],"cells":[')
-                data.cells.copy_to(f)
-                f.write('],"changes":' + changes + "}")
-                f.write(after)
-            os.replace(tmp, out)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
+    # a unique name beside ``out``, renamed over it; a full disk, a read-only folder: OutputError naming the file
+    with atomic_write(out, errors="replace", newline="\n") as f:
+        f.write(before)
+        f.write(head[:-1] + ',"cases":[')
+        data.case_rows.copy_to(f)
+        f.write('],"cells":[')
+        data.cells.copy_to(f)
+        f.write('],"changes":' + changes + "}")
+        f.write(after)
