@@ -66,6 +66,7 @@ from evalx.viewer.pages import (
     nav_bar,
     review_items,
     review_page,
+    run_path,
     runs_page,
 )
 
@@ -142,6 +143,21 @@ async def _form_of(request: web.Request) -> Mapping[str, object]:
 
 @web.middleware
 async def _guard(request: web.Request, handler: Handler) -> web.StreamResponse:
+    """Every answer, a refusal or an error page too, leaves with the policy headers; an error is one line of text."""
+    try:
+        answer = await _checked(request, handler)
+    except web.HTTPException as exc:
+        if exc.status < 400:  # a redirect (with its cookie)
+            raise
+        answer = web.Response(status=exc.status, text=exc.text or f"evalx view: {exc.reason}\n")
+    answer.headers.setdefault("Content-Security-Policy", CSP)
+    answer.headers.setdefault("X-Content-Type-Options", "nosniff")
+    answer.headers.setdefault("X-Frame-Options", "DENY")
+    answer.headers.setdefault("Referrer-Policy", "same-origin")
+    return answer
+
+
+async def _checked(request: web.Request, handler: Handler) -> web.StreamResponse:
     settings = request.app[SETTINGS]
     host = request.headers.get("Host", "")
     if not settings.host_allowed(host):
@@ -166,12 +182,7 @@ async def _guard(request: web.Request, handler: Handler) -> web.StreamResponse:
             return web.Response(status=403, text=f"evalx view: refused a write from another origin ({source})\n")
         if source is None and request.headers.get("Sec-Fetch-Site") not in (None, "same-origin", "none"):
             return web.Response(status=403, text="evalx view: refused a cross-site write\n")
-    answer = await handler(request)
-    answer.headers.setdefault("Content-Security-Policy", CSP)
-    answer.headers.setdefault("X-Content-Type-Options", "nosniff")
-    answer.headers.setdefault("X-Frame-Options", "DENY")
-    answer.headers.setdefault("Referrer-Policy", "same-origin")
-    return answer
+    return await handler(request)
 
 
 def _origin_of(url: str) -> str:
@@ -305,7 +316,7 @@ async def run_view(request: web.Request) -> web.StreamResponse:
     html = await asyncio.to_thread(_report_text, run)
     if html is None:
         return _html(message_page(run.run_id, "This run has no report.html yet (still running?).", page), 404)
-    links = [(page.href(f"/run/{run.run_id}/review"), "Review cells")]
+    links = [(page.href(run_path(run.run_id, "review")), "Review cells")]
     if run.baseline:
         links.append((page.href("/compare", a="baseline", b=run.run_id), "Compare with its baseline"))
     bar = nav_bar(page, f"Run {run.run_id}", links)

@@ -27,7 +27,7 @@ from functools import cache
 from importlib import resources
 from itertools import pairwise
 from typing import Any
-from urllib.parse import urlencode
+from urllib.parse import quote, urlencode
 
 import jinja2
 from markupsafe import Markup
@@ -56,6 +56,7 @@ __all__ = [
     "render",
     "review_items",
     "review_page",
+    "run_path",
     "runs_page",
     "script_hash",
 ]
@@ -153,6 +154,11 @@ class Page:
         return path + ("?" + urlencode(q) if q else "")
 
 
+def run_path(run_id: str, *rest: str) -> str:
+    """The app's path of a run's page (``/run/ID``, ``/run/ID/review``): the id is one path segment, whatever it holds."""
+    return "/".join(["/run", quote(run_id, safe=""), *rest])
+
+
 def message_page(title: str, text: str, page: Page) -> str:
     return render("message.html.j2", title=title, page=page, text=text)
 
@@ -193,7 +199,7 @@ def _runs_view(history: History, page: Page) -> dict[str, Any]:
         rows.append(
             {
                 "id": run.run_id,
-                "href": page.href("/run/" + run.run_id),
+                "href": page.href(run_path(run.run_id)),
                 "part": run.part,
                 "name": run.name,
                 "when": _when(run.started_at),
@@ -380,7 +386,7 @@ def case_page(history: History, key: CaseKey, page: Page, marks: Mapping[str, Ma
         rows.append(
             {
                 "id": run.run_id,
-                "href": page.href("/run/" + run.run_id),
+                "href": page.href(run_path(run.run_id)),
                 "when": _when(run.started_at),
                 "status": row[0],
                 "regressed": position in hist.regressed_in,
@@ -422,7 +428,7 @@ class CellDetail:
 def _review_view(
     run: RunIndex, page: Page, marks: Mapping[CaseKey, Mapping[str, Any]], details: Mapping[CaseKey, CellDetail], status: str
 ) -> dict[str, Any]:
-    back = page.href(f"/run/{run.run_id}/review", status=status)
+    back = page.href(run_path(run.run_id, "review"), status=status)
     cells = []
     for key, row in review_items(run, status):
         cells.append(
@@ -439,11 +445,11 @@ def _review_view(
         )
     return {
         "run": run.run_id,
-        "report": page.href("/run/" + run.run_id),
+        "report": page.href(run_path(run.run_id)),
         "reviewed": run.reviewed,
         "overridden": run.overridden,
         "status": status,
-        "filters": [(s, page.href(f"/run/{run.run_id}/review", status=s)) for s in ("", "fail", "error", "pass", "skipped")],
+        "filters": [(s, page.href(run_path(run.run_id, "review"), status=s)) for s in ("", "fail", "error", "pass", "skipped")],
         "cells": cells,
     }
 
