@@ -135,6 +135,7 @@ async def _form_of(request: web.Request) -> Mapping[str, object]:
         UnicodeError,
         AssertionError,
         LookupError,
+        ConnectionError,  # the body ended before its length said (the client gave up)
         aiohttp.ClientPayloadError,
         aiohttp.http_exceptions.HttpProcessingError,
     ) as exc:
