@@ -76,3 +76,16 @@ def started_viewer(runs_dir: Path, *args: str) -> Iterator[tuple[str, str | None
         proc.wait(timeout=30)
         err = proc.stderr.read() if proc.stderr else ""
         assert "Traceback" not in err, err
+
+
+def runs_apart(folder: Path, n: int, modes: str = "") -> tuple[Path, list[Path]]:
+    """``n`` runs by `evalx run` in processes of their own (for tests whose process runs Playwright's loop); config, run folders."""
+    config = make_project(folder)
+    dirs: list[Path] = []
+    for i in range(n):
+        (folder / "mode.txt").write_text(modes[i] if i < len(modes) else "a")
+        before = set((folder / "runs").iterdir()) if (folder / "runs").is_dir() else set()
+        subprocess.run([sys.executable, "-m", "evalx.cli", "run", "-q"], cwd=folder, capture_output=True, timeout=300)
+        (new,) = {p for p in (folder / "runs").iterdir() if p.name != ".viewer"} - before
+        dirs.append(new)
+    return config, dirs

@@ -17,7 +17,7 @@ from urllib.parse import quote, urlencode
 
 import pytest
 from browser import chromium
-from viewer_project import make_project, started_viewer
+from viewer_project import runs_apart, started_viewer
 
 from evalx.viewer.index import INDEX_DIR
 
@@ -42,20 +42,8 @@ PROBE = """() => {
 }"""
 
 
-def _runs(tmp_path: Path, n: int) -> tuple[Path, list[Path]]:
-    """``n`` runs by `evalx run` in processes of their own (Playwright's loop runs in this one); the config, the run folders."""
-    config = make_project(tmp_path)
-    dirs: list[Path] = []
-    for _ in range(n):
-        before = set((tmp_path / "runs").iterdir()) if (tmp_path / "runs").is_dir() else set()
-        subprocess.run([sys.executable, "-m", "evalx.cli", "run", "-q"], cwd=tmp_path, capture_output=True, timeout=300)
-        (new,) = {p for p in (tmp_path / "runs").iterdir() if p.name != INDEX_DIR} - before
-        dirs.append(new)
-    return config, dirs
-
-
 def _hostile_runs(tmp_path: Path) -> tuple[Path, list[Path]]:
-    config, dirs = _runs(tmp_path, len(HOSTILE_IDS))
+    config, dirs = runs_apart(tmp_path, len(HOSTILE_IDS))
     for run_dir, hostile in zip(dirs, HOSTILE_IDS, strict=True):
         meta = json.loads((run_dir / "run.json").read_text())
         meta["run_id"] = hostile
@@ -163,7 +151,7 @@ def test_every_page_carries_a_script_policy_without_unsafe_inline(tmp_path: Path
     ],
 )
 def test_a_wrongly_typed_or_renamed_cache_is_rebuilt_never_a_500(tmp_path: Path, damage: Any) -> None:
-    config, dirs = _runs(tmp_path, 1)
+    config, dirs = runs_apart(tmp_path, 1)
     runs_dir = config.parent / "runs"
     subprocess.run([sys.executable, "-m", "evalx.cli", "report", "--history", str(runs_dir), "-o", str(tmp_path / "h.html")], check=True)
     cache = runs_dir / INDEX_DIR / f"{dirs[0].name}.json"

@@ -171,6 +171,11 @@ def _run_label(run: RunIndex) -> str:
     return f"{run.run_id} ({_when(run.started_at)})"
 
 
+def _tick(run: RunIndex) -> tuple[str, str]:
+    """A run under a chart's x axis: its date and time, then its id (the chart keeps the id's end)."""
+    return (_when(run.started_at)[5:] if run.started_at else "—", run.run_id)
+
+
 def _num(value: float | None) -> str:
     return "—" if value is None else f"{value:.2f}"
 
@@ -181,15 +186,16 @@ def _num(value: float | None) -> str:
 def _trends(history: History) -> list[tuple[str, Markup]]:
     runs = history.runs
     labels = [_run_label(r) for r in runs]
+    ticks = [_tick(r) for r in runs]
     targets = history.targets
 
     def series(key: str) -> dict[str, list[float | None]]:
         return {t: [r.targets[t][key] if t in r.targets else None for r in runs] for t in targets}
 
     return [
-        ("Pass rate", charts.trend(series("pass_rate"), labels, title="Pass rate", fmt=_pct)),
-        ("Cost", charts.trend(series("cost_usd"), labels, title="Cost", fmt=_usd)),
-        ("p99 latency", charts.trend(series("p99_ms"), labels, title="p99 latency", fmt=_ms)),
+        ("Pass rate", charts.trend(series("pass_rate"), labels, title="Pass rate", fmt=_pct, ticks=ticks)),
+        ("Cost", charts.trend(series("cost_usd"), labels, title="Cost", fmt=_usd, ticks=ticks)),
+        ("p99 latency", charts.trend(series("p99_ms"), labels, title="p99 latency", fmt=_ms, ticks=ticks)),
     ]
 
 
@@ -379,6 +385,7 @@ def case_page(history: History, key: CaseKey, page: Page, marks: Mapping[str, Ma
     if hist is None:
         return message_page("Case not found", f"No run has case {d}/{c} on target {t}.", page)
     labels = [_run_label(history.runs[p]) for p, _ in hist.rows]
+    ticks = [_tick(history.runs[p]) for p, _ in hist.rows]
     back = _case_href(page, key)
     rows = []
     for position, row in reversed(hist.rows):
@@ -404,8 +411,8 @@ def case_page(history: History, key: CaseKey, page: Page, marks: Mapping[str, Ma
         "case": c,
         "strip": _strip(history, hist),
         "flags": _flags(hist),
-        "score_chart": charts.trend({t: [row[1] for _, row in hist.rows]}, labels, title="Score", fmt=lambda v: f"{v:.2f}"),
-        "latency_chart": charts.trend({t: [row[2] for _, row in hist.rows]}, labels, title="Latency", fmt=_ms),
+        "score_chart": charts.trend({t: [row[1] for _, row in hist.rows]}, labels, title="Score", fmt=lambda v: f"{v:.2f}", ticks=ticks),
+        "latency_chart": charts.trend({t: [row[2] for _, row in hist.rows]}, labels, title="Latency", fmt=_ms, ticks=ticks),
         "rows": rows,
     }
     return render("case.html.j2", title=f"{d}/{c} · {t}", page=page, active="cases", v=view)
