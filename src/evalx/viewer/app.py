@@ -55,6 +55,7 @@ from evalx.viewer.pages import (
     CSP,
     MAX_DIFFS,
     TEXT_CAP,
+    AssertionView,
     CellDetail,
     Page,
     Statistics,
@@ -360,16 +361,15 @@ def _details(run: RunIndex, keys: set[tuple[str, str, str]]) -> dict[tuple[str, 
             continue
         output = r.get("output")
         text = output.get("text") if isinstance(output, dict) else None
-        assertions = []
-        for a in r.get("assertions") or []:
-            if isinstance(a, dict):
-                assertions.append(
-                    {
-                        "passed": a.get("passed") is True,
-                        "name": _clip(a.get("name") or a.get("type"), 200),
-                        "reason": _clip(a.get("reason") or a.get("error")),
-                    }
-                )
+        assertions = [
+            AssertionView(
+                passed=a.get("passed") is True,
+                name=_clip(a.get("name") or a.get("type"), 200),
+                reason=_clip(a.get("reason") or a.get("error")),
+            )
+            for a in r.get("assertions") or []
+            if isinstance(a, dict)
+        ]
         out[key] = CellDetail(
             input=_clip(r.get("input")),
             expected=_clip(r.get("expected")),

@@ -41,6 +41,7 @@ from evalx.viewer.index import CaseRow, History, RunIndex
 
 __all__ = [
     "CSP",
+    "AssertionView",
     "CaseHistory",
     "CellDetail",
     "Page",
@@ -180,6 +181,163 @@ def _num(value: float | None) -> str:
     return "—" if value is None else f"{value:.2f}"
 
 
+# ---------------------------------------------------------------- what the templates are given (text, never markup)
+
+
+@dataclass
+class RunRow:
+    id: str
+    href: str
+    part: str | None
+    name: str
+    when: str
+    rates: list[tuple[str, str]]  # (target, its pass rate)
+    reviewed: int
+    cost: str
+    p99: str
+    gates: bool | None
+    status: str
+
+
+@dataclass
+class RunsView:
+    rows: list[RunRow]
+    charts: list[tuple[str, Markup]]  # (title, an SVG of evalx.reports.charts: its labels escaped there)
+    compare: list[tuple[str, str]] | None  # (run id, label) for the compare form
+    compare_a: str
+    compare_b: str
+    duplicates: list[str]
+
+
+@dataclass
+class CaseListRow:
+    target: str
+    dataset: str
+    case: str
+    href: str
+    flag_names: str
+    strip: list[tuple[str, str]]  # (class, tooltip) per run
+    last: str
+    score: str
+    latency: str
+    flags: list[tuple[str, str]]  # (flag, words)
+
+
+@dataclass
+class CasesView:
+    total: int
+    runs: int
+    filters: list[tuple[str, str, str]]  # (flag, label, href)
+    flag: str
+    query: str
+    rows: list[CaseListRow]
+    more: int
+
+
+@dataclass
+class ReviewForm:
+    run: str
+    target: str
+    dataset: str
+    case: str
+    back: str
+
+
+@dataclass
+class MarkView:
+    verdict: str
+    reviewer: str
+    at: str
+    comment: str
+
+
+@dataclass
+class CaseRunRow:
+    id: str
+    href: str
+    when: str
+    status: str
+    regressed: bool
+    mark: MarkView | None
+    score: str
+    latency: str
+    passed: str
+    rate: str
+    form: ReviewForm
+
+
+@dataclass
+class CaseView:
+    target: str
+    dataset: str
+    case: str
+    strip: list[tuple[str, str]]
+    flags: list[tuple[str, str]]
+    score_chart: Markup
+    latency_chart: Markup
+    rows: list[CaseRunRow]
+
+
+@dataclass
+class AssertionView:
+    passed: bool
+    name: str
+    reason: str
+
+
+@dataclass
+class ReviewCell:
+    target: str
+    dataset: str
+    case: str
+    href: str
+    status: str
+    mark: MarkView | None
+    detail: CellDetail | None
+    form: ReviewForm
+
+
+@dataclass
+class ReviewView:
+    run: str
+    report: str
+    reviewed: int
+    overridden: int
+    status: str
+    filters: list[tuple[str, str]]  # (status, href)
+    cells: list[ReviewCell]
+
+
+@dataclass
+class FlipView:
+    target: str
+    dataset: str
+    case: str
+    href: str
+    before: str
+    after: str
+    diff: list[tuple[str, str]] | None  # (class, line); None past MAX_DIFFS
+
+
+@dataclass
+class CompareView:
+    runs: list[tuple[str, str]]
+    a: str
+    b: str
+    flipped: int
+    shared: int
+    flips: list[FlipView]
+    targets: list[list[str]]
+    stats: Statistics | None
+    comparison_text: str
+
+
+@dataclass
+class HistoryView:
+    runs: RunsView
+    cases: CasesView
+
+
 # ---------------------------------------------------------------- runs
 
 
@@ -199,33 +357,33 @@ def _trends(history: History) -> list[tuple[str, Markup]]:
     ]
 
 
-def _runs_view(history: History, page: Page) -> dict[str, Any]:
-    rows = []
+def _runs_view(history: History, page: Page) -> RunsView:
+    rows: list[RunRow] = []
     for run in reversed(history.runs):  # newest first
         rows.append(
-            {
-                "id": run.run_id,
-                "href": page.href(run_path(run.run_id)),
-                "part": run.part,
-                "name": run.name,
-                "when": _when(run.started_at),
-                "rates": [(t, _pct(figures.get("pass_rate"))) for t, figures in run.targets.items()],
-                "reviewed": run.reviewed,
-                "cost": _usd(run.cost_usd),
-                "p99": _ms(run.p99_ms),
-                "gates": run.gates,
-                "status": run.status,
-            }
+            RunRow(
+                id=run.run_id,
+                href=page.href(run_path(run.run_id)),
+                part=run.part,
+                name=run.name,
+                when=_when(run.started_at),
+                rates=[(t, _pct(figures.get("pass_rate"))) for t, figures in run.targets.items()],
+                reviewed=run.reviewed,
+                cost=_usd(run.cost_usd),
+                p99=_ms(run.p99_ms),
+                gates=run.gates,
+                status=run.status,
+            )
         )
     n = len(history.runs)
-    return {
-        "rows": rows,
-        "charts": _trends(history) if n else [],
-        "compare": [(r.run_id, _run_label(r)) for r in reversed(history.runs)] if page.live and n >= 2 else None,
-        "compare_a": history.runs[-2].run_id if n >= 2 else "",
-        "compare_b": history.runs[-1].run_id if n else "",
-        "duplicates": history.duplicate_notes(),
-    }
+    return RunsView(
+        rows=rows,
+        charts=_trends(history) if n else [],
+        compare=[(r.run_id, _run_label(r)) for r in reversed(history.runs)] if page.live and n >= 2 else None,
+        compare_a=history.runs[-2].run_id if n >= 2 else "",
+        compare_b=history.runs[-1].run_id if n else "",
+        duplicates=history.duplicate_notes(),
+    )
 
 
 def runs_page(history: History, page: Page) -> str:
@@ -318,7 +476,7 @@ def _case_href(page: Page, key: CaseKey) -> str:
     return page.href("/case", target=key[0], dataset=key[1], case=key[2])
 
 
-def _cases_view(history: History, page: Page, *, flag: str, query: str, target: str, limit: int) -> dict[str, Any]:
+def _cases_view(history: History, page: Page, *, flag: str, query: str, target: str, limit: int) -> CasesView:
     hist = case_histories(history)
     chosen = [h for h in hist.values() if (flag == "all" or flag in h.flags) and (not target or h.key[0] == target)]
     if query:
@@ -330,32 +488,32 @@ def _cases_view(history: History, page: Page, *, flag: str, query: str, target: 
     filters = [
         (f, f.replace("-", " ") + f" ({counts.get(f, len(hist))})", page.href("/cases", flag=f, q=query, target=target)) for f in FILTERS
     ]
-    rows = []
+    rows: list[CaseListRow] = []
     for h in chosen[:limit]:
         last = h.rows[-1][1]
         rows.append(
-            {
-                "target": h.key[0],
-                "dataset": h.key[1],
-                "case": h.key[2],
-                "href": _case_href(page, h.key),
-                "flag_names": " ".join(h.flags),
-                "strip": _strip(history, h),
-                "last": last[0],
-                "score": _num(last[1]),
-                "latency": _ms(last[2]),
-                "flags": _flags(h),
-            }
+            CaseListRow(
+                target=h.key[0],
+                dataset=h.key[1],
+                case=h.key[2],
+                href=_case_href(page, h.key),
+                flag_names=" ".join(h.flags),
+                strip=_strip(history, h),
+                last=last[0],
+                score=_num(last[1]),
+                latency=_ms(last[2]),
+                flags=_flags(h),
+            )
         )
-    return {
-        "total": len(hist),
-        "runs": len(history.runs),
-        "filters": filters,
-        "flag": flag,
-        "query": query,
-        "rows": rows,
-        "more": max(len(chosen) - limit, 0),
-    }
+    return CasesView(
+        total=len(hist),
+        runs=len(history.runs),
+        filters=filters,
+        flag=flag,
+        query=query,
+        rows=rows,
+        more=max(len(chosen) - limit, 0),
+    )
 
 
 def cases_page(history: History, page: Page, *, flag: str = "all", query: str = "", target: str = "", limit: int = MAX_CASE_ROWS) -> str:
@@ -363,19 +521,19 @@ def cases_page(history: History, page: Page, *, flag: str = "all", query: str = 
     return render("cases.html.j2", title="Case history", page=page, active="cases", v=view)
 
 
-def _form(run: RunIndex, key: CaseKey, back: str) -> dict[str, str]:
-    return {"run": run.run_id, "target": key[0], "dataset": key[1], "case": key[2], "back": back}
+def _form(run: RunIndex, key: CaseKey, back: str) -> ReviewForm:
+    return ReviewForm(run=run.run_id, target=key[0], dataset=key[1], case=key[2], back=back)
 
 
-def _mark_view(mark: Mapping[str, Any] | None) -> dict[str, str] | None:
+def _mark_view(mark: Mapping[str, Any] | None) -> MarkView | None:
     if not mark:
         return None
-    return {
-        "verdict": str(mark.get("verdict") or ""),
-        "reviewer": str(mark.get("reviewer") or ""),
-        "at": _when(str(mark.get("at") or "")),
-        "comment": str(mark.get("comment") or ""),
-    }
+    return MarkView(
+        verdict=str(mark.get("verdict") or ""),
+        reviewer=str(mark.get("reviewer") or ""),
+        at=_when(str(mark.get("at") or "")),
+        comment=str(mark.get("comment") or ""),
+    )
 
 
 def case_page(history: History, key: CaseKey, page: Page, marks: Mapping[str, Mapping[str, Any]]) -> str:
@@ -387,34 +545,34 @@ def case_page(history: History, key: CaseKey, page: Page, marks: Mapping[str, Ma
     labels = [_run_label(history.runs[p]) for p, _ in hist.rows]
     ticks = [_tick(history.runs[p]) for p, _ in hist.rows]
     back = _case_href(page, key)
-    rows = []
+    rows: list[CaseRunRow] = []
     for position, row in reversed(hist.rows):
         run = history.runs[position]
         rows.append(
-            {
-                "id": run.run_id,
-                "href": page.href(run_path(run.run_id)),
-                "when": _when(run.started_at),
-                "status": row[0],
-                "regressed": position in hist.regressed_in,
-                "mark": _mark_view(marks.get(run.run_id)),
-                "score": _num(row[1]),
-                "latency": _ms(row[2]),
-                "passed": f"{row[4]}/{row[3]}",
-                "rate": _pct(run.targets.get(t, {}).get("pass_rate")),
-                "form": _form(run, key, back),
-            }
+            CaseRunRow(
+                id=run.run_id,
+                href=page.href(run_path(run.run_id)),
+                when=_when(run.started_at),
+                status=row[0],
+                regressed=position in hist.regressed_in,
+                mark=_mark_view(marks.get(run.run_id)),
+                score=_num(row[1]),
+                latency=_ms(row[2]),
+                passed=f"{row[4]}/{row[3]}",
+                rate=_pct(run.targets.get(t, {}).get("pass_rate")),
+                form=_form(run, key, back),
+            )
         )
-    view = {
-        "target": t,
-        "dataset": d,
-        "case": c,
-        "strip": _strip(history, hist),
-        "flags": _flags(hist),
-        "score_chart": charts.trend({t: [row[1] for _, row in hist.rows]}, labels, title="Score", fmt=lambda v: f"{v:.2f}", ticks=ticks),
-        "latency_chart": charts.trend({t: [row[2] for _, row in hist.rows]}, labels, title="Latency", fmt=_ms, ticks=ticks),
-        "rows": rows,
-    }
+    view = CaseView(
+        target=t,
+        dataset=d,
+        case=c,
+        strip=_strip(history, hist),
+        flags=_flags(hist),
+        score_chart=charts.trend({t: [row[1] for _, row in hist.rows]}, labels, title="Score", fmt=lambda v: f"{v:.2f}", ticks=ticks),
+        latency_chart=charts.trend({t: [row[2] for _, row in hist.rows]}, labels, title="Latency", fmt=_ms, ticks=ticks),
+        rows=rows,
+    )
     return render("case.html.j2", title=f"{d}/{c} · {t}", page=page, active="cases", v=view)
 
 
@@ -429,36 +587,36 @@ class CellDetail:
     expected: str = ""
     output: str = ""
     error: str = ""
-    assertions: list[dict[str, Any]] = field(default_factory=list)
+    assertions: list[AssertionView] = field(default_factory=list)
 
 
 def _review_view(
     run: RunIndex, page: Page, marks: Mapping[CaseKey, Mapping[str, Any]], details: Mapping[CaseKey, CellDetail], status: str
-) -> dict[str, Any]:
+) -> ReviewView:
     back = page.href(run_path(run.run_id, "review"), status=status)
-    cells = []
+    cells: list[ReviewCell] = []
     for key, row in review_items(run, status):
         cells.append(
-            {
-                "target": key[0],
-                "dataset": key[1],
-                "case": key[2],
-                "href": _case_href(page, key),
-                "status": row[0],
-                "mark": _mark_view(marks.get(key)),
-                "detail": details.get(key),
-                "form": _form(run, key, back),
-            }
+            ReviewCell(
+                target=key[0],
+                dataset=key[1],
+                case=key[2],
+                href=_case_href(page, key),
+                status=row[0],
+                mark=_mark_view(marks.get(key)),
+                detail=details.get(key),
+                form=_form(run, key, back),
+            )
         )
-    return {
-        "run": run.run_id,
-        "report": page.href(run_path(run.run_id)),
-        "reviewed": run.reviewed,
-        "overridden": run.overridden,
-        "status": status,
-        "filters": [(s, page.href(run_path(run.run_id, "review"), status=s)) for s in ("", "fail", "error", "pass", "skipped")],
-        "cells": cells,
-    }
+    return ReviewView(
+        run=run.run_id,
+        report=page.href(run_path(run.run_id)),
+        reviewed=run.reviewed,
+        overridden=run.overridden,
+        status=status,
+        filters=[(s, page.href(run_path(run.run_id, "review"), status=s)) for s in ("", "fail", "error", "pass", "skipped")],
+        cells=cells,
+    )
 
 
 def review_items(run: RunIndex, status: str = "") -> list[tuple[CaseKey, CaseRow]]:
@@ -530,32 +688,32 @@ class Statistics:
 
 def compare_page(history: History, a: RunIndex, b: RunIndex, found: Sequence[Flip], statistics: Statistics | str, page: Page) -> str:
     """Two runs side by side: flipped cells first (with a diff of the outputs), per-target figures, then the comparison's statistics."""
-    flips_view = []
+    flips_view: list[FlipView] = []
     for n, f in enumerate(found):
         flips_view.append(
-            {
-                "target": f.key[0],
-                "dataset": f.key[1],
-                "case": f.key[2],
-                "href": _case_href(page, f.key),
-                "before": f.before,
-                "after": f.after,
-                "diff": _diff(f.output_a, f.output_b) if n < MAX_DIFFS else None,
-            }
+            FlipView(
+                target=f.key[0],
+                dataset=f.key[1],
+                case=f.key[2],
+                href=_case_href(page, f.key),
+                before=f.before,
+                after=f.after,
+                diff=_diff(f.output_a, f.output_b) if n < MAX_DIFFS else None,
+            )
         )
     targets = sorted(set(a.targets) | set(b.targets))
 
     def figure(run: RunIndex, t: str, key: str) -> Any:
         return run.targets.get(t, {}).get(key)
 
-    view = {
-        "runs": [(r.run_id, _run_label(r)) for r in reversed(history.runs)],
-        "a": a.run_id,
-        "b": b.run_id,
-        "flipped": len(found),
-        "shared": sum(1 for k in a.cases if k in b.cases),
-        "flips": flips_view,
-        "targets": [
+    view = CompareView(
+        runs=[(r.run_id, _run_label(r)) for r in reversed(history.runs)],
+        a=a.run_id,
+        b=b.run_id,
+        flipped=len(found),
+        shared=sum(1 for k in a.cases if k in b.cases),
+        flips=flips_view,
+        targets=[
             [
                 t,
                 _pct(figure(a, t, "pass_rate")),
@@ -567,9 +725,9 @@ def compare_page(history: History, a: RunIndex, b: RunIndex, found: Sequence[Fli
             ]
             for t in targets
         ],
-        "stats": statistics if isinstance(statistics, Statistics) else None,
-        "comparison_text": statistics if isinstance(statistics, str) else "",
-    }
+        stats=statistics if isinstance(statistics, Statistics) else None,
+        comparison_text=statistics if isinstance(statistics, str) else "",
+    )
     return render("compare.html.j2", title=f"Compare {a.run_id} → {b.run_id}", page=page, active="compare", v=view)
 
 
@@ -579,8 +737,8 @@ def compare_page(history: History, a: RunIndex, b: RunIndex, found: Sequence[Fli
 def history_document(history: History, *, title: str = "Run history", limit: int = 5000) -> str:
     """The static history page (``evalx report --history``): the runs page and the case histories in one file, no links out."""
     page = Page(live=False)
-    view = {
-        "runs": _runs_view(history, page),
-        "cases": _cases_view(history, page, flag="all", query="", target="", limit=limit),
-    }
+    view = HistoryView(
+        runs=_runs_view(history, page),
+        cases=_cases_view(history, page, flag="all", query="", target="", limit=limit),
+    )
     return render("history.html.j2", title=title, page=page, v=view)
