@@ -104,3 +104,15 @@ def test_viewing_a_run_writes_nothing(tmp_path: Path) -> None:
             status, page = get(base + f"/run/{run_dir.name}/review")
             assert status == 200
     assert snapshot(run_dir) == before
+
+
+def test_a_report_not_written_by_this_evalx_is_rendered_again_in_memory(tmp_path: Path) -> None:
+    config, (run_dir,) = make_runs(tmp_path, "a")
+    report = run_dir / "report.html"
+    planted = report.read_text().replace("'sha256-", "'sha256-AAAA", 1).replace("<body", "<body data-planted=yes", 1)
+    report.write_text(planted)
+    before = snapshot(run_dir)
+    with started_viewer(config.parent / "runs") as (base, _):
+        status, page = get(base + f"/run/{run_dir.name}")
+    assert status == 200 and "data-planted" not in page and "sha256-AAAA" not in page and "evalx-data" in page
+    assert snapshot(run_dir) == before

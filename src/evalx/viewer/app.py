@@ -291,7 +291,8 @@ async def compare_view(request: web.Request) -> web.Response:
 
 
 def _report_text(run: RunIndex) -> str | None:
-    """The run's report as it stands now: its ``report.html``, or — when review marks are newer, or it is missing — rendered in memory.
+    """The run's report as it stands now: its ``report.html``, or — when review marks are newer, it is missing or an older
+    evalx wrote it (its script is not the one the page's policy allows) — rendered in memory.
 
     Nothing is written (a page view is not an action): the files are brought
     up to date by ``POST /review`` and ``evalx report``.
@@ -303,7 +304,9 @@ def _report_text(run: RunIndex) -> str | None:
     try:
         stale = not report.is_file() or (reviews.is_file() and reviews.stat().st_mtime_ns > report.stat().st_mtime_ns)
         if not stale:
-            return report.read_text(encoding="utf-8", errors="replace")
+            html = report.read_text(encoding="utf-8", errors="replace")
+            if report_script_source().strip("'") in html:  # written by this evalx: its script is the one the policy allows
+                return html
     except OSError:
         pass
     if run.status == "running":
