@@ -150,3 +150,6 @@ def test_a_valid_query_token_wins_over_a_stale_cookie_and_replaces_it(tmp_path: 
         assert status == 200
         status, _, _ = request(base, "GET", "/?token=wrong", headers=stale)
         assert status == 401
+        for path in ("//evil.example/?token=fresh-token-2", "/\\evil.example/?token=fresh-token-2"):
+            status, headers, _ = request(base, "GET", path)
+            assert status in (303, 404) and not headers.get("location", "/").startswith(("//", "/\\")), (path, headers)

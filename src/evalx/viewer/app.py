@@ -174,7 +174,7 @@ async def _checked(request: web.Request, handler: Handler) -> web.StreamResponse
         if request.method == "GET" and _same(request.query.get("token"), settings.token):
             # once: kept in a cookie (replacing an older one), dropped from the address bar
             rest = [(k, v) for k, v in request.query.items() if k != "token"]
-            response = web.HTTPSeeOther(str(request.rel_url.with_query(rest)))
+            response = web.HTTPSeeOther(_back(str(request.rel_url.with_query(rest))))  # (`//host/?token=`: not a way out)
             response.set_cookie(TOKEN_COOKIE, settings.token, httponly=True, samesite="Strict")
             raise response
     if request.method not in ("GET", "HEAD"):
