@@ -106,12 +106,15 @@ def script_hash() -> str:
     return "'sha256-" + base64.b64encode(digest).decode("ascii") + "'"
 
 
-def csp() -> str:
-    """The pages' Content-Security-Policy: nothing from the network, no script but :func:`script_hash`'s, forms post here only."""
-    return (
-        f"default-src 'none'; script-src {script_hash()}; style-src 'unsafe-inline'; img-src data:; "
-        "base-uri 'none'; form-action 'self'; frame-ancestors 'none'"
+def csp(*, meta: bool = False) -> str:
+    """The pages' Content-Security-Policy: nothing from the network, no script but :func:`script_hash`'s, forms post here only.
+
+    ``meta``: for a ``<meta>`` tag (the static page), without ``frame-ancestors``, which only a header can carry.
+    """
+    policy = (
+        f"default-src 'none'; script-src {script_hash()}; style-src 'unsafe-inline'; img-src data:; base-uri 'none'; form-action 'self'"
     )
+    return policy if meta else policy + "; frame-ancestors 'none'"
 
 
 CSP = csp()
@@ -130,7 +133,7 @@ def render(template: str, *, title: str, page: Page, active: str = "", extra_lin
             extra_links=list(extra_links),
             css=Markup(_asset("viewer.css")),
             js=Markup(_script()),
-            csp=CSP,
+            csp=csp(meta=True),
             version=__version__,
             **values,
         )
