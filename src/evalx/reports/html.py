@@ -96,7 +96,17 @@ from evalx.results.reviews import reviews_line
 from evalx.results.store import read_results
 from evalx.version import __version__
 
-__all__ = ["MAX_CELLS", "HtmlStream", "Sampling", "clean_text", "embed_json", "report_script_source", "write_html"]
+__all__ = [
+    "MAX_CELLS",
+    "HtmlStream",
+    "Sampling",
+    "clean_text",
+    "embed_json",
+    "page_environment",
+    "report_script_source",
+    "template_text",
+    "write_html",
+]
 
 #: characters of each long text field (output, input, traceback...) kept per cell
 TEXT_CAP = 20_000
@@ -718,17 +728,33 @@ def _tone(delta: float | None, *, higher_is_better: bool) -> str:
 
 
 def _template_file(name: str) -> str:
-    return (resources.files("evalx.reports") / "templates" / name).read_text(encoding="utf-8")
+    return template_text("evalx.reports", name)
 
 
-def _environment() -> jinja2.Environment:
-    env = jinja2.Environment(
-        loader=jinja2.FunctionLoader(lambda name: _template_file(name)),
+def template_text(package: str, name: str) -> str:
+    """The text of ``name`` in ``package``'s ``templates/`` folder (evalx's own page templates, scripts and styles)."""
+    return (resources.files(package) / "templates" / name).read_text(encoding="utf-8")
+
+
+def page_environment(package: str) -> jinja2.Environment:
+    """The one kind of Jinja2 environment evalx renders its own pages with (the HTML report, the viewer's pages).
+
+    Templates are ``package``'s ``templates/`` files; every value is
+    autoescaped (whatever the template's name), an undefined name is an
+    error. Data reaches a page only through these templates: run ids, case
+    ids, outputs and reasons are text in the page, never markup.
+    """
+    return jinja2.Environment(
+        loader=jinja2.FunctionLoader(lambda name: template_text(package, name)),
         autoescape=True,
         undefined=jinja2.StrictUndefined,
         trim_blocks=True,
         lstrip_blocks=True,
     )
+
+
+def _environment() -> jinja2.Environment:
+    env = page_environment("evalx.reports")
     env.filters.update(pct=_pct, ci=_ci, ms=_ms, usd=_usd, count=_count, duration=_duration, when=_when, num="{:,}".format)
     return env
 

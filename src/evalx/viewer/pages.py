@@ -1,7 +1,8 @@
 """The viewer's pages as HTML text: runs, case histories, a case, a run's cells to review, a comparison — shared by `evalx view` and the static history page.
 
 Every page is rendered by one path, :func:`render`: Jinja2 templates
-(``templates/``) with autoescaping, every attribute quoted. Every value that
+(``templates/``) in the HTML report's kind of environment
+(:func:`evalx.reports.html.page_environment`: autoescaping), every attribute quoted. Every value that
 came from a run folder (run ids, case ids, outputs, reasons, the viewer's
 cached index) is data: it reaches a page only through the template's
 escaping, never as markup. The only markup not written in a template is the
@@ -24,7 +25,6 @@ import hashlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cache
-from importlib import resources
 from itertools import pairwise
 from typing import Any
 from urllib.parse import quote, urlencode
@@ -33,6 +33,7 @@ import jinja2
 from markupsafe import Markup
 
 from evalx.reports import charts
+from evalx.reports.html import page_environment, template_text
 from evalx.results.figures import ms as _ms
 from evalx.results.figures import pct as _pct
 from evalx.results.figures import usd as _usd
@@ -76,19 +77,12 @@ _NAV = (("runs", "/", "Runs"), ("cases", "/cases", "Case history"), ("compare", 
 
 
 def _asset(name: str) -> str:
-    return (resources.files("evalx.viewer") / "templates" / name).read_text(encoding="utf-8")
+    return template_text("evalx.viewer", name)
 
 
 @cache
 def _environment() -> jinja2.Environment:
-    env = jinja2.Environment(
-        loader=jinja2.FunctionLoader(_asset),
-        autoescape=True,  # every template, whatever its name
-        undefined=jinja2.StrictUndefined,
-        trim_blocks=True,
-        lstrip_blocks=True,
-    )
-    return env
+    return page_environment("evalx.viewer")  # the HTML report's kind: autoescaped, strict
 
 
 @cache
