@@ -2,6 +2,13 @@
 
 from __future__ import annotations
 
+import os
+import re
+import signal
+import subprocess
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from cli_project import run_cli, write_config
@@ -46,3 +53,39 @@ def make_runs(folder: Path, modes: str = "aba") -> tuple[Path, list[Path]]:
     """``len(modes)`` runs, in order; (the config, the run folders oldest first)."""
     config = make_project(folder)
     return config, [run_mode(config, m) for m in modes]
+
+
+@contextmanager
+def started_viewer(runs_dir: Path, *args: str) -> Iterator[tuple[str, str | None]]:
+    """`evalx view RUNS_DIR --port 0 ARGS` in a process of its own; (its base URL on 127.0.0.1, its token or None). Stopped after."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "evalx.cli", "view", str(runs_dir), "--port", "0", *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+    )
+    try:
+        assert proc.stdout is not None
+        line = proc.stdout.readline()  # printed once the socket listens
+        match = re.search(r"http://[^/]+:(\d+)/(?:\?token=([\w-]+))?", line)
+        assert match, line + (proc.stderr.read() if proc.stderr and proc.poll() is not None else "")
+        yield f"http://127.0.0.1:{match.group(1)}", match.group(2)
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=30)
+        err = proc.stderr.read() if proc.stderr else ""
+        assert "Traceback" not in err, err
+
+
+def runs_apart(folder: Path, n: int, modes: str = "") -> tuple[Path, list[Path]]:
+    """``n`` runs by `evalx run` in processes of their own (for tests whose process runs Playwright's loop); config, run folders."""
+    config = make_project(folder)
+    dirs: list[Path] = []
+    for i in range(n):
+        (folder / "mode.txt").write_text(modes[i] if i < len(modes) else "a")
+        before = set((folder / "runs").iterdir()) if (folder / "runs").is_dir() else set()
+        subprocess.run([sys.executable, "-m", "evalx.cli", "run", "-q"], cwd=folder, capture_output=True, timeout=300)
+        (new,) = {p for p in (folder / "runs").iterdir() if p.name != ".viewer"} - before
+        dirs.append(new)
+    return config, dirs

@@ -25,7 +25,7 @@ def test_history_page_is_self_contained(runs: tuple[Path, list[Path]], tmp_path:
     html = out.read_text()
     assert all(d.name in html for d in dirs)
     assert "<svg" in html and "Pass rate" in html and "p99 latency" in html  # the trends
-    assert html.count("class=case-row") == 5  # every case × target, with its strip
+    assert html.count('class="case-row"') == 5  # every case × target, with its strip
     assert 'data-flags="regressed flaky"' in html and "never passing" in html
     assert not re.search(r"<(link|img|iframe)\b|\bsrc=|https?://", html)  # nothing loaded from anywhere
     assert "<form" not in html and 'href="/' not in html  # no links into an app that is not there

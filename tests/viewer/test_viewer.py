@@ -60,15 +60,15 @@ def test_pages_show_runs_case_history_and_a_comparison(runs: tuple[Path, list[Pa
 
         case = await client.get("/case", params={"target": "bot", "dataset": "d", "case": "flip"})
         text = await case.text()
-        assert case.status == 200 and text.count("class=case-run") == 3 and "failed while the pass rate rose" in text
+        assert case.status == 200 and text.count('class="case-run"') == 3 and "failed while the pass rate rose" in text
         missing = await client.get("/case", params={"target": "bot", "dataset": "d", "case": "nope"})
         assert missing.status == 404
 
         cmp = await (await client.get("/compare", params={"a": a, "b": b})).text()
-        flips = cmp[cmp.index("id=flips") :]
+        flips = cmp[cmp.index('id="flips"') :]
         assert flips.index("d/flip") < flips.index("d/up1")  # newly failing first
         assert '<span class="del">-flip</span>' in cmp and '<span class="add">+a different answer</span>' in cmp
-        assert "id=comparison" in cmp and "newly failing" in cmp.lower()
+        assert 'id="comparison"' in cmp and "newly failing" in cmp.lower()
 
         report = await client.get(f"/run/{b}")
         assert report.status == 200 and "evalx-viewer-bar" in await report.text()
@@ -164,10 +164,10 @@ def test_new_runs_and_new_marks_are_picked_up(tmp_path: Path) -> None:
 
     async def body(client: TestClient[Any, Any]) -> None:
         page = await (await client.get("/")).text()
-        assert dirs[0].name in page and "Runs <span class=muted>(1)" in page
+        assert dirs[0].name in page and 'Runs <span class="muted">(1)' in page
         later.append(await asyncio.to_thread(run_mode, config, "b"))
         page = await (await client.get("/")).text()
-        assert later[0].name in page and "Runs <span class=muted>(2)" in page
+        assert later[0].name in page and 'Runs <span class="muted">(2)' in page
         add_mark(later[0], target="bot", dataset="d", case_id="flip", verdict="pass", reviewer="cli")  # not through the app
         page = await (await client.get("/")).text()
         assert "1 reviewed" in page and "80.0%" in page  # 4 of 5 with the mark

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 import yaml
 
 from evalx.common import written
+from evalx.common.atomic import write_text
 from evalx.common.json_types import JSONObject, as_array, as_str
 from evalx.common.usercode import user_code_on_path
 from evalx.config.loader import Config
@@ -226,12 +227,11 @@ def _record_run(config: Config, resolved: ResolvedRun, plan: Plan, made: _Run) -
         if previous.get("status") != PREPARED:
             meta["resumed_at"] = [*as_array(previous.get("resumed_at")), started.isoformat(timespec="seconds")]
     write_json(made.run_dir / "run.json", meta)
-    with writing(made.run_dir / "config.yaml"):
-        (made.run_dir / "config.yaml").write_text(
-            "# the resolved config of this run; secrets are redacted\n"
-            + yaml.safe_dump(config.redactor.obj(written.document(config)), sort_keys=False, allow_unicode=True),
-            encoding="utf-8",
-        )
+    write_text(
+        made.run_dir / "config.yaml",
+        "# the resolved config of this run; secrets are redacted\n"
+        + yaml.safe_dump(config.redactor.obj(written.document(config)), sort_keys=False, allow_unicode=True),
+    )
     return meta
 
 

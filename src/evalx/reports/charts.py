@@ -242,10 +242,14 @@ def trend(
     title: str,
     fmt: Callable[[float], str],
     floor_zero: bool = True,
+    ticks: Sequence[Sequence[str]] | None = None,
 ) -> Markup:
     """Lines over runs (oldest left): one line a target, a point per run it has a value in (``None``: a gap).
 
-    ``labels`` name the runs (shown on hover); ``fmt`` writes an axis value (a percentage, money, milliseconds).
+    ``labels`` name the runs (shown on hover); ``ticks`` (default: ``labels``),
+    one or two short lines a run (a date, a run id), are written under the x
+    axis for at most :data:`MAX_TICKS` runs spread evenly (the first and the
+    last always); ``fmt`` writes an axis value (a percentage, money, milliseconds).
     """
     drawn = list(series)[:MAX_TARGETS]
     values = [v for t in drawn for v in series[t] if v is not None and math.isfinite(v)]
@@ -256,7 +260,7 @@ def trend(
     if high <= low:
         high = low + (1.0 if high == 0 else abs(high) * 0.1)
     top = _legend_height(drawn) + 8
-    plot_h, left, right = 120.0, 64.0, WIDTH - 12.0
+    plot_h, left, right = 140.0, 64.0, WIDTH - 12.0
     n = len(labels)
 
     def x(i: int) -> float:
@@ -277,4 +281,31 @@ def trend(
         for i, v in points:
             tip = f"{target} · {labels[i]}: {fmt(v)}"
             body.append(f'<circle cx="{x(i):.1f}" cy="{y(v):.1f}" r="3" fill="{color(k)}"><title>{escape(tip)}</title></circle>')
-    return _svg(top + plot_h + 12, body, f"{title} per target over runs")
+    shown = ticks if ticks is not None and len(ticks) == n else [(label,) for label in labels]
+    positions = _tick_positions(n)
+    for i in positions:
+        tx, ty = x(i), top + plot_h + 18
+        anchor = "middle" if len(positions) == 1 else "start" if i == 0 else "end" if i == n - 1 else "middle"
+        lines = "".join(
+            f'<tspan x="{tx:.1f}" dy="{0 if k == 0 else 15}">{escape(_clip_left(line, 15) if k else _clip(line, 15))}</tspan>'
+            for k, line in enumerate(shown[i][:2])
+        )
+        body.append(f'<text x="{tx:.1f}" y="{ty:.1f}" text-anchor="{anchor}" class="tick">{lines}<title>{escape(labels[i])}</title></text>')
+    return _svg(top + plot_h + 18 + TICK_ROOM, body, f"{title} per target over runs")
+
+
+#: runs named under a trend's x axis (evenly spread, the first and the last always), and the height their two lines take
+MAX_TICKS = 5
+TICK_ROOM = 24
+
+
+def _clip_left(text: str, width: int) -> str:
+    """``text``'s end (a run id's distinct part is its last)."""
+    return text if len(text) <= width else "…" + text[-(width - 1) :]
+
+
+def _tick_positions(n: int) -> list[int]:
+    if n <= MAX_TICKS:
+        return list(range(n))
+    step = (n - 1) / (MAX_TICKS - 1)
+    return sorted({round(k * step) for k in range(MAX_TICKS)})

@@ -64,7 +64,6 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
-import os
 import re
 import uuid
 from array import array
@@ -77,6 +76,7 @@ from typing import Any, TypedDict, cast
 import jinja2
 from markupsafe import Markup
 
+from evalx.common.atomic import atomic_write
 from evalx.common.json_types import JSON, JSONObject, as_array
 from evalx.common.template_cache import template_cache
 from evalx.errors import writing
@@ -108,7 +108,17 @@ from evalx.results.reviews import reviews_line
 from evalx.results.store import read_results
 from evalx.version import __version__
 
-__all__ = ["MAX_CELLS", "HtmlStream", "Sampling", "clean_text", "embed_json", "write_html"]
+__all__ = [
+    "MAX_CELLS",
+    "HtmlStream",
+    "Sampling",
+    "clean_text",
+    "embed_json",
+    "page_environment",
+    "report_script_source",
+    "template_text",
+    "write_html",
+]
 
 #: characters of each long text field (output, input, traceback...) kept per cell
 TEXT_CAP = 20_000
@@ -843,18 +853,34 @@ def _tone(delta: float | None, *, higher_is_better: bool) -> str:
 
 
 def _template_file(name: str) -> str:
-    return (resources.files("evalx.reports") / "templates" / name).read_text(encoding="utf-8")
+    return template_text("evalx.reports", name)
 
 
-def _environment() -> jinja2.Environment:
-    env = jinja2.Environment(
-        loader=jinja2.FunctionLoader(lambda name: _template_file(name)),
+def template_text(package: str, name: str) -> str:
+    """The text of ``name`` in ``package``'s ``templates/`` folder (evalx's own page templates, scripts and styles)."""
+    return (resources.files(package) / "templates" / name).read_text(encoding="utf-8")
+
+
+def page_environment(package: str) -> jinja2.Environment:
+    """The one kind of Jinja2 environment evalx renders its own pages with (the HTML report, the viewer's pages).
+
+    Templates are ``package``'s ``templates/`` files; every value is
+    autoescaped (whatever the template's name), an undefined name is an
+    error. Data reaches a page only through these templates: run ids, case
+    ids, outputs and reasons are text in the page, never markup.
+    """
+    return jinja2.Environment(
+        loader=jinja2.FunctionLoader(lambda name: template_text(package, name)),
         autoescape=True,
         undefined=jinja2.StrictUndefined,
         trim_blocks=True,
         lstrip_blocks=True,
         bytecode_cache=template_cache(),
     )
+
+
+def _environment() -> jinja2.Environment:
+    env = page_environment("evalx.reports")
     env.filters.update(pct=_pct, ci=_ci, ms=_ms, usd=_usd, count=_count, duration=_duration, when=_when, num="{:,}".format)
     return env
 
@@ -1111,6 +1137,15 @@ def write_html(
         data.close()
 
 
+def _script_digest(js: str) -> bytes:
+    return hashlib.sha256(js.encode("utf-8")).digest()
+
+
+def report_script_source() -> str:
+    """The CSP source that allows report.html's one script (``'sha256-…'``): what a server of the report may allow, and nothing else."""
+    return "'sha256-" + base64.b64encode(_script_digest(_script(_template_file("report.js")))).decode("ascii") + "'"
+
+
 def _write_page(data: _ReportData, summary: RunSummary, out: Path, baseline: BaselineView | None) -> None:
     header = _header(summary, data)
     versus = _baseline_view(baseline, summary)
@@ -1144,7 +1179,7 @@ def _write_page(data: _ReportData, summary: RunSummary, out: Path, baseline: Bas
     )
     changes = embed_json(versus["changes"] if versus else None)
     js = _script(_template_file("report.js"))
-    script_hash = hashlib.sha256(js.encode("utf-8")).digest()  # our script only: the data is not code
+    script_hash = _script_digest(js)  # our script only: the data is not code
     marker = f"\x00evalx-data-{uuid.uuid4().hex}\x00"  # cannot come out of the escaped page text
     page = (
         _environment()
@@ -1166,18 +1201,12 @@ def _write_page(data: _ReportData, summary: RunSummary, out: Path, baseline: Bas
     before, found, after = page.partition(marker)
     if not found or marker in after:
         raise RuntimeError("report.html.j2 must place data_json exactly once")
-    tmp = out.with_name(f".{out.name}.{os.getpid()}.tmp")  # same folder: the rename is atomic
-    with writing(out):  # a full disk, a read-only folder: OutputError naming the file
-        try:
-            with open(tmp, "w", encoding="utf-8", errors="replace", newline="\n") as f:
-                f.write(before)
-                f.write(head[:-1] + ',"cases":[')
-                data.case_rows.copy_to(f)
-                f.write('],"cells":[')
-                data.cells.copy_to(f)
-                f.write('],"changes":' + changes + "}")
-                f.write(after)
-            os.replace(tmp, out)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
+    # a unique name beside ``out``, renamed over it; a full disk, a read-only folder: OutputError naming the file
+    with atomic_write(out, errors="replace", newline="\n") as f:
+        f.write(before)
+        f.write(head[:-1] + ',"cases":[')
+        data.case_rows.copy_to(f)
+        f.write('],"cells":[')
+        data.cells.copy_to(f)
+        f.write('],"changes":' + changes + "}")
+        f.write(after)

@@ -85,6 +85,7 @@ from pathlib import Path
 from typing import IO, Any, Union, cast
 from xml.sax.saxutils import escape
 
+from evalx.common.atomic import atomic_write
 from evalx.errors import writing
 from evalx.reports.spool import Spool
 from evalx.results.display import BODY_CHARS, IDENT_CHARS
@@ -1031,15 +1032,6 @@ def write_junit(
 
 
 def _write_file(writer: _SuiteWriter, path: Path, *, name: str, run_id: str, stamp: str, rule: str) -> None:
-    with writing(path):  # a full disk, a read-only folder: OutputError naming the file
-        path.parent.mkdir(parents=True, exist_ok=True)
-        # write beside the target and rename: CI never reads a half-written file
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-        try:
-            with open(fd, "w", encoding="utf-8", errors="xmlcharrefreplace", newline="\n") as fh:
-                writer.write(fh, name=name, run_id=run_id, stamp=stamp, rule=rule)
-            os.chmod(tmp, 0o644)  # mkstemp makes it private; a report is meant to be read
-            os.replace(tmp, path)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
+    # written beside the target and renamed: CI never reads a half-written file
+    with atomic_write(path, errors="xmlcharrefreplace", newline="\n") as fh:
+        writer.write(fh, name=name, run_id=run_id, stamp=stamp, rule=rule)

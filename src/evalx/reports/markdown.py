@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from evalx.common.atomic import write_text
 from evalx.errors import writing
 from evalx.reports.breakdown import cross_table, score_text
 from evalx.reports.pairwise import markdown_disagreements, markdown_pairwise
@@ -129,9 +130,7 @@ def publish_markdown(summary: RunSummary, path: Path | None) -> list[Path]:
     text = markdown_summary(summary)
     written = []
     if path is not None:
-        with writing(path):
-            path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_text(text, encoding="utf-8")
+        write_text(path, text)
         written.append(path)
     step = os.environ.get("GITHUB_STEP_SUMMARY")
     if step:

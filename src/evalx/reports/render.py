@@ -8,8 +8,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
+from evalx.common.atomic import atomic_write, write_text
 from evalx.common.json_types import JSONObject
-from evalx.errors import EvalxError, writing
+from evalx.errors import EvalxError
 from evalx.reports.text import format_summary
 from evalx.reports.writers import Outputs, ReportWriter, copies, report_writers
 from evalx.results.gates import format_outcome
@@ -27,6 +28,8 @@ __all__ = [
     "check_outputs",
     "copy_report",
     "rebuild_reports",
+    "rebuilt_summary",
+    "report_html_text",
     "stored_report_options",
     "write_reports",
 ]
@@ -71,8 +74,7 @@ def write_reports(run_dir: Path, summary: RunSummary, options: ReportOptions | N
     outputs = outputs or Outputs()
     write_json(run_dir / "summary.json", summary)
     text = format_summary(summary) + "\n" + format_outcome(summary)
-    with writing(run_dir / "summary.txt"):
-        (run_dir / "summary.txt").write_text(text, encoding="utf-8", errors="replace")  # a lone surrogate cannot be UTF-8
+    write_text(run_dir / "summary.txt", text, errors="replace")  # a lone surrogate cannot be UTF-8
     options = options or ReportOptions()
     writers = report_writers(run_dir, summary, junit_passes=options.junit_passes, html_max_cells=options.html_max_cells, outputs=outputs)
     _feed(run_dir / "results.jsonl", writers)
@@ -120,6 +122,13 @@ def rebuild_reports(
     second lines of a cell, are left out, counted in ``problems`` and named in
     the summary (``unreadable_lines``, ``duplicate_cells``).
     """
+    summary = rebuilt_summary(run_dir, problems)
+    write_reports(run_dir, summary, options, outputs)
+    return summary
+
+
+def rebuilt_summary(run_dir: Path, problems: ReadProblems | None = None) -> RunSummary:
+    """A stored run's summary as :func:`rebuild_reports` makes it from ``results.jsonl`` (with its review marks); nothing written."""
     problems = problems if problems is not None else ReadProblems()
     if not (run_dir / "results.jsonl").is_file():
         raise EvalxError(f"{run_dir}: no results.jsonl there, not a run directory")
@@ -155,8 +164,21 @@ def rebuild_reports(
     marks = marks_count(run_dir)
     if marks:  # the summary counts these marks (a later mark makes it stale: evalx.results.reviews.summary_is_current)
         summary["reviews"] = {**reviews, "marks": marks}
-    write_reports(run_dir, summary, options, outputs)
     return summary
+
+
+def report_html_text(run_dir: Path, options: ReportOptions | None = None) -> str:
+    """A stored run's ``report.html`` as :func:`rebuild_reports` would write it now, as text: the run folder is not touched."""
+    import tempfile
+
+    from evalx.reports.html import write_html
+
+    summary = rebuilt_summary(run_dir)
+    options = options or ReportOptions()
+    with tempfile.TemporaryDirectory(prefix="evalx-report-") as scratch:
+        out = Path(scratch) / "report.html"
+        write_html(run_dir / "results.jsonl", summary, out, baseline=summary.get("baseline"), max_cells=options.html_max_cells)
+        return out.read_text(encoding="utf-8", errors="replace")
 
 
 def check_outputs(outputs: dict[str, Path | None], inputs: Iterable[Path] = ()) -> None:
@@ -197,9 +219,8 @@ def copy_report(src: Path, dst: Path) -> None:
     """Copy a written report to where ``--junit``/``--html`` asked for it, creating its folder."""
     if _resolved(src) == _resolved(dst):  # `evalx report RUN --html RUN/report.html`: already there
         return
-    with writing(dst):
-        dst.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(src, dst)
+    with open(src, "rb") as source, atomic_write(dst, binary=True) as copy:
+        shutil.copyfileobj(source, copy, 1 << 20)
 
 
 def _read_json_dict(path: Path) -> JSONObject:

@@ -45,6 +45,7 @@ __all__ = [
     "baseline_view",
     "case_verdicts",
     "compare_runs",
+    "comparison_table",
     "format_comparison",
     "format_vs_previous",
     "markdown_comparison",
@@ -489,6 +490,31 @@ def format_comparison(cmp: Comparison) -> str:
     if extra:
         lines += ["", "; ".join(extra)]
     return "\n".join(lines) + "\n"
+
+
+def comparison_table(cmp: Comparison) -> tuple[list[str], list[list[str]], list[str]]:
+    """The comparison as a table for a page: (headers, rows: overall figures then each target's, notes: the changed cases)."""
+    head = ["", "A (baseline)", "B", "Δ"]
+    rows = [[_LABELS[k], _FORMATS[k](m["a"]), _FORMATS[k](m["b"]), _delta(k, m)] for k, m in cmp["overall"].items()]
+    for t, td in cmp["per_target"].items():
+        note = "" if td["in_a"] and td["in_b"] else (" (only in B)" if td["in_b"] else " (only in A)")
+        delta = _delta("pass_rate", td["pass_rate"])
+        rows.append([f"pass rate of {_safe(t, 80)}{note}", _pct(td["pass_rate"]["a"]), _pct(td["pass_rate"]["b"]), delta])
+    notes = []
+    for title, items, total in (
+        ("Newly failing", cmp["newly_failing"], cmp["newly_failing_total"]),
+        ("Newly passing", cmp["newly_passing"], cmp["newly_passing_total"]),
+    ):
+        shown = ", ".join(_safe(_case_line(c), 100) for c in items[:10])
+        more = f" and {total - min(len(items), 10)} more" if total > min(len(items), 10) else ""
+        notes.append(f"{title} ({total}): {shown}{more}" if total else f"{title}: none")
+    if cmp["flaky_changed_total"]:
+        notes.append(f"Flaky status changed: {cmp['flaky_changed_total']}")
+    if cmp["new_cases"]:
+        notes.append(f"{cmp['new_cases']} cases only in B ({cmp['new_cases_failing']} failing)")
+    if cmp["removed_cases"]:
+        notes.append(f"{cmp['removed_cases']} cases only in A")
+    return head, rows, notes
 
 
 def _arrow(key: str, m: Metric, *, higher_is_better: bool) -> str:

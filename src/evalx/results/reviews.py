@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypedDict
 
+from evalx.common.atomic import open_append
 from evalx.common.json_types import JSON
 from evalx.errors import EvalxError, writing
 from evalx.results.model import CellResult, RunSummary
@@ -266,8 +267,8 @@ def add_mark(
         del mark["repeat"]  # a mark for every repeat of the case
     line = (json.dumps(mark, ensure_ascii=False) + "\n").encode("utf-8", "backslashreplace")
     path = run_dir / REVIEWS
+    fd = open_append(path)  # a link at reviews.jsonl is refused: marks never leave the run folder
     with writing(path):
-        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
         try:
             os.write(fd, line)  # O_APPEND: one line, never interleaved with another writer's
         finally:

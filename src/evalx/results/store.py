@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
 import json
 import os
 import secrets
@@ -25,6 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any, Protocol
 
+from evalx.common.atomic import atomic_write, write_text
 from evalx.common.json_types import JSON, JSONObject, as_object
 from evalx.errors import EvalxError, OutputError, writing
 from evalx.models import OUT_OF_RANGE, finite_json, safe_value
@@ -127,6 +129,8 @@ class ResultWriter:
         self.v1 = False
         with writing(self.path):
             # unbuffered: one write(2) a line, and a failed one can be cut off without a buffer that still holds it
+            if self.path.is_symlink():  # a link planted in the run folder: never written through
+                raise OSError(errno.ELOOP, "it is a symbolic link; evalx does not write through links")
             self._file: IO[bytes] = open(self.path, "ab" if append else "wb", buffering=0)
         with writing(self.path):
             if append:
@@ -291,14 +295,12 @@ class ResultWriter:
         if all(keys[i] <= keys[i + 1] for i in range(len(keys) - 1)):
             return  # already in matrix order
         order = self._order()
-        tmp = self.path.with_suffix(".jsonl.tmp")
-        with writing(self.path, tmp=tmp), open(self.path, "rb") as src, open(tmp, "wb") as dst:
+        with writing(self.path), open(self.path, "rb") as src, atomic_write(self.path, binary=True) as dst:
             for i in order:
                 src.seek(self._starts[i])
                 dst.write(src.read(self._lengths[i]))
             dst.flush()
             os.fsync(dst.fileno())
-        os.replace(tmp, self.path)
 
 
 class RunLock:
@@ -522,8 +524,7 @@ def rewrite_results(path: Path, results: Iterable[CellResult]) -> None:
     cell with its case (no case records), so a resume can append to it.
     """
     v1 = _first_line_is_v1(path)
-    tmp = path.with_suffix(".jsonl.tmp")
-    with writing(path, tmp=tmp), open(tmp, "wb") as dst:
+    with atomic_write(path, binary=True) as dst:
         run_written = v1
         for result in results:
             if not run_written:
@@ -536,7 +537,6 @@ def rewrite_results(path: Path, results: Iterable[CellResult]) -> None:
             dst.write((dumps(line) + "\n").encode("utf-8", "backslashreplace"))
         dst.flush()
         os.fsync(dst.fileno())
-    os.replace(tmp, path)
 
 
 def _first_line_is_v1(path: Path) -> bool:
@@ -570,8 +570,4 @@ def write_json(path: Path, value: Any) -> None:
     A lone surrogate (from a target's broken output) cannot be UTF-8; it is
     written as its JSON escape (``\\udc80``), which reads back as the same string.
     """
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    text = json_text(value) + "\n"
-    with writing(path, tmp=tmp):
-        tmp.write_text(text, encoding="utf-8", errors="backslashreplace")
-        os.replace(tmp, path)
+    write_text(path, json_text(value) + "\n", errors="backslashreplace")

@@ -10,7 +10,18 @@ changed runs are read again, through :mod:`evalx.viewer.index`). Safety:
 - a write (``POST /review``) must come from the app's own pages: an
   ``Origin`` (or ``Referer``) of another origin is refused;
 - with a token (always off loopback), every request carries it: ``?token=``
-  once (kept in a same-site cookie), or the ``X-Evalx-Token`` header.
+  once (kept in a same-site cookie; a valid one replaces an older cookie), or
+  the ``X-Evalx-Token`` header;
+- every page is rendered by :func:`evalx.viewer.pages.render` (autoescaped
+  templates) and sent with a Content-Security-Policy that runs no script but
+  the page's own (by hash): a run id or an output cannot become markup or code;
+- a malformed request (a form cut short, a number that is not ASCII digits)
+  is answered 400 with one line; a redirect goes only to a path of this app,
+  rebuilt from its parsed parts;
+- a page never writes: ``GET /run/ID`` renders a report whose review marks
+  are newer than its ``report.html`` in memory; only ``POST /review`` writes
+  (a mark to ``reviews.jsonl``, then the run's reports), and only in the
+  folder named for the run (see :func:`evalx.viewer.index.load_history`).
 """
 
 from __future__ import annotations
@@ -19,22 +30,46 @@ import asyncio
 import contextlib
 import hmac
 import ipaddress
+import json
+import re
 import secrets
 import signal
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
+import aiohttp
+import aiohttp.http_exceptions
 from aiohttp import web
+from yarl import URL
 
 from evalx.errors import EvalxError
-from evalx.results.compare import compare_runs, format_comparison
+from evalx.reports.html import report_script_source
+from evalx.results.compare import compare_runs, comparison_table
 from evalx.results.reviews import REVIEWS, add_mark, default_reviewer, load_marks
 from evalx.results.store import RESULTS, read_results
 from evalx.viewer.index import History, RunIndex, load_history
-from evalx.viewer.pages import MAX_DIFFS, Page, case_page, cases_page, compare_page, flips, message_page, review_page, runs_page
+from evalx.viewer.pages import (
+    CSP,
+    MAX_DIFFS,
+    TEXT_CAP,
+    AssertionView,
+    CellDetail,
+    Page,
+    Statistics,
+    case_page,
+    cases_page,
+    compare_page,
+    flips,
+    message_page,
+    nav_bar,
+    review_items,
+    review_page,
+    run_path,
+    runs_page,
+)
 
 __all__ = ["DEFAULT_PORT", "ViewerSettings", "is_loopback", "make_app", "serve"]
 
@@ -76,31 +111,70 @@ class ViewerSettings:
 SETTINGS = web.AppKey("settings", ViewerSettings)
 
 
-def _token_of(request: web.Request) -> str | None:
-    return request.headers.get("X-Evalx-Token") or request.cookies.get(TOKEN_COOKIE) or request.query.get("token")
+def _tokens_of(request: web.Request) -> list[str]:
+    """The tokens a request carries, the most explicit first: the header, the address (a freshly printed URL), the cookie."""
+    given = (request.headers.get("X-Evalx-Token"), request.query.get("token"), request.cookies.get(TOKEN_COOKIE))
+    return [g for g in given if g]
 
 
 def _same(a: str | None, b: str) -> bool:
-    return a is not None and hmac.compare_digest(a.encode(), b.encode())
+    return a is not None and hmac.compare_digest(a.encode("utf-8", "replace"), b.encode("utf-8", "replace"))
+
+
+def _bad_request(what: str) -> web.Response:
+    return web.Response(status=400, text=f"evalx view: bad request: {what}\n")
+
+
+async def _form_of(request: web.Request) -> Mapping[str, object]:
+    """The request's form fields; a body that cannot be read as one (cut short, malformed) is a 400, not a 500."""
+    try:
+        return await request.post()
+    except web.HTTPException:
+        raise
+    except (
+        ValueError,
+        UnicodeError,
+        AssertionError,
+        LookupError,
+        ConnectionError,  # the body ended before its length said (the client gave up)
+        aiohttp.ClientPayloadError,
+        aiohttp.http_exceptions.HttpProcessingError,
+    ) as exc:
+        raise web.HTTPBadRequest(text=f"evalx view: bad request: the form could not be read ({type(exc).__name__})\n") from None
 
 
 @web.middleware
 async def _guard(request: web.Request, handler: Handler) -> web.StreamResponse:
+    """Every answer, a refusal or an error page too, leaves with the policy headers; an error is one line of text."""
+    try:
+        answer = await _checked(request, handler)
+    except web.HTTPException as exc:
+        if exc.status < 400:  # a redirect (with its cookie)
+            raise
+        answer = web.Response(status=exc.status, text=exc.text or f"evalx view: {exc.reason}\n")
+    answer.headers.setdefault("Content-Security-Policy", CSP)
+    answer.headers.setdefault("X-Content-Type-Options", "nosniff")
+    answer.headers.setdefault("X-Frame-Options", "DENY")
+    answer.headers.setdefault("Referrer-Policy", "same-origin")
+    return answer
+
+
+async def _checked(request: web.Request, handler: Handler) -> web.StreamResponse:
     settings = request.app[SETTINGS]
     host = request.headers.get("Host", "")
     if not settings.host_allowed(host):
         return web.Response(status=403, text=f"evalx view: refused: Host {host!r} is not this viewer's address\n")
     if settings.token is not None:
-        given = _token_of(request)
-        if request.method == "POST" and given is None:
-            form = await request.post()
-            value = form.get("token")
-            given = value if isinstance(value, str) else None
-        if not _same(given, settings.token):
+        given = _tokens_of(request)
+        if request.method == "POST" and not given:
+            value = (await _form_of(request)).get("token")
+            given = [value] if isinstance(value, str) else []
+        if not any(_same(g, settings.token) for g in given):
             return web.Response(status=401, text="evalx view: this viewer needs its token (the URL it printed at start)\n")
-        if request.method == "GET" and "token" in request.query:  # once: kept in a cookie, dropped from the address bar
-            rest = {k: v for k, v in request.query.items() if k != "token"}
-            response = web.HTTPSeeOther(request.rel_url.with_query(rest))
+        if request.method == "GET" and _same(request.query.get("token"), settings.token):
+            # once: kept in a cookie (replacing an older one), dropped from the address bar
+            rest = [(k, v) for k, v in request.query.items() if k != "token"]
+            response = web.HTTPSeeOther(_back(str(request.rel_url.with_query(rest))))  # (`//host/?token=`: not a way out)
             response.set_cookie(TOKEN_COOKIE, settings.token, httponly=True, samesite="Strict")
             raise response
     if request.method not in ("GET", "HEAD"):
@@ -110,14 +184,7 @@ async def _guard(request: web.Request, handler: Handler) -> web.StreamResponse:
             return web.Response(status=403, text=f"evalx view: refused a write from another origin ({source})\n")
         if source is None and request.headers.get("Sec-Fetch-Site") not in (None, "same-origin", "none"):
             return web.Response(status=403, text="evalx view: refused a cross-site write\n")
-    answer = await handler(request)
-    answer.headers.setdefault(
-        "Content-Security-Policy",
-        "default-src 'none'; style-src 'unsafe-inline'; script-src 'unsafe-inline'; img-src data:; form-action 'self'",
-    )
-    answer.headers.setdefault("X-Frame-Options", "DENY")
-    answer.headers.setdefault("Referrer-Policy", "same-origin")
-    return answer
+    return await handler(request)
 
 
 def _origin_of(url: str) -> str:
@@ -144,16 +211,25 @@ async def runs_view(request: web.Request) -> web.Response:
     return _html(runs_page(history, _page(request)))
 
 
+def _query(request: web.Request, name: str, default: str = "") -> str:
+    """A query parameter as text (a malformed query string is a 400)."""
+    try:
+        value = request.query.get(name, default)
+    except (ValueError, UnicodeError) as exc:
+        raise web.HTTPBadRequest(text=f"evalx view: bad request: the query could not be read ({type(exc).__name__})\n") from None
+    if "\x00" in value:
+        raise web.HTTPBadRequest(text=f"evalx view: bad request: {name} holds a NUL character\n")
+    return value
+
+
 async def cases_view(request: web.Request) -> web.Response:
-    q = request.query
-    flag = q.get("flag", "all")
+    flag, query, target = _query(request, "flag", "all"), _query(request, "q"), _query(request, "target")
     history = await _history(request)
-    return _html(cases_page(history, _page(request), flag=flag, query=q.get("q", ""), target=q.get("target", "")))
+    return _html(cases_page(history, _page(request), flag=flag, query=query, target=target))
 
 
 async def case_view(request: web.Request) -> web.Response:
-    q = request.query
-    key = (q.get("target", ""), q.get("dataset", ""), q.get("case", ""))
+    key = (_query(request, "target"), _query(request, "dataset"), _query(request, "case"))
     history = await _history(request)
     marks: dict[str, dict[str, Any]] = {}
     for run in history.runs:
@@ -191,20 +267,21 @@ def _compare(history: History, a: RunIndex, b: RunIndex, page: Page) -> str:
         out_a, out_b = _outputs(a, keys), _outputs(b, keys)
         for f in found[:MAX_DIFFS]:
             f.output_a, f.output_b = out_a.get(f.key), out_b.get(f.key)
+    statistics: Statistics | str
     try:
-        text = format_comparison(compare_runs(a.path, b.path))
+        statistics = Statistics(*comparison_table(compare_runs(a.path, b.path)))
     except (EvalxError, OSError, ValueError) as exc:
-        text = f"could not compare: {exc}"
-    return compare_page(history, a, b, found, text, page)
+        statistics = f"could not compare: {exc}"
+    return compare_page(history, a, b, found, statistics, page)
 
 
 async def compare_view(request: web.Request) -> web.Response:
     history = await _history(request)
     page = _page(request)
-    if len(history.runs) < 2 and "b" not in request.query:
+    if len(history.runs) < 2 and not _query(request, "b"):
         return _html(message_page("Compare", "Two runs are needed to compare.", page))
-    b = _find(history, request.query.get("b") or history.runs[-1].run_id)
-    wanted = request.query.get("a") or (history.runs[-2].run_id if len(history.runs) >= 2 else "")
+    b = _find(history, _query(request, "b") or history.runs[-1].run_id)
+    wanted = _query(request, "a") or (history.runs[-2].run_id if len(history.runs) >= 2 else "")
     if wanted == "baseline":
         if b.baseline is None:
             return _html(message_page("Compare", f"Run {b.run_id} was not compared with a baseline.", page), 404)
@@ -213,63 +290,125 @@ async def compare_view(request: web.Request) -> web.Response:
     return _html(await asyncio.to_thread(_compare, history, a, b, page))
 
 
-def _report_current(run: RunIndex) -> Path:
-    """The run's report.html, rendered again first when review marks are newer than it (or it is missing)."""
-    from evalx.reports.render import rebuild_reports, stored_report_options
+def _report_text(run: RunIndex) -> str | None:
+    """The run's report as it stands now: its ``report.html``, or — when review marks are newer, it is missing or an older
+    evalx wrote it (its script is not the one the page's policy allows) — rendered in memory.
+
+    Nothing is written (a page view is not an action): the files are brought
+    up to date by ``POST /review`` and ``evalx report``.
+    """
+    from evalx.reports.render import report_html_text, stored_report_options
 
     report = run.path / "report.html"
     reviews = run.path / REVIEWS
-    stale = not report.is_file() or (reviews.is_file() and reviews.stat().st_mtime_ns > report.stat().st_mtime_ns)
-    if stale and run.status != "running":
-        rebuild_reports(run.path, options=stored_report_options(run.path))
-    return report
+    try:
+        stale = not report.is_file() or (reviews.is_file() and reviews.stat().st_mtime_ns > report.stat().st_mtime_ns)
+        if not stale:
+            html = report.read_text(encoding="utf-8", errors="replace")
+            if report_script_source().strip("'") in html:  # written by this evalx: its script is the one the policy allows
+                return html
+    except OSError:
+        pass
+    if run.status == "running":
+        return None
+    return report_html_text(run.path, stored_report_options(run.path))
 
 
 async def run_view(request: web.Request) -> web.StreamResponse:
     history = await _history(request)
     run = _find(history, request.match_info["run_id"])
-    report = await asyncio.to_thread(_report_current, run)
-    if not report.is_file():
-        return _html(message_page(run.run_id, "This run has no report.html yet (still running?).", _page(request)), 404)
     page = _page(request)
-    html = await asyncio.to_thread(report.read_text, encoding="utf-8", errors="replace")
-    links = [("/", "← runs"), (f"/run/{run.run_id}/review", "review cells"), ("/cases", "case history")]
+    html = await asyncio.to_thread(_report_text, run)
+    if html is None:
+        return _html(message_page(run.run_id, "This run has no report.html yet (still running?).", page), 404)
+    links = [(page.href(run_path(run.run_id, "review")), "Review cells")]
     if run.baseline:
-        links.append((page.href("/compare", a="baseline", b=run.run_id), "compare with its baseline"))
-    bar = (
-        '<nav id=evalx-viewer-bar style="background:#1d2330;padding:8px 16px;font:14px system-ui,sans-serif;display:flex;gap:16px">'
-        + "".join(f'<a style="color:#d6e0ff" href="{h}">{t}</a>' for h, t in links)
-        + "</nav>"
-    )
+        links.append((page.href("/compare", a="baseline", b=run.run_id), "Compare with its baseline"))
+    bar = nav_bar(page, f"Run {run.run_id}", links)
     at = html.find("<body")
     if at >= 0:
         at = html.index(">", at) + 1
         html = html[:at] + bar + html[at:]
     response = _html(html)
-    # the stored report's own policy stands; the viewer adds the bar's links only
-    response.headers["Content-Security-Policy"] = "default-src 'none'; style-src 'unsafe-inline'; script-src 'unsafe-inline'; img-src data:"
+    # the report's one script (by hash) and no other; the bar is markup only
+    response.headers["Content-Security-Policy"] = (
+        f"default-src 'none'; script-src {report_script_source()}; style-src 'unsafe-inline'; img-src data:; "
+        "base-uri 'none'; form-action 'self'; frame-ancestors 'none'"
+    )
     return response
 
 
 async def review_list_view(request: web.Request) -> web.Response:
     history = await _history(request)
     run = _find(history, request.match_info["run_id"])
+    status = _query(request, "status")
     marks = load_marks(run.path)
     latest = {key: entries[-1][2] for key, entries in marks.by_case.items()}
-    return _html(review_page(history, run, _page(request), latest, status=request.query.get("status", "")))
+    details = await asyncio.to_thread(_details, run, {key for key, _ in review_items(run, status)})
+    return _html(review_page(history, run, _page(request), latest, status=status, details=details))
+
+
+def _clip(value: object, cap: int = TEXT_CAP) -> str:
+    if value is None:
+        return ""
+    text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=str)
+    return text if len(text) <= cap else text[: cap - 1] + f"… ({len(text):,} characters)"
+
+
+def _details(run: RunIndex, keys: set[tuple[str, str, str]]) -> dict[tuple[str, str, str], CellDetail]:
+    """What the review page shows of each case in ``keys``: its first repeat's input, expected, output, error, assertions."""
+    out: dict[tuple[str, str, str], CellDetail] = {}
+    for r in read_results(run.path / RESULTS):
+        key = (str(r.get("target") or ""), str(r.get("dataset") or ""), str(r.get("case_id") or ""))
+        if key not in keys or key in out:
+            continue
+        output = r.get("output")
+        text = output.get("text") if isinstance(output, dict) else None
+        assertions = [
+            AssertionView(
+                passed=a.get("passed") is True,
+                name=_clip(a.get("name") or a.get("type"), 200),
+                reason=_clip(a.get("reason") or a.get("error")),
+            )
+            for a in r.get("assertions") or []
+            if isinstance(a, dict)
+        ]
+        out[key] = CellDetail(
+            input=_clip(r.get("input")),
+            expected=_clip(r.get("expected")),
+            output=_clip(text),
+            error=_clip(r.get("error")),
+            assertions=assertions,
+        )
+    return out
+
+
+_ASCII_NUMBER = re.compile(r"[0-9]{1,9}")
+
+
+def _back(value: str) -> str:
+    """Where to go after a mark: a path of this app, rebuilt from its parsed parts (anything else: the runs page)."""
+    if not value or any(ord(c) < 0x21 or c in "\\\x7f" for c in value):
+        return "/"
+    parts = urlsplit(value)
+    if parts.scheme or parts.netloc or not parts.path.startswith("/") or parts.path.startswith("//"):
+        return "/"
+    return str(URL.build(path=parts.path, query_string=parts.query, encoded=False))
 
 
 async def review_post(request: web.Request) -> web.StreamResponse:
     settings = request.app[SETTINGS]
-    form = await request.post()
+    form = await _form_of(request)
 
     def field(name: str) -> str:
         value = form.get(name)
         return value.strip() if isinstance(value, str) else ""
 
+    repeat_text = field("repeat")
+    if repeat_text and not _ASCII_NUMBER.fullmatch(repeat_text):
+        return _bad_request(f"repeat {repeat_text[:40]!r} is not a repeat number (0, 1, ...)")
     history = await _history(request)
     run = _find(history, field("run"))
-    repeat_text = field("repeat")
     try:
         mark = await asyncio.to_thread(
             add_mark,
@@ -280,18 +419,15 @@ async def review_post(request: web.Request) -> web.StreamResponse:
             verdict=field("verdict"),
             comment=field("comment")[:4000],
             reviewer=field("reviewer")[:200] or settings.reviewer or None,
-            repeat=int(repeat_text) if repeat_text.isdigit() else None,
+            repeat=int(repeat_text) if repeat_text else None,
         )
     except EvalxError as exc:
         return web.Response(status=400, text=f"evalx view: {exc}\n")
     if run.status != "running":  # the run's files say what the marks say (summary.json, junit.xml, report.html)
         await asyncio.to_thread(_rebuild, run.path)
-    back = field("back")
     if request.headers.get("Accept", "").startswith("application/json"):
         return web.json_response(mark)
-    if not back.startswith("/") or back[1:2] in ("/", "\\") or any(c in back for c in "\r\n"):  # this app's own pages only
-        back = "/"
-    raise web.HTTPSeeOther(back)
+    raise web.HTTPSeeOther(_back(field("back")))
 
 
 def _rebuild(run_dir: Path) -> None:

@@ -17,10 +17,13 @@ import itertools
 import json
 import math
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from evalx.common.atomic import write_text
+from evalx.errors import EvalxError
 from evalx.results.history import read_run
 from evalx.results.repeats import RULES, status_of
 from evalx.results.reviews import REVIEWS, summary_is_current
@@ -96,22 +99,73 @@ class RunIndex:
         }
 
     @classmethod
-    def from_json(cls, path: Path, data: dict[str, Any]) -> RunIndex:
+    def from_json(cls, path: Path, data: Mapping[str, Any]) -> RunIndex | None:
+        """The index stored as ``data`` (an index file), or None when any value is not what :meth:`as_json` writes.
+
+        An index file is input like any other (it may come back from a CI
+        artifact, edited): every field is checked for its type; one that is
+        not right makes the file worthless and the run is read again.
+        """
+        targets, cases = data.get("targets"), data.get("cases")
+        if not (
+            isinstance(data.get("run_id"), str)
+            and all(isinstance(data.get(k), str) for k in ("name", "started_at", "status"))
+            and _is_number(data.get("started_unix"))
+            and all(data.get(k) is None or isinstance(data.get(k), str) for k in ("part", "baseline"))
+            and (data.get("gates") is None or isinstance(data.get("gates"), bool))
+            and all(_is_count(data.get(k)) for k in ("reviewed", "overridden"))
+            and isinstance(targets, dict)
+            and all(isinstance(k, str) and _valid_figures(v) for k, v in targets.items())
+            and isinstance(cases, list)
+            and all(_valid_case(r) for r in cases)
+        ):
+            return None
         return cls(
-            run_id=str(data["run_id"]),
+            run_id=data["run_id"],
             path=path,
-            name=str(data.get("name") or ""),
-            started_at=str(data.get("started_at") or ""),
-            started_unix=float(data.get("started_unix") or 0.0),
-            status=str(data.get("status") or ""),
+            name=data["name"],
+            started_at=data["started_at"],
+            started_unix=float(data["started_unix"]),
+            status=data["status"],
             part=data.get("part"),
             gates=data.get("gates"),
             baseline=data.get("baseline"),
-            targets=dict(data["targets"]),
-            cases={(r[0], r[1], r[2]): (r[3], r[4], r[5], r[6], r[7], r[8]) for r in data["cases"]},
-            reviewed=int(data.get("reviewed") or 0),
-            overridden=int(data.get("overridden") or 0),
+            targets={k: dict(v) for k, v in targets.items()},
+            cases={(r[0], r[1], r[2]): (r[3], r[4], r[5], r[6], r[7], r[8]) for r in cases},
+            reviewed=data["reviewed"],
+            overridden=data["overridden"],
         )
+
+
+def _is_count(value: object) -> bool:
+    return type(value) is int and value >= 0
+
+
+def _is_number(value: object) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+_COUNTS = ("cells", "pass", "fail", "error", "skipped", "reviewed")
+
+
+def _valid_figures(value: object) -> bool:
+    return (
+        isinstance(value, dict)
+        and set(value) == {*_COUNTS, "cost_usd", "pass_rate", "p99_ms"}
+        and all(_is_count(value[k]) for k in _COUNTS)
+        and all(value[k] is None or _is_number(value[k]) for k in ("cost_usd", "pass_rate", "p99_ms"))
+    )
+
+
+def _valid_case(row: object) -> bool:
+    return (
+        isinstance(row, list)
+        and len(row) == 9
+        and all(isinstance(x, str) for x in row[:3])
+        and row[3] in ("pass", "fail", "error", "skipped")
+        and all(x is None or _is_number(x) for x in row[4:6])
+        and all(_is_count(x) for x in row[6:9])
+    )
 
 
 def _signature(run_dir: Path) -> list[Any]:
@@ -234,26 +288,32 @@ def _lookup(run_dir: Path, cache_dir: Path | None, *, build: bool) -> RunIndex |
     if hit is not None and hit[0] == sig:
         return hit[1]
     cached = cache_dir / f"{run_dir.name}.json" if cache_dir is not None else None
-    index: RunIndex | None = None
-    if cached is not None:
-        try:
-            data = json.loads(cached.read_text(encoding="utf-8"))
-            if isinstance(data, dict) and data.get("v") == INDEX_VERSION and data.get("sig") == sig:
-                index = RunIndex.from_json(run_dir, data)
-        except (OSError, ValueError, KeyError, TypeError, IndexError):
-            index = None
+    index = _read_cached(cached, run_dir, sig) if cached is not None else None
     if index is None:
         if not build:
             return None
         index = _build(run_dir)
-        if cached is not None and sig[0] is not None and index.status != "running":
-            with contextlib.suppress(OSError):  # a read-only runs folder: the memory cache still serves
-                cached.parent.mkdir(exist_ok=True)
-                tmp = cached.with_suffix(".tmp")
-                tmp.write_text(json.dumps(index.as_json(sig), separators=(",", ":")), encoding="utf-8")
-                os.replace(tmp, cached)
+        if cached is not None and sig[0] is not None and index.status != "running" and not cached.parent.is_symlink():
+            # a read-only runs folder: the memory cache still serves (a link for the cache folder is not written through)
+            with contextlib.suppress(OSError, EvalxError):
+                write_text(cached, json.dumps(index.as_json(sig), separators=(",", ":")))
     _MEMORY[key] = (sig, index)
     return index
+
+
+def _read_cached(cached: Path, run_dir: Path, sig: list[Any]) -> RunIndex | None:
+    """The index stored in ``cached`` when it is for ``run_dir`` as its files are now, well formed; None otherwise (rebuilt)."""
+    try:
+        data = json.loads(cached.read_text(encoding="utf-8"))
+    except (OSError, ValueError, RecursionError):
+        return None
+    if not (isinstance(data, dict) and data.get("v") == INDEX_VERSION and data.get("sig") == sig):
+        return None
+    index = RunIndex.from_json(run_dir, data)
+    if index is None:
+        return None
+    info = read_run(run_dir)  # the cache may not rename the run
+    return index if index.run_id == (info.run_id if info else run_dir.name) else None
 
 
 def _headline(run_dir: Path) -> RunIndex | None:
@@ -308,12 +368,24 @@ def _headline(run_dir: Path) -> RunIndex | None:
 
 @dataclass
 class History:
-    """Every run under a folder, oldest first, with its index."""
+    """Every run under a folder, oldest first, with its index; each run id once (see :func:`load_history`)."""
 
     runs: list[RunIndex]
+    #: run id -> the other folders that hold a run of that id (copies: not shown, never written)
+    duplicates: dict[str, list[Path]] = field(default_factory=dict)
 
     def by_id(self, run_id: str) -> RunIndex | None:
         return next((r for r in self.runs if r.run_id == run_id), None)
+
+    def duplicate_notes(self) -> list[str]:
+        """One line per run id found in more than one folder: which folder is the run's, which are left alone."""
+        notes = []
+        for run_id, copies in self.duplicates.items():
+            run = self.by_id(run_id)
+            where = run.path.name if run is not None else "?"
+            others = ", ".join(p.name + "/" for p in copies)
+            notes.append(f"run {run_id} is also in {others}: shown and marked from {where}/ only (the copies are left alone)")
+        return notes
 
     @property
     def targets(self) -> list[str]:
@@ -332,12 +404,25 @@ def load_history(runs_dir: Path, *, headlines: bool = False) -> History:
     runs: list[tuple[tuple[str, float, str], RunIndex]] = []
     if runs_dir.is_dir():
         cache = runs_dir / INDEX_DIR
-        for child in runs_dir.iterdir():
-            if child.name == INDEX_DIR or not child.is_dir() or not (child / RESULTS).is_file():
+        for child in sorted(runs_dir.iterdir()):
+            if child.name == INDEX_DIR or child.is_symlink() or not child.is_dir() or not (child / RESULTS).is_file():
                 continue
             index = (_stored_index(child, cache) or _headline(child)) if headlines else None
             if index is None:
                 index = run_index(child, cache_dir=cache)
             runs.append(((index.started_at, index.started_unix, index.run_id), index))
     runs.sort(key=lambda pair: pair[0])
-    return History([r for _, r in runs])
+    # one folder per run id: the one named for it (a `cp -r runs/ID runs/backup` is a copy), else the first by name
+    chosen: dict[str, RunIndex] = {}
+    duplicates: dict[str, list[Path]] = {}
+    for _, index in runs:
+        held = chosen.get(index.run_id)
+        if held is None:
+            chosen[index.run_id] = index
+            continue
+        if index.path.name == index.run_id and held.path.name != index.run_id:
+            chosen[index.run_id] = index
+            duplicates.setdefault(index.run_id, []).append(held.path)
+        else:
+            duplicates.setdefault(index.run_id, []).append(index.path)
+    return History([r for _, r in runs if chosen.get(r.run_id) is r], duplicates)

@@ -1,24 +1,39 @@
-"""The viewer's pages as HTML text: runs, case histories, a case, a comparison — shared by `evalx view` and the static history page.
+"""The viewer's pages as HTML text: runs, case histories, a case, a run's cells to review, a comparison — shared by `evalx view` and the static history page.
 
-Every page is one self-contained document: inline CSS, inline SVG charts
-(:mod:`evalx.reports.charts`), a few lines of inline script for filtering;
-nothing is loaded from the network. Every string from a run is escaped.
-``live`` pages (the app) link to each other and carry review forms; the
-static history page (``live=False``) has neither.
+Every page is rendered by one path, :func:`render`: Jinja2 templates
+(``templates/``) in the HTML report's kind of environment
+(:func:`evalx.reports.html.page_environment`: autoescaping), every attribute quoted. Every value that
+came from a run folder (run ids, case ids, outputs, reasons, the viewer's
+cached index) is data: it reaches a page only through the template's
+escaping, never as markup. The only markup not written in a template is the
+SVG of :mod:`evalx.reports.charts`, which escapes its labels.
+
+A page is self-contained: inline CSS, inline SVG, and one script of ours
+(``templates/viewer.js``, filtering rows by text); the Content-Security-Policy
+(:data:`CSP`: sent by the app as a header, written into the static history
+page as a meta tag) allows that script by its hash and no other — no inline
+handler, no injected ``<script>`` can run. ``live`` pages (the app) link to
+each other and carry review forms; the static history page (``live=False``)
+has neither.
 """
 
 from __future__ import annotations
 
+import base64
 import difflib
+import hashlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import cache
 from itertools import pairwise
 from typing import Any
-from urllib.parse import urlencode
+from urllib.parse import quote, urlencode
 
-from markupsafe import Markup, escape
+import jinja2
+from markupsafe import Markup
 
 from evalx.reports import charts
+from evalx.reports.html import page_environment, template_text
 from evalx.results.figures import ms as _ms
 from evalx.results.figures import pct as _pct
 from evalx.results.figures import usd as _usd
@@ -26,16 +41,26 @@ from evalx.version import __version__
 from evalx.viewer.index import CaseRow, History, RunIndex
 
 __all__ = [
+    "CSP",
+    "AssertionView",
     "CaseHistory",
+    "CellDetail",
     "Page",
+    "Statistics",
     "case_histories",
     "case_page",
     "cases_page",
     "compare_page",
+    "csp",
     "history_document",
     "message_page",
+    "nav_bar",
+    "render",
+    "review_items",
     "review_page",
+    "run_path",
     "runs_page",
+    "script_hash",
 ]
 
 CaseKey = tuple[str, str, str]
@@ -44,64 +69,74 @@ FILTERS = ("all", "regressed", "flaky", "newly-failing", "never-passing")
 MAX_CASE_ROWS = 300
 #: flipped cells a comparison shows with a diff of their outputs
 MAX_DIFFS = 40
-
-CSS = """
-:root { --fg:#1d2330; --muted:#667085; --line:#e3e6ec; --bg:#f6f7f9; --card:#fff; --pass:#1f9d55; --fail:#d14343;
-  --error:#b7791f; --skipped:#a0aec0; --link:#2f5fc4; }
-* { box-sizing: border-box; }
-body { margin:0; font:14px/1.45 system-ui,-apple-system,"Segoe UI",Roboto,sans-serif; color:var(--fg); background:var(--bg); }
-header.top { background:#1d2330; color:#fff; padding:10px 20px; display:flex; gap:18px; align-items:baseline; flex-wrap:wrap; }
-header.top a { color:#d6e0ff; text-decoration:none; } header.top a.on { color:#fff; font-weight:600; }
-header.top .brand { font-weight:700; color:#fff; margin-right:8px; }
-main { padding:16px 20px 40px; max-width:1400px; }
-h1, h1.mono { font-size:20px; margin:4px 0 12px; } h2 { font-size:16px; margin:18px 0 8px; }
-a { color:var(--link); }
-.panel { background:var(--card); border:1px solid var(--line); border-radius:8px; padding:12px 14px; margin:10px 0; }
-table { border-collapse:collapse; width:100%; background:var(--card); }
-th, td { text-align:left; padding:5px 8px; border-bottom:1px solid var(--line); vertical-align:top; }
-th { font-size:12px; color:var(--muted); font-weight:600; } td.num, th.num { text-align:right; font-variant-numeric:tabular-nums; }
-.mono { font-family:ui-monospace,SFMono-Regular,Menlo,monospace; font-size:12.5px; }
-.muted { color:var(--muted); }
-.st { display:inline-block; padding:0 6px; border-radius:9px; font-size:12px; color:#fff; }
-.st-pass { background:var(--pass); } .st-fail { background:var(--fail); } .st-error { background:var(--error); }
-.st-skipped, .st-none { background:var(--skipped); }
-.strip { display:inline-flex; gap:1px; vertical-align:middle; }
-.strip i { display:inline-block; width:7px; height:14px; border-radius:1px; }
-.strip i.p { background:var(--pass); } .strip i.f { background:var(--fail); } .strip i.e { background:var(--error); }
-.strip i.s { background:var(--skipped); } .strip i.n { background:transparent; border:1px dashed var(--line); }
-.strip i.r { outline:2px solid #7a3df0; outline-offset:-1px; }
-.flag { display:inline-block; font-size:11px; border-radius:4px; padding:0 5px; margin-right:3px; background:#eef1f6; color:#394056; }
-.flag.regressed { background:#fde8e8; color:#9b1c1c; } .flag.newly-failing { background:#fff1e0; color:#8a4b08; }
-.flag.reviewed { background:#efe7ff; color:#4c1d95; }
-.charts { display:grid; grid-template-columns:repeat(auto-fit,minmax(380px,1fr)); gap:12px; }
-.chart { width:100%; height:auto; } .chart text { font-size:10.5px; fill:var(--muted); }
-.chart .grid { stroke:var(--line); stroke-width:1; } .chart-empty { color:var(--muted); }
-.filters { display:flex; gap:8px; align-items:center; flex-wrap:wrap; margin:8px 0; }
-.filters a { padding:2px 8px; border-radius:12px; background:#eef1f6; text-decoration:none; color:#394056; font-size:13px; }
-.filters a.on { background:#394056; color:#fff; }
-input[type=search], input[type=text], select { padding:4px 6px; border:1px solid #c8ced8; border-radius:5px; font:inherit; }
-form.review { display:flex; gap:6px; align-items:center; flex-wrap:wrap; margin:0; }
-form.review input[name=comment] { min-width:220px; }
-button { font:inherit; padding:3px 10px; border-radius:5px; border:1px solid #394056; background:#394056; color:#fff; cursor:pointer; }
-pre.diff { white-space:pre-wrap; word-break:break-word; background:#fbfbfc; border:1px solid var(--line); padding:8px; margin:6px 0;
-  max-height:360px; overflow:auto; }
-pre.diff .add { background:#e6ffed; } pre.diff .del { background:#ffeef0; }
-.review-note { color:#4c1d95; }
-.bad { color:var(--fail); } .good { color:var(--pass); }
-footer { color:var(--muted); font-size:12px; margin-top:30px; }
-"""
-
-FILTER_JS = """
-document.querySelectorAll('input[data-filter]').forEach(function (box) {
-  var rows = document.querySelectorAll(box.getAttribute('data-filter'));
-  box.addEventListener('input', function () {
-    var q = box.value.toLowerCase();
-    rows.forEach(function (r) { r.hidden = q && r.textContent.toLowerCase().indexOf(q) < 0; });
-  });
-});
-"""
+#: characters of a cell's input, expected, output or reason the review page shows
+TEXT_CAP = 4000
 
 _LETTER = {"pass": "p", "fail": "f", "error": "e", "skipped": "s"}
+_NAV = (("runs", "/", "Runs"), ("cases", "/cases", "Case history"), ("compare", "/compare", "Compare"))
+
+
+def _asset(name: str) -> str:
+    return template_text("evalx.viewer", name)
+
+
+@cache
+def _environment() -> jinja2.Environment:
+    return page_environment("evalx.viewer")  # the HTML report's kind: autoescaped, strict
+
+
+@cache
+def _script() -> str:
+    js = _asset("viewer.js")
+    lowered = js.lower()
+    if "</script" in lowered or "<!--" in lowered:  # our own code, raw inside <script>: it must not be able to close it
+        raise ValueError("viewer.js must not contain '</script' or '<!--'")
+    return js
+
+
+def script_hash() -> str:
+    """The CSP source of the one script a viewer page runs (``'sha256-…'``)."""
+    digest = hashlib.sha256(_script().encode("utf-8")).digest()
+    return "'sha256-" + base64.b64encode(digest).decode("ascii") + "'"
+
+
+def csp(*, meta: bool = False) -> str:
+    """The pages' Content-Security-Policy: nothing from the network, no script but :func:`script_hash`'s, forms post here only.
+
+    ``meta``: for a ``<meta>`` tag (the static page), without ``frame-ancestors``, which only a header can carry.
+    """
+    policy = (
+        f"default-src 'none'; script-src {script_hash()}; style-src 'unsafe-inline'; img-src data:; base-uri 'none'; form-action 'self'"
+    )
+    return policy if meta else policy + "; frame-ancestors 'none'"
+
+
+CSP = csp()
+
+
+def render(template: str, *, title: str, page: Page, active: str = "", extra_links: Sequence[tuple[str, str]] = (), **values: Any) -> str:
+    """A page: ``template`` (``templates/``) with ``values``, autoescaped — the one way a viewer page is made."""
+    return (
+        _environment()
+        .get_template(template)
+        .render(
+            title=title,
+            page=page,
+            active=active,
+            nav=_NAV,
+            extra_links=list(extra_links),
+            css=Markup(_asset("viewer.css")),
+            js=Markup(_script()),
+            csp=csp(meta=True),
+            version=__version__,
+            **values,
+        )
+    )
+
+
+def nav_bar(page: Page, title: str, extra_links: Sequence[tuple[str, str]]) -> str:
+    """The navigation bar of every page, with its own styles (put at the top of a stored report on ``/run/ID``)."""
+    return render("bar.html.j2", title=title, page=page, extra_links=extra_links)
 
 
 @dataclass
@@ -117,112 +152,239 @@ class Page:
         return path + ("?" + urlencode(q) if q else "")
 
 
-def _e(value: Any) -> Markup:
-    return escape("" if value is None else str(value))
-
-
-def document(title: str, body: Markup | str, page: Page, *, active: str = "") -> str:
-    """A whole page: the top bar (live pages only), ``body``, the inline CSS and script."""
-    nav = ""
-    if page.live:
-        links = [("runs", "/", "Runs"), ("cases", "/cases", "Case history"), ("compare", "/compare", "Compare")]
-        nav = "".join(f'<a href="{h}" class="{"on" if key == active else ""}">{t}</a>' for key, h, t in links)
-    return (
-        "<!doctype html><html lang=en><head><meta charset=utf-8>"
-        '<meta name=viewport content="width=device-width, initial-scale=1">'
-        f"<title>{_e(title)} · evalx</title><style>{CSS}</style></head><body>"
-        f'<header class=top><span class=brand>evalx</span>{nav}<span class=muted style="margin-left:auto">{_e(title)}</span></header>'
-        f"<main>{body}<footer>evalx {_e(__version__)}</footer></main><script>{FILTER_JS}</script></body></html>"
-    )
+def run_path(run_id: str, *rest: str) -> str:
+    """The app's path of a run's page (``/run/ID``, ``/run/ID/review``): the id is one path segment, whatever it holds."""
+    return "/".join(["/run", quote(run_id, safe=""), *rest])
 
 
 def message_page(title: str, text: str, page: Page) -> str:
-    return document(title, Markup("<h1>") + _e(title) + Markup("</h1><p>") + _e(text) + Markup("</p>"), page)
-
-
-def _status(status: str | None) -> Markup:
-    s = status or "none"
-    return Markup(f'<span class="st st-{_e(s)}">') + _e(status or "—") + Markup("</span>")
+    return render("message.html.j2", title=title, page=page, text=text)
 
 
 def _when(iso: str) -> str:
     return iso.replace("T", " ")[:16] if iso else "—"
 
 
-def _gate(run: RunIndex) -> Markup:
-    if run.gates is None:
-        return Markup('<span class="muted">no gates</span>')
-    return Markup('<span class="good">passed</span>') if run.gates else Markup('<span class="bad">breached</span>')
-
-
 def _run_label(run: RunIndex) -> str:
     return f"{run.run_id} ({_when(run.started_at)})"
+
+
+def _tick(run: RunIndex) -> tuple[str, str]:
+    """A run under a chart's x axis: its date and time, then its id (the chart keeps the id's end)."""
+    return (_when(run.started_at)[5:] if run.started_at else "—", run.run_id)
+
+
+def _num(value: float | None) -> str:
+    return "—" if value is None else f"{value:.2f}"
+
+
+# ---------------------------------------------------------------- what the templates are given (text, never markup)
+
+
+@dataclass
+class RunRow:
+    id: str
+    href: str
+    part: str | None
+    name: str
+    when: str
+    rates: list[tuple[str, str]]  # (target, its pass rate)
+    reviewed: int
+    cost: str
+    p99: str
+    gates: bool | None
+    status: str
+
+
+@dataclass
+class RunsView:
+    rows: list[RunRow]
+    charts: list[tuple[str, Markup]]  # (title, an SVG of evalx.reports.charts: its labels escaped there)
+    compare: list[tuple[str, str]] | None  # (run id, label) for the compare form
+    compare_a: str
+    compare_b: str
+    duplicates: list[str]
+
+
+@dataclass
+class CaseListRow:
+    target: str
+    dataset: str
+    case: str
+    href: str
+    flag_names: str
+    strip: list[tuple[str, str]]  # (class, tooltip) per run
+    last: str
+    score: str
+    latency: str
+    flags: list[tuple[str, str]]  # (flag, words)
+
+
+@dataclass
+class CasesView:
+    total: int
+    runs: int
+    filters: list[tuple[str, str, str]]  # (flag, label, href)
+    flag: str
+    query: str
+    rows: list[CaseListRow]
+    more: int
+
+
+@dataclass
+class ReviewForm:
+    run: str
+    target: str
+    dataset: str
+    case: str
+    back: str
+
+
+@dataclass
+class MarkView:
+    verdict: str
+    reviewer: str
+    at: str
+    comment: str
+
+
+@dataclass
+class CaseRunRow:
+    id: str
+    href: str
+    when: str
+    status: str
+    regressed: bool
+    mark: MarkView | None
+    score: str
+    latency: str
+    passed: str
+    rate: str
+    form: ReviewForm
+
+
+@dataclass
+class CaseView:
+    target: str
+    dataset: str
+    case: str
+    strip: list[tuple[str, str]]
+    flags: list[tuple[str, str]]
+    score_chart: Markup
+    latency_chart: Markup
+    rows: list[CaseRunRow]
+
+
+@dataclass
+class AssertionView:
+    passed: bool
+    name: str
+    reason: str
+
+
+@dataclass
+class ReviewCell:
+    target: str
+    dataset: str
+    case: str
+    href: str
+    status: str
+    mark: MarkView | None
+    detail: CellDetail | None
+    form: ReviewForm
+
+
+@dataclass
+class ReviewView:
+    run: str
+    report: str
+    reviewed: int
+    overridden: int
+    status: str
+    filters: list[tuple[str, str]]  # (status, href)
+    cells: list[ReviewCell]
+
+
+@dataclass
+class FlipView:
+    target: str
+    dataset: str
+    case: str
+    href: str
+    before: str
+    after: str
+    diff: list[tuple[str, str]] | None  # (class, line); None past MAX_DIFFS
+
+
+@dataclass
+class CompareView:
+    runs: list[tuple[str, str]]
+    a: str
+    b: str
+    flipped: int
+    shared: int
+    flips: list[FlipView]
+    targets: list[list[str]]
+    stats: Statistics | None
+    comparison_text: str
+
+
+@dataclass
+class HistoryView:
+    runs: RunsView
+    cases: CasesView
 
 
 # ---------------------------------------------------------------- runs
 
 
-def _trends(history: History) -> Markup:
+def _trends(history: History) -> list[tuple[str, Markup]]:
     runs = history.runs
     labels = [_run_label(r) for r in runs]
+    ticks = [_tick(r) for r in runs]
     targets = history.targets
-    rate = {t: [r.targets[t]["pass_rate"] if t in r.targets else None for r in runs] for t in targets}
-    cost = {t: [r.targets[t]["cost_usd"] if t in r.targets else None for r in runs] for t in targets}
-    p99 = {t: [r.targets[t]["p99_ms"] if t in r.targets else None for r in runs] for t in targets}
-    parts = [
-        ("Pass rate", charts.trend(rate, labels, title="Pass rate", fmt=lambda v: _pct(v))),
-        ("Cost", charts.trend(cost, labels, title="Cost", fmt=lambda v: _usd(v))),
-        ("p99 latency", charts.trend(p99, labels, title="p99 latency", fmt=lambda v: _ms(v))),
+
+    def series(key: str) -> dict[str, list[float | None]]:
+        return {t: [r.targets[t][key] if t in r.targets else None for r in runs] for t in targets}
+
+    return [
+        ("Pass rate", charts.trend(series("pass_rate"), labels, title="Pass rate", fmt=_pct, ticks=ticks)),
+        ("Cost", charts.trend(series("cost_usd"), labels, title="Cost", fmt=_usd, ticks=ticks)),
+        ("p99 latency", charts.trend(series("p99_ms"), labels, title="p99 latency", fmt=_ms, ticks=ticks)),
     ]
-    cells = "".join(f"<div class=panel><h2>{t}</h2>{svg}</div>" for t, svg in parts)
-    return Markup(f'<div class=charts aria-label="trends">{cells}</div>')
 
 
-def _runs_table(history: History, page: Page) -> Markup:
-    rows = []
+def _runs_view(history: History, page: Page) -> RunsView:
+    rows: list[RunRow] = []
     for run in reversed(history.runs):  # newest first
-        rid = _e(run.run_id)
-        link = f'<a href="{_e(page.href("/run/" + run.run_id))}" class=mono>{rid}</a>' if page.live else f"<span class=mono>{rid}</span>"
-        targets = ", ".join(str(_e(t)) for t in run.targets)
-        reviewed = f' <span class="flag reviewed">{run.reviewed} reviewed</span>' if run.reviewed else ""
-        part = f' <span class="flag">{_e(run.part)}</span>' if run.part else ""
         rows.append(
-            f"<tr class=run-row data-run={rid}><td>{link}{part}</td><td>{_e(run.name) or '—'}</td><td>{_e(_when(run.started_at))}</td>"
-            f"<td>{targets}</td><td class=num>{_pct(run.pass_rate)}{reviewed}</td><td class=num>{_usd(run.cost_usd)}</td>"
-            f"<td class=num>{_ms(run.p99_ms)}</td><td>{_gate(run)}</td><td>{_e(run.status)}</td></tr>"
+            RunRow(
+                id=run.run_id,
+                href=page.href(run_path(run.run_id)),
+                part=run.part,
+                name=run.name,
+                when=_when(run.started_at),
+                rates=[(t, _pct(figures.get("pass_rate"))) for t, figures in run.targets.items()],
+                reviewed=run.reviewed,
+                cost=_usd(run.cost_usd),
+                p99=_ms(run.p99_ms),
+                gates=run.gates,
+                status=run.status,
+            )
         )
-    head = (
-        "<tr><th>run</th><th>name</th><th>date</th><th>targets</th><th class=num>pass rate</th><th class=num>cost</th>"
-        "<th class=num>p99</th><th>gates</th><th>status</th></tr>"
-    )
-    return Markup(f"<table id=runs><thead>{head}</thead><tbody>{''.join(rows)}</tbody></table>")
-
-
-def _compare_form(history: History, page: Page, a: str = "", b: str = "") -> Markup:
-    def options(selected: str) -> str:
-        return "".join(
-            f'<option value="{_e(r.run_id)}"{" selected" if r.run_id == selected else ""}>{_e(_run_label(r))}</option>'
-            for r in reversed(history.runs)
-        )
-
-    return Markup(
-        '<form class=filters method=get action="/compare"><label>baseline <select name=a>'
-        f"{options(a)}</select></label><label>run <select name=b>{options(b)}</select></label><button type=submit>Compare</button></form>"
+    n = len(history.runs)
+    return RunsView(
+        rows=rows,
+        charts=_trends(history) if n else [],
+        compare=[(r.run_id, _run_label(r)) for r in reversed(history.runs)] if page.live and n >= 2 else None,
+        compare_a=history.runs[-2].run_id if n >= 2 else "",
+        compare_b=history.runs[-1].run_id if n else "",
+        duplicates=history.duplicate_notes(),
     )
 
 
 def runs_page(history: History, page: Page) -> str:
-    n = len(history.runs)
-    body = [
-        f"<h1>Runs <span class=muted>({n})</span></h1>",
-        str(_trends(history)) if n else "<p class=muted>No runs with results here yet.</p>",
-        '<h2>Every run</h2><div class=filters><input type=search placeholder="filter runs (id, name, target, status)" '
-        'data-filter="#runs tbody tr" aria-label="filter runs"></div>',
-        str(_runs_table(history, page)),
-    ]
-    if page.live and n >= 2:
-        body.insert(1, str(_compare_form(history, page, history.runs[-2].run_id, history.runs[-1].run_id)))
-    return document("Runs", Markup("".join(body)), page, active="runs")
+    return render("runs.html.j2", title="Runs", page=page, active="runs", v=_runs_view(history, page))
 
 
 # ---------------------------------------------------------------- case histories
@@ -284,32 +446,34 @@ def case_histories(history: History) -> dict[CaseKey, CaseHistory]:
     return out
 
 
-def _strip(history: History, h: CaseHistory, page: Page) -> Markup:
+def _strip(history: History, h: CaseHistory) -> list[tuple[str, str]]:
     by_position = dict(h.rows)
     marks = []
     regressed = set(h.regressed_in)
     for position, run in enumerate(history.runs):
         row = by_position.get(position)
         if row is None:
-            marks.append(f'<i class=n title="{_e(run.run_id)}: not in this run"></i>')
+            marks.append(("n", f"{run.run_id}: not in this run"))
             continue
         cls = _LETTER.get(row[0], "e") + (" r" if position in regressed else "")
         note = " (reviewed)" if row[5] else ""
         note += " — failed while the target's pass rate rose" if position in regressed else ""
-        marks.append(f'<i class="{cls}" title="{_e(run.run_id)} {_e(_when(run.started_at))}: {_e(row[0])}{note}"></i>')
-    return Markup(f'<span class=strip aria-label="status over runs">{"".join(marks)}</span>')
+        marks.append((cls, f"{run.run_id} {_when(run.started_at)}: {row[0]}{note}"))
+    return marks
 
 
-def _flags(h: CaseHistory) -> Markup:
-    words = {"regressed": "regressed while the average rose", "newly-failing": "newly failing", "never-passing": "never passing"}
-    return Markup("".join(f'<span class="flag {f}">{_e(words.get(f, f))}</span>' for f in h.flags))
+_FLAG_WORDS = {"regressed": "regressed while the average rose", "newly-failing": "newly failing", "never-passing": "never passing"}
+
+
+def _flags(h: CaseHistory) -> list[tuple[str, str]]:
+    return [(f, _FLAG_WORDS.get(f, f)) for f in h.flags]
 
 
 def _case_href(page: Page, key: CaseKey) -> str:
     return page.href("/case", target=key[0], dataset=key[1], case=key[2])
 
 
-def cases_page(history: History, page: Page, *, flag: str = "all", query: str = "", target: str = "", limit: int = MAX_CASE_ROWS) -> str:
+def _cases_view(history: History, page: Page, *, flag: str, query: str, target: str, limit: int) -> CasesView:
     hist = case_histories(history)
     chosen = [h for h in hist.values() if (flag == "all" or flag in h.flags) and (not target or h.key[0] == target)]
     if query:
@@ -318,132 +482,161 @@ def cases_page(history: History, page: Page, *, flag: str = "all", query: str = 
     order = {"regressed": 0, "newly-failing": 1, "flaky": 2, "never-passing": 3}
     chosen.sort(key=lambda h: (min((order.get(f, 9) for f in h.flags), default=9), h.key))
     counts = {f: sum(1 for h in hist.values() if f in h.flags) for f in FILTERS[1:]}
-    filters = []
-    for f in FILTERS:
-        label = f.replace("-", " ") + (f" ({counts[f]})" if f in counts else f" ({len(hist)})")
-        if page.live:
-            filters.append(
-                f'<a href="{_e(page.href("/cases", flag=f, q=query, target=target))}" class="{"on" if f == flag else ""}">{_e(label)}</a>'
-            )
-        else:
-            filters.append(f'<a href="#" data-flag="{f}" class="{"on" if f == flag else ""}">{_e(label)}</a>')
-    search = (
-        f'<form method=get action="/cases" class=filters><input type=hidden name=flag value="{_e(flag)}">'
-        f'<input type=search name=q value="{_e(query)}" placeholder="case id, dataset or target" aria-label="search cases">'
-        "<button type=submit>Search</button></form>"
-        if page.live
-        else '<input type=search placeholder="filter cases" data-filter="#cases tbody tr" aria-label="filter cases">'
-    )
-    rows = []
+    filters = [
+        (f, f.replace("-", " ") + f" ({counts.get(f, len(hist))})", page.href("/cases", flag=f, q=query, target=target)) for f in FILTERS
+    ]
+    rows: list[CaseListRow] = []
     for h in chosen[:limit]:
-        t, d, c = (_e(x) for x in h.key)
-        name = f'<a href="{_e(_case_href(page, h.key))}" class=mono>{d}/{c}</a>' if page.live else f"<span class=mono>{d}/{c}</span>"
         last = h.rows[-1][1]
         rows.append(
-            f'<tr class=case-row data-flags="{" ".join(h.flags)}"><td>{name}</td><td>{t}</td><td>{_strip(history, h, page)}</td>'
-            f"<td>{_status(last[0])}</td><td class=num>{'—' if last[1] is None else f'{last[1]:.2f}'}</td>"
-            f"<td class=num>{_ms(last[2])}</td><td>{_flags(h)}</td></tr>"
+            CaseListRow(
+                target=h.key[0],
+                dataset=h.key[1],
+                case=h.key[2],
+                href=_case_href(page, h.key),
+                flag_names=" ".join(h.flags),
+                strip=_strip(history, h),
+                last=last[0],
+                score=_num(last[1]),
+                latency=_ms(last[2]),
+                flags=_flags(h),
+            )
         )
-    more = f"<p class=muted>{len(chosen) - limit} more; narrow with a filter or a search.</p>" if len(chosen) > limit else ""
-    head = "<tr><th>case</th><th>target</th><th>status over runs (oldest left)</th><th>last</th><th class=num>score</th><th class=num>latency</th><th>flags</th></tr>"
-    body = (
-        f"<h1>Case history <span class=muted>({len(hist)} case × target over {len(history.runs)} runs)</span></h1>"
-        f"<div class=filters id=case-filters>{''.join(filters)}</div>{search}"
-        f"<table id=cases><thead>{head}</thead><tbody>{''.join(rows)}</tbody></table>{more}"
-    )
-    return document("Case history", Markup(body), page, active="cases")
-
-
-def _review_form(page: Page, run: RunIndex, key: CaseKey, back: str, current: str | None = None) -> str:
-    if not page.live:
-        return ""
-    t, d, c = key
-    token = f'<input type=hidden name=token value="{_e(page.token)}">' if page.token else ""
-    choose = "".join(f"<option value={v}{' selected' if v == current else ''}>{v}</option>" for v in ("pass", "fail"))
-    return (
-        f'<form class=review method=post action="/review">{token}<input type=hidden name=run value="{_e(run.run_id)}">'
-        f'<input type=hidden name=target value="{_e(t)}"><input type=hidden name=dataset value="{_e(d)}">'
-        f'<input type=hidden name=case value="{_e(c)}"><input type=hidden name=back value="{_e(back)}">'
-        f'<select name=verdict aria-label="verdict">{choose}</select>'
-        '<input type=text name=comment placeholder="why (optional)" aria-label="comment">'
-        f'<input type=text name=reviewer value="{_e(page.reviewer)}" size=10 aria-label="reviewer">'
-        "<button type=submit>Mark</button></form>"
+    return CasesView(
+        total=len(hist),
+        runs=len(history.runs),
+        filters=filters,
+        flag=flag,
+        query=query,
+        rows=rows,
+        more=max(len(chosen) - limit, 0),
     )
 
 
-def case_page(history: History, key: CaseKey, page: Page, marks: Mapping[str, dict[str, Any]]) -> str:
+def cases_page(history: History, page: Page, *, flag: str = "all", query: str = "", target: str = "", limit: int = MAX_CASE_ROWS) -> str:
+    view = _cases_view(history, page, flag=flag, query=query, target=target, limit=limit)
+    return render("cases.html.j2", title="Case history", page=page, active="cases", v=view)
+
+
+def _form(run: RunIndex, key: CaseKey, back: str) -> ReviewForm:
+    return ReviewForm(run=run.run_id, target=key[0], dataset=key[1], case=key[2], back=back)
+
+
+def _mark_view(mark: Mapping[str, Any] | None) -> MarkView | None:
+    if not mark:
+        return None
+    return MarkView(
+        verdict=str(mark.get("verdict") or ""),
+        reviewer=str(mark.get("reviewer") or ""),
+        at=_when(str(mark.get("at") or "")),
+        comment=str(mark.get("comment") or ""),
+    )
+
+
+def case_page(history: History, key: CaseKey, page: Page, marks: Mapping[str, Mapping[str, Any]]) -> str:
     """One case on one target across the runs; ``marks``: run id -> the latest review mark of this case there."""
     hist = case_histories(history).get(key)
     t, d, c = key
     if hist is None:
         return message_page("Case not found", f"No run has case {d}/{c} on target {t}.", page)
     labels = [_run_label(history.runs[p]) for p, _ in hist.rows]
-    score = {t: [row[1] for _, row in hist.rows]}
-    latency = {t: [row[2] for _, row in hist.rows]}
+    ticks = [_tick(history.runs[p]) for p, _ in hist.rows]
     back = _case_href(page, key)
-    rows = []
+    rows: list[CaseRunRow] = []
     for position, row in reversed(hist.rows):
         run = history.runs[position]
-        mark = marks.get(run.run_id)
-        note = ""
-        if mark:
-            comment = f": {_e(mark.get('comment'))}" if mark.get("comment") else ""
-            note = (
-                f'<div class=review-note data-review="{_e(mark.get("verdict"))}">reviewed {_e(mark.get("verdict"))} by {_e(mark.get("reviewer"))}'
-                f" at {_e(_when(str(mark.get('at') or '')))}{comment}</div>"
-            )
-        link = f'<a class=mono href="{_e(page.href("/run/" + run.run_id))}">{_e(run.run_id)}</a>' if page.live else _e(run.run_id)
-        rate = run.targets.get(t, {}).get("pass_rate")
-        flag = ' <span class="flag regressed">failed while the pass rate rose</span>' if position in hist.regressed_in else ""
         rows.append(
-            f"<tr class=case-run data-run={_e(run.run_id)}><td>{link}<div class=muted>{_e(_when(run.started_at))}</div></td>"
-            f"<td>{_status(row[0])}{flag}{note}</td><td class=num>{'—' if row[1] is None else f'{row[1]:.2f}'}</td>"
-            f"<td class=num>{_ms(row[2])}</td><td class=num>{row[4]}/{row[3]}</td><td class=num>{_pct(rate)}</td>"
-            f"<td>{_review_form(page, run, key, back, mark.get('verdict') if mark else None)}</td></tr>"
+            CaseRunRow(
+                id=run.run_id,
+                href=page.href(run_path(run.run_id)),
+                when=_when(run.started_at),
+                status=row[0],
+                regressed=position in hist.regressed_in,
+                mark=_mark_view(marks.get(run.run_id)),
+                score=_num(row[1]),
+                latency=_ms(row[2]),
+                passed=f"{row[4]}/{row[3]}",
+                rate=_pct(run.targets.get(t, {}).get("pass_rate")),
+                form=_form(run, key, back),
+            )
         )
-    head = (
-        "<tr><th>run</th><th>status</th><th class=num>score</th><th class=num>latency</th><th class=num>passed</th>"
-        "<th class=num>target pass rate</th><th>review</th></tr>"
+    view = CaseView(
+        target=t,
+        dataset=d,
+        case=c,
+        strip=_strip(history, hist),
+        flags=_flags(hist),
+        score_chart=charts.trend({t: [row[1] for _, row in hist.rows]}, labels, title="Score", fmt=lambda v: f"{v:.2f}", ticks=ticks),
+        latency_chart=charts.trend({t: [row[2] for _, row in hist.rows]}, labels, title="Latency", fmt=_ms, ticks=ticks),
+        rows=rows,
     )
-    body = (
-        f"<h1 class=mono>{_e(d)}/{_e(c)} <span class=muted>on</span> {_e(t)}</h1>"
-        f"<div class=panel>{_strip(history, hist, page)} {_flags(hist)}</div>"
-        "<div class=charts><div class=panel><h2>Score</h2>"
-        f"{charts.trend(score, labels, title='Score', fmt=lambda v: f'{v:.2f}')}</div>"
-        f"<div class=panel><h2>Latency</h2>{charts.trend(latency, labels, title='Latency', fmt=lambda v: _ms(v))}</div></div>"
-        f"<h2>In each run (newest first)</h2><table id=case-runs><thead>{head}</thead><tbody>{''.join(rows)}</tbody></table>"
-    )
-    return document(f"{d}/{c} · {t}", Markup(body), page, active="cases")
+    return render("case.html.j2", title=f"{d}/{c} · {t}", page=page, active="cases", v=view)
 
 
 # ---------------------------------------------------------------- a run's cells to review
 
 
-def review_page(history: History, run: RunIndex, page: Page, marks: Mapping[CaseKey, dict[str, Any]], *, status: str = "") -> str:
-    """A run's cases with a review form each, failures first (the stored report.html is static: marks are set here)."""
+@dataclass
+class CellDetail:
+    """What a reviewer reads beside the form: the first repeat's input, expected answer, output, error and assertions."""
+
+    input: str = ""
+    expected: str = ""
+    output: str = ""
+    error: str = ""
+    assertions: list[AssertionView] = field(default_factory=list)
+
+
+def _review_view(
+    run: RunIndex, page: Page, marks: Mapping[CaseKey, Mapping[str, Any]], details: Mapping[CaseKey, CellDetail], status: str
+) -> ReviewView:
+    back = page.href(run_path(run.run_id, "review"), status=status)
+    cells: list[ReviewCell] = []
+    for key, row in review_items(run, status):
+        cells.append(
+            ReviewCell(
+                target=key[0],
+                dataset=key[1],
+                case=key[2],
+                href=_case_href(page, key),
+                status=row[0],
+                mark=_mark_view(marks.get(key)),
+                detail=details.get(key),
+                form=_form(run, key, back),
+            )
+        )
+    return ReviewView(
+        run=run.run_id,
+        report=page.href(run_path(run.run_id)),
+        reviewed=run.reviewed,
+        overridden=run.overridden,
+        status=status,
+        filters=[(s, page.href(run_path(run.run_id, "review"), status=s)) for s in ("", "fail", "error", "pass", "skipped")],
+        cells=cells,
+    )
+
+
+def review_items(run: RunIndex, status: str = "") -> list[tuple[CaseKey, CaseRow]]:
+    """The cases the review page lists: failures first, at most :data:`MAX_CASE_ROWS` (those whose details are read)."""
     rank = {"fail": 0, "error": 1, "skipped": 2, "pass": 3}
     items = sorted(run.cases.items(), key=lambda kv: (rank.get(kv[1][0], 4), kv[0]))
     if status:
         items = [kv for kv in items if kv[1][0] == status]
-    back = page.href(f"/run/{run.run_id}/review", status=status)
-    rows = []
-    for key, row in items[:MAX_CASE_ROWS]:
-        mark = marks.get(key)
-        note = f"<div class=review-note>reviewed {_e(mark['verdict'])} by {_e(mark['reviewer'])}</div>" if mark else ""
-        rows.append(
-            f'<tr class=case-row><td><a class=mono href="{_e(_case_href(page, key))}">{_e(key[1])}/{_e(key[2])}</a></td><td>{_e(key[0])}</td>'
-            f"<td>{_status(row[0])}{note}</td><td>{_review_form(page, run, key, back, mark['verdict'] if mark else None)}</td></tr>"
-        )
-    filters = "".join(
-        f'<a href="{_e(page.href(f"/run/{run.run_id}/review", status=s))}" class="{"on" if s == status else ""}">{s or "all"}</a>'
-        for s in ("", "fail", "error", "pass", "skipped")
-    )
-    body = (
-        f'<h1>Review run <span class=mono>{_e(run.run_id)}</span></h1><p><a href="{_e(page.href("/run/" + run.run_id))}">the report</a>'
-        f" · {run.reviewed} cell(s) reviewed, {run.overridden} overridden</p><div class=filters>{filters}</div>"
-        f"<table><thead><tr><th>case</th><th>target</th><th>status</th><th>review</th></tr></thead><tbody>{''.join(rows)}</tbody></table>"
-    )
-    return document(f"Review {run.run_id}", Markup(body), page, active="runs")
+    return items[:MAX_CASE_ROWS]
+
+
+def review_page(
+    history: History,
+    run: RunIndex,
+    page: Page,
+    marks: Mapping[CaseKey, Mapping[str, Any]],
+    *,
+    status: str = "",
+    details: Mapping[CaseKey, CellDetail] | None = None,
+) -> str:
+    """A run's cells with what a reviewer needs beside each form (input, expected, output, reasons), failures first."""
+    view = _review_view(run, page, marks, details or {}, status)
+    return render("review.html.j2", title=f"Review {run.run_id}", page=page, active="runs", v=view)
 
 
 # ---------------------------------------------------------------- compare
@@ -471,79 +664,78 @@ def flips(a: RunIndex, b: RunIndex) -> list[Flip]:
     return out
 
 
-def _diff(a: str | None, b: str | None) -> Markup:
+def _diff(a: str | None, b: str | None) -> list[tuple[str, str]]:
     lines = difflib.unified_diff((a or "").splitlines(), (b or "").splitlines(), "baseline", "run", lineterm="", n=2)
-    parts = []
+    out = []
     for line in lines:
-        cls = (
-            "add"
-            if line.startswith("+") and not line.startswith("+++")
-            else "del"
-            if line.startswith("-") and not line.startswith("---")
-            else ""
-        )
-        parts.append(f'<span class="{cls}">{_e(line)}</span>' if cls else str(_e(line)))
-    if not parts:
-        return Markup("<p class=muted>The outputs are the same.</p>")
-    return Markup(f"<pre class=diff>{chr(10).join(parts)}</pre>")
+        added = line.startswith("+") and not line.startswith("+++")
+        removed = line.startswith("-") and not line.startswith("---")
+        out.append(("add" if added else "del" if removed else "", line))
+    return out
 
 
-def compare_page(history: History, a: RunIndex, b: RunIndex, found: Sequence[Flip], comparison_text: str, page: Page) -> str:
-    """Two runs side by side: flipped cells first (with a diff of the outputs), then the statistics of :mod:`evalx.results.compare`."""
-    blocks = []
+@dataclass
+class Statistics:
+    """:func:`evalx.results.compare.comparison_table`'s table, or None with the reason as text."""
+
+    head: list[str]
+    rows: list[list[str]]
+    notes: list[str]
+
+
+def compare_page(history: History, a: RunIndex, b: RunIndex, found: Sequence[Flip], statistics: Statistics | str, page: Page) -> str:
+    """Two runs side by side: flipped cells first (with a diff of the outputs), per-target figures, then the comparison's statistics."""
+    flips_view: list[FlipView] = []
     for n, f in enumerate(found):
-        t, d, c = (_e(x) for x in f.key)
-        link = f'<a class=mono href="{_e(_case_href(page, f.key))}">{d}/{c}</a>' if page.live else f"<span class=mono>{d}/{c}</span>"
-        diff = _diff(f.output_a, f.output_b) if n < MAX_DIFFS else Markup("")
-        blocks.append(f'<div class="panel flip"><div>{link} on {t}: {_status(f.before)} → {_status(f.after)}</div>{diff}</div>')
-    shared = sum(1 for k in a.cases if k in b.cases)
+        flips_view.append(
+            FlipView(
+                target=f.key[0],
+                dataset=f.key[1],
+                case=f.key[2],
+                href=_case_href(page, f.key),
+                before=f.before,
+                after=f.after,
+                diff=_diff(f.output_a, f.output_b) if n < MAX_DIFFS else None,
+            )
+        )
     targets = sorted(set(a.targets) | set(b.targets))
-    trows = "".join(
-        f"<tr><td>{_e(t)}</td><td class=num>{_pct(a.targets.get(t, {}).get('pass_rate'))}</td>"
-        f"<td class=num>{_pct(b.targets.get(t, {}).get('pass_rate'))}</td>"
-        f"<td class=num>{_usd(a.targets.get(t, {}).get('cost_usd'))}</td><td class=num>{_usd(b.targets.get(t, {}).get('cost_usd'))}</td>"
-        f"<td class=num>{_ms(a.targets.get(t, {}).get('p99_ms'))}</td><td class=num>{_ms(b.targets.get(t, {}).get('p99_ms'))}</td></tr>"
-        for t in targets
+
+    def figure(run: RunIndex, t: str, key: str) -> Any:
+        return run.targets.get(t, {}).get(key)
+
+    view = CompareView(
+        runs=[(r.run_id, _run_label(r)) for r in reversed(history.runs)],
+        a=a.run_id,
+        b=b.run_id,
+        flipped=len(found),
+        shared=sum(1 for k in a.cases if k in b.cases),
+        flips=flips_view,
+        targets=[
+            [
+                t,
+                _pct(figure(a, t, "pass_rate")),
+                _pct(figure(b, t, "pass_rate")),
+                _usd(figure(a, t, "cost_usd")),
+                _usd(figure(b, t, "cost_usd")),
+                _ms(figure(a, t, "p99_ms")),
+                _ms(figure(b, t, "p99_ms")),
+            ]
+            for t in targets
+        ],
+        stats=statistics if isinstance(statistics, Statistics) else None,
+        comparison_text=statistics if isinstance(statistics, str) else "",
     )
-    body = (
-        f"{_compare_form(history, page, a.run_id, b.run_id) if page.live else ''}"
-        f"<h1>Compare <span class=mono>{_e(a.run_id)}</span> → <span class=mono>{_e(b.run_id)}</span></h1>"
-        f"<p>{len(found)} of {shared} shared case × target flipped.</p>"
-        f"<h2>Flipped cells</h2><div id=flips>{''.join(blocks) or '<p class=muted>No case changed its verdict.</p>'}</div>"
-        "<h2>Per target</h2><table><thead><tr><th>target</th><th class=num>pass rate (baseline)</th><th class=num>pass rate (run)</th>"
-        "<th class=num>cost (baseline)</th><th class=num>cost (run)</th><th class=num>p99 (baseline)</th><th class=num>p99 (run)</th></tr></thead>"
-        f"<tbody>{trows}</tbody></table>"
-        f'<h2>Statistics</h2><pre class="diff mono" id=comparison>{_e(comparison_text)}</pre>'
-    )
-    return document(f"Compare {a.run_id} → {b.run_id}", Markup(body), page, active="compare")
+    return render("compare.html.j2", title=f"Compare {a.run_id} → {b.run_id}", page=page, active="compare", v=view)
 
 
 # ---------------------------------------------------------------- the static history page
-
-STATIC_JS = """
-document.querySelectorAll('#case-filters a[data-flag]').forEach(function (a) {
-  a.addEventListener('click', function (ev) {
-    ev.preventDefault();
-    var flag = a.getAttribute('data-flag');
-    document.querySelectorAll('#case-filters a').forEach(function (x) { x.classList.toggle('on', x === a); });
-    document.querySelectorAll('#cases tbody tr').forEach(function (r) {
-      r.hidden = flag !== 'all' && (' ' + r.getAttribute('data-flags') + ' ').indexOf(' ' + flag + ' ') < 0;
-    });
-  });
-});
-"""
-
-
-def _body_of(html: str) -> str:
-    start = html.index("<main>") + len("<main>")
-    end = html.index("<footer>")
-    return html[start:end]
 
 
 def history_document(history: History, *, title: str = "Run history", limit: int = 5000) -> str:
     """The static history page (``evalx report --history``): the runs page and the case histories in one file, no links out."""
     page = Page(live=False)
-    runs = _body_of(runs_page(history, page))
-    cases = _body_of(cases_page(history, page, limit=limit))
-    body = Markup(runs + cases + f"<script>{STATIC_JS}</script>")
-    return document(title, body, page)
+    view = HistoryView(
+        runs=_runs_view(history, page),
+        cases=_cases_view(history, page, flag="all", query="", target="", limit=limit),
+    )
+    return render("history.html.j2", title=title, page=page, v=view)

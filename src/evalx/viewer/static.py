@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
-from evalx.errors import EvalxError, writing
+from evalx.common.atomic import write_text
+from evalx.errors import EvalxError
 from evalx.reports.render import check_outputs
 from evalx.viewer.index import load_history
 from evalx.viewer.pages import history_document
@@ -20,9 +20,5 @@ def write_history_page(runs_dir: Path, out: Path) -> int:
     check_outputs({"-o": out})  # not a directory, nor a run's own record
     history = load_history(runs_dir)
     text = history_document(history, title=f"Run history · {runs_dir.resolve().name}")
-    tmp = out.with_name(out.name + ".tmp")
-    with writing(out, tmp=tmp):
-        out.parent.mkdir(parents=True, exist_ok=True)
-        tmp.write_text(text, encoding="utf-8", errors="replace")
-        os.replace(tmp, out)
+    write_text(out, text, errors="replace")
     return len(history.runs)

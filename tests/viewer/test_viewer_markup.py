@@ -1,0 +1,168 @@
+"""Issue 30, class 1: markup from run data. Run ids that are attribute, script and element injections, and a hostile index
+cache, shown by a started `evalx view` and in `evalx report --history`'s file, in headless Chromium: no handler runs, no element
+is made, the text is shown as text; a wrongly typed cache is rebuilt, never a 500."""
+
+from __future__ import annotations
+
+import html
+import json
+import subprocess
+import sys
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote, urlencode
+
+import pytest
+from browser import chromium
+from viewer_project import runs_apart, started_viewer
+
+from evalx.viewer.index import INDEX_DIR
+
+HOSTILE_IDS = [
+    "x autofocus tabindex=1 onfocus=document.title='XSS'",
+    'q" autofocus tabindex="1" onfocus="document.title=\'XSS\'" x="',
+    "q' autofocus tabindex='1' onfocus='document.title=`XSS`' x='",
+    "</script><script>document.title='XSS'</script>",
+    "<img src=x onerror=\"document.title='XSS'\">",
+]
+HOSTILE_CASE = "<img src=x onerror=document.title='XSS'>"
+
+#: what the browser finds that a page of ours never has: injected elements, handlers, scripts beyond our one
+PROBE = """() => {
+  document.querySelectorAll('[tabindex],[autofocus]').forEach(function (e) { try { e.focus(); } catch (x) {} });
+  return {
+    title: document.title,
+    injected: document.querySelectorAll('img,[onfocus],[onerror],[autofocus]').length,
+    scripts: document.querySelectorAll('script').length,
+    text: document.body.innerText,
+  };
+}"""
+
+
+def _hostile_runs(tmp_path: Path) -> tuple[Path, list[Path]]:
+    config, dirs = runs_apart(tmp_path, len(HOSTILE_IDS))
+    for run_dir, hostile in zip(dirs, HOSTILE_IDS, strict=True):
+        meta = json.loads((run_dir / "run.json").read_text())
+        meta["run_id"] = hostile
+        (run_dir / "run.json").write_text(json.dumps(meta))
+    return config.parent / "runs", dirs
+
+
+def _poison_cache(runs_dir: Path, run_dir: Path, hostile_id: str) -> None:
+    """A cache that matches its run's files (as one restored from a CI artifact would) and carries markup in a case id."""
+    cache = runs_dir / INDEX_DIR / f"{run_dir.name}.json"
+    data = json.loads(cache.read_text())
+    assert data["run_id"] == hostile_id
+    data["cases"].append(["bot", "d", HOSTILE_CASE, "fail", None, None, 1, 0, 0])
+    cache.write_text(json.dumps(data))
+
+
+def _get(url: str) -> tuple[int, str]:
+    try:
+        with urllib.request.urlopen(url, timeout=60) as res:
+            return res.status, res.read().decode()
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.read().decode()
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Any]:
+    yield from chromium()
+
+
+@pytest.mark.slow
+def test_hostile_run_ids_and_a_hostile_cache_stay_text_in_the_browser(browser: Any, tmp_path: Path) -> None:
+    runs_dir, dirs = _hostile_runs(tmp_path)
+    # the index cache is written by a first look, then poisoned with its signature kept
+    subprocess.run([sys.executable, "-m", "evalx.cli", "report", "--history", str(runs_dir), "-o", str(tmp_path / "h0.html")], check=True)
+    _poison_cache(runs_dir, dirs[0], HOSTILE_IDS[0])
+    history = tmp_path / "history.html"
+    res = subprocess.run(
+        [sys.executable, "-m", "evalx.cli", "report", "--history", str(runs_dir), "-o", str(history)], capture_output=True, text=True
+    )
+    assert res.returncode == 0, res.stderr
+    page = browser.new_page()
+    blocked: list[str] = []
+    page.on("console", lambda m: blocked.append(m.text) if "Content Security Policy" in m.text else None)
+    with started_viewer(runs_dir) as (base, _):
+        urls = [
+            base + "/",
+            base + "/cases",
+            base + "/case?" + urlencode({"target": "bot", "dataset": "d", "case": "flip"}),
+            base + "/case?" + urlencode({"target": "bot", "dataset": "d", "case": HOSTILE_CASE}),
+            base + "/compare",
+            *(base + "/run/" + quote(h, safe="") for h in HOSTILE_IDS),
+            *(base + "/run/" + quote(h, safe="") + "/review" for h in HOSTILE_IDS),
+            history.as_uri(),
+        ]
+        for url in urls:
+            page.goto(url)
+            page.wait_for_load_state("load")
+            before = page.title()
+            found = page.evaluate(PROBE)
+            assert found["title"] == before != "XSS", url
+            assert found["injected"] == 0, url
+            assert found["scripts"] <= 2, url  # ours (the report's data block is a second, never code)
+            if "/run/" not in url or url.endswith("/review"):
+                assert any(h in found["text"] for h in [*HOSTILE_IDS, HOSTILE_CASE]), (url, found["text"])  # shown, as text
+        # the hostile case id (from the poisoned cache) is listed as text
+        page.goto(base + "/cases")
+        assert HOSTILE_CASE in page.locator("#cases").inner_text()
+    page.close()
+    assert "Content-Security-Policy" in history.read_text()
+
+
+def test_every_page_carries_a_script_policy_without_unsafe_inline(tmp_path: Path) -> None:
+    runs_dir, dirs = _hostile_runs(tmp_path)
+    with started_viewer(runs_dir) as (base, _):
+        for path in ("/", "/cases", "/compare", "/run/" + quote(HOSTILE_IDS[0], safe=""), "/run/nope", "/case?target=x"):
+            req = urllib.request.Request(base + path)
+            try:
+                with urllib.request.urlopen(req, timeout=60) as res:
+                    policy, body = res.headers["Content-Security-Policy"], res.read().decode()
+            except urllib.error.HTTPError as exc:
+                policy, body = exc.headers["Content-Security-Policy"], exc.read().decode()
+            script = next(p for p in policy.split(";") if p.strip().startswith("script-src"))
+            assert "unsafe" not in script and "'sha256-" in script, (path, policy)
+            for hostile in HOSTILE_IDS:
+                assert hostile not in body, path  # never raw: escaped wherever it is shown
+    history = tmp_path / "h.html"
+    subprocess.run([sys.executable, "-m", "evalx.cli", "report", "--history", str(runs_dir), "-o", str(history)], check=True)
+    text = history.read_text()
+    assert '<meta http-equiv="Content-Security-Policy"' in text and "script-src 'sha256-" in html.unescape(text)
+    assert not any(h in text for h in HOSTILE_IDS)
+
+
+@pytest.mark.parametrize(
+    "damage",
+    [
+        lambda d: d.update(targets={"bot": {"cells": "many"}}),
+        lambda d: d.update(cases=[["bot", "d", "flip", "pass", "x", None, 1, 1, 0]]),
+        lambda d: d.update(cases=[["bot", "d"]]),
+        lambda d: d.update(cases=[[{"a": 1}, "d", "flip", "pass", None, None, 1, 1, 0]]),
+        lambda d: d.update(run_id=["not", "a", "string"]),
+        lambda d: d.update(reviewed="<b>2</b>"),
+        lambda d: d.update(started_unix="soon"),
+        lambda d: d.update(gates="<img src=x onerror=alert(1)>"),
+        lambda d: d.update(run_id="another-run"),  # a cache may not rename its run
+    ],
+)
+def test_a_wrongly_typed_or_renamed_cache_is_rebuilt_never_a_500(tmp_path: Path, damage: Any) -> None:
+    config, dirs = runs_apart(tmp_path, 1)
+    runs_dir = config.parent / "runs"
+    subprocess.run([sys.executable, "-m", "evalx.cli", "report", "--history", str(runs_dir), "-o", str(tmp_path / "h.html")], check=True)
+    cache = runs_dir / INDEX_DIR / f"{dirs[0].name}.json"
+    good = json.loads(cache.read_text())
+    bad = json.loads(cache.read_text())
+    damage(bad)
+    cache.write_text(json.dumps(bad))
+    with started_viewer(runs_dir) as (base, _):
+        for path in ("/", "/cases", "/case?target=bot&dataset=d&case=flip", f"/run/{dirs[0].name}/review", f"/run/{dirs[0].name}"):
+            status, body = _get(base + path)
+            assert status == 200, (path, body)
+            assert "another-run" not in body and "<b>2</b>" not in body
+    again = json.loads(cache.read_text())  # rebuilt from the run's files, and stored right
+    assert again == good
