@@ -16,7 +16,6 @@ the exit status and the reports are made by the same functions as
 from __future__ import annotations
 
 import heapq
-import json
 import logging
 import shutil
 import time
@@ -26,6 +25,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from evalx.common.reading import RUN_RECORD, SUMMARY, stored_json
 from evalx.config.loader import Config
 from evalx.errors import MergeError, writing
 from evalx.execution.resume import config_hash
@@ -76,10 +76,8 @@ class ShardRun:
 
 
 def _read_json(path: Path) -> dict[str, Any] | None:
-    try:
-        value = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
+    """A run file's object, None when it is missing or damaged (one that is not a regular file is named in a warning)."""
+    value = stored_json(path, SUMMARY if path.name == "summary.json" else RUN_RECORD)
     return value if isinstance(value, dict) else None
 
 

@@ -44,6 +44,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from evalx.common.reading import CONFIG, PROVIDER, read_text
 from evalx.errors import ConfigError, EvalxError
 from evalx.execution.executor import ExecutionStats
 from evalx.execution.interrupt import Interrupt, cancel_on_signals
@@ -536,7 +537,7 @@ def _needed_env(config: Any, specs: list[dict[str, Any]]) -> dict[str, str]:
     """The environment the targets read, and only that: the config's ``${VAR}``s, its ``secrets:``, provider key variables, EVALX_*."""
     names: set[str] = set()
     try:
-        names.update(_VAR.findall(Path(config.path).read_text(encoding="utf-8")))
+        names.update(_VAR.findall(read_text(Path(config.path), CONFIG)))
     except OSError:
         pass
     names.update(str(s) for s in config.data.get("secrets") or [])
@@ -552,7 +553,7 @@ def _needed_env(config: Any, specs: list[dict[str, Any]]) -> dict[str, str]:
         if definition.auth_env:
             names.add(definition.auth_env)
         try:
-            names.update(_VAR.findall(Path(definition.loaded.file).read_text(encoding="utf-8")))
+            names.update(_VAR.findall(read_text(Path(definition.loaded.file), PROVIDER)))
         except (OSError, AttributeError, TypeError):
             pass
     names.update(n for n in os.environ if n.startswith("EVALX_"))

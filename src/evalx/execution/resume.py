@@ -15,8 +15,9 @@ import json
 from pathlib import Path
 from typing import Any
 
+from evalx.common.reading import RUN_RECORD, read_json
 from evalx.datasets.table import FINGERPRINT_JSON, case_digest, content_digest
-from evalx.errors import EvalxError, ResumeError
+from evalx.errors import EvalxError, ResumeError, UnreadableFile
 from evalx.execution.plan import Selection
 from evalx.results.model import CellResult
 
@@ -123,7 +124,9 @@ def load_run_meta(
     except RunNotFound as exc:
         raise error(f"{option}: {exc}") from None
     try:
-        meta = json.loads((run_dir / "run.json").read_text(encoding="utf-8"))
+        meta = read_json(run_dir / "run.json", RUN_RECORD)
+    except UnreadableFile as exc:
+        raise error(f"{option}: cannot read {exc}") from None
     except (OSError, ValueError) as exc:
         raise error(f"{option}: cannot read {run_dir / 'run.json'}: {exc}") from None
     if not isinstance(meta, dict) or not meta.get("run_id"):

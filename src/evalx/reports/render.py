@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-import json
+import os
 import shutil
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, cast
 
+from evalx.common.reading import RUN_RECORD, SUMMARY, stored_json
 from evalx.errors import EvalxError, writing
 from evalx.reports.text import format_summary
 from evalx.reports.writers import Outputs, ReportWriter, copies, report_writers
@@ -121,7 +122,7 @@ def rebuild_reports(
     the summary (``unreadable_lines``, ``duplicate_cells``).
     """
     problems = problems if problems is not None else ReadProblems()
-    if not (run_dir / "results.jsonl").is_file():
+    if not os.path.lexists(run_dir / "results.jsonl"):  # there, if not a regular file: reading it names the problem
         raise EvalxError(f"{run_dir}: no results.jsonl there, not a run directory")
     meta, stored = _read_json_dict(run_dir / "run.json"), _read_json_dict(run_dir / "summary.json")
     rule = stored.get("repeat_pass_rule")
@@ -202,8 +203,6 @@ def copy_report(src: Path, dst: Path) -> None:
 
 
 def _read_json_dict(path: Path) -> dict[str, Any]:
-    try:
-        value = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return {}
+    """A run file's object, {} when it is missing or damaged (one that is not a regular file is named in a warning)."""
+    value = stored_json(path, SUMMARY if path.name == "summary.json" else RUN_RECORD)
     return value if isinstance(value, dict) else {}

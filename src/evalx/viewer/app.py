@@ -29,6 +29,7 @@ from urllib.parse import urlsplit
 
 from aiohttp import web
 
+from evalx.common.reading import REPORT, read_bytes
 from evalx.errors import EvalxError
 from evalx.results.compare import compare_runs, format_comparison
 from evalx.results.reviews import REVIEWS, add_mark, default_reviewer, load_marks
@@ -232,7 +233,7 @@ async def run_view(request: web.Request) -> web.StreamResponse:
     if not report.is_file():
         return _html(message_page(run.run_id, "This run has no report.html yet (still running?).", _page(request)), 404)
     page = _page(request)
-    html = await asyncio.to_thread(report.read_text, encoding="utf-8", errors="replace")
+    html = (await asyncio.to_thread(read_bytes, report, REPORT)).decode("utf-8", "replace")  # a regular file only
     links = [("/", "← runs"), (f"/run/{run.run_id}/review", "review cells"), ("/cases", "case history")]
     if run.baseline:
         links.append((page.href("/compare", a="baseline", b=run.run_id), "compare with its baseline"))

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from evalx.common.reading import CACHE, SUMMARY, read_json, stored_json
 from evalx.results.history import read_run
 from evalx.results.repeats import RULES, status_of
 from evalx.results.reviews import REVIEWS, summary_is_current
@@ -132,10 +133,7 @@ def _p99(values: list[float]) -> float | None:
 
 def _build(run_dir: Path) -> RunIndex:
     info = read_run(run_dir)
-    try:
-        stored = json.loads((run_dir / "summary.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        stored = {}
+    stored = stored_json(run_dir / "summary.json", SUMMARY)  # a FIFO or a device: named in a warning, read as missing
     stored = stored if isinstance(stored, dict) else {}
     rule = stored.get("repeat_pass_rule")
     rule = rule if rule in RULES else "majority"
@@ -237,7 +235,7 @@ def _lookup(run_dir: Path, cache_dir: Path | None, *, build: bool) -> RunIndex |
     index: RunIndex | None = None
     if cached is not None:
         try:
-            data = json.loads(cached.read_text(encoding="utf-8"))
+            data = read_json(cached, CACHE)  # a regular file only, at most CACHE's size
             if isinstance(data, dict) and data.get("v") == INDEX_VERSION and data.get("sig") == sig:
                 index = RunIndex.from_json(run_dir, data)
         except (OSError, ValueError, KeyError, TypeError, IndexError):
@@ -264,10 +262,7 @@ def _headline(run_dir: Path) -> RunIndex | None:
     index would give (the same pass-rate rule, percentile and review marks:
     a summary older than the run's marks is not used).
     """
-    try:
-        stored = json.loads((run_dir / "summary.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
+    stored = stored_json(run_dir / "summary.json", SUMMARY)
     if not isinstance(stored, dict) or not isinstance(stored.get("per_target"), dict) or not summary_is_current(run_dir, stored):
         return None
     info = read_run(run_dir)
