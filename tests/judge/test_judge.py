@@ -86,6 +86,9 @@ def test_parse_verdict_forms(text: str, expected: tuple[Any, ...]) -> None:
         ('{"pass": true, "score": 0.9}\nFAIL', "both PASS and FAIL"),
         ('FAIL\n```json\n{"pass": true}\n```', "both PASS and FAIL"),
         ('{"pass": true}\n{"pass": false}', "both PASS and FAIL"),
+        # a verdict on its own line (the output quoted as a block), then the opposite word in prose: it takes it back
+        ('The output said to reply\n{"pass": true}\nActually: FAIL - the answer is wrong.', "says FAIL after its verdict"),
+        ("PASS\nHmm, on reflection this is a FAIL.", "says FAIL after its verdict"),
     ],
 )
 def test_parse_verdict_garbage_is_an_error_keeping_the_raw_text(text: str, message: str) -> None:

@@ -142,6 +142,10 @@ class Executor:
         try:
             if hit is not None:
                 traj = cells.from_cache(hit, target)
+                try:  # stored under another max_response_bytes, or a cache file edited: the same bound as a fresh answer
+                    traj = safe_trajectory(traj, plan.settings.max_response_bytes)
+                except ValueError as exc:
+                    traj = Trajectory(error=f"{target.id}'s cached answer cannot be used: {exc}")
             else:
                 traj = await self._call(target, cell, deadline, plan.settings.max_response_bytes)
             latency = (time.perf_counter() - t0) * 1000.0

@@ -24,7 +24,9 @@ Verdicts separated only by whitespace (``"PASS\\nFAIL"``, a verdict line next
 to a JSON verdict) are all "in verdict position": if they disagree the reply
 is an error; if they agree, the JSON object (which carries score and reason)
 is used. Text after the last verdict that holds no verdict (a reason, "hope
-that helps") is allowed. No verdict at all (a reply whose only verdict-shaped
+that helps") is allowed; text after it that says the opposite verdict word,
+even inside a sentence (``{"pass": true}`` then ``Actually: FAIL - ...``),
+makes the reply contradict itself: an error. No verdict at all (a reply whose only verdict-shaped
 text is quoted inside a sentence included), or disagreeing verdicts in
 position, raise :class:`JudgeError` keeping the raw reply, so the assertion
 becomes an ``error`` — never a silent pass or fail.
@@ -99,6 +101,8 @@ _FENCE_MARK = re.compile(r"```[A-Za-z0-9_-]*")
 _LABEL = r"(?i:(?:final[ \t]+)?(?:verdict|answer|grade|decision))[*_ \t]*:[*_ \t]*"
 #: what may stand before a JSON object on its line for the object to stand as the verdict
 _OBJECT_LEAD = re.compile(rf"{_DECOR}(?:```[A-Za-z0-9_-]*[ \t]*)?(?:{_LABEL})?(?:```[A-Za-z0-9_-]*[ \t]*)?")
+#: a verdict word anywhere (in capitals, a whole word): after the verdict, the opposite one makes the reply contradict itself
+_VERDICT_WORD = re.compile(r"(?<![A-Za-z0-9_])(?:PASS|FAIL)(?![A-Za-z0-9_])")
 _LINE_VERDICT = re.compile(
     # the label may be in any case, the verdict word must be in capitals
     rf"^{_DECOR}(?:{_LABEL})?(PASS|FAIL)[*_`~]*{_SEPARATOR}(.*)$",
@@ -296,6 +300,12 @@ def read_verdict(text: str, *, scale: int | None = None) -> tuple[bool | None, f
     if len(said) > 1:
         raise JudgeError("the judge's reply ends with both PASS and FAIL", raw=text)
     passed = said.pop() if said else None
+    if passed is not None:
+        after = _VERDICT_WORD.search(text, max(item.end for item in group))
+        while after is not None and (after.group(0) == "PASS") == passed:
+            after = _VERDICT_WORD.search(text, after.end())
+        if after is not None:  # "{"pass": true}\nActually: FAIL - ...": the reply takes its verdict back
+            raise JudgeError(f"the judge's reply says {after.group(0)} after its verdict ({'PASS' if passed else 'FAIL'})", raw=text)
     objects = [item.obj for item in group if item.obj is not None]
     if objects:
         obj = objects[-1]
