@@ -208,7 +208,14 @@ def read_bytes(path: str | os.PathLike[str], kind: FileKind, *, shown: str | Non
     where = _shown(path, shown)
     with open_regular(path, kind, shown=where) as f:
         try:
-            data = f.read(kind.limit + 1)  # a file that grew while it was read stops at the limit too
+            want = min(os.fstat(f.fileno()).st_size, kind.limit) + 1  # its size (a read of n bytes sets n aside first)
+            data = f.read(want)
+            if len(data) == want:  # it grew since: the rest a piece at a time, up to the limit
+                parts, total = [data], len(data)
+                while total <= kind.limit and (piece := f.read(min(_SKIP, kind.limit + 1 - total))):
+                    parts.append(piece)
+                    total += len(piece)
+                data = b"".join(parts)
         except OSError as exc:
             raise _failed(where, exc) from None
     if len(data) > kind.limit:
@@ -227,11 +234,13 @@ def read_text(path: str | os.PathLike[str], kind: FileKind, *, shown: str | None
         raise UnreadableFile(where, f"not UTF-8 text (line {line}, byte {exc.start})") from None
 
 
-def lines(f: BinaryIO, kind: FileKind) -> Iterator[bytes | None]:
+def lines(f: BinaryIO, kind: FileKind, *, stop: bool = False) -> Iterator[bytes | None]:
     """The lines of ``f`` (with their ``\\n``; the last one may lack it), each at most ``kind.limit`` bytes before it.
 
     A longer line is skipped to its end without being held, and stands as None
-    in its place, so the caller counts it (a line number stays a line number).
+    in its place, so the caller counts it (a line number stays a line number);
+    with ``stop``, the None is the last item (a caller for whom it is an error
+    does not wait for the rest of a line that may never end).
     """
     limit = kind.limit
     read = f.readline
@@ -242,6 +251,9 @@ def lines(f: BinaryIO, kind: FileKind) -> Iterator[bytes | None]:
         if line.endswith(b"\n") or len(line) <= limit:  # a whole line (its text at most the limit), or the last one
             yield line
             continue
+        if stop:
+            yield None
+            return
         while not line.endswith(b"\n"):  # the rest of the long line, a piece at a time
             line = read(_SKIP)
             if not line:

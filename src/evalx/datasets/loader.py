@@ -826,7 +826,7 @@ def _read_jsonl(path: Path, shown: str, errors: _Errors, part: Part | None = Non
         with open_regular(path, shown=shown) as f:  # a FIFO or a device is refused, never read
             if part is not None:
                 f.seek(part.start)
-            read: Iterable[bytes | None] = lines(f, DATASET_LINE)  # a line at a time, each at most DATASET_LINE's size
+            read: Iterable[bytes | None] = lines(f, DATASET_LINE, stop=True)  # a line at a time, each at most DATASET_LINE's size
             if part is not None and part.end is not None:
                 read = _up_to(read, part.end - part.start)
             for lineno, raw in enumerate(read, first_line):
