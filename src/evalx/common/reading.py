@@ -31,8 +31,9 @@ import stat
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import BinaryIO
 
+from evalx.common.json_types import JSON
 from evalx.errors import UnreadableFile
 
 __all__ = [
@@ -261,20 +262,21 @@ def lines(f: BinaryIO, kind: FileKind, *, stop: bool = False) -> Iterator[bytes 
         yield None
 
 
-def read_json(path: str | os.PathLike[str], kind: FileKind, *, shown: str | None = None) -> Any:
+def read_json(path: str | os.PathLike[str], kind: FileKind, *, shown: str | None = None) -> JSON:
     """The JSON value of the regular file ``path`` (at most ``kind.limit`` bytes); :class:`UnreadableFile` or ``ValueError``."""
     data = read_bytes(path, kind, shown=shown)
     try:
-        return json.loads(data)
+        value: JSON = json.loads(data)
     except RecursionError:
         raise ValueError("JSON nested too deeply") from None
+    return value
 
 
 #: (file, reason) already warned about: a file read again and again (the viewer) is named once
 _WARNED: set[tuple[str, str]] = set()
 
 
-def stored_json(path: str | os.PathLike[str], kind: FileKind, *, shown: str | None = None) -> Any:
+def stored_json(path: str | os.PathLike[str], kind: FileKind, *, shown: str | None = None) -> JSON:
     """For a file a run folder may lack, or hold damaged (``run.json``, ``summary.json``, a cache): its JSON value, or None.
 
     None when it is missing or not JSON, as before; one that is there but is

@@ -18,6 +18,7 @@ from typing import Any, cast
 
 import yaml
 
+from evalx.common.json_types import as_object
 from evalx.common.reading import CONFIG_COPY, SUMMARY, read_text, stored_json
 from evalx.results.display import one_line, show_id
 from evalx.results.figures import ms as _ms
@@ -110,10 +111,7 @@ def _rule_of(run_dir: Path) -> str:
     """The run's ``repeat_pass_rule``: as its summary recorded it, else from the config it stored."""
     from evalx.results.repeats import DEFAULT_RULE, RULES
 
-    try:
-        rule = stored_json(run_dir / "summary.json", SUMMARY).get("repeat_pass_rule")
-    except AttributeError:
-        rule = None
+    rule = as_object(stored_json(run_dir / "summary.json", SUMMARY)).get("repeat_pass_rule")
     if rule not in RULES:
         try:
             data = yaml.safe_load(read_text(run_dir / "config.yaml", CONFIG_COPY))

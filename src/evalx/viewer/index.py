@@ -262,9 +262,10 @@ def _headline(run_dir: Path) -> RunIndex | None:
     index would give (the same pass-rate rule, percentile and review marks:
     a summary older than the run's marks is not used).
     """
-    stored = stored_json(run_dir / "summary.json", SUMMARY)
-    if not isinstance(stored, dict) or not isinstance(stored.get("per_target"), dict) or not summary_is_current(run_dir, stored):
+    read = stored_json(run_dir / "summary.json", SUMMARY)
+    if not isinstance(read, dict) or not isinstance(read.get("per_target"), dict) or not summary_is_current(run_dir, read):
         return None
+    stored: dict[str, Any] = read  # as stored, possibly by an older evalx: read with care below
     info = read_run(run_dir)
     if info is None or info.status == "running":
         return None
