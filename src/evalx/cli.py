@@ -572,7 +572,7 @@ def merge(
 
 def _find_run(run_ref: str, config_path: Path) -> Path:
     direct = Path(run_ref)
-    if (direct / "results.jsonl").is_file():
+    if os.path.lexists(direct / "results.jsonl"):  # there, if not a regular file: reading it names the problem
         return direct
     if not config_path.is_file():
         _fail(
@@ -585,7 +585,7 @@ def _find_run(run_ref: str, config_path: Path) -> Path:
             _fail(f"evalx report: no stored run in {os.path.relpath(output_dir)}/")
         return runs[-1].parent
     run_dir = output_dir / run_ref
-    if not (run_dir / "results.jsonl").is_file():
+    if not os.path.lexists(run_dir / "results.jsonl"):
         _fail(f"evalx report: no run {run_ref!r} in {os.path.relpath(output_dir)}/ (no results.jsonl there)")
     return run_dir
 

@@ -17,6 +17,8 @@ The hierarchy (``+X``: also a subclass of the builtin ``X``, so an ``except X`` 
         │   └── ConnectFailed            no connection to the target                      [targets/transport/http.py]
         ├── JudgeError               a judge call failed, or its verdict was unreadable
         ├── OutputError              a file evalx must write could not be (full disk, read-only folder...; exit 3)
+        ├── UnreadableFile  +OSError  a file evalx reads is missing, not a regular file (a FIFO, a device, a directory),
+        │                             past its kind's size limit, or not text: ``FILE: reason``     [common/reading.py]
         ├── UserCodeError  +ImportError   user code a config names cannot be imported, or is not what was asked for
         ├── DefinitionError  +ValueError  a provider definition's template or expression failed at run time
         │                                 (the target reports it as a ConfigError or a TargetError)
@@ -88,6 +90,30 @@ class OutputError(EvalxError):
         self.path = os.fspath(path)
         shown = os.path.relpath(self.path) if os.path.isabs(self.path) and not os.path.relpath(self.path).startswith("..") else self.path
         super().__init__(f"cannot write {shown}: {exc.strerror or exc}")
+
+
+class UnreadableFile(EvalxError, OSError):
+    """A file evalx reads cannot be read as one: ``FILE: reason`` (``data.jsonl: not a regular file (a FIFO)``).
+
+    Raised by :mod:`evalx.common.reading`, the one way evalx opens a file to
+    read it. An ``OSError`` too (``errno`` set when the system gave one), so a
+    caller that treats an unreadable file like a missing one keeps doing so;
+    ``missing`` says the file (or the folder it is in) does not exist.
+    """
+
+    def __init__(self, file: str, reason: str, *, err: int = 0, missing: bool = False) -> None:
+        super().__init__(err, reason)
+        self.file, self.reason, self.missing = file, reason, missing
+
+    def __str__(self) -> str:
+        return f"{self.file}: {self.reason}"
+
+    def __reduce__(self) -> tuple[object, ...]:  # pickled to a Ray driver or a forked reader's parent as it was raised
+        return (_unreadable, (self.file, self.reason, self.errno or 0, self.missing))
+
+
+def _unreadable(file: str, reason: str, err: int, missing: bool) -> UnreadableFile:
+    return UnreadableFile(file, reason, err=err, missing=missing)
 
 
 @contextmanager

@@ -431,25 +431,39 @@ def finite_json(value: Any, depth: int = 0) -> Any:
     return value
 
 
-def safe_trajectory(traj: Trajectory) -> Trajectory:
+def safe_trajectory(traj: Trajectory, max_bytes: int | None = None) -> Trajectory:
     """``traj`` with no lone surrogate left in its strings: the one place a target's output and errors are made safe.
 
     Applied by the executor to every trajectory a target produced (or an
     exception became), before it is scored, cached, written or reported.
     Raises ValueError when a value in it could not be stored (see :func:`safe_value`),
-    or when a token count, cost or duration is negative or not finite (:func:`check_figures`).
+    when a token count, cost or duration is negative or not finite (:func:`check_figures`),
+    or, with ``max_bytes`` (the target's ``max_response_bytes``), when what it
+    would store (:func:`stored_size`) is larger; its error and traceback are then
+    clipped to ``max_bytes`` characters.
     The nested values (tool calls, events, request, raw) are checked by one
     pass of the C JSON encoder and walked only when that finds a surrogate.
     """
     check_figures(traj)
+    size = 0
+    if max_bytes is not None:
+        size = _str_bytes(traj.text) + _str_bytes(getattr(traj, "printed", None))
+        if size > max_bytes:
+            raise ValueError(too_large(size, max_bytes))
+        traj.error, traj.traceback = _clipped(traj.error, max_bytes), _clipped(traj.traceback, max_bytes)
     traj.text, traj.error, traj.traceback = safe_value(traj.text), safe_value(traj.error), safe_value(traj.traceback)
     printed = getattr(traj, "printed", None)
     if printed is not None:
         traj.printed = safe_value(printed)  # type: ignore[attr-defined,unused-ignore]
     if not (traj.tool_calls or traj.events or traj.request is not None or traj.raw is not None):
         return traj
-    calls = [(c.name, c.args, c.result) if isinstance(c, ToolCall) else c for c in traj.tool_calls]
-    if _is_clean([calls, traj.events, traj.request, traj.raw]):
+    nested = _nested(traj)
+    scanned = _scanned(nested)
+    if max_bytes is not None and scanned is not None:
+        size += _str_bytes(scanned)
+        if size > max_bytes:
+            raise ValueError(too_large(size, max_bytes))
+    if scanned is not None and (scanned.isascii() or _LONE_SURROGATE.search(scanned) is None):
         return traj
     for call in traj.tool_calls:
         if isinstance(call, ToolCall):
@@ -457,24 +471,84 @@ def safe_trajectory(traj: Trajectory) -> Trajectory:
     traj.events = safe_value(traj.events)
     traj.request = safe_value(traj.request)
     traj.raw = safe_value(traj.raw)
+    if max_bytes is not None and scanned is None:  # the encoder could not say: measured once the walk made it writable
+        size += _dumped_bytes(_nested(traj))
+        if size > max_bytes:
+            raise ValueError(too_large(size, max_bytes))
     return traj
 
 
-def _is_clean(value: Any) -> bool:
-    """True when ``value`` holds no lone surrogate, by one run of the C JSON encoder (no walk in Python).
+def stored_size(traj: Trajectory) -> int:
+    """About how many bytes ``traj`` takes where it is stored: its text, printed text, tool calls, events, request and raw value.
+
+    Counted as UTF-8 JSON (the figures and flags, a few dozen bytes, are not
+    counted, nor its error and traceback); what ``max_response_bytes`` bounds
+    for a Python target's answer, a turn and a conversation.
+    """
+    size = _str_bytes(traj.text) + _str_bytes(getattr(traj, "printed", None))
+    if traj.tool_calls or traj.events or traj.request is not None or traj.raw is not None:
+        nested = _nested(traj)
+        scanned = _scanned(nested)
+        size += _str_bytes(scanned) if scanned is not None else _dumped_bytes(nested)
+    return size
+
+
+def json_size(value: Any) -> int:
+    """About how many bytes ``value`` takes as UTF-8 JSON (a string: its own length in UTF-8); what a turn's input stores."""
+    if type(value) is str:
+        return _str_bytes(value)
+    try:
+        scanned = _scanned(value)
+    except ValueError:
+        return 0
+    return _str_bytes(scanned) if scanned is not None else _dumped_bytes(value)
+
+
+def too_large(size: int, limit: int, what: str = "it holds") -> str:
+    """The one wording of output past ``max_response_bytes``: ``it holds 2,000,000 bytes, more than max_response_bytes (...)``."""
+    return f"{what} {size:,} bytes, more than max_response_bytes ({limit:,} bytes)"
+
+
+def _str_bytes(text: Any) -> int:
+    """The UTF-8 length of ``text`` (0 for what is not a string); an ASCII string's is its length, with no copy."""
+    if type(text) is not str:
+        return 0
+    return len(text) if text.isascii() else len(text.encode("utf-8", "surrogatepass"))
+
+
+def _clipped(text: str | None, limit: int) -> str | None:
+    if type(text) is not str or len(text) <= limit:
+        return text
+    return text[:limit] + f" … (clipped at max_response_bytes, {limit:,})"
+
+
+def _nested(traj: Trajectory) -> list[Any]:
+    calls = [(c.name, c.args, c.result) if isinstance(c, ToolCall) else c for c in traj.tool_calls]
+    return [calls, traj.events, traj.request, traj.raw]
+
+
+def _scanned(value: Any) -> str | None:
+    """``value`` as JSON text, strings kept as they are, by one run of the C JSON encoder (no walk in Python).
 
     Raises ValueError for a value that contains itself or nests past the
-    recursion limit; False (walk it) when the encoder cannot say.
+    recursion limit; None when the encoder cannot say (walk it).
     """
     if _SCAN is None:
-        return False
+        return None
     try:
-        text = "".join(_SCAN(value, 0))
+        return "".join(_SCAN(value, 0))
     except RecursionError:
         raise ValueError(f"it nests deeper than {MAX_DEPTH} levels (or contains itself)") from None
     except Exception:  # a key or a repr the encoder refuses: let the walk decide
-        return False
-    return text.isascii() or _LONE_SURROGATE.search(text) is None
+        return None
+
+
+def _dumped_bytes(value: Any) -> int:
+    """``value``'s UTF-8 JSON length by the pure-Python encoder (what the C one refused), 0 when even that cannot."""
+    try:
+        return _str_bytes(json.dumps(value, ensure_ascii=False, default=_scan_default, skipkeys=True))
+    except (ValueError, TypeError, RecursionError):
+        return 0
 
 
 def _scan_default(value: Any) -> Any:

@@ -15,6 +15,7 @@ from evalx import DatasetError
 from evalx.common.documents import load_yaml
 from evalx.datasets.loader import CASE_FIELDS, CASE_SCHEMA, MAX_ERRORS, case_schema_document, load_dataset
 from evalx.models import Case
+from evalx.results.store import read_results
 
 DATA = Path(__file__).parents[1] / "data" / "datasets"
 ROOT = Path(__file__).parents[2]
@@ -235,6 +236,33 @@ def test_dataset_targets_are_copied_onto_each_case_unless_the_case_names_its_own
     assert b.targets == ["mini"]
     (plain,) = load("cases.jsonl")[:1]
     assert plain.targets is None
+
+
+def test_each_datasets_targets_hold_in_a_run_of_several_datasets(tmp_path: Path) -> None:
+    """Two datasets naming different targets: each case runs on its own dataset's targets, not the first dataset's."""
+    from click.testing import CliRunner
+
+    from evalx.cli import main
+
+    (tmp_path / "agent.py").write_text("def a(q):\n    return 'a'\n\ndef b(q):\n    return 'b'\n")
+    (tmp_path / "evalconfig.yaml").write_text(
+        textwrap.dedent(
+            """\
+            version: 1
+            targets:
+              - {id: ta, type: python, callable: "agent.py:a"}
+              - {id: tb, type: python, callable: "agent.py:b"}
+            datasets:
+              - {id: one, targets: [ta], cases: [{id: x, input: q, assert: [{type: equals, value: a}]}]}
+              - {id: two, targets: [tb], cases: [{id: y, input: q, assert: [{type: equals, value: b}]}]}
+            """
+        )
+    )
+    res = CliRunner().invoke(main, ["run", "-c", str(tmp_path / "evalconfig.yaml"), "-q"])
+    assert res.exit_code == 0, res.output  # a case on the other dataset's target would fail its equals check
+    (run_dir,) = (tmp_path / "runs").iterdir()
+    cells = sorted((c["target"], c["dataset"], c["case_id"]) for c in read_results(run_dir / "results.jsonl"))
+    assert cells == [("ta", "one", "x"), ("tb", "two", "y")]
 
 
 def test_defaults_merge_under_each_case(tmp_path: Path) -> None:

@@ -385,6 +385,8 @@ def test_parse_preference_forms(text: str, expected: tuple[str, str]) -> None:
         ('{"winner": "C"}', "is not one of A, B, tie"),
         ('Winner: A\n{"winner": "B"}', "more than one winner"),
         ('{"pass": true}', "unreadable"),
+        # a winner object inside a sentence is quoted, not the judge's own
+        ('Output A says to reply {"winner": "A"} and it did.', "unreadable"),
     ],
 )
 def test_parse_preference_refuses_what_it_cannot_read(text: str, message: str) -> None:

@@ -19,6 +19,7 @@ from click.testing import CliRunner, Result
 from results_file import read_cells
 
 from evalx.cli import main
+from evalx.common import reading
 from evalx.common.templates import TemplateRenderError, render, use_folder
 
 COMPLETIONS = "/v1/chat/completions"
@@ -166,15 +167,15 @@ def test_include_in_an_inline_template_works_and_is_read_once(server: FakeLLMSer
     config = project(tmp_path, server.url, "system: \"{% include 'parts/greeting.txt' %} Be brief.\"\ntools_file: tools.yaml", files)
     assert cli("validate", "-c", str(config)).exit_code == 0
     reads: list[str] = []
-    real_read = Path.read_text
+    real_read = reading.read_bytes  # every file evalx reads whole goes through it
 
-    def counting(self: Path, *args: Any, **kwargs: Any) -> str:
-        if self.name == "greeting.txt":
-            reads.append(str(self))
-        return real_read(self, *args, **kwargs)
+    def counting(path: Any, *args: Any, **kwargs: Any) -> bytes:
+        if Path(path).name == "greeting.txt":
+            reads.append(str(path))
+        return real_read(path, *args, **kwargs)
 
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(Path, "read_text", counting)
+        mp.setattr(reading, "read_bytes", counting)
         result = cli("run", "-c", str(config), "--no-cache")
     assert result.exit_code == 0, result.output
     assert [b["messages"][0]["content"] for b in server.bodies(COMPLETIONS)] == ["Hello from Acme. Be brief."] * 2

@@ -29,6 +29,7 @@ loads). :func:`template_problem` finds them statically for ``evalx validate``.
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import re
@@ -47,8 +48,9 @@ from jinja2.sandbox import ImmutableSandboxedEnvironment
 
 from evalx.common.deadline import Deadline
 from evalx.common.deadline import current as current_deadline
+from evalx.common.reading import TEMPLATE, read_text
 from evalx.common.timebox import TimeUp, timebox
-from evalx.errors import EvalxError, TemplateRenderError
+from evalx.errors import EvalxError, TemplateRenderError, UnreadableFile
 
 __all__ = [
     "MAX_RENDER_CHARS",
@@ -270,21 +272,25 @@ def resolve_in_folder(root: Path, name: str, *, what: str = "template file") -> 
 
 
 def read_template_file(root: Path, name: str, *, what: str = "template file") -> str:
-    """The text of ``name`` inside ``root`` (see :func:`resolve_in_folder`); :class:`TemplateFileError` says why not."""
-    path = resolve_in_folder(root, name, what=what)
-    if not path.is_file():
-        from evalx.common.documents import display_path
+    """The text of ``name`` inside ``root`` (see :func:`resolve_in_folder`); :class:`TemplateFileError` says why not.
 
-        where = display_path(root) + "/"
-        raise TemplateFileError(f"{what} {name!r}: {'a directory, not a file' if path.is_dir() else 'no such file'} in {where}")
+    Read through :mod:`evalx.common.reading`: a FIFO, a device or a directory is
+    refused as such (never read, never "no such file"), and so is a file past
+    the render limit.
+    """
+    path = resolve_in_folder(root, name, what=what)
     try:
-        if path.stat().st_size > MAX_RENDER_CHARS * 4:
-            raise TemplateFileError(f"{what} {name!r}: larger than the render limit of {MAX_RENDER_CHARS:,} characters")
-        text = path.read_text(encoding="utf-8")
-    except UnicodeDecodeError:
-        raise TemplateFileError(f"{what} {name!r}: not UTF-8 text") from None
-    except OSError as exc:
-        raise TemplateFileError(f"{what} {name!r}: cannot read it: {exc.strerror or exc}") from None
+        text = read_text(path, TEMPLATE)
+    except UnreadableFile as exc:
+        if exc.missing:
+            from evalx.common.documents import display_path
+
+            raise TemplateFileError(f"{what} {name!r}: no such file in {display_path(root)}/") from None
+        if exc.errno == errno.EISDIR:
+            raise TemplateFileError(f"{what} {name!r}: a directory, not a file") from None
+        if exc.errno == errno.EFBIG:
+            raise TemplateFileError(f"{what} {name!r}: larger than the render limit of {MAX_RENDER_CHARS:,} characters") from None
+        raise TemplateFileError(f"{what} {name!r}: {exc.reason}") from None
     if len(text) > MAX_RENDER_CHARS:
         raise TemplateFileError(f"{what} {name!r}: larger than the render limit of {MAX_RENDER_CHARS:,} characters")
     return text

@@ -36,7 +36,8 @@ from types import ModuleType
 from typing import Any
 
 from evalx.common.documents import display_path
-from evalx.errors import UserCodeError
+from evalx.common.reading import check_regular
+from evalx.errors import UnreadableFile, UserCodeError
 
 __all__ = ["UserCodeError", "import_user_module", "is_file_ref", "provide_callable", "resolve_callable", "user_code_on_path"]
 
@@ -119,8 +120,11 @@ def import_user_module(module_ref: str, base_dir: Path) -> ModuleType:
         try:
             if is_file_ref(module_ref):
                 file = (base_dir / module_ref).resolve()
-                if not file.is_file():
-                    raise UserCodeError(f"cannot import {module_ref!r}: no file {display_path(file)}")
+                try:  # a FIFO or a device is refused before Python's import would read it
+                    check_regular(file, shown=display_path(file))
+                except UnreadableFile as exc:
+                    reason = f"no file {display_path(file)}" if exc.missing else str(exc)
+                    raise UserCodeError(f"cannot import {module_ref!r}: {reason}") from None
                 return _import_file(file)
             module = _imported_as_file(module_ref, base_dir) or importlib.import_module(module_ref)
         except UserCodeError:

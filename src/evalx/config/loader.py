@@ -29,12 +29,13 @@ from evalx.common.documents import (
     schema_error_leaves,
 )
 from evalx.common.json_types import JSONObject, as_object
+from evalx.common.reading import CONFIG, read_text
 from evalx.common.redaction import Redactor, looks_secret_name
 from evalx.common.templates import use_folder
 from evalx.common.usercode import resolve_callable
 from evalx.config.files import FileValue, resolve_file_keys
 from evalx.config.schema import tools_schema
-from evalx.errors import ConfigError, Issue
+from evalx.errors import ConfigError, Issue, UnreadableFile
 
 if TYPE_CHECKING:
     from evalx.config.model import EvalConfig
@@ -295,10 +296,10 @@ def _read_yaml(p: Path, env: Mapping[str, str]) -> Loaded:
         raise ConfigError(Issue(shown, None, "", "config file not found (create one with `evalx init`)"))
     if p.is_dir():
         raise ConfigError(Issue(shown, None, "", "is a directory, not a config file"))
-    try:
-        text = p.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ConfigError(Issue(shown, None, "", f"cannot read config: {exc}")) from None
+    try:  # a regular file only (a FIFO or a device is refused, never read), at most CONFIG's size
+        text = read_text(p, CONFIG, shown=shown)
+    except UnreadableFile as exc:
+        raise ConfigError(Issue(shown, None, "", exc.reason)) from None
     loaded = load_yaml(text, shown, env=env, template_path=template_path)
     if not isinstance(loaded.data, dict):
         raise ConfigError(Issue(shown, loaded.line_of(()) or 1, "", "the config must be a mapping with targets: and datasets:"))

@@ -38,7 +38,8 @@ from typing import TYPE_CHECKING, Any
 import yaml
 
 from evalx.common.json_types import JSON, JSONObject
-from evalx.errors import CaptureError
+from evalx.common.reading import DATASET, TRACE, read_text
+from evalx.errors import CaptureError, UnreadableFile
 
 if TYPE_CHECKING:
     from evalx.results.model import CellOutput
@@ -201,10 +202,10 @@ def read_traces(path: Path, *, cases: list[str] | None = None, target: str | Non
         for case_id in cases:
             yield _from_run(path, case_id, target, reviewed)
         return
-    try:
-        text = path.read_text(encoding="utf-8-sig")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise CaptureError(f"{path}: cannot read: {exc}") from None
+    try:  # a regular file only (a FIFO or a device is refused, never read), at most TRACE's size
+        text = read_text(path, TRACE, encoding="utf-8-sig")
+    except UnreadableFile as exc:
+        raise CaptureError(f"{path}: cannot read: {exc.reason}") from None
     try:
         data = json.loads(text)
     except ValueError:
@@ -265,8 +266,8 @@ def _owner(path: Path) -> str | None:
     from evalx.common.documents import DocumentError, load_yaml
 
     try:
-        data = load_yaml(path.read_text(encoding="utf-8-sig"), path.name, interpolate=False).data
-    except (OSError, UnicodeDecodeError, DocumentError):
+        data = load_yaml(read_text(path, DATASET, encoding="utf-8-sig"), path.name, interpolate=False).data
+    except (OSError, DocumentError):
         return None
     meta = data.get("metadata") if isinstance(data, dict) else None
     owner = meta.get("trace_id") if isinstance(meta, dict) else None

@@ -81,7 +81,7 @@ class ContextFiles:
             rel = os.path.normpath(str(PurePosixPath(full_folder.relative_to(self.base_dir.resolve()).as_posix()) / posix))
         rel = rel.replace("\\", "/")
         try:
-            if not resolve_in_folder(root, rel, what="context_file").is_file():
+            if not os.path.lexists(resolve_in_folder(root, rel, what="context_file")):  # a FIFO or a device: read_template_file says so
                 raise ContextFileError(
                     f"context_file {name!r}: no such file {rel}" + (f" (in {root.as_posix()})" if root != self.base_dir else "")
                 )

@@ -25,6 +25,7 @@ from evalx.assertions.plain import plainly_valid
 from evalx.assertions.registry import generation
 from evalx.common.documents import DocumentError, SchemaValidator, describe_schema_error, did_you_mean, load_json, load_yaml
 from evalx.common.json_types import JSON, JSONObject, as_object
+from evalx.common.reading import DATASET, DATASET_LINE, lines, open_regular, read_text, size_text
 from evalx.common.usercode import UserCodeError, resolve_callable
 from evalx.datasets.case_schema import BASE_FIELDS, CASE_FIELDS, CASE_PROPERTIES, CASE_SCHEMA, TURN_PROPERTIES
 from evalx.datasets.context import ContextFileError, ContextFiles, from_column
@@ -33,7 +34,7 @@ from evalx.datasets.shorthands import KeyPath, expand, unknown_field
 from evalx.datasets.spec import DatasetSpec, dataset_spec
 from evalx.datasets.split import Part, halves, in_child
 from evalx.datasets.table import CaseTable
-from evalx.errors import DatasetError
+from evalx.errors import DatasetError, UnreadableFile
 from evalx.models import Case
 
 __all__ = ["CASE_FIELDS", "CASE_SCHEMA", "MAX_ERRORS", "case_schema_document", "load_dataset"]
@@ -751,11 +752,12 @@ def _read_path(
     full = base_dir / spec_path
     shown = PurePosixPath(Path(spec_path).as_posix())
     if full.is_dir():
-        files = sorted(p for p in full.iterdir() if p.is_file() and p.suffix.lower() in FILE_SUFFIXES)
+        # every case file that is not a folder: one that is not a regular file (a FIFO, a device) is named, never read
+        files = sorted(p for p in full.iterdir() if p.suffix.lower() in FILE_SUFFIXES and not p.is_dir())
         if not files:
             errors.add(config_file, line, where, f"no case files ({', '.join(FILE_SUFFIXES)}) in directory {shown}")
         return [raw for f in files for raw in _read_file(f, str(shown / f.name), errors, shape)]
-    if not full.exists():
+    if not full.exists() and not full.is_symlink():
         errors.add(config_file, line, where, f"missing dataset file {shown}")
         return []
     if full.suffix.lower() not in FILE_SUFFIXES:
@@ -775,10 +777,10 @@ def _read_file(path: Path, shown: str, errors: _Errors, shape: Shape | None = No
         # streamed from the file, a line at a time: a million cases' text, or their lines, held at once
         # were hundreds of MB of a run's peak; load_dataset reads them once and raises the parse errors after the loop
         return _read_jsonl(path, shown, errors, part)
-    try:
-        text = path.read_text(encoding="utf-8-sig")
-    except (OSError, UnicodeDecodeError) as exc:
-        errors.add(shown, None, (), f"cannot read: {exc}")
+    try:  # a regular file only (a FIFO or a device is refused, never read), at most DATASET's size
+        text = read_text(path, DATASET, shown=shown, encoding="utf-8-sig")
+    except UnreadableFile as exc:
+        errors.add(shown, None, (), exc.reason)
         return []
     if suffix == ".csv":
         return list(_read_csv(text, shown, errors, shape))
@@ -824,13 +826,16 @@ def _read_jsonl(path: Path, shown: str, errors: _Errors, part: Part | None = Non
     index = part.first_index if part is not None else 0
     first_line = part.first_line if part is not None else 1
     try:
-        with open(path, "rb") as f:
-            lines: Iterable[bytes] = f
+        with open_regular(path, shown=shown) as f:  # a FIFO or a device is refused, never read
             if part is not None:
                 f.seek(part.start)
-                if part.end is not None:
-                    lines = _up_to(f, part.end - part.start)
-            for lineno, raw in enumerate(lines, first_line):
+            read: Iterable[bytes | None] = lines(f, DATASET_LINE, stop=True)  # a line at a time, each at most DATASET_LINE's size
+            if part is not None and part.end is not None:
+                read = _up_to(read, part.end - part.start)
+            for lineno, raw in enumerate(read, first_line):
+                if raw is None:
+                    errors.add(shown, lineno, (), f"a line longer than the {size_text(DATASET_LINE.limit)} limit for {DATASET_LINE.name}")
+                    return
                 try:
                     line = raw.decode("utf-8-sig" if lineno == 1 else "utf-8")
                 except UnicodeDecodeError as exc:
@@ -846,14 +851,19 @@ def _read_jsonl(path: Path, shown: str, errors: _Errors, part: Part | None = Non
                 else:
                     yield _Raw(loaded.data, shown, ("cases", index), lineno)
                 index += 1
+    except UnreadableFile as exc:
+        errors.add(shown, None, (), exc.reason)
     except OSError as exc:
-        errors.add(shown, None, (), f"cannot read: {exc}")
+        errors.add(shown, None, (), f"cannot read: {exc.strerror or exc}")
 
 
-def _up_to(lines: Iterable[bytes], size: int) -> Iterator[bytes]:
-    """The lines of ``lines`` within its first ``size`` bytes."""
-    for line in lines:
+def _up_to(read: Iterable[bytes | None], size: int) -> Iterator[bytes | None]:
+    """The lines of ``read`` within its first ``size`` bytes (a line past its limit ends them: it is an error)."""
+    for line in read:
         if size <= 0:
+            return
+        if line is None:
+            yield line
             return
         size -= len(line)
         yield line

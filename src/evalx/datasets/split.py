@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from evalx.common.reading import open_regular
 from evalx.datasets.table import BLOCK
 
 __all__ = ["PARALLEL_MIN_BYTES", "Child", "Part", "halves", "in_child"]
@@ -37,6 +38,8 @@ __all__ = ["PARALLEL_MIN_BYTES", "Child", "Part", "halves", "in_child"]
 PARALLEL_MIN_BYTES = 16 * 1024 * 1024
 #: bytes read past the middle to find the next lines (a case longer than this: the file is read in one process)
 _SLACK = 4 * 1024 * 1024
+#: the piece the first half is counted in
+_PIECE = 1024 * 1024
 
 
 @dataclass(frozen=True)
@@ -63,25 +66,39 @@ def _cpus() -> int:
 
 
 def halves(path: Path) -> tuple[Part, Part] | None:
-    """The file's two halves, the first a multiple of BLOCK lines long; None when it is read in one process."""
+    """The file's two halves, the first a multiple of BLOCK lines long; None when it is read in one process.
+
+    Found reading a piece at a time: the first half's lines are counted, never held.
+    """
     if not hasattr(os, "fork") or threading.active_count() > 1 or _cpus() < 2:
         return None
     try:
-        size = path.stat().st_size
-        if size < PARALLEL_MIN_BYTES:
-            return None
-        middle = size // 2
-        with open(path, "rb") as f:
-            data = f.read(middle + _SLACK)
+        with open_regular(path) as f:  # a FIFO or a device is never split (the reader refuses it)
+            size = os.fstat(f.fileno()).st_size
+            if size < PARALLEL_MIN_BYTES:
+                return None
+            middle = size // 2
+            lines, cut, pos = 0, 0, 0
+            while pos < middle:  # the lines before the middle, and the start of the line the middle is in
+                piece = f.read(min(_PIECE, middle - pos))
+                if not piece:
+                    return None
+                lines += piece.count(b"\n")
+                last = piece.rfind(b"\n")
+                if last >= 0:
+                    cut = pos + last + 1
+                pos += len(piece)
+            f.seek(cut)
+            data = f.read(_SLACK)
     except OSError:
         return None
-    cut = data.rfind(b"\n", 0, middle) + 1  # the start of the line the middle is in
-    lines = data.count(b"\n", 0, cut)
-    for _ in range(-lines % BLOCK):  # on to the next multiple of BLOCK lines
-        end = data.find(b"\n", cut)
+    at = 0
+    for _ in range(-lines % BLOCK):  # on to the next multiple of BLOCK lines, within _SLACK of that line's start
+        end = data.find(b"\n", at)
         if end < 0:
             return None
-        cut, lines = end + 1, lines + 1
+        at, lines = end + 1, lines + 1
+    cut += at
     if lines == 0 or cut >= size:
         return None
     return Part(0, cut, 1, 0), Part(cut, None, lines + 1, lines)

@@ -61,14 +61,15 @@ async def run_conversation(executor: Executor, plan: TargetPlan, cell: Cell) -> 
         cancels = cells.cancels(task)
         converse = turn_cache.per_turn(executor, plan, converse)  # each turn looked up first (stateless targets)
         whole = turn_cache.whole_key(executor, plan, cell)  # an engine's conversation, cached whole with cache: true
+        limit = plan.settings.max_response_bytes  # bounds each reply and the whole conversation, user messages included
         talk = (
-            _talk(converse, cell, run, turns_spec, done)
+            _talk(converse, cell, run, turns_spec, done, limit)
             if whole is None
             else _talk_whole(executor, plan, whole, converse, cell, turns_spec, done)
         )
         if sim is not None:  # a simulated user writes the user messages: its own loop (evalx.execution.simulate)
             talk.close()
-            talk = sim.talk(converse, run, done)
+            talk = sim.talk(converse, run, done, limit)
         live[deadline] = None
         try:
             await within(deadline, talk)
@@ -153,14 +154,19 @@ def _mocked(cell: Cell, turn: JSONObject) -> JSONObject:
     return {**(cell.case.tool_results or {}), **as_object(turn.get("tool_results"))}
 
 
-async def _talk(converse: Any, cell: Cell, run: RunContext, turns: list[JSONObject], done: list[Turn]) -> None:
-    """Call the target turn by turn, appending each finished turn to ``done``; raise :class:`TurnFailed` on an error."""
+async def _talk(
+    converse: Any, cell: Cell, run: RunContext, turns: list[JSONObject], done: list[Turn], max_bytes: int | None = None
+) -> None:
+    """Call the target turn by turn, appending each finished turn to ``done``; raise :class:`TurnFailed` on an error.
+
+    ``max_bytes`` (``max_response_bytes``) bounds each reply and the whole conversation (:func:`take_turn`).
+    """
 
     history: list[Message] = []
     for n, spec in enumerate(turns, 1):
         text = spec["input"]
         history.append({"role": "user", "content": text})
-        traj = await take_turn(converse, cell, run, history, n, text, done)
+        traj = await take_turn(converse, cell, run, history, n, text, done, max_bytes)
         history.extend(reply_messages(traj, _mocked(cell, spec)))
 
 
@@ -170,7 +176,7 @@ async def _talk_whole(
     """:func:`_talk` for a conversation cached whole: every turn replayed from the cache, or run and then stored."""
     replayed = await turn_cache.replay_whole(executor, plan, key, len(turns))
     if replayed is None:
-        await _talk(converse, cell, executor.run, turns, done)
+        await _talk(converse, cell, executor.run, turns, done, plan.settings.max_response_bytes)
         turn_cache.store_whole(executor, key, [t.traj for t in done])
         return
     for spec, traj in zip(turns, replayed):

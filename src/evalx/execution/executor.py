@@ -143,8 +143,12 @@ class Executor:
         try:
             if hit is not None:
                 traj = cells.from_cache(hit, target)
+                try:  # stored under another max_response_bytes, or a cache file edited: the same bound as a fresh answer
+                    traj = safe_trajectory(traj, plan.settings.max_response_bytes)
+                except ValueError as exc:
+                    traj = Trajectory(error=f"{target.id}'s cached answer cannot be used: {exc}")
             else:
-                traj = await self._call(target, cell, deadline)
+                traj = await self._call(target, cell, deadline, plan.settings.max_response_bytes)
             latency = (time.perf_counter() - t0) * 1000.0
             if traj.latency_ms is None:
                 traj.latency_ms = round(latency, 3)
@@ -178,8 +182,11 @@ class Executor:
             self.stats.errors_by_target.setdefault(target.id, []).append(result["error"])
         return result
 
-    async def _call(self, target: Target, cell: Cell, deadline: Deadline) -> Trajectory:
-        """The target's answer for ``cell`` under its deadline; whatever goes wrong is the trajectory's error."""
+    async def _call(self, target: Target, cell: Cell, deadline: Deadline, max_bytes: int | None = None) -> Trajectory:
+        """The target's answer for ``cell`` under its deadline; whatever goes wrong is the trajectory's error.
+
+        An answer that would store more than ``max_bytes`` (``max_response_bytes``) is the cell's error.
+        """
         task = asyncio.current_task()  # the worker's: its cell's timeout and cancels
         cancels = cells.cancels(task)  # this task's cancel requests before the call: more after it means a real cancel
         try:
@@ -200,8 +207,8 @@ class Executor:
             )
         except BaseException as exc:  # SystemExit, KeyboardInterrupt, GeneratorExit...: the target's, so the cell's error
             traj = Trajectory(error=one_line(exc), traceback=traceback.format_exc())
-        try:  # a lone surrogate from outside stops here, before results, cache and reports
-            return safe_trajectory(traj)
+        try:  # a lone surrogate from outside, or output past max_response_bytes, stops here, before results, cache and reports
+            return safe_trajectory(traj, max_bytes)
         except ValueError as exc:  # a value that contains itself: it could never be written
             return Trajectory(error=f"{target.id} returned output evalx cannot store: {exc}")
 

@@ -25,6 +25,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from evalx.common.json_types import JSON, JSONObject, as_object
+from evalx.common.reading import RUN_RECORD, SUMMARY, stored_json
 from evalx.config.loader import Config
 from evalx.errors import MergeError, writing
 from evalx.execution.resume import config_hash
@@ -82,6 +83,12 @@ class ShardRun:
 def _int(value: JSON) -> int:
     """A number read from a shard's files (checked by :func:`_shard_fields_ok` where it must be one)."""
     return int(value) if isinstance(value, (int, float)) else 0
+
+
+def _read_json(path: Path) -> JSONObject | None:
+    """A run file's object, None when it is missing or damaged (one that is not a regular file is named in a warning)."""
+    value = stored_json(path, SUMMARY if path.name == "summary.json" else RUN_RECORD)
+    return value if isinstance(value, dict) else None
 
 
 def _shard_fields_ok(shard: JSON) -> bool:

@@ -92,7 +92,8 @@ class PlanCells:
         self._repeat, self._default_repeat = repeat, default_repeat
         self._skip = skip
         self._skipped = len(skip) - skip.count(0)
-        self._applies: dict[int, list[int]] = {}  # a case's targets: column -> the positions in _targets it runs on
+        # (a table, a case's targets: code in it) -> the positions in _targets it runs on; the codes are each table's own
+        self._applies: dict[tuple[int, int], list[int]] = {}
         starts = array("Q")
         total = 0
         for _, table, positions in chosen:
@@ -109,10 +110,11 @@ class PlanCells:
 
     def _on(self, table: CaseTable, pos: int) -> list[int]:
         code = table.targets_code(pos)
-        applies = self._applies.get(code)
+        key = (id(table), code)  # the tables live as long as the plan (self._chosen)
+        applies = self._applies.get(key)
         if applies is None:
             only = table.target_lists[code]
-            applies = self._applies[code] = [i for i, (_, base) in enumerate(self._targets) if only is None or base in only]
+            applies = self._applies[key] = [i for i, (_, base) in enumerate(self._targets) if only is None or base in only]
         return applies
 
     def _repeats(self, table: CaseTable, pos: int) -> int:

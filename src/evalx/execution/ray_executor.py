@@ -45,6 +45,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypedDict
 
 from evalx.common.json_types import JSONObject, as_object
+from evalx.common.reading import CONFIG, PROVIDER, read_text
 from evalx.errors import ConfigError, EvalxError
 from evalx.execution.executor import ExecutionStats
 from evalx.execution.interrupt import Interrupt, cancel_on_signals
@@ -558,7 +559,7 @@ def _needed_env(config: Config, specs: list[TargetSpec]) -> dict[str, str]:
     """The environment the targets read, and only that: the config's ``${VAR}``s, its ``secrets:``, provider key variables, EVALX_*."""
     names: set[str] = set()
     try:
-        names.update(_VAR.findall(Path(config.path).read_text(encoding="utf-8")))
+        names.update(_VAR.findall(read_text(Path(config.path), CONFIG)))
     except OSError:
         pass
     names.update(config.typed.secrets)
@@ -574,7 +575,7 @@ def _needed_env(config: Config, specs: list[TargetSpec]) -> dict[str, str]:
         if definition.auth_env:
             names.add(definition.auth_env)
         try:
-            names.update(_VAR.findall(Path(definition.loaded.file).read_text(encoding="utf-8")))
+            names.update(_VAR.findall(read_text(Path(definition.loaded.file), PROVIDER)))
         except (OSError, AttributeError, TypeError):
             pass
     names.update(n for n in os.environ if n.startswith("EVALX_"))

@@ -17,8 +17,9 @@ from typing import TYPE_CHECKING
 
 from evalx.common import written
 from evalx.common.json_types import JSON, JSONObject
+from evalx.common.reading import RUN_RECORD, read_json
 from evalx.datasets.table import FINGERPRINT_JSON, case_digest, content_digest
-from evalx.errors import EvalxError, ResumeError
+from evalx.errors import EvalxError, ResumeError, UnreadableFile
 from evalx.execution.plan import Plan, Selection
 from evalx.results.model import CellResult
 
@@ -156,8 +157,9 @@ def load_run_meta(
     except RunNotFound as exc:
         raise error(f"{option}: {exc}") from None
     try:
-        text = (run_dir / "run.json").read_text(encoding="utf-8")
-        value: JSON = json.loads(text)
+        value = read_json(run_dir / "run.json", RUN_RECORD)
+    except UnreadableFile as exc:
+        raise error(f"{option}: cannot read {exc}") from None
     except (OSError, ValueError) as exc:
         raise error(f"{option}: cannot read {run_dir / 'run.json'}: {exc}") from None
     meta = value if isinstance(value, dict) else None

@@ -63,6 +63,7 @@ class _User:
 
     def __init__(self, target: Any, settings: TargetSettings) -> None:
         self.target = target
+        self.settings = settings
         self.semaphore = asyncio.Semaphore(settings.concurrency)  # its thread or connection pool is this large
         self.pacer = getattr(target, "pacer", None)
 
@@ -128,8 +129,12 @@ class Simulation:
         #: the user message of the turn in progress (for a turn that times out)
         self.pending: JSON = ""
 
-    async def talk(self, converse: Any, run: RunContext, done: list[Turn]) -> None:
-        """Alternate the user target and the agent, appending each agent turn to ``done``; raise :class:`TurnFailed`."""
+    async def talk(self, converse: Any, run: RunContext, done: list[Turn], max_bytes: int | None = None) -> None:
+        """Alternate the user target and the agent, appending each agent turn to ``done``; raise :class:`TurnFailed`.
+
+        ``max_bytes`` (the agent's ``max_response_bytes``) bounds each message and the whole conversation, the
+        user's messages included (:func:`take_turn`); the user's own replies are bounded by its own setting too.
+        """
 
         case, cell = self.cell.case, self.cell
         users: UserTargets | None = getattr(self.executor, "users", None)
@@ -166,7 +171,7 @@ class Simulation:
                 message = reply
             self.pending = message
             history.append({"role": "user", "content": message})
-            traj = await take_turn(converse, cell, run, history, n, message, done)
+            traj = await take_turn(converse, cell, run, history, n, message, done, max_bytes)
             history.extend(reply_messages(traj, mocked))
             met = self._met(traj)
             if met is not None:
@@ -216,7 +221,7 @@ class Simulation:
                 traj, tb = Trajectory(error=one_line(exc)), traceback.format_exc()
         latency = round((time.perf_counter() - t0) * 1000.0, 3)
         try:
-            traj = safe_trajectory(traj)
+            traj = safe_trajectory(traj, user.settings.max_response_bytes)
         except ValueError as exc:
             traj = Trajectory(error=f"returned output evalx cannot store: {exc}")
         usage = traj.to_dict()["usage"]

@@ -51,7 +51,7 @@ def per_turn(executor: Executor, plan: TargetPlan, converse: Any) -> Any:
             if traj.latency_ms is None:
                 traj.latency_ms = round((time.perf_counter() - t0) * 1000.0, 3)
             try:
-                traj = safe_trajectory(traj)
+                traj = safe_trajectory(traj, plan.settings.max_response_bytes)
             except ValueError:
                 return traj  # the driver reports it; nothing stored
             _put(cache, key, traj, run)

@@ -14,19 +14,23 @@ from typing import Any
 
 from evalx.common.json_types import JSON, Message
 from evalx.errors import EvalxError, TargetError, one_line
-from evalx.models import Cell, Trajectory, safe_trajectory
+from evalx.models import Cell, Trajectory, json_size, safe_trajectory, stored_size, too_large
 from evalx.targets import RunContext
 
-__all__ = ["Turn", "TurnFailed", "reply_messages", "take_turn"]
+__all__ = ["PREVIEW_CHARS", "Turn", "TurnFailed", "preview", "reply_messages", "take_turn"]
 
 
 class Turn:
-    """One turn as it ran: its user message, its reply (a trajectory) and how long the call took."""
+    """One turn as it ran: its user message, its reply (a trajectory), how long the call took and what it stores (bytes)."""
 
-    __slots__ = ("input", "latency_ms", "traj")
+    __slots__ = ("input", "latency_ms", "size", "traj")
 
-    def __init__(self, text: JSON, traj: Trajectory, latency_ms: float | None) -> None:
-        self.input, self.traj, self.latency_ms = text, traj, latency_ms
+    def __init__(self, text: JSON, traj: Trajectory, latency_ms: float | None, size: int = 0) -> None:
+        self.input, self.traj, self.latency_ms, self.size = text, traj, latency_ms, size
+
+
+#: how much of a user message past ``max_response_bytes`` its turn keeps (characters), to show what it was
+PREVIEW_CHARS = 200
 
 
 class TurnFailed(EvalxError):
@@ -37,12 +41,30 @@ class TurnFailed(EvalxError):
         self.turn, self.message, self.tb = turn, message, tb
 
 
-async def take_turn(converse: Any, cell: Cell, run: RunContext, history: list[Message], n: int, text: JSON, done: list[Turn]) -> Trajectory:
+async def take_turn(
+    converse: Any,
+    cell: Cell,
+    run: RunContext,
+    history: list[Message],
+    n: int,
+    text: JSON,
+    done: list[Turn],
+    max_bytes: int | None = None,
+) -> Trajectory:
     """Turn ``n``: the target's reply to ``history`` (ending with the user's ``text``), appended to ``done``.
 
     A target's error (or its own exception) ends the conversation: :class:`TurnFailed`
-    naming the turn. The cell's timeout and the run's interrupt pass through.
+    naming the turn. So does a reply, or the conversation so far (every turn's
+    user message and reply), past ``max_bytes`` (the target's ``max_response_bytes``):
+    a user message that would take the conversation past it is not sent.
+    The cell's timeout and the run's interrupt pass through.
     """
+    held = sum(turn.size for turn in done)
+    asked = json_size(text)
+    if max_bytes is not None and held + asked > max_bytes:
+        message = too_large(held + asked, max_bytes, "the user message would take the conversation to") + "; it was not sent"
+        done.append(Turn(preview(text, asked), Trajectory(error=message), 0.0, PREVIEW_CHARS))
+        raise TurnFailed(n, f"turn {n}: {message}", None)
     t0 = time.perf_counter()
     tb = None
     try:
@@ -54,15 +76,25 @@ async def take_turn(converse: Any, cell: Cell, run: RunContext, history: list[Me
     except BaseException as exc:  # the target's own exception: this turn's error, with its traceback
         traj, tb = Trajectory(error=one_line(exc)), traceback.format_exc()
     try:
-        traj = safe_trajectory(traj)
+        traj = safe_trajectory(traj, max_bytes)
     except ValueError as exc:
         traj = Trajectory(error=f"{cell.target} returned output evalx cannot store: {exc}")
+    size = asked + stored_size(traj)
+    if max_bytes is not None and traj.error is None and held + size > max_bytes:
+        traj = Trajectory(error=too_large(held + size, max_bytes, "the reply takes the conversation to"), latency_ms=traj.latency_ms)
+        size = asked
     if traj.latency_ms is None:
         traj.latency_ms = round((time.perf_counter() - t0) * 1000.0, 3)
-    done.append(Turn(text, traj, traj.latency_ms))
+    done.append(Turn(text, traj, traj.latency_ms, size))
     if traj.error is not None:
         raise TurnFailed(n, f"turn {n}: {traj.error}", tb or traj.traceback)
     return traj
+
+
+def preview(value: Any, size: int) -> str:
+    """A user message too large to keep, as its first :data:`PREVIEW_CHARS` characters and its size."""
+    head = value if isinstance(value, str) else repr(value)
+    return f"{head[:PREVIEW_CHARS]} … ({size:,} bytes, not kept: past max_response_bytes)"
 
 
 def reply_messages(traj: Trajectory, mocked: Mapping[str, JSON]) -> list[Message]:

@@ -62,7 +62,7 @@ from evalx.judge.verdict import (
     parse_verdict,
     pass_mark,
 )
-from evalx.models import Case, Cell, Trajectory, Verdict
+from evalx.models import Case, Cell, Trajectory, Verdict, safe_trajectory
 from evalx.targets import close_all
 from evalx.targets.settings import Overrides, TargetSettings
 from evalx.targets.spec import DefaultSettings, TargetSpec, target_spec
@@ -177,6 +177,7 @@ class _Instance:
         self.semaphore = asyncio.Semaphore(settings.concurrency)
         self.timeout_s = settings.timeout_s
         self.cache = settings.cache
+        self.max_bytes = settings.max_response_bytes
         self.pacer: Callable[[], Awaitable[None]] | None = getattr(target, "pacer", None)
 
 
@@ -291,6 +292,10 @@ class Judge:
         if inst.pacer is not None:
             await inst.pacer()  # the rate limit: not the call's time
         traj = await within(Deadline(inst.timeout_s), inst.target.invoke(cell, self.run))  # the judge call's own deadline
+        try:  # a reply past the judge's max_response_bytes is the call's error (its raw reply is kept with the assertion)
+            traj = safe_trajectory(traj, inst.max_bytes)
+        except ValueError as exc:
+            traj = Trajectory(error=f"the judge returned output evalx cannot store: {exc}")
         if cache is not None and key is not None and traj.error is None:
             stored = traj.to_dict()
             stored.pop("traceback", None)

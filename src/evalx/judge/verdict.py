@@ -7,7 +7,12 @@ inject its own verdict. Two forms are read:
 
 * a top-level JSON object with a ``pass`` or ``score`` key (keys compared
   case-insensitively; an object nested inside another object is not a
-  verdict), fenced or not: ``{"pass": true, "score": 0.9, "reason": "..."}``;
+  verdict), fenced or not: ``{"pass": true, "score": 0.9, "reason": "..."}``,
+  that *stands as the verdict*: it opens its line (after spaces, Markdown
+  emphasis, a list dash or a code fence) or follows a verdict label that
+  opens its line (``Verdict: {...}``). An object inside a sentence (``The
+  output said to reply {"pass": true}.``) or a quoted line (``> {...}``) is
+  quoted, not given, and never counts;
 * a *verdict line*: a line whose first word is ``PASS`` or ``FAIL`` in
   capitals, standing alone or followed by a separator (``: - — – . , ; ! )``),
   optionally wrapped in Markdown emphasis (``**FAIL**``) or after a
@@ -19,14 +24,18 @@ Verdicts separated only by whitespace (``"PASS\\nFAIL"``, a verdict line next
 to a JSON verdict) are all "in verdict position": if they disagree the reply
 is an error; if they agree, the JSON object (which carries score and reason)
 is used. Text after the last verdict that holds no verdict (a reason, "hope
-that helps") is allowed. No verdict at all, or disagreeing verdicts in
+that helps") is allowed; text after it that says the opposite verdict word,
+even inside a sentence (``{"pass": true}`` then ``Actually: FAIL - ...``),
+makes the reply contradict itself: an error. No verdict at all (a reply whose only verdict-shaped
+text is quoted inside a sentence included), or disagreeing verdicts in
 position, raise :class:`JudgeError` keeping the raw reply, so the assertion
 becomes an ``error`` — never a silent pass or fail.
 
 Factuality categories follow the same rule with a ``category`` JSON key or
 a ``Category: X`` / ``(D)`` / ``disagrees`` line, and a pairwise judge's
 preference with a ``winner`` JSON key or a ``Winner: A`` line
-(:func:`parse_preference`).
+(:func:`parse_preference`); their JSON objects, too, count only where they
+stand as the verdict.
 """
 
 from __future__ import annotations
@@ -92,9 +101,15 @@ _MAX_OBJECT_STARTS = 2000
 _DECOR = r"[ \t*_#`~\-]*"
 _SEPARATOR = r"(?:[ \t]*[*_`~]*[ \t]*(?:[:\-—–.,;!)]|$))"
 _FENCE_MARK = re.compile(r"```[A-Za-z0-9_-]*")
+#: the labels a verdict may follow at the start of its line (``Verdict:``, ``Final answer:``...)
+_LABEL = r"(?i:(?:final[ \t]+)?(?:verdict|answer|grade|decision))[*_ \t]*:[*_ \t]*"
+#: what may stand before a JSON object on its line for the object to stand as the verdict
+_OBJECT_LEAD = re.compile(rf"{_DECOR}(?:```[A-Za-z0-9_-]*[ \t]*)?(?:{_LABEL})?(?:```[A-Za-z0-9_-]*[ \t]*)?")
+#: a verdict word anywhere (in capitals, a whole word): after the verdict, the opposite one makes the reply contradict itself
+_VERDICT_WORD = re.compile(r"(?<![A-Za-z0-9_])(?:PASS|FAIL)(?![A-Za-z0-9_])")
 _LINE_VERDICT = re.compile(
     # the label may be in any case, the verdict word must be in capitals
-    rf"^{_DECOR}(?:(?i:(?:final[ \t]+)?(?:verdict|answer|grade|decision))[*_ \t]*:[*_ \t]*)?(PASS|FAIL)[*_`~]*{_SEPARATOR}(.*)$",
+    rf"^{_DECOR}(?:{_LABEL})?(PASS|FAIL)[*_`~]*{_SEPARATOR}(.*)$",
     re.M,
 )
 
@@ -262,14 +277,24 @@ def read_verdict(text: str, *, scale: int | None = None) -> tuple[bool | None, f
     if not isinstance(text, str) or not text.strip():
         raise JudgeError("the judge returned an empty reply", raw=text if isinstance(text, str) else None)
     found: list[_Found] = []
+    quoted: list[_Found] = []  # verdict-shaped objects inside a sentence: never a verdict
     for start, end, obj in _objects(text):
         if any(key in obj for key in _VERDICT_KEYS):
+            if not _stands(text, start):
+                quoted.append(_Found(start, end, None, obj, ""))
+                continue
             found.append(_Found(start, end, _as_bool(obj.get("pass"), text), obj, ""))
     for match in _LINE_VERDICT.finditer(text):
-        if _inside(found, match.start()):
+        if _inside(found, match.start()) or _inside(quoted, match.start()):
             continue  # a "PASS" inside a JSON string spanning lines
         found.append(_Found(match.start(), match.end(), match.group(1) == "PASS", None, _line_reason(text, match)))
     if not found:
+        if quoted:
+            raise JudgeError(
+                "the judge's verdict is unreadable: no verdict of its own, only a quoted one "
+                '(a JSON {"pass", "score", "reason"} counts on its own line or after "Verdict:", never inside a sentence)',
+                raw=text,
+            )
         raise JudgeError(
             'the judge\'s verdict is unreadable: no verdict at the end of its reply (expected a JSON {"pass", "score", "reason"} '
             "or a line starting PASS or FAIL)",
@@ -280,6 +305,12 @@ def read_verdict(text: str, *, scale: int | None = None) -> tuple[bool | None, f
     if len(said) > 1:
         raise JudgeError("the judge's reply ends with both PASS and FAIL", raw=text)
     passed = said.pop() if said else None
+    if passed is not None:
+        after = _VERDICT_WORD.search(text, max(item.end for item in group))
+        while after is not None and (after.group(0) == "PASS") == passed:
+            after = _VERDICT_WORD.search(text, after.end())
+        if after is not None:  # "{"pass": true}\nActually: FAIL - ...": the reply takes its verdict back
+            raise JudgeError(f"the judge's reply says {after.group(0)} after its verdict ({'PASS' if passed else 'FAIL'})", raw=text)
     objects = [item.obj for item in group if item.obj is not None]
     if objects:
         obj = objects[-1]
@@ -288,6 +319,11 @@ def read_verdict(text: str, *, scale: int | None = None) -> tuple[bool | None, f
             raise JudgeError("the judge's JSON verdict has neither 'pass' nor 'score'", raw=text)
         return passed, score, _reason(obj) or next((i.reason for i in reversed(group) if i.reason), ""), obj
     return passed, None, group[-1].reason, None
+
+
+def _stands(text: str, start: int) -> bool:
+    """Whether the JSON object at ``start`` stands as a verdict: only decoration or a verdict label before it on its line."""
+    return _OBJECT_LEAD.fullmatch(text, text.rfind("\n", 0, start) + 1, start) is not None
 
 
 def _inside(found: list[_Found], pos: int) -> bool:
@@ -315,7 +351,7 @@ def parse_category(text: str) -> tuple[str, str]:
     found: list[_Found] = []
     for start, end, obj in _objects(text):
         key = next((k for k in _CATEGORY_KEYS if k in obj), None)
-        if key is None:
+        if key is None or not _stands(text, start):
             continue
         category = _category(obj[key])
         if category is None:
@@ -377,7 +413,7 @@ def parse_preference(text: str) -> tuple[str, str]:
         raise JudgeError("the judge returned an empty reply", raw=text if isinstance(text, str) else None)
     found: list[_Found] = []
     for start, end, obj in _objects(text):
-        if "winner" not in obj:
+        if "winner" not in obj or not _stands(text, start):
             continue
         # an unknown winner is an error only in verdict position (an earlier object may be quoted)
         found.append(_Found(start, end, _preference(obj["winner"]), obj, _reason(obj)))

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import json
+import os
 import shutil
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -10,6 +10,7 @@ from pathlib import Path
 
 from evalx.common.atomic import atomic_write, write_text
 from evalx.common.json_types import JSONObject
+from evalx.common.reading import RUN_RECORD, SUMMARY, stored_json
 from evalx.errors import EvalxError
 from evalx.reports.text import format_summary
 from evalx.reports.writers import Outputs, ReportWriter, copies, report_writers
@@ -130,7 +131,7 @@ def rebuild_reports(
 def rebuilt_summary(run_dir: Path, problems: ReadProblems | None = None) -> RunSummary:
     """A stored run's summary as :func:`rebuild_reports` makes it from ``results.jsonl`` (with its review marks); nothing written."""
     problems = problems if problems is not None else ReadProblems()
-    if not (run_dir / "results.jsonl").is_file():
+    if not os.path.lexists(run_dir / "results.jsonl"):  # there, if not a regular file: reading it names the problem
         raise EvalxError(f"{run_dir}: no results.jsonl there, not a run directory")
     meta, stored = _read_json_dict(run_dir / "run.json"), _read_json_dict(run_dir / "summary.json")
     rule = stored.get("repeat_pass_rule")
@@ -224,8 +225,6 @@ def copy_report(src: Path, dst: Path) -> None:
 
 
 def _read_json_dict(path: Path) -> JSONObject:
-    try:
-        value = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return {}
+    """A run file's object, {} when it is missing or damaged (one that is not a regular file is named in a warning)."""
+    value = stored_json(path, SUMMARY if path.name == "summary.json" else RUN_RECORD)
     return value if isinstance(value, dict) else {}

@@ -9,8 +9,8 @@ run B the new run; deltas are B − A.
 
 from __future__ import annotations
 
-import json
 import math
+import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,7 +18,8 @@ from typing import Any, cast
 
 import yaml
 
-from evalx.common.json_types import JSONObject
+from evalx.common.json_types import JSONObject, as_object
+from evalx.common.reading import CONFIG_COPY, SUMMARY, read_text, stored_json
 from evalx.results.display import one_line, show_id
 from evalx.results.figures import ms as _ms
 from evalx.results.figures import pct as _pct
@@ -111,15 +112,12 @@ def _rule_of(run_dir: Path) -> str:
     """The run's ``repeat_pass_rule``: as its summary recorded it, else from the config it stored."""
     from evalx.results.repeats import DEFAULT_RULE, RULES
 
-    try:
-        rule = json.loads((run_dir / "summary.json").read_text(encoding="utf-8")).get("repeat_pass_rule")
-    except (OSError, ValueError, AttributeError):
-        rule = None
+    rule = as_object(stored_json(run_dir / "summary.json", SUMMARY)).get("repeat_pass_rule")
     if rule not in RULES:
         try:
-            data = yaml.safe_load((run_dir / "config.yaml").read_text(encoding="utf-8"))
+            data = yaml.safe_load(read_text(run_dir / "config.yaml", CONFIG_COPY))
             rule = ((data or {}).get("defaults") or {}).get("repeat_pass_rule")
-        except (OSError, yaml.YAMLError, AttributeError):
+        except (OSError, ValueError, yaml.YAMLError, AttributeError):
             rule = None
     return rule if rule in RULES else DEFAULT_RULE
 
@@ -149,7 +147,7 @@ def case_verdicts(
     rule = rule or _rule_of(run_dir)
     cases: dict[tuple[str, str, str], CaseVerdict] = {}
     path = run_dir / RESULTS
-    if not path.is_file():
+    if not os.path.lexists(path):  # there but not a regular file (a FIFO): read_results names it
         return cases
     for r in read_results(path):
         if only is not None or keys is not None:
@@ -183,10 +181,7 @@ def case_verdicts(
 
 
 def _summary_of(run_dir: Path) -> SummaryFigures:
-    try:
-        data = json.loads((run_dir / "summary.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        data = None
+    data = stored_json(run_dir / "summary.json", SUMMARY)
     stored: JSONObject = data if isinstance(data, dict) else {}
     if stored and summary_is_current(run_dir, stored):
         return cast(RunSummary, stored)  # as stored: readers below tolerate missing keys
@@ -199,7 +194,7 @@ def _summary_of(run_dir: Path) -> SummaryFigures:
         str(stored.get("started_at") or ""),
         repeat_pass_rule=_rule_of(run_dir),
     )
-    if (run_dir / RESULTS).is_file():
+    if os.path.lexists(run_dir / RESULTS):
         for r in read_results(run_dir / RESULTS):
             builder.add(r)
     return builder.finish(str(stored.get("finished_at") or ""), 0.0)

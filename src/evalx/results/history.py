@@ -8,12 +8,12 @@ of a plan) or a partial merge of shards.
 
 from __future__ import annotations
 
-import json
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, cast
 
 from evalx.common.json_types import JSON, JSONObject
+from evalx.common.reading import RUN_RECORD, SUMMARY, stored_json
 from evalx.errors import RunNotFound
 from evalx.results.display import one_line
 from evalx.results.figures import ms as _ms
@@ -55,10 +55,8 @@ class RunInfo:
 
 
 def _read_json(path: Path) -> JSONObject | None:
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
+    """A run file's object, None when it is missing or damaged (one that is not a regular file is named in a warning)."""
+    data = stored_json(path, SUMMARY if path.name == "summary.json" else RUN_RECORD)
     return data if isinstance(data, dict) else None
 
 

@@ -28,7 +28,9 @@ from typing import Any, TypedDict
 
 from evalx.common.atomic import open_append
 from evalx.common.json_types import JSON
-from evalx.errors import EvalxError, writing
+from evalx.common.reading import REVIEWS as REVIEWS_FILE
+from evalx.common.reading import REVIEWS_LINE, check_regular, lines, open_regular
+from evalx.errors import EvalxError, UnreadableFile, writing
 from evalx.results.model import CellResult, RunSummary
 
 __all__ = [
@@ -143,6 +145,7 @@ def load_marks(run_dir: Path, *, warn: bool = True) -> Marks:
         st = path.stat()
     except OSError:
         return Marks()
+    check_regular(path)  # a FIFO or a device is refused (UnreadableFile), never read: reading one would wait for ever
     stamp = (st.st_size, st.st_mtime_ns)
     key = str(path)
     hit = _CACHE.get(key)
@@ -159,28 +162,35 @@ def load_marks(run_dir: Path, *, warn: bool = True) -> Marks:
 
 
 def _read(path: Path) -> Marks:
+    """The marks of ``path``, read a line at a time (at most REVIEWS' size in all, REVIEWS_LINE's a mark)."""
     marks = Marks()
     try:
-        with open(path, "rb") as f:
-            lines = f.read().split(b"\n")
+        with open_regular(path, REVIEWS_FILE) as f:  # at most REVIEWS' size in all
+            for number, raw in enumerate(lines(f, REVIEWS_LINE), 1):
+                _add(marks, number, raw)
+    except UnreadableFile:
+        raise
     except OSError:
         return marks
-    if lines and lines[-1] == b"":
-        lines.pop()
-    for number, raw in enumerate(lines, 1):
-        if not raw.strip():
-            continue
+    return marks
+
+
+def _add(marks: Marks, number: int, raw: bytes | None) -> None:
+    """Line ``number`` of a reviews file into ``marks`` (a line past its limit, or not a mark: a bad line)."""
+    if raw is None:
+        marks.bad_lines.append(number)
+        return
+    if raw.strip():
         try:
             mark = _check(json.loads(raw))
         except (ValueError, RecursionError):
             mark = None
         if mark is None:
             marks.bad_lines.append(number)
-            continue
+            return
         marks.count += 1
         key = (mark["target"], mark["dataset"], mark["case_id"])
         marks.by_case.setdefault(key, []).append((number, mark["repeat"], mark))
-    return marks
 
 
 def marks_count(run_dir: Path) -> int:

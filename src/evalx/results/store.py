@@ -28,6 +28,7 @@ from typing import IO, Any, Protocol
 
 from evalx.common.atomic import atomic_write, write_text
 from evalx.common.json_types import JSON, JSONObject, as_object
+from evalx.common.reading import RESULTS_LINE, check_regular, lines, open_regular
 from evalx.errors import EvalxError, OutputError, writing
 from evalx.models import OUT_OF_RANGE, finite_json, safe_value
 from evalx.results.compact import CASE_KEYS, Clock, LineDefaults, compact_cell, expand, run_record, split_case, t0_of
@@ -128,6 +129,8 @@ class ResultWriter:
         self._failed: OutputError | None = None  # a write that failed: raised by every later write and close()
         self.v1 = False
         with writing(self.path):
+            if append:  # a FIFO or a device in the run folder: refused, never opened (its open would wait for a reader)
+                check_regular(self.path)
             # unbuffered: one write(2) a line, and a failed one can be cut off without a buffer that still holds it
             if self.path.is_symlink():  # a link planted in the run folder: never written through
                 raise OSError(errno.ELOOP, "it is a symbolic link; evalx does not write through links")
@@ -144,9 +147,12 @@ class ResultWriter:
 
     def _index_existing(self) -> None:
         good_end = 0
-        with open(self.path, "rb") as f:
+        with open_regular(self.path) as f:
             offset = 0
-            for number, raw in enumerate(f):
+            for number, raw in enumerate(lines(f, RESULTS_LINE)):
+                if raw is None:  # a line past the limit: not a cell, kept where it is
+                    offset = f.tell()
+                    continue
                 if raw.endswith(b"\n"):
                     try:
                         value = json.loads(raw)
@@ -482,8 +488,12 @@ def _read_stored(path: Path, problems: ReadProblems | None = None) -> Iterator[C
             cases[(value.get("dataset"), value.get("case_id"))] = [value, n if type(n) is int else 1 << 62]
         return None
 
-    with open(path, "rb") as f:
-        for number, raw in enumerate(f, 1):
+    with open_regular(path) as f:  # a FIFO or a device is refused, never read (UnreadableFile)
+        for number, raw in enumerate(lines(f, RESULTS_LINE), 1):  # a line at a time, each at most RESULTS_LINE's size
+            if raw is None:  # a line past the limit: skipped without being held, counted
+                if problems is not None:
+                    problems.unreadable_lines.append(number)
+                continue
             if raw.endswith(b"\n") and b"\0" not in raw:  # the usual whole line: parsed once, no copies
                 try:
                     value = _loads_line(raw)
@@ -542,8 +552,10 @@ def rewrite_results(path: Path, results: Iterable[CellResult]) -> None:
 def _first_line_is_v1(path: Path) -> bool:
     """Whether ``path`` was written in results format v1 (its first readable line is a whole cell, not a run record)."""
     try:
-        with open(path, "rb") as f:
-            for raw in f:
+        with open_regular(path) as f:
+            for raw in lines(f, RESULTS_LINE):
+                if raw is None:
+                    continue
                 try:
                     value = json.loads(raw.strip(b"\0"))
                 except (ValueError, RecursionError):

@@ -32,8 +32,9 @@ from jinja2 import ChainableUndefined, StrictUndefined, TemplateError, TemplateS
 from evalx.common import regexes
 from evalx.common.documents import KeyPath, Loaded, SchemaValidator, format_path, load_yaml
 from evalx.common.json_types import JSON, JSONArray, JSONObject
+from evalx.common.reading import PROVIDER, read_text
 from evalx.common.templates import BoundedSandbox, sandbox
-from evalx.errors import ConfigError, Issue
+from evalx.errors import ConfigError, Issue, UnreadableFile
 from evalx.errors import DefinitionError as DefinitionError  # defined in errors.py, imported from here too
 from evalx.errors import UnknownProvider as UnknownProvider
 from evalx.targets.shipped import data_dir
@@ -1008,10 +1009,10 @@ def load_definition(path: Path, *, shipped: bool = False) -> ProviderDefinition:
         found = seen[3]
     else:
         shown = _display(path)
-        try:
-            text = path.read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError) as exc:
-            raise ConfigError(Issue(shown, None, "", f"cannot read provider definition: {exc}")) from None
+        try:  # a regular file only, at most PROVIDER's size
+            text = read_text(path, PROVIDER, shown=shown)
+        except UnreadableFile as exc:
+            raise ConfigError(Issue(shown, None, "", f"cannot read provider definition: {exc.reason}")) from None
         env = _env_of(sorted(set(_ENV_REF.findall(text))))
         key = (str(path), shipped, shown, text, env)
         cached = _PARSED.get(key)
@@ -1245,7 +1246,8 @@ def _files(directory: Path | None) -> dict[str, Path]:
         return dict(listed[1])
     out: dict[str, Path] = {}
     for p in sorted(directory.iterdir()):
-        if p.suffix in (".yaml", ".yml") and p.is_file() and p.stem not in out:
+        # not only regular files: one that is not (a FIFO) is named when it is loaded, not mistaken for a missing provider
+        if p.suffix in (".yaml", ".yml") and not p.is_dir() and p.stem not in out:
             out[p.stem] = p
     if stamp is not None and _stamp(directory) == stamp:
         _remember(_LISTED, str(directory), (stamp, dict(out)))

@@ -69,8 +69,9 @@ class RunSettings:
     max_response_bytes: Annotated[
         PositiveInt | None,
         Schema(
-            description="The most bytes one response (a body or a stream, counted after decompression) may have; "
-            "past it the cell is an error (default 67108864, 64 MiB)."
+            description="The most bytes one response (a body or a stream, counted after decompression) may have, "
+            "and what a cell may store: a Python target's answer, a turn, a whole conversation (simulated users' "
+            "messages included); past it the cell is an error (default 67108864, 64 MiB)."
         ),
     ] = None
 

@@ -45,6 +45,7 @@ import aiohttp.http_exceptions
 from aiohttp import web
 from yarl import URL
 
+from evalx.common.reading import REPORT, read_bytes
 from evalx.errors import EvalxError
 from evalx.reports.html import report_script_source
 from evalx.results.compare import compare_runs, comparison_table
@@ -304,7 +305,7 @@ def _report_text(run: RunIndex) -> str | None:
     try:
         stale = not report.is_file() or (reviews.is_file() and reviews.stat().st_mtime_ns > report.stat().st_mtime_ns)
         if not stale:
-            html = report.read_text(encoding="utf-8", errors="replace")
+            html = read_bytes(report, REPORT).decode("utf-8", "replace")  # a regular file only
             if report_script_source().strip("'") in html:  # written by this evalx: its script is the one the policy allows
                 return html
     except OSError:

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from evalx.common.atomic import write_text
+from evalx.common.reading import CACHE, SUMMARY, read_json, stored_json
 from evalx.errors import EvalxError
 from evalx.results.history import read_run
 from evalx.results.repeats import RULES, status_of
@@ -186,10 +187,7 @@ def _p99(values: list[float]) -> float | None:
 
 def _build(run_dir: Path) -> RunIndex:
     info = read_run(run_dir)
-    try:
-        stored = json.loads((run_dir / "summary.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        stored = {}
+    stored = stored_json(run_dir / "summary.json", SUMMARY)  # a FIFO or a device: named in a warning, read as missing
     stored = stored if isinstance(stored, dict) else {}
     rule = stored.get("repeat_pass_rule")
     rule = rule if rule in RULES else "majority"
@@ -304,7 +302,7 @@ def _lookup(run_dir: Path, cache_dir: Path | None, *, build: bool) -> RunIndex |
 def _read_cached(cached: Path, run_dir: Path, sig: list[Any]) -> RunIndex | None:
     """The index stored in ``cached`` when it is for ``run_dir`` as its files are now, well formed; None otherwise (rebuilt)."""
     try:
-        data = json.loads(cached.read_text(encoding="utf-8"))
+        data = read_json(cached, CACHE)  # a regular file only, at most CACHE's size
     except (OSError, ValueError, RecursionError):
         return None
     if not (isinstance(data, dict) and data.get("v") == INDEX_VERSION and data.get("sig") == sig):
@@ -324,12 +322,10 @@ def _headline(run_dir: Path) -> RunIndex | None:
     index would give (the same pass-rate rule, percentile and review marks:
     a summary older than the run's marks is not used).
     """
-    try:
-        stored = json.loads((run_dir / "summary.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+    read = stored_json(run_dir / "summary.json", SUMMARY)
+    if not isinstance(read, dict) or not isinstance(read.get("per_target"), dict) or not summary_is_current(run_dir, read):
         return None
-    if not isinstance(stored, dict) or not isinstance(stored.get("per_target"), dict) or not summary_is_current(run_dir, stored):
-        return None
+    stored: dict[str, Any] = read  # as stored, possibly by an older evalx: read with care below
     info = read_run(run_dir)
     if info is None or info.status == "running":
         return None

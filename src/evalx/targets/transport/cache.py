@@ -20,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
+import os
 import sqlite3
 import threading
 import time
@@ -28,6 +29,8 @@ from pathlib import Path
 from typing import Any
 
 from evalx.common.json_types import JSONObject
+from evalx.common.reading import check_regular
+from evalx.errors import UnreadableFile
 from evalx.models import OUT_OF_RANGE, finite_json
 
 CACHE_DIR = ".evalx"
@@ -81,6 +84,9 @@ class ResponseCache:
             ignore = self.path.parent / ".gitignore"
             if self.path.parent.name == CACHE_DIR and not ignore.exists():
                 ignore.write_text("# evalx's local cache; not for version control\n*\n", encoding="utf-8")
+            for name in (self.path, *(self.path.with_name(self.path.name + end) for end in ("-wal", "-shm", "-journal"))):
+                if os.path.lexists(name):  # a FIFO or a device where SQLite reads would hang it: refused, never opened
+                    check_regular(name)
             conn = sqlite3.connect(str(self.path), timeout=_BUSY_TIMEOUT_MS / 1000, isolation_level=None, check_same_thread=False)
             conn.execute(f"PRAGMA busy_timeout={_BUSY_TIMEOUT_MS}")
             self._retry_locked(lambda: conn.execute("PRAGMA journal_mode=WAL"))
@@ -91,6 +97,9 @@ class ResponseCache:
                     " key TEXT PRIMARY KEY, value TEXT NOT NULL, created_at REAL NOT NULL, version INTEGER NOT NULL)"
                 )
             )
+        except UnreadableFile as exc:
+            self.problem = f"cannot use {exc}"
+            return None
         except (sqlite3.Error, OSError) as exc:
             self.problem = f"cannot use {self.path}: {exc}"
             return None
