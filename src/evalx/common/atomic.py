@@ -10,8 +10,9 @@ the viewer's index cache, the history page...) goes through
 - a reader sees the old file or the new one, never a part;
 - the rename replaces a symbolic link at ``path`` by the file: a write never
   follows a link out of its folder;
-- a device or a pipe at ``path`` (``/dev/null``, ``/dev/full``) is written
-  into, never replaced;
+- a device or a pipe at ``path`` (``/dev/null``, ``/dev/full``, a shell's
+  ``>(...)``) is written into, never replaced; a pipe nobody reads (a FIFO
+  left in a run folder) is replaced like a file, never waited on;
 - an :class:`OSError` becomes :class:`~evalx.errors.OutputError` naming
   ``path`` (through :func:`evalx.errors.writing`), and the temporary file is removed.
 
@@ -81,13 +82,25 @@ def _is_device(path: Path) -> bool:
     return stat.S_ISCHR(mode) or stat.S_ISBLK(mode) or stat.S_ISFIFO(mode)
 
 
+def _open_device(path: Path) -> int | None:
+    """``path`` (a device or a pipe) opened for writing; None for a pipe nobody reads (it is replaced, never waited on)."""
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0))
+    except OSError as exc:
+        if exc.errno == errno.ENXIO:  # a FIFO with no reader (one left in a run folder): opening it would block for ever
+            return None
+        raise
+    os.set_blocking(fd, True)  # a reader is there: it takes the bytes at its pace
+    return fd
+
+
 @contextlib.contextmanager
 def _temporary(path: Path) -> Iterator[int]:
     path = Path(path)
     tmp: str | None = None
     with writing(path):
-        if _is_device(path):  # `--junit /dev/null`: the device gets the bytes (a full one says so), it is not replaced
-            fd = os.open(path, os.O_WRONLY | getattr(os, "O_NOFOLLOW", 0))
+        fd = _open_device(path) if _is_device(path) else None
+        if fd is not None:  # `--junit /dev/null`: the device gets the bytes (a full one says so), it is not replaced
             yield fd
             return
         try:
