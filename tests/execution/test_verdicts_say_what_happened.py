@@ -390,7 +390,7 @@ def _later():
     print("a thread the target left running, printing after the run")
 
 def answer(question):
-    threading.Thread(target=_later).start()  # not a daemon: the process waits for it at exit
+    threading.Thread(target=_later, daemon=False).start()  # not a daemon (evalx's worker threads are): the process waits for it
     return "ok " + question
 """
 
