@@ -267,7 +267,7 @@ def browser() -> Iterator[Any]:
 
 
 @pytest.fixture
-def report_page(browser: Any, hostile_run: Path) -> Iterator[tuple[Any, list[str], list[str]]]:
+def report_page(hostile_run: Path, browser: Any) -> Iterator[tuple[Any, list[str], list[str]]]:
     """The hostile run's report loaded from file://, with every request and page error recorded."""
     url = (hostile_run / "report.html").resolve().as_uri()
     context = browser.new_context(viewport={"width": 1280, "height": 900})

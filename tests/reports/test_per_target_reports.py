@@ -279,7 +279,7 @@ def test_matrix_variants_are_reported_per_variant(tmp_path: Path, server: FakeLL
 
 
 @pytest.mark.slow
-def test_html_headline_and_breakdowns_per_target_and_case_notes(browser: Any, two_targets: tuple[str, Path, Path]) -> None:
+def test_html_headline_and_breakdowns_per_target_and_case_notes(two_targets: tuple[str, Path, Path], browser: Any) -> None:
     _, run_dir, project = two_targets
     assert (project / "report.html").read_bytes() == (run_dir / "report.html").read_bytes()
     context = browser.new_context(viewport={"width": 1280, "height": 900})
