@@ -16,6 +16,21 @@ import click
 from evalx.results.outcome import EXIT_INCOMPLETE, EXIT_USAGE
 from evalx.version import __version__
 
+
+def _discover_config(ctx: click.Context, param: click.Parameter, value: Path) -> Path:
+    """``-c`` not given and no ``./evalconfig.yaml``: the nearest one above, up to the repository root (config/discovery.py)."""
+    if ctx.get_parameter_source(param.name or "") != click.core.ParameterSource.DEFAULT or value.is_file():
+        return value
+    from evalx.config.discovery import discover_config
+
+    found = discover_config()
+    if found is None:
+        return value
+    shown = Path(os.path.relpath(found))
+    click.echo(f"evalx: using {shown} (the nearest evalconfig.yaml above this folder)", err=True)
+    return shown
+
+
 config_option = click.option(
     "-c",
     "--config",
@@ -23,7 +38,8 @@ config_option = click.option(
     default="evalconfig.yaml",
     show_default=True,
     type=click.Path(dir_okay=False, path_type=Path),
-    help="The config file.",
+    callback=_discover_config,
+    help="The config file (default: ./evalconfig.yaml, else the nearest one in a folder above, up to the repository root).",
 )
 
 
