@@ -149,6 +149,14 @@ def validate(config_path: Path, var: tuple[str, ...], max_cells: int | None, max
             cases = load_all_datasets(config)
         except ConfigError as exc:
             errors += [str(i) for i in exc.issues]
+    if cases and not errors:  # the templates' names and fields, against the cases they will render with
+        from evalx.config.references import template_reference_issues
+
+        for issue in template_reference_issues(config, cases):
+            if issue.warning:
+                click.echo(f"warning: {issue}", err=True)
+            else:
+                errors.append(str(issue))
     sizes = ""
     if not errors:  # counted, never built: a matrix of 10**8 variants is refused at once
         sizes, too_big = measure_runs(config, cases, max_cells, max_variants)

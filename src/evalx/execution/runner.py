@@ -51,6 +51,7 @@ def run(config: Config, request: RunRequest) -> RunOutcome:
     resolved = resolve(config, request)
     plan = build_plan(config, resolved.selection)
     config.check_env(plan.base_target_ids)  # matrix variants need their target's variables
+    _check_template_references(config, plan)
     run_id = resolved.run_id or new_run_id()
     run_dir = config.output_dir / run_id
     resuming = resolved.resuming
@@ -67,6 +68,20 @@ def run(config: Config, request: RunRequest) -> RunOutcome:
         return _run_locked(config, resolved, plan, _Run(run_id, run_dir, fingerprint, previous, resuming))
     finally:
         lock.release()
+
+
+def _check_template_references(config: Config, plan: Plan) -> None:
+    """A template that reads a name or field no case has fails every cell: refuse the run (as ``evalx validate`` would)."""
+    from evalx.config.references import template_reference_issues
+    from evalx.errors import ConfigError
+
+    issues = template_reference_issues(config, plan.cases, plan.base_target_ids)
+    for issue in issues:
+        if issue.warning:
+            log.warning(str(issue))
+    errors = [i for i in issues if not i.warning]
+    if errors:
+        raise ConfigError(errors)
 
 
 @dataclass

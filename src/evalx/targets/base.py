@@ -80,11 +80,19 @@ def task_id(run_id: str, cell: Cell) -> str:
     return f"{tid}-r{cell.repeat}" if cell.repeat else tid
 
 
+#: the names a target's templates (``prompt:``, ``system:``, ``messages:``, ``params:``, an engine's ``body:``) see:
+#: :func:`template_context`'s keys, and ``turn`` in an engine body of a conversation; ``evalx validate`` checks against these
+TEMPLATE_NAMES = ("case", "vars", "target", "env", "repeat", "task_id", "run_id", "turn")
+#: what a template's ``target`` leaves out of the target's spec
+HIDDEN_TARGET_KEYS = ("api_key", "headers")
+
+
 def template_context(cell: Cell, run: RunContext, spec: dict[str, Any]) -> dict[str, Any]:
+    """What a target's templates see for ``cell`` (:data:`TEMPLATE_NAMES`)."""
     return {
         "case": cell.case.to_dict(),
         "vars": {**run.vars, **(spec.get("vars") or {}), **cell.case.vars},
-        "target": {k: v for k, v in spec.items() if k not in ("api_key", "headers")},
+        "target": {k: v for k, v in spec.items() if k not in HIDDEN_TARGET_KEYS},
         "env": _environ_snapshot(run),
         "repeat": cell.repeat,
         "task_id": task_id(run.run_id, cell),
