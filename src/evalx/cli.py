@@ -277,6 +277,13 @@ def _shard(ctx: click.Context, param: click.Parameter, value: str | None) -> tup
 @click.option("--json", "json_out", is_flag=True, help="Print the summary as JSON on stdout.")
 @click.option("--var", multiple=True, metavar="KEY=VALUE", help="Set a template var.")
 @click.option("--dry-run", is_flag=True, help="List the cells that would run, run nothing.")
+@click.option(
+    "--max-failures",
+    type=click.IntRange(min=1),
+    metavar="N",
+    help="Start no new cell once N cells failed or errored (those in flight finish); the run is resumable with --resume and exits 1.",
+)
+@click.option("-x", "exit_first", is_flag=True, help="Stop at the first failed or errored cell (--max-failures 1).")
 @click.option("-q", "--quiet", is_flag=True, help="No progress, only the summary.")
 @click.option("--baseline", metavar="RUN|latest", help="Compare with this run (overrides gates.baseline).")
 @click.option("--resume", metavar="RUN", help="Finish a killed or interrupted run: run only its cells without a result.")
@@ -321,6 +328,8 @@ def run_cmd(
     json_out: bool,
     var: tuple[str, ...],
     dry_run: bool,
+    max_failures: int | None,
+    exit_first: bool,
     quiet: bool,
     baseline: str | None,
     resume: str | None,
@@ -364,6 +373,7 @@ def run_cmd(
         reports=ReportOptions(html_max_cells=html_max_cells, junit_passes=junit_passes or "all"),
         outputs=Outputs(junit=junit, junit_flavor=junit_flavor, html=html, markdown=markdown),
         quiet=quiet,
+        max_failures=_max_failures(max_failures, exit_first),
     )
     if dry_run:
         from evalx.execution.request import plan_request
@@ -389,6 +399,13 @@ def run_cmd(
         click.secho(line, err=True, fg="red", bold=True)
     click.echo(f"results: {os.path.relpath(outcome.run_dir)}/", err=True)
     sys.exit(outcome.exit_code)
+
+
+def _max_failures(max_failures: int | None, exit_first: bool) -> int | None:
+    """``--max-failures N`` or ``-x`` (1); both given must agree."""
+    if exit_first and max_failures not in (None, 1):
+        _fail(f"evalx: -x is --max-failures 1; give one of -x and --max-failures {max_failures}")
+    return 1 if exit_first else max_failures
 
 
 def _nothing_to_rerun() -> type[Exception]:

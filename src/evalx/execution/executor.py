@@ -77,6 +77,8 @@ class Executor:
         self.stats = ExecutionStats()
         #: asked before each cell starts: None to run it, else why it is skipped (the cost guard)
         self.admit: Callable[[Cell], str | None] | None = None
+        #: asked before each cell starts: True to start no more cells (``--max-failures``); those left have no result
+        self.stop: Callable[[], bool] | None = None
         #: the targets that play simulated users (:class:`evalx.execution.simulate.UserTargets`), set by the runner
         self.users: Any = None
         #: the deadlines of the cells in flight, for the watchdog (:class:`evalx.execution.watchdog.Watchdog`)
@@ -100,7 +102,11 @@ class Executor:
 
     async def _worker(self, plan: TargetPlan, cells: Any) -> None:
         turns = 0
-        for cell in cells:
+        stop = self.stop
+        while stop is None or not stop():
+            cell = next(cells, None)
+            if cell is None:
+                return
             reason = self.admit(cell) if self.admit is not None else None
             if reason is not None:
                 self.on_result(self.skipped_cell(plan, cell, reason))

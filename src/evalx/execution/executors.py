@@ -54,6 +54,8 @@ class ExecutionJob:
     admit: Callable[[Cell], str | None] | None
     quiet: bool
     choice: ExecutorChoice
+    #: asked before each cell starts: True to start no more (``--max-failures``)
+    stop: Callable[[], bool] | None = None
 
 
 class CellExecutor(Protocol):
@@ -109,6 +111,7 @@ class LocalExecutor:
         )
         executor = runtime.executor
         executor.admit = job.admit  # the cost guard: asked before each cell starts
+        executor.stop = job.stop  # --max-failures
         signals = Interrupt()
         try:
             check_self_grading(runtime.judge, config, plan, [p.target.id for p in plans])
@@ -139,6 +142,7 @@ class RayExecutor:
             overrides=job.overrides,
             admit=job.admit,
             quiet=job.quiet,
+            stop=job.stop,
         )
 
 
@@ -157,12 +161,13 @@ async def execute_cells(
     executor: str | None = None,
     ray_address: str | None = None,
     quiet: bool = False,
+    stop: Callable[[], bool] | None = None,
 ) -> ExecutionStats:
-    """Run ``plan``'s cells on the executor the request or the config chooses."""
+    """Run ``plan``'s cells on the executor the request or the config chooses; ``stop()`` True: start no more cells."""
     from evalx.execution.ray_executor import choose_executor
 
     choice = choose_executor(config.data, executor, ray_address)
-    job = ExecutionJob(config, plan, run_id, overrides, on_result, admit, quiet, choice)
+    job = ExecutionJob(config, plan, run_id, overrides, on_result, admit, quiet, choice, stop)
     return await EXECUTORS[choice.kind]().execute(job)
 
 

@@ -24,6 +24,7 @@ from evalx.execution.plan import Plan, build_plan
 from evalx.execution.progress import Progress
 from evalx.execution.request import ResolvedRun, RunRequest, resolve
 from evalx.execution.resume import config_hash
+from evalx.execution.stop_early import FailureLimit
 from evalx.reports.render import ReportOptions, write_reports
 from evalx.reports.writers import Outputs
 from evalx.results.model import CellResult, CostGuardReport, RunSummary
@@ -136,12 +137,18 @@ def _run_locked(config: Config, resolved: ResolvedRun, plan: Plan, made: _Run) -
         todo = Plan(plan.target_specs, plan.cases, plan.cells.without(writer.finished_indexes()), plan.variants)
         _say_what_resumes(made, len(todo.cells), len(plan.cells))
     progress = Progress(len(todo.cells), quiet=request.quiet)
+    limit = FailureLimit(request.max_failures) if request.max_failures else None
+    recorded = 0
 
     def on_result(result: CellResult) -> None:
+        nonlocal recorded
         writer.write(result)
         summary_builder.add(result)
         if guard is not None:
             guard.record(result)
+        if limit is not None:
+            limit.record(result["status"])
+        recorded += 1
         progress.update(result["status"])
 
     t0 = time.monotonic()
@@ -158,6 +165,7 @@ def _run_locked(config: Config, resolved: ResolvedRun, plan: Plan, made: _Run) -
                     executor=request.executor,
                     ray_address=request.ray_address,
                     quiet=request.quiet,
+                    stop=limit.stopped if limit is not None else None,
                 )
             )
     except BaseException:  # a target could not start (no API key...): say so in run.json, keep results
@@ -169,7 +177,9 @@ def _run_locked(config: Config, resolved: ResolvedRun, plan: Plan, made: _Run) -
     duration = time.monotonic() - t0
     progress.close()
     writer.close(reorder=True)
-    if not stats.interrupted:  # pairwise: judged once every cell of a case exists, recorded on both cells
+    not_run = len(todo.cells) - recorded
+    stopped = limit.message(not_run, made.run_id) if limit is not None and limit.reached and not_run > 0 else None
+    if not stats.interrupted and stopped is None:  # pairwise: judged once every cell of a case exists, recorded on both cells
         from evalx.execution.pairwise_pass import judge_stored_pairs
 
         pairs = judge_stored_pairs(config, plan, made.run_dir, run_id=made.run_id, overrides=resolved.overrides, guard=guard)
@@ -177,7 +187,7 @@ def _run_locked(config: Config, resolved: ResolvedRun, plan: Plan, made: _Run) -
             for line in pairs.messages:
                 log.info(line)
             summary_builder.add_pairwise(pairs.records)
-    return _finish(config, request, plan, made, meta, summary_builder, stats, guard, duration)
+    return _finish(config, request, plan, made, meta, summary_builder, stats, guard, duration, stopped)
 
 
 def _record_run(config: Config, resolved: ResolvedRun, plan: Plan, made: _Run) -> dict[str, Any]:
@@ -292,8 +302,12 @@ def _finish(
     stats: ExecutionStats,
     guard: Any,
     duration: float,
+    stopped: str | None = None,
 ) -> RunOutcome:
-    """The run's summary, gates and exit status; then its reports and final ``run.json``."""
+    """The run's summary, gates and exit status; then its reports and final ``run.json``.
+
+    ``stopped``: why the run stopped before its last cells (``--max-failures``), or None.
+    """
     shard = meta.get("shard")
     messages = _target_failures(stats)
     cost_guard: CostGuardReport | None = None
@@ -311,6 +325,7 @@ def _finish(
             config=str(config.path),
             interrupted=stats.interrupted,
             cells_planned=len(plan.cells),
+            stopped_early=stopped,
             cost_guard=cost_guard,
             shard={"index": shard["index"], "count": shard["count"], "plan_cells": plan.cells.total} if shard is not None else None,
         ),
@@ -327,11 +342,14 @@ def _finish(
         messages.append(why_nothing)
     if guard is not None and guard.tripped:
         messages.append(guard.message())
+    if stopped is not None and not stats.interrupted:
+        messages.append(stopped)
     if shard is not None and not len(plan.cells):
         messages.append(
             f"shard {shard['index']}/{shard['count']} is empty: the plan's {plan.cells.case_count} cases went to the other shards"
         )
-    meta.update(status="interrupted" if stats.interrupted else "complete", finished_at=summary.get("finished_at"), exit_code=exit_code)
+    status = "interrupted" if stats.interrupted else "stopped" if stopped is not None else "complete"
+    meta.update(status=status, finished_at=summary.get("finished_at"), exit_code=exit_code)
     publish(made.run_dir, summary, meta, request.reports, request.outputs)
     return RunOutcome(made.run_id, made.run_dir, summary, exit_code, messages)
 

@@ -1025,6 +1025,8 @@ class RunSummary(SummaryFigures, total=False):
     """True when the run was interrupted (Ctrl-C, SIGTERM): it exits 3."""
     cells_planned: int
     """Cells the run planned (a killed or interrupted run has fewer results)."""
+    stopped_early: str
+    """Only when ``--max-failures N`` (``-x``) stopped the run before its last cells: why, and the resume command. It exits 1."""
     cost_guard: CostGuardReport
     """Only with ``defaults.max_total_cost``."""
     comparison: Comparison
