@@ -91,10 +91,12 @@ class _Group(click.Group):
             click.echo("evalx: interrupted", err=True)
             sys.exit(EXIT_INCOMPLETE)
         except Exception as exc:  # anything else a command raised: one line and an exit code, never a traceback
-            from evalx.errors import ConfigError, EvalxError, OutputError
+            from evalx.errors import ConfigError, EvalxError, OutputError, TargetUnreachable
 
             if isinstance(exc, ConfigError):
                 _fail([str(i) for i in exc.issues])
+            if isinstance(exc, TargetUnreachable):  # before any cell ran: the run could not be made
+                _fail([f"evalx: {line}" for line in exc.lines], EXIT_INCOMPLETE)
             if isinstance(exc, OutputError):  # a full disk, a read-only folder: the run or its reports are incomplete
                 _fail(f"evalx: {exc}", EXIT_INCOMPLETE)
             if isinstance(exc, EvalxError):

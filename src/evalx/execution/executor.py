@@ -135,7 +135,7 @@ class Executor:
             return await run_conversation(self, plan, cell)
         target = plan.target
         cache = self.run.cache
-        cache_key = self._cache_key(plan, cell) if cache is not None else None
+        cache_key = self.cache_key(plan, cell) if cache is not None else None
         hit = await cache.get(cache_key) if cache is not None and cache_key else None
         if hit is None and plan.pacer is not None:
             await plan.pacer()  # the target's rate limit: waiting for a turn is not the cell's time
@@ -224,7 +224,7 @@ class Executor:
             tools=target.spec.get("tools"),
         )
 
-    def _cache_key(self, plan: TargetPlan, cell: Cell) -> str | None:
+    def cache_key(self, plan: TargetPlan, cell: Cell) -> str | None:
         """The cell's cache key when caching applies: the target's own ``cache_key``, else a generic one."""
         if self.run.cache is None or not plan.settings.cache:
             return None

@@ -30,6 +30,7 @@ from evalx.reports.writers import Outputs
 from evalx.results.model import CellResult, CostGuardReport, RunSummary
 from evalx.results.outcome import RunFacts, decide_exit, finish_summary, nothing_graded
 from evalx.results.store import RESULTS, ReadProblems, ResultWriter, RunLock, new_run_id, read_results, rewrite_results, write_json
+from evalx.targets.preflight import ConnectWatch, chained
 
 log = logging.getLogger(__name__)
 
@@ -138,6 +139,8 @@ def _run_locked(config: Config, resolved: ResolvedRun, plan: Plan, made: _Run) -
         _say_what_resumes(made, len(todo.cells), len(plan.cells))
     progress = Progress(len(todo.cells), quiet=request.quiet)
     limit = FailureLimit(request.max_failures) if request.max_failures else None
+    remote = {str(t["id"]): len(todo.cells_for(t["id"])) for t in plan.target_specs if t.get("type") in ("engine", "provider")}
+    watch = ConnectWatch(remote, {str(t["id"]): t for t in plan.target_specs})  # a target that is down: its other cells skipped
     recorded = 0
 
     def on_result(result: CellResult) -> None:
@@ -148,6 +151,8 @@ def _run_locked(config: Config, resolved: ResolvedRun, plan: Plan, made: _Run) -
             guard.record(result)
         if limit is not None:
             limit.record(result["status"])
+        if remote:
+            watch.record(result["target"], result["status"], result.get("error"))
         recorded += 1
         progress.update(result["status"])
 
@@ -161,7 +166,7 @@ def _run_locked(config: Config, resolved: ResolvedRun, plan: Plan, made: _Run) -
                     run_id=made.run_id,
                     overrides=resolved.overrides,
                     on_result=on_result,
-                    admit=guard.admit if guard is not None else None,
+                    admit=chained(guard.admit if guard is not None else None, watch.admit if remote else None),
                     executor=request.executor,
                     ray_address=request.ray_address,
                     quiet=request.quiet,
@@ -187,7 +192,7 @@ def _run_locked(config: Config, resolved: ResolvedRun, plan: Plan, made: _Run) -
             for line in pairs.messages:
                 log.info(line)
             summary_builder.add_pairwise(pairs.records)
-    return _finish(config, request, plan, made, meta, summary_builder, stats, guard, duration, stopped)
+    return _finish(config, request, plan, made, meta, summary_builder, stats, guard, duration, stopped, watch)
 
 
 def _record_run(config: Config, resolved: ResolvedRun, plan: Plan, made: _Run) -> dict[str, Any]:
@@ -303,13 +308,16 @@ def _finish(
     guard: Any,
     duration: float,
     stopped: str | None = None,
+    watch: ConnectWatch | None = None,
 ) -> RunOutcome:
     """The run's summary, gates and exit status; then its reports and final ``run.json``.
 
-    ``stopped``: why the run stopped before its last cells (``--max-failures``), or None.
+    ``stopped``: why the run stopped before its last cells (``--max-failures``), or None;
+    ``watch``: the targets whose first cells got no answer (the rest skipped): each is a line, and the run is incomplete.
     """
     shard = meta.get("shard")
-    messages = _target_failures(stats)
+    stopped_targets = set(watch.down) if watch is not None else set()
+    messages = [*(watch.lines() if watch is not None else []), *_target_failures(stats, skip=stopped_targets)]
     cost_guard: CostGuardReport | None = None
     if guard is not None:
         cost_guard = {
@@ -380,10 +388,12 @@ def _quiet_collector() -> Iterator[None]:
         gc.unfreeze()
 
 
-def _target_failures(stats: ExecutionStats) -> list[str]:
-    """One loud line for a target whose every cell errored, not N identical ones."""
+def _target_failures(stats: ExecutionStats, skip: set[str] | frozenset[str] = frozenset()) -> list[str]:
+    """One loud line for a target whose every cell errored, not N identical ones (``skip``: targets said otherwise)."""
     lines = []
     for target, errors in stats.errors_by_target.items():
+        if target in skip:
+            continue
         if errors and len(errors) == stats.cells_by_target.get(target, 0):
             distinct = sorted(set(errors), key=errors.index)
             detail = distinct[0] if len(distinct) == 1 else f"{distinct[0]} (and {len(distinct) - 1} other errors)"
