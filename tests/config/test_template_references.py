@@ -98,3 +98,13 @@ def test_a_field_some_cases_lack_warns_and_the_render_error_lists_the_fields(tmp
     assert cells["a"]["status"] == "pass", cells["a"]
     assert cells["b"]["error"] == "body: template error: unknown field 'case.metadata.team' (case.metadata is empty)"
     assert ran.returncode != 0
+
+
+def test_validate_knows_the_names_a_target_template_renders_with() -> None:
+    from evalx.models import Case, Cell
+    from evalx.targets import TEMPLATE_NAMES, RunContext
+    from evalx.targets.base import template_context
+
+    cell = Cell(index=0, target="t", dataset="d", case=Case(id="a", input="x"), repeat=0)
+    context = template_context(cell, RunContext(run_id="r", config_dir=Path(".")), {"id": "t"})
+    assert set(context) | {"turn"} == set(TEMPLATE_NAMES)  # `turn`: an engine body's, in a conversation

@@ -28,11 +28,11 @@ from evalx.common.documents import KeyPath, did_you_mean, display_path
 from evalx.common.templates import Reference, missing_step, template_references
 from evalx.errors import Issue
 from evalx.judge import JUDGE_PROMPT_NAMES
+from evalx.models import Case
 from evalx.targets import HIDDEN_TARGET_KEYS, TEMPLATE_NAMES
 
 if TYPE_CHECKING:
     from evalx.config.loader import Config
-    from evalx.models import Case
 
 __all__ = ["SAMPLE_CASES", "template_reference_issues"]
 
@@ -128,7 +128,7 @@ def _field_problem(
             if n >= SAMPLE_CASES:
                 break
             seen += 1
-            value = _root_value(str(root), case, config_vars, spec)
+            value = _root_value(str(root), case, config_vars, spec, steps[0])
             if value is None:  # a name whose value this check does not know
                 return None
             missing = missing_step(value, steps)
@@ -148,9 +148,9 @@ def _field_problem(
     return f"{misses} of {seen} cases lack the {what} {shown!r} (the first: {where}); its cells will error", True
 
 
-def _root_value(root: str, case: Case, config_vars: dict[str, Any], spec: dict[str, Any] | None) -> Any:
-    if root == "case":
-        return case.to_dict()
+def _root_value(root: str, case: Case, config_vars: dict[str, Any], spec: dict[str, Any] | None, first: Any = None) -> Any:
+    if root == "case":  # what case.to_dict() has under ``first`` (without copying the whole case for every reference)
+        return _case_view(case, first)
     if root == "vars":
         return {**config_vars, **((spec or {}).get("vars") or {}), **case.vars}
     return None
@@ -167,3 +167,19 @@ def _unknown(ref: Reference, missing: tuple[int, list[Any]], what: str) -> str:
         listed = ", ".join(names[:12]) + (", ..." if len(names) > 12 else "")
         hint = f" (known: {listed})" if names else ""
     return f"unknown {what} {shown!r}{hint}"
+
+
+#: the keys of every case's mapping (``Case.to_dict``), and those only some cases have
+_CASE_KEYS = tuple(Case(id="", input=None).to_dict())
+_OPTIONAL_CASE_KEYS = ("turns", "tool_results", "simulate", "context")
+
+
+def _case_view(case: Case, first: Any) -> dict[str, Any]:
+    """``case.to_dict()`` as far as ``first`` goes: its value under ``first`` if the case has it, else the keys it has."""
+    if first in _OPTIONAL_CASE_KEYS:
+        value = getattr(case, str(first))
+        if value is not None:
+            return {first: value}
+    elif first in _CASE_KEYS:
+        return {first: getattr(case, "asserts" if first == "assert" else str(first))}
+    return {k: None for k in (*_CASE_KEYS, *(k for k in _OPTIONAL_CASE_KEYS if getattr(case, k) is not None))}
