@@ -99,6 +99,8 @@ async def _connect(host: str, port: int, timeout_s: float) -> str | None:
         return f"no connection within {timeout_s:g}s"
     except ConnectionRefusedError:
         return "connection refused"
+    except (ConnectionResetError, ConnectionAbortedError):  # something listens there (it accepted): what it answers is the cells' to say
+        return None
     except OSError as exc:
         if isinstance(exc, socket.gaierror):
             return "host name not found"
