@@ -266,6 +266,7 @@ def run(
     markdown: str | os.PathLike[str] | None = None,
     max_cells: int | None = None,
     max_variants: int | None = None,
+    max_failures: int | None = None,
 ) -> RunResult:
     """Run ``config`` as ``evalx run`` would (the same options, by their Python names) and return its :class:`RunResult`.
 
@@ -320,6 +321,7 @@ async def arun(
     markdown: str | os.PathLike[str] | None = None,
     max_cells: int | None = None,
     max_variants: int | None = None,
+    max_failures: int | None = None,
 ) -> RunResult:
     """:func:`run`, awaitable: the run goes on a worker thread (it has its own event loop), this coroutine awaits it."""
     import asyncio
@@ -343,6 +345,9 @@ def _request(given: dict[str, Any]) -> RunRequest:
     from evalx.execution.shards import parse_shard
     from evalx.reports.render import Outputs, ReportOptions
 
+    max_failures = given["max_failures"]
+    if max_failures is not None and (isinstance(max_failures, bool) or not isinstance(max_failures, int) or max_failures < 1):
+        raise TypeError("evalx.run(max_failures=...): give a whole number of cells, 1 or more")
     shard = given["shard"]
     if isinstance(shard, str):
         shard = parse_shard(shard)
@@ -373,6 +378,7 @@ def _request(given: dict[str, Any]) -> RunRequest:
             junit=_path(given["junit"]), junit_flavor=given["junit_flavor"], html=_path(given["html"]), markdown=_path(given["markdown"])
         ),
         quiet=bool(given["quiet"]),
+        max_failures=max_failures,
     )
 
 

@@ -19,6 +19,21 @@ from evalx.version import __version__
 if TYPE_CHECKING:
     from evalx.config.loader import Config
 
+
+def _discover_config(ctx: click.Context, param: click.Parameter, value: Path) -> Path:
+    """``-c`` not given and no ``./evalconfig.yaml``: the nearest one above, up to the repository root (config/discovery.py)."""
+    if ctx.get_parameter_source(param.name or "") != click.core.ParameterSource.DEFAULT or value.is_file():
+        return value
+    from evalx.config.discovery import discover_config
+
+    found = discover_config()
+    if found is None:
+        return value
+    shown = Path(os.path.relpath(found))
+    click.echo(f"evalx: using {shown} (the nearest evalconfig.yaml above this folder)", err=True)
+    return shown
+
+
 config_option = click.option(
     "-c",
     "--config",
@@ -26,7 +41,8 @@ config_option = click.option(
     default="evalconfig.yaml",
     show_default=True,
     type=click.Path(dir_okay=False, path_type=Path),
-    help="The config file.",
+    callback=_discover_config,
+    help="The config file (default: ./evalconfig.yaml, else the nearest one in a folder above, up to the repository root).",
 )
 
 
@@ -78,10 +94,12 @@ class _Group(click.Group):
             click.echo("evalx: interrupted", err=True)
             sys.exit(EXIT_INCOMPLETE)
         except Exception as exc:  # anything else a command raised: one line and an exit code, never a traceback
-            from evalx.errors import ConfigError, EvalxError, OutputError
+            from evalx.errors import ConfigError, EvalxError, OutputError, TargetUnreachable
 
             if isinstance(exc, ConfigError):
                 _fail([str(i) for i in exc.issues])
+            if isinstance(exc, TargetUnreachable):  # before any cell ran: the run could not be made
+                _fail([f"evalx: {line}" for line in exc.lines], EXIT_INCOMPLETE)
             if isinstance(exc, OutputError):  # a full disk, a read-only folder: the run or its reports are incomplete
                 _fail(f"evalx: {exc}", EXIT_INCOMPLETE)
             if isinstance(exc, EvalxError):
@@ -136,6 +154,14 @@ def validate(config_path: Path, var: tuple[str, ...], max_cells: int | None, max
             cases = load_all_datasets(config)
         except ConfigError as exc:
             errors += [str(i) for i in exc.issues]
+    if cases and not errors:  # the templates' names and fields, against the cases they will render with
+        from evalx.config.references import template_reference_issues
+
+        for issue in template_reference_issues(config, cases):
+            if issue.warning:
+                click.echo(f"warning: {issue}", err=True)
+            else:
+                errors.append(str(issue))
     sizes = ""
     if not errors:  # counted, never built: a matrix of 10**8 variants is refused at once
         sizes, too_big = measure_runs(config, cases, max_cells, max_variants)
@@ -260,6 +286,13 @@ def _shard(ctx: click.Context, param: click.Parameter, value: str | None) -> tup
 @click.option("--json", "json_out", is_flag=True, help="Print the summary as JSON on stdout.")
 @click.option("--var", multiple=True, metavar="KEY=VALUE", help="Set a template var.")
 @click.option("--dry-run", is_flag=True, help="List the cells that would run, run nothing.")
+@click.option(
+    "--max-failures",
+    type=click.IntRange(min=1),
+    metavar="N",
+    help="Start no new cell once N cells failed or errored (those in flight finish); the run is resumable with --resume and exits 1.",
+)
+@click.option("-x", "exit_first", is_flag=True, help="Stop at the first failed or errored cell (--max-failures 1).")
 @click.option("-q", "--quiet", is_flag=True, help="No progress, only the summary.")
 @click.option("--baseline", metavar="RUN|latest", help="Compare with this run (overrides gates.baseline).")
 @click.option("--resume", metavar="RUN", help="Finish a killed or interrupted run: run only its cells without a result.")
@@ -304,6 +337,8 @@ def run_cmd(
     json_out: bool,
     var: tuple[str, ...],
     dry_run: bool,
+    max_failures: int | None,
+    exit_first: bool,
     quiet: bool,
     baseline: str | None,
     resume: str | None,
@@ -347,6 +382,7 @@ def run_cmd(
         reports=ReportOptions(html_max_cells=html_max_cells, junit_passes=junit_passes or "all"),
         outputs=Outputs(junit=junit, junit_flavor=junit_flavor, html=html, markdown=markdown),
         quiet=quiet,
+        max_failures=_max_failures(max_failures, exit_first),
     )
     if dry_run:
         from evalx.execution.request import plan_request
@@ -372,6 +408,13 @@ def run_cmd(
         click.secho(line, err=True, fg="red", bold=True)
     click.echo(f"results: {os.path.relpath(outcome.run_dir)}/", err=True)
     sys.exit(outcome.exit_code)
+
+
+def _max_failures(max_failures: int | None, exit_first: bool) -> int | None:
+    """``--max-failures N`` or ``-x`` (1); both given must agree."""
+    if exit_first and max_failures not in (None, 1):
+        _fail(f"evalx: -x is --max-failures 1; give one of -x and --max-failures {max_failures}")
+    return 1 if exit_first else max_failures
 
 
 def _nothing_to_rerun() -> type[Exception]:

@@ -19,6 +19,7 @@ The hierarchy (``+X``: also a subclass of the builtin ``X``, so an ``except X`` 
         ├── OutputError              a file evalx must write could not be (full disk, read-only folder...; exit 3)
         ├── UnreadableFile  +OSError  a file evalx reads is missing, not a regular file (a FIFO, a device, a directory),
         │                             past its kind's size limit, or not text: ``FILE: reason``     [common/reading.py]
+        ├── TargetUnreachable        the pre-flight check could not connect to a remote target: no cell ran (exit 3)
         ├── UserCodeError  +ImportError   user code a config names cannot be imported, or is not what was asked for
         ├── DefinitionError  +ValueError  a provider definition's template or expression failed at run time
         │                                 (the target reports it as a ConfigError or a TargetError)
@@ -81,6 +82,14 @@ def one_line(exc: BaseException) -> str:
         text = []
     first = text[0] if text else ""
     return f"{type(exc).__name__}: {first}" if first else type(exc).__name__
+
+
+class TargetUnreachable(EvalxError):
+    """Before any cell ran, a remote target's host:port took no connection: one line a target (``lines``), exit 3."""
+
+    def __init__(self, lines: list[str]) -> None:
+        self.lines = lines
+        super().__init__("\n".join(lines))
 
 
 class OutputError(EvalxError):

@@ -371,7 +371,9 @@ def test_json_is_not_read_as_yaml(tmp_path: Path) -> None:
 
 
 def test_invalid_yaml() -> None:
-    assert error_of("bad/invalid.yaml") == "bad/invalid.yaml:5: invalid YAML: expected ',' or ']', but got '<stream end>'"
+    assert error_of("bad/invalid.yaml") == (
+        "bad/invalid.yaml:4: invalid YAML: a '[' opened on this line is not closed: close it with ']' on this line, or write it as an indented block"
+    )
 
 
 def test_unknown_fields_and_assertion_errors_with_key_paths() -> None:

@@ -322,22 +322,33 @@ def test_wrong_url_is_a_404(tmp_path: Path, engine_server: EngineServer) -> None
     assert results(config)["c"]["error"] == f"HTTP 404 not found: {engine_server.url}/v2/execute (check the url): 404: Not Found"
 
 
-def test_connection_refused_reported_once(tmp_path: Path, engine_server: EngineServer) -> None:
+def test_connection_refused_reported_once(tmp_path: Path, engine_server: EngineServer, monkeypatch: pytest.MonkeyPatch) -> None:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     url = f"http://127.0.0.1:{port}"
-    targets = [engine_target(engine_server, id="up"), engine_target(engine_server, id="down", url=url)]
+    # one cell at a time on "down": its 6th cell is not yet taken when its 5th fails
+    targets = [engine_target(engine_server, id="up"), engine_target(engine_server, id="down", url=url, concurrency=1)]
     cases = [case(f"c{i}", "normal") for i in range(6)]
     config = write_config(tmp_path, targets, cases, defaults={"concurrency": 2, "timeout_s": TIMEOUT_S, "retries": RETRIES})
+    # the pre-flight connect: one line before any cell, the run stops
+    result = cli_run(config)
+    assert result.exit_code == 3
+    assert result.output.strip() == f"evalx: target 'down': cannot connect to {url}/execute (connection refused): is the server running?"
+    assert not read_cells(run_dir(config))
+    shutil.rmtree(config.parent / "runs")
+    # without it (EVALX_NO_PREFLIGHT=1): the target's first 5 cells fail to connect, its last is not run, said once
+    monkeypatch.setenv("EVALX_NO_PREFLIGHT", "1")
     result = cli_run(config)
     assert result.exit_code == 3
     message = f"cannot connect to {url}/execute: connection refused (after {RETRIES} retries)"
-    loud = [line for line in result.output.splitlines() if "every cell failed" in line]
-    assert loud == [f"target 'down': every cell failed (6): {message}"]
+    loud = [line for line in result.output.splitlines() if "stopped early" in line or "every cell failed" in line]
+    assert loud == [
+        f"target 'down': stopped early, 1 cell not run — the first 5 cells of target 'down' got no answer ({message}); is the server running?"
+    ]
     res = json.loads((run_dir(config) / "summary.json").read_text())
-    assert res["per_target"]["up"]["pass"] == 6 and res["per_target"]["down"]["error"] == 6
-    assert {r["error"] for r in results_by_target(config, "down")} == {message}
+    assert res["per_target"]["up"]["pass"] == 6 and res["per_target"]["down"]["error"] == 5 and res["per_target"]["down"]["skipped"] == 1
+    assert {r["error"] for r in results_by_target(config, "down") if r["status"] == "error"} == {message}
 
 
 def results_by_target(config: Path, target: str) -> list[dict[str, Any]]:

@@ -34,6 +34,7 @@ import yaml
 from jsonschema import Draft202012Validator, validators
 from jsonschema.exceptions import ValidationError
 
+from evalx.common.yaml_errors import describe as describe_yaml_error
 from evalx.errors import ConfigError, Issue
 
 KeyPath = tuple[str | int, ...]
@@ -212,7 +213,10 @@ class _Builder:
             return str(key_node.value)
         raw = self.constructor.construct_object(key_node, deep=True) if isinstance(key_node, yaml.ScalarNode) else None
         if not isinstance(raw, (str, int, float, bool)):
-            self.problems.append(Problem(key_node.start_mark.line + 1, path, "mapping keys must be plain values"))
+            message = "mapping keys must be plain values"
+            if isinstance(key_node, yaml.MappingNode) and key_node.flow_style:  # `prompt: {{ case.input }}` unquoted
+                message = "a value that starts with '{{' is read as a YAML mapping: quote the template (prompt: \"{{ case.input }}\")"
+            self.problems.append(Problem(key_node.start_mark.line + 1, path, message))
             return None
         return str(raw)
 
@@ -299,9 +303,8 @@ def load_yaml(
     try:
         node = _compose(text)
     except yaml.MarkedYAMLError as exc:
-        mark = exc.problem_mark or exc.context_mark
-        problem = exc.problem or exc.context or "not YAML"
-        raise DocumentError(file, [Problem(mark.line + 1 if mark else None, (), f"invalid YAML: {problem}")]) from None
+        line, message = describe_yaml_error(exc, text)
+        raise DocumentError(file, [Problem(line, (), f"invalid YAML: {message}")]) from None
     except yaml.YAMLError as exc:
         raise DocumentError(file, [Problem(None, (), f"invalid YAML: {exc}")]) from None
     except RecursionError:

@@ -25,6 +25,13 @@ config's folder (:func:`use_folder`, called when a config loads): a name that
 is absolute, climbs out with ``..`` or is a symlink leading out is refused,
 and each file is read once (the loader keeps its text until the next config
 loads). :func:`template_problem` finds them statically for ``evalx validate``.
+
+:func:`template_references` lists the names and fields a template reads
+(``case.input``, ``vars.lang``, ``case.metadata["team"]``: the chains of
+literal ``.attr`` and ``[key]`` steps on a name the context provides), and
+:func:`missing_step` finds where such a chain leaves the data: ``evalx
+validate`` checks a config's templates against its cases with them, and a
+render that meets an undefined field names it and the fields there are.
 """
 
 from __future__ import annotations
@@ -36,11 +43,12 @@ import re
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
+from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path, PurePosixPath, PureWindowsPath
 from typing import Any
 
-from jinja2 import BaseLoader, Environment, StrictUndefined, TemplateError, TemplateNotFound, Undefined, meta
+from jinja2 import BaseLoader, Environment, StrictUndefined, TemplateError, TemplateNotFound, Undefined, UndefinedError, meta, nodes
 from jinja2.compiler import CodeGenerator, Frame
 from jinja2.exceptions import SecurityError
 from jinja2.nodes import Concat
@@ -57,15 +65,18 @@ __all__ = [
     "RENDER_TIME_S",
     "BoundedSandbox",
     "FolderLoader",
+    "Reference",
     "TemplateFileError",
     "TemplateRenderError",
     "folder_scope",
+    "missing_step",
     "read_template_file",
     "render",
     "render_value",
     "resolve_in_folder",
     "sandbox",
     "template_problem",
+    "template_references",
     "use_folder",
 ]
 
@@ -405,6 +416,148 @@ def _error(exc: BaseException, field: str | None, deadline: Deadline | None = No
     return TemplateRenderError(f"{where}template error: {exc}")
 
 
+def _undefined_error(exc: UndefinedError, source: str, context: Mapping[str, Any], field: str | None) -> TemplateRenderError:
+    """An undefined name or field, worded as the name and the fields the data has there (else Jinja's words)."""
+    where = f"{field}: " if field else ""
+    try:
+        refs = template_references(source)
+    except TemplateError:
+        refs = []
+    for ref in refs:
+        if ref.guarded:
+            continue
+        root = str(ref.chain[0])
+        if root not in context:
+            names = sorted(k for k in context if not k.startswith("_"))
+            return TemplateRenderError(f"{where}template error: unknown name {root!r} (a template here sees {', '.join(names)})")
+        missing = missing_step(context[root], ref.chain[1:])
+        if missing is not None:
+            depth, keys = missing
+            shown = ".".join(str(step) for step in ref.chain[: depth + 2])
+            has = ", ".join(str(k) for k in keys[:20]) + (", ..." if len(keys) > 20 else "")
+            above = ".".join(str(step) for step in ref.chain[: depth + 1])
+            what = f"{above} has {has}" if keys else f"{above} is empty"
+            from evalx.common.documents import did_you_mean
+
+            hint = did_you_mean(str(ref.chain[depth + 1]), [str(k) for k in keys])
+            return TemplateRenderError(f"{where}template error: unknown field {shown!r}{hint} ({what})")
+    return _error(exc, field)
+
+
+# --- what a template reads -------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Reference:
+    """A chain of literal steps a template reads from its context: ``("case", "metadata", "team")``."""
+
+    chain: tuple[str | int, ...]
+    #: under ``is defined``/``is undefined``, ``| default``, or after a ``'key' in ...`` test: a missing value is expected
+    guarded: bool = False
+
+
+#: names Jinja gives a template itself (loop variables, macro internals): never the context's
+_SPECIAL_NAMES = frozenset({"loop", "self", "caller", "varargs", "kwargs", "super", "true", "false", "none", "True", "False", "None"})
+_GUARD_TESTS = frozenset({"defined", "undefined"})
+_GUARD_FILTERS = frozenset({"default", "d"})
+
+
+def template_references(source: str) -> list[Reference]:
+    """Every chain of literal ``.attr``/``[key]`` steps on a context name in ``source`` (its includes not followed).
+
+    Names the template sets itself (``{% set %}``, ``{% for x in %}``, macro
+    arguments) and Jinja's globals are left out; ``case.input[vars.i]``
+    yields ``case.input`` and ``vars.i``. Raises :class:`TemplateError` for a syntax error.
+    """
+    if "{" not in source:
+        return []
+    ast = _env.parse(source)
+    local = {n.name for n in ast.find_all(nodes.Name) if n.ctx in ("store", "param")}
+    skip = local | _SPECIAL_NAMES | set(_env.globals)
+    found: list[Reference] = []
+    guards: set[tuple[str | int, ...]] = set()
+
+    def visit(node: nodes.Node, guarded: bool) -> None:
+        if isinstance(node, (nodes.Name, nodes.Getattr, nodes.Getitem)) and getattr(node, "ctx", "load") == "load":
+            chain, inner = _chain(node)
+            if chain:
+                found.append(Reference(chain, guarded))
+            for other in inner:
+                visit(other, False)
+            return
+        if isinstance(node, nodes.Test) and node.name in _GUARD_TESTS:
+            chain, _ = _chain(node.node)
+            if chain:
+                guards.add(chain)
+            visit(node.node, True)
+            for arg in node.args:
+                visit(arg, False)
+            return
+        if isinstance(node, nodes.Filter) and node.name in _GUARD_FILTERS and node.node is not None:
+            visit(node.node, True)
+            for arg in node.args:
+                visit(arg, False)
+            return
+        if isinstance(node, nodes.Compare) and isinstance(node.expr, nodes.Const) and node.ops and node.ops[0].op in ("in", "notin"):
+            chain, _ = _chain(node.ops[0].expr)
+            if chain and isinstance(node.expr.value, (str, int)):
+                guards.add((*chain, node.expr.value))
+        for child in node.iter_child_nodes():
+            visit(child, guarded)
+
+    visit(ast, False)
+    out: list[Reference] = []
+    for ref in found:
+        if ref.chain[0] in skip:
+            continue
+        guarded = ref.guarded or any(ref.chain[: len(g)] == g for g in guards)
+        item = Reference(ref.chain, guarded)
+        if item not in out:
+            out.append(item)
+    return out
+
+
+def _chain(node: nodes.Node) -> tuple[tuple[str | int, ...], list[nodes.Node]]:
+    """The literal chain ``node`` reads (outermost steps dropped past a computed key), and the nodes inside it to visit."""
+    steps: list[str | int] = []
+    inner: list[nodes.Node] = []
+    while True:
+        if isinstance(node, nodes.Name):
+            return (node.name, *reversed(steps)), inner
+        if isinstance(node, nodes.Getattr):
+            steps.append(node.attr)
+            node = node.node
+        elif isinstance(node, nodes.Getitem):
+            arg = node.arg
+            if isinstance(arg, nodes.Const) and isinstance(arg.value, (str, int)) and not isinstance(arg.value, bool):
+                steps.append(arg.value)
+            else:  # a computed key: the steps after it cannot be known
+                steps.clear()
+                inner.append(arg)
+            node = node.node
+        else:
+            inner.append(node)
+            return (), inner
+
+
+def missing_step(value: Any, steps: tuple[str | int, ...]) -> tuple[int, list[str | int]] | None:
+    """Where ``steps`` leave ``value``'s mappings: the index of the step that is not there, and the keys there are; else None.
+
+    A step past a list, a string or a number is not judged (a method, an
+    index: the render decides); a mapping's method (``.get``, ``.items``) is there.
+    """
+    for depth, step in enumerate(steps):
+        if not isinstance(value, dict):
+            return None
+        if step in value:
+            value = value[step]
+        elif isinstance(step, str) and hasattr(dict, step):
+            return None
+        else:
+            return depth, list(value)
+    return None
+
+
 def template_problem(source: str, root: Path | None = None) -> str | None:
     """Why ``source`` cannot render whatever the data, or None: for ``evalx validate``.
 
@@ -452,6 +605,8 @@ def render(source: str, context: Mapping[str, object], *, field: str | None = No
     try:
         with timebox(seconds):
             return _joined(_compile(source).generate(**context))
+    except UndefinedError as exc:
+        raise _undefined_error(exc, source, context, field) from None
     except (TemplateError, TimeUp, MemoryError, RecursionError) as exc:
         raise _error(exc, field, deadline) from None
 
@@ -471,6 +626,8 @@ def render_value(value: Any, context: Mapping[str, object], *, field: str | None
             try:
                 with timebox(seconds):
                     return _sized(_compile_expression(stripped[2:-2].strip())(**context))
+            except UndefinedError as exc:
+                raise _undefined_error(exc, value, context, field) from None
             except (TemplateError, TimeUp, MemoryError, RecursionError) as exc:
                 raise _error(exc, field, deadline) from None
         return render(value, context, field=field)

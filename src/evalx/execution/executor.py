@@ -78,6 +78,8 @@ class Executor:
         self.stats = ExecutionStats()
         #: asked before each cell starts: None to run it, else why it is skipped (the cost guard)
         self.admit: Callable[[Cell], str | None] | None = None
+        #: asked before each cell starts: True to start no more cells (``--max-failures``); those left have no result
+        self.stop: Callable[[], bool] | None = None
         #: the targets that play simulated users (:class:`evalx.execution.simulate.UserTargets`), set by the runner
         self.users: Any = None
         #: the deadlines of the cells in flight, for the watchdog (:class:`evalx.execution.watchdog.Watchdog`)
@@ -101,7 +103,11 @@ class Executor:
 
     async def _worker(self, plan: TargetPlan, cells: Any) -> None:
         turns = 0
-        for cell in cells:
+        stop = self.stop
+        while stop is None or not stop():
+            cell = next(cells, None)
+            if cell is None:
+                return
             reason = self.admit(cell) if self.admit is not None else None
             if reason is not None:
                 self.on_result(self.skipped_cell(plan, cell, reason))
@@ -130,7 +136,7 @@ class Executor:
             return await run_conversation(self, plan, cell)
         target = plan.target
         cache = self.run.cache
-        cache_key = self._cache_key(plan, cell) if cache is not None else None
+        cache_key = self.cache_key(plan, cell) if cache is not None else None
         hit = await cache.get(cache_key) if cache is not None and cache_key else None
         if hit is None and plan.pacer is not None:
             await plan.pacer()  # the target's rate limit: waiting for a turn is not the cell's time
@@ -224,7 +230,7 @@ class Executor:
             tools=target.spec.get("tools"),
         )
 
-    def _cache_key(self, plan: TargetPlan, cell: Cell) -> str | None:
+    def cache_key(self, plan: TargetPlan, cell: Cell) -> str | None:
         """The cell's cache key when caching applies: the target's own ``cache_key``, else a generic one."""
         if self.run.cache is None or not plan.settings.cache:
             return None

@@ -23,7 +23,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
-from evalx.execution.executor import ExecutionStats, TargetPlan
+from evalx.execution.executor import ExecutionStats, Executor, TargetPlan
 from evalx.execution.interrupt import Interrupt, cancel_on_signals
 from evalx.execution.runtime import CellRuntime, CellSetup, check_self_grading, run_context
 from evalx.models import Cell
@@ -54,6 +54,8 @@ class ExecutionJob:
     admit: Callable[[Cell], str | None] | None
     quiet: bool
     choice: ExecutorChoice
+    #: asked before each cell starts: True to start no more (``--max-failures``)
+    stop: Callable[[], bool] | None = None
 
 
 class CellExecutor(Protocol):
@@ -83,9 +85,11 @@ class LocalExecutor:
         runtime = await CellRuntime.start(ctx, plans, CellSetup.of(config, plan, job.overrides), on_result=job.on_result)
         executor = runtime.executor
         executor.admit = job.admit  # the cost guard: asked before each cell starts
+        executor.stop = job.stop  # --max-failures
         signals = Interrupt()
         try:
             check_self_grading(runtime.judge, config, plan, [p.target.id for p in plans])
+            await preflight(executor, plans)  # a remote target that is down: one line now, not one error per cell
             with cancel_on_signals() as signals, runtime.watch():
                 stats = await executor.execute()
         except asyncio.CancelledError:
@@ -113,6 +117,7 @@ class RayExecutor:
             overrides=job.overrides,
             admit=job.admit,
             quiet=job.quiet,
+            stop=job.stop,
         )
 
 
@@ -131,13 +136,54 @@ async def execute_cells(
     executor: str | None = None,
     ray_address: str | None = None,
     quiet: bool = False,
+    stop: Callable[[], bool] | None = None,
 ) -> ExecutionStats:
-    """Run ``plan``'s cells on the executor the request or the config chooses."""
+    """Run ``plan``'s cells on the executor the request or the config chooses; ``stop()`` True: start no more cells."""
     from evalx.execution.ray_executor import choose_executor
 
     choice = choose_executor(config.typed.executor, executor, ray_address)
-    job = ExecutionJob(config, plan, run_id, overrides, on_result, admit, quiet, choice)
+    job = ExecutionJob(config, plan, run_id, overrides, on_result, admit, quiet, choice, stop)
     return await EXECUTORS[choice.kind]().execute(job)
+
+
+#: the most cells of a target looked up in the response cache to decide that all of them are there (and no connect is needed)
+CACHE_SCAN = 10_000
+
+
+async def preflight(executor: Executor, plans: list[TargetPlan]) -> None:
+    """Raise :class:`~evalx.errors.TargetUnreachable` when a started remote target's host:port takes no TCP connection.
+
+    Skipped for a target whose cells are all in the response cache (the first
+    :data:`CACHE_SCAN` looked up), and with ``EVALX_NO_PREFLIGHT=1``.
+    """
+    from evalx.errors import TargetUnreachable
+    from evalx.targets.preflight import endpoint_of, preflight_disabled, unreachable
+
+    if preflight_disabled():
+        return
+    endpoints = []
+    for plan in plans:
+        endpoint = endpoint_of(plan.target)
+        if endpoint is not None and not await _all_cached(executor, plan):
+            endpoints.append(endpoint)
+    lines = await unreachable(endpoints) if endpoints else []
+    if lines:
+        raise TargetUnreachable(lines)
+
+
+async def _all_cached(executor: Executor, plan: TargetPlan) -> bool:
+    cache = executor.run.cache
+    if cache is None or not plan.settings.cache:
+        return False
+    for n, cell in enumerate(plan.cells):
+        if n >= CACHE_SCAN:
+            break
+        if cell.case.turns is not None or cell.case.simulate is not None:
+            return False  # a conversation's turns are cached turn by turn: it may well connect
+        key = executor.cache_key(plan, cell)
+        if not key or not await cache.contains(key):
+            return False
+    return True
 
 
 def _check_open_files(plans: list[TargetPlan]) -> None:

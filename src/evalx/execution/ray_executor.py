@@ -210,9 +210,11 @@ class RayRun:
         overrides: Overrides | None,
         admit: Callable[[Cell], str | None] | None,
         quiet: bool = False,
+        stop: Callable[[], bool] | None = None,
     ) -> None:
         self.config, self.plan, self.choice, self.run_id = config, plan, choice, run_id
         self.on_result, self.overrides, self.admit, self.quiet = on_result, overrides, admit, quiet
+        self.stop = stop  # --max-failures: start no new cell once it says so
         self.stats = ExecutionStats()
         self.pools: list[_Pool] = []
         self.ray: Any = None
@@ -365,8 +367,8 @@ class RayRun:
         batch: list[Cell] = []
         while pool.retry and len(batch) < n:
             batch.append(pool.retry.popleft())
-        admit = self.admit
-        while len(batch) < n:
+        admit, stop = self.admit, self.stop
+        while len(batch) < n and (stop is None or not stop()):
             cell = next(pool.cells, None)
             if cell is None:
                 break
@@ -483,9 +485,10 @@ async def execute_on_ray(
     overrides: Overrides | None,
     admit: Callable[[Cell], str | None] | None = None,
     quiet: bool = False,
+    stop: Callable[[], bool] | None = None,
 ) -> ExecutionStats:
     """Run ``plan``'s cells on Ray as ``choice`` says, each result to ``on_result`` as its batch returns."""
-    run = RayRun(config, plan, choice, run_id, on_result, overrides=overrides, admit=admit, quiet=quiet)
+    run = RayRun(config, plan, choice, run_id, on_result, overrides=overrides, admit=admit, quiet=quiet, stop=stop)
     return await run.execute()
 
 

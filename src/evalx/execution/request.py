@@ -60,6 +60,8 @@ class RunRequest:
     outputs: Outputs = field(default_factory=Outputs)
     #: ``-q``: no progress line
     quiet: bool = False
+    #: ``--max-failures N`` (``-x``: 1): start no new cell once N cells failed or errored (the run is resumable)
+    max_failures: int | None = None
 
     def overrides(self) -> Overrides:
         """The top layer of every target's settings: what this request sets over the config."""

@@ -28,11 +28,14 @@ from evalx.execution.progress import Progress
 from evalx.execution.request import ResolvedRun, RunRequest, resolve
 from evalx.execution.resume import config_hash
 from evalx.execution.run_record import RunMeta
+from evalx.execution.stop_early import FailureLimit
 from evalx.reports.render import ReportOptions, write_reports
 from evalx.reports.writers import Outputs
 from evalx.results.model import CellResult, CostGuardReport, RunSummary
 from evalx.results.outcome import RunFacts, decide_exit, finish_summary, nothing_graded
 from evalx.results.store import RESULTS, ReadProblems, ResultWriter, RunLock, new_run_id, read_results, rewrite_results, write_json
+from evalx.targets.preflight import ConnectWatch, chained
+from evalx.targets.spec import EngineTargetSpec, ProviderTargetSpec
 
 if TYPE_CHECKING:
     from evalx.execution.budget import CostGuard
@@ -59,6 +62,7 @@ def run(config: Config, request: RunRequest) -> RunOutcome:
     resolved = resolve(config, request)
     plan = build_plan(config, resolved.selection)
     config.check_env(plan.base_target_ids)  # matrix variants need their target's variables
+    _check_template_references(config, plan)
     run_id = resolved.run_id or new_run_id()
     run_dir = config.output_dir / run_id
     resuming = resolved.resuming
@@ -75,6 +79,20 @@ def run(config: Config, request: RunRequest) -> RunOutcome:
         return _run_locked(config, resolved, plan, _Run(run_id, run_dir, fingerprint, previous, resuming))
     finally:
         lock.release()
+
+
+def _check_template_references(config: Config, plan: Plan) -> None:
+    """A template that reads a name or field no case has fails every cell: refuse the run (as ``evalx validate`` would)."""
+    from evalx.config.references import template_reference_issues
+    from evalx.errors import ConfigError
+
+    issues = template_reference_issues(config, plan.cases, plan.base_target_ids)
+    for issue in issues:
+        if issue.warning:
+            log.warning(str(issue))
+    errors = [i for i in issues if not i.warning]
+    if errors:
+        raise ConfigError(errors)
 
 
 @dataclass
@@ -130,12 +148,23 @@ def _run_locked(config: Config, resolved: ResolvedRun, plan: Plan, made: _Run) -
         todo = Plan(plan.target_specs, plan.cases, plan.cells.without(writer.finished_indexes()), plan.variants)
         _say_what_resumes(made, len(todo.cells), len(plan.cells))
     progress = Progress(len(todo.cells), quiet=request.quiet)
+    limit = FailureLimit(request.max_failures) if request.max_failures else None
+    remote = [t for t in plan.targets if isinstance(t, (EngineTargetSpec, ProviderTargetSpec))]
+    # a target that is down: its other cells skipped
+    watch = ConnectWatch({t.id: len(todo.cells_for(t.id)) for t in remote}, {t.id: t.start for t in remote})
+    recorded = 0
 
     def on_result(result: CellResult) -> None:
+        nonlocal recorded
         writer.write(result)
         summary_builder.add(result)
         if guard is not None:
             guard.record(result)
+        if limit is not None:
+            limit.record(result["status"])
+        if remote:
+            watch.record(result["target"], result["status"], result.get("error"))
+        recorded += 1
         progress.update(result["status"])
 
     t0 = time.monotonic()
@@ -148,10 +177,11 @@ def _run_locked(config: Config, resolved: ResolvedRun, plan: Plan, made: _Run) -
                     run_id=made.run_id,
                     overrides=resolved.overrides,
                     on_result=on_result,
-                    admit=guard.admit if guard is not None else None,
+                    admit=chained(guard.admit if guard is not None else None, watch.admit if remote else None),
                     executor=request.executor,
                     ray_address=request.ray_address,
                     quiet=request.quiet,
+                    stop=limit.stopped if limit is not None else None,
                 )
             )
     except BaseException:  # a target could not start (no API key...): say so in run.json, keep results
@@ -163,7 +193,9 @@ def _run_locked(config: Config, resolved: ResolvedRun, plan: Plan, made: _Run) -
     duration = time.monotonic() - t0
     progress.close()
     writer.close(reorder=True)
-    if not stats.interrupted:  # pairwise: judged once every cell of a case exists, recorded on both cells
+    not_run = len(todo.cells) - recorded
+    stopped = limit.message(not_run, made.run_id) if limit is not None and limit.reached and not_run > 0 else None
+    if not stats.interrupted and stopped is None:  # pairwise: judged once every cell of a case exists, recorded on both cells
         from evalx.execution.pairwise_pass import judge_stored_pairs
 
         pairs = judge_stored_pairs(config, plan, made.run_dir, run_id=made.run_id, overrides=resolved.overrides, guard=guard)
@@ -171,7 +203,7 @@ def _run_locked(config: Config, resolved: ResolvedRun, plan: Plan, made: _Run) -
             for line in pairs.messages:
                 log.info(line)
             summary_builder.add_pairwise(pairs.records)
-    return _finish(config, request, plan, made, meta, summary_builder, stats, guard, duration)
+    return _finish(config, request, plan, made, meta, summary_builder, stats, guard, duration, stopped, watch)
 
 
 def _record_run(config: Config, resolved: ResolvedRun, plan: Plan, made: _Run) -> RunMeta:
@@ -285,10 +317,17 @@ def _finish(
     stats: ExecutionStats,
     guard: CostGuard | None,
     duration: float,
+    stopped: str | None = None,
+    watch: ConnectWatch | None = None,
 ) -> RunOutcome:
-    """The run's summary, gates and exit status; then its reports and final ``run.json``."""
+    """The run's summary, gates and exit status; then its reports and final ``run.json``.
+
+    ``stopped``: why the run stopped before its last cells (``--max-failures``), or None;
+    ``watch``: the targets whose first cells got no answer (the rest skipped): each is a line, and the run is incomplete.
+    """
     shard = meta.get("shard")
-    messages = _target_failures(stats)
+    stopped_targets = set(watch.down) if watch is not None else set()
+    messages = [*(watch.lines() if watch is not None else []), *_target_failures(stats, skip=stopped_targets)]
     cost_guard: CostGuardReport | None = None
     if guard is not None:
         cost_guard = {
@@ -304,6 +343,7 @@ def _finish(
             config=str(config.path),
             interrupted=stats.interrupted,
             cells_planned=len(plan.cells),
+            stopped_early=stopped,
             cost_guard=cost_guard,
             shard={"index": shard["index"], "count": shard["count"], "plan_cells": plan.cells.total} if shard is not None else None,
         ),
@@ -320,11 +360,13 @@ def _finish(
         messages.append(why_nothing)
     if guard is not None and guard.tripped:
         messages.append(guard.message())
+    if stopped is not None and not stats.interrupted:
+        messages.append(stopped)
     if shard is not None and not len(plan.cells):
         messages.append(
             f"shard {shard['index']}/{shard['count']} is empty: the plan's {plan.cells.case_count} cases went to the other shards"
         )
-    meta["status"] = "interrupted" if stats.interrupted else "complete"
+    meta["status"] = "interrupted" if stats.interrupted else "stopped" if stopped is not None else "complete"
     meta["finished_at"], meta["exit_code"] = summary.get("finished_at"), exit_code
     publish(made.run_dir, summary, meta, request.reports, request.outputs)
     return RunOutcome(made.run_id, made.run_dir, summary, exit_code, messages)
@@ -356,10 +398,12 @@ def _quiet_collector() -> Iterator[None]:
         gc.unfreeze()
 
 
-def _target_failures(stats: ExecutionStats) -> list[str]:
-    """One loud line for a target whose every cell errored, not N identical ones."""
+def _target_failures(stats: ExecutionStats, skip: set[str] | frozenset[str] = frozenset()) -> list[str]:
+    """One loud line for a target whose every cell errored, not N identical ones (``skip``: targets said otherwise)."""
     lines = []
     for target, errors in stats.errors_by_target.items():
+        if target in skip:
+            continue
         if errors and len(errors) == stats.cells_by_target.get(target, 0):
             distinct = sorted(set(errors), key=errors.index)
             detail = distinct[0] if len(distinct) == 1 else f"{distinct[0]} (and {len(distinct) - 1} other errors)"

@@ -66,7 +66,7 @@ def whole_key(executor: Executor, plan: TargetPlan, cell: Cell) -> str | None:
         return None
     if not cell.case.turns:  # only a scripted conversation is known whole before it runs
         return None
-    key = executor._cache_key(plan, cell)  # the engine's single-cell key: spec, body, headers, the case with its turns, repeat
+    key = executor.cache_key(plan, cell)  # the engine's single-cell key: spec, body, headers, the case with its turns, repeat
     return make_key("conversation", key) if key is not None else None
 
 

@@ -8,5 +8,6 @@ from __future__ import annotations
 
 from evalx.judge.checks import check_judge_refs, graded_target_ids
 from evalx.judge.judge import Judge
+from evalx.judge.prompts import JUDGE_PROMPT_NAMES
 
-__all__ = ["Judge", "check_judge_refs", "graded_target_ids"]
+__all__ = ["JUDGE_PROMPT_NAMES", "Judge", "check_judge_refs", "graded_target_ids"]

@@ -10,7 +10,15 @@ from typing import Any
 
 from evalx.common.json_types import JSONObject, as_object
 
-__all__ = ["SYSTEM_PROMPT", "TEMPLATES", "block_vars", "judge_spec", "passages", "text"]
+__all__ = ["JUDGE_PROMPT_NAMES", "SYSTEM_PROMPT", "TEMPLATES", "block_vars", "judge_spec", "passages", "text"]
+
+#: the names a judge prompt (``judge.prompt:``) sees: the scope :class:`~evalx.judge.judge.Judge` renders it with,
+#: ``block_vars``' ``nonce`` and ``tools``, and what a kind adds (``g_eval``'s ``steps`` and ``scale``);
+#: ``evalx validate`` checks a judge prompt's names against these
+JUDGE_PROMPT_NAMES = (
+    "kind", "case", "input", "output", "tool_calls", "expected", "reference", "rubric", "characteristics",
+    "criterion", "threshold", "context", "passages", "nonce", "tools", "steps", "scale",
+)  # fmt: skip
 
 SYSTEM_PROMPT = (
     "You are a strict, impartial evaluator. You grade the output of another AI system. "

@@ -23,6 +23,7 @@ from evalx.results.figures import pct as _pct
 from evalx.results.figures import usd as _usd
 from evalx.results.model import RunSummary, TargetFigures
 from evalx.results.reviews import reviews_line
+from evalx.results.summary import listed_failures, unlisted
 
 __all__ = ["markdown_summary", "publish_markdown"]
 
@@ -90,8 +91,7 @@ def markdown_summary(summary: RunSummary) -> str:
     if comparison:
         lines += markdown_cases("Newly failing", comparison["newly_failing"], comparison["newly_failing_total"])
     elif summary.get("failures"):
-        failures = summary["failures"]
-        lines += markdown_cases("Failing cells", failures, summary.get("failures_total", len(failures)))
+        lines += _failing_cells(summary)
     guard = summary.get("cost_guard")
     if guard and guard["skipped"]:
         lines += [f"> 💸 {md_escape(guard['message'] or '', 300)}", ""]
@@ -138,3 +138,24 @@ def publish_markdown(summary: RunSummary, path: Path | None) -> list[Path]:
             f.write(text + "\n")
         written.append(Path(step))
     return written
+
+
+#: rows of the failing cells' table
+MAX_FAILURE_ROWS = 50
+
+
+def _failing_cells(summary: RunSummary) -> list[str]:
+    """The failing cells as a table, an error that cells of a target share in one row with its count."""
+    total = summary.get("failures_total", len(summary.get("failures") or []))
+    shown = listed_failures(summary)[:MAX_FAILURE_ROWS]
+    lines = [f"**Failing cells ({total})**", "", "| target | case | reason |", "|---|---|---|"]
+    for item in shown:
+        f = item.row
+        case = f"{md_escape(show_id(f['dataset']))}/{md_escape(show_id(f['case_id']))}"
+        if item.count > 1:  # an error these cells share, said once
+            case = f"{item.count} cells (first {case})"
+        lines.append(f"| {md_escape(show_id(f['target']))} | {case} | {md_escape(f.get('reason') or '')} |")
+    more = unlisted(summary, shown)
+    if more:
+        lines.append(f"| … | {more} more | |")
+    return lines + [""]

@@ -18,6 +18,7 @@ from evalx.results.figures import pct as _pct
 from evalx.results.figures import usd as _usd
 from evalx.results.model import CellCounts, Distribution, FlakyCase, FlakyTurn, GroupFigures, RunSummary, TargetFigures
 from evalx.results.reviews import reviews_line
+from evalx.results.summary import listed_failures, unlisted
 
 __all__ = ["cost_gaps", "flaky_lines", "flaky_turn_lines", "format_summary", "one_line", "pooled_footnote", "show_id", "tokens_shown"]
 
@@ -271,23 +272,26 @@ def format_summary(summary: RunSummary, *, color: bool = False, flaky_list: bool
     if disagreements:
         lines += ["", *disagreements]
 
-    failures = summary.get("failures") or []
-    total_failures = summary.get("failures_total", len(failures))
-    if failures:
-        shown = failures[:MAX_FAILURE_LINES]
-        width = max(len(show_id(f["target"])) for f in shown)
+    failing = listed_failures(summary)
+    if failing:
+        listed_here = failing[:MAX_FAILURE_LINES]
+        width = max(len(show_id(entry.row["target"])) for entry in listed_here)
         lines += ["", "Failed cases:"]
-        for f in shown:
+        for entry in listed_here:
+            f = entry.row
             case = f"{show_id(f.get('category') or 'general')}/{show_id(f.get('case_id'))}"
             if isinstance(f.get("repeat"), int) and f["repeat"] > 0:
                 case += f" #r{f['repeat']}"
+            if entry.count > 1:  # an error these cells share, said once
+                case = f"{entry.count} cells (first {case})"
             reason = one_line(f.get("reason") or "")
             if f.get("status") == "error":
                 reason = f"error: {reason}"
             line = _clip(f"  {show_id(f['target']).ljust(width)}  {case} — {reason}", LINE_WIDTH)
             lines.append(paint(line, "red") if f.get("status") == "error" else line)
-        if total_failures > len(shown):
-            lines.append(f"  … and {total_failures - len(shown)} more")
+        not_listed = unlisted(summary, listed_here)
+        if not_listed:
+            lines.append(f"  … and {not_listed} more")
 
     lines.append("")
     cost = _usd(summary.get("cost_usd"))

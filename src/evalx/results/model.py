@@ -61,6 +61,7 @@ __all__ = [
     "CostDistribution",
     "CostGuardReport",
     "Distribution",
+    "ErrorGroup",
     "FailureRow",
     "FlakyCase",
     "FlakyChange",
@@ -886,6 +887,16 @@ class FailureRow(TypedDict):
     """:func:`failure_reason` of the cell."""
 
 
+class ErrorGroup(TypedDict):
+    """An error that several cells of one target share, word for word, in ``error_groups``."""
+
+    target: str
+    reason: str
+    """:func:`failure_reason` of the cells (their error)."""
+    count: int
+    """How many cells of the run errored so (two or more)."""
+
+
 # ---------------------------------------------------------------- summary.json: what the run adds
 
 
@@ -1122,6 +1133,11 @@ class SummaryFigures(TypedDict):
     failures: list[FailureRow]
     """The first 200 failing or erroring cells in matrix order."""
     failures_total: int
+    error_groups: list[ErrorGroup]
+    """Errors that several cells of one target share word for word: the count of each, most frequent first (at most 50).
+
+    Reports list such an error once, with its count, instead of once a cell (:func:`evalx.results.summary.listed_failures`).
+    """
     judge_disagreements: JudgeDisagreements
     """Cells where a deterministic check and a judge check sharing a ``name:`` disagree (empty when none share one)."""
 
@@ -1141,6 +1157,8 @@ class RunSummary(SummaryFigures, total=False):
     """True when the run was interrupted (Ctrl-C, SIGTERM): it exits 3."""
     cells_planned: int
     """Cells the run planned (a killed or interrupted run has fewer results)."""
+    stopped_early: str
+    """Only when ``--max-failures N`` (``-x``) stopped the run before its last cells: why, and the resume command. It exits 1."""
     cost_guard: CostGuardReport
     """Only with ``defaults.max_total_cost``."""
     comparison: Comparison

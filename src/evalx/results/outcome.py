@@ -7,7 +7,7 @@ and nowhere else:
 - 1 :data:`EXIT_FAILED`: a case failed or errored (with repeats: its
   ``repeat_pass_rule`` verdict) — or, when ``gates:`` sets a gate, a gate
   breached (then the gates decide, errors counting against the pass rate);
-  or the cost guard stopped the run; or nothing was graded (every cell
+  or the cost guard stopped the run; or ``--max-failures`` stopped it; or nothing was graded (every cell
   skipped or errored: :func:`nothing_graded`), whatever the gates say;
 - 2 :data:`EXIT_USAGE`: a config or usage error, nothing ran (the CLI);
 - 3 :data:`EXIT_INCOMPLETE`: the run could not complete (interrupted, or
@@ -50,6 +50,7 @@ RUN_KEYS = (
     "config",
     "interrupted",
     "cells_planned",
+    "stopped_early",
     "cost_guard",
     "shard",
     "merged",
@@ -76,6 +77,8 @@ class RunFacts:
     """A shard run (``--shard I/N``): no gates and no baseline comparison here, ``evalx merge`` applies them."""
     merged: MergeReport | None = None
     """A run made by ``evalx merge``: the shards it merged."""
+    stopped_early: str | None = None
+    """Why the run started no more cells before its plan's end (``--max-failures``), or None."""
 
 
 def finish_summary(
@@ -111,6 +114,8 @@ def finish_summary(
         "interrupted": facts.interrupted,
         "cells_planned": facts.cells_planned,
     }
+    if facts.stopped_early is not None:
+        summary["stopped_early"] = facts.stopped_early
     if facts.cost_guard is not None:
         summary["cost_guard"] = facts.cost_guard
     if facts.shard is not None:
@@ -150,6 +155,8 @@ def decide_exit(summary: RunSummary, *, target_failed: bool = False) -> int:
     """
     if summary.get("interrupted") or target_failed:
         return EXIT_INCOMPLETE
+    if summary.get("stopped_early"):  # --max-failures: N cells failed or errored, whatever the gates say
+        return EXIT_FAILED
     if summary.get("shard") is not None:  # `evalx merge` judges a shard's cells
         return EXIT_FAILED if nothing_graded(summary) else EXIT_OK
     gates = summary.get("gates")

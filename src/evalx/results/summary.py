@@ -15,6 +15,7 @@ import heapq
 import math
 from array import array
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from operator import itemgetter
 from typing import Any, TypedDict, cast
 
@@ -30,6 +31,7 @@ from evalx.results.model import (
     CellOutput,
     CellResult,
     Distribution,
+    ErrorGroup,
     FailureRow,
     FlakyCase,
     FlakyTurn,
@@ -47,10 +49,14 @@ from evalx.results.model import (
 from evalx.results.preferences import Disagreements, Preferences
 from evalx.results.repeats import DEFAULT_RULE, RULES, Tally, TurnTallies, case_status, status_of
 
-__all__ = ["SUMMARY_VERSION", "SummaryBuilder"]
+__all__ = ["SUMMARY_VERSION", "ListedFailure", "SummaryBuilder", "listed_failures", "unlisted"]
 
 #: failing cells listed in summary.json (the first ones in matrix order)
 MAX_FAILURES = 200
+#: distinct (target, error) pairs counted for ``error_groups`` (a run whose every error differs keeps this many)
+MAX_ERROR_KINDS = 10_000
+#: error groups listed in summary.json
+MAX_ERROR_GROUPS = 50
 #: flaky cases listed in summary.json
 MAX_FLAKY = 50
 #: per-case repeat rows (k/N, verdict, pass@k) listed in summary.json
@@ -389,6 +395,7 @@ class SummaryBuilder:
         # max-heap (negated order) of the first MAX_FAILURES failures in matrix order
         self._failures: list[tuple[float, int, FailureRow]] = []
         self._failures_total = 0
+        self._errors: dict[tuple[str, str], int] = {}  # (target, reason) -> errored cells, at most MAX_ERROR_KINDS kept
         self._seen = 0
         self._per_case = per_case
         #: set when built without ``per_case`` yet a case had several cells: its case-level figures would be wrong
@@ -530,6 +537,10 @@ class SummaryBuilder:
             heapq.heappush(self._failures, (-order, -arrival, entry))
             if len(self._failures) > MAX_FAILURES:
                 heapq.heappop(self._failures)  # drops the latest in matrix order
+            if status == "error":
+                kind = (entry["target"], entry["reason"])
+                if kind in self._errors or len(self._errors) < MAX_ERROR_KINDS:
+                    self._errors[kind] = self._errors.get(kind, 0) + 1
 
     def add_pairwise(self, records: list[PairwiseRecord]) -> None:
         """Count the pairwise judge's records (the run's pass, after its cells were added); a comparison counts once."""
@@ -778,6 +789,7 @@ class SummaryBuilder:
             "repeats": self._repeats(targets),
             "failures": failures,
             "failures_total": self._failures_total,
+            "error_groups": self._error_groups(),
             "judge_disagreements": self._disagreements.figures(),
         }
         reviews = self.review_counts
@@ -791,6 +803,48 @@ class SummaryBuilder:
         if not self._reviews[0]:
             return None
         return {"reviewed_cells": self._reviews[0], "overridden_cells": self._reviews[1]}
+
+    def _error_groups(self) -> list[ErrorGroup]:
+        shared = [(count, kind) for kind, count in self._errors.items() if count > 1]
+        shared.sort(key=lambda item: -item[0])  # stable: equal counts keep the order they first came in
+        return [{"target": t, "reason": r, "count": n} for n, (t, r) in shared[:MAX_ERROR_GROUPS]]
+
+
+@dataclass(frozen=True)
+class ListedFailure:
+    """A line of a report's list of failures: one failing cell, or an error several cells share (``count`` > 1)."""
+
+    #: the (first) cell
+    row: FailureRow
+    #: the cells it stands for: 1, or the error's count over the whole run
+    count: int = 1
+
+
+def listed_failures(summary: Mapping[str, Any]) -> list[ListedFailure]:
+    """The failures every report lists, an error that cells of a target share listed once with its count.
+
+    The terminal summary, ``summary.txt`` and the Markdown summary all list through this;
+    :func:`unlisted` counts the failing cells a shown part of it does not stand for.
+    """
+    rows: list[FailureRow] = list(summary.get("failures") or [])
+    groups = {(g["target"], g["reason"]): int(g["count"]) for g in summary.get("error_groups") or []}
+    listed: list[ListedFailure] = []
+    said: set[tuple[str, str]] = set()
+    for row in rows:
+        kind = (row["target"], row["reason"])
+        if row.get("status") == "error" and kind in groups:
+            if kind not in said:
+                said.add(kind)
+                listed.append(ListedFailure(row, groups[kind]))
+            continue
+        listed.append(ListedFailure(row))
+    return listed
+
+
+def unlisted(summary: Mapping[str, Any], shown: list[ListedFailure]) -> int:
+    """The failing cells of the run that ``shown`` lines do not stand for (the ``… and N more``)."""
+    total = int(summary.get("failures_total", len(summary.get("failures") or [])) or 0)
+    return max(0, total - sum(item.count for item in shown))
 
 
 # ---------------------------------------------------------------- rendering

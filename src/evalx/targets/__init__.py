@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from evalx.targets.base import RunContext, Target, close_all, task_id
+from evalx.targets.base import HIDDEN_TARGET_KEYS, TEMPLATE_NAMES, RunContext, Target, close_all, task_id
 from evalx.targets.settings import TargetSettings, resolve_settings
 from evalx.targets.spec import TargetSpec
 
@@ -27,4 +27,14 @@ def build_target(spec: TargetSpec | Mapping[str, object], settings: TargetSettin
     raise ValueError(f"unknown target type {kind!r}")
 
 
-__all__ = ["RunContext", "Target", "TargetSettings", "build_target", "close_all", "resolve_settings", "task_id"]
+__all__ = [
+    "HIDDEN_TARGET_KEYS",
+    "TEMPLATE_NAMES",
+    "RunContext",
+    "Target",
+    "TargetSettings",
+    "build_target",
+    "close_all",
+    "resolve_settings",
+    "task_id",
+]

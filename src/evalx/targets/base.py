@@ -92,6 +92,13 @@ def task_id(run_id: str, cell: Cell) -> str:
     return f"{tid}-r{cell.repeat}" if cell.repeat else tid
 
 
+#: the names a target's templates (``prompt:``, ``system:``, ``messages:``, ``params:``, an engine's ``body:``) see:
+#: :func:`template_context`'s keys, and ``turn`` in an engine body of a conversation; ``evalx validate`` checks against these
+TEMPLATE_NAMES = ("case", "vars", "target", "env", "repeat", "task_id", "run_id", "turn")
+#: what a template's ``target`` leaves out of the target's spec
+HIDDEN_TARGET_KEYS = ("api_key", "headers")
+
+
 class TemplateContext(TypedDict):
     """What a target's templates (``prompt``, ``system``, ``messages``, ``params``, an engine's ``body``) see."""
 
@@ -114,7 +121,7 @@ def template_context(cell: Cell, run: RunContext, entry: TargetSpec, written: Ma
     return {
         "case": cell.case.to_dict(),
         "vars": {**run.vars, **(entry.vars or {}), **cell.case.vars},
-        "target": {k: v for k, v in written.items() if k not in ("api_key", "headers")},
+        "target": {k: v for k, v in written.items() if k not in HIDDEN_TARGET_KEYS},
         "env": _environ_snapshot(run),
         "repeat": cell.repeat,
         "task_id": task_id(run.run_id, cell),

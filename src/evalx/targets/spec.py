@@ -164,6 +164,10 @@ class EngineTargetSpec(TargetSpec):
     KIND: ClassVar[str] = "engine"
     type: _Kind = "engine"  # an entry built by code (the judge's, a test's) may leave it out
     url: Annotated[str, Schema(description="Base URL; evalx POSTs to {url}/execute.")]
+    start: Annotated[
+        str | None,
+        Schema(description="How to start this target's server (a command or a note): said when the run cannot connect to it."),
+    ] = None
     api_key: Annotated[str | None, Schema(description="Sent as X-Engine-Key; never written anywhere.")] = None
     headers: _StrMap | None = None
     body: Annotated[
@@ -193,6 +197,10 @@ class ProviderTargetSpec(TargetSpec):
     provider: Annotated[str, Schema(description="A provider definition name (providers/NAME.yaml, shipped or in providers_dir).")]
     model: str
     base_url: Annotated[str | None, Schema(description="Overrides the provider's base URL, e.g. http://localhost:8080/v1.")] = None
+    start: Annotated[
+        str | None,
+        Schema(description="How to start this target's server (a command or a note): said when the run cannot connect to it."),
+    ] = None
     api_key: Annotated[
         str | None, Schema(description="Overrides the provider's key variable (e.g. OPENAI_API_KEY); never written anywhere.")
     ] = None

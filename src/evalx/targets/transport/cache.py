@@ -182,6 +182,11 @@ class ResponseCache:
 
     # -- from the event loop ------------------------------------------------------
 
+    async def contains(self, key: str) -> bool:
+        """Whether ``key`` has a response (not counted as a hit or a miss)."""
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self._worker, self.get_sync, key) is not None
+
     async def get(self, key: str) -> dict[str, Any] | None:
         loop = asyncio.get_running_loop()
         value = await loop.run_in_executor(self._worker, self.get_sync, key)

@@ -91,6 +91,7 @@ __all__ = [
     "HttpResponse",
     "StreamResponse",
     "classify_status",
+    "is_connect_failure",
     "parse_retry_after",
     "retry_after_from",
     "retrying",
@@ -107,6 +108,23 @@ SNIPPET = 200
 
 class ConnectFailed(TargetError):
     """No TCP/TLS connection could be made (refused, unresolvable, timed out)."""
+
+
+#: how :func:`transport_error` words a request that never got an answer from the host: no connection
+#: (:class:`ConnectFailed`), or one the server dropped or reset before answering
+_CONNECTION_LOST = (
+    "cannot connect to ",
+    "closed the connection without answering",
+    "connection reset by peer",
+    "can not write request body",  # aiohttp's words when the server reset the connection while the request was sent
+    "broken pipe",
+)
+
+
+def is_connect_failure(error: str) -> bool:
+    """Whether a cell's stored error says its request never reached an answering server (no connection, or one reset)."""
+    lowered = error.lower()
+    return any(marker in lowered for marker in _CONNECTION_LOST)
 
 
 # ------------------------------------------------------------------ backoff

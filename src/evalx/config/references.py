@@ -1,0 +1,185 @@
+"""The names and fields a config's templates read, checked against the cases they will render with, before any cell runs.
+
+A target's ``prompt:``/``system:``/``messages:``/``params:``/``body:`` (and
+what ``prompt_file:``/``system_file:`` read) sees the names of
+:data:`evalx.targets.TEMPLATE_NAMES`; a judge's ``prompt:`` those of
+:data:`evalx.judge.JUDGE_PROMPT_NAMES`. Each chain of literal steps a
+template reads (:func:`evalx.common.templates.template_references`) is
+looked up in the data a cell would render with, case by case, over the
+datasets the target runs (a judge prompt: every dataset):
+
+- a name the template cannot see, or a field no case has, is an error:
+  ``evalconfig.yaml:9 targets[0].prompt: unknown field 'inptu' (did you mean 'input'?)``;
+- a field some cases have and others lack is a warning naming the first case without it.
+
+``env.X`` is not checked (the environment of a run may differ from that of
+``evalx validate``), nor a chain under ``is defined``, ``| default`` or
+after a ``'key' in ...`` test. A dataset is checked on its first
+:data:`SAMPLE_CASES` cases.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from evalx.common.documents import KeyPath, did_you_mean, display_path
+from evalx.common.templates import Reference, missing_step, template_references
+from evalx.errors import Issue
+from evalx.judge import JUDGE_PROMPT_NAMES
+from evalx.models import Case
+from evalx.targets import HIDDEN_TARGET_KEYS, TEMPLATE_NAMES
+
+if TYPE_CHECKING:
+    from evalx.config.loader import Config
+
+__all__ = ["SAMPLE_CASES", "template_reference_issues"]
+
+#: the cases of each dataset a template is checked against (a dataset of millions is not read twice over)
+SAMPLE_CASES = 2_000
+#: context names whose values evalx makes itself, whole (no field of theirs is checked)
+_OPAQUE = frozenset({"env", "repeat", "task_id", "run_id", "turn"})
+
+
+@dataclass(frozen=True)
+class _Template:
+    """One templated string of the config: where it is written, its text, and what it names in a message."""
+
+    path: KeyPath
+    source: str
+    #: ``prompt_file prompts/a.txt: `` for a value read from a file
+    prefix: str
+
+
+def template_reference_issues(config: Config, cases: Mapping[str, Sequence[Case]], target_ids: Sequence[str] | None = None) -> list[Issue]:
+    """Every unknown name and field the config's templates read (errors) and fields only some cases have (warnings).
+
+    ``cases``: the cases of each dataset (by id); ``target_ids``: the targets to check (default: all).
+    """
+    from evalx.config.loader import template_path
+
+    prefixes = {v.path: f"{v.file_key[-1]} {display_path(v.file)}: " for v in config.file_values}
+    datasets = [d for d in config.datasets if isinstance(d, dict) and d.get("id") in cases]
+    issues: list[Issue] = []
+    for i, spec in enumerate(config.targets):
+        if not isinstance(spec, dict) or (target_ids is not None and spec.get("id") not in target_ids):
+            continue
+        ran = [cases[str(d["id"])] for d in datasets if not d.get("targets") or spec.get("id") in d["targets"]]
+        for template in _templates(spec, ("targets", i), template_path, prefixes):
+            issues += _check(config, template, TEMPLATE_NAMES, ran, spec)
+    judge = config.data.get("judge")
+    if isinstance(judge, dict) and isinstance(judge.get("prompt"), str):
+        template = _Template(("judge", "prompt"), judge["prompt"], prefixes.get(("judge", "prompt"), ""))
+        issues += _check(config, template, JUDGE_PROMPT_NAMES, list(cases.values()), None)
+    return issues
+
+
+def _templates(value: Any, path: KeyPath, is_template: Any, prefixes: dict[KeyPath, str]) -> list[_Template]:
+    if isinstance(value, str):
+        return [_Template(path, value, prefixes.get(path, ""))] if "{" in value and is_template(path) else []
+    items = value.items() if isinstance(value, dict) else enumerate(value) if isinstance(value, list) else ()
+    return [t for key, item in items for t in _templates(item, (*path, key), is_template, prefixes)]
+
+
+def _check(
+    config: Config, template: _Template, names: Sequence[str], datasets: list[Sequence[Case]], spec: dict[str, Any] | None
+) -> list[Issue]:
+    try:
+        refs = [r for r in template_references(template.source) if not r.guarded]
+    except Exception:  # a syntax error: the loader's template check says so
+        return []
+    issues: list[Issue] = []
+    said: set[str] = set()
+
+    def say(message: str, *, warning: bool = False) -> None:
+        if message not in said:
+            said.add(message)
+            issues.append(config.issue(template.path, template.prefix + message, warning=warning))
+
+    for ref in refs:
+        root = str(ref.chain[0])
+        if root not in names:
+            say(f"unknown name {root!r}{did_you_mean(root, names)} (a template here sees {', '.join(names)})")
+        elif root not in _OPAQUE and len(ref.chain) > 1:
+            problem = _field_problem(ref, datasets, config.vars, spec)
+            if problem is not None:
+                say(problem[0], warning=problem[1])
+    return issues
+
+
+def _field_problem(
+    ref: Reference, datasets: list[Sequence[Case]], config_vars: dict[str, Any], spec: dict[str, Any] | None
+) -> tuple[str, bool] | None:
+    """``(message, is_warning)`` when ``ref`` leaves the data of no case (an error) or of some (a warning)."""
+    root = ref.chain[0]
+    steps = ref.chain[1:]
+    target = {k: v for k, v in (spec or {}).items() if k not in HIDDEN_TARGET_KEYS}
+    if root == "target":
+        missing = missing_step(target, steps)
+        return (_unknown(ref, missing, "target field"), False) if missing is not None else None
+    seen = 0
+    lacking: Case | None = None
+    misses = 0
+    first_miss: tuple[int, list[str | int]] | None = None
+    keys: set[str] = set()
+    for cases in datasets:
+        for n, case in enumerate(cases):
+            if n >= SAMPLE_CASES:
+                break
+            seen += 1
+            value = _root_value(str(root), case, config_vars, spec, steps[0])
+            if value is None:  # a name whose value this check does not know
+                return None
+            missing = missing_step(value, steps)
+            if missing is None:
+                continue
+            misses += 1
+            lacking = lacking or case
+            first_miss = first_miss or missing
+            keys.update(str(k) for k in missing[1])
+    if not misses or first_miss is None:
+        return None
+    what = "var" if root == "vars" else "field"
+    if misses == seen:  # no case has it
+        return _unknown(ref, (first_miss[0], sorted(keys)), what), False
+    shown = ".".join(str(s) for s in steps)
+    where = f"{lacking.source} case {lacking.id!r}" if lacking is not None else "a case"
+    return f"{misses} of {seen} cases lack the {what} {shown!r} (the first: {where}); its cells will error", True
+
+
+def _root_value(root: str, case: Case, config_vars: dict[str, Any], spec: dict[str, Any] | None, first: Any = None) -> Any:
+    if root == "case":  # what case.to_dict() has under ``first`` (without copying the whole case for every reference)
+        return _case_view(case, first)
+    if root == "vars":
+        return {**config_vars, **((spec or {}).get("vars") or {}), **case.vars}
+    return None
+
+
+def _unknown(ref: Reference, missing: tuple[int, list[Any]], what: str) -> str:
+    depth, keys = missing
+    steps = [str(s) for s in ref.chain[1:]]
+    shown = ".".join(steps[: depth + 1])
+    above = ".".join(steps[:depth])
+    names = [f"{above}.{k}" if above else str(k) for k in keys]
+    hint = did_you_mean(shown, names)
+    if not hint:
+        listed = ", ".join(names[:12]) + (", ..." if len(names) > 12 else "")
+        hint = f" (known: {listed})" if names else ""
+    return f"unknown {what} {shown!r}{hint}"
+
+
+#: the keys of every case's mapping (``Case.to_dict``), and those only some cases have
+_CASE_KEYS = tuple(Case(id="", input=None).to_dict())
+_OPTIONAL_CASE_KEYS = ("turns", "tool_results", "simulate", "context")
+
+
+def _case_view(case: Case, first: Any) -> dict[str, Any]:
+    """``case.to_dict()`` as far as ``first`` goes: its value under ``first`` if the case has it, else the keys it has."""
+    if first in _OPTIONAL_CASE_KEYS:
+        value = getattr(case, str(first))
+        if value is not None:
+            return {first: value}
+    elif first in _CASE_KEYS:
+        return {first: getattr(case, "asserts" if first == "assert" else str(first))}
+    return {k: None for k in (*_CASE_KEYS, *(k for k in _OPTIONAL_CASE_KEYS if getattr(case, k) is not None))}

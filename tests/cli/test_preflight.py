@@ -1,0 +1,133 @@
+"""A remote target that is down is said once: the pre-flight connect before the run, and the early stop after its first cells.
+
+Real sockets on 127.0.0.1: a port with nothing listening, a server that accepts and resets every connection,
+the scripted engine (tests/engine_server.py) for a run whose cells are all in the response cache.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import struct
+import subprocess
+import sys
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+
+@pytest.fixture
+def closed_port() -> Iterator[int]:
+    """A port bound on 127.0.0.1 with nothing listening (kept bound: nothing else takes it meanwhile)."""
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    yield int(sock.getsockname()[1])
+    sock.close()
+
+
+@pytest.fixture
+def resetting_port() -> Iterator[int]:
+    """A server that accepts every connection and resets it at once."""
+    server = socket.socket()
+    server.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    server.bind(("127.0.0.1", 0))
+    server.listen(64)
+    stop = threading.Event()
+
+    def serve() -> None:
+        while not stop.is_set():
+            try:
+                conn, _ = server.accept()
+            except OSError:
+                return
+            conn.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))  # close = RST
+            conn.close()
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    yield int(server.getsockname()[1])
+    stop.set()
+    server.close()
+    thread.join(5)
+
+
+def _project(folder: Path, url: str, cases: int, extra: str = "") -> Path:
+    (folder / "evalconfig.yaml").write_text(
+        f"""version: 1
+defaults: {{concurrency: 1, retries: 0}}
+targets:
+  - id: agent
+    type: engine
+    url: {url}
+    start: python demo_engine.py --port 8000
+{extra}datasets:
+  - id: smoke
+    path: smoke.jsonl
+"""
+    )
+    (folder / "smoke.jsonl").write_text(
+        "".join(json.dumps({"id": f"c{i:02d}", "input": "hello", "assert": [{"type": "completed"}]}) + "\n" for i in range(cases))
+    )
+    return folder
+
+
+def _run(folder: Path, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
+    environ = {k: v for k, v in os.environ.items() if k not in ("EVALX_NO_PREFLIGHT", "HTTP_PROXY", "http_proxy")}
+    return subprocess.run(
+        [sys.executable, "-m", "evalx", "run", *args], cwd=folder, capture_output=True, text=True, timeout=180, env={**environ, **env}
+    )
+
+
+def _results(folder: Path) -> list[dict[str, object]]:
+    (run_dir,) = (folder / "runs").iterdir()
+    path = run_dir / "results.jsonl"
+    lines = [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
+    return [line for line in lines if line.get("case_id")]
+
+
+def test_nothing_listening_is_one_line_before_any_cell(tmp_path: Path, closed_port: int) -> None:
+    project = _project(tmp_path, f"http://127.0.0.1:{closed_port}", cases=20)
+    proc = _run(project)
+    assert proc.returncode == 3, proc.stderr
+    assert proc.stderr.strip() == (
+        f"evalx: target 'agent': cannot connect to http://127.0.0.1:{closed_port}/execute (connection refused): "
+        "is the server running? start it with: python demo_engine.py --port 8000"
+    )
+    assert _results(project) == [], "no cell ran"
+
+
+def test_a_server_that_resets_stops_its_target_after_the_first_cells(tmp_path: Path, resetting_port: int) -> None:
+    project = _project(tmp_path, f"http://127.0.0.1:{resetting_port}", cases=20)
+    proc = _run(project, "-q")
+    assert proc.returncode == 3, proc.stderr
+    cells = _results(project)
+    statuses = [c["status"] for c in cells]
+    assert statuses.count("error") == 5 and statuses.count("skipped") == 15, statuses
+    reasons = {c["skip_reason"] for c in cells if c["status"] == "skipped"}
+    assert len(reasons) == 1
+    (reason,) = reasons
+    assert reason.startswith("not run: the first 5 cells of target 'agent' got no answer (")
+    assert reason.endswith("is the server running? start it with: python demo_engine.py --port 8000")
+    stopped = [line for line in proc.stderr.splitlines() if "stopped early" in line]
+    assert len(stopped) == 1 and stopped[0].startswith("target 'agent': stopped early, 15 cells not run — the first 5 cells")
+
+
+def test_a_run_whose_cells_are_all_cached_needs_no_server(tmp_path: Path) -> None:
+    from conftest import ENGINE_TEST_KEY
+    from engine_server import EngineServer
+
+    server = EngineServer(key=ENGINE_TEST_KEY).start()
+    project = _project(tmp_path, server.url, cases=3, extra=f"    cache: true\n    api_key: {ENGINE_TEST_KEY}\n")
+    try:
+        first = _run(project, "-q")
+        assert first.returncode == 0, first.stderr
+    finally:
+        server.stop()
+    again = _run(project, "-q", "--json")
+    assert again.returncode == 0, again.stderr
+    summary = json.loads(again.stdout)
+    assert summary["totals"]["pass"] == 3
+    assert "cannot connect" not in again.stderr

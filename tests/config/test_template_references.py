@@ -1,0 +1,110 @@
+"""`evalx validate` and `evalx run` check the names and fields templates read against the cases; a render names the missing field."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from conftest import ENGINE_TEST_KEY
+
+
+def _evalx(cwd: Path, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    import os
+
+    return subprocess.run(
+        [sys.executable, "-m", "evalx", *args], cwd=cwd, capture_output=True, text=True, timeout=120, env={**os.environ, **(env or {})}
+    )
+
+
+def _project(tmp_path: Path, body: str, url: str = "http://127.0.0.1:9", extra: str = "") -> Path:
+    (tmp_path / "evalconfig.yaml").write_text(
+        f"""version: 1
+vars: {{tone: polite}}
+targets:
+  - id: agent
+    type: engine
+    url: {url}
+    api_key: ${{ENGINE_KEY:-none}}
+    body:
+{body}
+datasets:
+  - id: golden
+    path: golden.jsonl
+{extra}"""
+    )
+    (tmp_path / "golden.jsonl").write_text(
+        '{"id": "a", "input": "hello", "metadata": {"team": "x"}, "assert": [{"type": "completed"}]}\n'
+        '{"id": "b", "input": "hello", "assert": [{"type": "completed"}]}\n'
+    )
+    return tmp_path
+
+
+def test_a_typo_in_a_case_field_fails_validate_and_run_with_one_line(tmp_path: Path) -> None:
+    project = _project(tmp_path, '      message: "Q: {{ case.inptu }}"')
+    line = "evalconfig.yaml:9 targets[0].body.message: unknown field 'inptu' (did you mean 'input'?)"
+    validated = _evalx(project, "validate")
+    assert (validated.returncode, validated.stderr.strip()) == (2, line)
+    ran = _evalx(project, "run")
+    assert (ran.returncode, ran.stderr.strip()) == (2, line)
+    assert not (project / "runs").exists() or not list((project / "runs").iterdir()), "nothing ran"
+
+
+def test_unknown_vars_names_and_target_fields(tmp_path: Path) -> None:
+    body = '      message: "{{ vars.tne }} {{ cas.input }} {{ target.urll }}"'
+    proc = _evalx(_project(tmp_path, body), "validate")
+    assert proc.returncode == 2
+    assert proc.stderr.strip().splitlines() == [
+        "evalconfig.yaml:9 targets[0].body.message: unknown var 'tne' (did you mean 'tone'?)",
+        "evalconfig.yaml:9 targets[0].body.message: unknown name 'cas' (did you mean 'case'?) "
+        "(a template here sees case, vars, target, env, repeat, task_id, run_id, turn)",
+        "evalconfig.yaml:9 targets[0].body.message: unknown target field 'urll' (did you mean 'url'?)",
+    ]
+
+
+def test_guarded_references_and_known_fields_validate(tmp_path: Path) -> None:
+    body = (
+        "      message: \"{{ case.input }} {{ case.metadata.lang | default('en') }} {{ vars.tone }}"
+        "{% if 'team' in case.metadata %} {{ case.metadata.team }}{% endif %}"
+        "{% for t in case.tags %}{{ t.upper() }}{% endfor %} {{ case.get('x') }}\""
+    )
+    proc = _evalx(_project(tmp_path, body), "validate")
+    assert proc.returncode == 0, proc.stderr
+    assert "warning" not in proc.stderr
+
+
+def test_a_judge_prompt_name_is_checked(tmp_path: Path) -> None:
+    extra = "judge:\n  target: agent\n  prompt: 'Grade {{ outptu }} against {{ case.expected }}'\n"
+    proc = _evalx(_project(tmp_path, '      message: "{{ case.input }}"', extra=extra), "validate")
+    assert proc.returncode == 2
+    assert proc.stderr.strip().startswith("evalconfig.yaml:15 judge.prompt: unknown name 'outptu' (did you mean 'output'?)"), proc.stderr
+
+
+def test_a_field_some_cases_lack_warns_and_the_render_error_lists_the_fields(tmp_path: Path, engine_server) -> None:  # type: ignore[no-untyped-def]
+    project = _project(tmp_path, '      message: "{{ case.input }} for {{ case.metadata.team }}"', url=engine_server.url)
+    validated = _evalx(project, "validate")
+    assert validated.returncode == 0, validated.stderr
+    assert (
+        "warning: evalconfig.yaml:9 targets[0].body.message: 1 of 2 cases lack the field 'metadata.team' "
+        "(the first: golden.jsonl:2 case 'b'); its cells will error"
+    ) in validated.stderr
+    ran = _evalx(project, "run", "--json", "-q", env={"ENGINE_KEY": ENGINE_TEST_KEY})
+    cells = {
+        c["case_id"]: c
+        for line in next((project / "runs").iterdir()).joinpath("results.jsonl").read_text().splitlines()
+        if (c := json.loads(line)).get("case_id")
+    }
+    assert cells["a"]["status"] == "pass", cells["a"]
+    assert cells["b"]["error"] == "body: template error: unknown field 'case.metadata.team' (case.metadata is empty)"
+    assert ran.returncode != 0
+
+
+def test_validate_knows_the_names_a_target_template_renders_with() -> None:
+    from evalx.models import Case, Cell
+    from evalx.targets import TEMPLATE_NAMES, RunContext
+    from evalx.targets.base import template_context
+
+    cell = Cell(index=0, target="t", dataset="d", case=Case(id="a", input="x"), repeat=0)
+    context = template_context(cell, RunContext(run_id="r", config_dir=Path(".")), {"id": "t"})
+    assert set(context) | {"turn"} == set(TEMPLATE_NAMES)  # `turn`: an engine body's, in a conversation
