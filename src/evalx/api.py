@@ -134,11 +134,11 @@ class RunResult:
             yield CellResult.from_record(record)
 
     def to_pandas(self) -> Any:
-        """The cells as a ``pandas.DataFrame``, a row a cell (:data:`COLUMNS`); needs pandas (``pip install 'evalx[pandas]'``)."""
+        """The cells as a ``pandas.DataFrame``, a row a cell (:data:`COLUMNS`); needs pandas (``pip install 'evalx-runner[pandas]'``)."""
         try:
             import pandas  # type: ignore[import-untyped,unused-ignore]
         except ImportError:
-            raise ImportError("to_pandas() needs pandas: pip install pandas (or evalx[pandas])") from None
+            raise ImportError("to_pandas() needs pandas: pip install pandas (or evalx-runner[pandas])") from None
         rows = [[getattr(cell, name) for name in COLUMNS] for cell in self.results()]
         return pandas.DataFrame(rows, columns=list(COLUMNS))
 

@@ -26,6 +26,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from evalx.common.documents import relative_path
 from evalx.config.loader import Config
 from evalx.errors import MergeError, writing
 from evalx.execution.resume import config_hash
@@ -239,7 +240,7 @@ def _merge_locked(
     meta: dict[str, Any] = {
         "run_id": run_id,
         "name": config.name,
-        "config": str(config.path),
+        "config": relative_path(config.path),
         "config_hash": first.meta.get("config_hash"),
         "started_at": started_at,
         "targets": first.meta.get("targets"),
@@ -296,7 +297,7 @@ def _merge_locked(
     summary, warnings = finish_summary(
         figures,
         RunFacts(
-            config=str(config.path),
+            config=relative_path(config.path),
             interrupted=not all(s.complete for s in shards),
             cells_planned=int(plan["plan_cells"]),
             cost_guard=_cost_guard(shards),

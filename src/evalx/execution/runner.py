@@ -15,6 +15,7 @@ from typing import Any
 
 import yaml
 
+from evalx.common.documents import relative_path
 from evalx.common.usercode import user_code_on_path
 from evalx.config.loader import Config
 from evalx.errors import writing
@@ -174,7 +175,7 @@ def _record_run(config: Config, resolved: ResolvedRun, plan: Plan, made: _Run) -
     meta: dict[str, Any] = {
         "run_id": made.run_id,
         "name": config.name,
-        "config": str(config.path),
+        "config": relative_path(config.path),
         "config_hash": config_hash(config),
         "started_at": started.isoformat(timespec="seconds"),
         "targets": [t["id"] for t in plan.target_specs],
@@ -293,7 +294,7 @@ def _finish(
     summary, warnings = finish_summary(
         figures,
         RunFacts(
-            config=str(config.path),
+            config=relative_path(config.path),
             interrupted=stats.interrupted,
             cells_planned=len(plan.cells),
             cost_guard=cost_guard,
