@@ -402,7 +402,7 @@ def run_cmd(
             click.echo(f"evalx: {exc}", err=True)
             sys.exit(0)
         _report_run(outcome, request.selection.matrix, json_out, out, quiet=quiet, verbose=verbose)
-    for line in [] if quiet else outcome.messages:
+    for line in outcome.messages:
         click.secho(line, err=True, fg="red", bold=True)
     click.echo(f"results: {os.path.relpath(outcome.run_dir)}/", err=True)
     sys.exit(outcome.exit_code)
@@ -428,8 +428,7 @@ def _report_run(outcome: Any, matrix: bool, json_out: bool, out: Any, *, quiet: 
     from evalx.results.outcome import exit_reason
 
     color = color_for(out)
-    reason = outcome.messages[0] if outcome.messages and outcome.exit_code else None
-    reason_line = f"exit {outcome.exit_code}: {reason}" if reason else exit_reason(outcome.summary, outcome.exit_code)
+    reason_line = exit_reason(outcome.summary, outcome.exit_code)  # the run's messages follow on stderr
     if quiet:
         click.echo(format_headline(outcome.summary, color=color) + reason_line, file=out, color=color)
         return

@@ -85,7 +85,7 @@ def test_to_pandas(tmp_path: Path) -> None:
 def test_to_pandas_without_pandas_says_what_to_install(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     result = evalx.run(notebook_config(), output_dir=tmp_path, targets=["shout"])
     monkeypatch.setitem(sys.modules, "pandas", None)  # as if it were not installed
-    with pytest.raises(ImportError, match=r"^to_pandas\(\) needs pandas: pip install pandas \(or evalx\[pandas\]\)$"):
+    with pytest.raises(ImportError, match=r"^to_pandas\(\) needs pandas: pip install pandas \(or evalx-runner\[pandas\]\)$"):
         result.to_pandas()
 
 

@@ -140,7 +140,7 @@ def equals(ctx: AssertionContext, *, value: Any = None, normalize: str | list[st
     return Verdict.no(f"expected {short(expected_text)}, got {short(ctx.text)}")
 
 
-def case_note(missing: list[str], text: str) -> str:
+def case_note(missing: list[str], text: str, hint: str = "icontains ignores case") -> str:
     """What a case-sensitive check's failure says about case: ``(case-sensitive)``, or what the output has in another case.
 
     ``missing 'forgot password' (case-sensitive: the output has 'Forgot password'; icontains ignores case)``
@@ -151,7 +151,7 @@ def case_note(missing: list[str], text: str) -> str:
         at = folded.find(needle.casefold()) if needle else -1
         if at >= 0 and len(folded) == len(text):  # casefold kept the length: the offset is the text's
             found = text[at : at + len(needle)]
-            return f"(case-sensitive: the output has {short(found)}; icontains ignores case)"
+            return f"(case-sensitive: the output has {short(found)}; {hint})"
     return "(case-sensitive)"
 
 
@@ -180,7 +180,7 @@ def starts_with(ctx: AssertionContext, *, value: str | float | None = None) -> V
     if ctx.text.lstrip().startswith(prefix):
         return Verdict.ok(f"starts with {short(prefix)}")
     return Verdict.no(
-        f"expected to start with {short(prefix)} {case_note([prefix], ctx.text.lstrip()[: len(prefix)])}, got {short(ctx.text)}"
+        f"expected to start with {short(prefix)} {case_note([prefix], ctx.text.lstrip()[: len(prefix)], 'a regex with flags: i ignores case')}, got {short(ctx.text)}"
     )
 
 

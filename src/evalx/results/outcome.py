@@ -215,8 +215,9 @@ def exit_reason(summary: RunSummary, exit_code: int) -> str:
             return f"exit {exit_code}: every gate held"
         broken = list(dict.fromkeys(f"{r['gate']} ({r['scope']})" for r in gates["results"] if r["held"] is False))
         return f"exit {exit_code}: gate{'s' if len(broken) != 1 else ''} breached: {', '.join(broken) or 'see the gate report'}"
-    if summary.get("shard") is not None:
-        return f"exit {exit_code}: shard ran; `evalx merge` of every shard decides"
+    shard = summary.get("shard")
+    if shard is not None:
+        return f"exit {exit_code}: shard {shard['index']}/{shard['count']} ran; gates and the baseline are applied by `evalx merge` of every shard"
     cases = totals["case_level"]
     if cases["fail"] or cases["error"]:
         parts = [f"{cases['fail']} failed"] if cases["fail"] else []
