@@ -553,10 +553,11 @@ def _history_page(run_ref: str | None, history_dir: Path | None, output: Path | 
 @config_option
 @click.option(
     "-o",
+    "--output",
     "--out",
     "out_dir",
     type=click.Path(file_okay=False, path_type=Path),
-    help="The merged run's folder (default: a new run under output.dir).",
+    help="The merged run's folder (default: a new run under output.dir). --out: the same.",
 )
 @color_option
 @click.option("--allow-partial", is_flag=True, help="Merge even when shards are missing; the summary says which.")
@@ -652,13 +653,16 @@ def _find_run(run_ref: str, config_path: Path) -> Path:
 )
 @click.option("--provider", "provider_schema", is_flag=True, help="Print the provider definition schema instead.")
 @click.option(
+    "-o",
+    "--output",
     "--write",
     "write_path",
     is_flag=False,
     flag_value="",
     default=None,
     metavar="[PATH]",
-    help="Write it to PATH (default: evalconfig.schema.json beside the -c config, else in this folder) instead of printing it.",
+    help="Write it to PATH (default: evalconfig.schema.json beside the -c config, else in this folder) instead of printing it. "
+    "--write: the same.",
 )
 def schema(config_path: Path | None, provider_schema: bool, write_path: str | None) -> None:
     """Print the config JSON Schema (or, with --provider, the providers/*.yaml one).
@@ -670,6 +674,9 @@ def schema(config_path: Path | None, provider_schema: bool, write_path: str | No
     if provider_schema:
         from evalx.targets.definitions import schema_json as provider_schema_json
 
+        if write_path:
+            _write_output(Path(write_path), provider_schema_json(), "evalx schema")
+            return
         click.echo(provider_schema_json(), nl=False)
         return
     from evalx.assertions.registry import check_entry_point_plugins
@@ -789,7 +796,14 @@ def runs_cmd(config_path: Path, json_out: bool) -> None:
 @click.argument("run_b", metavar="RUN_B")
 @click.option("--json", "json_out", is_flag=True, help="Print the comparison as JSON.")
 @click.option("--markdown", "markdown_out", is_flag=True, help="Print the comparison as Markdown.")
-def compare(config_path: Path, run_a: str, run_b: str, json_out: bool, markdown_out: bool) -> None:
+@click.option(
+    "-o",
+    "--output",
+    "output",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Write the comparison to this file instead of printing it.",
+)
+def compare(config_path: Path, run_a: str, run_b: str, json_out: bool, markdown_out: bool, output: Path | None) -> None:
     """Compare RUN_A (the baseline) with RUN_B: deltas and case-level changes.
 
     Each RUN is a run id, a run directory, or `latest`.
@@ -807,11 +821,25 @@ def compare(config_path: Path, run_a: str, run_b: str, json_out: bool, markdown_
     if json_out:
         import json
 
-        click.echo(json.dumps(result, indent=2, ensure_ascii=False))
+        text = json.dumps(result, indent=2, ensure_ascii=False) + "\n"
     elif markdown_out:
-        click.echo(markdown_comparison(result))
+        text = markdown_comparison(result) + "\n"
     else:
-        click.echo(format_comparison(result), nl=False)
+        text = format_comparison(result)
+    if output is not None:
+        _write_output(output, text, "evalx compare")
+        return
+    click.echo(text, nl=False)
+
+
+def _write_output(path: Path, text: str, command: str) -> None:
+    """``-o FILE``: ``text`` written to ``path`` (its folder made), and one line saying so; a failure is one line and exit 2."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text, encoding="utf-8")
+    except OSError as exc:
+        _fail(f"{command}: cannot write {path}: {exc.strerror or exc}")
+    click.echo(f"wrote {os.path.relpath(path)}")
 
 
 def _warn_damaged(*run_dirs: Path) -> None:
@@ -831,7 +859,15 @@ def _warn_damaged(*run_dirs: Path) -> None:
 
 @main.command()
 @click.argument("traces", metavar="TRACE...", nargs=-1, required=True, type=click.Path(exists=True, path_type=Path))
-@click.option("--out", "out_dir", required=True, type=click.Path(file_okay=False, path_type=Path), help="Directory for the case files.")
+@click.option(
+    "-o",
+    "--output",
+    "--out",
+    "out_dir",
+    required=True,
+    type=click.Path(file_okay=False, path_type=Path),
+    help="Directory for the case files. --out: the same.",
+)
 @click.option("--case", "case_ids", multiple=True, metavar="CASE", help="With a run directory: the case to capture (repeatable).")
 @click.option("--target", "target_id", metavar="ID", help="With a run directory: the target's cell to capture.")
 @click.option("--input", "input_text", metavar="TEXT", help="The user message, for an SSE transcript that does not carry it.")
