@@ -58,3 +58,18 @@ def test_a_keyword_missed_only_by_case_says_so(tmp_path: Path, monkeypatch: obje
     )
     assert reason["absent"].startswith("expected to contain 'sms' (case-sensitive), got")  # not there in any case: just the rule
     assert "case-sensitive: the output has 'Forgot password'" in result.output  # and the terminal shows it
+
+
+def test_the_readmes_first_screen_shows_what_evalx_run_prints(example_project: Path) -> None:
+    """README's "Run it, read the result" is the real output of the default run (its run id and duration aside)."""
+    import re
+
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
+    shown = readme.split("```console\n$ evalx run\n", 1)[1].split("```", 1)[0]
+    proc = subprocess.run([sys.executable, "-m", "evalx", "run"], cwd=example_project, capture_output=True, text=True, timeout=120)
+
+    def masked(text: str) -> str:
+        return re.sub(r" in \d[\d.]*m?s", " in Xms", re.sub(r"\d{8}-\d{6}-[0-9a-f]{6}", "RUN", text))
+
+    assert masked(proc.stdout) == masked(shown)
+    assert readme.index("## Install") < readme.index("## Run it, read the result") < readme.index("## A config")
