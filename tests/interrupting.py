@@ -20,9 +20,17 @@ class Interrupted:
 
 
 def interrupt_when(
-    flag: Path, config: Path, *, sig: signal.Signals = signal.SIGTERM, settle_s: float = 0.0, wait_s: float = 60, stop_s: float = 60
+    flag: Path,
+    config: Path,
+    *,
+    sig: signal.Signals = signal.SIGTERM,
+    settle_s: float = 0.0,
+    wait_s: float = 60,
+    stop_s: float = 60,
+    args: tuple[str, ...] = (),
+    env: dict[str, str] | None = None,
 ) -> Interrupted:
-    """Run ``evalx run -c config`` in ``config``'s folder; once ``flag`` exists (and ``settle_s`` more), send ``sig``.
+    """Run ``evalx run -c config [args]`` in ``config``'s folder; once ``flag`` exists (and ``settle_s`` more), send ``sig``.
 
     Polls for the file (no fixed sleep to wait for a server or a target);
     ``settle_s`` lets work the flag announces get under way first. A run
@@ -31,11 +39,12 @@ def interrupt_when(
     longer), and is generous, since a loaded machine stretches any stop.
     """
     proc = subprocess.Popen(
-        [sys.executable, "-m", "evalx", "run", "-c", str(config)],
+        [sys.executable, "-m", "evalx", "run", "-c", str(config), *args],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
         cwd=config.parent,
+        env=env,
     )
     try:
         deadline = time.monotonic() + wait_s

@@ -134,12 +134,20 @@ class RunResult:
         for record in read_results(self.run_dir / RESULTS):
             yield CellResult.from_record(record)
 
+    def _repr_html_(self) -> str:
+        """How a notebook shows the run: its headline and exit reason, a row per target, and a link to its report.html."""
+        from evalx.common.documents import relative_path
+        from evalx.reports.notebook import run_html
+
+        report = self.run_dir / "report.html"
+        return run_html(self.summary, self.exit_code, relative_path(report) if report.is_file() else None)
+
     def to_pandas(self) -> Any:
-        """The cells as a ``pandas.DataFrame``, a row a cell (:data:`COLUMNS`); needs pandas (``pip install 'evalx[pandas]'``)."""
+        """The cells as a ``pandas.DataFrame``, a row a cell (:data:`COLUMNS`); needs pandas (``pip install 'evalx-runner[pandas]'``)."""
         try:
             import pandas  # type: ignore[import-untyped,unused-ignore]
         except ImportError:
-            raise ImportError("to_pandas() needs pandas: pip install pandas (or evalx[pandas])") from None
+            raise ImportError("to_pandas() needs pandas: pip install pandas (or evalx-runner[pandas])") from None
         rows = [[getattr(cell, name) for name in COLUMNS] for cell in self.results()]
         return pandas.DataFrame(rows, columns=list(COLUMNS))
 

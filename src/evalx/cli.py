@@ -71,15 +71,47 @@ def _load(config_path: Path, var: tuple[str, ...] = (), check_imports: bool = Tr
     return config
 
 
+def _color(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+    """``--color auto|always|never`` (on the group or a command): recorded for every writer, and for click's own echo."""
+    from evalx.common.terminal import color_setting, set_color
+
+    if value is not None:
+        set_color(value)
+        ctx.color = color_setting()  # False: click strips colour codes; True: it keeps them on a pipe too
+    return value
+
+
+color_option = click.option(
+    "--color",
+    type=click.Choice(["auto", "always", "never"]),
+    default=None,
+    expose_value=False,
+    is_eager=True,
+    callback=_color,
+    help="Colour the output: auto (a terminal, unless NO_COLOR is set; FORCE_COLOR forces it), always or never.",
+)
+
+
 class _Group(click.Group):
     def main(self, *args: Any, **kwargs: Any) -> Any:
         # stderr quotes servers, targets and datasets: nothing it writes may drive the terminal
         # (titles, links, cursor moves, hidden text); evalx's own colours and progress line still work
+        from evalx.common.terminal import prepare_streams, set_color
         from evalx.logs import printing
         from evalx.results.display import terminal_safe_stderr
 
+        # the one place evalx's streams are set up: a stdout or stderr that cannot encode `·`, `─`, `…` (LC_ALL=C,
+        # a Windows redirect) gets ASCII stand-ins, so a finished run never becomes an error because of the terminal
+        prepare_streams(sys.stdout, sys.stderr)
+        set_color("auto")  # until --color says otherwise (a process may run several commands: tests, the API)
         with terminal_safe_stderr(), printing():  # evalx's warnings and notes, as `evalx: warning: ...` lines
             return super().main(*args, **kwargs)
+
+    def make_context(self, info_name: str | None, args: list[str], parent: click.Context | None = None, **extra: Any) -> click.Context:
+        from evalx.common.terminal import color_setting
+
+        extra.setdefault("color", color_setting())  # NO_COLOR / FORCE_COLOR for click's own echo; --color overrides
+        return super().make_context(info_name, args, parent, **extra)
 
     def invoke(self, ctx: click.Context) -> Any:
         try:
@@ -111,6 +143,7 @@ class _Group(click.Group):
 
 @click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="evalx")
+@color_option
 def main() -> None:
     """evalx: a declarative eval runner for LLM apps and agents.
 
@@ -268,6 +301,7 @@ def _shard(ctx: click.Context, param: click.Parameter, value: str | None) -> tup
 
 @main.command(name="run")
 @config_option
+@color_option
 @click.option("--matrix", is_flag=True, help="Expand the matrix: section.")
 @click.option("--target", "targets", multiple=True, metavar="ID", help="Run only this target (repeatable).")
 @click.option("--dataset", "datasets", multiple=True, metavar="ID", help="Run only this dataset (repeatable).")
@@ -293,7 +327,13 @@ def _shard(ctx: click.Context, param: click.Parameter, value: str | None) -> tup
     help="Start no new cell once N cells failed or errored (those in flight finish); the run is resumable with --resume and exits 1.",
 )
 @click.option("-x", "exit_first", is_flag=True, help="Stop at the first failed or errored cell (--max-failures 1).")
-@click.option("-q", "--quiet", is_flag=True, help="No progress, only the summary.")
+@click.option("-q", "--quiet", is_flag=True, help="No progress; print only the headline (each target's pass rate) and the exit reason.")
+@click.option(
+    "-v",
+    "--verbose",
+    is_flag=True,
+    help="Print the full summary (summary.txt: breakdowns, latency, tokens, pairwise) instead of the compact one.",
+)
 @click.option("--baseline", metavar="RUN|latest", help="Compare with this run (overrides gates.baseline).")
 @click.option("--resume", metavar="RUN", help="Finish a killed or interrupted run: run only its cells without a result.")
 @click.option(
@@ -340,6 +380,7 @@ def run_cmd(
     max_failures: int | None,
     exit_first: bool,
     quiet: bool,
+    verbose: bool,
     baseline: str | None,
     resume: str | None,
     rerun: str | None,
@@ -403,7 +444,7 @@ def run_cmd(
         except _nothing_to_rerun() as exc:
             click.echo(f"evalx: {exc}", err=True)
             sys.exit(0)
-        _report_run(outcome, request.selection.matrix, json_out, out)
+        _report_run(outcome, request.selection.matrix, json_out, out, quiet=quiet, verbose=verbose)
     for line in outcome.messages:
         click.secho(line, err=True, fg="red", bold=True)
     click.echo(f"results: {os.path.relpath(outcome.run_dir)}/", err=True)
@@ -423,25 +464,40 @@ def _nothing_to_rerun() -> type[Exception]:
     return NothingToRerun
 
 
-def _report_run(outcome: Any, matrix: bool, json_out: bool, out: Any) -> None:
-    """The run's summary on ``out``: JSON, or the terminal summary (with the matrix view) and the gate report."""
+def _report_run(outcome: Any, matrix: bool, json_out: bool, out: Any, *, quiet: bool = False, verbose: bool = False) -> None:
+    """The run's summary on ``out``: JSON; or the headline and exit reason (``--quiet``); or the compact summary (the
+    full one with ``-v``, and the matrix view of a ``--matrix`` run) and the gate report, then the exit reason."""
     if json_out:
         import json
 
         click.echo(json.dumps(outcome.summary, indent=2, ensure_ascii=False), file=out)
         return
-    from evalx.reports import format_summary
+    from evalx.common.terminal import color_for
+    from evalx.reports.text import format_compact, format_headline, format_summary
     from evalx.results.gates import format_outcome
+    from evalx.results.outcome import exit_reason
 
-    color = out.isatty()
-    click.echo(format_summary(outcome.summary, color=color, flaky_list=not matrix, pairwise=not matrix), file=out)
+    color = color_for(out)
+    reason_line = exit_reason(outcome.summary, outcome.exit_code)  # the run's messages follow on stderr
+    if quiet:
+        click.echo(format_headline(outcome.summary, color=color) + reason_line, file=out, color=color)
+        return
+    where = os.path.relpath(outcome.run_dir)
+    if verbose:
+        text = format_summary(outcome.summary, color=color, flaky_list=not matrix, pairwise=not matrix)
+    else:
+        text = format_compact(outcome.summary, color=color, where=where)
+    click.echo(text, file=out, nl=False, color=color)
     if matrix:
         from evalx.reports.matrix_view import format_matrix
         from evalx.results.store import read_results
 
         results = read_results(outcome.run_dir / "results.jsonl")
-        click.echo(format_matrix(outcome.summary, results, color=color), file=out)
-    click.echo(format_outcome(outcome.summary), nl=False, file=out)
+        click.echo("\n" + format_matrix(outcome.summary, results, color=color), file=out, color=color)
+    gate_report = format_outcome(outcome.summary)
+    if gate_report:
+        click.echo("\n" + gate_report, nl=False, file=out, color=color)
+    click.echo(("\n" if verbose else "") + reason_line, file=out, color=color)
 
 
 def _print_plan(plan: Any, config: Any = None) -> None:
@@ -547,17 +603,20 @@ def _history_page(run_ref: str | None, history_dir: Path | None, output: Path | 
 @config_option
 @click.option(
     "-o",
+    "--output",
     "--out",
     "out_dir",
     type=click.Path(file_okay=False, path_type=Path),
-    help="The merged run's folder (default: a new run under output.dir).",
+    help="The merged run's folder (default: a new run under output.dir). --out: the same.",
 )
+@color_option
 @click.option("--allow-partial", is_flag=True, help="Merge even when shards are missing; the summary says which.")
 @click.option("--baseline", metavar="RUN|latest", help="Compare with this run (overrides gates.baseline).")
 @click.option("--junit", type=click.Path(dir_okay=False, path_type=Path), help="Also write JUnit XML here.")
 @click.option("--html", type=click.Path(dir_okay=False, path_type=Path), help="Also write the HTML report here.")
 @click.option("--markdown", type=click.Path(dir_okay=False, path_type=Path), help="Write a Markdown summary here (CI).")
 @click.option("--json", "json_out", is_flag=True, help="Print the summary as JSON on stdout.")
+@click.option("-v", "--verbose", is_flag=True, help="Print the full summary instead of the compact one.")
 @junit_passes_option
 @html_max_cells_option
 def merge(
@@ -570,6 +629,7 @@ def merge(
     html: Path | None,
     markdown: Path | None,
     json_out: bool,
+    verbose: bool,
     junit_passes: str | None,
     html_max_cells: int | None,
 ) -> None:
@@ -606,7 +666,7 @@ def merge(
         ),
     )
     outcome = merge_runs(config, folders, options)
-    _report_run(outcome, bool(outcome.summary.get("matrix")), json_out, sys.stdout)
+    _report_run(outcome, bool(outcome.summary.get("matrix")), json_out, sys.stdout, verbose=verbose)
     for line in outcome.messages:
         click.secho(line, err=True, fg="red", bold=True)
     click.echo(f"merged: {os.path.relpath(outcome.run_dir)}/", err=True)
@@ -643,13 +703,16 @@ def _find_run(run_ref: str, config_path: Path) -> Path:
 )
 @click.option("--provider", "provider_schema", is_flag=True, help="Print the provider definition schema instead.")
 @click.option(
+    "-o",
+    "--output",
     "--write",
     "write_path",
     is_flag=False,
     flag_value="",
     default=None,
     metavar="[PATH]",
-    help="Write it to PATH (default: evalconfig.schema.json beside the -c config, else in this folder) instead of printing it.",
+    help="Write it to PATH (default: evalconfig.schema.json beside the -c config, else in this folder) instead of printing it. "
+    "--write: the same.",
 )
 def schema(config_path: Path | None, provider_schema: bool, write_path: str | None) -> None:
     """Print the config JSON Schema (or, with --provider, the providers/*.yaml one).
@@ -661,6 +724,9 @@ def schema(config_path: Path | None, provider_schema: bool, write_path: str | No
     if provider_schema:
         from evalx.targets.definitions import schema_json as provider_schema_json
 
+        if write_path:
+            _write_output(Path(write_path), provider_schema_json(), "evalx schema")
+            return
         click.echo(provider_schema_json(), nl=False)
         return
     from evalx.assertions.registry import check_entry_point_plugins
@@ -780,7 +846,14 @@ def runs_cmd(config_path: Path, json_out: bool) -> None:
 @click.argument("run_b", metavar="RUN_B")
 @click.option("--json", "json_out", is_flag=True, help="Print the comparison as JSON.")
 @click.option("--markdown", "markdown_out", is_flag=True, help="Print the comparison as Markdown.")
-def compare(config_path: Path, run_a: str, run_b: str, json_out: bool, markdown_out: bool) -> None:
+@click.option(
+    "-o",
+    "--output",
+    "output",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Write the comparison to this file instead of printing it.",
+)
+def compare(config_path: Path, run_a: str, run_b: str, json_out: bool, markdown_out: bool, output: Path | None) -> None:
     """Compare RUN_A (the baseline) with RUN_B: deltas and case-level changes.
 
     Each RUN is a run id, a run directory, or `latest`.
@@ -798,11 +871,25 @@ def compare(config_path: Path, run_a: str, run_b: str, json_out: bool, markdown_
     if json_out:
         import json
 
-        click.echo(json.dumps(result, indent=2, ensure_ascii=False))
+        text = json.dumps(result, indent=2, ensure_ascii=False) + "\n"
     elif markdown_out:
-        click.echo(markdown_comparison(result))
+        text = markdown_comparison(result) + "\n"
     else:
-        click.echo(format_comparison(result), nl=False)
+        text = format_comparison(result)
+    if output is not None:
+        _write_output(output, text, "evalx compare")
+        return
+    click.echo(text, nl=False)
+
+
+def _write_output(path: Path, text: str, command: str) -> None:
+    """``-o FILE``: ``text`` written to ``path`` (its folder made), and one line saying so; a failure is one line and exit 2."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text, encoding="utf-8")
+    except OSError as exc:
+        _fail(f"{command}: cannot write {path}: {exc.strerror or exc}")
+    click.echo(f"wrote {os.path.relpath(path)}")
 
 
 def _warn_damaged(*run_dirs: Path) -> None:
@@ -822,7 +909,15 @@ def _warn_damaged(*run_dirs: Path) -> None:
 
 @main.command()
 @click.argument("traces", metavar="TRACE...", nargs=-1, required=True, type=click.Path(exists=True, path_type=Path))
-@click.option("--out", "out_dir", required=True, type=click.Path(file_okay=False, path_type=Path), help="Directory for the case files.")
+@click.option(
+    "-o",
+    "--output",
+    "--out",
+    "out_dir",
+    required=True,
+    type=click.Path(file_okay=False, path_type=Path),
+    help="Directory for the case files. --out: the same.",
+)
 @click.option("--case", "case_ids", multiple=True, metavar="CASE", help="With a run directory: the case to capture (repeatable).")
 @click.option("--target", "target_id", metavar="ID", help="With a run directory: the target's cell to capture.")
 @click.option("--input", "input_text", metavar="TEXT", help="The user message, for an SSE transcript that does not carry it.")

@@ -23,7 +23,7 @@ The hierarchy (``+X``: also a subclass of the builtin ``X``, so an ``except X`` 
         ├── UserCodeError  +ImportError   user code a config names cannot be imported, or is not what was asked for
         ├── DefinitionError  +ValueError  a provider definition's template or expression failed at run time
         │                                 (the target reports it as a ConfigError or a TargetError)
-        ├── MissingExtra  +RuntimeError   an assertion type's library is not installed (``evalx[text]``)
+        ├── MissingExtra  +RuntimeError   an assertion type's library is not installed (``evalx-runner[text]``)
         ├── RefusedRef  +ValueError       a user's JSON Schema ``$ref`` points outside the schema
         ├── UnsupportedSchema  +ValueError  a user's JSON Schema evalx cannot validate within bounds
         ├── UnknownTemplate  +ValueError  ``evalx init --template`` names no starter

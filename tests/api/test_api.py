@@ -85,7 +85,7 @@ def test_to_pandas(tmp_path: Path) -> None:
 def test_to_pandas_without_pandas_says_what_to_install(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     result = evalx.run(notebook_config(), output_dir=tmp_path, targets=["shout"])
     monkeypatch.setitem(sys.modules, "pandas", None)  # as if it were not installed
-    with pytest.raises(ImportError, match=r"^to_pandas\(\) needs pandas: pip install pandas \(or evalx\[pandas\]\)$"):
+    with pytest.raises(ImportError, match=r"^to_pandas\(\) needs pandas: pip install pandas \(or evalx-runner\[pandas\]\)$"):
         result.to_pandas()
 
 
@@ -309,3 +309,19 @@ def test_the_line_formatter_reads_as_evalx_lines() -> None:
         "evalx: warning: once",
     ]
     assert not logging.getLogger("evalx").handlers
+
+
+def test_a_notebook_shows_a_run_result_as_its_headline_a_row_per_target_and_a_link(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)  # a notebook's folder: the link is relative to it
+    config = notebook_config()
+    config["targets"].append({"id": "loud", "type": "python", "callable": shout})
+    config["name"] = "<i>notebook</i>"
+    result = evalx.run(evalx.load_config(config, base_dir=tmp_path))
+    html = result._repr_html_()
+    assert f"<b>evalx run <code>{result.run_id}</code></b> &lt;i&gt;notebook&lt;/i&gt; · 6 cells · exit 1: 2 failed cells</p>" in html
+    rows = html.split("<tr>")[2:]
+    assert [row.split("<code>")[1].split("</code>")[0] for row in rows] == ["shout", "echo", "loud"]
+    assert ">100.0%<" in rows[0] and ">0.0%<" in rows[1]
+    href = f"runs/{result.run_id}/report.html"
+    assert f'<a href="{href}" target="_blank">' in html and (tmp_path / href).is_file()
+    assert str(tmp_path) not in html and "{" not in html  # no absolute path, and not a dict dump

@@ -91,7 +91,7 @@ def test_each_target_and_case_is_an_item_with_its_verdict(project: pytest.Pytest
         [
             "*_ d/c3 [[]bot[]] _*",
             "fail: bot on d/c3",
-            "contains: expected to contain 'OK', got 'bad three'",
+            "contains: expected to contain 'OK' (case-sensitive), got 'bad three'",
             "FAILED evalconfig.yaml::d/c3[[]bot[]] - fail: bot on d/c3",
         ]
     )
@@ -193,6 +193,7 @@ def test_the_default_example_config_runs_one_case_with_k(pytester: pytest.Pytest
     (pytester.path / "examples").mkdir()
     shutil.copy(ROOT / "examples" / "agents.py", pytester.path / "examples" / "agents.py")
     shutil.copytree(ROOT / "examples" / "datasets", pytester.path / "examples" / "datasets")
+    shutil.copytree(ROOT / "examples" / "judge", pytester.path / "examples" / "judge")  # the config's offline judge
     result = run(pytester, "--evalx", "evalconfig.yaml", "-k", "greeting")
     outcomes = result.parseoutcomes()
     assert outcomes.get("passed", 0) + outcomes.get("failed", 0) == 2 and outcomes["deselected"] > 10, outcomes

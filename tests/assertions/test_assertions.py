@@ -87,9 +87,9 @@ def test_contains() -> None:
 def test_contains_reason_truncates_long_output() -> None:
     result = check({"type": "contains", "value": "zebra"}, "word " * 100)
     assert result["passed"] is False
-    assert result["reason"].startswith("expected to contain 'zebra', got 'word word")
+    assert result["reason"].startswith("expected to contain 'zebra' (case-sensitive), got 'word word")
     assert result["reason"].endswith("...'")
-    assert len(result["reason"]) < 130
+    assert len(result["reason"]) < 150
 
 
 def test_icontains() -> None:

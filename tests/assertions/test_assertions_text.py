@@ -190,11 +190,11 @@ def no_sacrebleu(monkeypatch: pytest.MonkeyPatch) -> None:
 
 def test_missing_extra_is_one_line(no_sacrebleu: None, tmp_path: Path) -> None:
     verdict = _run("bleu", "x", expected="x")
-    assert verdict.passed is None and verdict.error == verdict.reason == "install evalx[text] for the bleu assertion"
+    assert verdict.passed is None and verdict.error == verdict.reason == "install evalx-runner[text] for the bleu assertion"
     assert _run("rouge_l", "x", expected="x").passed is True  # needs nothing beyond evalx
     cases = [{"id": "a", "input": "q", "expected": "x", "assert": [{"type": "chrf"}]}]
     result = CliRunner().invoke(main, ["validate", "-c", str(_project(tmp_path, cases))])
-    assert result.exit_code == 2 and "install evalx[text] for the chrf assertion" in result.output, result.output
+    assert result.exit_code == 2 and "install evalx-runner[text] for the chrf assertion" in result.output, result.output
 
 
 def test_the_docs_example_validates_and_runs(tmp_path: Path) -> None:

@@ -1,9 +1,9 @@
 """``evalx init --template ...``: every starter validates and runs as written, through the CLI; ``evalx schema --write``.
 
 The provider and engine starters run against the demo servers they bundle,
-started here as their comments say (``python demo_server.py``), on a port
-the server picks and prints (``--port 0``), given to the config through
-``DEMO_PORT`` as a user would.
+started here as their comments say: in the foreground on the free port the
+server picks and prints (given to the config through ``DEMO_PORT`` as a user
+would), and with ``eval "$(python demo_server.py --background)"`` in a shell.
 """
 
 from __future__ import annotations
@@ -46,13 +46,14 @@ def demo_server(monkeypatch: pytest.MonkeyPatch) -> Iterator[object]:
 
     def start(script: Path) -> int:
         proc = subprocess.Popen(
-            [sys.executable, str(script), "--port", "0"], cwd=script.parent, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+            [sys.executable, str(script)], cwd=script.parent, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
         )
         procs.append(proc)
         assert proc.stdout is not None
         line = proc.stdout.readline()  # printed once it listens: no waiting on guesses
         found = re.search(r"127\.0\.0\.1:(\d+)", line)
         assert found, line
+        assert f"export DEMO_PORT={found.group(1)}" in line  # what to do with it, said where it is printed
         monkeypatch.setenv("DEMO_PORT", found.group(1))
         return int(found.group(1))
 
@@ -73,6 +74,7 @@ def test_each_starter_validates_and_runs_as_written(
     root = tmp_path / "proj"
     config = root / "evalconfig.yaml"
     assert f"created {Path('proj') / 'evalconfig.yaml'}" in created.output and "next:" in created.output
+    assert (root / ".gitignore").read_text(encoding="utf-8").splitlines()[1:] == ["runs/", ".evalx/"]
 
     # the $schema line points at a file that is there, and is this evalx's schema
     first = config.read_text(encoding="utf-8").splitlines()[0]
@@ -80,7 +82,8 @@ def test_each_starter_validates_and_runs_as_written(
     assert (root / "evalconfig.schema.json").read_text(encoding="utf-8") == schema_json()
 
     if template in SERVERS:
-        assert f"python {SERVERS[template]} &" in created.output and f"python {SERVERS[template]} &" in config.read_text()
+        step = f'eval "$(python {SERVERS[template]} --background)"'
+        assert step in created.output and step in config.read_text()
         demo_server(root / SERVERS[template])  # type: ignore[operator]
     monkeypatch.chdir(root)  # as the printed next steps say
     validated = cli("validate")
@@ -188,3 +191,33 @@ def test_the_starters_ship_in_the_wheel(tmp_path: Path) -> None:
         assert f"evalx/config/starters/{template}/evalconfig.yaml" in names
     assert "evalx/config/starters/provider/demo_server.py.tmpl" in names
     assert not any("__pycache__" in n and "starters" in n for n in names)
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not hasattr(__import__("os"), "fork"), reason="--background forks (POSIX)")
+@pytest.mark.parametrize("template", sorted(SERVERS))
+def test_the_demo_servers_background_step_runs_on_a_free_port_as_the_comments_say(template: str, tmp_path: Path) -> None:
+    """The printed next steps, in a shell: the server on a free port (not 8765/8766), the run against it, then stopped."""
+    assert cli("init", "--template", template, "proj").exit_code == 0
+    script = (
+        f'eval "$({sys.executable} {SERVERS[template]} --background)" && echo "port=$DEMO_PORT" '
+        f"&& {sys.executable} -m evalx run -q; status=$?; kill $DEMO_PID; exit $status"
+    )
+    import os
+
+    env = {k: v for k, v in os.environ.items() if k not in ("DEMO_PORT", "ENGINE_KEY")}
+    proc = subprocess.run(["bash", "-c", script], cwd=tmp_path / "proj", capture_output=True, text=True, timeout=120, env=env)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    port = int(re.search(r"^port=(\d+)$", proc.stdout, re.M).group(1))  # type: ignore[union-attr]
+    assert port not in (0, 8765, 8766)
+    assert f"on http://127.0.0.1:{port}" in proc.stderr and "stop it with: kill $DEMO_PID" in proc.stderr
+    assert "exit 0: every graded cell passed" in proc.stdout
+
+
+def test_init_leaves_an_existing_gitignore_alone(tmp_path: Path) -> None:
+    (tmp_path / "proj").mkdir()
+    (tmp_path / "proj" / ".gitignore").write_text("mine\n", encoding="utf-8")
+    result = cli("init", "proj")
+    assert result.exit_code == 0, result.output
+    assert (tmp_path / "proj" / ".gitignore").read_text(encoding="utf-8") == "mine\n"
+    assert (tmp_path / "proj" / "evalconfig.yaml").is_file()

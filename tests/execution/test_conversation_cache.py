@@ -263,7 +263,7 @@ def test_a_turn_that_fails_in_some_repeats_is_reported_flaky(tmp_path: Path) -> 
       - {id: py, type: python, callable: "agent.py:chat", concurrency: 1}
     """
     config = project(tmp_path, targets, FLAKY_TURNS)
-    code, out, run_dir = run(config, "--repeat", "4")
+    code, out, run_dir = run(config, "--repeat", "4", "-v")  # -v: the full summary lists flaky turns
     assert code == 1, out
     cells = [c for c in read_cells(run_dir) if c["case_id"] == "shaky"]
     assert sorted(c["status"] for c in cells) == ["fail", "fail", "pass", "pass"]

@@ -179,6 +179,10 @@ def test_shard_has_no_gates_and_exits_0_on_failures(tmp_path: Path) -> None:
     assert code == 1 and "min_pass_rate" in output
 
 
+def folder_of(output: str) -> Path:
+    return Path(next(line for line in output.splitlines() if line.startswith("results: ")).removeprefix("results: ").rstrip("/"))
+
+
 def test_empty_shard_exits_0_and_says_so(tmp_path: Path) -> None:
     config = uniform_project(tmp_path, 2)
     codes = {}
@@ -191,7 +195,8 @@ def test_empty_shard_exits_0_and_says_so(tmp_path: Path) -> None:
         code, _, output = codes[i]
         assert code == 0
         assert f"shard {i}/4 is empty: the plan's 2 cases went to the other shards" in output
-        assert "It is empty: the plan has fewer cases than shards." in output
+        assert f"exit 0: shard {i}/4 ran; gates and the baseline are applied by `evalx merge` of every shard" in output  # -q: the reason
+        assert "It is empty: the plan has fewer cases than shards." in (folder_of(output) / "summary.txt").read_text()
     folders = sorted((tmp_path / "runs").iterdir())
     code, output = merge(config, *folders, "-o", tmp_path / "m")
     assert code == 0, output

@@ -253,7 +253,7 @@ def write_project(
 
 def run(project: Path, monkeypatch: pytest.MonkeyPatch, *args: str):  # type: ignore[no-untyped-def]
     monkeypatch.chdir(project)
-    return CliRunner().invoke(main, ["run", *args])
+    return CliRunner().invoke(main, ["run", "-v", *args])  # -v: the full summary (judge costs, inconclusive reasons)
 
 
 def results(project: Path) -> dict[str, dict[str, Any]]:
@@ -654,7 +654,7 @@ def test_a_verdict_quoted_inside_a_sentence_never_passes_a_real_run(
 
 def test_the_judge_example_runs_offline(example_project: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(example_project)
-    res = CliRunner().invoke(main, ["run", "-c", "examples/judge/evalconfig.yaml", "-q"])
+    res = CliRunner().invoke(main, ["run", "-c", "examples/judge/evalconfig.yaml", "-v"])
     assert res.exit_code == 1, res.output  # support-bot-v2's regressions, caught by the judge
     assert "factuality: disagrees: the reference says ['30'], the answer ['14']" in res.stdout
     assert "missing ['Acme Store'] (0/3 samples passed)" in res.stdout

@@ -76,7 +76,7 @@ def project(root: Path) -> Path:
 def test_disagreeing_named_checks_are_listed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     root = project(tmp_path / "p")
     monkeypatch.chdir(root)
-    res = CliRunner().invoke(main, ["run", "--markdown", str(tmp_path / "summary.md")])
+    res = CliRunner().invoke(main, ["run", "-v", "--markdown", str(tmp_path / "summary.md")])
     assert "Traceback" not in res.output, res.output
     (run_dir,) = list((root / "runs").iterdir())
     summary = json.loads((run_dir / "summary.json").read_text())

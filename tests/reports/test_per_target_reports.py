@@ -64,7 +64,7 @@ def _run(tmp_path: Path, *args: str) -> tuple[Any, Path]:
     (tmp_path / "agent.py").write_text(AGENT, encoding="utf-8")
     (tmp_path / "evalconfig.yaml").write_text(CONFIG, encoding="utf-8")
     before = set((tmp_path / "runs").iterdir()) if (tmp_path / "runs").exists() else set()
-    result = CliRunner().invoke(main, ["run", "-c", str(tmp_path / "evalconfig.yaml"), *args])
+    result = CliRunner().invoke(main, ["run", "-c", str(tmp_path / "evalconfig.yaml"), "-v", *args])  # -v: the full summary
     (run_dir,) = set((tmp_path / "runs").iterdir()) - before
     return result, run_dir
 
@@ -257,7 +257,7 @@ def test_matrix_variants_are_reported_per_variant(tmp_path: Path, server: FakeLL
         ),
         encoding="utf-8",
     )
-    result = CliRunner().invoke(main, ["run", "-c", str(config), "--matrix", "--no-cache", "--markdown", str(tmp_path / "m.md")])
+    result = CliRunner().invoke(main, ["run", "-c", str(config), "-v", "--matrix", "--no-cache", "--markdown", str(tmp_path / "m.md")])
     assert result.exit_code == 1, result.output
     lines = result.output.splitlines()
     variants = ["mini[model=model-a]", "mini[model=model-b]"]

@@ -91,11 +91,11 @@ def test_a_hidden_character_in_an_id_is_shown_escaped_in_every_output(tmp_path: 
     shown_zwsp, shown_rlo = "ref\\u200bund", "pay\\u202edlo"
 
     # the terminal summary (stdout) and summary.txt: the failing look-alike is named escaped, nothing hidden is printed
-    for text in (res.stdout, (run_dir / "summary.txt").read_text(encoding="utf-8")):
+    for text, heading in ((res.stdout, "Failing cells (2):"), ((run_dir / "summary.txt").read_text(encoding="utf-8"), "Failed cases:")):
         assert not HIDDEN.search(text.replace("\n", "")), text
-        failed = text.split("Failed cases:")[1]
-        assert f"general/{shown_zwsp} " in failed and f"general/{shown_rlo} " in failed
-        assert "general/refund " not in failed  # the passing one is not confused with it
+        failed = text.split(heading)[1]  # the compact summary / the full one
+        assert f"d/{shown_zwsp} " in failed and f"d/{shown_rlo} " in failed  # dataset/case, the one label
+        assert "d/refund " not in failed  # the passing one is not confused with it
         # the gate report and "vs. previous run" name the newly failing cases escaped too
         gate = next(line for line in text.splitlines() if "no_new_failures" in line)
         assert shown_zwsp in gate and shown_rlo in gate, gate

@@ -60,7 +60,7 @@ def project(tmp_path: Path, body: str, cases: list[dict[str, Any]] | None = None
 
 def run(config: Path, *args: str) -> tuple[int, str, list[dict[str, Any]], dict[str, Any], Path]:
     """``evalx run`` through the CLI; every JSON file of the run is read with a strict parser."""
-    result = CliRunner().invoke(main, ["run", "-c", str(config), *args])
+    result = CliRunner().invoke(main, ["run", "-c", str(config), "-v", *args])  # -v: the full summary
     run_dir = sorted((config.parent / "runs").iterdir(), key=lambda p: p.stat().st_mtime_ns)[-1]
     results = read_cells(run_dir)
     summary = strict_json((run_dir / "summary.json").read_text())

@@ -60,7 +60,7 @@ gates:
 
 def test_swapped_failure_breaks_no_new_failures_and_compare_lists_both(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     root = project(tmp_path, GATES)
-    first = cli(["run", "-q"], root, monkeypatch)
+    first = cli(["run"], root, monkeypatch)
     # first run on a branch: no baseline is a warning, and the gates that need none still decide
     assert first.exit_code == 0, first.output
     assert "warning: no completed run of 'gated'" in first.stderr
@@ -68,7 +68,7 @@ def test_swapped_failure_breaks_no_new_failures_and_compare_lists_both(tmp_path:
     assert "Traceback" not in first.output
 
     (root / "mode.txt").write_text("B")  # alpha now fails, beta now passes: the same 50%
-    second = cli(["run", "-q"], root, monkeypatch)
+    second = cli(["run"], root, monkeypatch)
     assert second.exit_code == 1, second.output
     out = second.stdout
     assert "vs. previous run" in out and "Pass rate: 50.0% → 50.0% (no change)" in out
@@ -101,12 +101,12 @@ def test_swapped_failure_breaks_no_new_failures_and_compare_lists_both(tmp_path:
 
 def test_gates_decide_the_exit_status(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     root = project(tmp_path, "gates: {min_pass_rate: 0.5}\n")
-    held = cli(["run", "-q"], root, monkeypatch)
+    held = cli(["run"], root, monkeypatch)
     assert held.exit_code == 0, held.output  # one case fails, but the gate holds: the gates decide
     assert "✓ min_pass_rate" in held.stdout and "Gates: all held" in held.stdout
 
     (root / "evalconfig.yaml").write_text((root / "evalconfig.yaml").read_text().replace("0.5", "0.75"))
-    breached = cli(["run", "-q", "--json"], root, monkeypatch)
+    breached = cli(["run", "--json"], root, monkeypatch)
     assert breached.exit_code == 1
     gate = json.loads(breached.stdout)["gates"]["results"][0]
     assert (gate["gate"], gate["value"], gate["threshold"], gate["held"]) == ("min_pass_rate", 0.5, 0.75, False)
@@ -115,7 +115,7 @@ def test_gates_decide_the_exit_status(tmp_path: Path, monkeypatch: pytest.Monkey
 def test_per_target_and_per_category_overrides(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     gates = "gates:\n  min_pass_rate: 0.9\n  targets: {bot: {min_pass_rate: 0.5}}\n  categories: {core: {min_pass_rate: 1.0}, extra: {min_pass_rate: 1.0}}\n"
     root = project(tmp_path, gates)
-    res = cli(["run", "-q", "--json"], root, monkeypatch)
+    res = cli(["run", "--json"], root, monkeypatch)
     results = {(r["gate"], r["scope"]): r for r in json.loads(res.stdout)["gates"]["results"]}
     assert results[("min_pass_rate", "target bot")]["held"] is True  # the override replaced 0.9
     assert results[("min_pass_rate", "target bot")]["threshold"] == 0.5
@@ -126,17 +126,17 @@ def test_per_target_and_per_category_overrides(tmp_path: Path, monkeypatch: pyte
 
 def test_cost_and_explicit_baseline(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     root = project(tmp_path, "gates: {max_cost_increase: 0.1}\n")
-    first = cli(["run", "-q"], root, monkeypatch)
+    first = cli(["run"], root, monkeypatch)
     base_id = next((root / "runs").iterdir()).name
     assert first.exit_code == 0
     (root / "bot.py").write_text(BOT.replace("0.01", "0.02"))
     # same process: the module is cached by path, so point the target at a copy
     (root / "bot2.py").write_text(BOT.replace("0.01", "0.02"))
     (root / "evalconfig.yaml").write_text((root / "evalconfig.yaml").read_text().replace("bot.py:answer", "bot2.py:answer"))
-    res = cli(["run", "-q", "--baseline", base_id], root, monkeypatch)
+    res = cli(["run", "--baseline", base_id], root, monkeypatch)
     assert res.exit_code == 1, res.output
     assert "✗ max_cost_increase" in res.stdout and "+100.0%" in res.stdout
-    missing = cli(["run", "-q", "--baseline", "no-such-run"], root, monkeypatch)
+    missing = cli(["run", "--baseline", "no-such-run"], root, monkeypatch)
     assert "warning: no run 'no-such-run'" in missing.stderr and "Traceback" not in missing.output
 
 
@@ -145,7 +145,7 @@ def test_markdown_summary_and_github_step_summary(tmp_path: Path, monkeypatch: p
     (root / "bot.py").write_text(BOT.replace('"wrong"', '"<script>x|y</script>"'))
     step = tmp_path / "step.md"
     step.write_text("earlier step\n")
-    res = cli(["run", "-q", "--markdown", "out/summary.md"], root, monkeypatch, env={"GITHUB_STEP_SUMMARY": str(step)})
+    res = cli(["run", "--markdown", "out/summary.md"], root, monkeypatch, env={"GITHUB_STEP_SUMMARY": str(step)})
     assert res.exit_code == 1
     md = (root / "out/summary.md").read_text()
     assert md.startswith("## ❌ evalx run")
@@ -160,7 +160,7 @@ def test_cost_guard_skips_the_rest_and_exits_1(tmp_path: Path, monkeypatch: pyte
     root = project(tmp_path, defaults="defaults: {concurrency: 1, max_total_cost: 0.025}\n")
     text = (root / "evalconfig.yaml").read_text()
     (root / "evalconfig.yaml").write_text(text[: text.index("datasets:")] + "datasets:\n  - id: d\n    cases:\n" + cases)
-    res = cli(["run", "-q"], root, monkeypatch)
+    res = cli(["run"], root, monkeypatch)
     assert res.exit_code == 1, res.output
     assert "cost guard: spend $0.0200 reached defaults.max_total_cost $0.0250; 3 cells not run" in res.output
     run_dir = next((root / "runs").iterdir())

@@ -323,7 +323,7 @@ def flaky_project(tmp_path: Path, rule: str | None = None) -> Path:
 
 
 def run_project(config: Path) -> tuple[int, str, dict[str, Any], Path]:
-    res = CliRunner().invoke(main, ["run", "-c", str(config)])
+    res = CliRunner().invoke(main, ["run", "-c", str(config), "-v"])  # -v: the full summary lists flaky cases
     (run_dir,) = (config.parent / "runs").iterdir()
     return res.exit_code, res.output, json.loads((run_dir / "summary.json").read_text()), run_dir
 

@@ -237,7 +237,7 @@ def test_run_against_a_v1_baseline(project: Path) -> None:
         (project / "src/evalconfig.yaml").read_text(encoding="utf-8") + "gates:\n  no_new_failures: true\n  max_pass_rate_drop: 0.5\n",
         encoding="utf-8",
     )
-    result = cli("run", "-c", config, "--baseline", RUN1, "-q", mode="2")
+    result = cli("run", "-c", config, "--baseline", RUN1, mode="2")  # the compact summary, then the comparison and gates
     assert result.exit_code == 1, result.output  # no_new_failures breaches for bot-a
     assert "vs. previous run" in result.stdout and RUN1 in result.stdout
     summary = json.loads((new_run(project) / "summary.json").read_text(encoding="utf-8"))

@@ -356,9 +356,10 @@ def test_format_header_and_tables() -> None:
 def test_format_failures_and_facts() -> None:
     text = format_summary(build(sample()))
     assert "Failed cases:\n" in text
-    assert "  rules  billing/wrong-refund — contains: expected 'refund'\n" in text
-    assert "  rules  shipping/crash — error: TargetTimeout: no answer within 120s\n" in text
-    assert "  mini   billing/wrong-refund — contains: expected 'refund'\n" in text
+    # a cell is named dataset/case everywhere (its category is a property, not its name)
+    assert "  rules  golden/wrong-refund — contains: expected 'refund'\n" in text
+    assert "  rules  golden/crash — error: TargetTimeout: no answer within 120s\n" in text
+    assert "  mini   golden/wrong-refund — contains: expected 'refund'\n" in text
     assert re.search(r"^Cost +\$0\.0300 \(\+ \$0\.00500 judge\) · prices missing for 2 cells$", text, re.MULTILINE)
     assert re.search(r"^Duration +1m01\.5s$", text, re.MULTILINE)
     assert re.search(r"^Cache +1 of 6 cells from the response cache \(16\.7%\)$", text, re.MULTILINE)

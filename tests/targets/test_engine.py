@@ -378,7 +378,7 @@ def test_engine_harness_and_golden_trajectories_score_right(tmp_path: Path, engi
     assert reasons("read-within-budget") == ["total_tokens=120 > 50"]
     assert reasons("never-delete") == ["forbidden tool called: delete_file"]
     summary = (run_dir(config) / "summary.txt").read_text()
-    assert "research/eval-2026-04-002 — must_call_tools: missing required tool call: web_search" in summary
+    assert "harness/eval-2026-04-002 — must_call_tools: missing required tool call: web_search" in summary  # dataset/case
 
 
 # ---------------------------------------------------------------- hostile output and secrets

@@ -81,7 +81,7 @@ def config(tmp_path: Path, server: StreamServer, provider: str, model: str, extr
 
 
 def run(path: Path, *args: str) -> tuple[int, str, list[dict[str, Any]], Path]:
-    result = CliRunner().invoke(main, ["run", "-c", str(path), *args])
+    result = CliRunner().invoke(main, ["run", "-c", str(path), "-v", *args])  # -v: the full summary (cost gaps)
     run_dir = sorted((path.parent / "runs").iterdir(), key=lambda p: p.stat().st_mtime_ns)[-1]
     return result.exit_code, result.output, read_cells(run_dir), run_dir
 

@@ -48,7 +48,7 @@ def project(tmp_path: Path, body: str, cases: str = CASES) -> Path:
 
 
 def run(config: Path, *args: str) -> tuple[int, str, list[dict[str, Any]], dict[str, Any]]:
-    result = CliRunner().invoke(main, ["run", "-c", str(config), *args])
+    result = CliRunner().invoke(main, ["run", "-c", str(config), "-v", *args])  # -v: the full summary (cache, cost gaps)
     runs = sorted((config.parent / "runs").iterdir(), key=lambda p: p.stat().st_mtime_ns)
     run_dir = runs[-1]
     results = read_cells(run_dir)

@@ -369,7 +369,7 @@ def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
     if proc.returncode != 0 and "hatchling" in proc.stderr:
         pytest.skip("hatchling is not installed (pip install hatchling)")
     assert proc.returncode == 0, proc.stderr
-    (whl,) = out.glob("evalx-*.whl")
+    (whl,) = out.glob("evalx_runner-*.whl")
     return whl
 
 

@@ -142,13 +142,28 @@ def equals(ctx: AssertionContext, *, value: Any = None, normalize: str | list[st
     return Verdict.no(f"expected {short(expected_text)}, got {short(ctx.text)}")
 
 
+def case_note(missing: list[str], text: str, hint: str = "icontains ignores case") -> str:
+    """What a case-sensitive check's failure says about case: ``(case-sensitive)``, or what the output has in another case.
+
+    ``missing 'forgot password' (case-sensitive: the output has 'Forgot password'; icontains ignores case)``
+    tells a person the check, not the answer, is what to look at.
+    """
+    folded = text.casefold()
+    for needle in missing:
+        at = folded.find(needle.casefold()) if needle else -1
+        if at >= 0 and len(folded) == len(text):  # casefold kept the length: the offset is the text's
+            found = text[at : at + len(needle)]
+            return f"(case-sensitive: the output has {short(found)}; {hint})"
+    return "(case-sensitive)"
+
+
 @assertion("contains", check=needs_value())
 def contains(ctx: AssertionContext, *, value: str | float | None = None) -> Verdict:
     """The output contains the value (case-sensitive)."""
     needle = str(value_or_expected(ctx, value))
     if needle in ctx.text:
         return Verdict.ok(f"contains {short(needle)}")
-    return Verdict.no(f"expected to contain {short(needle)}, got {short(ctx.text)}")
+    return Verdict.no(f"expected to contain {short(needle)} {case_note([needle], ctx.text)}, got {short(ctx.text)}")
 
 
 @assertion("icontains", check=needs_value())
@@ -166,7 +181,9 @@ def starts_with(ctx: AssertionContext, *, value: str | float | None = None) -> V
     prefix = str(value_or_expected(ctx, value))
     if ctx.text.lstrip().startswith(prefix):
         return Verdict.ok(f"starts with {short(prefix)}")
-    return Verdict.no(f"expected to start with {short(prefix)}, got {short(ctx.text)}")
+    return Verdict.no(
+        f"expected to start with {short(prefix)} {case_note([prefix], ctx.text.lstrip()[: len(prefix)], 'a regex with flags: i ignores case')}, got {short(ctx.text)}"
+    )
 
 
 @assertion("contains_all", check=needs_values())
@@ -179,7 +196,7 @@ def contains_all(ctx: AssertionContext, *, values: list[str] | None = None) -> V
     score = 1 - len(missing) / len(needles)
     if not missing:
         return Verdict.ok(f"contains all {len(needles)} values")
-    return Verdict.no(f"missing {', '.join(short(m) for m in missing)} in {short(ctx.text)}", score)
+    return Verdict.no(f"missing {', '.join(short(m) for m in missing)} {case_note(missing, ctx.text)} in {short(ctx.text)}", score)
 
 
 @assertion("contains_any", check=needs_values())
@@ -191,7 +208,7 @@ def contains_any(ctx: AssertionContext, *, values: list[str] | None = None) -> V
     found = [n for n in needles if n in ctx.text]
     if found:
         return Verdict.ok(f"contains {', '.join(short(f) for f in found)}")
-    return Verdict.no(f"expected any of {', '.join(short(n) for n in needles)}, got {short(ctx.text)}")
+    return Verdict.no(f"expected any of {', '.join(short(n) for n in needles)} {case_note(needles, ctx.text)}, got {short(ctx.text)}")
 
 
 _REGEX_FLAGS = {"i": regexes.IGNORECASE, "m": regexes.MULTILINE, "s": regexes.DOTALL, "x": regexes.VERBOSE}

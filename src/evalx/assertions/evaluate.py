@@ -108,7 +108,10 @@ async def evaluate_one(spec: dict[str, Any], ctx: AssertionContext, *, deadline:
         verdict = Verdict(
             not verdict.passed,
             1.0 - verdict.score,
-            f"not: {verdict.reason}" if verdict.reason else "not",
+            # a negated check that fails says what held that must not have: "not: contains 'x'" read as the opposite
+            (f"not: {verdict.reason}" if not verdict.passed else f"must not hold (not: true), but does: {verdict.reason}")
+            if verdict.reason
+            else "not",
             details=verdict.details,
         )
     out: AssertionRecord = {

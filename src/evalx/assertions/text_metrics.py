@@ -4,7 +4,7 @@ Each similarity type scores the output against ``value`` (default: the case's
 ``expected``; a list is several references, the best one counts) from 0 to 1
 and passes when the score reaches ``threshold``. Levenshtein comes from
 ``rapidfuzz`` and BLEU/chrF from ``sacrebleu``: both are the optional extra
-``evalx[text]`` and are imported only when such an assertion runs or is
+``evalx-runner[text]`` and are imported only when such an assertion runs or is
 validated. ROUGE-L is computed here: the ``rouge-score`` package drags in
 nltk, absl and numpy for what is one longest-common-subsequence over tokens.
 """
@@ -24,7 +24,7 @@ from evalx.models import Case, Verdict
 
 #: the default pass mark of each similarity type
 DEFAULT_THRESHOLDS = {"levenshtein": 0.8, "rouge_l": 0.5, "bleu": 0.3, "chrf": 0.8}
-#: the module each type needs from the ``evalx[text]`` extra (None: nothing beyond evalx)
+#: the module each type needs from the ``evalx-runner[text]`` extra (None: nothing beyond evalx)
 _NEEDS = {"levenshtein": "rapidfuzz", "rouge_l": None, "bleu": "sacrebleu", "chrf": "sacrebleu"}
 _THRESHOLD_SCHEMA: JSONObject = {"type": "number", "minimum": 0, "maximum": 1}
 
@@ -36,7 +36,7 @@ def _library(kind: str) -> Any:
     try:
         return importlib.import_module(module)
     except ImportError:
-        raise MissingExtra(f"install evalx[text] for the {kind} assertion") from None
+        raise MissingExtra(f"install evalx-runner[text] for the {kind} assertion") from None
 
 
 def _check(kind: str) -> Callable[[Mapping[str, JSON], Case], str | None]:
@@ -118,7 +118,7 @@ def _similarity(kind: str, ctx: AssertionContext, value: Any, threshold: float |
 
 @assertion("levenshtein", schema={"threshold": _THRESHOLD_SCHEMA}, check=_check("levenshtein"))
 def levenshtein(ctx: AssertionContext, *, value: Any = None, threshold: float | None = None) -> Verdict:
-    """Normalised Levenshtein similarity to value/expected (1 = identical) reaches threshold (0.8); needs evalx[text]."""
+    """Normalised Levenshtein similarity to value/expected (1 = identical) reaches threshold (0.8); needs evalx-runner[text]."""
     return _similarity("levenshtein", ctx, value, threshold)
 
 
@@ -130,13 +130,13 @@ def rouge_l(ctx: AssertionContext, *, value: Any = None, threshold: float | None
 
 @assertion("bleu", schema={"threshold": _THRESHOLD_SCHEMA}, check=_check("bleu"))
 def bleu(ctx: AssertionContext, *, value: Any = None, threshold: float | None = None) -> Verdict:
-    """Smoothed sentence BLEU (sacrebleu, 0..1) against value/expected reaches threshold (0.3); needs evalx[text]."""
+    """Smoothed sentence BLEU (sacrebleu, 0..1) against value/expected reaches threshold (0.3); needs evalx-runner[text]."""
     return _similarity("bleu", ctx, value, threshold)
 
 
 @assertion("chrf", schema={"threshold": _THRESHOLD_SCHEMA}, check=_check("chrf"))
 def chrf(ctx: AssertionContext, *, value: Any = None, threshold: float | None = None) -> Verdict:
-    """Sentence chrF (sacrebleu, 0..1) against value/expected reaches threshold (0.8); needs evalx[text]."""
+    """Sentence chrF (sacrebleu, 0..1) against value/expected reaches threshold (0.8); needs evalx-runner[text]."""
     return _similarity("chrf", ctx, value, threshold)
 
 

@@ -458,6 +458,15 @@ def _json_walk(text: str, max_depth: int | None, first_line: int = 1) -> tuple[d
 # ---------------------------------------------------------------------------- wording
 
 
+def relative_path(path: Path | str) -> str:
+    """``path`` relative to the cwd, even above it (``../app/evalconfig.yaml``): what a run records and reports show,
+    so no report carries an absolute local path, and a command printed with it works from where the run started."""
+    try:
+        return os.path.relpath(path)
+    except ValueError:  # another drive (Windows): no relative form
+        return str(path)
+
+
 def display_path(path: Path) -> str:
     """``path`` as a person would type it here: relative below the cwd, else absolute."""
     try:

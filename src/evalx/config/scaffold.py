@@ -5,6 +5,9 @@ dropped: the starters' Python files are not evalx modules), plus
 ``evalconfig.schema.json`` beside the config for editors (the config's
 ``$schema`` line points at it; ``evalx schema --write`` refreshes it).
 Nothing that exists is overwritten: one existing file and nothing is written.
+A ``.gitignore`` with ``runs/`` and ``.evalx/`` (the run folders and the
+response cache) comes too, unless the folder has one already (it is left
+as it is).
 """
 
 from __future__ import annotations
@@ -13,7 +16,17 @@ from pathlib import Path
 
 from evalx.errors import UnknownTemplate
 
-__all__ = ["DEFAULT_TEMPLATE", "NEXT_STEPS", "SCHEMA_FILE", "TEMPLATES", "UnknownTemplate", "scaffold", "schema_path", "write_schema"]
+__all__ = [
+    "DEFAULT_TEMPLATE",
+    "GITIGNORE",
+    "NEXT_STEPS",
+    "SCHEMA_FILE",
+    "TEMPLATES",
+    "UnknownTemplate",
+    "scaffold",
+    "schema_path",
+    "write_schema",
+]
 
 STARTERS = Path(__file__).with_name("starters")
 #: the starters, in the order ``evalx init --help`` lists them
@@ -22,11 +35,24 @@ DEFAULT_TEMPLATE = "python"
 #: the schema file written beside a config (the scaffolded ``$schema`` line points at it)
 SCHEMA_FILE = "evalconfig.schema.json"
 
+#: what a starter's ``.gitignore`` holds: what a run writes beside the config, results rather than sources
+GITIGNORE = "# evalx: the run folders and the response cache (evalx init)\nruns/\n.evalx/\n"
+
 #: what to do after ``evalx init --template NAME DIR`` (``{dir}`` is DIR)
 NEXT_STEPS = {
     "python": ["cd {dir} && evalx run"],
-    "provider": ["cd {dir}", "python demo_server.py &   # the demo model server (port $DEMO_PORT, default 8765)", "evalx run"],
-    "engine": ["cd {dir}", "python demo_engine.py &   # the demo engine (port $DEMO_PORT, default 8766)", "evalx run"],
+    "provider": [
+        "cd {dir}",
+        'eval "$(python demo_server.py --background)"   # the demo model server, on a free port: exports DEMO_PORT',
+        "evalx run",
+        "kill $DEMO_PID   # stop the demo server",
+    ],
+    "engine": [
+        "cd {dir}",
+        'eval "$(python demo_engine.py --background)"   # the demo engine, on a free port: exports DEMO_PORT',
+        "evalx run",
+        "kill $DEMO_PID   # stop the demo engine",
+    ],
     "judge": ["cd {dir} && evalx run"],
     "matrix": ["cd {dir} && evalx run --matrix"],
 }
@@ -56,6 +82,9 @@ def scaffold(directory: Path, template: str = DEFAULT_TEMPLATE) -> list[Path]:
     for path in files:
         if path.exists() or path.is_symlink():
             raise FileExistsError(str(path))
+    ignore = directory / ".gitignore"
+    if not (ignore.exists() or ignore.is_symlink()):  # the user's own .gitignore is theirs: not an error, left alone
+        files[ignore] = GITIGNORE
     written = []
     for path, text in files.items():
         path.parent.mkdir(parents=True, exist_ok=True)

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 
+from evalx.common.documents import relative_path
 from evalx.common.json_types import JSON, JSONObject, as_object
 from evalx.common.reading import RUN_RECORD, SUMMARY, stored_json
 from evalx.config.loader import Config
@@ -255,7 +256,7 @@ def _merge_locked(
     meta: RunMeta = {
         "run_id": run_id,
         "name": config.name,
-        "config": str(config.path),
+        "config": relative_path(config.path),
         "config_hash": first.meta.get("config_hash"),
         "started_at": started_at,
         "targets": first.meta.get("targets"),
@@ -312,7 +313,7 @@ def _merge_locked(
     summary, warnings = finish_summary(
         figures,
         RunFacts(
-            config=str(config.path),
+            config=relative_path(config.path),
             interrupted=not all(s.complete for s in shards),
             cells_planned=_int(plan.get("plan_cells")),
             cost_guard=_cost_guard(shards),

@@ -65,7 +65,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 #: what ``--executor ray`` says when Ray is not installed
-RAY_MISSING = "--executor ray needs Ray, an optional extra: pip install 'evalx[ray]'"
+RAY_MISSING = "--executor ray needs Ray, an optional extra: pip install 'evalx-runner[ray]'"
 #: how a cell lost with its actor begins its error (``--resume`` runs such cells again)
 WORKER_LOST = "worker lost"
 #: batches in flight per actor

@@ -17,6 +17,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from evalx.common.documents import relative_path
 from evalx.common.json_types import JSONObject, as_array
 from evalx.errors import NothingToRerun, RerunError, ResumeError, writing
 from evalx.execution.plan import Plan, Selection
@@ -180,7 +181,7 @@ def prepare_rerun(config: Config, plan: Plan, rerun: Rerun, run_id: str, run_dir
     meta: RunMeta = {
         "run_id": run_id,
         "name": config.name,
-        "config": str(config.path),
+        "config": relative_path(config.path),
         "config_hash": config_hash,
         "started_at": now.isoformat(timespec="seconds"),
         "started_unix": now.timestamp(),

@@ -17,6 +17,7 @@ import yaml
 
 from evalx.common import written
 from evalx.common.atomic import write_text
+from evalx.common.documents import relative_path
 from evalx.common.json_types import JSONObject, as_array, as_str
 from evalx.common.usercode import user_code_on_path
 from evalx.config.loader import Config
@@ -215,7 +216,7 @@ def _record_run(config: Config, resolved: ResolvedRun, plan: Plan, made: _Run) -
     meta: RunMeta = {
         "run_id": made.run_id,
         "name": config.name,
-        "config": str(config.path),
+        "config": relative_path(config.path),
         "config_hash": config_hash(config),
         "started_at": started.isoformat(timespec="seconds"),
         "targets": plan.target_ids,
@@ -340,7 +341,7 @@ def _finish(
     summary, warnings = finish_summary(
         figures,
         RunFacts(
-            config=str(config.path),
+            config=relative_path(config.path),
             interrupted=stats.interrupted,
             cells_planned=len(plan.cells),
             stopped_early=stopped,

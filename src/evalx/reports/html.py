@@ -70,7 +70,7 @@ from array import array
 from collections.abc import Iterable, Mapping
 from datetime import datetime
 from importlib import resources
-from pathlib import Path
+from pathlib import Path, PurePath, PureWindowsPath
 from typing import Any, TypedDict, cast
 
 import jinja2
@@ -104,6 +104,7 @@ from evalx.results.model import (
     RunSummary,
     TargetFigures,
 )
+from evalx.results.outcome import interruption, resume_command
 from evalx.results.reviews import reviews_line
 from evalx.results.store import read_results
 from evalx.version import __version__
@@ -229,6 +230,7 @@ class _HeaderView(TypedDict):
     latency: dict[str, float | None]
     ttft: dict[str, float | None]
     has_ttft: bool
+    interrupted: _InterruptedView | None
     scope: JSONObject | None
     tokens: dict[str, int]
     cache_hit_ratio: float | None
@@ -927,6 +929,27 @@ def _scope(summary: RunSummary) -> JSONObject | None:
     return None
 
 
+def _config_shown(config: object) -> str:
+    """The config's path as the header shows it: as the run recorded it (relative), or only its name if an older run
+    recorded an absolute local path (a report is shared; the folders of the machine it ran on are nobody's business)."""
+    text = str(config or "")
+    return PurePath(text).name if PurePath(text).is_absolute() or PureWindowsPath(text).is_absolute() else text
+
+
+class _InterruptedView(TypedDict):
+    title: str
+    how: str
+    command: str | None
+
+
+def _interrupted(summary: RunSummary) -> _InterruptedView | None:
+    """An interrupted run's notice, first on the page: how many of the planned cells ran, and the command that finishes it."""
+    stopped = interruption(summary)
+    if stopped is None:
+        return None
+    return {"title": stopped[0], "how": stopped[1], "command": None if summary.get("merged") else resume_command(summary)}
+
+
 def _header(summary: RunSummary, data: _ReportData) -> _HeaderView:
     figures = summary.get("totals") or {}
     totals: CellCounts = {
@@ -990,7 +1013,8 @@ def _header(summary: RunSummary, data: _ReportData) -> _HeaderView:
     return {
         "run_id": clean_text(summary.get("run_id") or ""),
         "name": clean_text(summary.get("name") or ""),
-        "config": clean_text(summary.get("config") or ""),
+        "config": clean_text(_config_shown(summary.get("config"))),
+        "interrupted": _interrupted(summary),
         "started_at": summary.get("started_at"),
         "duration_s": finite(summary.get("duration_s")),
         "status": status,

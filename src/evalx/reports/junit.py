@@ -6,7 +6,7 @@ against it). Layout::
 
     <testsuites name tests failures errors time>   (the XSD allows no `skipped` and no <properties> here)
       <testsuite name=<target> tests failures errors skipped time timestamp>
-        <properties>...run_id, repeat_pass_rule...</properties>   in the first <testsuite> only
+        <properties>[interrupted, resume,] run_id, repeat_pass_rule</properties>   in the first <testsuite> only
         <testcase classname="<target>.<dataset>" name="<case_id>" time>   one a case and target, repeats folded in
           <failure|error|skipped .../>     at most one, by the case's status
           <flakyFailure|flakyError .../>   a passing case: one per repeat that did not pass
@@ -78,7 +78,7 @@ import os
 import re
 import tempfile
 import xml.etree.ElementTree as ET
-from collections.abc import Generator, Iterable, Iterator, Mapping
+from collections.abc import Generator, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -90,9 +90,10 @@ from evalx.errors import writing
 from evalx.reports.spool import Spool
 from evalx.results.display import BODY_CHARS, IDENT_CHARS
 from evalx.results.model import AssertionRecord, CellOutput, CellResult
+from evalx.results.outcome import interruption
 from evalx.results.repeats import DEFAULT_RULE, RULES, Tally, case_status
 
-__all__ = ["FLAVORS", "PASSES", "JUnitStream", "classname_part", "write_junit", "xml_safe"]
+__all__ = ["FLAVORS", "PASSES", "JUnitStream", "classname_part", "run_notes", "write_junit", "xml_safe"]
 
 #: ``standard``: valid against junit-10.xsd; ``extended``: also ``file``/``line`` attributes on each testcase
 FLAVORS = ("standard", "extended")
@@ -721,7 +722,7 @@ class _SuiteWriter:
                 if passed.notes is not None:
                     passed.notes.close()
 
-    def write(self, fh: IO[str], *, name: str, run_id: str, stamp: str, rule: str) -> None:
+    def write(self, fh: IO[str], *, name: str, run_id: str, stamp: str, rule: str, notes: Sequence[tuple[str, str]] = ()) -> None:
         suites = list(self.suites.values())
         root = _element(
             "testsuites",
@@ -753,6 +754,8 @@ class _SuiteWriter:
             )
             if number == 0:  # run-wide: once in the file (the XSD allows no <properties> under <testsuites>)
                 properties = _new("properties", {})
+                for key, value in notes:  # first: an interrupted run's notice and resume command
+                    properties.append(_element("property", {"name": key, "value": value}))
                 properties.append(_element("property", {"name": "run_id", "value": run_id}))
                 properties.append(_element("property", {"name": "repeat_pass_rule", "value": rule}))
                 suite_el.append(properties)
@@ -874,10 +877,21 @@ class JUnitStream:
     def close(self) -> None:
         self.writer.close()
 
-    def finish(self, path: Path, *, name: str, run_id: str, timestamp: str | None = None, repeat_pass_rule: str = DEFAULT_RULE) -> None:
-        """Write the file (atomically) from what was added."""
+    def finish(
+        self,
+        path: Path,
+        *,
+        name: str,
+        run_id: str,
+        timestamp: str | None = None,
+        repeat_pass_rule: str = DEFAULT_RULE,
+        notes: Sequence[tuple[str, str]] = (),
+    ) -> None:
+        """Write the file (atomically) from what was added (``notes``: run-wide properties written first)."""
         self._flush()
-        _write_file(self.writer, Path(path), name=name, run_id=run_id, stamp=timestamp or _timestamp(run_id), rule=repeat_pass_rule)
+        _write_file(
+            self.writer, Path(path), name=name, run_id=run_id, stamp=timestamp or _timestamp(run_id), rule=repeat_pass_rule, notes=notes
+        )
 
 
 def _stream(results: Iterable[CellResult], writer: _SuiteWriter) -> None:
@@ -963,6 +977,7 @@ def write_junit(
     repeat_pass_rule: str = DEFAULT_RULE,
     flavor: str = "standard",
     passes: str = "all",
+    notes: Sequence[tuple[str, str]] = (),
 ) -> None:
     """Write the cells in ``results`` as JUnit XML to ``path`` (atomically).
 
@@ -981,7 +996,9 @@ def write_junit(
     junit-10.xsd; :data:`FLAVORS`). ``passes`` ``summary`` writes every case
     that did not pass as ``all`` does and, for each target and dataset, one
     ``<testcase>`` named ``passed cases`` whose ``<system-out>`` lists
-    the passing ids, one a line (:data:`PASSES`; for huge suites).
+    the passing ids, one a line (:data:`PASSES`; for huge suites). ``notes``
+    are run-wide properties written before ``run_id`` (an interrupted run's
+    ``interrupted`` and ``resume``: :func:`run_notes`).
     """
     if passes not in PASSES:
         raise ValueError(f"unknown junit passes {passes!r} (one of {', '.join(PASSES)})")
@@ -1026,12 +1043,22 @@ def write_junit(
                         _sorted(again(), writer)
                 else:
                     _sorted(again(), writer)
-            _write_file(writer, path, name=name, run_id=run_id, stamp=stamp, rule=repeat_pass_rule)
+            _write_file(writer, path, name=name, run_id=run_id, stamp=stamp, rule=repeat_pass_rule, notes=notes)
         finally:
             writer.close()
 
 
-def _write_file(writer: _SuiteWriter, path: Path, *, name: str, run_id: str, stamp: str, rule: str) -> None:
+def run_notes(summary: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """The run-wide properties that come first: ``interrupted`` (``INTERRUPTED: N of M planned cells``) and ``resume``."""
+    stopped = interruption(summary)
+    if stopped is None:
+        return []
+    return [("interrupted", stopped[0]), ("resume", stopped[1].removeprefix("resume: "))]
+
+
+def _write_file(
+    writer: _SuiteWriter, path: Path, *, name: str, run_id: str, stamp: str, rule: str, notes: Sequence[tuple[str, str]] = ()
+) -> None:
     # written beside the target and renamed: CI never reads a half-written file
     with atomic_write(path, errors="xmlcharrefreplace", newline="\n") as fh:
-        writer.write(fh, name=name, run_id=run_id, stamp=stamp, rule=rule)
+        writer.write(fh, name=name, run_id=run_id, stamp=stamp, rule=rule, notes=notes)

@@ -22,6 +22,7 @@ from evalx.results.figures import finite
 from evalx.results.figures import pct as _pct
 from evalx.results.figures import usd as _usd
 from evalx.results.model import RunSummary, TargetFigures
+from evalx.results.outcome import interruption
 from evalx.results.reviews import reviews_line
 from evalx.results.summary import listed_failures, unlisted
 
@@ -43,9 +44,18 @@ def markdown_summary(summary: RunSummary) -> str:
     p99 = (summary.get("latency_ms") or {}).get("p99")
     per_target = summary.get("per_target") or {}
     several = len(per_target) > 1  # different models: no pooled headline, a row and a table per target
-    lines = [
-        f"## {icon} evalx run `{md_escape(summary.get('run_id', ''))}`{name}",
-        "",
+    stopped = interruption(summary)
+    if stopped:  # first, in the heading: the figures below are a part of the plan
+        how = stopped[1].removeprefix("resume: ")
+        lines = [
+            f"## ⏹️ {stopped[0]} — evalx run `{md_escape(summary.get('run_id', ''))}`{name}",
+            "",
+            f"> Resume: `{how}`" if how != stopped[1] else f"> {md_escape(how)}",
+            "",
+        ]
+    else:
+        lines = [f"## {icon} evalx run `{md_escape(summary.get('run_id', ''))}`{name}", ""]
+    lines += [
         (f"**{len(per_target)} targets**" if several else f"**Pass rate {_pct(totals.get('pass_rate'))}**")
         + f" · {totals.get('cells', 0)} cells: {totals.get('pass', 0)} pass · "
         f"{totals.get('fail', 0)} fail · {totals.get('error', 0)} error · {totals.get('skipped', 0)} skipped"

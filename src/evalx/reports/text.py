@@ -1,4 +1,18 @@
-"""The terminal and ``summary.txt`` text of a run's summary (``summary.json``'s content)."""
+"""The terminal and ``summary.txt`` text of a run's summary (``summary.json``'s content).
+
+Three lengths of one story, each opening with ``INTERRUPTED: ...`` and the
+resume command when the run was interrupted:
+
+- :func:`format_summary`, the full text: ``summary.txt`` and ``evalx run -v``;
+- :func:`format_compact`, what ``evalx run`` prints: a headline per target,
+  the failing cells with their reasons, and where the full report is (about
+  twenty lines for the default run, however large the run);
+- :func:`format_headline`, what ``--quiet`` prints (with the exit reason).
+
+A cell is named the same way everywhere: ``dataset/case`` (and ``#rN`` for a
+repeat), :func:`evalx.results.display.cell_label`. Tables have one style: a
+header, a rule of ``-`` under each column, the rows.
+"""
 
 from __future__ import annotations
 
@@ -8,7 +22,7 @@ from collections.abc import Callable, Mapping
 from tabulate import tabulate  # type: ignore[import-untyped,unused-ignore]  # no stubs shipped
 
 from evalx.reports.pairwise import disagreement_lines, pairwise_lines
-from evalx.results.display import one_line, show_id
+from evalx.results.display import cell_label, one_line, show_id
 from evalx.results.figures import ci as _ci
 from evalx.results.figures import clip as _clip
 from evalx.results.figures import count as _count
@@ -17,10 +31,23 @@ from evalx.results.figures import ms as _ms
 from evalx.results.figures import pct as _pct
 from evalx.results.figures import usd as _usd
 from evalx.results.model import CellCounts, Distribution, FlakyCase, FlakyTurn, GroupFigures, RunSummary, TargetFigures
+from evalx.results.outcome import interruption
 from evalx.results.reviews import reviews_line
 from evalx.results.summary import listed_failures, unlisted
 
-__all__ = ["cost_gaps", "flaky_lines", "flaky_turn_lines", "format_summary", "one_line", "pooled_footnote", "show_id", "tokens_shown"]
+__all__ = [
+    "cost_gaps",
+    "flaky_lines",
+    "flaky_turn_lines",
+    "format_compact",
+    "format_headline",
+    "format_summary",
+    "one_line",
+    "pooled_footnote",
+    "show_id",
+    "text_table",
+    "tokens_shown",
+]
 
 #: paints text with ANSI styles (``paint("3 fail", "red")``), or returns it as it is
 Paint = Callable[..., str]
@@ -29,6 +56,8 @@ Paint = Callable[..., str]
 MAX_FLAKY_LINES = 20
 #: failing cases listed in the text summary
 MAX_FAILURE_LINES = 30
+#: failing cells, and targets, the compact summary lists
+COMPACT_LINES = 10
 #: rows of a table of targets, or of one target's categories / difficulties, before "… and N more": the
 #: summary is as long for a million cells, or a matrix of thousands of variants, as for ten
 MAX_TABLE_ROWS = 25
@@ -73,7 +102,7 @@ def flaky_lines(flaky: list[FlakyCase], paint: Paint) -> list[str]:
     """``  target  dataset/case  k/N  verdict`` lines for flaky cases, aligned."""
     if not flaky:
         return []
-    labels = [f"{show_id(f.get('dataset'))}/{show_id(f.get('case_id'))}" for f in flaky]
+    labels = [cell_label(f.get("dataset"), f.get("case_id")) for f in flaky]
     width = max(len(show_id(f["target"])) for f in flaky)
     label_width = min(max(len(label) for label in labels), 60)
     out = []
@@ -89,7 +118,7 @@ def flaky_turn_lines(flaky: list[FlakyTurn]) -> list[str]:
     """``  target  dataset/case  turn N  k/N`` lines for flaky turns of conversations, aligned."""
     if not flaky:
         return []
-    labels = [f"{show_id(f.get('dataset'))}/{show_id(f.get('case_id'))}" for f in flaky]
+    labels = [cell_label(f.get("dataset"), f.get("case_id")) for f in flaky]
     width = max(len(show_id(f["target"])) for f in flaky)
     label_width = min(max(len(label) for label in labels), 60)
     turn_width = max(len(str(f["turn"])) for f in flaky)
@@ -109,6 +138,129 @@ def _more(total: int, what: str) -> list[str]:
     return [f"  … and {left:,} more {what} (summary.json)"] if left > 0 else []
 
 
+def text_table(rows: list[list[str]], headers: list[str], numeric_from: int = 1) -> str:
+    """evalx's one table style: the header, a rule of ``-`` sized to each column, the rows (numbers right-aligned)."""
+    # "plain" with the header as a row, plus a rule sized to each column: tabulate's
+    # header padding would otherwise add two blanks to every column
+    widths = [max(len(_SGR.sub("", str(row[i]))) for row in [headers, *rows]) for i in range(len(headers))]
+    rule = ["-" * w for w in widths]
+    align = ["left"] * numeric_from + ["right"] * (len(headers) - numeric_from)
+    return str(tabulate([headers, rule, *rows], tablefmt="plain", disable_numparse=True, colalign=align))
+
+
+def _painter(color: bool) -> Paint:
+    def paint(text: str, *styles: str) -> str:
+        if not color or not styles:
+            return text
+        codes = ";".join(_ANSI[s] for s in styles)
+        return f"\x1b[{codes}m{text}\x1b[0m"
+
+    return paint
+
+
+def _interrupted_lines(summary: RunSummary, paint: Paint) -> list[str]:
+    """``INTERRUPTED: N of M planned cells`` and the resume command, first in every text; nothing for a finished run."""
+    stopped = interruption(summary)
+    return [paint(stopped[0], "red", "bold"), stopped[1]] if stopped else []
+
+
+def _counts_text(c: CellCounts | GroupFigures, paint: Paint) -> str:
+    parts = [paint(f"{c['pass']} pass", "green") if c["pass"] else "0 pass"]
+    parts.append(paint(f"{c['fail']} fail", "red") if c["fail"] else "0 fail")
+    if c["error"]:
+        parts.append(paint(f"{c['error']} error", "red"))
+    if c["skipped"]:
+        parts.append(paint(f"{c['skipped']} skipped", "yellow"))
+    return " · ".join(parts)
+
+
+def _headline(summary: RunSummary, paint: Paint, limit: int) -> list[str]:
+    """The run's first lines: interrupted or not, its id and name, and each target's pass rate with its counts."""
+    totals = summary["totals"]
+    per_target = summary.get("per_target") or {}
+    duration = summary.get("duration_s")
+    lines = _interrupted_lines(summary, paint)
+    lines.append(
+        paint(f"Run {summary['run_id']}", "bold")
+        + (f"  {one_line(summary['name'])}" if summary.get("name") else "")
+        + f"  ·  {totals['cells']:,} cell{'s' if totals['cells'] != 1 else ''}"
+        + (f" in {_duration(duration)}" if isinstance(duration, (int, float)) else "")
+    )
+    rows = list(per_target.items())[:limit]
+    if not rows:
+        return lines
+    ids = [show_id(target_id) for target_id, _ in rows]
+    width = max(len("target"), *map(len, ids))
+    for shown, (_, t) in zip(ids, rows):
+        ci = f"  (95% CI {_ci(t['pass_rate_ci'])})" if t.get("pass_rate_ci") else ""
+        lines.append(f"  {shown.ljust(width)}  {paint(_pct(t.get('pass_rate')).rjust(6), 'bold')}  {_counts_text(t, paint)}{ci}")
+    if len(per_target) > limit:
+        lines.append(f"  … and {len(per_target) - limit:,} more targets (summary.txt)")
+    return lines
+
+
+def _failure_lines(summary: RunSummary, paint: Paint, limit: int) -> list[str]:
+    """``  target  dataset/case — reason`` for the failing and erroring cells, the first ``limit`` lines of them; an error
+    cells of a target share is one line with their count (:func:`~evalx.results.summary.listed_failures`)."""
+    listed = listed_failures(summary)[:limit]
+    if not listed:
+        return []
+    width = max(len(show_id(entry.row["target"])) for entry in listed)
+    lines = []
+    for entry in listed:
+        f = entry.row
+        reason = one_line(f.get("reason") or "")
+        if f.get("status") == "error":
+            reason = f"error: {reason}"
+        label = cell_label(f.get("dataset"), f.get("case_id"), f.get("repeat"))
+        if entry.count > 1:  # an error these cells share, said once
+            label = f"{entry.count} cells (first {label})"
+        line = _clip(f"  {show_id(f['target']).ljust(width)}  {label} — {reason}", LINE_WIDTH)
+        lines.append(paint(line, "red") if f.get("status") == "error" else line)
+    not_listed = unlisted(summary, listed)
+    if not_listed:
+        lines.append(f"  … and {not_listed:,} more")
+    return lines
+
+
+def _inconclusive_text(summary: RunSummary) -> str | None:
+    """Why cells were skipped, with what to do about a missing judge; None when every assertion was graded."""
+    n = summary.get("inconclusive_assertions") or 0
+    if not n:
+        return None
+    reasons = summary.get("inconclusive_reasons") or {}
+    why = "; ".join(f"{count} {one_line(reason)}" for reason, count in list(reasons.items())[:3])
+    text = f"{n} assertion{'s' if n != 1 else ''} could not be graded (no verdict, not failures)" + (f": {why}" if why else "")
+    if any("no judge configured" in str(reason) for reason in reasons):
+        text += " — add one: `judge: {target: ID}` names a model target (docs/judge.md)"
+    return text
+
+
+def format_headline(summary: RunSummary, *, color: bool = False) -> str:
+    """What ``--quiet`` prints: the interrupted notice, the run line and each target's pass rate."""
+    return "\n".join(_headline(summary, _painter(color), MAX_TABLE_ROWS)) + "\n"
+
+
+def format_compact(summary: RunSummary, *, color: bool = False, where: str | None = None) -> str:
+    """What ``evalx run`` prints: the headline per target, the failing cells with their reasons, and where the rest is.
+
+    ``where``: the run's folder as the reader should see it (``runs/<id>``);
+    the full summary is its ``summary.txt`` (or ``-v``), every cell its ``report.html``.
+    """
+    paint = _painter(color)
+    lines = _headline(summary, paint, COMPACT_LINES)
+    failures = _failure_lines(summary, paint, COMPACT_LINES)
+    if failures:
+        total = summary.get("failures_total", len(summary.get("failures") or []))
+        lines += ["", f"Failing cells ({total:,}):", *failures]
+    skipped = _inconclusive_text(summary)
+    if skipped:
+        lines += ["", paint(_clip(f"Skipped: {skipped}", 2 * LINE_WIDTH), "yellow")]
+    if where:
+        lines += ["", f"Full summary: {where}/summary.txt (or -v) · every cell: {where}/report.html"]
+    return "\n".join(lines) + "\n"
+
+
 def format_summary(summary: RunSummary, *, color: bool = False, flaky_list: bool = True, pairwise: bool = True) -> str:
     """The text shown at the end of a run and stored as ``summary.txt``.
 
@@ -116,12 +268,7 @@ def format_summary(summary: RunSummary, *, color: bool = False, flaky_list: bool
     ``pairwise=False`` the pairwise comparisons (the matrix view of a
     ``--matrix`` run shows both itself).
     """
-
-    def paint(text: str, *styles: str) -> str:
-        if not color or not styles:
-            return text
-        codes = ";".join(_ANSI[s] for s in styles)
-        return f"\x1b[{codes}m{text}\x1b[0m"
+    paint = _painter(color)
 
     def counts_row(c: CellCounts) -> list[str]:
         return [
@@ -133,13 +280,7 @@ def format_summary(summary: RunSummary, *, color: bool = False, flaky_list: bool
             _pct(c["pass_rate"]),
         ]
 
-    def table(rows: list[list[str]], headers: list[str], numeric_from: int = 1) -> str:
-        # "plain" with the header as a row, plus a rule sized to each column: tabulate's
-        # header padding would otherwise add two blanks to every column
-        widths = [max(len(_SGR.sub("", str(row[i]))) for row in [headers, *rows]) for i in range(len(headers))]
-        rule = ["─" * w for w in widths]
-        align = ["left"] * numeric_from + ["right"] * (len(headers) - numeric_from)
-        return str(tabulate([headers, rule, *rows], tablefmt="plain", disable_numparse=True, colalign=align))
+    table = text_table
 
     totals = summary["totals"]
     per_target = summary.get("per_target") or {}
@@ -147,6 +288,7 @@ def format_summary(summary: RunSummary, *, color: bool = False, flaky_list: bool
     # say nothing about any of them, so the headline and the breakdowns are per target
     several = len(per_target) > 1
     lines = [
+        *_interrupted_lines(summary, paint),
         paint(f"Run {summary['run_id']}", "bold") + (f"  {one_line(summary['name'])}" if summary.get("name") else ""),
         (f"{len(per_target)} targets · " if several else "")
         + f"{totals['cells']} cells: "
@@ -272,26 +414,9 @@ def format_summary(summary: RunSummary, *, color: bool = False, flaky_list: bool
     if disagreements:
         lines += ["", *disagreements]
 
-    failing = listed_failures(summary)
-    if failing:
-        listed_here = failing[:MAX_FAILURE_LINES]
-        width = max(len(show_id(entry.row["target"])) for entry in listed_here)
-        lines += ["", "Failed cases:"]
-        for entry in listed_here:
-            f = entry.row
-            case = f"{show_id(f.get('category') or 'general')}/{show_id(f.get('case_id'))}"
-            if isinstance(f.get("repeat"), int) and f["repeat"] > 0:
-                case += f" #r{f['repeat']}"
-            if entry.count > 1:  # an error these cells share, said once
-                case = f"{entry.count} cells (first {case})"
-            reason = one_line(f.get("reason") or "")
-            if f.get("status") == "error":
-                reason = f"error: {reason}"
-            line = _clip(f"  {show_id(f['target']).ljust(width)}  {case} — {reason}", LINE_WIDTH)
-            lines.append(paint(line, "red") if f.get("status") == "error" else line)
-        not_listed = unlisted(summary, listed_here)
-        if not_listed:
-            lines.append(f"  … and {not_listed} more")
+    failures = _failure_lines(summary, paint, MAX_FAILURE_LINES)
+    if failures:
+        lines += ["", "Failed cases:", *failures]
 
     lines.append("")
     cost = _usd(summary.get("cost_usd"))
@@ -341,12 +466,9 @@ def format_summary(summary: RunSummary, *, color: bool = False, flaky_list: bool
                 ),
             )
         )
-    if summary.get("inconclusive_assertions"):
-        n = summary["inconclusive_assertions"]
-        reasons = summary.get("inconclusive_reasons") or {}
-        why = "; ".join(f"{count} {one_line(reason)}" for reason, count in list(reasons.items())[:3])
-        text = f"{n} assertion{'s' if n != 1 else ''} could not be graded (no verdict, not failures)" + (f": {why}" if why else "")
-        facts.append(("Inconclusive", paint(_clip(text, LINE_WIDTH), "yellow")))
+    inconclusive = _inconclusive_text(summary)
+    if inconclusive:
+        facts.append(("Inconclusive", paint(_clip(inconclusive, 2 * LINE_WIDTH), "yellow")))
     reviewed = reviews_line(summary)
     if reviewed:
         facts.append(("Reviewed", paint(reviewed, "yellow")))

@@ -27,7 +27,7 @@ from typing import Protocol
 
 from evalx.errors import EvalxError
 from evalx.reports.html import HtmlStream, write_html
-from evalx.reports.junit import JUnitStream, write_junit
+from evalx.reports.junit import JUnitStream, run_notes, write_junit
 from evalx.results.model import BaselineView, CellResult, RunSummary
 
 __all__ = ["Outputs", "ReportWriter", "copies", "report_writers"]
@@ -109,11 +109,20 @@ class _JUnit:
         if self.stream is None:  # a flavour, never offered a cell (an empty run): written from the file all the same
             self.rebuild(c.run_dir / "results.jsonl")
             return
-        self.stream.finish(self.path, name=c.name, run_id=c.run_id, repeat_pass_rule=c.rule)
+        self.stream.finish(self.path, name=c.name, run_id=c.run_id, repeat_pass_rule=c.rule, notes=run_notes(c.summary))
 
     def rebuild(self, results: Path) -> None:
         c = self.ctx
-        write_junit(results, self.path, name=c.name, run_id=c.run_id, repeat_pass_rule=c.rule, flavor=self.flavor, passes=c.junit_passes)
+        write_junit(
+            results,
+            self.path,
+            name=c.name,
+            run_id=c.run_id,
+            repeat_pass_rule=c.rule,
+            flavor=self.flavor,
+            passes=c.junit_passes,
+            notes=run_notes(c.summary),
+        )
 
     def close(self) -> None:
         if self.stream is not None:

@@ -37,6 +37,7 @@ __all__ = [
     "BODY_CHARS",
     "IDENT_CHARS",
     "TerminalSafeStream",
+    "cell_label",
     "describe_hidden",
     "escape",
     "has_hidden",
@@ -103,6 +104,16 @@ def show_id(value: Any) -> str:
     if text.isascii() and text.isprintable() and "\\" not in text:
         return text
     return _IDENT.sub(_escaped, text)
+
+
+def cell_label(dataset: Any, case_id: Any, repeat: Any = 0) -> str:
+    """A case (or one repeat of it) as every report names it: ``dataset/case`` (``dataset/case #r2``), ids shown safely.
+
+    The one label: the dataset and the case id are what identify a case (as in
+    JUnit's ``classname`` and ``name``); a category is a property, never a name.
+    """
+    label = f"{show_id(dataset)}/{show_id(case_id)}"
+    return f"{label} #r{repeat}" if isinstance(repeat, int) and not isinstance(repeat, bool) and repeat > 0 else label
 
 
 def has_hidden(value: Any) -> bool:

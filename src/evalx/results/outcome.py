@@ -38,8 +38,11 @@ __all__ = [
     "RUN_KEYS",
     "RunFacts",
     "decide_exit",
+    "exit_reason",
     "finish_summary",
+    "interruption",
     "restore_summary",
+    "resume_command",
 ]
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INCOMPLETE = 0, 1, 2, 3
@@ -172,3 +175,60 @@ def decide_exit(summary: RunSummary, *, target_failed: bool = False) -> int:
     if code == EXIT_OK and nothing_graded(summary):  # all skipped: a run that checked nothing never passes CI
         code = EXIT_FAILED
     return code
+
+
+def resume_command(summary: Mapping[str, Any]) -> str:
+    """The exact command that finishes this run: ``evalx run [-c CONFIG] --resume RUN_ID`` (from where it was started)."""
+    import shlex
+
+    config = str(summary.get("config") or "evalconfig.yaml")
+    option = "" if config == "evalconfig.yaml" else f" -c {shlex.quote(config)}"
+    return f"evalx run{option} --resume {shlex.quote(str(summary.get('run_id') or 'RUN'))}"
+
+
+def interruption(summary: Mapping[str, Any]) -> tuple[str, str] | None:
+    """An interrupted run's first lines in every report: ``INTERRUPTED: 553 of 5,200 planned cells`` and how to finish it; else None."""
+    if not summary.get("interrupted"):
+        return None
+    done = int((summary.get("totals") or {}).get("cells") or 0)
+    planned = summary.get("cells_planned")
+    shard = summary.get("shard")
+    if isinstance(shard, Mapping) and isinstance(shard.get("plan_cells"), int):
+        planned = planned if isinstance(planned, int) else shard["plan_cells"]
+    headline = f"INTERRUPTED: {done:,} of {planned:,} planned cells" if isinstance(planned, int) else f"INTERRUPTED after {done:,} cells"
+    merged = summary.get("merged")
+    if isinstance(merged, Mapping):  # a merge of shards, some incomplete: each is resumed where it ran, then merged again
+        return headline, "resume each incomplete shard with `evalx run --resume RUN` where it ran, then `evalx merge` again"
+    return headline, f"resume: {resume_command(summary)}"
+
+
+def exit_reason(summary: RunSummary, exit_code: int) -> str:
+    """Why the run exits as it does, in one line (``--quiet`` prints the headline and this)."""
+    totals = summary["totals"]
+    stopped = interruption(summary)
+    if stopped is not None:
+        return f"exit {exit_code}: {stopped[0].split(': ', 1)[-1]} ran (interrupted)"
+    if exit_code == EXIT_INCOMPLETE:
+        return f"exit {exit_code}: the run could not complete (every cell of a target errored)"
+    graded = nothing_graded(summary)
+    if graded and exit_code == EXIT_FAILED:
+        return f"exit {exit_code}: {graded}"
+    guard = summary.get("cost_guard")
+    if guard is not None and guard["skipped"] and exit_code == EXIT_FAILED:
+        return f"exit {exit_code}: the cost guard stopped the run ({guard['skipped']} cells not run)"
+    gates = summary.get("gates")
+    if gates is not None and gates["active"]:
+        if gates["passed"]:
+            return f"exit {exit_code}: every gate held"
+        broken = list(dict.fromkeys(f"{r['gate']} ({r['scope']})" for r in gates["results"] if r["held"] is False))
+        return f"exit {exit_code}: gate{'s' if len(broken) != 1 else ''} breached: {', '.join(broken) or 'see the gate report'}"
+    shard = summary.get("shard")
+    if shard is not None:
+        return f"exit {exit_code}: shard {shard['index']}/{shard['count']} ran; gates and the baseline are applied by `evalx merge` of every shard"
+    cases = totals["case_level"]
+    if cases["fail"] or cases["error"]:
+        parts = [f"{cases['fail']} failed"] if cases["fail"] else []
+        parts += [f"{cases['error']} errored"] if cases["error"] else []
+        unit = "case" if summary.get("repeats") else "cell"
+        return f"exit {exit_code}: {' and '.join(parts)} {unit}{'s' if cases['fail'] + cases['error'] != 1 else ''}"
+    return f"exit {exit_code}: every graded cell passed"
