@@ -106,5 +106,8 @@ def test_validate_knows_the_names_a_target_template_renders_with() -> None:
     from evalx.targets.base import template_context
 
     cell = Cell(index=0, target="t", dataset="d", case=Case(id="a", input="x"), repeat=0)
-    context = template_context(cell, RunContext(run_id="r", config_dir=Path(".")), {"id": "t"})
+    from evalx.targets.spec import PythonTargetSpec
+
+    entry = PythonTargetSpec(id="t", type="python", callable="m:f")
+    context = template_context(cell, RunContext(run_id="r", config_dir=Path(".")), entry, {"id": "t"})
     assert set(context) | {"turn"} == set(TEMPLATE_NAMES)  # `turn`: an engine body's, in a conversation

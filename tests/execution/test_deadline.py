@@ -180,10 +180,12 @@ def test_the_watchdog_stops_only_a_cell_that_holds_the_loop_past_its_deadline() 
         deadline = Deadline(0.0)
         deadline.task = asyncio.current_task()
         live[deadline] = None
-        with Watchdog(live, grace_s=0.0, period_s=0.05):
+        # a period long enough that a busy machine never stalls a runnable loop that long (a stall of a period
+        # while the cell's step runs would read as holding the loop)
+        with Watchdog(live, grace_s=0.0, period_s=0.5):
             stopped_while_awaiting = False
             try:
-                for _ in range(200):  # about a second of turns, each giving the loop back
+                for _ in range(300):  # about three periods of turns, each giving the loop back
                     await asyncio.sleep(0.005)
             except HeldTheLoop:
                 stopped_while_awaiting = True

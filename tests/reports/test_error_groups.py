@@ -39,20 +39,20 @@ def _project(tmp_path: Path) -> Path:
 
 def test_a_shared_error_is_one_line_with_its_count(tmp_path: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
     monkeypatch.chdir(_project(tmp_path))
-    result = CliRunner().invoke(main, ["run", "-q", "--markdown", "summary.md"])
+    result = CliRunner().invoke(main, ["run", "-v", "--markdown", "summary.md"])
     assert result.exit_code == 1, result.output
     (run_dir,) = Path("runs").iterdir()
     summary = json.loads((run_dir / "summary.json").read_text())
     assert summary["error_groups"] == [
         {"target": "bot", "reason": "ConnectionError: the knowledge base is down", "count": 30},
     ]
-    shared = "bot  30 cells (first general/kb00) — error: ConnectionError: the knowledge base is down"
+    shared = "bot  30 cells (first smoke/kb00) — error: ConnectionError: the knowledge base is down"
     for text in (result.stdout, (run_dir / "summary.txt").read_text()):
         failed = text.split("Failed cases:\n", 1)[1].split("\n\n", 1)[0].splitlines()
         assert [line.strip() for line in failed] == [
             shared,
-            "bot  general/odd — error: ValueError: an odd one",
-            "bot  general/wrong — equals: expected 'yes', got 'no'",
+            "bot  smoke/odd — error: ValueError: an odd one",
+            "bot  smoke/wrong — equals: expected 'yes', got 'no'",
         ], text
     markdown = Path("summary.md").read_text()
     assert "| bot | 30 cells (first smoke/kb00) | ConnectionError: the knowledge base is down |" in markdown
