@@ -300,6 +300,101 @@ def test_more_actors_than_the_cluster_can_hold_fail_up_front(ray_local: Any, tmp
     assert "the Ray actors need 8 CPUs (target: 8 x 1) and the cluster has 4" in result.output
 
 
+def test_whatever_a_target_returns_a_ray_run_gives_the_local_results(ray_local: Any, tmp_path: Path) -> None:
+    """Issue 30: an unpicklable return value (a lock), or exception, sinks neither its cell nor its batch of 4 on Ray."""
+    (tmp_path / "agent.py").write_text(
+        textwrap.dedent("""
+            import threading
+
+            class Unpicklable(Exception):
+                def __init__(self, text):
+                    super().__init__(text)
+                    self.lock = threading.Lock()
+
+            def answer(input):
+                if input == "lock":
+                    return {"text": "ok lock", "lock": threading.Lock(), "tuple_keyed": {"a": (1, 2)}}
+                if input == "raise":
+                    raise Unpicklable("no answer here")
+                return "ok " + input
+        """),
+        encoding="utf-8",
+    )
+    cases = [{"id": name, "input": name, "assert": [{"type": "contains", "value": "ok"}]} for name in ("one", "lock", "raise", "two")]
+    data = {
+        "version": 1,
+        "targets": [{"id": "t", "type": "python", "callable": "agent.py:answer"}],
+        "datasets": [{"id": "d", "cases": cases}],
+        "executor": {"batch_size": 4},
+    }
+    config = tmp_path / "evalconfig.yaml"
+    config.write_text(yaml.safe_dump(data, sort_keys=False), encoding="utf-8")
+    local, remote = _run(config), _run(config, "--executor", "ray")
+    statuses = {key[2]: status for key, status in _statuses(remote["dir"]).items()}
+    assert statuses == {"one": "pass", "lock": "pass", "raise": "error", "two": "pass"}, read_cells(remote["dir"])
+    assert _statuses(remote["dir"]) == _statuses(local["dir"]) and remote["exit"] == local["exit"] == 1
+    by_id = {c["case_id"]: c for c in read_cells(remote["dir"])}
+    assert by_id["lock"]["output"]["raw"]["lock"].startswith("<unlocked _thread.lock object")  # stored as locally: its repr
+    assert by_id["lock"]["output"]["raw"]["tuple_keyed"] == {"a": [1, 2]}
+    assert by_id["raise"]["error"] == {c["case_id"]: c for c in read_cells(local["dir"])}["raise"]["error"]
+    assert "no answer here" in by_id["raise"]["error"] and "\x1b" not in by_id["raise"]["error"]
+
+
+def test_a_ray_error_reads_as_plain_text(ray_local: Any) -> None:
+    from evalx.execution.ray_executor import ray_error_text
+
+    @ray_local.remote
+    def fails() -> None:
+        raise ValueError("the real reason")
+
+    with pytest.raises(ray_local.exceptions.RayTaskError) as caught:
+        ray_local.get(fails.remote())
+    assert "\x1b" in str(caught.value) or "ray::" in str(caught.value)  # what Ray prints: a coloured banner first
+    assert ray_error_text(caught.value) == "ValueError: the real reason"
+
+
+def test_a_head_that_wants_a_token_says_it_is_missing_and_how_to_pass_it(tmp_path: Path) -> None:
+    """A Ray head with token authentication: without the token, one line naming it (RAY_AUTH_TOKEN); with it, the run."""
+    pytest.importorskip("ray")
+    from _fake_llm import wait_for_port
+
+    token = "0123456789abcdef0123456789abcdef"
+    import socket
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    home = tmp_path / "home"  # Ray reads (and a local instance writes) ~/.ray/auth_token: none of the user's
+    home.mkdir()
+    clean = {k: v for k, v in os.environ.items() if not k.startswith("RAY_")}
+    ray_cli = str(Path(sys.executable).parent / "ray")
+    head_env = {**clean, "HOME": str(home), "RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": token}
+    head = subprocess.Popen(
+        [ray_cli, "start", "--head", f"--port={port}", "--num-cpus=1", "--include-dashboard=false", "--disable-usage-stats", "--block"],
+        env=head_env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
+    )  # fmt: skip
+    try:
+        wait_for_port(port)
+        config = _python_project(tmp_path, cells=2)
+        command = [sys.executable, "-m", "evalx", "run", "-c", str(config), "-q", "--executor", "ray", "--ray-address", f"127.0.0.1:{port}"]
+        done = subprocess.run(command, capture_output=True, text=True, timeout=300, env={**clean, "HOME": str(home)})
+        assert done.returncode == 2, done.stderr
+        lines = [line for line in done.stderr.splitlines() if line.startswith("evalx:")]
+        assert len(lines) == 1 and "Traceback" not in done.stderr, done.stderr
+        assert lines[0].startswith(f"evalx: cannot connect to the Ray cluster at 127.0.0.1:{port}: "), lines
+        assert "token is missing" in lines[0] and "RAY_AUTH_TOKEN" in lines[0], lines
+        with_token = {**clean, "HOME": str(home), "RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": token}
+        done = subprocess.run(command, capture_output=True, text=True, timeout=300, env=with_token)
+        assert done.returncode == 1, done.stderr  # the run ran: one of its two cells fails its check on purpose
+    finally:
+        os.killpg(head.pid, signal.SIGTERM)
+        try:
+            head.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            os.killpg(head.pid, signal.SIGKILL)
+            head.wait()
+
+
 # ---------------------------------------------------------------- a multi-node cluster, simulated on this machine (in a child process)
 
 

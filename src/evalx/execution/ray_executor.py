@@ -44,6 +44,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from evalx.common.ansi import strip_ansi
 from evalx.errors import ConfigError, EvalxError
 from evalx.execution.executor import ExecutionStats
 from evalx.execution.interrupt import Interrupt, cancel_on_signals
@@ -136,14 +137,57 @@ def connect(ray: Any, address: str, upload: Callable[[], dict[str, Any]], mode: 
             ray.shutdown()  # again, as a job that carries the folder
             ray.init(address=address, logging_level=logging.WARNING, runtime_env=upload())
             return False, True
-    except ConnectionError as exc:
+    except (ConnectionError, getattr(ray.exceptions, "AuthenticationError", ConnectionError)) as exc:
         if address == "auto":
             raise EvalxError(
                 "no running Ray cluster found (--ray-address auto): start one (`ray start --head`), "
                 "or pass --ray-address local to start a local Ray instance"
             ) from None
-        raise EvalxError(f"cannot connect to the Ray cluster at {address}: {_first_line(exc)}") from None
+        why = _refused_token(ray, address) or ray_error_text(exc)
+        raise EvalxError(f"cannot connect to the Ray cluster at {address}: {why}") from None
     return False, False
+
+
+#: where docs/scale-out.md says how to pass a cluster's token
+TOKEN_HELP = "set RAY_AUTH_MODE=token and RAY_AUTH_TOKEN=<the cluster's token> (or RAY_AUTH_TOKEN_PATH=<a file holding it>)"
+
+
+def _refused_token(ray: Any, address: str) -> str | None:
+    """Why a head that answers refused this process, when the reason is its token authentication; None otherwise.
+
+    Ray's ``ConnectionError`` does not say (only its log does): a GCS client made here asks the head once, and only
+    when something listens at ``address`` (a client to nowhere waits for 40 s).
+    """
+    host, _, port = address.rpartition(":")
+    if "://" in address or not host or not port.isdigit():
+        return None
+    import socket
+
+    try:
+        socket.create_connection((host.strip("[]"), int(port)), timeout=3).close()
+    except OSError:
+        return None
+    try:
+        ray._raylet.GcsClient(address=address)
+    except Exception as exc:  # (only an authentication refusal is told; the rest is Ray's own message)
+        if type(exc).__name__ != "AuthenticationError" and "InvalidAuthToken" not in str(exc):
+            return None
+    else:
+        return None
+    if os.environ.get("RAY_AUTH_MODE", "").lower() != "token":  # Ray sends a token only in token mode, whatever is set
+        return f"the cluster requires token authentication and the token is missing: {TOKEN_HELP}"
+    return "the cluster refused the authentication token: check that RAY_AUTH_TOKEN (or RAY_AUTH_TOKEN_PATH) holds its token"
+
+
+def ray_error_text(exc: BaseException) -> str:
+    """A Ray error as one line of plain text: the exception raised inside the worker when Ray kept it, never
+    Ray's coloured ``ray::Actor.method()`` banner."""
+    cause = getattr(exc, "cause", None)
+    if isinstance(cause, BaseException) and cause is not exc:
+        return f"{type(cause).__name__}: {_first_line(cause)}"
+    lines = [line.strip() for line in strip_ansi(str(exc)).splitlines() if line.strip()]
+    meaningful = [line for line in lines if not line.startswith(("ray::", "Traceback", "File ", "^"))]
+    return (meaningful[-1] if meaningful else lines[-1] if lines else type(exc).__name__)[:500]
 
 
 @dataclass
@@ -389,8 +433,8 @@ class RayRun:
                 actor.dead = True
                 await self._lost(pool, actor, cells, exc)
                 return
-            except ray.exceptions.RayTaskError as exc:  # evalx's own failure inside the actor: the cells say so
-                results = [self._error(pool, cell, f"the Ray worker failed: {_first_line(exc)}") for cell in cells]
+            except ray.exceptions.RayTaskError as exc:  # the batch itself failed (cells fail one by one in the actor)
+                results = [self._error(pool, cell, f"the Ray worker failed: {ray_error_text(exc)}") for cell in cells]
             finally:
                 pool.in_flight -= 1
                 pool.changed.set()
@@ -577,5 +621,5 @@ def _remote_class(ray: Any) -> Any:
 
 
 def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip().splitlines()
+    text = strip_ansi(str(exc)).strip().splitlines()
     return text[0] if text else type(exc).__name__

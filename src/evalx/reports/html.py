@@ -77,6 +77,7 @@ from typing import Any, cast
 import jinja2
 from markupsafe import Markup
 
+from evalx.common.ansi import strip_ansi
 from evalx.errors import writing
 from evalx.reports import charts as _charts
 from evalx.reports.breakdown import cross_table, score_text
@@ -135,8 +136,6 @@ PASS_SHARE = 10
 
 _Json = dict[str, Any]
 
-# CSI (colours, cursor), OSC (titles, hyperlinks) and two-character escapes
-_ANSI = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)?|\x1b[@-Z\\-_]")
 # the characters evalx.results.display shows escaped in long text: controls, surrogates, invisible and bidi characters
 _CONTROL = re.compile(f"[{BODY_CHARS}]")
 _NEWLINES = re.compile(r"\r\n?")
@@ -175,8 +174,7 @@ def clean_text(value: Any) -> str:
             text = indented_json(value)
         except (TypeError, ValueError):
             text = str(value)
-    if "\x1b" in text:
-        text = _ANSI.sub("", text)
+    text = strip_ansi(text)
     if "\r" in text:
         text = _NEWLINES.sub("\n", text)
     return _CONTROL.sub(_visible, text)
