@@ -92,6 +92,16 @@ def test_pool_shapes_rate_shares_and_the_executor_choice() -> None:
     provider = {"id": "m", "type": "provider", "provider": "openai", "model": "x", "ray": {"concurrency": 20, "num_gpus": 1}}
     shape = pool_shape(provider, resolve_settings(provider), cells=100)
     assert (shape.actors, shape.concurrency, shape.num_cpus, shape.num_gpus) == (1, 20, 0.0, 1.0)
+    default = {"id": "p", "type": "python", "callable": "m:f", "concurrency": 8}  # no ray.actors: what the cluster can run
+    assert pool_shape(default, resolve_settings(default), cells=100).actors == 1  # no cluster figures: one actor
+    shape = pool_shape(default, resolve_settings(default), cells=100, free_cpus=4)
+    assert (shape.actors, shape.concurrency, shape.num_cpus) == (4, 2, 1.0)
+    assert pool_shape(default, resolve_settings(default), cells=3, free_cpus=4).actors == 3  # at most its cells
+    assert pool_shape(default, resolve_settings(default), cells=100, free_cpus=64).actors == 8  # at most its concurrency
+    assert pool_shape(default, resolve_settings(default), cells=100, free_cpus=0.5).actors == 1
+    halves = {**default, "ray": {"num_cpus": 0.5}}
+    assert pool_shape(halves, resolve_settings(halves), cells=100, free_cpus=3).actors == 6  # free CPUs / num_cpus
+    assert pool_shape(provider, resolve_settings(provider), cells=100, free_cpus=4).actors == 1  # it waits on the network
     limited = {"id": "j", "type": "provider", "rate_limit": {"rpm": 600}}
     assert _share_rate(limited, 4)["rate_limit"] == {"rpm": 150.0} and limited["rate_limit"] == {"rpm": 600}  # a copy
     assert _share_rate({"id": "free"}, 4) == {"id": "free"}
@@ -298,6 +308,24 @@ def test_more_actors_than_the_cluster_can_hold_fail_up_front(ray_local: Any, tmp
     result = CliRunner().invoke(main, ["run", "-c", str(config), "-q", "--executor", "ray"])
     assert result.exit_code == 2, result.output
     assert "the Ray actors need 8 CPUs (target: 8 x 1) and the cluster has 4" in result.output
+
+
+def test_a_python_targets_pool_defaults_to_what_the_cluster_can_run_and_says_so(ray_local: Any, tmp_path: Path) -> None:
+    """Issue 31: no ``ray.actors``: one actor per free CPU (the fixture's instance has 4), at most the concurrency and cells."""
+    config = _python_project(tmp_path, cells=40, timed=False)
+    free = ray_local.available_resources().get("CPU", 0)
+    address = ray_local.get_runtime_context().gcs_address
+    done = subprocess.run(
+        [sys.executable, "-m", "evalx", "run", "-c", str(config), "--executor", "ray", "--ray-address", address, "--concurrency", "3"],
+        capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert done.returncode == 1, done.stderr
+    lines = [line for line in done.stderr.splitlines() if line.startswith("evalx: ray: target 'target': ")]
+    assert len(lines) == 1, done.stderr
+    actors = int(lines[0].split(": ")[3].split(" ")[0])
+    assert actors == min(3, int(free)) and actors >= 2, (lines, free)  # 4 CPUs, concurrency 3: 3 actors
+    assert "at most concurrency 3 and 40 cell(s); ray.actors sets it" in lines[0]
+    assert len({pid for pid, _ in _where(tmp_path)}) == actors  # each one ran cells
 
 
 def test_whatever_a_target_returns_a_ray_run_gives_the_local_results(ray_local: Any, tmp_path: Path) -> None:

@@ -307,15 +307,21 @@ class RayRun:
 
     def _make_pools(self) -> None:
         ray, config = self.ray, self.config
-        shapes = []
-        for spec in self.plan.target_specs:
-            cells = self.plan.cells_for(spec["id"])
-            if len(cells):
-                settings = resolve_settings(spec, config.defaults, self.overrides)
-                shapes.append((spec, cells, settings, pool_shape(spec, settings, len(cells))))
+        used = [
+            (spec, cells, resolve_settings(spec, config.defaults, self.overrides))
+            for spec in self.plan.target_specs
+            if len(cells := self.plan.cells_for(spec["id"]))
+        ]
+        sized = [pool_shape(spec, settings, len(cells)) for spec, cells, settings in used if (spec.get("ray") or {}).get("actors")]
+        fixed = sum(shape.actors * shape.num_cpus for shape in sized)  # the CPUs of the pools whose size is given
+        share = free_cpu_shares(ray, [spec for spec, _, _ in used], fixed)
+        shapes = [(spec, cells, settings, pool_shape(spec, settings, len(cells), share)) for spec, cells, settings in used]
         if not shapes:
             return
         _check_resources(ray, [(spec["id"], shape) for spec, _, _, shape in shapes])
+        if not self.quiet:
+            for spec, cells, settings, shape in shapes:
+                log.info(f"ray: target {spec['id']!r}: {pool_sentence(spec, settings, len(cells), shape, share)}")
         total_actors = sum(shape.actors for *_, shape in shapes)
         specs = {t["id"]: _share_rate(t, total_actors) for t in config.targets}
         specs.update({t["id"]: _share_rate(t, total_actors) for t in self.plan.target_specs})
@@ -536,14 +542,47 @@ class PoolShape:
     num_gpus: float
 
 
-def pool_shape(spec: dict[str, Any], settings: Any, cells: int) -> PoolShape:
-    """A target's ``ray:`` settings with their defaults: 1 actor; the target's concurrency shared out; 1 CPU (python) or none."""
+def pool_shape(spec: dict[str, Any], settings: Any, cells: int, free_cpus: float | None = None) -> PoolShape:
+    """A target's ``ray:`` settings with their defaults: the target's concurrency shared out; 1 CPU (python) or none.
+
+    ``actors`` defaults to 1, except for a Python target given ``free_cpus`` (its share of what the cluster has free):
+    then as many actors as those CPUs hold (``free_cpus`` ÷ ``num_cpus``), at most the target's ``concurrency`` and
+    its cells, so a target that computes uses the cluster, not one CPU of it (issue 31).
+    """
     given = spec.get("ray") or {}
-    actors = max(1, min(int(given.get("actors") or 1), cells))
-    concurrency = int(given["concurrency"]) if given.get("concurrency") else max(1, math.ceil(settings.concurrency / actors))
     cpus = given.get("num_cpus")
     num_cpus = float(cpus) if cpus is not None else (1.0 if spec["type"] == "python" else 0.0)  # the others wait on the network
+    if given.get("actors"):
+        wanted = int(given["actors"])
+    elif spec["type"] == "python" and free_cpus is not None:
+        fits = math.floor(free_cpus / num_cpus + 1e-9) if num_cpus > 0 else settings.concurrency
+        wanted = min(fits, settings.concurrency)
+    else:
+        wanted = 1
+    actors = max(1, min(wanted, cells))
+    concurrency = int(given["concurrency"]) if given.get("concurrency") else max(1, math.ceil(settings.concurrency / actors))
     return PoolShape(actors, concurrency, num_cpus, float(given.get("num_gpus") or 0))
+
+
+def pool_sentence(spec: dict[str, Any], settings: Any, cells: int, shape: PoolShape, free_cpus: float) -> str:
+    """How a target's pool was sized, for the run's first lines."""
+    size = f"{shape.actors} actor(s) x {shape.concurrency} cell(s) in flight, {shape.num_cpus:g} CPU each"
+    if (spec.get("ray") or {}).get("actors"):
+        return f"{size} (ray.actors)"
+    if spec["type"] != "python":
+        return f"{size} (ray.actors sets more)"
+    bounds = f"{free_cpus:g} free CPU(s)" + (f" / num_cpus {shape.num_cpus:g}" if shape.num_cpus else "")
+    return (
+        f"{size} (what the cluster can run: {bounds}, at most concurrency {settings.concurrency} and {cells} cell(s); ray.actors sets it)"
+    )
+
+
+def free_cpu_shares(ray: Any, specs: list[dict[str, Any]], fixed: float) -> float:
+    """Each default-sized Python pool's share of the cluster's free CPUs: free now, less ``fixed`` (the CPUs the pools
+    with ``ray.actors`` hold), divided among the Python targets without ``ray.actors``."""
+    sized = [s for s in specs if s["type"] == "python" and not (s.get("ray") or {}).get("actors")]
+    free = float(ray.available_resources().get("CPU", 0)) - fixed
+    return max(0.0, free) / max(1, len(sized))
 
 
 def is_worker_lost(result: CellResult) -> bool:
