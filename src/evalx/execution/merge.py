@@ -20,6 +20,7 @@ import json
 import logging
 import shutil
 import time
+from array import array
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -30,6 +31,7 @@ from evalx.config.loader import Config
 from evalx.errors import MergeError, writing
 from evalx.execution.resume import config_hash
 from evalx.execution.runner import RunOutcome, publish
+from evalx.execution.shards import case_key, deal
 from evalx.reports.render import ReportOptions
 from evalx.reports.writers import Outputs
 from evalx.results.model import CellResult, CostGuardReport, MergeReport
@@ -191,6 +193,61 @@ def _target_failures(summary: Any) -> list[str]:
     return lines
 
 
+def _cell_name(result: CellResult) -> str:
+    return f"case {result.get('dataset')}/{result.get('case_id')}, target {result.get('target')}, repeat {result.get('repeat')}"
+
+
+def check_membership(shards: list[ShardRun]) -> int:
+    """How many planned cells no shard holds, judged from the cells themselves, never from the shards' labels.
+
+    Raises :class:`MergeError` when a cell is held twice (a folder given twice, or one whose ``shard.index`` was edited),
+    when a cell lies outside the plan, when one case's cells are in two folders (a shard holds whole cases), and —
+    when every cell of every planned case is there, so the plan's deal can be made again from them — when a folder
+    holds the cases of another shard than the one its ``run.json`` names.
+    """
+    plan = shards[0].meta["shard"]
+    total, count = int(plan["plan_cells"]), shards[0].count
+    holder = array("i", bytes(4 * total))  # the position (1-based) in ``shards`` of the folder holding each cell
+    cases: dict[tuple[str, str], list[int]] = {}  # (dataset, case id) -> [its cells, the position of its folder]
+    held = 0
+    for pos, shard in enumerate(shards, 1):
+        for result in read_results(shard.path / RESULTS, raw=True):
+            index = result.get("index")
+            if type(index) is not int or not 0 <= index < total:
+                raise MergeError(f"merge: {shard.path} holds a cell outside the plan of {total} cells (index {index!r}): not a shard of it")
+            if holder[index]:
+                other = shards[holder[index] - 1]
+                where = f"{other.path} and {shard.path} both hold" if other is not shard else f"{shard.path} holds twice"
+                raise MergeError(
+                    f"merge: {where} cell {index} ({_cell_name(result)}); {shard.path}/run.json says shard "
+                    f"{shard.index}/{count}, its cells say otherwise: give each shard's own run folder once"
+                )
+            holder[index] = pos
+            held += 1
+            key = (str(result.get("dataset")), str(result.get("case_id")))
+            entry = cases.get(key)
+            if entry is None:
+                cases[key] = [1, pos]
+            elif entry[1] != pos:
+                raise MergeError(
+                    f"merge: case {key[0]}/{key[1]} has cells in {shards[entry[1] - 1].path} and {shard.path}; "
+                    "a shard holds whole cases: these are not shards of one plan"
+                )
+            else:
+                entry[0] += 1
+    if held == total and len(cases) == plan.get("plan_cases"):  # every case is here: the plan's deal, made again
+        keys = list(cases)
+        owners = deal([case_key(*k) for k in keys], [cases[k][0] for k in keys], count)
+        for key, owner in zip(keys, owners):
+            shard = shards[cases[key][1] - 1]
+            if shard.index != owner + 1:
+                raise MergeError(
+                    f"merge: {shard.path}/run.json says shard {shard.index}/{count}, but it holds case {key[0]}/{key[1]}, "
+                    f"which the plan deals to shard {owner + 1}/{count}: its label was changed; give each shard's own run folder"
+                )
+    return total - held
+
+
 def merge(config: Config, run_dirs: list[Path], options: MergeOptions) -> RunOutcome:
     """Merge the shard runs in ``run_dirs`` into one new run; its summary, reports and exit status as ``evalx run`` makes them."""
     shards, missing = read_shards(run_dirs, allow_partial=options.allow_partial)
@@ -199,6 +256,7 @@ def merge(config: Config, run_dirs: list[Path], options: MergeOptions) -> RunOut
         raise MergeError(f"merge: the shards are runs of config {first.meta.get('name')!r}, not of {config.name!r} ({config.path})")
     if first.meta.get("config_hash") not in (None, config_hash(config)):
         log.info(f"note: {config.path} changed since the shards ran; its gates and output dir are used, the shards' cells as they are")
+    missing_cells = check_membership(shards)
     for shard in shards:
         if not shard.complete:
             log.warning(
@@ -213,13 +271,13 @@ def merge(config: Config, run_dirs: list[Path], options: MergeOptions) -> RunOut
         run_dir.mkdir(parents=True, exist_ok=True)
     lock = RunLock(run_dir)
     try:
-        return _merge_locked(config, shards, missing, run_id, run_dir, options)
+        return _merge_locked(config, shards, missing, missing_cells, run_id, run_dir, options)
     finally:
         lock.release()
 
 
 def _merge_locked(
-    config: Config, shards: list[ShardRun], missing: list[int], run_id: str, run_dir: Path, options: MergeOptions
+    config: Config, shards: list[ShardRun], missing: list[int], missing_cells: int, run_id: str, run_dir: Path, options: MergeOptions
 ) -> RunOutcome:
     from evalx.results.summary import SummaryBuilder
 
@@ -233,6 +291,7 @@ def _merge_locked(
         "shards": [{"index": s.index, "run_id": s.meta.get("run_id"), "path": str(s.path)} for s in shards],
         "partial": bool(missing),
         "missing": missing,
+        "missing_cells": missing_cells,
     }
     selection_args = dict(first.meta.get("selection_args") or {})
     selection_args["shard"] = None
@@ -297,7 +356,7 @@ def _merge_locked(
         figures,
         RunFacts(
             config=str(config.path),
-            interrupted=not all(s.complete for s in shards),
+            interrupted=not all(s.complete for s in shards) or (missing_cells > 0 and not missing),
             cells_planned=int(plan["plan_cells"]),
             cost_guard=_cost_guard(shards),
             merged=merged,
@@ -317,6 +376,14 @@ def _merge_locked(
     if missing:
         which = ", ".join(f"{i}/{first.count}" for i in missing)
         messages.append(f"partial merge: shard{'s' if len(missing) > 1 else ''} {which} missing; their cells are not in this run")
-    meta.update(status="complete", finished_at=summary.get("finished_at"), exit_code=exit_code)
+    if missing_cells and not missing:
+        messages.append(
+            f"incomplete merge: {missing_cells} of {plan['plan_cells']} planned cells are in no shard (a shard had not finished); "
+            "this run is not complete and is never `latest`"
+        )
+    # complete only when the cells say so: every planned cell held once, every shard finished
+    complete = not missing_cells and all(s.complete for s in shards)
+    status = "complete" if complete else "partial" if missing else "interrupted"
+    meta.update(status=status, finished_at=summary.get("finished_at"), exit_code=exit_code)
     publish(run_dir, summary, meta, options.reports, options.outputs)
     return RunOutcome(run_id, run_dir, summary, exit_code, messages)
