@@ -271,7 +271,7 @@ def test_a_killed_actor_of_a_target_with_side_effects_loses_its_cells_as_errors_
 def test_an_interrupted_ray_run_keeps_what_finished_and_resume_runs_the_rest(ray_local: Any, tmp_path: Path) -> None:
     address = ray_local.get_runtime_context().gcs_address
     executor = {"kind": "ray", "address": address, "batch_size": 1}
-    config = _python_project(tmp_path, cells=12, ray={"concurrency": 1}, executor=executor, hang="c08")
+    config = _python_project(tmp_path, cells=12, ray={"actors": 1, "concurrency": 1}, executor=executor, hang="c08")
     stopped = interrupt_when(tmp_path / "busy", config, sig=signal.SIGINT)
     assert stopped.returncode == 3, stopped.err
     assert stopped.seconds < 30, stopped.seconds  # not the hung cell's 60 s
