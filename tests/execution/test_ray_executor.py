@@ -411,6 +411,11 @@ def test_a_head_that_wants_a_token_says_it_is_missing_and_how_to_pass_it(tmp_pat
         assert len(lines) == 1 and "Traceback" not in done.stderr, done.stderr
         assert lines[0].startswith(f"evalx: cannot connect to the Ray cluster at 127.0.0.1:{port}: "), lines
         assert "token is missing" in lines[0] and "RAY_AUTH_TOKEN" in lines[0], lines
+        auto = [*command[:-1], "auto"]  # the head found through RAY_ADDRESS: the same cause, not "no running cluster"
+        done = subprocess.run(
+            auto, capture_output=True, text=True, timeout=300, env={**clean, "HOME": str(home), "RAY_ADDRESS": f"127.0.0.1:{port}"}
+        )
+        assert done.returncode == 2 and "token is missing" in done.stderr, done.stderr
         with_token = {**clean, "HOME": str(home), "RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": token}
         done = subprocess.run(command, capture_output=True, text=True, timeout=300, env=with_token)
         assert done.returncode == 1, done.stderr  # the run ran: one of its two cells fails its check on purpose

@@ -137,15 +137,24 @@ def connect(ray: Any, address: str, upload: Callable[[], dict[str, Any]], mode: 
             ray.shutdown()  # again, as a job that carries the folder
             ray.init(address=address, logging_level=logging.WARNING, runtime_env=upload())
             return False, True
-    except (ConnectionError, getattr(ray.exceptions, "AuthenticationError", ConnectionError)) as exc:
-        if address == "auto":
+    except Exception as exc:  # whatever ray.init raised, it could not connect: one line that names the cause
+        found = address if address != "auto" else _address_in(str(exc))  # auto: the address Ray tried, if it says
+        refused = _refused_token(ray, found) if found else None
+        if refused:
+            raise EvalxError(f"cannot connect to the Ray cluster at {found}: {refused}") from None
+        if address == "auto" and isinstance(exc, ConnectionError):
             raise EvalxError(
                 "no running Ray cluster found (--ray-address auto): start one (`ray start --head`), "
                 "or pass --ray-address local to start a local Ray instance"
             ) from None
-        why = _refused_token(ray, address) or ray_error_text(exc)
-        raise EvalxError(f"cannot connect to the Ray cluster at {address}: {why}") from None
+        raise EvalxError(f"cannot connect to the Ray cluster at {address}: {ray_error_text(exc)}") from None
     return False, False
+
+
+def _address_in(text: str) -> str | None:
+    """The ``HOST:PORT`` a Ray error says it tried to reach (``Failed to connect to Ray cluster at 10.0.0.2:6379``)."""
+    match = re.search(r"\bat (\[?[\w.:-]+\]?:\d+)", text)
+    return match.group(1) if match else None
 
 
 #: where docs/scale-out.md says how to pass a cluster's token
