@@ -176,13 +176,15 @@ def code_digest(fn: Any) -> str:
     files: set[str] = set()
     seen: set[int] = set()
 
-    def literal(value: Any) -> str:
-        if isinstance(value, (frozenset, set)):
-            return "{" + ",".join(sorted(literal(v) for v in value)) + "}"  # set order changes from one process to the next
+    def literal(value: Any, depth: int = 0) -> str:
+        if isinstance(value, (frozenset, set, tuple, list, dict)) and (depth > 8 or len(value) > 10_000):
+            return f"<{type(value).__name__} of {len(value)}>"  # captured data, not code: its shape is enough
+        if isinstance(value, (frozenset, set)):  # set order changes from one process to the next
+            return "{" + ",".join(sorted(literal(v, depth + 1) for v in value)) + "}"
         if isinstance(value, (tuple, list)):
-            return "(" + ",".join(literal(v) for v in value) + ")"
+            return "(" + ",".join(literal(v, depth + 1) for v in value) + ")"
         if isinstance(value, dict):
-            return "{" + ",".join(sorted(f"{literal(k)}:{literal(v)}" for k, v in value.items())) + "}"
+            return "{" + ",".join(sorted(f"{literal(k, depth + 1)}:{literal(v, depth + 1)}" for k, v in value.items())) + "}"
         if value is None or isinstance(value, (str, bytes, int, float, complex, bool)):
             return repr(value)
         if isinstance(value, types.CodeType):
