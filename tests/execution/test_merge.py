@@ -404,6 +404,9 @@ def test_a_shard_whose_label_was_edited_is_judged_by_its_cells(tmp_path: Path) -
     assert f"merge: {parts[0]} and {copy} both hold cell " in output, output
     assert "its cells say otherwise: give each shard's own run folder once" in output
     assert not (tmp_path / "m" / "summary.json").exists()
+    code, output = merge(config, copy, "-o", tmp_path / "m1", "--allow-partial")  # alone: no duplicate, still not shard 2
+    assert code == 2, output
+    assert f"merge: {copy}/run.json says shard 2/2, but it holds cell " in output and "its label was changed" in output, output
     for part, label in ((parts[0], 2), (parts[1], 1)):  # both labels swapped: every cell once, each in the other shard
         meta = json.loads((part / "run.json").read_text())
         meta["shard"]["index"] = label

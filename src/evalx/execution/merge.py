@@ -15,13 +15,14 @@ the exit status and the reports are made by the same functions as
 
 from __future__ import annotations
 
+import dataclasses
 import heapq
 import json
 import logging
 import shutil
 import time
 from array import array
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -197,13 +198,30 @@ def _cell_name(result: CellResult) -> str:
     return f"case {result.get('dataset')}/{result.get('case_id')}, target {result.get('target')}, repeat {result.get('repeat')}"
 
 
-def check_membership(shards: list[ShardRun]) -> int:
+def _plan_shards(config: Config, shards: list[ShardRun]) -> Callable[[int], int] | None:
+    """A cell index -> the shard the plan deals it to, from the plan made again with ``config`` when it is the shards'
+    plan (the same fingerprint); None when it cannot be made again (the config or its datasets changed)."""
+    from evalx.execution.plan import build_plan
+    from evalx.execution.resume import plan_fingerprint, selection_from_meta, stored_fingerprint_version
+
+    first = shards[0]
+    try:
+        selection = dataclasses.replace(selection_from_meta(first.meta), shard=None)
+        plan = build_plan(config, selection)
+        if plan_fingerprint(config, plan, stored_fingerprint_version(first.meta)) != first.plan_digest:
+            return None
+    except Exception:  # an older shard, a changed config: the cells alone are checked
+        return None
+    return plan.cells.shard_of(first.count)
+
+
+def check_membership(shards: list[ShardRun], dealt: Callable[[int], int] | None = None) -> int:
     """How many planned cells no shard holds, judged from the cells themselves, never from the shards' labels.
 
     Raises :class:`MergeError` when a cell is held twice (a folder given twice, or one whose ``shard.index`` was edited),
     when a cell lies outside the plan, when one case's cells are in two folders (a shard holds whole cases), and —
-    when every cell of every planned case is there, so the plan's deal can be made again from them — when a folder
-    holds the cases of another shard than the one its ``run.json`` names.
+    when the plan can be made again (``dealt``: a cell index -> its shard), or else every cell of every planned case is
+    there so the deal can be made again from them — when a folder holds cells of another shard than its ``run.json`` names.
     """
     plan = shards[0].meta["shard"]
     total, count = int(plan["plan_cells"]), shards[0].count
@@ -222,6 +240,12 @@ def check_membership(shards: list[ShardRun]) -> int:
                     f"merge: {where} cell {index} ({_cell_name(result)}); {shard.path}/run.json says shard "
                     f"{shard.index}/{count}, its cells say otherwise: give each shard's own run folder once"
                 )
+            if dealt is not None and dealt(index) != shard.index:
+                raise MergeError(
+                    f"merge: {shard.path}/run.json says shard {shard.index}/{count}, but it holds cell {index} "
+                    f"({_cell_name(result)}), which the plan deals to shard {dealt(index)}/{count}: its label was changed; "
+                    "give each shard's own run folder"
+                )
             holder[index] = pos
             held += 1
             key = (str(result.get("dataset")), str(result.get("case_id")))
@@ -235,7 +259,7 @@ def check_membership(shards: list[ShardRun]) -> int:
                 )
             else:
                 entry[0] += 1
-    if held == total and len(cases) == plan.get("plan_cases"):  # every case is here: the plan's deal, made again
+    if dealt is None and held == total and len(cases) == plan.get("plan_cases"):  # every case is here: the deal again
         keys = list(cases)
         owners = deal([case_key(*k) for k in keys], [cases[k][0] for k in keys], count)
         for key, owner in zip(keys, owners):
@@ -256,7 +280,7 @@ def merge(config: Config, run_dirs: list[Path], options: MergeOptions) -> RunOut
         raise MergeError(f"merge: the shards are runs of config {first.meta.get('name')!r}, not of {config.name!r} ({config.path})")
     if first.meta.get("config_hash") not in (None, config_hash(config)):
         log.info(f"note: {config.path} changed since the shards ran; its gates and output dir are used, the shards' cells as they are")
-    missing_cells = check_membership(shards)
+    missing_cells = check_membership(shards, _plan_shards(config, shards))
     for shard in shards:
         if not shard.complete:
             log.warning(
