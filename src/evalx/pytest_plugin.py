@@ -268,7 +268,26 @@ def _items(session: pytest.Session, config: pytest.Config, path: Path) -> tuple[
     return parent, out
 
 
+_NOTES = pytest.StashKey[list[str]]()
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    """Under xdist, a worker hands the controller where the run it made went (the controller prints it)."""
+    workeroutput = getattr(session.config, "workeroutput", None)
+    if isinstance(workeroutput, dict):
+        workeroutput["evalx_notes"] = [run.note for run in session.config.stash.get(_CONFIGS, {}).values() if run.note]
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node: Any, error: Any) -> None:
+    """xdist's controller: the notes of the worker that made a run."""
+    notes = (getattr(node, "workeroutput", None) or {}).get("evalx_notes") or []
+    node.config.stash.setdefault(_NOTES, []).extend(str(n) for n in notes)
+
+
 def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:
     for run in config.stash.get(_CONFIGS, {}).values():
         if run.note:
             terminalreporter.write_line(run.note)
+    for note in config.stash.get(_NOTES, []):
+        terminalreporter.write_line(note)

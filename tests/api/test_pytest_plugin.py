@@ -111,6 +111,7 @@ def test_xdist_workers_share_one_run_of_the_cells(project: pytest.Pytester) -> N
     (run_dir,) = runs(project)
     assert json.loads((run_dir / "summary.json").read_text())["totals"]["cells"] == 6
     result.stdout.fnmatch_lines(["*fail: bot on d/c3*"])
+    assert result.stdout.str().count(f"evalx: evalconfig.yaml: 6 cells, results in {run_dir}") == 1  # said once, by the controller
     (project.path / "calls.log").unlink()
     result = run(project, "--evalx", "evalconfig.yaml", "-n", "3", "-k", "c1 or c3")  # each worker selects the same
     result.assert_outcomes(passed=1, failed=1)  # (the workers deselect: the controller counts 2 items)
