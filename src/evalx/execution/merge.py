@@ -28,6 +28,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from evalx.common.json_types import as_object
 from evalx.config.loader import Config
 from evalx.errors import MergeError, writing
 from evalx.execution.resume import config_hash
@@ -223,8 +224,9 @@ def check_membership(shards: list[ShardRun], dealt: Callable[[int], int] | None 
     when the plan can be made again (``dealt``: a cell index -> its shard), or else every cell of every planned case is
     there so the deal can be made again from them — when a folder holds cells of another shard than its ``run.json`` names.
     """
-    plan = shards[0].meta["shard"]
-    total, count = int(plan["plan_cells"]), shards[0].count
+    record = as_object(shards[0].meta.get("shard"))  # checked by read_shards: plan_cells and plan_cases are ints
+    planned, planned_cases = record.get("plan_cells"), record.get("plan_cases")
+    total, count = planned if isinstance(planned, int) else 0, shards[0].count
     holder = array("i", bytes(4 * total))  # the position (1-based) in ``shards`` of the folder holding each cell
     cases: dict[tuple[str, str], list[int]] = {}  # (dataset, case id) -> [its cells, the position of its folder]
     held = 0
@@ -259,7 +261,7 @@ def check_membership(shards: list[ShardRun], dealt: Callable[[int], int] | None 
                 )
             else:
                 entry[0] += 1
-    if dealt is None and held == total and len(cases) == plan.get("plan_cases"):  # every case is here: the deal again
+    if dealt is None and held == total and len(cases) == planned_cases:  # every case is here: the deal made again
         keys = list(cases)
         owners = deal([case_key(*k) for k in keys], [cases[k][0] for k in keys], count)
         for key, owner in zip(keys, owners):

@@ -145,10 +145,12 @@ class CellWorker:
     def _failed(self, cell: Cell, exc: BaseException) -> CellResult:
         """The error result of a cell whose run raised in evalx's own code (the target's failures are results already)."""
         job = self.job
-        target = self.plan.target if self.plan is not None else None
+        target = self.plan.target if self.plan is not None else None  # started: run() is only called after start()
+        target_id = target.id if target is not None else str(job.spec.get("id"))
+        target_type = target.type if target is not None else str(job.spec.get("type"))
         result = cell_result(
-            job.run_id, cell.index, job.spec["id"], getattr(target, "type", job.spec.get("type", "")), cell.case,
-            cell.dataset, cell.repeat, "error", None, [], {}, error=f"evalx failed on this cell: {type(exc).__name__}: {exc}",
+            job.run_id, cell.index, target_id, target_type, cell.case, cell.dataset, cell.repeat,
+            "error", None, [], {}, error=f"evalx failed on this cell: {type(exc).__name__}: {exc}",
         )  # fmt: skip
         return job.redactor.obj(result) if job.redactor else result
 

@@ -59,7 +59,8 @@ def encode_storable(result: Any, shape: Callable[[Any], Any] = lambda r: r) -> s
 def storable(result: CellResult) -> CellResult:
     """``result`` as ``results.jsonl`` will hold it (plain JSON values, :func:`encode_storable`): what a Ray actor sends
     back, so whatever a target returned, the driver receives and writes what a local run writes."""
-    return cast(CellResult, json.loads(encode_storable(result)))
+    stored: CellResult = json.loads(encode_storable(result))
+    return stored
 
 
 #: lines the writer holds for one write(2) at most: past it they are written at once
