@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import textwrap
 from collections import Counter
 from collections.abc import Iterator
@@ -399,8 +401,12 @@ def test_a_head_that_wants_a_token_says_it_is_missing_and_how_to_pass_it(tmp_pat
     clean = {k: v for k, v in os.environ.items() if not k.startswith("RAY_")}
     ray_cli = str(Path(sys.executable).parent / "ray")
     head_env = {**clean, "HOME": str(home), "RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": token}
+    # its own temp dir (short: Ray's socket paths must fit), so the head never leaves /tmp/ray/ray_current_cluster
+    # behind, where `--ray-address auto` of every later run on this machine would find a dead cluster
+    temp = Path(tempfile.mkdtemp(prefix="evalx-ray-", dir="/tmp"))
     head = subprocess.Popen(
-        [ray_cli, "start", "--head", f"--port={port}", "--num-cpus=1", "--include-dashboard=false", "--disable-usage-stats", "--block"],
+        [ray_cli, "start", "--head", f"--port={port}", "--num-cpus=1", "--include-dashboard=false", "--disable-usage-stats",
+         f"--temp-dir={temp}", "--block"],
         env=head_env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
     )  # fmt: skip
     try:
@@ -428,6 +434,7 @@ def test_a_head_that_wants_a_token_says_it_is_missing_and_how_to_pass_it(tmp_pat
         except subprocess.TimeoutExpired:
             os.killpg(head.pid, signal.SIGKILL)
             head.wait()
+        shutil.rmtree(temp, ignore_errors=True)
 
 
 # ---------------------------------------------------------------- a multi-node cluster, simulated on this machine (in a child process)
