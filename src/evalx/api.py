@@ -190,7 +190,7 @@ def _plain(source: Mapping[str, object], folder: Path) -> tuple[JSONObject, dict
     """``source`` as plain YAML values: each callable object under a ``callable:`` key becomes ``module:qualname``
     (made to resolve to that very object); anything else YAML cannot hold is a :class:`ConfigError` naming its key path."""
     from evalx.common.documents import format_path
-    from evalx.common.usercode import provide_callable
+    from evalx.common.usercode import name_given
 
     given: dict[str, Callable[..., Any]] = {}
 
@@ -199,10 +199,7 @@ def _plain(source: Mapping[str, object], folder: Path) -> tuple[JSONObject, dict
         qualname = getattr(fn, "__qualname__", None) or type(fn).__qualname__
         # what a name cannot hold (<locals>, <lambda>) becomes _: the config schema's module:attr
         ref = f"{module}:{_UNNAMEABLE.sub('_', qualname).lstrip('._0123456789') or 'fn'}"
-        n = 1
-        while given.get(ref if n == 1 else f"{ref}_{n}", fn) is not fn:  # two lambdas: ..._lambda_, ..._lambda__2
-            n += 1
-        return ref if n == 1 else f"{ref}_{n}"
+        return name_given(ref, folder, fn)  # two lambdas, here or in another config of this process: _lambda_, _lambda__2
 
     def plain(value: object, path: tuple[str | int, ...]) -> JSON:
         if isinstance(value, Mapping):
@@ -215,8 +212,7 @@ def _plain(source: Mapping[str, object], folder: Path) -> tuple[JSONObject, dict
             return value
         if callable(value) and path and path[-1] == "callable":
             ref = name_of(value)
-            given[ref] = value
-            provide_callable(ref, folder, value)
+            given[ref] = value  # held as long as the config: its names resolve to these objects
             return ref
         raise ConfigError(Issue(MAPPING_FILE, None, format_path(path), f"a {type(value).__name__} cannot be written in a config"))
 

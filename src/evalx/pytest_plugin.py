@@ -9,10 +9,17 @@ and ``--co`` work as usual. The cells of the items pytest will run (after
 concurrently, through :func:`evalx.run`, when the first of them runs; each
 item then reports its case's verdict (repeats aggregated by the config's
 ``repeat_pass_rule``), the assertion reasons as its failure text.
+
+Under pytest-xdist (``-n N``) every worker collects the same items (xdist
+checks it) and makes the same selection, so the cells still run once per
+session: the first worker that needs a config's run makes it, holding a
+lock file named after the session's ``testrunuid``, and writes where the run
+went; the others wait on the lock and read that run's results.
 """
 
 from __future__ import annotations
 
+import contextlib
 import glob
 from collections.abc import Iterator
 from pathlib import Path
@@ -100,15 +107,42 @@ class _ConfigRun:
 
     def verdict(self, session: pytest.Session, target: str, dataset: str, case_id: str) -> tuple[str, list[str]]:
         if self.outcome is None and self.problem is None:
-            self._run([i for i in session.items if isinstance(i, EvalxCaseItem) and i.evalx_run is self])
+            items = [i for i in session.items if isinstance(i, EvalxCaseItem) and i.evalx_run is self]
+            shared = _shared_record(session.config, self.path)
+            if shared is None:
+                self._run(items)
+            else:
+                self._run_once_per_session(items, shared)
         if self.problem is not None:
             return "error", [self.problem]
         assert self.outcome is not None
         return self.outcome.get((target, dataset, case_id), ("error", ["evalx did not run this case"]))
 
-    def _run(self, items: list[EvalxCaseItem]) -> None:
+    def _run_once_per_session(self, items: list[EvalxCaseItem], record: Path) -> None:
+        """Under xdist: the run is made by the first worker that gets here; the others read it (or its problem)."""
+        import json
+
         import evalx
-        from evalx.results.repeats import Tally, case_status
+        from evalx.results.store import write_json
+
+        with _locked(record.with_name(record.name + ".lock")):
+            made: Any = None
+            if record.is_file():
+                made = json.loads(record.read_text(encoding="utf-8"))
+            if made is None:
+                result = self._run(items)
+                write_json(record, {"run_dir": str(result.run_dir) if result else None, "problem": self.problem})
+                return
+        if made.get("problem"):
+            self.problem = str(made["problem"])
+            return
+        run_dir = Path(made["run_dir"])
+        summary = json.loads((run_dir / "summary.json").read_text(encoding="utf-8"))
+        self._read(evalx.RunResult(run_dir.name, run_dir, summary, int(summary.get("exit_code") or 0)))
+        self.note = None  # the worker that made the run says where it went
+
+    def _run(self, items: list[EvalxCaseItem]) -> Any:
+        import evalx
 
         chosen = {(i.target, i.dataset, i.case_id) for i in items}
         try:
@@ -120,7 +154,14 @@ class _ConfigRun:
             )
         except evalx.EvalxError as exc:
             self.problem = f"evalx could not run {self.path.name}: {exc}"
-            return
+            return None
+        self._read(result)
+        return result
+
+    def _read(self, result: Any) -> None:
+        """Each (target, case)'s verdict and reasons, from the run's cells."""
+        from evalx.results.repeats import Tally, case_status
+
         rule = str(result.summary.get("repeat_pass_rule") or "majority")
         tallies: dict[tuple[str, str, str], Tally] = {}
         reasons: dict[tuple[str, str, str], list[str]] = {}
@@ -140,12 +181,50 @@ class _ConfigRun:
         self.note = f"evalx: {self.path.name}: {result.summary['totals']['cells']} cells, results in {result.run_dir}"
 
 
+def _shared_record(config: pytest.Config, path: Path) -> Path | None:
+    """Under pytest-xdist, the file where this session's run of the config at ``path`` is recorded; None otherwise."""
+    workerinput = getattr(config, "workerinput", None)
+    if not isinstance(workerinput, dict) or not workerinput.get("testrunuid"):
+        return None
+    import hashlib
+    import tempfile
+
+    folder = Path(tempfile.gettempdir()) / f"evalx-xdist-{workerinput['testrunuid']}"
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder / f"{hashlib.sha256(str(path).encode()).hexdigest()[:16]}.json"
+
+
+@contextlib.contextmanager
+def _locked(path: Path) -> Iterator[None]:
+    """An exclusive lock on ``path`` (created) between the workers of one session."""
+    import fcntl
+
+    with open(path, "a+b") as handle:
+        fcntl.flock(handle.fileno(), fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
+
+
+def _refuse_without_locks(config: pytest.Config) -> None:
+    """xdist where file locks do not exist (Windows): one line, instead of each worker running every cell."""
+    try:
+        import fcntl  # noqa: F401
+    except ImportError:
+        if getattr(config, "workerinput", None) is not None or (config.getoption("numprocesses", None) or 0):
+            raise pytest.UsageError(
+                "--evalx with pytest -n: the workers share one run through a file lock, which this platform lacks; run without -n"
+            ) from None
+
+
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config, items: list[pytest.Item]) -> None:
     """Add each config's (target, case) items before -k, -m and --lf select among them."""
     paths = _config_paths(config)
     if not paths:
         return
+    _refuse_without_locks(config)
     for path in paths:
         parent, made = _items(session, config, path)
         collected: list[pytest.Item | pytest.Collector] = list(made)
@@ -189,7 +268,26 @@ def _items(session: pytest.Session, config: pytest.Config, path: Path) -> tuple[
     return parent, out
 
 
+_NOTES = pytest.StashKey[list[str]]()
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    """Under xdist, a worker hands the controller where the run it made went (the controller prints it)."""
+    workeroutput = getattr(session.config, "workeroutput", None)
+    if isinstance(workeroutput, dict):
+        workeroutput["evalx_notes"] = [run.note for run in session.config.stash.get(_CONFIGS, {}).values() if run.note]
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node: Any, error: Any) -> None:
+    """xdist's controller: the notes of the worker that made a run."""
+    notes = (getattr(node, "workeroutput", None) or {}).get("evalx_notes") or []
+    node.config.stash.setdefault(_NOTES, []).extend(str(n) for n in notes)
+
+
 def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:
     for run in config.stash.get(_CONFIGS, {}).values():
         if run.note:
             terminalreporter.write_line(run.note)
+    for note in config.stash.get(_NOTES, []):
+        terminalreporter.write_line(note)

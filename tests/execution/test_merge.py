@@ -166,6 +166,7 @@ def test_refuses_missing_shard_then_allow_partial(tmp_path: Path) -> None:
         "count": 3,
         "partial": True,
         "missing": [2],
+        "missing_cells": summary["cells_planned"] - summary["totals"]["cells"],
         "shards": [
             {"index": 1, "run_id": parts[0].name, "path": str(parts[0])},
             {"index": 3, "run_id": parts[2].name, "path": str(parts[2])},
@@ -349,3 +350,67 @@ def test_merge_renders_as_the_shards_did(tmp_path: Path, junit_schema: Any) -> N
     code, output = merge(config, *parts, "-o", tmp_path / "m2", "--junit-passes", "all")
     assert json.loads((tmp_path / "m2" / "run.json").read_text())["reports"]["junit_passes"] == "all"
     assert (tmp_path / "m2" / "junit.xml").read_text().count("<testcase ") > (tmp_path / "m" / "junit.xml").read_text().count("<testcase ")
+
+
+def test_a_merge_with_a_shard_still_running_is_not_complete_nor_latest(tmp_path: Path) -> None:
+    """Issue 30: a shard still running (part of its cells, no summary) makes a merge that says so and is never `latest`."""
+    config = project(tmp_path / "p", None, gates="gates: {min_pass_rate: 0.3, no_new_failures: true}\n")
+    parts = shards(config, 2)
+    meta = json.loads((parts[1] / "run.json").read_text())
+    meta["status"] = "running"  # as a shard still running has it: status running, no summary yet, some cells
+    (parts[1] / "run.json").write_text(json.dumps(meta))
+    (parts[1] / "summary.json").unlink()
+    results = parts[1] / "results.jsonl"
+    lines = results.read_text().splitlines(keepends=True)
+    results.write_text("".join(lines[: len(lines) // 2]))
+    held = len(read_cells(parts[0])) + len(read_cells(parts[1]))
+    code, output = merge(config, *parts)
+    assert code == 3, output
+    planned = meta["shard"]["plan_cells"]
+    assert f"incomplete merge: {planned - held} of {planned} planned cells are in no shard" in output
+    folder = next(p for p in (config.parent / "runs").iterdir() if p not in parts)
+    merged = json.loads((folder / "run.json").read_text())
+    assert merged["status"] == "interrupted" and merged["merged"]["missing_cells"] == planned - held
+    assert json.loads((folder / "summary.json").read_text())["interrupted"] is True
+    code, output, again = run(config, "--baseline", "latest")
+    assert "no completed run" in output, output  # the merge is not a baseline: it holds half a plan
+    assert not json.loads((again / "summary.json").read_text()).get("baseline")
+    code, output = evalx("runs", "-c", str(config))
+    assert "interrupted (incomplete merge)" in output, output
+
+
+def test_a_shard_whose_label_was_edited_is_judged_by_its_cells(tmp_path: Path) -> None:
+    """Issue 30: shard 1's folder relabelled 2 never merges as '2 of 2 shards'; swapped labels are caught by the deal."""
+    root = tmp_path / "p"
+    root.mkdir()
+    (root / "agent.py").write_text(textwrap.dedent(AGENT), encoding="utf-8")
+    cases = "".join(f"      - {{id: c{i}, input: 'question {i}', assert: [{{type: contains, value: 'know'}}]}}\n" for i in range(7))
+    config = root / "evalconfig.yaml"
+    config.write_text(
+        "version: 1\nname: labelled\ndefaults: {repeat: 2}\ntargets:\n  - {id: rules, type: python, callable: agent.py:answer}\n"
+        f"datasets:\n  - id: qa\n    cases:\n{cases}",
+        encoding="utf-8",
+    )
+    parts = shards(config, 2)
+    copy = tmp_path / "copy-of-shard-1"
+    import shutil
+
+    shutil.copytree(parts[0], copy)
+    meta = json.loads((copy / "run.json").read_text())
+    meta["shard"]["index"] = 2
+    (copy / "run.json").write_text(json.dumps(meta))
+    code, output = merge(config, parts[0], copy, "-o", tmp_path / "m")
+    assert code == 2, output
+    assert f"merge: {parts[0]} and {copy} both hold cell " in output, output
+    assert "its cells say otherwise: give each shard's own run folder once" in output
+    assert not (tmp_path / "m" / "summary.json").exists()
+    code, output = merge(config, copy, "-o", tmp_path / "m1", "--allow-partial")  # alone: no duplicate, still not shard 2
+    assert code == 2, output
+    assert f"merge: {copy}/run.json says shard 2/2, but it holds cell " in output and "its label was changed" in output, output
+    for part, label in ((parts[0], 2), (parts[1], 1)):  # both labels swapped: every cell once, each in the other shard
+        meta = json.loads((part / "run.json").read_text())
+        meta["shard"]["index"] = label
+        (part / "run.json").write_text(json.dumps(meta))
+    code, output = merge(config, *parts, "-o", tmp_path / "m2")
+    assert code == 2, output
+    assert "which the plan deals to shard" in output and "its label was changed" in output, output

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import textwrap
 from collections import Counter
 from collections.abc import Iterator
@@ -94,6 +96,16 @@ def test_pool_shapes_rate_shares_and_the_executor_choice() -> None:
     provider = target_spec({"id": "m", "type": "provider", "provider": "openai", "model": "x", "ray": {"concurrency": 20, "num_gpus": 1}})
     shape = pool_shape(provider, resolve_settings(provider), cells=100)
     assert (shape.actors, shape.concurrency, shape.num_cpus, shape.num_gpus) == (1, 20, 0.0, 1.0)
+    default = target_spec({"id": "p", "type": "python", "callable": "m:f", "concurrency": 8})  # no ray.actors: what the cluster can run
+    assert pool_shape(default, resolve_settings(default), cells=100).actors == 1  # no cluster figures: one actor
+    shape = pool_shape(default, resolve_settings(default), cells=100, free_cpus=4)
+    assert (shape.actors, shape.concurrency, shape.num_cpus) == (4, 2, 1.0)
+    assert pool_shape(default, resolve_settings(default), cells=3, free_cpus=4).actors == 3  # at most its cells
+    assert pool_shape(default, resolve_settings(default), cells=100, free_cpus=64).actors == 8  # at most its concurrency
+    assert pool_shape(default, resolve_settings(default), cells=100, free_cpus=0.5).actors == 1
+    halves = target_spec({"id": "p", "type": "python", "callable": "m:f", "concurrency": 8, "ray": {"num_cpus": 0.5}})
+    assert pool_shape(halves, resolve_settings(halves), cells=100, free_cpus=3).actors == 6  # free CPUs / num_cpus
+    assert pool_shape(provider, resolve_settings(provider), cells=100, free_cpus=4).actors == 1  # it waits on the network
     limited = {"id": "j", "type": "provider", "rate_limit": {"rpm": 600}}
     assert _share_rate(limited, 4)["rate_limit"] == {"rpm": 150.0} and limited["rate_limit"] == {"rpm": 600}  # a copy
     assert _share_rate({"id": "free"}, 4) == {"id": "free"}
@@ -263,7 +275,7 @@ def test_a_killed_actor_of_a_target_with_side_effects_loses_its_cells_as_errors_
 def test_an_interrupted_ray_run_keeps_what_finished_and_resume_runs_the_rest(ray_local: Any, tmp_path: Path) -> None:
     address = ray_local.get_runtime_context().gcs_address
     executor = {"kind": "ray", "address": address, "batch_size": 1}
-    config = _python_project(tmp_path, cells=12, ray={"concurrency": 1}, executor=executor, hang="c08")
+    config = _python_project(tmp_path, cells=12, ray={"actors": 1, "concurrency": 1}, executor=executor, hang="c08")
     stopped = interrupt_when(tmp_path / "busy", config, sig=signal.SIGINT)
     assert stopped.returncode == 3, stopped.err
     assert stopped.seconds < 30, stopped.seconds  # not the hung cell's 60 s
@@ -300,6 +312,131 @@ def test_more_actors_than_the_cluster_can_hold_fail_up_front(ray_local: Any, tmp
     result = CliRunner().invoke(main, ["run", "-c", str(config), "-q", "--executor", "ray"])
     assert result.exit_code == 2, result.output
     assert "the Ray actors need 8 CPUs (target: 8 x 1) and the cluster has 4" in result.output
+
+
+def test_a_python_targets_pool_defaults_to_what_the_cluster_can_run_and_says_so(ray_local: Any, tmp_path: Path) -> None:
+    """Issue 31: no ``ray.actors``: one actor per free CPU (the fixture's instance has 4), at most the concurrency and cells."""
+    config = _python_project(tmp_path, cells=40, timed=False)
+    free = ray_local.available_resources().get("CPU", 0)
+    address = ray_local.get_runtime_context().gcs_address
+    done = subprocess.run(
+        [sys.executable, "-m", "evalx", "run", "-c", str(config), "--executor", "ray", "--ray-address", address, "--concurrency", "3"],
+        capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert done.returncode == 1, done.stderr
+    lines = [line for line in done.stderr.splitlines() if line.startswith("evalx: ray: target 'target': ")]
+    assert len(lines) == 1, done.stderr
+    actors = int(lines[0].split(": ")[3].split(" ")[0])
+    assert actors == min(3, int(free)) and actors >= 2, (lines, free)  # 4 CPUs, concurrency 3: 3 actors
+    assert "at most concurrency 3 and 40 cell(s); ray.actors sets it" in lines[0]
+    assert len({pid for pid, _ in _where(tmp_path)}) == actors  # each one ran cells
+
+
+def test_whatever_a_target_returns_a_ray_run_gives_the_local_results(ray_local: Any, tmp_path: Path) -> None:
+    """Issue 30: an unpicklable return value (a lock), or exception, sinks neither its cell nor its batch of 4 on Ray."""
+    (tmp_path / "agent.py").write_text(
+        textwrap.dedent("""
+            import threading
+
+            class Unpicklable(Exception):
+                def __init__(self, text):
+                    super().__init__(text)
+                    self.lock = threading.Lock()
+
+            def answer(input):
+                if input == "lock":
+                    return {"text": "ok lock", "lock": threading.Lock(), "tuple_keyed": {"a": (1, 2)}}
+                if input == "raise":
+                    raise Unpicklable("no answer here")
+                return "ok " + input
+        """),
+        encoding="utf-8",
+    )
+    cases = [{"id": name, "input": name, "assert": [{"type": "contains", "value": "ok"}]} for name in ("one", "lock", "raise", "two")]
+    data = {
+        "version": 1,
+        "targets": [{"id": "t", "type": "python", "callable": "agent.py:answer"}],
+        "datasets": [{"id": "d", "cases": cases}],
+        "executor": {"batch_size": 4},
+    }
+    config = tmp_path / "evalconfig.yaml"
+    config.write_text(yaml.safe_dump(data, sort_keys=False), encoding="utf-8")
+    local, remote = _run(config), _run(config, "--executor", "ray")
+    statuses = {key[2]: status for key, status in _statuses(remote["dir"]).items()}
+    assert statuses == {"one": "pass", "lock": "pass", "raise": "error", "two": "pass"}, read_cells(remote["dir"])
+    assert _statuses(remote["dir"]) == _statuses(local["dir"]) and remote["exit"] == local["exit"] == 1
+    by_id = {c["case_id"]: c for c in read_cells(remote["dir"])}
+    assert by_id["lock"]["output"]["raw"]["lock"].startswith("<unlocked _thread.lock object")  # stored as locally: its repr
+    assert by_id["lock"]["output"]["raw"]["tuple_keyed"] == {"a": [1, 2]}
+    assert by_id["raise"]["error"] == {c["case_id"]: c for c in read_cells(local["dir"])}["raise"]["error"]
+    assert "no answer here" in by_id["raise"]["error"] and "\x1b" not in by_id["raise"]["error"]
+
+
+def test_a_ray_error_reads_as_plain_text(ray_local: Any) -> None:
+    from evalx.execution.ray_executor import ray_error_text
+
+    @ray_local.remote
+    def fails() -> None:
+        raise ValueError("the real reason")
+
+    with pytest.raises(ray_local.exceptions.RayTaskError) as caught:
+        ray_local.get(fails.remote())
+    assert "\x1b" in str(caught.value) or "ray::" in str(caught.value)  # what Ray prints: a coloured banner first
+    assert ray_error_text(caught.value) == "ValueError: the real reason"
+
+
+def test_a_head_that_wants_a_token_says_it_is_missing_and_how_to_pass_it(tmp_path: Path) -> None:
+    """A Ray head with token authentication: without the token, one line naming it (RAY_AUTH_TOKEN); with it, the run."""
+    ray = pytest.importorskip("ray")
+    if not hasattr(ray.exceptions, "AuthenticationError"):
+        pytest.skip("this Ray has no token authentication (it came in Ray 2.5x)")
+    from _fake_llm import wait_for_port
+
+    token = "0123456789abcdef0123456789abcdef"
+    import socket
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    home = tmp_path / "home"  # Ray reads (and a local instance writes) ~/.ray/auth_token: none of the user's
+    home.mkdir()
+    clean = {k: v for k, v in os.environ.items() if not k.startswith("RAY_")}
+    ray_cli = str(Path(sys.executable).parent / "ray")
+    head_env = {**clean, "HOME": str(home), "RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": token}
+    # its own temp dir (short: Ray's socket paths must fit), so the head never leaves /tmp/ray/ray_current_cluster
+    # behind, where `--ray-address auto` of every later run on this machine would find a dead cluster
+    temp = Path(tempfile.mkdtemp(prefix="evalx-ray-", dir="/tmp"))
+    head = subprocess.Popen(
+        [ray_cli, "start", "--head", f"--port={port}", "--num-cpus=1", "--include-dashboard=false", "--disable-usage-stats",
+         f"--temp-dir={temp}", "--block"],
+        env=head_env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
+    )  # fmt: skip
+    try:
+        wait_for_port(port)
+        config = _python_project(tmp_path, cells=2)
+        command = [sys.executable, "-m", "evalx", "run", "-c", str(config), "-q", "--executor", "ray", "--ray-address", f"127.0.0.1:{port}"]
+        done = subprocess.run(command, capture_output=True, text=True, timeout=300, env={**clean, "HOME": str(home)})
+        assert done.returncode == 2, done.stderr
+        lines = [line for line in done.stderr.splitlines() if line.startswith("evalx:")]
+        assert len(lines) == 1 and "Traceback" not in done.stderr, done.stderr
+        assert lines[0].startswith(f"evalx: cannot connect to the Ray cluster at 127.0.0.1:{port}: "), lines
+        assert "token is missing" in lines[0] and "RAY_AUTH_TOKEN" in lines[0], lines
+        auto = [*command[:-1], "auto"]  # the head found through RAY_ADDRESS: the same cause, not "no running cluster"
+        done = subprocess.run(
+            auto, capture_output=True, text=True, timeout=300, env={**clean, "HOME": str(home), "RAY_ADDRESS": f"127.0.0.1:{port}"}
+        )
+        assert done.returncode == 2 and "token is missing" in done.stderr, done.stderr
+        with_token = {**clean, "HOME": str(home), "RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": token}
+        done = subprocess.run(command, capture_output=True, text=True, timeout=300, env=with_token)
+        assert done.returncode == 1, done.stderr  # the run ran: one of its two cells fails its check on purpose
+    finally:
+        os.killpg(head.pid, signal.SIGTERM)
+        try:
+            head.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            os.killpg(head.pid, signal.SIGKILL)
+            head.wait()
+        shutil.rmtree(temp, ignore_errors=True)
 
 
 # ---------------------------------------------------------------- a multi-node cluster, simulated on this machine (in a child process)

@@ -17,11 +17,21 @@ assertion, the judge, ``evalx validate`` and ``plugins:`` all come here.
 - ``Class.attr`` is looked up on the class: static and class methods work; a
   plain instance method is an error that says so (evalx has no instance to
   call it on).
+- A function given as an object (the Python API) is named for the config
+  (:func:`name_given`) and the name resolves to that very object in this
+  process: a name is never rebound to another live object (two lambdas of two
+  concurrent runs get two names), and a name made for an object that no
+  longer exists, or a lambda's or nested function's name with no object
+  behind it, is refused, never looked up as if it were importable.
+- :func:`code_digest` identifies a callable by its code (its code objects,
+  defaults and simple captured values, and its source file's content): what
+  a Python target's cache key holds, so changed code never replays an old answer.
 """
 
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import importlib
 import importlib.util
@@ -30,6 +40,8 @@ import os
 import re
 import sys
 import threading
+import types
+import weakref
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from types import ModuleType
@@ -39,7 +51,15 @@ from evalx.common.documents import display_path
 from evalx.common.reading import check_regular
 from evalx.errors import UnreadableFile, UserCodeError
 
-__all__ = ["UserCodeError", "import_user_module", "is_file_ref", "provide_callable", "resolve_callable", "user_code_on_path"]
+__all__ = [
+    "UserCodeError",
+    "code_digest",
+    "import_user_module",
+    "is_file_ref",
+    "name_given",
+    "resolve_callable",
+    "user_code_on_path",
+]
 
 
 _lock = threading.RLock()
@@ -47,6 +67,10 @@ _lock = threading.RLock()
 _callables: dict[tuple[str, Path], Callable[..., Any]] = {}
 #: imported modules by resolved file path, whichever way they were named
 _modules_by_file: dict[Path, ModuleType] = {}
+#: callables given as objects, by (name, base_dir): a weak reference where the object takes one (a closure may hold a model)
+_given: dict[tuple[str, Path], Callable[[], Any]] = {}
+#: what a lambda's or a nested function's name is made of (``<lambda>``, ``<locals>`` with ``<>`` replaced by ``_``)
+_MADE_UP = re.compile(r"(^|\.)_(lambda|locals|genexpr|listcomp|dictcomp|setcomp)_(\.|$|_\d+$)")
 #: folders evalx put on sys.path: entry -> [holders, added by evalx]
 _path_holds: dict[str, list[int]] = {}
 
@@ -90,12 +114,23 @@ def user_code_on_path(folder: Path) -> Iterator[None]:
 def resolve_callable(ref: str, base_dir: Path) -> Callable[..., Any]:
     """The callable ``ref`` names, relative to ``base_dir`` (the config's folder); raise :class:`UserCodeError`."""
     key = (ref, base_dir)
+    held = _given.get(key)
+    if held is not None:
+        obj = held()
+        if obj is not None:
+            return obj  # type: ignore[no-any-return]
+        raise UserCodeError(f"{ref!r} named a function given as an object, which no longer exists in this process: give the function again")
     found = _callables.get(key)
     if found is not None:
         return found
     module_ref, sep, attr = ref.rpartition(":")
     if not sep or not module_ref or not attr:
         raise UserCodeError(f"{ref!r} must look like module:function or path/to/file.py:function")
+    if _MADE_UP.search(attr):
+        raise UserCodeError(
+            f"{ref!r} is the name evalx gave a lambda or a nested function, and no such function is at hand in this "
+            "process: give the function itself (the Python API), or name an importable module:function"
+        )
     module = import_user_module(module_ref, base_dir)
     obj = _lookup(module, module_ref, attr, ref)
     if not callable(obj):
@@ -105,10 +140,110 @@ def resolve_callable(ref: str, base_dir: Path) -> Callable[..., Any]:
     return obj  # type: ignore[no-any-return]
 
 
-def provide_callable(ref: str, base_dir: Path, fn: Callable[..., Any]) -> None:
-    """Make ``ref`` resolve to ``fn`` for configs in ``base_dir``: a callable the Python API was given as an object."""
+def name_given(ref: str, base_dir: Path, fn: Callable[..., Any]) -> str:
+    """The name ``fn``, a callable the Python API was given as an object, goes by in configs of ``base_dir``.
+
+    ``ref`` (``module:qualname``) when it is free or ``fn``'s already, else ``ref_2``, ``ref_3``...: a name is never
+    rebound to another object while that one lives, so two runs in one process never call each other's function.
+    The name resolves to ``fn`` itself (:func:`resolve_callable`), never to whatever an import would find under it.
+    """
     with _lock:
-        _callables[(ref, base_dir)] = fn
+        n = 1
+        while True:
+            name = ref if n == 1 else f"{ref}_{n}"
+            held = _given.get((name, base_dir))
+            current = held() if held is not None else None
+            if current is None or current is fn:
+                break
+            n += 1
+        _given[(name, base_dir)] = _reference(fn)
+        _callables.pop((name, base_dir), None)
+        return name
+
+
+def _reference(fn: Callable[..., Any]) -> Callable[[], Any]:
+    """A weak reference to ``fn`` when it takes one (a bound method's is a WeakMethod), else ``fn`` held."""
+    try:
+        return weakref.WeakMethod(fn) if inspect.ismethod(fn) else weakref.ref(fn)
+    except TypeError:
+        return lambda: fn
+
+
+def code_digest(fn: Any) -> str:
+    """A digest of what ``fn`` runs: its code objects (nested ones too), defaults, simple captured values, the functions
+    it wraps, and the content of the files they come from. Equal for the same code in any process; different for a
+    redefined function, another lambda, or an edited file."""
+    digest = hashlib.sha256()
+    files: set[str] = set()
+    seen: set[int] = set()
+
+    def literal(value: Any, depth: int = 0) -> str:
+        if isinstance(value, (frozenset, set, tuple, list, dict)) and (depth > 8 or len(value) > 10_000):
+            return f"<{type(value).__name__} of {len(value)}>"  # captured data, not code: its shape is enough
+        if isinstance(value, (frozenset, set)):  # set order changes from one process to the next
+            return "{" + ",".join(sorted(literal(v, depth + 1) for v in value)) + "}"
+        if isinstance(value, (tuple, list)):
+            return "(" + ",".join(literal(v, depth + 1) for v in value) + ")"
+        if isinstance(value, dict):
+            return "{" + ",".join(sorted(f"{literal(k, depth + 1)}:{literal(v, depth + 1)}" for k, v in value.items())) + "}"
+        if value is None or isinstance(value, (str, bytes, int, float, complex, bool)):
+            return repr(value)
+        if isinstance(value, types.CodeType):
+            add_code(value)
+            return "<code>"
+        if callable(value):
+            add(value)
+            return "<callable>"
+        return f"<{type(value).__module__}.{type(value).__qualname__}>"  # an object: its type (its repr may hold an address)
+
+    def add_code(code: types.CodeType) -> None:
+        files.add(code.co_filename)
+        digest.update(code.co_code)
+        digest.update(repr((code.co_names, code.co_varnames, code.co_freevars, code.co_cellvars)).encode())
+        digest.update(literal(code.co_consts).encode("utf-8", "surrogatepass"))
+
+    def add(obj: Any) -> None:
+        if id(obj) in seen:
+            return
+        seen.add(id(obj))
+        if isinstance(obj, functools.partial):
+            add(obj.func)
+            digest.update(literal((obj.args, obj.keywords)).encode("utf-8", "surrogatepass"))
+            return
+        if inspect.ismethod(obj):
+            add(obj.__func__)
+            return
+        code = getattr(obj, "__code__", None)
+        if isinstance(code, types.CodeType):
+            add_code(code)
+            digest.update(literal((getattr(obj, "__defaults__", None), getattr(obj, "__kwdefaults__", None))).encode())
+            for cell in getattr(obj, "__closure__", None) or ():
+                try:
+                    digest.update(literal(cell.cell_contents).encode("utf-8", "surrogatepass"))
+                except ValueError:  # an empty cell
+                    pass
+        elif not inspect.isroutine(obj) and callable(obj):  # an instance with __call__, or a class
+            owner, method = (obj, "__init__") if inspect.isclass(obj) else (type(obj), "__call__")
+            call = inspect.getattr_static(owner, method, None)
+            if call is not None and call is not object.__init__:
+                add(call)
+        wrapped = getattr(obj, "__wrapped__", None)
+        if wrapped is not None:
+            add(wrapped)
+
+    add(fn)
+    for name in sorted(files):
+        digest.update(name.encode("utf-8", "surrogatepass"))
+        digest.update(_file_digest(name))
+    return digest.hexdigest()
+
+
+def _file_digest(name: str) -> bytes:
+    """The digest of a source file's content (b"" for code with no file: a notebook cell, ``<string>``)."""
+    try:
+        return hashlib.sha256(Path(name).read_bytes()).digest() if Path(name).is_file() else b""
+    except OSError:
+        return b""
 
 
 def import_user_module(module_ref: str, base_dir: Path) -> ModuleType:

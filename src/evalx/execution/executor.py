@@ -243,6 +243,9 @@ class Executor:
             case = cell.case.to_dict()
             case.pop("source", None)
             spec = self.run.redactor.obj(plan.target.spec)  # secrets masked: never part of a key
+            code = getattr(plan.target, "code_identity", None)  # a Python target's code, not only its name
+            if code is not None:
+                return make_key(plan.target.type, spec, case, cell.repeat, code)
             return make_key(plan.target.type, spec, case, cell.repeat)
         except Exception:  # a key that cannot be made means "do not cache", never a failed cell
             return None

@@ -15,11 +15,13 @@ the exit status and the reports are made by the same functions as
 
 from __future__ import annotations
 
+import dataclasses
 import heapq
 import logging
 import shutil
 import time
-from collections.abc import Iterable, Iterator
+from array import array
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -32,6 +34,7 @@ from evalx.errors import MergeError, writing
 from evalx.execution.resume import config_hash
 from evalx.execution.run_record import RunMeta, read_run_meta
 from evalx.execution.runner import RunOutcome, publish
+from evalx.execution.shards import case_key, deal
 from evalx.reports.render import ReportOptions
 from evalx.reports.writers import Outputs
 from evalx.results.model import CellResult, CostGuardReport, MergeReport, RunSummary
@@ -208,6 +211,85 @@ def _target_failures(summary: RunSummary) -> list[str]:
     return lines
 
 
+def _cell_name(result: CellResult) -> str:
+    return f"case {result.get('dataset')}/{result.get('case_id')}, target {result.get('target')}, repeat {result.get('repeat')}"
+
+
+def _plan_shards(config: Config, shards: list[ShardRun]) -> Callable[[int], int] | None:
+    """A cell index -> the shard the plan deals it to, from the plan made again with ``config`` when it is the shards'
+    plan (the same fingerprint); None when it cannot be made again (the config or its datasets changed)."""
+    from evalx.execution.plan import build_plan
+    from evalx.execution.resume import plan_fingerprint, selection_from_meta, stored_fingerprint_version
+
+    first = shards[0]
+    try:
+        selection = dataclasses.replace(selection_from_meta(first.meta), shard=None)
+        plan = build_plan(config, selection)
+        if plan_fingerprint(config, plan, stored_fingerprint_version(first.meta)) != first.plan_digest:
+            return None
+    except Exception:  # an older shard, a changed config: the cells alone are checked
+        return None
+    return plan.cells.shard_of(first.count)
+
+
+def check_membership(shards: list[ShardRun], dealt: Callable[[int], int] | None = None) -> int:
+    """How many planned cells no shard holds, judged from the cells themselves, never from the shards' labels.
+
+    Raises :class:`MergeError` when a cell is held twice (a folder given twice, or one whose ``shard.index`` was edited),
+    when a cell lies outside the plan, when one case's cells are in two folders (a shard holds whole cases), and —
+    when the plan can be made again (``dealt``: a cell index -> its shard), or else every cell of every planned case is
+    there so the deal can be made again from them — when a folder holds cells of another shard than its ``run.json`` names.
+    """
+    record = as_object(shards[0].meta.get("shard"))  # checked by read_shards: plan_cells and plan_cases are ints
+    planned, planned_cases = record.get("plan_cells"), record.get("plan_cases")
+    total, count = planned if isinstance(planned, int) else 0, shards[0].count
+    holder = array("i", bytes(4 * total))  # the position (1-based) in ``shards`` of the folder holding each cell
+    cases: dict[tuple[str, str], list[int]] = {}  # (dataset, case id) -> [its cells, the position of its folder]
+    held = 0
+    for pos, shard in enumerate(shards, 1):
+        for result in read_results(shard.path / RESULTS, raw=True):
+            index = result.get("index")
+            if type(index) is not int or not 0 <= index < total:
+                raise MergeError(f"merge: {shard.path} holds a cell outside the plan of {total} cells (index {index!r}): not a shard of it")
+            if holder[index]:
+                other = shards[holder[index] - 1]
+                where = f"{other.path} and {shard.path} both hold" if other is not shard else f"{shard.path} holds twice"
+                raise MergeError(
+                    f"merge: {where} cell {index} ({_cell_name(result)}); {shard.path}/run.json says shard "
+                    f"{shard.index}/{count}, its cells say otherwise: give each shard's own run folder once"
+                )
+            if dealt is not None and dealt(index) != shard.index:
+                raise MergeError(
+                    f"merge: {shard.path}/run.json says shard {shard.index}/{count}, but it holds cell {index} "
+                    f"({_cell_name(result)}), which the plan deals to shard {dealt(index)}/{count}: its label was changed; "
+                    "give each shard's own run folder"
+                )
+            holder[index] = pos
+            held += 1
+            key = (str(result.get("dataset")), str(result.get("case_id")))
+            entry = cases.get(key)
+            if entry is None:
+                cases[key] = [1, pos]
+            elif entry[1] != pos:
+                raise MergeError(
+                    f"merge: case {key[0]}/{key[1]} has cells in {shards[entry[1] - 1].path} and {shard.path}; "
+                    "a shard holds whole cases: these are not shards of one plan"
+                )
+            else:
+                entry[0] += 1
+    if dealt is None and held == total and len(cases) == planned_cases:  # every case is here: the deal made again
+        keys = list(cases)
+        owners = deal([case_key(*k) for k in keys], [cases[k][0] for k in keys], count)
+        for key, owner in zip(keys, owners):
+            shard = shards[cases[key][1] - 1]
+            if shard.index != owner + 1:
+                raise MergeError(
+                    f"merge: {shard.path}/run.json says shard {shard.index}/{count}, but it holds case {key[0]}/{key[1]}, "
+                    f"which the plan deals to shard {owner + 1}/{count}: its label was changed; give each shard's own run folder"
+                )
+    return total - held
+
+
 def merge(config: Config, run_dirs: list[Path], options: MergeOptions) -> RunOutcome:
     """Merge the shard runs in ``run_dirs`` into one new run; its summary, reports and exit status as ``evalx run`` makes them."""
     shards, missing = read_shards(run_dirs, allow_partial=options.allow_partial)
@@ -216,6 +298,7 @@ def merge(config: Config, run_dirs: list[Path], options: MergeOptions) -> RunOut
         raise MergeError(f"merge: the shards are runs of config {first.meta.get('name')!r}, not of {config.name!r} ({config.path})")
     if first.meta.get("config_hash") not in (None, config_hash(config)):
         log.info(f"note: {config.path} changed since the shards ran; its gates and output dir are used, the shards' cells as they are")
+    missing_cells = check_membership(shards, _plan_shards(config, shards))
     for shard in shards:
         if not shard.complete:
             log.warning(
@@ -230,13 +313,13 @@ def merge(config: Config, run_dirs: list[Path], options: MergeOptions) -> RunOut
         run_dir.mkdir(parents=True, exist_ok=True)
     lock = RunLock(run_dir)
     try:
-        return _merge_locked(config, shards, missing, run_id, run_dir, options)
+        return _merge_locked(config, shards, missing, missing_cells, run_id, run_dir, options)
     finally:
         lock.release()
 
 
 def _merge_locked(
-    config: Config, shards: list[ShardRun], missing: list[int], run_id: str, run_dir: Path, options: MergeOptions
+    config: Config, shards: list[ShardRun], missing: list[int], missing_cells: int, run_id: str, run_dir: Path, options: MergeOptions
 ) -> RunOutcome:
     from evalx.results.summary import SummaryBuilder
 
@@ -250,6 +333,7 @@ def _merge_locked(
         "shards": [{"index": s.index, "run_id": s.meta.get("run_id"), "path": str(s.path)} for s in shards],
         "partial": bool(missing),
         "missing": missing,
+        "missing_cells": missing_cells,
     }
     selection_args = dict(as_object(first.meta.get("selection_args")))
     selection_args["shard"] = None
@@ -313,8 +397,8 @@ def _merge_locked(
     summary, warnings = finish_summary(
         figures,
         RunFacts(
-            config=relative_path(config.path),
-            interrupted=not all(s.complete for s in shards),
+            config=str(config.path),
+            interrupted=not all(s.complete for s in shards) or (missing_cells > 0 and not missing),
             cells_planned=_int(plan.get("plan_cells")),
             cost_guard=_cost_guard(shards),
             merged=merged,
@@ -334,6 +418,14 @@ def _merge_locked(
     if missing:
         which = ", ".join(f"{i}/{first.count}" for i in missing)
         messages.append(f"partial merge: shard{'s' if len(missing) > 1 else ''} {which} missing; their cells are not in this run")
-    meta["status"], meta["finished_at"], meta["exit_code"] = "complete", summary.get("finished_at"), exit_code
+    if missing_cells and not missing:
+        messages.append(
+            f"incomplete merge: {missing_cells} of {_int(plan.get('plan_cells'))} planned cells are in no shard (a shard had not finished); "
+            "this run is not complete and is never `latest`"
+        )
+    # complete only when the cells say so: every planned cell held once, every shard finished
+    complete = not missing_cells and all(s.complete for s in shards)
+    status = "complete" if complete else "partial" if missing else "interrupted"
+    meta["status"], meta["finished_at"], meta["exit_code"] = status, summary.get("finished_at"), exit_code
     publish(run_dir, summary, meta, options.reports, options.outputs)
     return RunOutcome(run_id, run_dir, summary, exit_code, messages)

@@ -16,7 +16,7 @@ import fnmatch
 import gc
 from array import array
 from bisect import bisect_right
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from functools import cached_property
 from itertools import islice
@@ -240,17 +240,28 @@ class PlanCells:
         The other cells are left out as a resume leaves finished ones out, so
         every cell keeps its index in the whole plan (a merge puts them back in order).
         """
+        starts, total = self._starts, self.total
+        ends = [*starts[1:], total]
+        cells = [end - start for start, end in zip(starts, ends)]
+        skip = bytearray(self._skip) + bytes(max(0, total - len(self._skip)))
+        for k, owner in enumerate(self.case_shards(count)):
+            if owner != index - 1 and cells[k]:
+                skip[starts[k] : ends[k]] = b"\x01" * cells[k]
+        return PlanCells(self._targets, self._chosen, self._repeat, self._default_repeat, skip)
+
+    def case_shards(self, count: int) -> list[int]:
+        """The shard (0-based) each selected case is dealt to among ``count`` (:func:`evalx.execution.shards.deal`)."""
         from evalx.execution.shards import case_key, deal
 
         starts, total = self._starts, self.total
         keys = [case_key(ds_id, table.case_id(pos)) for ds_id, table, positions in self._chosen for pos in positions]
         ends = [*starts[1:], total]
-        cells = [end - start for start, end in zip(starts, ends)]
-        skip = bytearray(self._skip) + bytes(max(0, total - len(self._skip)))
-        for k, owner in enumerate(deal(keys, cells, count)):
-            if owner != index - 1 and cells[k]:
-                skip[starts[k] : ends[k]] = b"\x01" * cells[k]
-        return PlanCells(self._targets, self._chosen, self._repeat, self._default_repeat, skip)
+        return deal(keys, [end - start for start, end in zip(starts, ends)], count)
+
+    def shard_of(self, count: int) -> Callable[[int], int]:
+        """A function: a cell's index -> the shard (1-based) of ``count`` that ``--shard I/count`` runs it in."""
+        owners, starts = self.case_shards(count), self._starts
+        return lambda index: owners[bisect_right(starts, index) - 1] + 1
 
 
 def _set_bytes(flags: bytes | bytearray) -> Iterator[int]:

@@ -26,7 +26,8 @@ from evalx.common.redaction import Redactor
 from evalx.execution.executor import YIELD_EVERY, Executor, TargetPlan
 from evalx.execution.runtime import CellRuntime, CellSetup
 from evalx.models import Cell
-from evalx.results.model import CellResult
+from evalx.results.model import CellResult, cell_result
+from evalx.results.store import storable
 from evalx.targets import RunContext, TargetSettings, build_target
 
 
@@ -107,7 +108,12 @@ class CellWorker:
         self._workers = [asyncio.create_task(self._work()) for _ in range(max(1, job.settings.concurrency))]
 
     async def run(self, cells: list[Cell]) -> list[CellResult]:
-        """The results of ``cells``, in their order, each run by the first free worker."""
+        """The results of ``cells``, in their order, each run by the first free worker.
+
+        Each result is made storable here (:func:`evalx.results.store.storable`, what the local run's writer does),
+        so what crosses to the driver is plain data whatever a target returned; a cell whose run failed in evalx's
+        own code is that cell's error, never its batch's.
+        """
         assert self._queue is not None, "start() first"
         loop = asyncio.get_running_loop()
         futures = []
@@ -115,7 +121,27 @@ class CellWorker:
             future: asyncio.Future[CellResult] = loop.create_future()
             self._queue.put_nowait((cell, future))
             futures.append(future)
-        return list(await asyncio.gather(*futures))
+        outcomes = await asyncio.gather(*futures, return_exceptions=True)
+        results = []
+        for cell, outcome in zip(cells, outcomes):
+            if isinstance(outcome, BaseException):
+                if isinstance(outcome, (KeyboardInterrupt, SystemExit)):
+                    raise outcome
+                outcome = self._failed(cell, outcome)
+            results.append(storable(outcome))
+        return results
+
+    def _failed(self, cell: Cell, exc: BaseException) -> CellResult:
+        """The error result of a cell whose run raised in evalx's own code (the target's failures are results already)."""
+        job = self.job
+        target = self.plan.target if self.plan is not None else None  # started: run() is only called after start()
+        target_id = target.id if target is not None else str(job.spec.get("id"))
+        target_type = target.type if target is not None else str(job.spec.get("type"))
+        result = cell_result(
+            job.run_id, cell.index, target_id, target_type, cell.case, cell.dataset, cell.repeat,
+            "error", None, [], {}, error=f"evalx failed on this cell: {type(exc).__name__}: {exc}",
+        )  # fmt: skip
+        return job.redactor.obj(result) if job.redactor else result
 
     async def _work(self) -> None:
         assert self._queue is not None and self.executor is not None and self.plan is not None

@@ -44,6 +44,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypedDict
 
+from evalx.common.ansi import strip_ansi
 from evalx.common.json_types import JSONObject, as_object
 from evalx.common.reading import CONFIG, PROVIDER, read_text
 from evalx.errors import ConfigError, EvalxError
@@ -143,14 +144,66 @@ def connect(ray: Any, address: str, upload: Callable[[], RuntimeEnv], mode: str 
             ray.shutdown()  # again, as a job that carries the folder
             ray.init(address=address, logging_level=logging.WARNING, runtime_env=upload())
             return False, True
-    except ConnectionError as exc:
-        if address == "auto":
+    except Exception as exc:  # whatever ray.init raised, it could not connect: one line that names the cause
+        found = address if address != "auto" else _address_in(str(exc))  # auto: the address Ray tried, if it says
+        refused = _refused_token(ray, found) if found else None
+        if refused:
+            raise EvalxError(f"cannot connect to the Ray cluster at {found}: {refused}") from None
+        if address == "auto" and isinstance(exc, ConnectionError):
             raise EvalxError(
                 "no running Ray cluster found (--ray-address auto): start one (`ray start --head`), "
                 "or pass --ray-address local to start a local Ray instance"
             ) from None
-        raise EvalxError(f"cannot connect to the Ray cluster at {address}: {_first_line(exc)}") from None
+        raise EvalxError(f"cannot connect to the Ray cluster at {address}: {ray_error_text(exc)}") from None
     return False, False
+
+
+def _address_in(text: str) -> str | None:
+    """The ``HOST:PORT`` a Ray error says it tried to reach (``Failed to connect to Ray cluster at 10.0.0.2:6379``)."""
+    match = re.search(r"\bat (\[?[\w.:-]+\]?:\d+)", text)
+    return match.group(1) if match else None
+
+
+#: where docs/scale-out.md says how to pass a cluster's token
+TOKEN_HELP = "set RAY_AUTH_MODE=token and RAY_AUTH_TOKEN=<the cluster's token> (or RAY_AUTH_TOKEN_PATH=<a file holding it>)"
+
+
+def _refused_token(ray: Any, address: str) -> str | None:
+    """Why a head that answers refused this process, when the reason is its token authentication; None otherwise.
+
+    Ray's ``ConnectionError`` does not say (only its log does): a GCS client made here asks the head once, and only
+    when something listens at ``address`` (a client to nowhere waits for 40 s).
+    """
+    host, _, port = address.rpartition(":")
+    if "://" in address or not host or not port.isdigit():
+        return None
+    import socket
+
+    try:
+        socket.create_connection((host.strip("[]"), int(port)), timeout=3).close()
+    except OSError:
+        return None
+    try:
+        ray._raylet.GcsClient(address=address)
+    except Exception as exc:  # (only an authentication refusal is told; the rest is Ray's own message)
+        if type(exc).__name__ != "AuthenticationError" and "InvalidAuthToken" not in str(exc):
+            return None
+    else:
+        return None
+    if os.environ.get("RAY_AUTH_MODE", "").lower() != "token":  # Ray sends a token only in token mode, whatever is set
+        return f"the cluster requires token authentication and the token is missing: {TOKEN_HELP}"
+    return "the cluster refused the authentication token: check that RAY_AUTH_TOKEN (or RAY_AUTH_TOKEN_PATH) holds its token"
+
+
+def ray_error_text(exc: BaseException) -> str:
+    """A Ray error as one line of plain text: the exception raised inside the worker when Ray kept it, never
+    Ray's coloured ``ray::Actor.method()`` banner."""
+    cause = getattr(exc, "cause", None)
+    if isinstance(cause, BaseException) and cause is not exc:
+        return f"{type(cause).__name__}: {_first_line(cause)}"
+    lines = [line.strip() for line in strip_ansi(str(exc)).splitlines() if line.strip()]
+    meaningful = [line for line in lines if not line.startswith(("ray::", "Traceback", "File ", "^"))]
+    return (meaningful[-1] if meaningful else lines[-1] if lines else type(exc).__name__)[:500]
 
 
 @dataclass
@@ -273,15 +326,21 @@ class RayRun:
 
     def _make_pools(self) -> None:
         ray, config = self.ray, self.config
-        shapes: list[tuple[TargetSpec, JSONObject, Any, TargetSettings, PoolShape]] = []
+        used: list[tuple[TargetSpec, JSONObject, Any, TargetSettings]] = []
         for spec, entry in zip(self.plan.targets, self.plan.target_specs):
             cells = self.plan.cells_for(spec.id)
             if len(cells):
-                settings = resolve_settings(spec, config.typed.defaults, self.overrides)
-                shapes.append((spec, entry, cells, settings, pool_shape(spec, settings, len(cells))))
+                used.append((spec, entry, cells, resolve_settings(spec, config.typed.defaults, self.overrides)))
+        sized = [pool_shape(spec, settings, len(cells)) for spec, _, cells, settings in used if spec.ray and spec.ray.actors]
+        fixed = sum(shape.actors * shape.num_cpus for shape in sized)  # the CPUs of the pools whose size is given
+        share = free_cpu_shares(ray, [spec for spec, *_ in used], fixed)
+        shapes = [(spec, entry, cells, settings, pool_shape(spec, settings, len(cells), share)) for spec, entry, cells, settings in used]
         if not shapes:
             return
         _check_resources(ray, [(spec.id, shape) for spec, _, _, _, shape in shapes])
+        if not self.quiet:
+            for spec, _, cells, settings, shape in shapes:
+                log.info(f"ray: target {spec.id!r}: {pool_sentence(spec, settings, len(cells), shape, share)}")
         total_actors = sum(shape.actors for *_, shape in shapes)
         setup = CellSetup.of(config, self.plan, self.overrides)
         setup = dataclasses.replace(setup, entries={i: _share_rate(entry, total_actors) for i, entry in setup.entries.items()})
@@ -398,8 +457,8 @@ class RayRun:
                 actor.dead = True
                 await self._lost(pool, actor, cells, exc)
                 return
-            except ray.exceptions.RayTaskError as exc:  # evalx's own failure inside the actor: the cells say so
-                results = [self._error(pool, cell, f"the Ray worker failed: {_first_line(exc)}") for cell in cells]
+            except ray.exceptions.RayTaskError as exc:  # the batch itself failed (cells fail one by one in the actor)
+                results = [self._error(pool, cell, f"the Ray worker failed: {ray_error_text(exc)}") for cell in cells]
             finally:
                 pool.in_flight -= 1
                 pool.changed.set()
@@ -517,14 +576,47 @@ class PoolShape:
     num_gpus: float
 
 
-def pool_shape(spec: TargetSpec, settings: TargetSettings, cells: int) -> PoolShape:
-    """A target's ``ray:`` settings with their defaults: 1 actor; the target's concurrency shared out; 1 CPU (python) or none."""
+def pool_shape(spec: TargetSpec, settings: TargetSettings, cells: int, free_cpus: float | None = None) -> PoolShape:
+    """A target's ``ray:`` settings with their defaults: the target's concurrency shared out; 1 CPU (python) or none.
+
+    ``actors`` defaults to 1, except for a Python target given ``free_cpus`` (its share of what the cluster has free):
+    then as many actors as those CPUs hold (``free_cpus`` ÷ ``num_cpus``), at most the target's ``concurrency`` and
+    its cells, so a target that computes uses the cluster, not one CPU of it (issue 31).
+    """
     given = spec.ray or RaySettings()
-    actors = max(1, min(given.actors or 1, cells))
-    concurrency = given.concurrency or max(1, math.ceil(settings.concurrency / actors))
     cpus = given.num_cpus
     num_cpus = float(cpus) if cpus is not None else (1.0 if spec.type == "python" else 0.0)  # the others wait on the network
+    if given.actors:
+        wanted = given.actors
+    elif spec.type == "python" and free_cpus is not None:
+        fits = math.floor(free_cpus / num_cpus + 1e-9) if num_cpus > 0 else settings.concurrency
+        wanted = min(fits, settings.concurrency)
+    else:
+        wanted = 1
+    actors = max(1, min(wanted, cells))
+    concurrency = given.concurrency or max(1, math.ceil(settings.concurrency / actors))
     return PoolShape(actors, concurrency, num_cpus, float(given.num_gpus or 0))
+
+
+def pool_sentence(spec: TargetSpec, settings: TargetSettings, cells: int, shape: PoolShape, free_cpus: float) -> str:
+    """How a target's pool was sized, for the run's first lines."""
+    size = f"{shape.actors} actor(s) x {shape.concurrency} cell(s) in flight, {shape.num_cpus:g} CPU each"
+    if spec.ray and spec.ray.actors:
+        return f"{size} (ray.actors)"
+    if spec.type != "python":
+        return f"{size} (ray.actors sets more)"
+    bounds = f"{free_cpus:g} free CPU(s)" + (f" / num_cpus {shape.num_cpus:g}" if shape.num_cpus else "")
+    return (
+        f"{size} (what the cluster can run: {bounds}, at most concurrency {settings.concurrency} and {cells} cell(s); ray.actors sets it)"
+    )
+
+
+def free_cpu_shares(ray: Any, specs: list[TargetSpec], fixed: float) -> float:
+    """Each default-sized Python pool's share of the cluster's free CPUs: free now, less ``fixed`` (the CPUs the pools
+    with ``ray.actors`` hold), divided among the Python targets without ``ray.actors``."""
+    sized = [s for s in specs if s.type == "python" and not (s.ray and s.ray.actors)]
+    free = float(ray.available_resources().get("CPU", 0)) - fixed
+    return max(0.0, free) / max(1, len(sized))
 
 
 def is_worker_lost(result: CellResult) -> bool:
@@ -603,5 +695,5 @@ def _remote_class(ray: Any) -> Any:
 
 
 def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip().splitlines()
+    text = strip_ansi(str(exc)).strip().splitlines()
     return text[0] if text else type(exc).__name__

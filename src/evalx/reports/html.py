@@ -76,6 +76,7 @@ from typing import Any, TypedDict, cast
 import jinja2
 from markupsafe import Markup
 
+from evalx.common.ansi import strip_ansi
 from evalx.common.atomic import atomic_write
 from evalx.common.json_types import JSON, JSONObject, as_array
 from evalx.common.template_cache import template_cache
@@ -252,8 +253,6 @@ class _HeaderView(TypedDict):
     disagreements: JSONObject | None
 
 
-# CSI (colours, cursor), OSC (titles, hyperlinks) and two-character escapes
-_ANSI = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)?|\x1b[@-Z\\-_]")
 # the characters evalx.results.display shows escaped in long text: controls, surrogates, invisible and bidi characters
 _CONTROL = re.compile(f"[{BODY_CHARS}]")
 _NEWLINES = re.compile(r"\r\n?")
@@ -297,8 +296,7 @@ def clean_text(value: Any) -> str:
             text = value_json(value)
         except (TypeError, ValueError):
             text = str(value)
-    if "\x1b" in text:
-        text = _ANSI.sub("", text)
+    text = strip_ansi(text)
     if "\r" in text:
         text = _NEWLINES.sub("\n", text)
     return _CONTROL.sub(_visible, text)

@@ -2,8 +2,9 @@
 
 A run is a directory holding ``run.json`` (metadata, status) and, once it
 ended, ``summary.json``. ``latest`` is the newest *completed* run of the same
-config name, never the run being made, nor a shard (``--shard I/N``: a part
-of a plan) or a partial merge of shards.
+config name (its ``run.json`` says complete and its summary not interrupted),
+never the run being made, nor a shard (``--shard I/N``: a part of a plan), a
+partial merge of shards, or a merge missing cells of an unfinished shard.
 """
 
 from __future__ import annotations
@@ -44,9 +45,12 @@ class RunInfo:
     duration_s: float | None
     part: str | None = None  # a shard ("shard 1/3") or a partial merge ("partial merge"): never `latest`
 
+    #: the summary says the run stopped before its end (a kill, Ctrl-C, an unfinished shard in a merge)
+    interrupted: bool = False
+
     @property
     def complete(self) -> bool:
-        return self.status == "complete"
+        return self.status == "complete" and not self.interrupted
 
     def as_dict(self) -> JSONObject:
         d = asdict(self)
@@ -89,6 +93,7 @@ def read_run(run_dir: Path) -> RunInfo | None:
         p99_ms=latency.get("p99") if latency else None,
         duration_s=summary.get("duration_s"),
         part=_part_of(meta),
+        interrupted=summary.get("interrupted") is True,
     )
 
 
@@ -104,6 +109,8 @@ def _part_of(meta: JSONObject) -> str | None:
         return f"shard {shard.get('index')}/{shard.get('count')}"
     if isinstance(merged, dict) and merged.get("partial"):
         return "partial merge"
+    if isinstance(merged, dict) and merged.get("missing_cells"):
+        return "incomplete merge"
     return None
 
 

@@ -922,8 +922,8 @@ class ShardReport(TypedDict):
     """The cells of the whole plan (every shard)."""
 
 
-class MergeReport(TypedDict):
-    """A run made by ``evalx merge`` of shard runs."""
+class _MergeReportKeys(TypedDict):
+    """A run made by ``evalx merge`` of shard runs (the keys every merge writes)."""
 
     count: int
     """How many shards the plan was split into."""
@@ -933,6 +933,14 @@ class MergeReport(TypedDict):
     """True when shards were missing (``--allow-partial``): the run holds only the cells of those merged."""
     missing: list[int]
     """The numbers of the missing shards (empty unless partial)."""
+
+
+class MergeReport(_MergeReportKeys, total=False):
+    """A run made by ``evalx merge`` of shard runs."""
+
+    missing_cells: int
+    """Planned cells that no merged shard holds (a shard that had not finished, or missing shards): the merge is
+    ``complete``, and may be a baseline's ``latest``, only when this is 0 (written since issue 30)."""
 
 
 class Metric(TypedDict):

@@ -48,6 +48,25 @@ def _unstorable(result: Any, exc: BaseException) -> None:
     result.update(safe_value(dict(result)))
 
 
+def encode_storable(result: Any, shape: Callable[[Any], Any] = lambda r: r) -> str:
+    """``shape(result)`` as one JSON line: what a target returned that JSON cannot hold is its ``repr``, and a cell
+    that cannot be written at all (a mapping keyed by tuples, a value that contains itself) becomes, in place, an
+    error saying why. The one way a cell is made storable, by the writer here and by a Ray actor before a cell
+    leaves its process (:func:`storable`)."""
+    try:
+        return dumps(shape(result))
+    except (TypeError, ValueError, RecursionError) as exc:  # e.g. a mapping keyed by tuples: the cell's error, not a lost run
+        _unstorable(result, exc)
+        return dumps(shape(result))
+
+
+def storable(result: CellResult) -> CellResult:
+    """``result`` as ``results.jsonl`` will hold it (plain JSON values, :func:`encode_storable`): what a Ray actor sends
+    back, so whatever a target returned, the driver receives and writes what a local run writes."""
+    stored: CellResult = json.loads(encode_storable(result))
+    return stored
+
+
 #: lines the writer holds for one write(2) at most: past it they are written at once
 MAX_PENDING_LINES = 256
 
@@ -201,11 +220,7 @@ class ResultWriter:
         self._write_line(result, lambda r: compact_cell(r, types, with_case=with_case, defaults=defaults, t0=t0), 2 * index + 1)
 
     def _write_line(self, value: Any, shape: Callable[[Any], Any], key: int) -> None:
-        try:
-            text = dumps(shape(value))
-        except (TypeError, ValueError, RecursionError) as exc:  # e.g. a mapping keyed by tuples: the cell's error, not a lost run
-            _unstorable(value, exc)
-            text = dumps(shape(value))
+        text = encode_storable(value, shape)
         try:
             line = (text + "\n").encode("utf-8")
         except UnicodeEncodeError:  # a lone surrogate the executor did not see (a judge's reply...): made safe here, for every reader

@@ -21,7 +21,7 @@ from collections.abc import Mapping
 from typing import Any, TypedDict
 
 from evalx.common.json_types import JSON, Message
-from evalx.common.usercode import resolve_callable
+from evalx.common.usercode import code_digest, resolve_callable
 from evalx.errors import TargetProtocolError
 from evalx.models import Cell, Trajectory
 from evalx.targets import printed
@@ -46,11 +46,14 @@ class PythonTarget:
         self._wants_instructions = False
         self._pool: SyncRunner | None = None
         self._routed = False
+        #: what the function runs (:func:`evalx.common.usercode.code_digest`), known once started
+        self.code_identity: str | None = None
 
     async def start(self, run: RunContext) -> None:
         printed.install()  # before the import: a module's top-level print goes to stderr, not evalx's stdout
         self._routed = True
         self._fn = resolve_callable(self.entry.callable, run.config_dir)
+        self.code_identity = code_digest(self._fn)  # in its cache key: changed code never replays an old answer
         target = inspect.unwrap(self._fn)
         self._is_async = inspect.iscoroutinefunction(target) or inspect.iscoroutinefunction(getattr(target, "__call__", None))  # noqa: B004  (an instance with an async __call__)
         try:
