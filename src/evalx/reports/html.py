@@ -157,32 +157,22 @@ MAX_CELLS = 10_000
 #: past the cap, at least this fraction of it is kept for passing cells (1,000 at the default cap)
 PASS_SHARE = 10
 
-#: a target's row of the header table (``pass`` is a Python keyword: functional syntax)
-_TargetRow = TypedDict(
-    "_TargetRow",
-    {
-        "id": str,
-        "color": str,
-        "cells": int,
-        "pass": int,
-        "fail": int,
-        "error": int,
-        "skipped": int,
-        "pass_rate": float | None,
-        "pass_rate_ci": list[float] | None,
-        "p50": float | None,
-        "p95": float | None,
-        "p99": float | None,
-        "ttft_p50": float | None,
-        "ttft_p95": float | None,
-        "tokens": int,
-        "tokens_text": str,
-        "cost": float | None,
-        "judge_cost": float | None,
-        "cost_per_pass": float | None,
-        "repeats": "_RepeatRow | None",
-    },
-)
+class _TargetRow(CellCounts):
+    """A target's row of the header table: its counts (``pass`` is a keyword, hence CellCounts), then its figures."""
+
+    id: str
+    color: str
+    p50: float | None
+    p95: float | None
+    p99: float | None
+    ttft_p50: float | None
+    ttft_p95: float | None
+    tokens: int
+    tokens_text: str
+    cost: float | None
+    judge_cost: float | None
+    cost_per_pass: float | None
+    repeats: _RepeatRow | None
 
 
 class _RepeatRow(TypedDict):
