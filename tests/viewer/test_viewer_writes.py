@@ -116,3 +116,17 @@ def test_a_report_not_written_by_this_evalx_is_rendered_again_in_memory(tmp_path
         status, page = get(base + f"/run/{run_dir.name}")
     assert status == 200 and "data-planted" not in page and "sha256-AAAA" not in page and "evalx-data" in page
     assert snapshot(run_dir) == before
+
+
+def test_a_run_folder_with_a_file_that_is_not_a_file_is_named_and_every_page_still_answers(tmp_path: Path) -> None:
+    import os
+
+    config, (good, bad) = make_runs(tmp_path, "ab")
+    os.mkfifo(bad / REVIEWS)  # a FIFO nobody writes: reading it would wait for ever
+    with started_viewer(config.parent / "runs") as (base, _):
+        status, page = get(base + "/")
+        assert status == 200 and f'data-run="{good.name}"' in page, page[:500]
+        assert f"{bad.name}/ is not shown" in page and "not a regular file (a FIFO)" in page
+        for path in (f"/run/{good.name}", "/cases", f"/run/{good.name}/review"):
+            assert get(base + path)[0] == 200, path
+        assert get(base + f"/run/{bad.name}")[0] == 404  # not listed, not read: one line, no traceback (started_viewer checks)

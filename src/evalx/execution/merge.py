@@ -18,7 +18,6 @@ from __future__ import annotations
 import dataclasses
 import heapq
 import logging
-import shutil
 import time
 from array import array
 from collections.abc import Callable, Iterable, Iterator
@@ -26,11 +25,12 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 
+from evalx.common.atomic import write_bytes
 from evalx.common.documents import relative_path
 from evalx.common.json_types import JSON, JSONObject, as_object
-from evalx.common.reading import RUN_RECORD, SUMMARY, stored_json
+from evalx.common.reading import CONFIG_COPY, RUN_RECORD, SUMMARY, read_bytes, stored_json
 from evalx.config.loader import Config
-from evalx.errors import MergeError, writing
+from evalx.errors import MergeError, UnreadableFile, writing
 from evalx.execution.resume import config_hash
 from evalx.execution.run_record import RunMeta, read_run_meta
 from evalx.execution.runner import RunOutcome, publish
@@ -357,8 +357,12 @@ def _merge_locked(
     write_json(run_dir / "run.json", meta)
     stored_config = first.path / "config.yaml"
     if stored_config.is_file():  # the resolved config the cells ran with (secrets already redacted)
-        with writing(run_dir / "config.yaml"):
-            shutil.copyfile(stored_config, run_dir / "config.yaml")
+        try:
+            text = read_bytes(stored_config, CONFIG_COPY)  # a regular file only, within its size
+        except UnreadableFile as exc:
+            log.warning(f"{exc}: the merged run has no config.yaml")
+        else:
+            write_bytes(run_dir / "config.yaml", text)  # atomic, never through a link
 
     matrix = next((matrix for s in shards if isinstance(matrix := s.summary.get("matrix"), dict)), None)
     cases = plan.get("plan_cases")

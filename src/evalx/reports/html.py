@@ -157,6 +157,7 @@ MAX_CELLS = 10_000
 #: past the cap, at least this fraction of it is kept for passing cells (1,000 at the default cap)
 PASS_SHARE = 10
 
+
 class _TargetRow(CellCounts):
     """A target's row of the header table: its counts (``pass`` is a keyword, hence CellCounts), then its figures."""
 

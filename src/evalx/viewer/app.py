@@ -31,6 +31,7 @@ import contextlib
 import hmac
 import ipaddress
 import json
+import logging
 import re
 import secrets
 import signal
@@ -71,6 +72,8 @@ from evalx.viewer.pages import (
     run_path,
     runs_page,
 )
+
+log = logging.getLogger(__name__)
 
 __all__ = ["DEFAULT_PORT", "ViewerSettings", "is_loopback", "make_app", "serve"]
 
@@ -153,6 +156,9 @@ async def _guard(request: web.Request, handler: Handler) -> web.StreamResponse:
         if exc.status < 400:  # a redirect (with its cookie)
             raise
         answer = web.Response(status=exc.status, text=exc.text or f"evalx view: {exc.reason}\n")
+    except EvalxError as exc:  # a run's file that cannot be read (a FIFO, too large...): one line, no traceback
+        log.warning(f"evalx view: {exc}")
+        answer = web.Response(status=500, text=f"evalx view: {exc}\n")
     answer.headers.setdefault("Content-Security-Policy", CSP)
     answer.headers.setdefault("X-Content-Type-Options", "nosniff")
     answer.headers.setdefault("X-Frame-Options", "DENY")

@@ -24,7 +24,7 @@ from typing import Any
 
 from evalx.common.atomic import write_text
 from evalx.common.reading import CACHE, SUMMARY, read_json, stored_json
-from evalx.errors import EvalxError
+from evalx.errors import EvalxError, UnreadableFile
 from evalx.results.history import read_run
 from evalx.results.repeats import RULES, status_of
 from evalx.results.reviews import REVIEWS, summary_is_current
@@ -369,6 +369,8 @@ class History:
     runs: list[RunIndex]
     #: run id -> the other folders that hold a run of that id (copies: not shown, never written)
     duplicates: dict[str, list[Path]] = field(default_factory=dict)
+    #: run folders left out because one of their files cannot be read (a FIFO, a device, too large): folder -> why
+    unreadable: dict[str, str] = field(default_factory=dict)
 
     def by_id(self, run_id: str) -> RunIndex | None:
         return next((r for r in self.runs if r.run_id == run_id), None)
@@ -381,6 +383,7 @@ class History:
             where = run.path.name if run is not None else "?"
             others = ", ".join(p.name + "/" for p in copies)
             notes.append(f"run {run_id} is also in {others}: shown and marked from {where}/ only (the copies are left alone)")
+        notes += [f"{folder}/ is not shown: {why}" for folder, why in self.unreadable.items()]
         return notes
 
     @property
@@ -398,14 +401,19 @@ def load_history(runs_dir: Path, *, headlines: bool = False) -> History:
     can be (:func:`_headline`: its ``cases`` are then empty) — for the runs page.
     """
     runs: list[tuple[tuple[str, float, str], RunIndex]] = []
+    unreadable: dict[str, str] = {}
     if runs_dir.is_dir():
         cache = runs_dir / INDEX_DIR
         for child in sorted(runs_dir.iterdir()):
             if child.name == INDEX_DIR or child.is_symlink() or not child.is_dir() or not (child / RESULTS).is_file():
                 continue
-            index = (_stored_index(child, cache) or _headline(child)) if headlines else None
-            if index is None:
-                index = run_index(child, cache_dir=cache)
+            try:
+                index = (_stored_index(child, cache) or _headline(child)) if headlines else None
+                if index is None:
+                    index = run_index(child, cache_dir=cache)
+            except UnreadableFile as exc:  # one run's damaged folder is named, never every page's error
+                unreadable[child.name] = str(exc)
+                continue
             runs.append(((index.started_at, index.started_unix, index.run_id), index))
     runs.sort(key=lambda pair: pair[0])
     # one folder per run id: the one named for it (a `cp -r runs/ID runs/backup` is a copy), else the first by name
@@ -421,4 +429,4 @@ def load_history(runs_dir: Path, *, headlines: bool = False) -> History:
             duplicates.setdefault(index.run_id, []).append(held.path)
         else:
             duplicates.setdefault(index.run_id, []).append(index.path)
-    return History([r for _, r in runs if chosen.get(r.run_id) is r], duplicates)
+    return History([r for _, r in runs if chosen.get(r.run_id) is r], duplicates, unreadable)
