@@ -213,3 +213,26 @@ def test_the_package_root_holds_the_entry_points_and_a_few_shared_leaves() -> No
         for target, _, _ in _imports(SRC / "common" / f"{name}.py", f"evalx.common.{name}"):
             if target.startswith("evalx."):
                 assert target.split(".")[1] in {"common", *shared_leaves}, f"evalx.common.{name} imports {target}"
+
+
+def test_a_python_target_run_loads_no_http_client(tmp_path: Path) -> None:
+    """Start-up (issue 29): a run of a Python target imports only what its config uses; aiohttp (~150 ms) is a remote
+    target's. A module-level import of the HTTP layer in a module every run loads shows up here."""
+    import subprocess
+    import sys
+
+    (tmp_path / "bot.py").write_text("def answer(q):\n    return 'ok ' + q\n", encoding="utf-8")
+    (tmp_path / "evalconfig.yaml").write_text(
+        "version: 1\nname: startup\ntargets:\n  - {id: bot, type: python, callable: bot.py:answer}\n"
+        "datasets:\n  - id: d\n    cases:\n      - {id: one, input: one, assert: [{type: contains, value: ok}]}\n",
+        encoding="utf-8",
+    )
+    probe = (
+        "import sys, runpy\n"
+        "sys.argv = ['evalx', 'run', '-q']\n"
+        "try:\n    runpy.run_module('evalx', run_name='__main__')\n"
+        "except SystemExit:\n    pass\n"
+        "print(sorted(m for m in sys.modules if m.split('.')[0] in ('aiohttp', 'ray')), file=sys.stderr)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", probe], cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert done.stderr.strip().splitlines()[-1] == "[]", done.stderr

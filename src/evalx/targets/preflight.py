@@ -28,7 +28,6 @@ from urllib.parse import urlsplit
 
 from evalx.common.redaction import redact_url
 from evalx.models import Cell
-from evalx.targets.transport.http import is_connect_failure
 
 __all__ = [
     "CONNECT_TIMEOUT_S",
@@ -145,9 +144,11 @@ class ConnectWatch:
     def record(self, target: str, status: str, error: str | None) -> None:
         """A result of ``target``'s (in the order they come)."""
         seen = self._seen.get(target, 0)
-        if seen >= self.first or target in self.down:
+        if seen >= self.first or target in self.down or target not in self.cells:  # watched: remote targets only
             return
         self._seen[target] = seen + 1
+        from evalx.targets.transport.http import is_connect_failure  # aiohttp: a Python target's run never loads it
+
         if status == "error" and error and is_connect_failure(error):
             self._failed[target] = self._failed.get(target, 0) + 1
             self._first_error.setdefault(target, error)
