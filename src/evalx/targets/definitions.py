@@ -42,6 +42,16 @@ from evalx.targets.spec import Pricing, ProviderTargetSpec
 
 PROVIDER_SCHEMA_ID = "https://evalx.dev/schemas/provider.schema.json"
 
+#: ``auth.kind``: what each needs besides the kind itself (see :mod:`evalx.targets.auth`)
+AUTH_KINDS: dict[str, tuple[str, ...]] = {"header": ("header",), "bearer_from_command": ("command",), "google": (), "sigv4": ("service",)}
+#: ``auth`` keys that only a kind reads (another kind's key is an error naming its line)
+_AUTH_KEYS_OF: dict[str, frozenset[str]] = {
+    "header": frozenset({"header", "value", "env", "required"}),
+    "bearer_from_command": frozenset({"command", "ttl_s"}),
+    "google": frozenset({"scopes"}),
+    "sigv4": frozenset({"service"}),
+}
+
 _EXPR: JSONObject = {"type": "string", "description": "A Jinja2 expression over the decoded response JSON (`response`)."}
 _STATUS_LIST: JSONObject = {"type": "array", "items": {"type": "integer", "minimum": 100, "maximum": 599}}
 _ERROR_CLASS: JSONObject = {
@@ -154,13 +164,35 @@ PROVIDER_SCHEMA: JSONObject = {
         "base_url": {"type": "string", "description": "Default base URL; ${VAR:-default} reads the environment."},
         "auth": {
             "type": "object",
+            "description": "How requests authenticate: kind header (default: a key in a header), bearer_from_command, google or sigv4.",
             "properties": {
+                "kind": {
+                    "enum": list(AUTH_KINDS),
+                    "description": "header (default): `header`/`value` with the key; bearer_from_command: `command`'s output "
+                    "as a bearer token; google: Application Default Credentials (evalx-runner[google]); sigv4: AWS Signature V4 "
+                    "over each request (evalx-runner[aws]).",
+                },
                 "header": {"type": "string", "description": "Header carrying the key, e.g. Authorization or x-api-key."},
                 "value": {"type": "string", "description": "Jinja2 template with `api_key`, e.g. 'Bearer {{ api_key }}'."},
                 "env": {"type": "string", "description": "Environment variable read when a target sets no api_key."},
                 "required": {"type": "boolean", "description": "Refuse to run without a key (default false: local servers need none)."},
+                "command": {
+                    "oneOf": [{"type": "string", "minLength": 1}, {"type": "array", "items": {"type": "string"}, "minItems": 1}],
+                    "description": "bearer_from_command: the command printing a token, e.g. 'gcloud auth print-access-token' "
+                    "(a string is split as a shell would, never run by a shell).",
+                },
+                "ttl_s": {
+                    "type": "number",
+                    "exclusiveMinimum": 0,
+                    "description": "bearer_from_command: how long a token is used before the command runs again (default 600).",
+                },
+                "scopes": {
+                    "type": "array",
+                    "items": {"type": "string"},
+                    "description": "google: OAuth scopes (default https://www.googleapis.com/auth/cloud-platform).",
+                },
+                "service": {"type": "string", "description": "sigv4: the AWS service signed for, e.g. bedrock."},
             },
-            "required": ["header"],
             "additionalProperties": False,
         },
         "headers": {"type": "object", "additionalProperties": {"type": "string"}, "description": "Extra headers on every request."},
@@ -269,10 +301,27 @@ def schema_json() -> str:
 
 
 class AuthSection(TypedDict, total=False):
+    kind: str
     header: str
     value: str
     env: str
     required: bool
+    command: str | list[str]
+    ttl_s: float
+    scopes: list[str]
+    service: str
+
+
+@dataclass(frozen=True)
+class AuthSpec:
+    """A definition's ``auth:`` beyond kind ``header`` (which :class:`ProviderDefinition`'s ``auth_*`` fields hold)."""
+
+    kind: str = "header"
+    #: bearer_from_command: the command's argv
+    command: tuple[str, ...] = ()
+    ttl_s: float = 600.0
+    scopes: tuple[str, ...] = ()
+    service: str = ""
 
 
 class RequestSection(TypedDict):
@@ -546,6 +595,7 @@ class ProviderDefinition:
     auth_value: str = "{{ api_key }}"
     auth_env: str | None = None
     auth_required: bool = False
+    auth: AuthSpec = field(default_factory=AuthSpec)
     headers: dict[str, str] = field(default_factory=dict)
     method: str = "POST"
     path: str = ""
@@ -637,6 +687,17 @@ class ProviderDefinition:
         except ValueError as exc:
             raise DefinitionError(f"{self.where('embeddings', 'body')}: did not render to JSON: {exc}") from None
         return body
+
+    def render_location(self, text: str, scope: Mapping[str, str | None], *path: str) -> str:
+        """``base_url`` or ``request.path`` with ``{{ model }}`` and ``{{ region }}`` filled in (text without ``{{`` as it is)."""
+        if "{{" not in text:
+            return text
+        if scope.get("region") is None and "region" in text:
+            raise DefinitionError(f"{self.where(*path)} uses the region: set the target's region")
+        try:
+            return str(_compile_template(text).render(**{k: v for k, v in scope.items() if v is not None}))
+        except TemplateError as exc:
+            raise DefinitionError(f"{self.where(*path)}: template error: {exc}") from None
 
     def render_auth(self, api_key: str) -> str:
         try:
@@ -1046,6 +1107,7 @@ def _parse_definition(path: Path, shown: str, text: str, shipped: bool) -> Provi
     if isinstance(data.get("name"), str) and data["name"] != stem:
         issues.append(_issue(loaded, ("name",), f"name {data['name']!r} must match the file name {stem!r}"))
     if not issues:
+        issues += _auth_issues(loaded)
         issues += _template_issues(loaded)
     if issues:
         issues.sort(key=lambda i: i.line or 0)
@@ -1066,6 +1128,7 @@ def _parse_definition(path: Path, shown: str, text: str, shipped: bool) -> Provi
         auth_value=auth.get("value", "{{ api_key }}"),
         auth_env=auth.get("env"),
         auth_required=bool(auth.get("required", False)),
+        auth=_auth_spec(auth),
         headers=dict(file.get("headers") or {}),
         method=request.get("method", "POST"),
         path=request["path"],
@@ -1082,6 +1145,44 @@ def _parse_definition(path: Path, shown: str, text: str, shipped: bool) -> Provi
         stream=_stream_spec(file.get("stream")),
         known_params=tuple(file["params"]) if "params" in file else None,
     )
+
+
+def _auth_command(value: str | list[str]) -> tuple[str, ...]:
+    import shlex
+
+    return tuple(shlex.split(value)) if isinstance(value, str) else tuple(value)
+
+
+def _auth_spec(auth: AuthSection) -> AuthSpec:
+    return AuthSpec(
+        kind=auth.get("kind", "header"),
+        command=_auth_command(auth["command"]) if "command" in auth else (),
+        ttl_s=float(auth.get("ttl_s", 600.0)),
+        scopes=tuple(auth.get("scopes") or ()),
+        service=auth.get("service", ""),
+    )
+
+
+def _auth_issues(loaded: Loaded) -> list[Issue]:
+    """``auth:``'s keys against its kind: each kind's required keys, and no key another kind reads."""
+    auth = loaded.data.get("auth")
+    if not isinstance(auth, dict):
+        return []
+    kind = auth.get("kind", "header")
+    issues: list[Issue] = []
+    for key in AUTH_KINDS[kind]:
+        if key not in auth:
+            issues.append(_issue(loaded, ("auth",), f"auth kind {kind!r} needs {key}:"))
+    for key in auth:
+        if key != "kind" and key not in _AUTH_KEYS_OF[kind]:
+            issues.append(_issue(loaded, ("auth", key), f"{key}: is not read by auth kind {kind!r}"))
+    if "command" in auth:
+        try:
+            if not _auth_command(auth["command"]):
+                issues.append(_issue(loaded, ("auth", "command"), "the command is empty"))
+        except ValueError as exc:
+            issues.append(_issue(loaded, ("auth", "command"), f"cannot split the command: {exc}"))
+    return issues
 
 
 def _stream_spec(spec: StreamSection | None) -> StreamSpec | None:
@@ -1134,6 +1235,8 @@ def _template_issues(loaded: Loaded) -> list[Issue]:
                 issues.append(_issue(loaded, path, f"expression syntax error: {exc.message}"))
 
     check_template(("request", "body"), data["request"].get("body"))
+    check_template(("request", "path"), data["request"].get("path"))
+    check_template(("base_url",), data.get("base_url"))
     check_template(("auth", "value"), (data.get("auth") or {}).get("value"))
     response = data["response"]
     check_expression(("response", "text"), response.get("text"))

@@ -65,6 +65,7 @@ from evalx.targets.definitions import (
 from evalx.targets.provider_stream import StreamAssembler, carries_error
 from evalx.targets.settings import TargetSettings
 from evalx.targets.spec import ProviderTargetSpec, TargetSpec, record_of, written_entry
+from evalx.targets.transport.auth import AUTH_HINTS, RequestAuth, aws_region, make_auth
 from evalx.targets.transport.http import (
     Backoff,
     HttpClient,
@@ -151,6 +152,8 @@ class ProviderTarget:
         self.url = ""
         self.api_key: str | None = None
         self.key_hint = "api_key"
+        #: the definition's ``auth: {kind: ...}`` other than header: credentials added to each request as it is sent
+        self.auth: RequestAuth | None = None
         self.headers: dict[str, str] = {}
         self.public_headers: dict[str, str] = {}
         self.tools: list[ToolDefinition] = []
@@ -187,16 +190,31 @@ class ProviderTarget:
                 )
         if not base_url:
             raise ConfigError(f"{where}: no base_url (provider {self.provider!r} has no default; set the target's base_url)")
-        self.base_url = str(base_url).rstrip("/")
-        self.url = self.base_url + "/" + definition.path.lstrip("/")
+        kind = definition.auth.kind
+        region = self.entry.region or (aws_region(None) if kind == "sigv4" else None)
+        location = {"model": self.model, "region": region}
+        try:
+            self.base_url = definition.render_location(str(base_url), location, "base_url").rstrip("/")
+            self.url = self.base_url + "/" + definition.render_location(definition.path, location, "request", "path").lstrip("/")
+        except DefinitionError as exc:
+            raise ConfigError(f"{where}: {exc}") from None
         run.redactor.add_url(self.base_url)  # user:password@ or ?api_key= may come from the definition's ${VAR}
 
-        api_key = self.entry.api_key
-        if not api_key and definition.auth_env:
-            api_key = os.environ.get(definition.auth_env) or None
-        self.key_hint = f"the target's api_key or {definition.auth_env}" if definition.auth_env else "the target's api_key"
-        if definition.auth_required and not api_key:
-            raise ConfigError(f"{where}: provider {self.provider!r} needs an API key: set {self.key_hint}")
+        api_key = None
+        if kind != "header":
+            self.auth = make_auth(definition, region, run.redactor.add, where)
+            self.key_hint = AUTH_HINTS[kind]
+            try:
+                await self.auth.prepare()
+            except TargetError as exc:
+                raise ConfigError(str(exc)) from None
+        else:
+            api_key = self.entry.api_key
+            if not api_key and definition.auth_env:
+                api_key = os.environ.get(definition.auth_env) or None
+            self.key_hint = f"the target's api_key or {definition.auth_env}" if definition.auth_env else "the target's api_key"
+            if definition.auth_required and not api_key:
+                raise ConfigError(f"{where}: provider {self.provider!r} needs an API key: set {self.key_hint}")
         self.api_key = api_key
         if api_key:
             run.redactor.add(api_key)
@@ -410,12 +428,16 @@ class ProviderTarget:
                     self._prepaid -= 1
                 else:  # a retry, or a caller that did not wait its turn first
                     await limiter.acquire()
+            data, headers = request.data, self.headers
+            if self.auth is not None:  # signed over the exact bytes sent, again for each attempt
+                data, headers = HttpClient.encode(request.body, headers, data)
+                headers = await self.auth.sign(request.method, request.url, headers, data)
             resp = await client.request_json(
                 request.method,
                 request.url,
                 json=request.body,
-                encoded=request.data,
-                headers=self.headers,
+                encoded=data,
+                headers=headers,
                 raise_for_status=False,
             )
             if resp.status >= 400:
@@ -478,8 +500,12 @@ class ProviderTarget:
                 await limiter.acquire()
         shown = shown_url(self.url)
         headers = {"Accept": "text/event-stream", **self.headers}
+        data = request.data
+        if self.auth is not None:
+            data, headers = HttpClient.encode(request.body, headers, data)
+            headers = await self.auth.sign(request.method, request.url, headers, data)
         async with client.stream(
-            request.method, request.url, json=request.body, headers=headers, idle_timeout_s=self.settings.idle_timeout_s
+            request.method, request.url, json=request.body, encoded=data, headers=headers, idle_timeout_s=self.settings.idle_timeout_s
         ) as resp:
             if resp.status >= 400 or resp.content_type in ("application/json", "application/problem+json"):
                 # an error status, or a server that answered the request whole: read as a non-streamed answer

@@ -201,6 +201,13 @@ class ProviderTargetSpec(TargetSpec):
         str | None,
         Schema(description="How to start this target's server (a command or a note): said when the run cannot connect to it."),
     ] = None
+    region: Annotated[
+        str | None,
+        Schema(
+            description="The cloud region (Bedrock, Vertex): the definition's base_url/path see it as `region`; "
+            "default AWS_REGION, else AWS_DEFAULT_REGION."
+        ),
+    ] = None
     api_key: Annotated[
         str | None, Schema(description="Overrides the provider's key variable (e.g. OPENAI_API_KEY); never written anywhere.")
     ] = None

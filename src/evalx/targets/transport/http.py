@@ -701,6 +701,11 @@ class HttpClient:
         raise TargetError(f"more than {MAX_REDIRECTS} redirects from {shown_url(url)}")
 
     @staticmethod
+    def encode(json: Any, headers: Mapping[str, str] | None, encoded: bytes | None = None) -> tuple[bytes | None, dict[str, str]]:
+        """The body bytes and headers a request with ``json`` sends (a signer signs exactly these)."""
+        return HttpClient._encode(json, headers, encoded)
+
+    @staticmethod
     def _encode(json: Any, headers: Mapping[str, str] | None, encoded: bytes | None = None) -> tuple[bytes | None, dict[str, str]]:
         out = dict(headers or {})
         if json is None and encoded is None:
@@ -769,6 +774,7 @@ class HttpClient:
         url: str,
         *,
         json: Any = None,
+        encoded: bytes | None = None,
         headers: Mapping[str, str] | None = None,
         idle_timeout_s: float | None = None,
     ) -> AsyncIterator[StreamResponse]:
@@ -777,7 +783,7 @@ class HttpClient:
         ``idle_timeout_s`` bounds the wait for the response headers and each
         read of the body (a stream that goes quiet raises TargetTimeout).
         """
-        data, hdrs = self._encode(json, headers)
+        data, hdrs = self._encode(json, headers, encoded)
         route = self._route(url)
         hdrs = self._authorized(route, hdrs)
         if idle_timeout_s is not None and _deadline_first(idle_timeout_s):

@@ -1,0 +1,516 @@
+"""Issue 32: a provider definition's ``auth: {kind: ...}`` and providers/bedrock.yaml.
+
+- the kinds' keys are checked with FILE:LINE;
+- sigv4: each request is signed by botocore's SigV4 signer; the fake Bedrock server on 127.0.0.1
+  re-computes the signature from what it received (method, path, signed headers, body bytes);
+- bedrock.yaml's request and answer mapping (text, tool calls, usage, stopReason) and its errors
+  (403 fatal, 429 throttled, 503 retried) through a real ``evalx run``;
+- bearer_from_command: the command's token, run once for a run's cells; its failure is one line;
+- google: Application Default Credentials refreshed when expired, through a fake credentials object;
+- no key, token or signature anywhere evalx writes.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import pytest
+from results_file import read_cells
+
+from evalx.errors import ConfigError
+from evalx.targets.definitions import load_definition
+
+botocore_auth = pytest.importorskip("botocore.auth")  # the `test` extra installs it: skipped only outside it
+from botocore.awsrequest import AWSRequest  # noqa: E402
+from botocore.credentials import Credentials  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[2]
+ACCESS_KEY = "AKIDEXAMPLE0123456789"
+SECRET_KEY = "wJalrXUtnFEMI-K7MDENG-bPxRfiCYEXAMPLEKEY"
+SESSION_TOKEN = "FwoGZXIvYXdzEXAMPLE-session-token-0123456789"
+REGION = "eu-west-3"
+
+AWS_ENV = {
+    "AWS_ACCESS_KEY_ID": ACCESS_KEY,
+    "AWS_SECRET_ACCESS_KEY": SECRET_KEY,
+    "AWS_SESSION_TOKEN": SESSION_TOKEN,
+    "AWS_CONFIG_FILE": "/nonexistent/aws-config",
+    "AWS_SHARED_CREDENTIALS_FILE": "/nonexistent/aws-credentials",
+    "AWS_EC2_METADATA_DISABLED": "true",
+    "EVALX_BACKOFF_BASE_S": "0.01",
+}
+
+
+# --- the definition language ----------------------------------------------------------------------
+
+
+def _definition(tmp_path: Path, auth: str) -> Path:
+    path = tmp_path / "p.yaml"
+    path.write_text(
+        "name: p\nbase_url: http://127.0.0.1:1\nauth:\n"
+        + textwrap.indent(textwrap.dedent(auth), "  ")
+        + "request: {path: /x, body: '{}'}\nresponse: {text: response.text}\n",
+        encoding="utf-8",
+    )
+    return path
+
+
+@pytest.mark.parametrize(
+    ("auth", "line", "expected"),
+    [
+        ("kind: sigv4\n", 3, "auth: auth kind 'sigv4' needs service:"),
+        ("kind: bearer_from_command\nttl_s: 60\n", 3, "auth: auth kind 'bearer_from_command' needs command:"),
+        ("kind: google\nheader: Authorization\n", 5, "auth.header: header: is not read by auth kind 'google'"),
+        ("kind: sigv4\nservice: bedrock\nenv: AWS_KEY\n", 6, "auth.env: env: is not read by auth kind 'sigv4'"),
+        ("env: KEY\n", 3, "auth: auth kind 'header' needs header:"),
+        ("kind: basic\n", 4, "auth.kind"),
+        ("kind: bearer_from_command\ncommand: 'gcloud \"auth'\n", 5, "cannot split the command"),
+    ],
+)
+def test_auth_keys_are_checked_against_their_kind(tmp_path: Path, auth: str, line: int, expected: str) -> None:
+    with pytest.raises(ConfigError) as caught:
+        load_definition(_definition(tmp_path, auth))
+    message = str(caught.value)
+    assert f"p.yaml:{line} " in message and expected in message, message
+
+
+def test_todays_header_auth_is_kind_header(tmp_path: Path) -> None:
+    d = load_definition(_definition(tmp_path, "header: Authorization\nvalue: 'Bearer {{ api_key }}'\n"))
+    assert d.auth.kind == "header" and d.auth_header == "Authorization"
+    d = load_definition(_definition(tmp_path, "kind: bearer_from_command\ncommand: gcloud auth print-access-token\n"))
+    assert d.auth.command == ("gcloud", "auth", "print-access-token") and d.auth.ttl_s == 600
+
+
+# --- SigV4 ------------------------------------------------------------------------------------------
+
+
+def expected_signature(method: str, url: str, headers: dict[str, str], body: bytes, region: str = REGION) -> str:
+    """What botocore's own signer computes for this request, at its X-Amz-Date, over the headers it says it signed."""
+    authorization = headers["Authorization"]
+    signed = authorization.split("SignedHeaders=")[1].split(",")[0].split(";")
+    lower = {k.lower(): v for k, v in headers.items()}
+    request = AWSRequest(method=method, url=url, data=body, headers={k: lower[k] for k in signed if k in lower})
+    request.context["timestamp"] = lower["x-amz-date"]
+    signer = botocore_auth.SigV4Auth(Credentials(ACCESS_KEY, SECRET_KEY, SESSION_TOKEN), "bedrock", region)
+    canonical = signer.canonical_request(request)
+    return str(signer.signature(signer.string_to_sign(request, canonical), request))
+
+
+def test_sigv4_signs_the_exact_request_as_botocore_does(monkeypatch: pytest.MonkeyPatch) -> None:
+    from evalx.targets.transport.auth import SigV4
+
+    for k, v in AWS_ENV.items():
+        monkeypatch.setenv(k, v)
+    secrets: list[str] = []
+    signer = SigV4("bedrock", REGION, secrets.append, "target 't'")
+    url = "https://bedrock-runtime.eu-west-3.amazonaws.com/model/amazon.nova-lite-v1:0/converse"
+    body = json.dumps({"messages": [{"role": "user", "content": [{"text": "héllo"}]}]}, ensure_ascii=False).encode()
+    headers = signer.sign_now("POST", url, {"Content-Type": "application/json", "X-Custom": "a"}, body)
+    auth = headers["Authorization"]
+    assert auth.startswith(f"AWS4-HMAC-SHA256 Credential={ACCESS_KEY}/")
+    assert f"/{REGION}/bedrock/aws4_request" in auth
+    assert "SignedHeaders=content-type;host;x-amz-date;x-amz-security-token;x-custom," in auth
+    assert headers["X-Amz-Security-Token"] == SESSION_TOKEN and headers["X-Amz-Date"].endswith("Z")
+    assert auth.endswith("Signature=" + expected_signature("POST", url, headers, body))
+    # one byte more in the body is another signature
+    assert not auth.endswith("Signature=" + expected_signature("POST", url, headers, body + b" "))
+    assert SECRET_KEY in secrets and SESSION_TOKEN in secrets  # masked in everything the run writes
+
+
+def test_sigv4_needs_a_region(monkeypatch: pytest.MonkeyPatch) -> None:
+    from evalx.targets.transport.auth import SigV4
+
+    for k, v in AWS_ENV.items():
+        monkeypatch.setenv(k, v)
+    monkeypatch.delenv("AWS_REGION", raising=False)
+    monkeypatch.delenv("AWS_DEFAULT_REGION", raising=False)
+    with pytest.raises(ConfigError, match="needs a region: set the target's region or AWS_REGION"):
+        SigV4("bedrock", None, lambda s: None, "target 't'")
+    monkeypatch.setenv("AWS_DEFAULT_REGION", "us-west-2")
+    assert SigV4("bedrock", None, lambda s: None, "target 't'").region == "us-west-2"
+
+
+def test_a_missing_package_is_one_line(monkeypatch: pytest.MonkeyPatch) -> None:
+    from evalx.targets.transport.auth import GoogleADC, SigV4
+
+    monkeypatch.setitem(sys.modules, "botocore.auth", None)
+    with pytest.raises(ConfigError, match=r"^target 't': auth kind sigv4 needs the botocore package: install evalx-runner\[aws\]$"):
+        SigV4("bedrock", REGION, lambda s: None, "target 't'")
+    monkeypatch.setitem(sys.modules, "google.auth", None)
+    with pytest.raises(ConfigError, match=r"install evalx-runner\[google\]$"):
+        GoogleADC((), lambda s: None, "target 't'")
+
+
+# --- Google Application Default Credentials ---------------------------------------------------------
+
+
+class FakeCredentials:
+    def __init__(self) -> None:
+        self.token: str | None = None
+        self.refreshed = 0
+
+    @property
+    def valid(self) -> bool:
+        return self.token is not None and self.refreshed < 2
+
+    def refresh(self, request: object) -> None:
+        self.refreshed += 1
+        self.token = f"ya29.fake-google-token-{self.refreshed}"
+
+
+def test_google_credentials_are_refreshed_when_expired(monkeypatch: pytest.MonkeyPatch) -> None:
+    import asyncio
+
+    import google.auth
+
+    from evalx.targets.transport.auth import GoogleADC
+
+    creds = FakeCredentials()
+    scopes_asked: list[object] = []
+
+    def default(scopes: object = None, **kw: object) -> tuple[FakeCredentials, str]:
+        scopes_asked.append(scopes)
+        return creds, "my-project"
+
+    monkeypatch.setattr(google.auth, "default", default)
+    secrets: list[str] = []
+    auth = GoogleADC((), secrets.append, "target 't'")
+
+    async def go() -> list[dict[str, str]]:
+        await auth.prepare()
+        return [await auth.sign("POST", "https://x", {"A": "b"}, b"{}") for _ in range(2)]
+
+    first, second = asyncio.run(go())
+    assert scopes_asked == [["https://www.googleapis.com/auth/cloud-platform"]]
+    assert first == {"A": "b", "Authorization": "Bearer ya29.fake-google-token-1"}
+    assert second["Authorization"] == "Bearer ya29.fake-google-token-1"  # still valid: not refreshed
+    creds.token = None  # expired
+    assert asyncio.run(auth.sign("GET", "https://x", {}, None))["Authorization"] == "Bearer ya29.fake-google-token-2"
+    assert secrets == ["ya29.fake-google-token-1", "ya29.fake-google-token-1", "ya29.fake-google-token-1", "ya29.fake-google-token-2"]
+
+
+# --- a fake Bedrock on 127.0.0.1, through `evalx run` ----------------------------------------------
+
+
+class FakeBedrock(ThreadingHTTPServer):
+    daemon_threads = True
+
+    def __init__(self) -> None:
+        super().__init__(("127.0.0.1", 0), _BedrockHandler)
+        self.requests: list[dict[str, Any]] = []
+        self.bad_signatures: list[str] = []
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.server_address[1]}"
+
+
+def _answer(text: str) -> dict[str, Any]:
+    return {
+        "output": {"message": {"role": "assistant", "content": [{"text": text}]}},
+        "stopReason": "end_turn",
+        "usage": {"inputTokens": 10, "outputTokens": 4, "totalTokens": 16, "cacheReadInputTokens": 2},
+        "metrics": {"latencyMs": 12},
+    }
+
+
+class _BedrockHandler(BaseHTTPRequestHandler):
+    server: FakeBedrock
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+    def do_POST(self) -> None:
+        body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        headers = dict(self.headers)
+        self.server.requests.append({"path": self.path, "headers": headers, "body": body})
+        try:
+            good = headers["Authorization"].endswith(
+                "Signature=" + expected_signature("POST", self.server.url + self.path, headers, body, REGION)
+            )
+        except (KeyError, IndexError) as exc:
+            good = False
+            self.server.bad_signatures.append(repr(exc))
+        if not good:
+            self.server.bad_signatures.append(self.path)
+            return self._send(403, {"message": "The request signature we calculated does not match"}, "InvalidSignatureException")
+        text = json.loads(body)["messages"][0]["content"][0]["text"]
+        if text == "tool":
+            answer = _answer("Let me look.")
+            answer["output"]["message"]["content"].append(
+                {"toolUse": {"toolUseId": "tooluse_1", "name": "lookup", "input": {"order": 42}}}
+            )
+            answer["stopReason"] = "tool_use"
+            return self._send(200, answer)
+        if text == "forbidden":  # a server that echoes what it got: the token must not reach any output
+            message = f"The security token included in the request is invalid: {headers.get('X-Amz-Security-Token')}"
+            return self._send(403, {"message": message + " " + headers["Authorization"]}, "UnrecognizedClientException")
+        if text == "throttled":
+            return self._send(429, {"message": "Too many requests, please wait before trying again."}, "ThrottlingException")
+        if text == "unavailable":
+            return self._send(503, {"message": "Service unavailable"}, "ServiceUnavailableException")
+        if text == "loading":
+            return self._send(429, {"message": "Model is not ready"}, "ModelNotReadyException")
+        self._send(200, _answer(f"echo {text}"))
+
+    def _send(self, status: int, answer: dict[str, Any], error_type: str | None = None) -> None:
+        data = json.dumps(answer).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        if error_type:
+            self.send_header("x-amzn-ErrorType", f"{error_type}:http://internal.amazon.com/coral/com.amazon.bedrock/")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+
+@pytest.fixture
+def bedrock() -> Iterator[FakeBedrock]:
+    server = FakeBedrock()
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        yield server
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def run_cli(tmp_path: Path, config: str, env: dict[str, str], *args: str) -> tuple[subprocess.CompletedProcess[str], Path | None]:
+    path = tmp_path / "evalconfig.yaml"
+    path.write_text(textwrap.dedent(config), encoding="utf-8")
+    full_env = {k: v for k, v in os.environ.items() if not k.startswith(("EVALX_", "AWS_"))}
+    full_env.update(env)
+    proc = subprocess.run(
+        [sys.executable, "-m", "evalx", "run", "-c", str(path), *args],
+        cwd=tmp_path,
+        env=full_env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    runs = [p for p in (tmp_path / "runs").iterdir() if p.is_dir()] if (tmp_path / "runs").is_dir() else []
+    return proc, runs[0] if runs else None
+
+
+def everything_written(tmp_path: Path, proc: subprocess.CompletedProcess[str]) -> str:
+    texts = [proc.stdout, proc.stderr]
+    for p in tmp_path.rglob("*"):
+        if p.is_file() and p.name not in ("evalconfig.yaml", "print_token.py", "token-runs"):
+            texts.append(p.read_bytes().decode("utf-8", "replace"))
+    return "\n".join(texts)
+
+
+def test_bedrock_converse_signed_mapped_and_its_errors(bedrock: FakeBedrock, tmp_path: Path) -> None:
+    config = f"""
+        version: 1
+        defaults: {{retries: 1}}
+        targets:
+          - id: nova
+            type: provider
+            provider: bedrock
+            model: us.amazon.nova-lite-v1:0
+            region: {REGION}
+            base_url: {bedrock.url}
+            system: Be brief.
+            params: {{max_tokens: 64, temperature: 0, guardrailConfig: {{guardrailIdentifier: g1, guardrailVersion: "1"}}}}
+            tools: [{{name: lookup, description: Find an order, parameters: {{type: object, properties: {{order: {{type: integer}}}}}}}}]
+        datasets:
+          - id: d
+            cases:
+              - {{id: hello, input: hello, assert: [{{type: contains, value: echo hello}}]}}
+              - {{id: tool, input: tool}}
+              - {{id: forbidden, input: forbidden}}
+              - {{id: throttled, input: throttled}}
+              - {{id: unavailable, input: unavailable}}
+              - {{id: loading, input: loading}}
+    """
+    proc, run_dir = run_cli(tmp_path, config, AWS_ENV)
+    assert run_dir is not None, proc.stdout + proc.stderr
+    assert bedrock.bad_signatures == []
+    rows = {r["case_id"]: r for r in read_cells(run_dir)}
+
+    first = bedrock.requests[0]
+    assert first["path"] == "/model/us.amazon.nova-lite-v1:0/converse"
+    auth = first["headers"]["Authorization"]
+    assert auth.startswith(f"AWS4-HMAC-SHA256 Credential={ACCESS_KEY}/") and f"/{REGION}/bedrock/aws4_request" in auth
+    body = json.loads(next(r["body"] for r in bedrock.requests if b'"hello"' in r["body"]))
+    assert body == {
+        "messages": [{"role": "user", "content": [{"text": "hello"}]}],
+        "system": [{"text": "Be brief."}],
+        "inferenceConfig": {"maxTokens": 64, "temperature": 0},
+        "toolConfig": {
+            "tools": [
+                {
+                    "toolSpec": {
+                        "name": "lookup",
+                        "description": "Find an order",
+                        "inputSchema": {"json": {"type": "object", "properties": {"order": {"type": "integer"}}}},
+                    }
+                }
+            ]
+        },
+        "guardrailConfig": {"guardrailIdentifier": "g1", "guardrailVersion": "1"},
+    }
+
+    hello = rows["hello"]
+    assert hello["status"] == "pass", hello
+    assert hello["output"]["text"] == "echo hello"
+    assert hello["output"]["usage"]["input_tokens"] == 12 and hello["output"]["usage"]["output_tokens"] == 4
+    assert hello["output"]["stop_reason"] == "end_turn"
+    recorded = json.dumps(hello["output"].get("request"))
+    assert "Authorization" not in recorded and "X-Amz" not in recorded and "x-amz" not in recorded
+
+    tool = rows["tool"]["output"]
+    assert [(c["name"], c["args"]) for c in tool["tool_calls"]] == [("lookup", {"order": 42})], tool
+    assert tool["stop_reason"] == "tool_use"
+
+    def tries(text: str) -> int:
+        return sum(1 for r in bedrock.requests if json.loads(r["body"])["messages"][0]["content"][0]["text"] == text)
+
+    for case in ("forbidden", "throttled", "unavailable", "loading"):
+        assert rows[case]["status"] == "error", rows[case]
+    # an auth error's body is never quoted (servers echo credentials): the line says what to check
+    assert "HTTP 403 forbidden" in rows["forbidden"]["output"]["error"] and "AWS credentials" in rows["forbidden"]["output"]["error"]
+    assert "Too many requests" in rows["throttled"]["output"]["error"]
+    assert "Service unavailable" in rows["unavailable"]["output"]["error"]
+    assert tries("forbidden") == 1  # fatal: never sent again
+    assert tries("throttled") == tries("unavailable") == tries("loading") == 2  # retried once, each signed afresh
+
+    written = everything_written(tmp_path, proc)
+    assert (run_dir / "report.html").is_file() or list(tmp_path.rglob("*.html"))
+    signatures = {r["headers"]["Authorization"].split("Signature=")[1] for r in bedrock.requests}
+    for secret in (SECRET_KEY, SESSION_TOKEN, *signatures):
+        assert secret not in written, secret
+
+
+def test_bedrock_needs_a_region_and_credentials(tmp_path: Path) -> None:
+    config = """
+        version: 1
+        targets: [{id: b, type: provider, provider: bedrock, model: amazon.nova-micro-v1:0}]
+        datasets: [{id: d, cases: [{id: a, input: hi}]}]
+    """
+    env = {k: v for k, v in AWS_ENV.items() if not k.startswith("AWS_SE") and k != "AWS_ACCESS_KEY_ID"}
+    proc, _ = run_cli(tmp_path, config, env)
+    assert proc.returncode != 0
+    assert "base_url uses the region: set the target's region" in proc.stderr and "Traceback" not in proc.stderr, proc.stderr
+    proc, _ = run_cli(tmp_path, config, {**env, "AWS_REGION": "us-east-1"})
+    assert proc.returncode != 0
+    assert "no AWS credentials found" in proc.stderr and "Traceback" not in proc.stderr, proc.stderr
+
+
+# --- bearer_from_command ----------------------------------------------------------------------------
+
+
+class OpenAIish(ThreadingHTTPServer):
+    daemon_threads = True
+
+    def __init__(self) -> None:
+        super().__init__(("127.0.0.1", 0), _OpenAIHandler)
+        self.authorizations: list[str | None] = []
+
+
+class _OpenAIHandler(BaseHTTPRequestHandler):
+    server: OpenAIish
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+    def do_POST(self) -> None:
+        self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        self.server.authorizations.append(self.headers.get("Authorization"))
+        answer = {"choices": [{"message": {"content": f"seen {self.headers.get('Authorization')}"}, "finish_reason": "stop"}]}
+        data = json.dumps(answer).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+
+def _command_provider(tmp_path: Path, script: str) -> None:
+    (tmp_path / "print_token.py").write_text(textwrap.dedent(script), encoding="utf-8")
+    (tmp_path / "providers").mkdir()
+    (tmp_path / "providers" / "cmd.yaml").write_text(
+        textwrap.dedent(
+            f"""
+            name: cmd
+            auth:
+              kind: bearer_from_command
+              command: [{json.dumps(sys.executable)}, {json.dumps(str(tmp_path / "print_token.py"))}]
+            request:
+              path: /chat/completions
+              body: '{{"model": {{{{ model | tojson }}}}, "messages": {{{{ messages | tojson }}}}}}'
+            response:
+              text: response.choices[0].message.content
+              stop_reason: response.choices[0].finish_reason
+            """
+        ),
+        encoding="utf-8",
+    )
+
+
+def test_bearer_from_command_runs_once_and_its_token_is_a_secret(tmp_path: Path) -> None:
+    server = OpenAIish()
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    token = "cmd-token-0123456789abcdef"
+    try:
+        _command_provider(
+            tmp_path,
+            f"""
+            import pathlib
+            with open(pathlib.Path(__file__).with_name("token-runs"), "a") as f:
+                f.write("ran\\n")
+            print({token!r})
+            """,
+        )
+        config = f"""
+            version: 1
+            providers_dir: providers
+            targets: [{{id: c, type: provider, provider: cmd, model: m, base_url: "http://127.0.0.1:{server.server_address[1]}"}}]
+            datasets: [{{id: d, cases: [{{id: a, input: one}}, {{id: b, input: two}}, {{id: c, input: three}}]}}]
+        """
+        proc, run_dir = run_cli(tmp_path, config, {})
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert run_dir is not None, proc.stderr
+    assert server.authorizations == [f"Bearer {token}"] * 3
+    assert (tmp_path / "token-runs").read_text() == "ran\n"  # cached for ttl_s: one run for the whole run
+    rows = read_cells(run_dir)
+    assert [r["status"] for r in rows] == ["pass"] * 3, rows
+    assert all(r["output"]["text"] == "seen Bearer ***" for r in rows), rows  # the server's echo of the token is masked
+    assert token not in everything_written(tmp_path, proc)
+
+
+def test_a_failing_token_command_is_one_line(tmp_path: Path) -> None:
+    _command_provider(
+        tmp_path,
+        """
+        import sys
+        print("ERROR: (gcloud.auth.print-access-token) You do not currently have an active account selected.", file=sys.stderr)
+        print("second line", file=sys.stderr)
+        sys.exit(1)
+        """,
+    )
+    config = """
+        version: 1
+        providers_dir: providers
+        targets: [{id: c, type: provider, provider: cmd, model: m, base_url: "http://127.0.0.1:9"}]
+        datasets: [{id: d, cases: [{id: a, input: one}]}]
+    """
+    proc, _ = run_cli(tmp_path, config, {})
+    assert proc.returncode != 0
+    assert "Traceback" not in proc.stderr
+    lines = [line for line in proc.stderr.splitlines() if "auth command" in line]
+    assert len(lines) == 1, proc.stderr
+    assert "failed (exit status 1): ERROR: (gcloud.auth.print-access-token) You do not currently have an active account" in lines[0]
+    assert "second line" not in proc.stderr
