@@ -246,9 +246,7 @@ class _BedrockHandler(BaseHTTPRequestHandler):
         text = json.loads(body)["messages"][0]["content"][0]["text"]
         if text == "tool":
             answer = _answer("Let me look.")
-            answer["output"]["message"]["content"].append(
-                {"toolUse": {"toolUseId": "tooluse_1", "name": "lookup", "input": {"order": 42}}}
-            )
+            answer["output"]["message"]["content"].append({"toolUse": {"toolUseId": "tooluse_1", "name": "lookup", "input": {"order": 42}}})
             answer["stopReason"] = "tool_use"
             return self._send(200, answer)
         if text == "forbidden":  # a server that echoes what it got: the token must not reach any output
@@ -304,7 +302,7 @@ def run_cli(tmp_path: Path, config: str, env: dict[str, str], *args: str) -> tup
 def everything_written(tmp_path: Path, proc: subprocess.CompletedProcess[str]) -> str:
     texts = [proc.stdout, proc.stderr]
     for p in tmp_path.rglob("*"):
-        if p.is_file() and p.name not in ("evalconfig.yaml", "print_token.py", "token-runs"):
+        if p.is_file() and p.name not in ("evalconfig.yaml", "print_token.py", "token-runs", "application_default_credentials.json"):
             texts.append(p.read_bytes().decode("utf-8", "replace"))
     return "\n".join(texts)
 
@@ -514,3 +512,119 @@ def test_a_failing_token_command_is_one_line(tmp_path: Path) -> None:
     assert len(lines) == 1, proc.stderr
     assert "failed (exit status 1): ERROR: (gcloud.auth.print-access-token) You do not currently have an active account" in lines[0]
     assert "second line" not in proc.stderr
+
+
+# --- Vertex AI with Application Default Credentials, through `evalx run` ----------------------------
+
+
+class FakeVertex(ThreadingHTTPServer):
+    """Google's OAuth token endpoint (``/token``, named by the ADC file's token_uri) and Vertex's generateContent."""
+
+    daemon_threads = True
+
+    def __init__(self) -> None:
+        super().__init__(("127.0.0.1", 0), _VertexHandler)
+        self.token_requests = 0
+        self.calls: list[dict[str, Any]] = []
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.server_address[1]}"
+
+
+GOOGLE_TOKEN = "ya29.vertex-access-token-0123456789"
+REFRESH_TOKEN = "1//refresh-token-0123456789abcdef"
+
+
+class _VertexHandler(BaseHTTPRequestHandler):
+    server: FakeVertex
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+    def do_POST(self) -> None:
+        body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        if self.path == "/token":
+            self.server.token_requests += 1
+            assert b"grant_type=refresh_token" in body
+            return self._send(200, {"access_token": GOOGLE_TOKEN, "expires_in": 3600, "token_type": "Bearer"})
+        self.server.calls.append({"path": self.path, "authorization": self.headers.get("Authorization"), "body": json.loads(body)})
+        if self.headers.get("Authorization") != f"Bearer {GOOGLE_TOKEN}":
+            return self._send(401, {"error": {"code": 401, "message": "no", "status": "UNAUTHENTICATED"}})
+        text = json.loads(body)["contents"][0]["parts"][0]["text"]
+        if text == "busy":
+            return self._send(429, {"error": {"code": 429, "message": "Resource exhausted", "status": "RESOURCE_EXHAUSTED"}})
+        parts: list[dict[str, Any]] = [{"text": "pondering", "thought": True}, {"text": f"gemini says {text}"}]
+        if text == "tool":
+            parts.append({"functionCall": {"name": "lookup", "args": {"order": 7}}})
+        answer = {
+            "candidates": [{"content": {"role": "model", "parts": parts}, "finishReason": "STOP"}],
+            "usageMetadata": {"promptTokenCount": 9, "candidatesTokenCount": 3, "thoughtsTokenCount": 2, "cachedContentTokenCount": 4},
+        }
+        self._send(200, answer)
+
+    def _send(self, status: int, answer: dict[str, Any]) -> None:
+        data = json.dumps(answer).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+
+def test_vertex_gemini_with_application_default_credentials(tmp_path: Path) -> None:
+    pytest.importorskip("google.auth")
+    server = FakeVertex()
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    adc = tmp_path / "adc" / "application_default_credentials.json"
+    adc.parent.mkdir()
+    adc.write_text(
+        json.dumps(
+            {
+                "type": "authorized_user",
+                "client_id": "client.apps.googleusercontent.com",
+                "client_secret": "client-secret-0123456789",
+                "refresh_token": REFRESH_TOKEN,
+                # google-auth always refreshes these at oauth2.googleapis.com: a token still valid is used as it is
+                # (refreshing is test_google_credentials_are_refreshed_when_expired's)
+                "token": GOOGLE_TOKEN,
+                "expiry": "2099-01-01T00:00:00Z",
+            }
+        ),
+        encoding="utf-8",
+    )
+    config = f"""
+        version: 1
+        defaults: {{retries: 0}}
+        targets:
+          - id: gem
+            type: provider
+            provider: vertex
+            model: gemini-2.5-flash
+            region: europe-west4
+            base_url: {server.url}
+            params: {{temperature: 0, max_tokens: 100}}
+            tools: [{{name: lookup, parameters: {{type: object}}}}]
+        datasets: [{{id: d, cases: [{{id: a, input: hello}}, {{id: t, input: tool}}, {{id: b, input: busy}}]}}]
+    """
+    env = {"GOOGLE_APPLICATION_CREDENTIALS": str(adc), "GOOGLE_CLOUD_PROJECT": "proj", "NO_GCE_CHECK": "true"}
+    try:
+        proc, run_dir = run_cli(tmp_path, config, env)
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert run_dir is not None, proc.stderr
+    assert server.token_requests == 0
+    assert {c["path"] for c in server.calls} == {"/publishers/google/models/gemini-2.5-flash:generateContent"}
+    first = next(c for c in server.calls if c["body"]["contents"][0]["parts"][0]["text"] == "hello")
+    assert first["authorization"] == f"Bearer {GOOGLE_TOKEN}"
+    assert first["body"]["generationConfig"] == {"temperature": 0, "maxOutputTokens": 100}
+    assert first["body"]["tools"] == [{"functionDeclarations": [{"name": "lookup", "parameters": {"type": "object"}}]}]
+    rows = {r["case_id"]: r for r in read_cells(run_dir)}
+    a = rows["a"]["output"]
+    assert rows["a"]["status"] == "pass" and a["text"] == "gemini says hello" and a["stop_reason"] == "STOP", rows["a"]
+    assert (a["usage"]["input_tokens"], a["usage"]["output_tokens"]) == (9, 5)
+    assert [(c["name"], c["args"]) for c in rows["t"]["output"]["tool_calls"]] == [("lookup", {"order": 7})]
+    assert rows["b"]["status"] == "error" and "Resource exhausted" in rows["b"]["output"]["error"]
+    written = everything_written(tmp_path, proc)
+    assert GOOGLE_TOKEN not in written and REFRESH_TOKEN not in written

@@ -65,7 +65,7 @@ from evalx.targets.definitions import (
 from evalx.targets.provider_stream import StreamAssembler, carries_error
 from evalx.targets.settings import TargetSettings
 from evalx.targets.spec import ProviderTargetSpec, TargetSpec, record_of, written_entry
-from evalx.targets.transport.auth import AUTH_HINTS, RequestAuth, aws_region, make_auth
+from evalx.targets.transport.auth import AUTH_HINTS, RequestAuth, default_region, make_auth
 from evalx.targets.transport.http import (
     Backoff,
     HttpClient,
@@ -191,7 +191,7 @@ class ProviderTarget:
         if not base_url:
             raise ConfigError(f"{where}: no base_url (provider {self.provider!r} has no default; set the target's base_url)")
         kind = definition.auth.kind
-        region = self.entry.region or (aws_region(None) if kind == "sigv4" else None)
+        region = self.entry.region or default_region(kind)
         location = {"model": self.model, "region": region}
         try:
             self.base_url = definition.render_location(str(base_url), location, "base_url").rstrip("/")

@@ -164,6 +164,15 @@ def aws_region(region: str | None) -> str | None:
     return region or os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION") or None
 
 
+def default_region(kind: str) -> str | None:
+    """The region of a target that sets no ``region:``: sigv4's AWS variables, google's ``GOOGLE_CLOUD_LOCATION``."""
+    if kind == "sigv4":
+        return aws_region(None)
+    if kind == "google":
+        return os.environ.get("GOOGLE_CLOUD_LOCATION") or None
+    return None
+
+
 class SigV4:
     """``kind: sigv4``: each request signed by botocore's SigV4 signer for ``service`` in ``region``."""
 
