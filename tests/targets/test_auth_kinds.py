@@ -628,3 +628,27 @@ def test_vertex_gemini_with_application_default_credentials(tmp_path: Path) -> N
     assert rows["b"]["status"] == "error" and "Resource exhausted" in rows["b"]["output"]["error"]
     written = everything_written(tmp_path, proc)
     assert GOOGLE_TOKEN not in written and REFRESH_TOKEN not in written
+
+
+def test_base_url_and_path_see_model_and_region_and_an_environment_value_stays_data(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "p.yaml"
+    path.write_text(
+        "base_url: https://{{ region }}.example/${PROJECT}\nrequest: {path: '/m/{{ model }}:go', body: '{}'}\nresponse: {text: response.t}\n",
+        encoding="utf-8",
+    )
+    monkeypatch.setenv("PROJECT", "proj-1")
+    d = load_definition(path)
+    scope = {"model": "gemini-2.5-flash", "region": "eu-west-1"}
+    assert d.render_location(str(d.base_url), scope, "base_url") == "https://eu-west-1.example/proj-1"
+    assert d.render_location(d.path, scope, "request", "path") == "/m/gemini-2.5-flash:go"
+    with pytest.raises(Exception, match=r"p\.yaml:1 base_url uses the region: set the target's region"):
+        d.render_location(str(d.base_url), {"model": "m", "region": None}, "base_url")
+    monkeypatch.setenv("PROJECT", "{{ model }}")  # a value is never template code
+    d = load_definition(path)
+    with pytest.raises(Exception, match="an environment variable's value has template markers"):
+        d.render_location(str(d.base_url), scope, "base_url")
+    path.write_text("base_url: https://h/${PROJECT}\nrequest: {path: /x, body: '{}'}\nresponse: {text: response.t}\n", encoding="utf-8")
+    d = load_definition(path)
+    assert d.render_location(str(d.base_url), scope, "base_url") == "https://h/{{ model }}"  # as it is

@@ -690,9 +690,12 @@ class ProviderDefinition:
 
     def render_location(self, text: str, scope: Mapping[str, str | None], *path: str) -> str:
         """``base_url`` or ``request.path`` with ``{{ model }}`` and ``{{ region }}`` filled in (text without ``{{`` as it is)."""
-        if "{{" not in text:
-            return text
-        if scope.get("region") is None and "region" in text:
+        written = self.loaded.interpolated.get(tuple(path), text)  # as written, before ${VAR}
+        if "{{" not in written:
+            return text  # a ``{{`` an environment value brought is data, sent as it is
+        if written != text and _template_marks(text) != _template_marks(_ENV_REF_WHOLE.sub("", written)):
+            raise DefinitionError(f"{self.where(*path)}: an environment variable's value has template markers ({{{{, {{%, {{#)")
+        if scope.get("region") is None and "region" in written:
             raise DefinitionError(f"{self.where(*path)} uses the region: set the target's region")
         try:
             return str(_compile_template(text).render(**{k: v for k, v in scope.items() if v is not None}))
@@ -1023,6 +1026,14 @@ _TEMPLATE_PATHS = frozenset({("request", "body"), ("auth", "value"), ("embedding
 
 #: a ``${VAR}`` a definition uses (its value is part of what the file means)
 _ENV_REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)")
+#: a whole ``${VAR}`` or ``${VAR:-default}``
+_ENV_REF_WHOLE = re.compile(r"\$\{[A-Za-z_][A-Za-z0-9_]*(?::?-[^}]*)?\}")
+
+
+def _template_marks(text: str) -> tuple[int, int, int]:
+    return text.count("{{"), text.count("{%"), text.count("{#")
+
+
 #: parsed definitions (or their issues) by everything they were made from: see :func:`load_definition`
 _PARSED: dict[tuple[Any, ...], ProviderDefinition | list[Issue]] = {}
 #: path -> what its last read found, trusted again while the file's stat is unchanged (see :func:`_stamp`)

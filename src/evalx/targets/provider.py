@@ -194,7 +194,9 @@ class ProviderTarget:
         region = self.entry.region or default_region(kind)
         location = {"model": self.model, "region": region}
         try:
-            self.base_url = definition.render_location(str(base_url), location, "base_url").rstrip("/")
+            # a target's own base_url is the URL as it is; the definition's may use model and region
+            found = str(base_url) if self.entry.base_url else definition.render_location(str(base_url), location, "base_url")
+            self.base_url = found.rstrip("/")
             self.url = self.base_url + "/" + definition.render_location(definition.path, location, "request", "path").lstrip("/")
         except DefinitionError as exc:
             raise ConfigError(f"{where}: {exc}") from None
