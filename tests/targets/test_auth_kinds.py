@@ -384,7 +384,7 @@ def test_bedrock_converse_signed_mapped_and_its_errors(bedrock: FakeBedrock, tmp
     assert tries("throttled") == tries("unavailable") == tries("loading") == 2  # retried once, each signed afresh
 
     written = everything_written(tmp_path, proc)
-    assert (run_dir / "report.html").is_file() or list(tmp_path.rglob("*.html"))
+    assert (run_dir / "report.html").is_file() and list(tmp_path.rglob("cache.sqlite")), "results, report and cache are searched"
     signatures = {r["headers"]["Authorization"].split("Signature=")[1] for r in bedrock.requests}
     for secret in (SECRET_KEY, SESSION_TOKEN, *signatures):
         assert secret not in written, secret

@@ -226,6 +226,9 @@ class SigV4:
 
     async def sign(self, method: str, url: str, headers: Mapping[str, str], body: bytes | None) -> dict[str, str]:
         try:
+            refresh_needed = getattr(self.credentials, "refresh_needed", None)
+            if refresh_needed is not None and refresh_needed():  # temporary credentials near expiry: STS/SSO off the loop
+                await asyncio.to_thread(self._frozen)
             return self.sign_now(method, url, headers, body)
         except Exception as exc:  # expired SSO session, a failing credential_process...
             raise TargetError(f"{self.where}: signing the request failed: {_first_line(str(exc))}") from None
