@@ -390,6 +390,7 @@ def test_bedrock_converse_signed_mapped_and_its_errors(bedrock: FakeBedrock, tmp
         assert secret not in written, secret
 
 
+@pytest.mark.slow  # two runs
 def test_bedrock_needs_a_region_and_credentials(tmp_path: Path) -> None:
     config = """
         version: 1
