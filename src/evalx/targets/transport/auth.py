@@ -238,7 +238,7 @@ class SigV4:
 AUTH_HINTS = {
     "bearer_from_command": "the token the auth command prints",
     "google": "the Google Application Default Credentials (gcloud auth application-default login)",
-    "sigv4": "the AWS credentials (botocore's chain) and the region",
+    "sigv4": "the AWS credentials (botocore's chain), the region, and that the account has access to the model",
 }
 
 
