@@ -23,7 +23,7 @@ from evalx.targets.definitions import PROVIDER_SCHEMA, Price, available, find_pr
 from evalx.targets.shipped import data_dir
 
 REPO = Path(__file__).resolve().parents[2]
-SHIPPED = ("anthropic", "ollama", "openai", "openai-responses")
+SHIPPED = ("anthropic", "cohere", "mistral", "ollama", "openai", "openai-responses")
 
 SCOPE = {
     "model": "m-1",
