@@ -188,7 +188,6 @@ class ProviderTarget:
         if not base_url:
             raise ConfigError(f"{where}: no base_url (provider {self.provider!r} has no default; set the target's base_url)")
         self.base_url = str(base_url).rstrip("/")
-        self.url = self.base_url + "/" + definition.path.lstrip("/")
         run.redactor.add_url(self.base_url)  # user:password@ or ?api_key= may come from the definition's ${VAR}
 
         api_key = self.entry.api_key
@@ -219,6 +218,11 @@ class ProviderTarget:
             if not warning:
                 raise ConfigError(Issue(where, None, ".".join(str(p) for p in path), message))
         self.streaming = stream_requested(self.entry, definition)
+        try:
+            url_path = definition.render_path(("request", "path"), self.model, self.streaming)
+        except DefinitionError as exc:
+            raise ConfigError(str(exc)) from None
+        self.url = self.base_url + "/" + url_path.lstrip("/")
         params = dict(self.entry.params or {})
         if isinstance(params.get("stream"), bool):
             del params["stream"]  # the switch, not a param sent as it is
@@ -551,7 +555,11 @@ class ProviderTarget:
             body = d.render_embeddings_body({"model": self.model, "input": text})
         except DefinitionError as exc:
             raise TargetError(str(exc)) from None
-        return ProviderRequest(d.embeddings.method, self.base_url + "/" + d.embeddings.path.lstrip("/"), body)
+        try:
+            path = d.render_path(("embeddings", "path"), self.model)
+        except DefinitionError as exc:
+            raise TargetError(str(exc)) from None
+        return ProviderRequest(d.embeddings.method, self.base_url + "/" + path.lstrip("/"), body)
 
     def embedding_cache_key(self, text: str) -> str | None:
         """sha256 of provider, model, base URL and the rendered embeddings request — never the key."""
