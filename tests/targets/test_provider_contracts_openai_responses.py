@@ -158,6 +158,23 @@ def test_stream_events(server: ContractServer, tmp_path: Path) -> None:
     assert cell["stop_reason"] == "completed" and cell["ttft_ms"] is not None
 
 
+def test_an_incomplete_stream_ends_with_its_reason(server: ContractServer, tmp_path: Path) -> None:
+    cut = response([message("The capital")], status="incomplete", reason="max_output_tokens")
+    events = [
+        (
+            "response.output_text.delta",
+            {"type": "response.output_text.delta", "output_index": 0, "content_index": 0, "delta": "The capital"},
+        ),
+        ("response.incomplete", {"type": "response.incomplete", "response": cut}),
+    ]
+    server.script(Answer(events=events))
+    code, output, cell = run_cell(tmp_path, "openai-responses", "gpt-4.1", "stream: true")
+    assert cell["status"] != "error", cell["error"]
+    assert cell["output"]["text"] == "The capital"
+    assert cell["stop_reason"] == "max_output_tokens" and cell["truncated"]
+    assert cell["output"]["usage"]["output_tokens"] == 87
+
+
 def test_stream_error_event_is_the_cells_error(server: ContractServer, tmp_path: Path) -> None:
     events = [("error", {"type": "error", "code": "server_error", "message": "The server had an error", "param": None})]
     server.script(Answer(events=events), Answer(events=events), Answer(events=events))
