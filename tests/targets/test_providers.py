@@ -23,7 +23,9 @@ from evalx.targets.definitions import PROVIDER_SCHEMA, Price, available, find_pr
 from evalx.targets.shipped import data_dir
 
 REPO = Path(__file__).resolve().parents[2]
-SHIPPED = ("anthropic", "bedrock", "ollama", "openai", "vertex")
+#: a target names a deployment of its own, not a model: no price table to look it up in
+UNPRICED = ("azure-openai",)
+SHIPPED = ("anthropic", "azure-openai", "bedrock", "cohere", "gemini", "mistral", "ollama", "openai", "openai-responses", "vertex")
 
 SCOPE = {
     "model": "m-1",
@@ -57,12 +59,14 @@ def test_provider_schema_file_is_generated_from_code() -> None:
 
 
 @pytest.mark.parametrize("name", SHIPPED)
-def test_shipped_definitions_are_valid(name: str) -> None:
+def test_shipped_definitions_are_valid(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("AZURE_OPENAI_ENDPOINT", "https://example.openai.azure.com")  # azure-openai has no default
     path = shipped_dir() / f"{name}.yaml"
     data = load_yaml(path.read_text(encoding="utf-8"), str(path)).data
     assert list(Draft202012Validator(PROVIDER_SCHEMA).iter_errors(data)) == []
     d = load_definition(path, shipped=True)
-    assert d.name == name and d.shipped and d.base_url and d.pricing
+    assert d.name == name and d.shipped and d.base_url
+    assert d.pricing or name in UNPRICED
 
 
 def test_data_dir_finds_the_checkout_files() -> None:
@@ -271,6 +275,34 @@ def test_template_errors_name_the_line_inside_the_body(tmp_path: Path, monkeypat
     lines = [str(i) for i in err.value.issues]
     assert lines[0].startswith("providers/acme.yaml:5 request.body: template syntax error:")
     assert lines[1].startswith("providers/acme.yaml:8 response.text: expression syntax error:")
+
+
+def test_path_and_stream_end_templates_are_checked_and_rendered(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    text = """
+        request:
+          path: /models/{{ model | urlencode }}:{{ "stream" if stream else "generate" }}
+          body: "{}"
+        response:
+          text: response.answer
+        stream:
+          params: {}
+          end:
+            when: event.done
+          events: {message: {text: event.piece}}
+        """
+    path = write(tmp_path / "providers/acme.yaml", text)
+    d = load_definition(path)
+    assert d.render_path(("request", "path"), {"model": "acme/large v2", "stream": False}) == "/models/acme/large%20v2:generate"
+    assert d.render_path(("request", "path"), {"model": "m", "stream": True}) == "/models/m:stream"
+    assert d.stream is not None and d.stream.end_when == "event.done"
+    broken = text.replace("{{ model | urlencode }}", "{{ model | urlencode }").replace("event.done", "event.done[")
+    write(tmp_path / "providers/acme.yaml", broken)
+    with pytest.raises(ConfigError) as err:
+        load_definition(path)
+    lines = [str(i) for i in err.value.issues]
+    assert lines[0].startswith("providers/acme.yaml:2 request.path: template syntax error:")
+    assert lines[1].startswith("providers/acme.yaml:9 stream.end.when: expression syntax error:")
 
 
 def test_name_must_match_the_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

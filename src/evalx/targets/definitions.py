@@ -139,6 +139,11 @@ _STREAM: JSONObject = {
             "properties": {
                 "data": {"type": "string", "description": "An event whose data is exactly this text, e.g. '[DONE]'."},
                 "event": {"type": "string", "description": "An event of this type, e.g. message_stop."},
+                "when": {
+                    **_EXPR,
+                    "description": "An event for which this expression over `event` is true (read, then the end), for APIs "
+                    "with no end marker, e.g. event.candidates[0].finishReason.",
+                },
             },
             "minProperties": 1,
             "additionalProperties": False,
@@ -200,7 +205,11 @@ PROVIDER_SCHEMA: JSONObject = {
             "type": "object",
             "properties": {
                 "method": {"enum": ["POST", "PUT", "GET"]},
-                "path": {"type": "string", "description": "Appended to base_url."},
+                "path": {
+                    "type": "string",
+                    "description": "Appended to base_url; a Jinja2 template with `model` and `stream` in scope, "
+                    "e.g. /models/{{ model | urlencode }}:generateContent.",
+                },
                 "body": {
                     "type": "string",
                     "description": "Jinja2 template rendering to JSON; in scope: model, messages, system, params, tools, json_mode.",
@@ -269,7 +278,10 @@ PROVIDER_SCHEMA: JSONObject = {
             "description": "Optional: how to embed a text (semantic_similar's `embedding:` target). Without it the provider cannot embed.",
             "properties": {
                 "method": {"enum": ["POST", "PUT", "GET"]},
-                "path": {"type": "string", "description": "Appended to base_url, e.g. /embeddings."},
+                "path": {
+                    "type": "string",
+                    "description": "Appended to base_url, e.g. /embeddings; a Jinja2 template with `model` in scope.",
+                },
                 "body": {"type": "string", "description": "Jinja2 template rendering to JSON; in scope: model, input (the text)."},
                 "vector": {**_EXPR, "description": "Expression over `response` giving the embedding, a list of numbers."},
                 "usage": {
@@ -392,6 +404,7 @@ class StreamEventSection(TypedDict, total=False):
 class StreamEndSection(TypedDict, total=False):
     data: str
     event: str
+    when: str
 
 
 class StreamSection(TypedDict):
@@ -567,11 +580,15 @@ class StreamSpec:
     #: event type -> its ``events:`` entry
     events: dict[str, StreamEventSection]
     default: bool = False
+    #: an expression over ``event`` (``stream.end.when``): an event for which it is true ends a complete stream
+    end_when: str | None = None
 
     @property
     def end_shown(self) -> str:
-        """The end marker as a message names it: ``data: [DONE]`` or ``event: message_stop``."""
-        return f"data: {self.end_data}" if self.end_data is not None else f"event: {self.end_event}"
+        """The end marker as a message names it: ``data: [DONE]``, ``event: message_stop`` or ``an event where EXPR``."""
+        if self.end_data is not None:
+            return f"data: {self.end_data}"
+        return f"event: {self.end_event}" if self.end_event is not None else f"an event where {self.end_when}"
 
 
 @dataclass
@@ -688,19 +705,25 @@ class ProviderDefinition:
             raise DefinitionError(f"{self.where('embeddings', 'body')}: did not render to JSON: {exc}") from None
         return body
 
-    def render_location(self, text: str, scope: Mapping[str, str | None], *path: str) -> str:
-        """``base_url`` or ``request.path`` with ``{{ model }}`` and ``{{ region }}`` filled in (text without ``{{`` as it is)."""
+    def render_location(self, text: str, scope: Mapping[str, object], *path: str) -> str:
+        """``base_url`` or a path with ``{{ model }}``, ``{{ region }}`` and ``{{ stream }}`` filled in (text without
+        ``{{``/``{%`` as it is): for APIs that put the model, the region or the streaming switch in the URL."""
         written = self.loaded.interpolated.get(tuple(path), text)  # as written, before ${VAR}
-        if "{{" not in written:
+        if "{{" not in written and "{%" not in written:
             return text  # a ``{{`` an environment value brought is data, sent as it is
         if written != text and _template_marks(text) != _template_marks(_ENV_REF_WHOLE.sub("", written)):
             raise DefinitionError(f"{self.where(*path)}: an environment variable's value has template markers ({{{{, {{%, {{#)")
         if scope.get("region") is None and "region" in written:
             raise DefinitionError(f"{self.where(*path)} uses the region: set the target's region")
         try:
-            return str(_compile_template(text).render(**{k: v for k, v in scope.items() if v is not None}))
+            return str(_compile_template(text).render(**{k: v for k, v in scope.items() if v is not None})).strip()
         except TemplateError as exc:
             raise DefinitionError(f"{self.where(*path)}: template error: {exc}") from None
+
+    def render_path(self, key: tuple[str, str], scope: Mapping[str, object]) -> str:
+        """The path at ``key`` (``("request", "path")`` or ``("embeddings", "path")``) for ``scope`` (:meth:`render_location`)."""
+        source = self.path if key == ("request", "path") else self.embeddings.path if self.embeddings is not None else ""
+        return self.render_location(source, scope, *key)
 
     def render_auth(self, api_key: str) -> str:
         try:
@@ -1204,6 +1227,7 @@ def _stream_spec(spec: StreamSection | None) -> StreamSpec | None:
         params=dict(spec["params"]),
         end_data=end.get("data"),
         end_event=end.get("event"),
+        end_when=end.get("when"),
         events={str(k): v.copy() if v else StreamEventSection() for k, v in spec["events"].items()},
         default=bool(spec.get("default", False)),
     )
@@ -1245,8 +1269,8 @@ def _template_issues(loaded: Loaded) -> list[Issue]:
             except TemplateSyntaxError as exc:
                 issues.append(_issue(loaded, path, f"expression syntax error: {exc.message}"))
 
-    check_template(("request", "body"), data["request"].get("body"))
     check_template(("request", "path"), data["request"].get("path"))
+    check_template(("request", "body"), data["request"].get("body"))
     check_template(("base_url",), data.get("base_url"))
     check_template(("auth", "value"), (data.get("auth") or {}).get("value"))
     response = data["response"]
@@ -1257,10 +1281,12 @@ def _template_issues(loaded: Loaded) -> list[Issue]:
             check_expression(("response", section, key), expr)
     check_expression(("errors", "message"), (data.get("errors") or {}).get("message"))
     embeddings = data.get("embeddings") or {}
+    check_template(("embeddings", "path"), embeddings.get("path"))
     check_template(("embeddings", "body"), embeddings.get("body"))
     check_expression(("embeddings", "vector"), embeddings.get("vector"))
     for key, expr in (embeddings.get("usage") or {}).items():
         check_expression(("embeddings", "usage", key), expr)
+    check_expression(("stream", "end", "when"), ((data.get("stream") or {}).get("end") or {}).get("when"))
     for kind, entry in ((data.get("stream") or {}).get("events") or {}).items():
         for key, expr in (entry or {}).items():
             if isinstance(expr, dict):

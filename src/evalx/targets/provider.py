@@ -150,6 +150,7 @@ class ProviderTarget:
         self.definition: ProviderDefinition | None = None
         self.base_url = ""
         self.url = ""
+        self._location: dict[str, object] = {"model": self.model}  # what a definition's URL templates see (start())
         self.api_key: str | None = None
         self.key_hint = "api_key"
         #: the definition's ``auth: {kind: ...}`` other than header: credentials added to each request as it is sent
@@ -192,14 +193,13 @@ class ProviderTarget:
             raise ConfigError(f"{where}: no base_url (provider {self.provider!r} has no default; set the target's base_url)")
         kind = definition.auth.kind
         region = self.entry.region or default_region(kind)
-        location = {"model": self.model, "region": region}
+        self._location = {"model": self.model, "region": region}
         try:
             # a target's own base_url is the URL as it is; the definition's may use model and region
-            found = str(base_url) if self.entry.base_url else definition.render_location(str(base_url), location, "base_url")
-            self.base_url = found.rstrip("/")
-            self.url = self.base_url + "/" + definition.render_location(definition.path, location, "request", "path").lstrip("/")
+            found = str(base_url) if self.entry.base_url else definition.render_location(str(base_url), self._location, "base_url")
         except DefinitionError as exc:
             raise ConfigError(f"{where}: {exc}") from None
+        self.base_url = found.rstrip("/")
         run.redactor.add_url(self.base_url)  # user:password@ or ?api_key= may come from the definition's ${VAR}
 
         api_key = None
@@ -239,6 +239,11 @@ class ProviderTarget:
             if not warning:
                 raise ConfigError(Issue(where, None, ".".join(str(p) for p in path), message))
         self.streaming = stream_requested(self.entry, definition)
+        try:
+            url_path = definition.render_path(("request", "path"), {**self._location, "stream": self.streaming})
+        except DefinitionError as exc:
+            raise ConfigError(f"{where}: {exc}") from None
+        self.url = self.base_url + "/" + url_path.lstrip("/")
         params = dict(self.entry.params or {})
         if isinstance(params.get("stream"), bool):
             del params["stream"]  # the switch, not a param sent as it is
@@ -579,7 +584,11 @@ class ProviderTarget:
             body = d.render_embeddings_body({"model": self.model, "input": text})
         except DefinitionError as exc:
             raise TargetError(str(exc)) from None
-        return ProviderRequest(d.embeddings.method, self.base_url + "/" + d.embeddings.path.lstrip("/"), body)
+        try:
+            path = d.render_path(("embeddings", "path"), {**self._location, "stream": False})
+        except DefinitionError as exc:
+            raise TargetError(str(exc)) from None
+        return ProviderRequest(d.embeddings.method, self.base_url + "/" + path.lstrip("/"), body)
 
     def embedding_cache_key(self, text: str) -> str | None:
         """sha256 of provider, model, base URL and the rendered embeddings request — never the key."""

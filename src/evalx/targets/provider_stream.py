@@ -97,6 +97,7 @@ class StreamAssembler:
         self.shown = shown
         self._safe: Callable[[str], str] = safe if safe is not None else (lambda text: text)
         self._handlers: dict[str, _Handler | None] = {}
+        self._ends: Reader = definition.reader(("stream", "end", "when"))
         self.text: list[str] = []
         self.ttft_ms: float | None = None
         self.calls: dict[object, _Call] = {}
@@ -141,6 +142,8 @@ class StreamAssembler:
             raise self._error(self._error_message(payload, handler), data)
         if handler is not None and type(payload) is dict:
             self._apply(handler, payload)
+        if spec.end_when is not None and type(payload) is dict and self._ends({"event": payload}):
+            return True
         return kind == spec.end_event
 
     def _apply(self, h: _Handler, payload: JSONObject) -> None:
