@@ -118,3 +118,44 @@ def test_validate_names_a_bad_extends_through_the_cli(tmp_path: Path) -> None:
     assert result.exit_code != 0
     assert "mine.yaml:2 extends: unknown provider 'nowhere'" in result.output
     assert "Traceback" not in result.output
+
+
+# --- evalx providers / evalx providers show, through the real CLI --------------------------
+
+
+def test_providers_lists_shipped_and_project_definitions_with_capabilities(tmp_path: Path) -> None:
+    write(tmp_path / "providers", "mine", "name: mine\nextends: groq\ndescription: Our gateway\ncapabilities: {vision: false}\n")
+    config = tmp_path / "evalconfig.yaml"
+    config.write_text(
+        "version: 1\nname: x\nproviders_dir: providers\n"
+        "targets:\n  - {id: t, type: provider, provider: mine, model: m}\n"
+        "datasets:\n  - id: d\n    cases:\n      - {id: c, input: hi, assert: [{type: contains, value: hi}]}\n",
+        encoding="utf-8",
+    )
+    result = CliRunner().invoke(main, ["providers", "-c", str(config)])
+    assert result.exit_code == 0, result.output
+    rows = {line.split()[0]: line for line in result.output.splitlines()[2:]}
+    assert {"openai", "groq", "vllm", "lmstudio", "mine"} <= set(rows)
+    assert "streaming,tools,embeddings,vision,json_mode" in rows["openai"]
+    assert "Our gateway" in rows["mine"] and "streaming,tools,json_mode" in rows["mine"] and "groq,openai" in rows["mine"]
+    assert "providers_dir" in rows["mine"] and "shipped" in rows["groq"]
+
+
+def test_providers_show_prints_the_resolved_definition_as_yaml(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import yaml
+
+    monkeypatch.chdir(tmp_path)  # no config here: shipped definitions only
+    monkeypatch.setenv("GROQ_BASE_URL", "https://user:hunter2@proxy.example/v1")
+    result = CliRunner().invoke(main, ["providers", "show", "groq"])
+    assert result.exit_code == 0, result.output
+    assert result.output.startswith("# groq: ") and "extends openai" in result.output.splitlines()[0]
+    shown = yaml.safe_load(result.output)
+    assert shown["name"] == "groq" and "extends" not in shown
+    assert shown["auth"] == {"header": "Authorization", "value": "Bearer {{ api_key }}", "env": "GROQ_API_KEY", "required": True}
+    assert shown["request"]["path"] == "/chat/completions" and "{{ model | tojson }}" in shown["request"]["body"]
+    assert "pricing" not in shown and "embeddings" not in shown
+    assert shown["base_url"] == "${GROQ_BASE_URL:-https://api.groq.com/openai/v1}" and "hunter2" not in result.output
+
+    unknown = CliRunner().invoke(main, ["providers", "show", "groqq"])
+    assert unknown.exit_code == 2 and "unknown provider 'groqq' (did you mean 'groq'?)" in unknown.output
+    assert "Traceback" not in unknown.output

@@ -41,6 +41,8 @@ from evalx.targets.shipped import data_dir
 from evalx.targets.spec import Pricing, ProviderTargetSpec
 
 PROVIDER_SCHEMA_ID = "https://evalx.dev/schemas/provider.schema.json"
+#: what a definition's ``capabilities:`` may declare, in the order ``evalx providers`` shows them
+CAPABILITIES = ("streaming", "tools", "embeddings", "vision", "json_mode")
 
 _EXPR: JSONObject = {"type": "string", "description": "A Jinja2 expression over the decoded response JSON (`response`)."}
 _STATUS_LIST: JSONObject = {"type": "array", "items": {"type": "integer", "minimum": 100, "maximum": 599}}
@@ -160,7 +162,7 @@ PROVIDER_SCHEMA: JSONObject = {
         "capabilities": {
             "type": "object",
             "description": "What the provider supports, shown by `evalx providers` (informative: nothing is refused for it).",
-            "properties": {name: {"type": "boolean"} for name in ("streaming", "tools", "embeddings", "vision", "json_mode")},
+            "properties": {name: {"type": "boolean"} for name in CAPABILITIES},
             "additionalProperties": False,
         },
         "base_url": {"type": "string", "description": "Default base URL; ${VAR:-default} reads the environment."},
