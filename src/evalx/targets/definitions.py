@@ -1126,7 +1126,7 @@ def _chain(path: Path, shipped: bool, user_dir: Path | None) -> list[tuple[tuple
         names = [p.stem for _, _, p in chain]
         if any(entry.path == p for _, _, p in chain):
             loop = " -> ".join([*names, entry.name])
-            raise ConfigError(_issue(layer, ("extends",), f"extends: makes a cycle: {loop}"))
+            raise ConfigError(_issue(layer, ("extends",), f"a cycle: {loop}"))
         current, current_shipped = entry.path, entry.shipped
 
 
