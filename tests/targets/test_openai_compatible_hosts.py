@@ -65,6 +65,16 @@ class AnyPathServer(FakeLLMServer):
                 {"model": body["model"], "message": {"role": "assistant", "content": "4"}, "done": True, "done_reason": "stop",
                  "prompt_eval_count": 11, "eval_count": 2}
             )  # fmt: skip
+        if body.get("stream"):
+            chunks = [
+                {"choices": [{"index": 0, "delta": {"role": "assistant", "content": ""}}]},
+                {"choices": [{"index": 0, "delta": {"content": "4"}}]},
+                {"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]},
+                {"choices": [], "usage": {"prompt_tokens": 11, "completion_tokens": 2, "prompt_tokens_details": {"cached_tokens": 3},
+                                          "prompt_cache_hit_tokens": 5}},
+            ]  # fmt: skip
+            text = "".join(f"data: {json.dumps(c)}\n\n" for c in chunks) + "data: [DONE]\n\n"
+            return web.Response(text=text, content_type="text/event-stream")
         return web.json_response(
             {
                 "id": "chatcmpl-1",
@@ -143,6 +153,29 @@ def test_each_host_sends_the_documented_request(
     assert sent.body["messages"] == [{"role": "user", "content": "What is 2 + 2?"}]
     assert sent.body["temperature"] == 0
     # the answer and its usage, as the host reports them
+    [cell] = cells
+    assert cell["status"] == "pass" and cell["output"]["text"] == "4"
+    usage = cell["output"]["usage"]
+    assert (usage["input_tokens"], usage["output_tokens"]) == (11, 2)
+    assert usage["cache_hit_tokens"] == (5 if host.cache_field == "prompt_cache_hit_tokens" else 3)
+    if host.key_var:  # the key is a secret on every path
+        assert key not in output
+        assert not any(key in p.read_text(encoding="utf-8", errors="replace") for p in (tmp_path / "runs").rglob("*") if p.is_file())
+
+
+@pytest.mark.parametrize("host", [h for h in HOSTS if h.name in ("groq", "deepseek", "vllm")], ids=lambda h: h.name)
+def test_a_streamed_answer_is_read_with_the_hosts_usage(
+    host: Host, any_server: FakeLLMServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(host.base_var, f"{any_server.url}/{host.name}/v1")
+    if host.key_var:
+        monkeypatch.setenv(host.key_var, "k-1")
+    config = project(tmp_path, host.name, "m")
+    config.write_text(config.read_text(encoding="utf-8").replace("params: {temperature: 0}", "stream: true"), encoding="utf-8")
+    code, output, cells = run(config)
+    assert code == 0, output
+    sent = only_request(any_server)
+    assert sent.body["stream"] is True and sent.body["stream_options"] == {"include_usage": True}
     [cell] = cells
     assert cell["status"] == "pass" and cell["output"]["text"] == "4"
     usage = cell["output"]["usage"]
