@@ -25,6 +25,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any, NotRequired, TypedDict, cast
 
 from jinja2 import ChainableUndefined, StrictUndefined, TemplateError, TemplateSyntaxError, Undefined
@@ -1002,7 +1003,7 @@ _KEEP = 64
 _RACY_NS = 2_000_000_000
 
 
-def _stamp(path: Path) -> tuple[int, ...] | None:
+def _stamp(path: Path | str) -> tuple[int, ...] | None:
     """The stat of ``path`` that any edit changes, or None when it cannot be trusted: changed too recently to tell."""
     try:
         st = os.stat(path)
@@ -1043,7 +1044,7 @@ def load_definition(path: Path, *, shipped: bool = False, user_dir: Path | None 
     if (
         seen is not None
         and seen[1] == cwd
-        and all(s is not None and _stamp(Path(f)) == s for f, s in seen[0])
+        and all(s is not None and _stamp(f) == s for f, s in seen[0])
         and _env_of([n for n, _ in seen[2]]) == seen[2]
     ):
         found = seen[3]
@@ -1064,7 +1065,7 @@ def load_definition(path: Path, *, shipped: bool = False, user_dir: Path | None 
                 cached = list(exc.issues)
             _remember(_PARSED, key, cached)
         found = cached
-        if all(s is not None and _stamp(Path(f)) == s for f, s in stamps):  # unchanged while read
+        if all(s is not None and _stamp(f) == s for f, s in stamps):  # unchanged while read
             _remember(_SEEN, seen_key, (tuple(stamps), cwd, env, found))
     if isinstance(found, list):
         raise ConfigError(list(found))
@@ -1408,13 +1409,17 @@ def providers_dir_of(config: Any) -> Path | None:
 _LISTED: dict[str, tuple[tuple[int, ...], dict[str, Path]]] = {}
 
 
-def _files(directory: Path | None) -> dict[str, Path]:
+_NO_FILES: Mapping[str, Path] = MappingProxyType({})
+
+
+def _files(directory: Path | None) -> Mapping[str, Path]:
+    """The provider files in ``directory`` by name (the same mapping while its listing is trusted: read it, never change it)."""
     if directory is None or not directory.is_dir():
-        return {}
+        return _NO_FILES
     stamp = _stamp(directory)  # adding, removing or renaming a file changes its directory's stat
     listed = _LISTED.get(str(directory)) if stamp is not None else None
     if listed is not None and listed[0] == stamp:
-        return dict(listed[1])
+        return listed[1]
     out: dict[str, Path] = {}
     for p in sorted(directory.iterdir()):
         # not only regular files: one that is not (a FIFO) is named when it is loaded, not mistaken for a missing provider
@@ -1425,7 +1430,7 @@ def _files(directory: Path | None) -> dict[str, Path]:
     return out
 
 
-@dataclass
+@dataclass(frozen=True)
 class ProviderEntry:
     name: str
     path: Path
@@ -1433,12 +1438,24 @@ class ProviderEntry:
     overrides_shipped: bool = False
 
 
+#: the last listings :func:`available` combined (kept, so they are not collected and their ids reused) and what it made
+_AVAILABLE: list[tuple[Mapping[str, Path], Mapping[str, Path], dict[str, ProviderEntry]]] = []
+
+
 def available(user_dir: Path | None = None) -> dict[str, ProviderEntry]:
     """Every provider name found, a user directory's file winning over a shipped one."""
-    entries = {name: ProviderEntry(name, p, True) for name, p in _files(shipped_dir()).items()}
-    for name, p in _files(user_dir).items():
+    shipped, mine = _files(shipped_dir()), _files(user_dir)
+    for seen_shipped, seen_mine, made in _AVAILABLE:
+        if seen_shipped is shipped and seen_mine is mine:  # the same trusted listings: the same entries
+            return dict(made)
+    entries = {name: ProviderEntry(name, p, True) for name, p in shipped.items()}
+    for name, p in mine.items():
         entries[name] = ProviderEntry(name, p, False, overrides_shipped=name in entries)
-    return dict(sorted(entries.items()))
+    made = dict(sorted(entries.items()))
+    if shipped:
+        _AVAILABLE.insert(0, (shipped, mine, made))
+        del _AVAILABLE[8:]
+    return dict(made)
 
 
 def find_provider(name: str, user_dir: Path | None = None) -> ProviderDefinition:
