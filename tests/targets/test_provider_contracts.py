@@ -25,3 +25,18 @@ def test_every_shipped_definition_has_a_contract_test() -> None:
 def test_the_registry_names_no_definition_that_is_not_shipped() -> None:
     shipped = {name for name, entry in available().items() if entry.shipped}
     assert set(CONTRACTS) <= shipped, sorted(set(CONTRACTS) - shipped)
+
+
+def test_every_shipped_file_is_valid_against_the_published_schema_as_written() -> None:
+    """What an editor checks (the yaml-language-server line): a file with extends: is a part of a definition."""
+    import json
+
+    import yaml
+    from jsonschema import Draft202012Validator
+
+    validator = Draft202012Validator(json.loads((REPO / "schemas/provider.schema.json").read_text(encoding="utf-8")))
+    for name, entry in available().items():
+        if entry.shipped:
+            data = yaml.safe_load(entry.path.read_text(encoding="utf-8"))
+            assert [e.message for e in validator.iter_errors(data)] == [], name
+    assert [e.message for e in validator.iter_errors({"name": "x", "base_url": "http://x"})]  # without extends: all of it

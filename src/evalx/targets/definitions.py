@@ -32,7 +32,7 @@ from jinja2 import ChainableUndefined, StrictUndefined, TemplateError, TemplateS
 
 from evalx.common import regexes
 from evalx.common.documents import KeyPath, Loaded, SchemaValidator, format_path, load_yaml
-from evalx.common.json_types import JSON, JSONArray, JSONObject
+from evalx.common.json_types import JSON, JSONArray, JSONObject, as_object
 from evalx.common.reading import PROVIDER, read_text
 from evalx.common.templates import BoundedSandbox, sandbox
 from evalx.errors import ConfigError, Issue, UnreadableFile
@@ -146,10 +146,9 @@ _STREAM: JSONObject = {
     "additionalProperties": False,
 }
 
-PROVIDER_SCHEMA: JSONObject = {
+#: a whole definition (one that extends another, once merged): what the loader validates
+WHOLE_SCHEMA: JSONObject = {
     "$schema": "https://json-schema.org/draft/2020-12/schema",
-    "$id": PROVIDER_SCHEMA_ID,
-    "title": "evalx provider definition (providers/NAME.yaml)",
     "type": "object",
     "properties": {
         "name": {"type": "string", "pattern": r"^[A-Za-z0-9_][A-Za-z0-9_.-]*$", "description": "Must equal the file name without .yaml."},
@@ -272,6 +271,32 @@ PROVIDER_SCHEMA: JSONObject = {
     },
     "required": ["request", "response"],
     "additionalProperties": False,
+}
+
+
+def _partial(schema: JSON) -> JSON:
+    """``schema`` with nothing required and every mapping nullable: a file that ``extends:`` another says only what differs."""
+    if isinstance(schema, list):
+        return [_partial(s) for s in schema]
+    if not isinstance(schema, dict):
+        return schema
+    out: JSONObject = {k: _partial(v) for k, v in schema.items() if k not in ("required", "minProperties", "$schema", "properties")}
+    if isinstance(schema.get("properties"), dict):  # names of keys, not keywords: all kept
+        out["properties"] = {name: _partial(sub) for name, sub in as_object(schema["properties"]).items()}
+    if out.get("type") == "object":
+        out["type"] = ["object", "null"]  # null removes an inherited key
+    return out
+
+
+#: the published schema (schemas/provider.schema.json, for editors): a whole definition, or, with
+#: ``extends:``, a part of one (the loader validates the merged definition against :data:`WHOLE_SCHEMA`)
+PROVIDER_SCHEMA: JSONObject = {
+    "$schema": "https://json-schema.org/draft/2020-12/schema",
+    "$id": PROVIDER_SCHEMA_ID,
+    "title": "evalx provider definition (providers/NAME.yaml)",
+    "if": {"type": "object", "required": ["extends"]},
+    "then": _partial({k: v for k, v in WHOLE_SCHEMA.items() if k != "$schema"}),
+    "else": {k: v for k, v in WHOLE_SCHEMA.items() if k != "$schema"},
 }
 
 
@@ -1204,8 +1229,10 @@ def _parse_definition(path: Path, layers: tuple[Loaded, ...], shipped: bool) -> 
     from evalx.common.documents import describe_schema_error, schema_error_leaves
 
     loaded = _resolved(layers)
+    if len(layers) > 1:
+        loaded.data.pop("extends", None)  # resolved (_chain checked it): downstream sees the whole definition
     issues: list[Issue] = []
-    for err in SchemaValidator(PROVIDER_SCHEMA).iter_errors(loaded.data):
+    for err in SchemaValidator(WHOLE_SCHEMA).iter_errors(loaded.data):
         for leaf in schema_error_leaves(err):
             key, message = describe_schema_error(leaf)
             issues.append(_issue(layers, key, message))
@@ -1218,8 +1245,6 @@ def _parse_definition(path: Path, layers: tuple[Loaded, ...], shipped: bool) -> 
     if issues:
         issues.sort(key=lambda i: (i.file != loaded.file, i.line or 0))
         raise ConfigError(issues)
-    if len(layers) > 1:
-        data.pop("extends", None)  # resolved: downstream sees the whole definition
 
     file = cast(DefinitionFile, data)  # the schema accepted it: DefinitionFile says what PROVIDER_SCHEMA does
     auth = file.get("auth") or AuthSection()
