@@ -159,3 +159,14 @@ def test_providers_show_prints_the_resolved_definition_as_yaml(tmp_path: Path, m
     unknown = CliRunner().invoke(main, ["providers", "show", "groqq"])
     assert unknown.exit_code == 2 and "unknown provider 'groqq' (did you mean 'groq'?)" in unknown.output
     assert "Traceback" not in unknown.output
+
+
+def test_a_mapping_of_another_kind_replaces_the_inherited_one() -> None:
+    from evalx.targets.definitions import _merge
+
+    base = {"auth": {"header": "Authorization", "value": "Bearer {{ api_key }}", "env": "K"}, "x": 1}
+    assert _merge(base, {"auth": {"kind": "sigv4", "service": "bedrock"}}) == {"auth": {"kind": "sigv4", "service": "bedrock"}, "x": 1}
+    assert _merge(base, {"auth": {"env": "J"}})["auth"] == {"header": "Authorization", "value": "Bearer {{ api_key }}", "env": "J"}
+    assert _merge({"auth": {"kind": "google", "scopes": ["a"]}}, {"auth": {"kind": "google"}}) == {
+        "auth": {"kind": "google", "scopes": ["a"]}
+    }

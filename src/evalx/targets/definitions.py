@@ -1184,9 +1184,15 @@ def _origin(layers: tuple[Loaded, ...], path: KeyPath) -> Loaded:
 
 
 def _merge(base: object, over: object) -> object:
-    """``over`` on top of ``base``: mappings merge key by key (a None value removes the key), anything else replaces."""
+    """``over`` on top of ``base``: mappings merge key by key (a None value removes the key), anything else replaces.
+
+    A mapping whose ``kind:`` differs from the inherited one's (``auth: {kind: sigv4, ...}`` over a
+    header key) replaces it whole: another kind's keys would not mean anything there.
+    """
     if not (isinstance(base, dict) and isinstance(over, dict)):
         return over
+    if over.get("kind", base.get("kind")) != base.get("kind"):
+        return {key: value for key, value in over.items() if value is not None}
     out = dict(base)
     for key, value in over.items():
         if value is None:
