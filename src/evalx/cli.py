@@ -750,39 +750,55 @@ def schema(config_path: Path | None, provider_schema: bool, write_path: str | No
     click.echo(schema_json(), nl=False)
 
 
-@main.command()
+def _providers_dir(config_path: Path) -> Path | None:
+    """The config's providers_dir: when a config is found (or named), else None: shipped definitions only."""
+    from evalx.common.documents import display_path
+    from evalx.targets.definitions import providers_dir_of
+
+    source = click.get_current_context().get_parameter_source("config_path")
+    if not config_path.exists() and source == click.core.ParameterSource.DEFAULT:
+        return None
+    user_dir = providers_dir_of(_load(config_path, check_imports=False))
+    if user_dir is not None and not user_dir.is_dir():
+        click.echo(f"warning: providers_dir {display_path(user_dir)} is not a directory", err=True)
+    return user_dir
+
+
+@main.group(invoke_without_command=True)
 @config_option
-def providers(config_path: Path) -> None:
-    """List provider definitions: shipped ones plus the config's providers_dir:."""
+@click.pass_context
+def providers(ctx: click.Context, config_path: Path) -> None:
+    """List provider definitions, one a line: shipped ones plus the config's providers_dir:."""
+    if ctx.invoked_subcommand is not None:
+        return
     from tabulate import tabulate
 
-    from evalx.common.documents import display_path
-    from evalx.common.redaction import redact_url
-    from evalx.errors import ConfigError
-    from evalx.targets.definitions import available, load_definition, providers_dir_of
+    from evalx.targets.catalog import catalog
 
-    user_dir = None
-    source = click.get_current_context().get_parameter_source("config_path")
-    if config_path.exists() or source != click.core.ParameterSource.DEFAULT:
-        user_dir = providers_dir_of(_load(config_path, check_imports=False))
-        if user_dir is not None and not user_dir.is_dir():
-            click.echo(f"warning: providers_dir {display_path(user_dir)} is not a directory", err=True)
-    rows: list[list[str]] = []
-    problems: list[str] = []
-    for name, entry in available(user_dir).items():
-        try:
-            d = load_definition(entry.path, shipped=entry.shipped)
-        except ConfigError as exc:
-            problems.extend(str(i) for i in exc.issues)
-            rows.append([name, "(invalid: see below)", "", "", display_path(entry.path)])
-            continue
-        origin = "shipped" if entry.shipped else ("providers_dir, overrides shipped" if entry.overrides_shipped else "providers_dir")
-        rows.append([name, d.description, redact_url(d.base_url or ""), origin, display_path(entry.path)])
-    click.echo(tabulate(rows, headers=["provider", "description", "base_url", "from", "file"], tablefmt="simple"))
+    rows, problems = catalog(_providers_dir(config_path))
+    table = [[r.name, r.description, r.capabilities, r.extends, r.base_url, r.origin, r.file] for r in rows]
+    click.echo(
+        tabulate(table, headers=["provider", "description", "capabilities", "extends", "base_url", "from", "file"], tablefmt="simple")
+    )
     for line in problems:
         click.echo(line, err=True)
     if problems:
         sys.exit(EXIT_USAGE)
+
+
+@providers.command("show")
+@click.argument("name")
+@config_option
+def providers_show(name: str, config_path: Path) -> None:
+    """Print one provider definition as YAML, resolved through extends:."""
+    from evalx.errors import ConfigError
+    from evalx.targets.catalog import show
+
+    try:
+        text = show(name, _providers_dir(config_path))
+    except ConfigError as exc:
+        _fail([str(i) for i in exc.issues])
+    click.echo(text, nl=False)
 
 
 @main.command()

@@ -669,10 +669,11 @@ def _needed_env(config: Config, specs: list[TargetSpec]) -> dict[str, str]:
             continue
         if definition.auth_env:
             names.add(definition.auth_env)
-        try:
-            names.update(_VAR.findall(read_text(Path(definition.loaded.file), PROVIDER)))
-        except (OSError, AttributeError, TypeError):
-            pass
+        for layer in definition.layers or (definition.loaded,):  # the file and what it extends:
+            try:
+                names.update(_VAR.findall(read_text(Path(layer.file), PROVIDER)))
+            except (OSError, AttributeError, TypeError):
+                pass
     names.update(n for n in os.environ if n.startswith("EVALX_"))
     return {n: os.environ[n] for n in sorted(names) if n in os.environ}
 

@@ -25,13 +25,14 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any, NotRequired, TypedDict, cast
 
 from jinja2 import ChainableUndefined, StrictUndefined, TemplateError, TemplateSyntaxError, Undefined
 
 from evalx.common import regexes
 from evalx.common.documents import KeyPath, Loaded, SchemaValidator, format_path, load_yaml
-from evalx.common.json_types import JSON, JSONArray, JSONObject
+from evalx.common.json_types import JSON, JSONArray, JSONObject, as_object
 from evalx.common.reading import PROVIDER, read_text
 from evalx.common.templates import BoundedSandbox, sandbox
 from evalx.errors import ConfigError, Issue, UnreadableFile
@@ -41,6 +42,8 @@ from evalx.targets.shipped import data_dir
 from evalx.targets.spec import Pricing, ProviderTargetSpec
 
 PROVIDER_SCHEMA_ID = "https://evalx.dev/schemas/provider.schema.json"
+#: what a definition's ``capabilities:`` may declare, in the order ``evalx providers`` shows them
+CAPABILITIES = ("streaming", "tools", "embeddings", "vision", "json_mode")
 
 #: ``auth.kind``: what each needs besides the kind itself (see :mod:`evalx.targets.auth`)
 AUTH_KINDS: dict[str, tuple[str, ...]] = {"header": ("header",), "bearer_from_command": ("command",), "google": (), "sigv4": ("service",)}
@@ -158,14 +161,25 @@ _STREAM: JSONObject = {
     "additionalProperties": False,
 }
 
-PROVIDER_SCHEMA: JSONObject = {
+#: a whole definition (one that extends another, once merged): what the loader validates
+WHOLE_SCHEMA: JSONObject = {
     "$schema": "https://json-schema.org/draft/2020-12/schema",
-    "$id": PROVIDER_SCHEMA_ID,
-    "title": "evalx provider definition (providers/NAME.yaml)",
     "type": "object",
     "properties": {
         "name": {"type": "string", "pattern": r"^[A-Za-z0-9_][A-Za-z0-9_.-]*$", "description": "Must equal the file name without .yaml."},
         "description": {"type": "string"},
+        "extends": {
+            "type": "string",
+            "pattern": r"^[A-Za-z0-9_][A-Za-z0-9_.-]*$",
+            "description": "Inherit the definition of this name (shipped or the project's): mappings merge key by key, "
+            "lists and scalars replace, null removes an inherited key. A project file extending its own name extends the shipped one.",
+        },
+        "capabilities": {
+            "type": "object",
+            "description": "What the provider supports, shown by `evalx providers` (informative: nothing is refused for it).",
+            "properties": {name: {"type": "boolean"} for name in CAPABILITIES},
+            "additionalProperties": False,
+        },
         "base_url": {"type": "string", "description": "Default base URL; ${VAR:-default} reads the environment."},
         "auth": {
             "type": "object",
@@ -304,6 +318,32 @@ PROVIDER_SCHEMA: JSONObject = {
 }
 
 
+def _partial(schema: JSON) -> JSON:
+    """``schema`` with nothing required and every mapping nullable: a file that ``extends:`` another says only what differs."""
+    if isinstance(schema, list):
+        return [_partial(s) for s in schema]
+    if not isinstance(schema, dict):
+        return schema
+    out: JSONObject = {k: _partial(v) for k, v in schema.items() if k not in ("required", "minProperties", "$schema", "properties")}
+    if isinstance(schema.get("properties"), dict):  # names of keys, not keywords: all kept
+        out["properties"] = {name: _partial(sub) for name, sub in as_object(schema["properties"]).items()}
+    if out.get("type") == "object":
+        out["type"] = ["object", "null"]  # null removes an inherited key
+    return out
+
+
+#: the published schema (schemas/provider.schema.json, for editors): a whole definition, or, with
+#: ``extends:``, a part of one (the loader validates the merged definition against :data:`WHOLE_SCHEMA`)
+PROVIDER_SCHEMA: JSONObject = {
+    "$schema": "https://json-schema.org/draft/2020-12/schema",
+    "$id": PROVIDER_SCHEMA_ID,
+    "title": "evalx provider definition (providers/NAME.yaml)",
+    "if": {"type": "object", "required": ["extends"]},
+    "then": _partial({k: v for k, v in WHOLE_SCHEMA.items() if k != "$schema"}),
+    "else": {k: v for k, v in WHOLE_SCHEMA.items() if k != "$schema"},
+}
+
+
 def schema_json() -> str:
     return json.dumps(PROVIDER_SCHEMA, indent=2, ensure_ascii=False) + "\n"
 
@@ -437,6 +477,8 @@ class DefinitionFile(TypedDict, total=False):
 
     name: str
     description: str
+    extends: str
+    capabilities: dict[str, bool]
     base_url: str
     auth: AuthSection
     headers: dict[str, str]
@@ -629,6 +671,10 @@ class ProviderDefinition:
     stream: StreamSpec | None = None  # None: this provider cannot stream
     #: the request params the API knows (``params:``); None: the definition does not say
     known_params: tuple[str, ...] | None = None
+    #: ``capabilities:`` as declared (streaming, tools, embeddings, vision, json_mode)
+    capabilities: dict[str, bool] = field(default_factory=dict)
+    #: the files this definition was read from, itself first, then what it ``extends:``, nearest first
+    layers: tuple[Loaded, ...] = ()
     #: response expression path -> its reader (:meth:`reader`), made once
     _expressions: dict[tuple[str, ...], Reader] = field(default_factory=dict, repr=False, compare=False)
     _reads_headers: bool | None = field(default=None, repr=False, compare=False)
@@ -645,10 +691,16 @@ class ProviderDefinition:
             found = self._reads_headers = "headers" in json.dumps(self.response)
         return found
 
+    @property
+    def extends(self) -> tuple[str, ...]:
+        """The names this definition inherits from, nearest first (empty: it extends nothing)."""
+        return tuple(Path(layer.file).stem for layer in self.layers[1:])
+
     def where(self, *path: str | int) -> str:
-        """``FILE:LINE key.path`` for a key of this definition."""
-        line = self.loaded.line_of(tuple(path))
-        return f"{self.file}:{line} {format_path(tuple(path))}" if line else f"{self.file} {format_path(tuple(path))}"
+        """``FILE:LINE key.path`` for a key of this definition (in the file of the layer that set it)."""
+        layer = _origin(self.layers or (self.loaded,), tuple(path))
+        line = layer.line_of(tuple(path))
+        return f"{layer.file}:{line} {format_path(tuple(path))}" if line else f"{layer.file} {format_path(tuple(path))}"
 
     def missing_env(self, *path: str | int) -> str | None:
         """The unset variable used under ``path`` (e.g. base_url), if any."""
@@ -1033,8 +1085,10 @@ def shipped_dir() -> Path:
     return data_dir("providers")
 
 
-def _issue(loaded: Loaded, path: KeyPath, message: str) -> Issue:
-    return Issue(loaded.file, loaded.line_of(path), format_path(path), message)
+def _issue(loaded: Loaded | tuple[Loaded, ...], path: KeyPath, message: str) -> Issue:
+    """The issue at ``path``, named in the file (of an ``extends:`` chain's, nearest first) that set it."""
+    layer = _origin(loaded, path) if isinstance(loaded, tuple) else loaded
+    return Issue(layer.file, layer.line_of(path), format_path(path), message)
 
 
 def _display(path: Path) -> str:
@@ -1060,13 +1114,16 @@ def _template_marks(text: str) -> tuple[int, int, int]:
 #: parsed definitions (or their issues) by everything they were made from: see :func:`load_definition`
 _PARSED: dict[tuple[Any, ...], ProviderDefinition | list[Issue]] = {}
 #: path -> what its last read found, trusted again while the file's stat is unchanged (see :func:`_stamp`)
-_SEEN: dict[tuple[str, bool], tuple[tuple[int, ...], str, tuple[tuple[str, str | None], ...], ProviderDefinition | list[Issue]]] = {}
+_SEEN: dict[
+    tuple[str, bool, str | None],
+    tuple[tuple[tuple[str, tuple[int, ...] | None], ...], str, tuple[tuple[str, str | None], ...], ProviderDefinition | list[Issue]],
+] = {}
 _KEEP = 64
 #: a file changed this recently may change again within the same timestamp tick without its stat changing
 _RACY_NS = 2_000_000_000
 
 
-def _stamp(path: Path) -> tuple[int, ...] | None:
+def _stamp(path: Path | str) -> tuple[int, ...] | None:
     """The stat of ``path`` that any edit changes, or None when it cannot be trusted: changed too recently to tell."""
     try:
         st = os.stat(path)
@@ -1087,64 +1144,208 @@ def _env_of(names: tuple[str, ...] | list[str]) -> tuple[tuple[str, str | None],
     return tuple((name, os.environ.get(name)) for name in names)
 
 
-def load_definition(path: Path, *, shipped: bool = False) -> ProviderDefinition:
-    """Read and validate one provider file; raise :class:`ConfigError` naming FILE:LINE.
+def load_definition(path: Path, *, shipped: bool = False, user_dir: Path | None = None) -> ProviderDefinition:
+    """Read, resolve and validate one provider file; raise :class:`ConfigError` naming FILE:LINE.
+
+    This is the one place ``extends:`` is resolved (:func:`_chain`): the file and the
+    definitions it extends (looked up in ``user_dir`` and the shipped ones) are merged,
+    then validated as one, so everything downstream sees a whole definition.
 
     Each file is parsed and validated once: the result (or its issues) is kept
-    under the file's path, its text and the values of the ``${VAR}`` it uses,
+    under the files' paths, their text and the values of the ``${VAR}`` they use,
     so a plan of 10,000 matrix variants of one provider reads its YAML once,
-    while an edited file, or a changed variable, is read afresh. A file whose
-    stat has not changed since it was read (and was not changed just before)
-    is not even read again.
+    while an edited file, or a changed variable, is read afresh. Files whose
+    stat has not changed since they were read (and were not changed just before)
+    are not even read again.
     """
-    stamp = _stamp(path)
     cwd = os.getcwd()  # messages name the file relative to it
-    seen = _SEEN.get((str(path), shipped)) if stamp is not None else None
-    if seen is not None and seen[0] == stamp and seen[1] == cwd and _env_of([n for n, _ in seen[2]]) == seen[2]:
+    seen_key = (str(path), shipped, str(user_dir) if user_dir is not None else None)
+    seen = _SEEN.get(seen_key)
+    if (
+        seen is not None
+        and seen[1] == cwd
+        and all(s is not None and _stamp(f) == s for f, s in seen[0])
+        and _env_of([n for n, _ in seen[2]]) == seen[2]
+    ):
         found = seen[3]
     else:
-        shown = _display(path)
-        try:  # a regular file only, at most PROVIDER's size
-            text = read_text(path, PROVIDER, shown=shown)
-        except UnreadableFile as exc:
-            raise ConfigError(Issue(shown, None, "", f"cannot read provider definition: {exc.reason}")) from None
-        env = _env_of(sorted(set(_ENV_REF.findall(text))))
-        key = (str(path), shipped, shown, text, env)
+        stamps = [(str(path), _stamp(path))]
+        chain = _chain(path, shipped, user_dir)
+        if len(chain) > 1:  # which file a name means depends on the directory's listing too
+            stamps += [(str(p), _stamp(p)) for _, _, p in chain[1:]]
+            if user_dir is not None:
+                stamps.append((str(user_dir), _stamp(user_dir)))
+        key = (shipped, tuple(k for k, _, _ in chain))
+        env = tuple(sorted({pair for k in key[1] for pair in k[3]}))
         cached = _PARSED.get(key)
         if cached is None:
             try:
-                cached = _parse_definition(path, shown, text, shipped)
+                cached = _parse_definition(path, tuple(layer for _, layer, _ in chain), shipped)
             except ConfigError as exc:
                 cached = list(exc.issues)
             _remember(_PARSED, key, cached)
         found = cached
-        if stamp is not None and _stamp(path) == stamp:  # unchanged while it was read
-            _remember(_SEEN, (str(path), shipped), (stamp, cwd, env, found))
+        if all(s is not None and _stamp(f) == s for f, s in stamps):  # unchanged while read
+            _remember(_SEEN, seen_key, (tuple(stamps), cwd, env, found))
     if isinstance(found, list):
         raise ConfigError(list(found))
     return found
 
 
-def _parse_definition(path: Path, shown: str, text: str, shipped: bool) -> ProviderDefinition:
-    loaded = load_yaml(text, shown, template_path=_TEMPLATE_PATHS.__contains__)  # ${VAR} there is data, never template code
-    if not isinstance(loaded.data, dict):
-        raise ConfigError(Issue(shown, loaded.line_of(()) or 1, "", "a provider definition must be a mapping with request: and response:"))
+#: one file's YAML (or its issues) by its path, name shown, text and the ${VAR} values it uses
+_LAYERS: dict[tuple[Any, ...], Loaded | list[Issue]] = {}
+
+
+def _read_layer(path: Path) -> tuple[tuple[Any, ...], Loaded]:
+    """One definition file as YAML (not yet validated: it may be only the part of a definition that ``extends:`` another)."""
+    shown = _display(path)
+    try:  # a regular file only, at most PROVIDER's size
+        text = read_text(path, PROVIDER, shown=shown)
+    except UnreadableFile as exc:
+        raise ConfigError(Issue(shown, None, "", f"cannot read provider definition: {exc.reason}")) from None
+    key = (str(path), shown, text, _env_of(sorted(set(_ENV_REF.findall(text)))))
+    found = _LAYERS.get(key)
+    if found is None:
+        try:  # ${VAR} in a template is data, never template code
+            found = load_yaml(text, shown, template_path=_TEMPLATE_PATHS.__contains__)
+        except ConfigError as exc:
+            found = list(exc.issues)
+        _remember(_LAYERS, key, found)
+    if isinstance(found, list):
+        raise ConfigError(list(found))
+    if not isinstance(found.data, dict):
+        raise ConfigError(Issue(shown, found.line_of(()) or 1, "", "a provider definition must be a mapping with request: and response:"))
+    return key, found
+
+
+def _chain(path: Path, shipped: bool, user_dir: Path | None) -> list[tuple[tuple[Any, ...], Loaded, Path]]:
+    """The file at ``path`` and every definition it ``extends:``, nearest first.
+
+    A shipped definition extends shipped ones only; a project file looks in ``user_dir``
+    first, and one extending its own name (``openai.yaml`` with ``extends: openai``) means
+    the shipped one. An unknown name or a cycle is one issue at the ``extends:`` line.
+    """
+    chain: list[tuple[tuple[Any, ...], Loaded, Path]] = []
+    current, current_shipped = path, shipped
+    while True:
+        key, layer = _read_layer(current)
+        chain.append((key, layer, current))
+        parent = layer.data.get("extends")
+        if parent is None:
+            return chain
+        if not isinstance(parent, str):
+            raise ConfigError(_issue(layer, ("extends",), "must be the name of a provider definition (a string)"))
+        own = current_shipped or parent == current.stem
+        entries = available(None if own else user_dir)
+        if own:
+            entries = {name: e for name, e in entries.items() if e.shipped}
+        entry = entries.get(parent)
+        if entry is None and parent == current.stem:
+            raise ConfigError(_issue(layer, ("extends",), f"extends its own name, and no shipped definition is called {parent!r}"))
+        if entry is None:
+            raise ConfigError(_issue(layer, ("extends",), _unknown_message(parent, entries, None if own else user_dir)))
+        names = [p.stem for _, _, p in chain]
+        if any(entry.path == p for _, _, p in chain):
+            loop = " -> ".join([*names, entry.name])
+            raise ConfigError(_issue(layer, ("extends",), f"a cycle: {loop}"))
+        current, current_shipped = entry.path, entry.shipped
+
+
+def _has(data: object, path: KeyPath) -> bool:
+    """Whether ``path`` leads to a value in ``data``."""
+    for part in path:
+        if isinstance(data, list) and isinstance(part, int):
+            if not 0 <= part < len(data):
+                return False
+            data = data[part]
+            continue
+        if not (isinstance(data, dict) and part in data):
+            return False
+        data = data[part]
+    return True
+
+
+def _origin(layers: tuple[Loaded, ...], path: KeyPath) -> Loaded:
+    """The layer (a file of an ``extends:`` chain, nearest first) that set the value at ``path``, or its nearest ancestor's."""
+    if len(layers) == 1:
+        return layers[0]
+    p = tuple(path)
+    while p:
+        for layer in layers:
+            if _has(layer.data, p):
+                return layer
+        p = p[:-1]
+    return layers[0]
+
+
+def _merge(base: object, over: object) -> object:
+    """``over`` on top of ``base``: mappings merge key by key (a None value removes the key), anything else replaces.
+
+    A mapping whose ``kind:`` differs from the inherited one's (``auth: {kind: sigv4, ...}`` over a
+    header key) replaces it whole: another kind's keys would not mean anything there.
+    """
+    if not (isinstance(base, dict) and isinstance(over, dict)):
+        return over
+    if over.get("kind", base.get("kind")) != base.get("kind"):
+        return {key: value for key, value in over.items() if value is not None}
+    out = dict(base)
+    for key, value in over.items():
+        if value is None:
+            out.pop(key, None)
+        else:
+            out[key] = _merge(out[key], value) if key in out else value
+    return out
+
+
+def _resolved(layers: tuple[Loaded, ...]) -> Loaded:
+    """The one document an ``extends:`` chain (nearest first) makes: the files merged, root first."""
+    if len(layers) == 1:
+        return layers[0]
+    data: object = {}
+    for layer in reversed(layers):
+        own = {k: v for k, v in layer.data.items() if layer is layers[0] or k not in ("name", "extends")}
+        data = _merge(data, own)
+    child = layers[0]
+    return Loaded(
+        data=data,
+        lines=child.lines,
+        file=child.file,
+        missing_env=[(p, v) for layer in layers for p, v in layer.missing_env if _origin(layers, p) is layer],
+        env_values={k: v for layer in reversed(layers) for k, v in layer.env_values.items()},
+        interpolated={p: t for layer in reversed(layers) for p, t in layer.interpolated.items() if _origin(layers, p) is layer},
+    )
+
+
+def _unknown_message(name: str, entries: Mapping[str, ProviderEntry], user_dir: Path | None) -> str:
+    import difflib
+
+    close = difflib.get_close_matches(name, list(entries), n=1, cutoff=0.6)
+    hint = f" (did you mean {close[0]!r}?)" if close else ""
+    where = f"; looked in {_display(user_dir)} and the shipped providers" if user_dir else ""
+    known = ", ".join(entries) or "none"
+    return f"unknown provider {name!r}{hint}{where}; known: {known}"
+
+
+def _parse_definition(path: Path, layers: tuple[Loaded, ...], shipped: bool) -> ProviderDefinition:
     from evalx.common.documents import describe_schema_error, schema_error_leaves
 
+    loaded = _resolved(layers)
+    if len(layers) > 1:
+        loaded.data.pop("extends", None)  # resolved (_chain checked it): downstream sees the whole definition
     issues: list[Issue] = []
-    for err in SchemaValidator(PROVIDER_SCHEMA).iter_errors(loaded.data):
+    for err in SchemaValidator(WHOLE_SCHEMA).iter_errors(loaded.data):
         for leaf in schema_error_leaves(err):
             key, message = describe_schema_error(leaf)
-            issues.append(_issue(loaded, key, message))
+            issues.append(_issue(layers, key, message))
     data = loaded.data
     stem = path.stem
     if isinstance(data.get("name"), str) and data["name"] != stem:
-        issues.append(_issue(loaded, ("name",), f"name {data['name']!r} must match the file name {stem!r}"))
+        issues.append(_issue(layers, ("name",), f"name {data['name']!r} must match the file name {stem!r}"))
     if not issues:
-        issues += _auth_issues(loaded)
-        issues += _template_issues(loaded)
+        issues += _auth_issues(layers, data)
+        issues += _template_issues(layers, data)
     if issues:
-        issues.sort(key=lambda i: i.line or 0)
+        issues.sort(key=lambda i: (i.file != loaded.file, i.line or 0))
         raise ConfigError(issues)
 
     file = cast(DefinitionFile, data)  # the schema accepted it: DefinitionFile says what PROVIDER_SCHEMA does
@@ -1178,6 +1379,8 @@ def _parse_definition(path: Path, shown: str, text: str, shipped: bool) -> Provi
         embeddings=_embeddings_request(file.get("embeddings")),
         stream=_stream_spec(file.get("stream")),
         known_params=tuple(file["params"]) if "params" in file else None,
+        capabilities=dict(file.get("capabilities") or {}),
+        layers=layers,
     )
 
 
@@ -1197,9 +1400,10 @@ def _auth_spec(auth: AuthSection) -> AuthSpec:
     )
 
 
-def _auth_issues(loaded: Loaded) -> list[Issue]:
-    """``auth:``'s keys against its kind: each kind's required keys, and no key another kind reads."""
-    auth = loaded.data.get("auth")
+def _auth_issues(loaded: tuple[Loaded, ...], data: Any) -> list[Issue]:
+    """``auth:``'s keys (of ``data``, an ``extends:`` chain's, resolved) against its kind: each kind's required keys, and no key
+    another kind reads."""
+    auth = data.get("auth")
     if not isinstance(auth, dict):
         return []
     kind = auth.get("kind", "header")
@@ -1249,9 +1453,8 @@ def _error_class(spec: ErrorClassSection | None) -> ErrorClass:
     return ErrorClass(frozenset(spec.get("status") or ()), tuple(regexes.compile_user(p) for p in spec.get("body") or ()))
 
 
-def _template_issues(loaded: Loaded) -> list[Issue]:
-    """Compile every template and expression now, so a typo names its line before any request."""
-    data = loaded.data
+def _template_issues(loaded: tuple[Loaded, ...], data: Any) -> list[Issue]:
+    """Compile every template and expression of ``data`` (an ``extends:`` chain's, resolved) now, so a typo names its line before any request."""
     issues: list[Issue] = []
 
     def check_template(path: KeyPath, source: Any) -> None:
@@ -1259,8 +1462,9 @@ def _template_issues(loaded: Loaded) -> list[Issue]:
             try:
                 _REQUEST_ENV.parse(source)
             except TemplateSyntaxError as exc:
-                line = (loaded.line_of(path) or 0) + (exc.lineno if isinstance(source, str) and "\n" in source else 0)
-                issues.append(Issue(loaded.file, line or None, format_path(path), f"template syntax error: {exc.message}"))
+                layer = _origin(loaded, path)
+                line = (layer.line_of(path) or 0) + (exc.lineno if isinstance(source, str) and "\n" in source else 0)
+                issues.append(Issue(layer.file, line or None, format_path(path), f"template syntax error: {exc.message}"))
 
     def check_expression(path: KeyPath, source: Any) -> None:
         if isinstance(source, str):
@@ -1377,13 +1581,17 @@ def providers_dir_of(config: Any) -> Path | None:
 _LISTED: dict[str, tuple[tuple[int, ...], dict[str, Path]]] = {}
 
 
-def _files(directory: Path | None) -> dict[str, Path]:
+_NO_FILES: Mapping[str, Path] = MappingProxyType({})
+
+
+def _files(directory: Path | None) -> Mapping[str, Path]:
+    """The provider files in ``directory`` by name (the same mapping while its listing is trusted: read it, never change it)."""
     if directory is None or not directory.is_dir():
-        return {}
+        return _NO_FILES
     stamp = _stamp(directory)  # adding, removing or renaming a file changes its directory's stat
     listed = _LISTED.get(str(directory)) if stamp is not None else None
     if listed is not None and listed[0] == stamp:
-        return dict(listed[1])
+        return listed[1]
     out: dict[str, Path] = {}
     for p in sorted(directory.iterdir()):
         # not only regular files: one that is not (a FIFO) is named when it is loaded, not mistaken for a missing provider
@@ -1394,7 +1602,7 @@ def _files(directory: Path | None) -> dict[str, Path]:
     return out
 
 
-@dataclass
+@dataclass(frozen=True)
 class ProviderEntry:
     name: str
     path: Path
@@ -1402,12 +1610,24 @@ class ProviderEntry:
     overrides_shipped: bool = False
 
 
+#: the last listings :func:`available` combined (kept, so they are not collected and their ids reused) and what it made
+_AVAILABLE: list[tuple[Mapping[str, Path], Mapping[str, Path], dict[str, ProviderEntry]]] = []
+
+
 def available(user_dir: Path | None = None) -> dict[str, ProviderEntry]:
     """Every provider name found, a user directory's file winning over a shipped one."""
-    entries = {name: ProviderEntry(name, p, True) for name, p in _files(shipped_dir()).items()}
-    for name, p in _files(user_dir).items():
+    shipped, mine = _files(shipped_dir()), _files(user_dir)
+    for seen_shipped, seen_mine, made in _AVAILABLE:
+        if seen_shipped is shipped and seen_mine is mine:  # the same trusted listings: the same entries
+            return dict(made)
+    entries = {name: ProviderEntry(name, p, True) for name, p in shipped.items()}
+    for name, p in mine.items():
         entries[name] = ProviderEntry(name, p, False, overrides_shipped=name in entries)
-    return dict(sorted(entries.items()))
+    made = dict(sorted(entries.items()))
+    if shipped:
+        _AVAILABLE.insert(0, (shipped, mine, made))
+        del _AVAILABLE[8:]
+    return dict(made)
 
 
 def find_provider(name: str, user_dir: Path | None = None) -> ProviderDefinition:
@@ -1415,11 +1635,5 @@ def find_provider(name: str, user_dir: Path | None = None) -> ProviderDefinition
     entries = available(user_dir)
     entry = entries.get(name)
     if entry is None:
-        import difflib
-
-        close = difflib.get_close_matches(name, list(entries), n=1, cutoff=0.6)
-        hint = f" (did you mean {close[0]!r}?)" if close else ""
-        where = f"; looked in {_display(user_dir)} and the shipped providers" if user_dir else ""
-        known = ", ".join(entries) or "none"
-        raise UnknownProvider(f"unknown provider {name!r}{hint}{where}; known: {known}")
-    return load_definition(entry.path, shipped=entry.shipped)
+        raise UnknownProvider(_unknown_message(name, entries, user_dir))
+    return load_definition(entry.path, shipped=entry.shipped, user_dir=user_dir)
