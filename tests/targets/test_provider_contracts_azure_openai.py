@@ -8,6 +8,7 @@ with only prompt_filter_results) and the error classes (400 content_filter and 4
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -15,6 +16,13 @@ from contract_server import Answer, ContractServer, run_cell
 
 KEY = "azure-test-key-0c4f19ab"
 DEPLOYMENT = "gpt4o-mini-prod"
+
+
+@pytest.fixture(scope="module")
+def server() -> Iterator[ContractServer]:
+    s = ContractServer().start()
+    yield s
+    s.stop()
 
 
 @pytest.fixture(autouse=True)

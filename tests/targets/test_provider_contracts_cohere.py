@@ -7,6 +7,7 @@ the typed stream events and the error classes (401 fatal, 429 and 503 retried).
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -14,6 +15,13 @@ from contract_server import Answer, ContractServer, run_cell
 
 KEY = "cohere-test-key-77e0d2"
 MODEL = "command-a-03-2025"
+
+
+@pytest.fixture(scope="module")
+def server() -> Iterator[ContractServer]:
+    s = ContractServer().start()
+    yield s
+    s.stop()
 
 
 @pytest.fixture(autouse=True)

@@ -9,6 +9,7 @@ marker: the chunk with a finishReason ends it) and the error classes (400 bad ke
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -17,6 +18,13 @@ from contract_server import Answer, ContractServer, run_cell
 KEY = "AIza-gemini-test-3f0c7d"
 MODEL = "gemini-2.5-flash"
 USAGE = {"promptTokenCount": 20, "candidatesTokenCount": 8, "thoughtsTokenCount": 30, "cachedContentTokenCount": 4, "totalTokenCount": 58}
+
+
+@pytest.fixture(scope="module")
+def server() -> Iterator[ContractServer]:
+    s = ContractServer().start()
+    yield s
+    s.stop()
 
 
 @pytest.fixture(autouse=True)

@@ -7,6 +7,7 @@ no stream_options sent) and the error classes (401 and 422 fatal, 429 and 503 re
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -14,6 +15,13 @@ from contract_server import Answer, ContractServer, run_cell
 
 KEY = "mistral-test-key-5a8b1c"
 MODEL = "mistral-small-latest"
+
+
+@pytest.fixture(scope="module")
+def server() -> Iterator[ContractServer]:
+    s = ContractServer().start()
+    yield s
+    s.stop()
 
 
 @pytest.fixture(autouse=True)

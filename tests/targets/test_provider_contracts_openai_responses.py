@@ -7,6 +7,7 @@ incomplete reasons, the typed stream events, and the error classes (401 fatal, 4
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -14,6 +15,13 @@ from contract_server import Answer, ContractServer, run_cell
 
 KEY = "sk-responses-test-41c9e2"
 TOOL = "tools: [{name: get_weather, description: Current weather, parameters: {type: object, properties: {city: {type: string}}}}]"
+
+
+@pytest.fixture(scope="module")
+def server() -> Iterator[ContractServer]:
+    s = ContractServer().start()
+    yield s
+    s.stop()
 
 
 @pytest.fixture(autouse=True)
