@@ -13,7 +13,6 @@ import os
 import random
 import resource
 import shutil
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -22,6 +21,7 @@ from typing import Any
 import pytest
 from _fake_llm import OPENAI_KEY, FakeLLMServer, fast_backoff, server  # noqa: F401  (fixtures)
 from click.testing import CliRunner
+from measured import run_measured
 from results_file import read_cells
 
 from evalx.cli import main
@@ -85,12 +85,8 @@ def _evalx(*args: str, cwd: Path) -> tuple[int, str, str, float, float]:
         resource.setrlimit(resource.RLIMIT_AS, (2 << 30, 2 << 30))
         resource.setrlimit(resource.RLIMIT_CPU, (60, 60))
 
-    out, err = cwd / "stdout.txt", cwd / "stderr.txt"
-    with out.open("w") as stdout, err.open("w") as stderr:
-        proc = subprocess.Popen([sys.executable, "-m", "evalx", *args], cwd=cwd, env=env, stdout=stdout, stderr=stderr, preexec_fn=limits)
-        _, status, usage = os.wait4(proc.pid, 0)
-    proc.returncode = os.waitstatus_to_exitcode(status)
-    return proc.returncode, out.read_text(), err.read_text(), usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024
+    done = run_measured([sys.executable, "-m", "evalx", *args], cwd, timeout_s=300, env=env, preexec_fn=limits)
+    return done.returncode, done.stdout, done.stderr, done.cpu_s, done.peak_mb  # its own peak, not pytest's (tests/measured.py)
 
 
 def _cli(*args: str) -> tuple[int, str, str]:

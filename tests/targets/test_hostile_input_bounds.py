@@ -16,6 +16,7 @@ import pytest
 from click.testing import CliRunner
 from hostile_server import HostileServer
 from interrupting import interrupt_when
+from measured import run_measured
 from results_file import read_cells
 
 from evalx.cli import main
@@ -231,27 +232,6 @@ def test_an_engine_stream_past_max_response_bytes_is_the_cells_error(tmp_path: P
     assert all(r["status"] != "error" for r in results if r["target"] == "good")
 
 
-def _run_measured(cmd: list[str], cwd: Path, timeout_s: float) -> tuple[subprocess.CompletedProcess[str], int]:
-    """Run ``cmd``; its result and its own peak RSS in KiB (``os.wait4``: RUSAGE_CHILDREN would hold every earlier child's)."""
-    import os
-    import tempfile
-    import threading
-
-    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
-        child = subprocess.Popen(cmd, cwd=cwd, stdout=out, stderr=err, stdin=subprocess.DEVNULL)
-        killer = threading.Timer(timeout_s, child.kill)  # a hang fails the test, it never holds up the suite
-        killer.start()
-        try:
-            _, status, usage = os.wait4(child.pid, 0)
-        finally:
-            killer.cancel()
-        child.returncode = os.waitstatus_to_exitcode(status)
-        out.seek(0)
-        err.seek(0)
-        done = subprocess.CompletedProcess(cmd, child.returncode, out.read().decode(errors="replace"), err.read().decode(errors="replace"))
-    return done, usage.ru_maxrss
-
-
 @pytest.mark.parametrize(
     ("mode", "limit", "error"),
     # on a loaded machine the hostile server may give up on its side first ("broke off"): the cell still ends on time
@@ -273,7 +253,7 @@ def test_a_compressed_bomb_ends_on_time_and_other_cells_finish(
     extra = {"max_response_bytes": limit} if limit else {}
     config = _provider_config(tmp_path, _engine(hostile, mode, "bomb", timeout_s=2, **extra), _provider(hostile, "ok", "good"), cases=4)
     t0 = time.monotonic()
-    proc, peak_kib = _run_measured([sys.executable, "-m", "evalx", "run", "-c", str(config), "--json"], tmp_path, timeout_s=120)
+    proc = run_measured([sys.executable, "-m", "evalx", "run", "-c", str(config), "--json"], tmp_path, timeout_s=120)
     elapsed = time.monotonic() - t0
     assert proc.returncode == 3, proc.stderr  # every cell of a target errored
     results = _results(config)
@@ -284,7 +264,7 @@ def test_a_compressed_bomb_ends_on_time_and_other_cells_finish(
     # timeout_s 2 (was 38 s before the fix): loose bounds, a busy machine stretches them
     assert all(r["latency_ms"] < 20000 for r in bomb), [r["latency_ms"] for r in bomb]
     assert elapsed < 60, elapsed
-    assert peak_kib < 600 * 1024, peak_kib  # this evalx process's own peak, not the suite's other children's
+    assert proc.peak_kib < 600 * 1024, proc.peak_kib  # this evalx process's own peak, not pytest's (tests/measured.py)
 
 
 # -- an async target that never yields -------------------------------------------------------------
