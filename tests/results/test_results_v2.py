@@ -3,17 +3,15 @@
 from __future__ import annotations
 
 import json
-import os
 import random
 import resource
-import subprocess
 import sys
-import textwrap
 from pathlib import Path
 from typing import Any
 
 import pytest
 from click.testing import CliRunner
+from measured import run_measured
 from results_file import read_cells
 
 from evalx.cli import main
@@ -161,21 +159,11 @@ def test_per_case_tallies_are_not_needed_for_one_cell_a_case(tmp_path: Path, mon
     assert figures[0] == figures[1]
 
 
-_PEAK = textwrap.dedent(
-    """
-    import atexit, resource, sys
-    out = sys.argv[1]
-    atexit.register(lambda: open(out, "w").write(str(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)))
-    sys.argv = ["evalx", "run", "-q"]
-    from evalx.cli import main
-    main()
-    """
-)
-
-
 def _peak_kb(root: Path) -> int:
-    subprocess.run([sys.executable, "-c", _PEAK, str(root / "peak")], cwd=root, capture_output=True, timeout=600, env={**os.environ})
-    return int((root / "peak").read_text())
+    """The run's own peak RSS, not pytest's (tests/measured.py)."""
+    done = run_measured([sys.executable, "-m", "evalx", "run", "-q"], root, timeout_s=600)
+    assert done.peak_kib, done.stderr
+    return done.peak_kib
 
 
 @pytest.mark.slow
