@@ -12,7 +12,7 @@ import contextvars
 import dataclasses
 import os
 import re
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -160,15 +160,18 @@ def load_config(
     *,
     base_dir: str | os.PathLike[str] | None = None,
     vars: Mapping[str, Any] | None = None,
+    env_files: Sequence[str | os.PathLike[str]] = (),
+    env_override: bool = False,
 ) -> Config:
     """A validated config, or :class:`evalx.ConfigError` (``.errors``; ``.file``, ``.line``, ``.key_path`` of the first).
 
     ``source``: a config file's path, or a mapping (a dict as the YAML would be). In a mapping, paths are relative
     to ``base_dir`` (default: the current directory), and a target's (or a ``python`` assertion's) ``callable``
     may be a Python function itself: it runs as given, and the stored ``config.yaml`` names it ``module:qualname``.
-    ``vars`` set template vars, as ``--var`` does.
+    ``vars`` set template vars, as ``--var`` does; ``env_files`` load ``.env`` files after the config's ``env_file:``,
+    as ``--env-file`` does (``env_override``: as ``--env-override``).
     """
-    from evalx.config.loader import Config, mapping_document
+    from evalx.config.loader import Config, env_from_files, mapping_document
     from evalx.config.loader import load_config as load_file
 
     if isinstance(source, Config):
@@ -177,13 +180,15 @@ def load_config(
     if isinstance(source, Mapping):
         folder = Path(base_dir if base_dir is not None else os.getcwd()).resolve()
         data, given = _plain(source, folder)
-        config = load_file(folder / MAPPING_FILE, var_overrides=overrides, document=mapping_document(data, MAPPING_FILE))
+        loaded_env, _ = env_from_files(data, {}, MAPPING_FILE, folder, os.environ, env_files, env_override)  # before ${VAR}
+        document = mapping_document(data, MAPPING_FILE)
+        config = load_file(folder / MAPPING_FILE, var_overrides=overrides, document=document, env_file_values=loaded_env)
         config.in_memory = given  # type: ignore[attr-defined]
         return config
     path = Path(source)
     if base_dir is not None and not path.is_absolute():
         path = Path(base_dir) / path
-    return load_file(path, var_overrides=overrides)
+    return load_file(path, var_overrides=overrides, env_files=env_files, env_override=env_override)
 
 
 def _plain(source: Mapping[str, object], folder: Path) -> tuple[JSONObject, dict[str, Callable[..., Any]]]:

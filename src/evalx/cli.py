@@ -52,7 +52,25 @@ def _fail(lines: list[str] | str, code: int = EXIT_USAGE) -> NoReturn:
     sys.exit(code)
 
 
-def _load(config_path: Path, var: tuple[str, ...] = (), check_imports: bool = True, raise_errors: bool = True) -> Any:
+env_file_option = click.option(
+    "--env-file",
+    "env_files",
+    multiple=True,
+    type=click.Path(dir_okay=False, path_type=Path),
+    metavar="PATH",
+    help="Load a .env file before ${VAR} is resolved, after the config's env_file: (repeatable); set variables win.",
+)
+env_override_option = click.option("--env-override", is_flag=True, help="Values from .env files replace variables already set.")
+
+
+def _load(
+    config_path: Path,
+    var: tuple[str, ...] = (),
+    check_imports: bool = True,
+    raise_errors: bool = True,
+    env_files: tuple[Path, ...] = (),
+    env_override: bool = False,
+) -> Any:
     from evalx.config.loader import load_config
     from evalx.errors import ConfigError
 
@@ -63,7 +81,14 @@ def _load(config_path: Path, var: tuple[str, ...] = (), check_imports: bool = Tr
             _fail(f"--var {item!r}: expected KEY=VALUE")
         overrides[key] = value
     try:
-        config = load_config(config_path, var_overrides=overrides, check_imports=check_imports, raise_errors=raise_errors)
+        config = load_config(
+            config_path,
+            var_overrides=overrides,
+            check_imports=check_imports,
+            raise_errors=raise_errors,
+            env_files=env_files,
+            env_override=env_override,
+        )
     except ConfigError as exc:
         _fail([str(i) for i in exc.issues])
     for w in config.warnings:
@@ -126,12 +151,14 @@ class _Group(click.Group):
             click.echo("evalx: interrupted", err=True)
             sys.exit(EXIT_INCOMPLETE)
         except Exception as exc:  # anything else a command raised: one line and an exit code, never a traceback
-            from evalx.errors import ConfigError, EvalxError, OutputError, TargetUnreachable
+            from evalx.errors import ConfigError, EvalxError, HookFailed, OutputError, TargetUnreachable
 
             if isinstance(exc, ConfigError):
                 _fail([str(i) for i in exc.issues])
             if isinstance(exc, TargetUnreachable):  # before any cell ran: the run could not be made
                 _fail([f"evalx: {line}" for line in exc.lines], EXIT_INCOMPLETE)
+            if isinstance(exc, HookFailed):  # before_run failed: no cell ran
+                _fail(f"evalx: {exc}", EXIT_INCOMPLETE)
             if isinstance(exc, OutputError):  # a full disk, a read-only folder: the run or its reports are incomplete
                 _fail(f"evalx: {exc}", EXIT_INCOMPLETE)
             if isinstance(exc, EvalxError):
@@ -168,14 +195,23 @@ max_variants_option = click.option(
 @main.command()
 @config_option
 @click.option("--var", multiple=True, metavar="KEY=VALUE", help="Set a template var.")
+@env_file_option
+@env_override_option
 @max_cells_option
 @max_variants_option
-def validate(config_path: Path, var: tuple[str, ...], max_cells: int | None, max_variants: int | None) -> None:
+def validate(
+    config_path: Path,
+    var: tuple[str, ...],
+    env_files: tuple[Path, ...],
+    env_override: bool,
+    max_cells: int | None,
+    max_variants: int | None,
+) -> None:
     """Check a config (schema, references, datasets, the size of its runs); exit 0 or 2."""
     from evalx.errors import ConfigError
     from evalx.execution.plan import load_all_datasets, measure_runs
 
-    config = _load(config_path, var, raise_errors=False)
+    config = _load(config_path, var, raise_errors=False, env_files=env_files, env_override=env_override)
     errors = [str(i) for i in config.errors]
     try:
         config.check_env()
@@ -319,6 +355,8 @@ def _shard(ctx: click.Context, param: click.Parameter, value: str | None) -> tup
 @click.option("--html", type=click.Path(dir_okay=False, path_type=Path), help="Also write the HTML report here.")
 @click.option("--json", "json_out", is_flag=True, help="Print the summary as JSON on stdout.")
 @click.option("--var", multiple=True, metavar="KEY=VALUE", help="Set a template var.")
+@env_file_option
+@env_override_option
 @click.option("--dry-run", is_flag=True, help="List the cells that would run, run nothing.")
 @click.option(
     "--max-failures",
@@ -376,6 +414,8 @@ def run_cmd(
     html: Path | None,
     json_out: bool,
     var: tuple[str, ...],
+    env_files: tuple[Path, ...],
+    env_override: bool,
     dry_run: bool,
     max_failures: int | None,
     exit_first: bool,
@@ -398,7 +438,7 @@ def run_cmd(
     from evalx.execution.request import RunRequest
     from evalx.reports.render import Outputs, ReportOptions
 
-    config = _load(config_path, var)
+    config = _load(config_path, var, env_files=env_files, env_override=env_override)
     request = RunRequest(
         selection=Selection(
             list(targets),

@@ -20,6 +20,7 @@ The hierarchy (``+X``: also a subclass of the builtin ``X``, so an ``except X`` 
         ├── UnreadableFile  +OSError  a file evalx reads is missing, not a regular file (a FIFO, a device, a directory),
         │                             past its kind's size limit, or not text: ``FILE: reason``     [common/reading.py]
         ├── TargetUnreachable        the pre-flight check could not connect to a remote target: no cell ran (exit 3)
+        ├── HookFailed               a ``before_run`` hook failed: no cell ran (exit 3)
         ├── UserCodeError  +ImportError   user code a config names cannot be imported, or is not what was asked for
         ├── DefinitionError  +ValueError  a provider definition's template or expression failed at run time
         │                                 (the target reports it as a ConfigError or a TargetError)
@@ -90,6 +91,10 @@ class TargetUnreachable(EvalxError):
     def __init__(self, lines: list[str]) -> None:
         self.lines = lines
         super().__init__("\n".join(lines))
+
+
+class HookFailed(EvalxError):
+    """A ``before_run`` hook failed (an exit status, a timeout, an exception): the run stopped before any cell (exit 3)."""
 
 
 class OutputError(EvalxError):

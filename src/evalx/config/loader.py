@@ -10,7 +10,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import os
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, MutableMapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -30,7 +30,7 @@ from evalx.common.documents import (
 )
 from evalx.common.json_types import JSONObject, as_object
 from evalx.common.reading import CONFIG, read_text
-from evalx.common.redaction import Redactor, looks_secret_name
+from evalx.common.redaction import FREE_TEXT_MIN, Redactor, looks_secret_name
 from evalx.common.templates import use_folder
 from evalx.common.usercode import resolve_callable
 from evalx.config.files import FileValue, resolve_file_keys
@@ -174,6 +174,9 @@ def load_config(
     check_imports: bool = True,
     raise_errors: bool = True,
     document: Loaded | None = None,
+    env_files: Sequence[str | os.PathLike[str]] = (),
+    env_override: bool = False,
+    env_file_values: Mapping[str, str] | None = None,
 ) -> Config:
     """Read and validate a config; raise :class:`ConfigError` with every issue.
 
@@ -186,10 +189,19 @@ def load_config(
     ``plugins:`` are imported first, whatever ``check_imports`` says (the
     schema needs their types); one that fails raises at once, since the rest
     would only repeat "unknown assertion type".
+
+    ``env_files`` (``--env-file``) are loaded after the config's ``env_file:``, before
+    ``${VAR}`` is resolved (config/env_files.py); ``env_override`` lets them replace set variables.
+    With a ``document``, its caller loaded them (:func:`env_from_files`) and gives their values
+    in ``env_file_values``, to be redacted.
     """
     p = Path(path)
     env = os.environ if env is None else env
-    loaded = _read_yaml(p, env) if document is None else document
+    from_env_files = dict(env_file_values or {})
+    if document is None:
+        loaded, from_env_files, env = _read_yaml(p, env, env_files, env_override)
+    else:
+        loaded = document
     load_plugins_of(loaded, p.resolve().parent)
     if var_overrides:
         loaded.data["vars"] = {**(loaded.data.get("vars") or {}), **var_overrides}
@@ -203,6 +215,9 @@ def load_config(
             redactor.add(env[name])
     secrets = [n for n in loaded.data.get("secrets") or [] if isinstance(n, str)]
     redactor.add_environment(env, secrets)  # reachable through {{ env.X }} and os.environ, not only ${VAR}
+    for value in from_env_files.values():  # every value of a .env file is a secret
+        redactor.add(value, FREE_TEXT_MIN)
+        redactor.add_urls_in(value)
     config = Config(p.resolve(), loaded, redactor)
     _add_configured_secrets(loaded.data, redactor)
     use_folder(config.base_dir)  # {% include %} reads from the config's folder from now on
@@ -290,7 +305,10 @@ def template_path(path: KeyPath) -> bool:
     return False
 
 
-def _read_yaml(p: Path, env: Mapping[str, str]) -> Loaded:
+def _read_yaml(
+    p: Path, env: Mapping[str, str], env_files: Sequence[str | os.PathLike[str]] = (), env_override: bool = False
+) -> tuple[Loaded, dict[str, str], Mapping[str, str]]:
+    """The config file read and interpolated after the ``.env`` files it and ``--env-file`` name were loaded; their values; the environment."""
     shown = display_path(p)
     if not p.exists():
         raise ConfigError(Issue(shown, None, "", "config file not found (create one with `evalx init`)"))
@@ -300,16 +318,41 @@ def _read_yaml(p: Path, env: Mapping[str, str]) -> Loaded:
         text = read_text(p, CONFIG, shown=shown)
     except UnreadableFile as exc:
         raise ConfigError(Issue(shown, None, "", exc.reason)) from None
+    from_env_files: dict[str, str] = {}
+    if env_files or "env_file" in text:  # read once more, uninterpolated, for the files ${VAR} needs first
+        raw = load_yaml(text, shown, interpolate=False)
+        from_env_files, env = env_from_files(raw.data, raw.lines, shown, p.resolve().parent, env, env_files, env_override)
     loaded = load_yaml(text, shown, env=env, template_path=template_path)
     if not isinstance(loaded.data, dict):
         raise ConfigError(Issue(shown, loaded.line_of(()) or 1, "", "the config must be a mapping with targets: and datasets:"))
-    return loaded
+    return loaded, from_env_files, env
+
+
+def env_from_files(
+    data: object,
+    lines: Mapping[KeyPath, int],
+    file: str,
+    base_dir: Path,
+    env: Mapping[str, str],
+    env_files: Sequence[str | os.PathLike[str]] = (),
+    env_override: bool = False,
+) -> tuple[dict[str, str], Mapping[str, str]]:
+    """Load the ``.env`` files of a config (its ``env_file:``, then ``env_files``) into ``env``: their values, and ``env``.
+
+    ``env`` is changed in place when it can be (``os.environ``: every later reader sees the values), else copied.
+    """
+    from evalx.config.env_files import EnvFile, apply_env_files, config_env_files
+
+    files, override = config_env_files(data, lines, file, base_dir)
+    files += [EnvFile(Path(f), "--env-file") for f in env_files]
+    target = env if isinstance(env, MutableMapping) else dict(env)
+    return apply_env_files(files, target, override=override or env_override), target
 
 
 def load_plugins(path: str | Path) -> None:
     """Import a config's ``plugins:`` (and the entry-point plugins) without checking the rest: ``evalx schema -c``."""
     p = Path(path)
-    load_plugins_of(_read_yaml(p, os.environ), p.resolve().parent)
+    load_plugins_of(_read_yaml(p, os.environ)[0], p.resolve().parent)
 
 
 def load_plugins_of(loaded: Loaded, base_dir: Path) -> None:
@@ -436,6 +479,13 @@ def semantic_issues(config: Config, *, check_imports: bool = True) -> list[Issue
                 issues.append(config.issue(("assert", i, "callable"), problem))
         for inner, message in spec_problems(spec):  # what the schema cannot see: a json_schema's $ref outside it
             issues.append(config.issue(("assert", i, *inner), message))
+
+    hooks = data.get("hooks")
+    for name, hook in hooks.items() if isinstance(hooks, dict) and check_imports else ():  # a hook function that cannot import
+        if isinstance(hook, dict) and isinstance(hook.get("callable"), str):
+            problem = importable(hook["callable"], config.base_dir)
+            if problem:
+                issues.append(config.issue(("hooks", name, "callable"), problem))
 
     from evalx.config.matrix import matrix_issues
 

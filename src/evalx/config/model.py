@@ -18,13 +18,13 @@ from dataclasses import dataclass, field
 from typing import Annotated, Any, Literal
 
 from evalx.assertions.spec import AssertionSpec
-from evalx.common.typeschema import NonNegative, PositiveInt, Schema, build
+from evalx.common.typeschema import NonNegative, PositiveInt, PositiveNumber, Schema, build
 from evalx.datasets.spec import DatasetSpec
 from evalx.judge.spec import JudgeSettings
 from evalx.results.gates import Gates
 from evalx.targets.spec import AnyTargetSpec, DefaultSettings
 
-__all__ = ["Defaults", "EvalConfig", "ExecutorSettings", "Matrix", "Output", "eval_config"]
+__all__ = ["Defaults", "EnvFiles", "EvalConfig", "ExecutorSettings", "HookSpec", "Hooks", "Matrix", "Output", "eval_config"]
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -85,6 +85,48 @@ class ExecutorSettings:
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
+class HookSpec:
+    """A hook written as a mapping: a command (``run``) or a Python callable, with its timeout."""
+
+    run: Annotated[
+        str | tuple[Annotated[str, Schema(minLength=1)], ...] | None,
+        Schema(description="A shell command (a string, run by /bin/sh -c) or an argv list.", minLength=1, minItems=1),
+    ] = None
+    callable: Annotated[
+        str | None, Schema(description="module:function or path/to/file.py:function, called with the run's values.", minLength=1)
+    ] = None
+    timeout_s: Annotated[PositiveNumber, Schema(description="Stop the hook after this long (default 300).")] = 300.0
+
+
+#: a hook as the config may write it
+Hook = (
+    Annotated[str, Schema(minLength=1)]
+    | tuple[Annotated[str, Schema(minLength=1)], ...]
+    | Annotated[HookSpec, Schema(oneOf=[{"required": ["run"]}, {"required": ["callable"]}])]
+)
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Hooks:
+    """``hooks:``: commands or callables around a run (docs/running.md#hooks)."""
+
+    before_run: Annotated[
+        Hook | None, Schema(description="Runs before any cell (reset an engine, seed a database); a failure stops the run (exit 3).")
+    ] = None
+    after_run: Annotated[
+        Hook | None, Schema(description="Runs after the reports, always (also after Ctrl-C); a failure is reported, the verdict stands.")
+    ] = None
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class EnvFiles:
+    """``env_file: {path, override}``: the long form of ``env_file:``."""
+
+    path: Annotated[str | tuple[Annotated[str, Schema(minLength=1)], ...], Schema(minLength=1)]
+    override: Annotated[bool, Schema(description="Replace variables already set in the environment (default false).")] = False
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
 class EvalConfig:
     """A whole ``evalconfig.yaml``, as the schema accepted it (after ``${VAR}`` interpolation)."""
 
@@ -102,6 +144,15 @@ class EvalConfig:
         ),
     ] = ()
     providers_dir: str | None = None
+    env_file: Annotated[
+        str | tuple[Annotated[str, Schema(minLength=1)], ...] | EnvFiles | None,
+        Schema(
+            description=".env files (relative to the config) loaded before ${VAR} is resolved; set variables win unless "
+            "override: true; every value is redacted (docs/config.md#env-files).",
+            minLength=1,
+        ),
+    ] = None
+    hooks: Hooks = field(default_factory=Hooks)
     targets: Annotated[tuple[Annotated[AnyTargetSpec, Schema(ref="target")], ...], Schema(minItems=1)]
     datasets: Annotated[tuple[Annotated[DatasetSpec, Schema(ref="dataset")], ...], Schema(minItems=1)]
     asserts: Annotated[tuple[Annotated[AssertionSpec, Schema(ref="assertion")], ...], Schema(key="assert")] = ()

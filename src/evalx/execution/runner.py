@@ -21,7 +21,7 @@ from evalx.common.documents import relative_path
 from evalx.common.json_types import JSONObject, as_array, as_str
 from evalx.common.usercode import user_code_on_path
 from evalx.config.loader import Config
-from evalx.errors import writing
+from evalx.errors import HookFailed, writing
 from evalx.execution.executor import ExecutionStats
 from evalx.execution.executors import execute_cells
 from evalx.execution.plan import Plan, build_plan
@@ -40,6 +40,7 @@ from evalx.targets.spec import EngineTargetSpec, ProviderTargetSpec
 
 if TYPE_CHECKING:
     from evalx.execution.budget import CostGuard
+    from evalx.execution.hooks import HookResult
     from evalx.results.summary import SummaryBuilder
 
 log = logging.getLogger(__name__)
@@ -122,9 +123,40 @@ def _stored_run(config: Config, plan: Plan, run_id: str, run_dir: Path, resuming
 
 
 def _run_locked(config: Config, resolved: ResolvedRun, plan: Plan, made: _Run) -> RunOutcome:
-    """The run, its folder locked by :func:`run`: record it, execute the cells, then summarise, judge and report."""
-    request = resolved.request
+    """The run, its folder locked by :func:`run`: record it, its hooks around the rest (execution/hooks.py)."""
     meta = _record_run(config, resolved, plan, made)
+    hooks = config.typed.hooks
+    try:
+        if hooks.before_run is not None:
+            _before_run(config, made, meta, hooks.before_run)
+        return _execute(config, resolved, plan, made, meta)
+    finally:
+        if hooks.after_run is not None:  # always: after the reports, after Ctrl-C, after a failed before_run
+            result = _hook("after_run", hooks.after_run, config, made)
+            if not result.ok:
+                log.warning(f"the after_run hook failed ({result.problem}); the verdict stands: see {relative_path(result.log_file)}")
+
+
+def _hook(name: str, hook: object, config: Config, made: _Run) -> HookResult:
+    from evalx.execution.hooks import run_hook
+
+    values = {"EVALX_RUN_ID": made.run_id, "EVALX_RUN_DIR": str(made.run_dir.resolve()), "EVALX_CONFIG": str(config.path)}
+    return run_hook(name, hook, base_dir=config.base_dir, run_dir=made.run_dir, values=values, redact=config.redactor.text)
+
+
+def _before_run(config: Config, made: _Run, meta: RunMeta, hook: object) -> None:
+    """Run the ``before_run`` hook; when it fails, record the run as failed and raise :class:`HookFailed` (no cell runs)."""
+    result = _hook("before_run", hook, config, made)
+    if result.ok:
+        return
+    meta["status"] = "failed"
+    write_json(made.run_dir / "run.json", meta)
+    raise HookFailed(f"the before_run hook failed ({result.problem}); no cell ran: see {relative_path(result.log_file)}")
+
+
+def _execute(config: Config, resolved: ResolvedRun, plan: Plan, made: _Run, meta: RunMeta) -> RunOutcome:
+    """Execute the cells, then summarise, judge and report."""
+    request = resolved.request
     shard = resolved.selection.shard
     from evalx.results.summary import SummaryBuilder
 
