@@ -64,3 +64,45 @@ def test_tools_file_declares_what_tool_calls_valid_checks(tmp_path: Path, server
 
     sent = {tuple(t["function"]["name"] for t in body["tools"]) for body in server.bodies("/v1/chat/completions")}
     assert sent == {("get_weather", "search"), ("search",)}  # the file's tools were offered to the model too
+
+
+AGENT = """
+def answer(q):
+    # a Python agent that reports the calls it made
+    return {"text": "done", "tool_calls": [{"name": "search", "args": {"query": q}}]}
+"""
+
+
+def test_python_and_engine_targets_take_a_tools_file_too(tmp_path: Path) -> None:
+    """tools_file: on every target kind that declares tools (issue 35): a Python target's calls checked against the file."""
+    from click.testing import CliRunner
+
+    from evalx.cli import main
+
+    (tmp_path / "tools.json").write_text(SEARCH_FIRST)
+    (tmp_path / "agent.py").write_text(AGENT)
+    config = write_config(
+        tmp_path,
+        """
+        targets:
+          - {id: agent, type: python, callable: agent.py:answer, tools_file: tools.json}
+          - {id: engine, type: engine, url: 'http://127.0.0.1:9', tools_file: tools.json}
+        """,
+        """\
+        datasets:
+          - id: d
+            cases:
+              - {id: s, input: find it, assert: [{type: tool_calls_valid}]}
+        """,
+    )
+    code, output, run_dir = run_cli(config, "--target", "agent")
+    (cell,) = read_cells(run_dir)
+    (check,) = cell["assertions"]
+    assert check["passed"] is False and check["reason"] == "tool_calls[0] (search): args: 'q' is a required property", check
+    assert code == 1, output
+    (tmp_path / "tools.json").unlink()
+    result = CliRunner().invoke(main, ["validate", "-c", str(config)])
+    assert result.exit_code == 2
+    assert "evalconfig.yaml:3 targets[0].tools_file:" in result.stderr and "evalconfig.yaml:4 targets[1].tools_file:" in result.stderr, (
+        result.stderr
+    )

@@ -57,6 +57,8 @@ def _places(data: JSONObject) -> Iterator[tuple[KeyPath, JSONObject, tuple[str, 
     for i, target in enumerate(_list(data.get("targets"))):
         if isinstance(target, dict) and target.get("type") == "provider":
             yield ("targets", i), target, tuple(FILE_KEYS)
+        elif isinstance(target, dict) and target.get("type") in ("python", "engine"):  # they declare tools, not prompts
+            yield ("targets", i), target, ("tools_file",)
     for i, dataset in enumerate(_list(data.get("datasets"))):
         defaults = dataset.get("defaults") if isinstance(dataset, dict) else None
         if isinstance(defaults, dict):

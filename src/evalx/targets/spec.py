@@ -150,6 +150,9 @@ class PythonTargetSpec(TargetSpec):
         ),
     ]
     tools: _DeclaredTools | None = None
+    tools_file: Annotated[
+        _File | None, Schema(description="A YAML or JSON file holding the tools list, relative to the config (instead of tools).")
+    ] = None
     idempotent: Annotated[
         bool | None,
         Schema(
@@ -177,6 +180,9 @@ class EngineTargetSpec(TargetSpec):
     end_event: Annotated[str | None, Schema(description="Event type that ends a complete stream (e.g. done).")] = None
     max_events: Annotated[PositiveInt | None, Schema(description="Events kept per cell in results (default 1000).")] = None
     tools: _DeclaredTools | None = None
+    tools_file: Annotated[
+        _File | None, Schema(description="A YAML or JSON file holding the tools list, relative to the config (instead of tools).")
+    ] = None
     pricing: Annotated[
         Pricing | None,
         Schema(description="USD per million tokens, applied to the usage events when the engine reports no cost_usd of its own."),
