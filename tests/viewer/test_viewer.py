@@ -265,3 +265,33 @@ def test_the_runs_page_of_a_folder_never_viewed_reads_summaries_only(tmp_path: P
     shutil.rmtree(runs_dir / INDEX_DIR)
     again = {r.run_id: r for r in load_history(runs_dir, headlines=True).runs}
     assert not again[dirs[1].name].headline and again[dirs[1].name].reviewed == 1 and again[dirs[0].name].headline
+
+
+def test_a_review_score_replaces_the_cells_score_where_its_verdict_counts(tmp_path: Path) -> None:
+    """A mark may carry a 0-1 score (issue 35): stored, applied to the cell's score, counted in the summary, shown, checked."""
+    config, dirs = make_runs(tmp_path, "ab")
+    runs_dir, second = config.parent / "runs", dirs[1]
+    before = {c["case_id"]: c for c in read_cells(second)}["flip"]
+
+    async def body(client: TestClient[Any, Any]) -> None:
+        origin = f"http://{client.host}:{client.port}"
+        form = {"run": second.name, "target": "bot", "dataset": "d", "case": "flip", "verdict": "pass", "score": "0.25", "back": "/"}
+        res = await client.post("/review", data=form, headers={"Origin": origin}, allow_redirects=False)
+        assert res.status == 303
+        case = await (await client.get("/case", params={"target": "bot", "dataset": "d", "case": "flip"})).text()
+        assert "reviewed pass (score 0.25) by tester" in case
+        for bad in ("1.5", "-0.1", "abc", "nan", "1e-1"):
+            res = await client.post("/review", data={**form, "score": bad}, headers={"Origin": origin})
+            assert res.status == 400 and "not a number from 0 to 1" in await res.text(), bad
+
+    with_client(make_app(runs_dir, reviewer="tester"), body)
+    (mark,) = [json.loads(line) for line in (second / REVIEWS).read_text().splitlines()]
+    assert mark["score"] == 0.25
+    cell = {c["case_id"]: c for c in read_cells(second)}["flip"]
+    assert cell["score"] == 0.25 and cell["review"]["score"] == 0.25 and cell["review"]["original_score"] == before["score"]
+    summary = json.loads((second / "summary.json").read_text())
+    scores = [c["score"] if c["case_id"] != "flip" else 0.25 for c in read_cells(second) if c.get("score") is not None]
+    assert summary["per_target"]["bot"]["mean_score"] == pytest.approx(sum(scores) / len(scores))
+    assert "score 0.25 (the run's:" in (second / "junit.xml").read_text()
+    with pytest.raises(Exception, match="a number from 0 to 1"):
+        add_mark(second, target="bot", dataset="d", case_id="flip", verdict="pass", score=True)  # type: ignore[arg-type]

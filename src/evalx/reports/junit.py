@@ -369,6 +369,8 @@ def _about(result: CellResult) -> str:
     review = result.get("review")
     if isinstance(review, dict):  # a reviewer's mark (reviews.jsonl): the testcase's outcome is its verdict
         said = f"reviewed: {review.get('verdict')} (the run said {review.get('original_status')}) by {review.get('reviewer')} at {review.get('at')}"
+        if review.get("score") is not None:
+            said += f"; score {review['score']:g} (the run's: {review.get('original_score')})"
         lines.append(_flat(said))
         if review.get("comment"):
             lines.append(_prose("review comment", review["comment"]))

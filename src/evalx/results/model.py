@@ -312,9 +312,7 @@ class CellResult(_CellResultKeys, total=False):
     cost is not in the cell's ``judge_cost_usd`` (the summary counts it once per pair)."""
 
 
-class CellReview(TypedDict):
-    """A reviewer's mark as a cell read with it carries it (``review``; :mod:`evalx.results.reviews`)."""
-
+class _CellReviewKeys(TypedDict):
     verdict: str
     """``pass`` or ``fail``: the cell's ``status`` as read."""
     comment: str
@@ -323,6 +321,15 @@ class CellReview(TypedDict):
     """When the mark was made (ISO 8601, UTC)."""
     original_status: Status
     """The status the run wrote."""
+
+
+class CellReview(_CellReviewKeys, total=False):
+    """A reviewer's mark as a cell read with it carries it (``review``; :mod:`evalx.results.reviews`)."""
+
+    score: float
+    """The reviewer's 0-1 score: the cell's ``score`` as read."""
+    original_score: float | None
+    """The score the run wrote."""
 
 
 class TurnUser(TypedDict):

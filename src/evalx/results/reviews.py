@@ -6,9 +6,11 @@
      "comment": "wrong city", "reviewer": "ana", "at": "2026-11-26T17:00:00Z"}
 
 ``repeat`` is optional: a mark without one applies to every repeat of the
-case on that target. For a cell, the latest applicable line wins. A marked
+case on that target. ``score`` (0 to 1) is optional too: the reviewer's
+score replaces the cell's where the verdict replaces its status. For a cell, the latest applicable line wins. A marked
 cell's ``status`` becomes the verdict and the cell gets a ``review`` record
-(verdict, comment, reviewer, at, and ``original_status``), so summaries,
+(verdict, comment, reviewer, at, ``original_status``, and with a score
+``score`` and ``original_score``), so summaries,
 gates, comparisons, JUnit and the HTML report all count the reviewed verdict
 and can still show what the run decided. Marks belong to their run: they
 never carry to another run. A damaged line is skipped with a warning.
@@ -70,6 +72,15 @@ class Mark(_MarkKeys, total=False):
     """One line of ``reviews.jsonl``: a reviewer's verdict on a cell (every repeat of it without ``repeat``)."""
 
     repeat: int | None
+    score: float
+    """The reviewer's 0-1 score, counted where the cell's own would be."""
+
+
+def check_score(score: object) -> float | None:
+    """A review score as stored (a number from 0 to 1), or None when ``score`` is not one."""
+    if isinstance(score, bool) or not isinstance(score, (int, float)) or not 0 <= score <= 1:
+        return None
+    return float(score)
 
 
 #: (target, dataset, case id) -> [(line number, repeat or None, the mark)], in file order
@@ -117,6 +128,9 @@ def _check(value: Any) -> dict[str, Any] | None:
     repeat = value.get("repeat")
     if repeat is not None and (type(repeat) is not int or repeat < 0):
         return None
+    score = value.get("score")
+    if score is not None and check_score(score) is None:
+        return None
     return {
         "target": value["target"],
         "dataset": value["dataset"],
@@ -126,6 +140,7 @@ def _check(value: Any) -> dict[str, Any] | None:
         "comment": str(value.get("comment") or ""),
         "reviewer": str(value.get("reviewer") or ""),
         "at": str(value.get("at") or ""),
+        "score": check_score(score),
     }
 
 
@@ -218,6 +233,10 @@ def apply_marks(results: Iterable[Any], marks: Marks) -> Iterator[Any]:
                     "at": mark["at"],
                     "original_status": original,
                 }
+                if mark.get("score") is not None:
+                    result["review"]["score"] = mark["score"]
+                    result["review"]["original_score"] = result.get("score")
+                    result["score"] = mark["score"]
                 result["status"] = mark["verdict"]
         yield result
 
@@ -228,6 +247,8 @@ def unreviewed(result: CellResult) -> CellResult:
     review = out.pop("review", None)
     if isinstance(review, dict) and "original_status" in review:
         out["status"] = review["original_status"]
+        if "original_score" in review:
+            out["score"] = review["original_score"]
     return out
 
 
@@ -250,6 +271,7 @@ def add_mark(
     reviewer: str | None = None,
     repeat: int | None = None,
     at: str | None = None,
+    score: float | None = None,
 ) -> Mark:
     """Append one mark to ``run_dir``'s ``reviews.jsonl`` (one write of one line); returns it as stored.
 
@@ -261,6 +283,8 @@ def add_mark(
         raise EvalxError("a review mark needs a target, a dataset and a case id")
     if repeat is not None and (type(repeat) is not int or repeat < 0):
         raise EvalxError(f"review repeat {repeat!r}: a repeat number (0, 1, ...)")
+    if score is not None and check_score(score) is None:
+        raise EvalxError(f"review score {score!r}: a number from 0 to 1")
     if not (run_dir / "results.jsonl").is_file():
         raise EvalxError(f"{run_dir}: not a run directory (no results.jsonl)")
     mark: Mark = {
@@ -275,6 +299,8 @@ def add_mark(
     }
     if repeat is None:
         del mark["repeat"]  # a mark for every repeat of the case
+    if score is not None:
+        mark["score"] = float(score)
     line = (json.dumps(mark, ensure_ascii=False) + "\n").encode("utf-8", "backslashreplace")
     path = run_dir / REVIEWS
     fd = open_append(path)  # a link at reviews.jsonl is refused: marks never leave the run folder

@@ -391,6 +391,7 @@ def _details(run: RunIndex, keys: set[tuple[str, str, str]]) -> dict[tuple[str, 
 
 
 _ASCII_NUMBER = re.compile(r"[0-9]{1,9}")
+_SCORE = re.compile(r"(?:0|1)(?:\.[0-9]{1,6})?|\.[0-9]{1,6}")
 
 
 def _back(value: str) -> str:
@@ -414,6 +415,9 @@ async def review_post(request: web.Request) -> web.StreamResponse:
     repeat_text = field("repeat")
     if repeat_text and not _ASCII_NUMBER.fullmatch(repeat_text):
         return _bad_request(f"repeat {repeat_text[:40]!r} is not a repeat number (0, 1, ...)")
+    score_text = field("score")
+    if score_text and (not _SCORE.fullmatch(score_text) or float(score_text) > 1):
+        return _bad_request(f"score {score_text[:40]!r} is not a number from 0 to 1")
     history = await _history(request)
     run = _find(history, field("run"))
     try:
@@ -427,6 +431,7 @@ async def review_post(request: web.Request) -> web.StreamResponse:
             comment=field("comment")[:4000],
             reviewer=field("reviewer")[:200] or settings.reviewer or None,
             repeat=int(repeat_text) if repeat_text else None,
+            score=float(score_text) if score_text else None,
         )
     except EvalxError as exc:
         return web.Response(status=400, text=f"evalx view: {exc}\n")

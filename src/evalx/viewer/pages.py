@@ -246,6 +246,7 @@ class MarkView:
     reviewer: str
     at: str
     comment: str
+    score: str = ""  # the reviewer's 0-1 score, as shown ("0.75"), or ""
 
 
 @dataclass
@@ -530,6 +531,7 @@ def _mark_view(mark: Mapping[str, Any] | None) -> MarkView | None:
         reviewer=str(mark.get("reviewer") or ""),
         at=_when(str(mark.get("at") or "")),
         comment=str(mark.get("comment") or ""),
+        score=f"{mark['score']:g}" if isinstance(mark.get("score"), float) else "",
     )
 
 
