@@ -38,6 +38,7 @@ TIMING_KEYS = frozenset(
         "run_id",
         "throughput",
         "cells_per_s",
+        "slowest",  # which cells were slowest is timing too
     }
 )
 #: summary.json keys that describe the process, not the results

@@ -112,7 +112,7 @@ def test_layout_and_json_ready() -> None:
         "cost_usd", "cost_missing_cells", "usage_unknown_cells", "truncated_cells", "judge_cost_usd",
         "cached_cells", "response_cache_hit_ratio", "inconclusive_assertions",
         "inconclusive_reasons", "judge",
-        "repeats", "failures", "failures_total", "error_groups", "judge_disagreements",
+        "repeats", "failures", "failures_total", "slowest", "error_groups", "judge_disagreements",
     ]  # fmt: skip
     assert json.loads(json.dumps(summary, allow_nan=False)) == summary
     assert summary["run_id"] == RUN_ID and summary["duration_s"] == 61.5

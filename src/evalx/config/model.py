@@ -43,6 +43,10 @@ class Defaults(DefaultSettings):
     targets: Annotated[tuple[str, ...] | None, Schema(description="Targets `evalx run` uses without --matrix.")] = None
     max_total_cost: Annotated[NonNegative | None, Schema(description="Stop scheduling cells past this spend (USD).")] = None
     repeat_pass_rule: Literal["all", "majority", "any"] | None = None
+    slow_ms: Annotated[
+        PositiveNumber | None,
+        Schema(description="Flag cells slower than this (ms): the summary counts them and lists the slowest (docs/reports.md)."),
+    ] = None
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

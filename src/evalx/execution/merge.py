@@ -373,6 +373,7 @@ def _merge_locked(
         repeat_pass_rule=config.typed.defaults.repeat_pass_rule or "majority",
         matrix=matrix,
         per_case=not isinstance(cases, int) or _int(plan.get("plan_cells")) > cases,
+        slow_ms=config.typed.defaults.slow_ms,
     )
     spans = _CaseSpans(_int(plan.get("plan_cells")))
     types = plan.get("target_types")

@@ -167,6 +167,7 @@ def _execute(config: Config, resolved: ResolvedRun, plan: Plan, made: _Run, meta
         repeat_pass_rule=config.typed.defaults.repeat_pass_rule or "majority",
         matrix=plan.matrix_summary(),
         per_case=plan.cells.total > plan.cells.case_count,  # one cell a case: no per-case tallies to keep
+        slow_ms=config.typed.defaults.slow_ms,
     )
     guard = _cost_guard(config, shard)
     if made.resuming:

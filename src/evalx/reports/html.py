@@ -86,7 +86,7 @@ from evalx.reports.breakdown import cross_table, score_text
 from evalx.reports.pairwise import html_disagreements, html_pairwise, pairwise_verdict
 from evalx.reports.spool import Spool
 from evalx.reports.text import cost_gaps, pooled_footnote, tokens_shown
-from evalx.results.display import BODY_CHARS, escape, show_id
+from evalx.results.display import BODY_CHARS, cell_label, escape, show_id
 from evalx.results.figures import ci as _ci
 from evalx.results.figures import count as _count
 from evalx.results.figures import duration as _duration
@@ -208,6 +208,26 @@ class _BreakdownView(TypedDict):
     rows: list[_BreakdownRow]
 
 
+class _SizeRow(TypedDict):
+    """One row of the output-size table: a target's cells of one difficulty (texts ready)."""
+
+    target: str
+    difficulty: str
+    figures: list[str]
+
+
+class _SlowRow(TypedDict):
+    target: str
+    case: str
+    status: str
+    latency: str
+
+
+class _SlowView(TypedDict):
+    head: str
+    rows: list[_SlowRow]
+
+
 class _HeaderView(TypedDict):
     """The figures the page's header, tables and charts show (``h`` in report.html.j2), texts ready."""
 
@@ -240,6 +260,8 @@ class _HeaderView(TypedDict):
     several: bool
     pooled_note: str | None
     breakdowns: list[_BreakdownView]
+    output_sizes: list[_SizeRow]
+    slowest: _SlowView | None
     pairwise: JSONObject | None
     disagreements: JSONObject | None
 
@@ -1033,9 +1055,49 @@ def _header(summary: RunSummary, data: _ReportData) -> _HeaderView:
         "several": len(rows) > 1,
         "pooled_note": pooled_footnote(totals, len(rows)) if len(rows) > 1 and "pass_rate" in figures else None,
         "breakdowns": [b for b in (_breakdown_view(row, per_target.get(row["id"])) for row in rows) if b is not None],
+        "output_sizes": _size_rows(per_target),
+        "slowest": _slow_view(summary),
         "pairwise": html_pairwise([p for p in summary.get("pairwise") or [] if isinstance(p, dict)]),
         "disagreements": html_disagreements(summary.get("judge_disagreements")),
     }
+
+
+def _size_rows(per_target: Mapping[str, TargetFigures]) -> list[_SizeRow]:
+    """Output tokens, characters and latency (mean, p95) by difficulty, per target; [] without difficulties or figures."""
+    rows: list[_SizeRow] = []
+    for target_id, figures in per_target.items():
+        for name, group in (figures.get("per_difficulty") or {}).items() if isinstance(figures, dict) else ():
+            sizes = group.get("outputs") if isinstance(group, dict) else None
+            if not isinstance(sizes, dict):
+                continue
+            shown = []
+            for key in ("output_tokens", "output_chars", "latency_ms"):
+                pair = sizes.get(key) or {}
+                for stat in ("mean", "p95"):
+                    value = finite(pair.get(stat)) if isinstance(pair, dict) else None
+                    shown.append("—" if value is None else _ms(value) if key == "latency_ms" else f"{value:,.0f}")
+            rows.append({"target": show_id(target_id), "difficulty": show_id(name), "figures": shown})
+    return rows
+
+
+def _slow_view(summary: RunSummary) -> _SlowView | None:
+    """The slowest cells (those over ``defaults.slow_ms`` when it is set), or None before any cell had a latency."""
+    slowest = summary.get("slowest")
+    if not isinstance(slowest, dict) or not slowest.get("cells"):
+        return None
+    threshold, over = finite(slowest.get("threshold_ms")), slowest.get("over_threshold")
+    head = f"{over:,} cells over slow_ms {_ms(threshold)}" if threshold is not None and isinstance(over, int) and over else "the slowest"
+    rows: list[_SlowRow] = [
+        {
+            "target": show_id(c.get("target")),
+            "case": cell_label(c.get("dataset"), c.get("case_id"), c.get("repeat")),
+            "status": str(c.get("status") or ""),
+            "latency": _ms(finite(c.get("latency_ms"))),
+        }
+        for c in slowest["cells"]
+        if isinstance(c, dict)
+    ]
+    return {"head": head, "rows": rows}
 
 
 def _breakdown_view(row: _TargetRow, figures: TargetFigures | None) -> _BreakdownView | None:

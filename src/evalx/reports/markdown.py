@@ -8,17 +8,19 @@ untrusted: every cell is one line with ``|``, ``<`` and ``>`` escaped.
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from pathlib import Path
 
 from evalx.common.atomic import write_text
 from evalx.errors import writing
 from evalx.reports.breakdown import cross_table, score_text
 from evalx.reports.pairwise import markdown_disagreements, markdown_pairwise
-from evalx.reports.text import pooled_footnote
+from evalx.reports.text import pooled_footnote, slow_line
 from evalx.results.compare import markdown_cases, md_escape
 from evalx.results.display import show_id
 from evalx.results.figures import ci as _ci
 from evalx.results.figures import finite
+from evalx.results.figures import ms as _ms
 from evalx.results.figures import pct as _pct
 from evalx.results.figures import usd as _usd
 from evalx.results.model import RunSummary, TargetFigures
@@ -107,9 +109,36 @@ def markdown_summary(summary: RunSummary) -> str:
         lines += [f"> 💸 {md_escape(guard['message'] or '', 300)}", ""]
     for target_id, figures in per_target.items():
         lines += _breakdown(target_id, figures, several)
+    lines += _output_sizes(per_target)
+    slow = slow_line(summary)
+    if slow:
+        lines += [f"🐢 {md_escape(slow, 300)}", ""]
     if several:
         lines += [f"<sub>{md_escape(pooled_footnote(totals, len(per_target)), 300)}</sub>", ""]
     return "\n".join(lines) + "\n"
+
+
+def _output_sizes(per_target: Mapping[str, TargetFigures]) -> list[str]:
+    """Output tokens, characters and latency by difficulty, per target: do the hard cases answer at more length?"""
+    rows = []
+    for target_id, figures in per_target.items():
+        for name, group in (figures.get("per_difficulty") or {}).items():
+            sizes = group.get("outputs")
+            if sizes is None:
+                continue
+            tokens, chars, latency = sizes["output_tokens"], sizes["output_chars"], sizes["latency_ms"]
+            cells = [md_escape(show_id(target_id)), md_escape(show_id(name))]
+            cells += [_number(tokens["mean"]), _number(tokens["p95"]), _number(chars["mean"]), _number(chars["p95"])]
+            cells += [_ms(latency["mean"]), _ms(latency["p95"])]
+            rows.append("| " + " | ".join(cells) + " |")
+    if not rows:
+        return []
+    head = "| target | difficulty | tokens out, mean | p95 | characters, mean | p95 | latency, mean | p95 |"
+    return ["### Output size by difficulty", "", head, "|---|---|--:|--:|--:|--:|--:|--:|", *rows, ""]
+
+
+def _number(value: float | None) -> str:
+    return "—" if value is None else f"{value:,.0f}"
 
 
 def _breakdown(target_id: str, figures: TargetFigures, several: bool) -> list[str]:

@@ -136,6 +136,8 @@ def rebuilt_summary(run_dir: Path, problems: ReadProblems | None = None) -> RunS
     meta, stored = _read_json_dict(run_dir / "run.json"), _read_json_dict(run_dir / "summary.json")
     rule = stored.get("repeat_pass_rule")
     matrix = stored.get("matrix")
+    slowest = stored.get("slowest")
+    threshold = slowest.get("threshold_ms") if isinstance(slowest, dict) else None  # the run's defaults.slow_ms
     # one cell a case (one target, no repeats), as the stored summary says: no per-case tallies to keep
     per_target = stored.get("per_target")
     one_cell_a_case = stored.get("repeats", True) is None and isinstance(per_target, dict) and len(per_target) <= 1
@@ -147,6 +149,7 @@ def rebuilt_summary(run_dir: Path, problems: ReadProblems | None = None) -> RunS
             repeat_pass_rule=rule if rule in RULES else "majority",
             matrix=matrix if isinstance(matrix, dict) else None,
             per_case=per_case,
+            slow_ms=threshold if isinstance(threshold, (int, float)) and not isinstance(threshold, bool) and threshold > 0 else None,
         )
         problems.unreadable_lines.clear()
         problems.duplicate_cells.clear()

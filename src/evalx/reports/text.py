@@ -256,6 +256,9 @@ def format_compact(summary: RunSummary, *, color: bool = False, where: str | Non
     skipped = _inconclusive_text(summary)
     if skipped:
         lines += ["", paint(_clip(f"Skipped: {skipped}", 2 * LINE_WIDTH), "yellow")]
+    slow = slow_line(summary)
+    if slow:
+        lines += ["", paint(slow, "yellow")]
     if where:
         lines += ["", f"Full summary: {where}/summary.txt (or -v) · every cell: {where}/report.html"]
     return "\n".join(lines) + "\n"
@@ -371,6 +374,9 @@ def format_summary(summary: RunSummary, *, color: bool = False, flaky_list: bool
             lines += ["", table(rows, [label, "cells", "pass", "fail", "error", "skip", "pass rate", "95% CI"])]
             lines += _more(len(named), {"category": "categories", "difficulty": "difficulties"}.get(title, title))
 
+    for title, pooled, own in breakdowns:  # do the harder cases answer at more length? (issue 35)
+        lines += output_size_lines(title, pooled, own if several else {})
+
     repeats = summary.get("repeats")
     if repeats and repeats.get("per_target"):
         rule = summary.get("repeat_pass_rule") or repeats.get("repeat_pass_rule") or "majority"
@@ -417,6 +423,7 @@ def format_summary(summary: RunSummary, *, color: bool = False, flaky_list: bool
     failures = _failure_lines(summary, paint, MAX_FAILURE_LINES)
     if failures:
         lines += ["", "Failed cases:", *failures]
+    lines += slowest_lines(summary)
 
     lines.append("")
     cost = _usd(summary.get("cost_usd"))
@@ -477,6 +484,75 @@ def format_summary(summary: RunSummary, *, color: bool = False, flaky_list: bool
     if several:
         lines += ["", pooled_footnote(totals, len(per_target))]
     return "\n".join(lines) + "\n"
+
+
+def _tokens_figure(value: float | None) -> str:
+    return "—" if value is None else f"{value:,.0f}"
+
+
+def output_size_lines(
+    title: str, pooled: Mapping[str, GroupFigures] | None, own: Mapping[str, Mapping[str, GroupFigures] | None]
+) -> list[str]:
+    """A table of output tokens, characters and latency (mean and p95) by ``title`` (category or difficulty).
+
+    Per target (``own``) when several targets ran, else ``pooled``; nothing for a summary without the figures.
+    """
+    blocks = [(target_id, groups) for target_id, groups in own.items() if groups] if own else [("", pooled)]
+    rows = []
+    for target_id, groups in blocks:
+        for n, (name, figures) in enumerate(list((groups or {}).items())[:MAX_TABLE_ROWS]):
+            sizes = figures.get("outputs")
+            if sizes is None:
+                continue
+            tokens, chars, latency = sizes["output_tokens"], sizes["output_chars"], sizes["latency_ms"]
+            row = [show_id(target_id) if n == 0 else ""] if own else []
+            rows.append(
+                row
+                + [
+                    show_id(name),
+                    _tokens_figure(tokens["mean"]),
+                    _tokens_figure(tokens["p95"]),
+                    _tokens_figure(chars["mean"]),
+                    _tokens_figure(chars["p95"]),
+                    _ms(latency["mean"]),
+                    _ms(latency["p95"]),
+                ]
+            )
+    if not rows or (title == "category" and len(rows) < 2 and not own):
+        return []  # one category and one target: the totals say it all
+    headers = (["target"] if own else []) + [title, "tok out mean", "tok out p95", "chars mean", "chars p95", "lat mean", "lat p95"]
+    return ["", f"Output size by {title}:", text_table(rows, headers, numeric_from=2 if own else 1)]
+
+
+def slow_line(summary: RunSummary) -> str | None:
+    """One line about the cells over ``defaults.slow_ms`` (the compact summary, Markdown), or None when none is."""
+    slowest = summary.get("slowest")
+    if not slowest or slowest.get("threshold_ms") is None or not slowest.get("over_threshold") or not slowest.get("cells"):
+        return None
+    over, first = slowest["over_threshold"], slowest["cells"][0]
+    where = f"{cell_label(first['dataset'], first['case_id'], first['repeat'])} on {show_id(first['target'])}"
+    return f"Slow: {over:,} cell{'s' if over != 1 else ''} over slow_ms {_ms(slowest['threshold_ms'])} (slowest: {where}, {_ms(first['latency_ms'])})"
+
+
+def slowest_lines(summary: RunSummary) -> list[str]:
+    """The slowest cells; with ``defaults.slow_ms``, those over it (the seeds' harness printed its slow cases)."""
+    slowest = summary.get("slowest")
+    if not slowest or not slowest.get("cells"):
+        return []
+    threshold, over = slowest.get("threshold_ms"), slowest.get("over_threshold")
+    if threshold is not None and over:
+        head = f"Slow cells ({over:,} over slow_ms {_ms(threshold)}):"
+    else:
+        head = "Slowest cells:" if threshold is None else f"Slowest cells (none over slow_ms {_ms(threshold)}):"
+    rows = [
+        [show_id(c["target"]), cell_label(c["dataset"], c["case_id"], c["repeat"]), c["status"], _ms(c["latency_ms"])]
+        for c in slowest["cells"]
+    ]
+    lines = ["", head, text_table(rows, ["target", "case", "status", "latency"], numeric_from=3)]
+    shown = len(slowest["cells"])
+    if threshold is not None and over and over > shown:
+        lines.append(f"  … and {over - shown:,} more over {_ms(threshold)} (the report lists every cell's latency)")
+    return lines
 
 
 def pooled_footnote(totals: GroupFigures | CellCounts, targets: int) -> str:

@@ -75,8 +75,10 @@ __all__ = [
     "JudgeUsage",
     "MatrixInfo",
     "MatrixVariant",
+    "MeanP95",
     "MergeReport",
     "Metric",
+    "OutputSizes",
     "PairwiseOrder",
     "PairwiseRecord",
     "PairwiseRow",
@@ -86,6 +88,8 @@ __all__ = [
     "RunSummary",
     "ShardReport",
     "SimulationRecord",
+    "SlowCell",
+    "Slowest",
     "Status",
     "SummaryFigures",
     "TargetDelta",
@@ -587,15 +591,37 @@ CaseCounts = TypedDict(
 )
 
 
-class GroupFigures(CellCounts):
-    """A group's cell counts (``totals``, a target, a category, a difficulty), its case-level verdicts and mean score."""
+class MeanP95(TypedDict):
+    """A figure's mean and 95th percentile over a group's cells that have it (None: no cell had it)."""
 
+    mean: float | None
+    p95: float | None
+
+
+class OutputSizes(TypedDict):
+    """How much a group's cells produced, and how long they took: do "hard" cases really answer at more length?"""
+
+    output_tokens: MeanP95
+    """Over the cells whose answer reported its usage."""
+    output_chars: MeanP95
+    """Characters of the final answer's text, over the cells that answered."""
+    latency_ms: MeanP95
+
+
+class _GroupFiguresKeys(CellCounts):
     case_level: CaseCounts
     mean_score: float | None
     """Mean of the cells' weighted ``score`` (0..1) over the cells that have one (``scored_cells``): errored cells
     and cells with no conclusive assertion have none. None when no cell was scored."""
     scored_cells: int
     """Cells that have a ``score``: what ``mean_score`` averages."""
+
+
+class GroupFigures(_GroupFiguresKeys, total=False):
+    """A group's cell counts (``totals``, a target, a category, a difficulty), its case-level verdicts and mean score."""
+
+    outputs: OutputSizes
+    """In the category and difficulty breakdowns only (``totals`` and ``per_target`` have fuller figures of their own)."""
 
 
 class CategoryDifficultyFigures(GroupFigures):
@@ -894,6 +920,28 @@ class FailureRow(TypedDict):
     """:func:`failure_reason` of the cell."""
 
 
+class SlowCell(TypedDict):
+    """One of the slowest cells, in ``slowest.cells``."""
+
+    target: str
+    dataset: str
+    case_id: str
+    repeat: int
+    status: str
+    latency_ms: float
+
+
+class Slowest(TypedDict):
+    """The slowest cells: the 5 slowest, and with ``defaults.slow_ms`` every cell over it (at most 20 listed)."""
+
+    threshold_ms: float | None
+    """``defaults.slow_ms``, or None."""
+    over_threshold: int | None
+    """Cells slower than the threshold (None without one)."""
+    cells: list[SlowCell]
+    """Slowest first."""
+
+
 class ErrorGroup(TypedDict):
     """An error that several cells of one target share, word for word, in ``error_groups``."""
 
@@ -1148,6 +1196,8 @@ class SummaryFigures(TypedDict):
     failures: list[FailureRow]
     """The first 200 failing or erroring cells in matrix order."""
     failures_total: int
+    slowest: Slowest
+    """The slowest cells (``defaults.slow_ms`` flags those over it)."""
     error_groups: list[ErrorGroup]
     """Errors that several cells of one target share word for word: the count of each, most frequent first (at most 50).
 

@@ -37,11 +37,15 @@ from evalx.results.model import (
     FlakyTurn,
     GroupFigures,
     MatrixInfo,
+    MeanP95,
+    OutputSizes,
     PairwiseRecord,
     PairwiseRow,
     RepeatFigures,
     RepeatsSummary,
     ReviewCounts,
+    SlowCell,
+    Slowest,
     SummaryFigures,
     TargetFigures,
     failure_reason,
@@ -53,6 +57,9 @@ __all__ = ["SUMMARY_VERSION", "ListedFailure", "SummaryBuilder", "listed_failure
 
 #: failing cells listed in summary.json (the first ones in matrix order)
 MAX_FAILURES = 200
+#: the slowest cells listed in ``slowest``; with a ``slow_ms`` threshold, up to MAX_SLOW of those over it
+SLOWEST_SHOWN = 5
+MAX_SLOW = 20
 #: distinct (target, error) pairs counted for ``error_groups`` (a run whose every error differs keeps this many)
 MAX_ERROR_KINDS = 10_000
 #: error groups listed in summary.json
@@ -159,16 +166,43 @@ def _tokens(value: Any) -> int:
     return int(number) if number is not None and number > 0 else 0
 
 
+class _Sizes:
+    """A leaf group's (a target's cells of one category and difficulty) output tokens, characters and latencies: 24 bytes a cell."""
+
+    __slots__ = ("chars", "latency", "tokens")
+
+    def __init__(self) -> None:
+        self.tokens = array("d")
+        self.chars = array("d")
+        self.latency = array("d")
+
+
+def _mean_p95(parts: Iterable[array[float]]) -> MeanP95:
+    data = sorted(v for part in parts for v in part)
+    return {"mean": _stats.mean(data), "p95": _stats.percentile(data, 95)}
+
+
+def _output_sizes(leaves: Iterable[_Counts]) -> OutputSizes:
+    """The output sizes of the cells of ``leaves`` together (one group's values sorted at a time, then let go)."""
+    sizes = [leaf.sizes for leaf in leaves if leaf.sizes is not None]
+    return {
+        "output_tokens": _mean_p95(s.tokens for s in sizes),
+        "output_chars": _mean_p95(s.chars for s in sizes),
+        "latency_ms": _mean_p95(s.latency for s in sizes),
+    }
+
+
 class _Counts:
     """Cells by status for one group (a target, a category, a difficulty...), and the sum of their scores."""
 
-    __slots__ = ("by_status", "first", "score_sum", "scored")
+    __slots__ = ("by_status", "first", "score_sum", "scored", "sizes")
 
-    def __init__(self) -> None:
+    def __init__(self, sizes: _Sizes | None = None) -> None:
         self.by_status: dict[str, int] = dict.fromkeys(STATUSES, 0)
         self.first = math.inf  # lowest matrix index seen: groups list in matrix order
         self.score_sum = 0.0
         self.scored = 0
+        self.sizes = sizes  # a leaf group's only
 
     def add(self, status: str, order: float, score: float | None = None) -> None:
         self.by_status[status] += 1
@@ -186,14 +220,17 @@ class _Counts:
         self.score_sum += other.score_sum
         self.scored += other.scored
 
-    def figures(self, case_level: _CaseCounts | None) -> GroupFigures:
-        """The group's cell counts, case-level verdicts and mean score."""
-        return {
-            **self.as_dict(),
+    def figures(self, case_level: _CaseCounts | None, leaves: Iterable[_Counts] | None = None) -> GroupFigures:
+        """The group's cell counts, case-level verdicts and mean score; with the ``leaves`` it sums, their output sizes."""
+        figures: GroupFigures = {
+            **self.as_dict(),  # type: ignore[typeddict-item]  # mypy looks for the optional "outputs" in a ** item
             "case_level": _case_level(case_level),
             "mean_score": self.score_sum / self.scored if self.scored else None,
             "scored_cells": self.scored,
         }
+        if leaves is not None:
+            figures["outputs"] = _output_sizes(leaves)
+        return figures
 
     def as_dict(self) -> CellCounts:
         cells = sum(self.by_status.values())
@@ -241,9 +278,23 @@ class _Target(_Counts):
         self.usage_unknown = 0  # cells whose answer reported no usage: their tokens are unknown, not 0
 
 
-def _ordered(counts: Mapping[str, _Counts], case_level: Mapping[str, _CaseCounts]) -> dict[str, GroupFigures]:
-    """Each group's figures, groups in matrix order."""
-    return {k: counts[k].figures(case_level.get(k)) for k in sorted(counts, key=lambda k: counts[k].first)}
+def _ordered(
+    counts: Mapping[str, _Counts], case_level: Mapping[str, _CaseCounts], leaves: Mapping[str, list[_Counts]]
+) -> dict[str, GroupFigures]:
+    """Each group's figures (its output sizes from its ``leaves``), groups in matrix order."""
+    return {k: counts[k].figures(case_level.get(k), leaves.get(k, [])) for k in sorted(counts, key=lambda k: counts[k].first)}
+
+
+def _leaves_by_name(targets: Iterable[_Target]) -> tuple[dict[str, list[_Counts]], dict[str, list[_Counts]]]:
+    """The leaf groups of ``targets`` by category and by difficulty."""
+    by_category: dict[str, list[_Counts]] = {}
+    by_difficulty: dict[str, list[_Counts]] = {}
+    for target in targets:
+        for (category, difficulty), leaf in target.groups.items():
+            by_category.setdefault(category, []).append(leaf)
+            if difficulty is not None:
+                by_difficulty.setdefault(difficulty, []).append(leaf)
+    return by_category, by_difficulty
 
 
 def _by_category_and_difficulty(
@@ -280,10 +331,11 @@ def _breakdown(target: _Target, cases: Mapping[int, _CaseCounts], group_names: M
     by_category, by_difficulty = _by_category_and_difficulty(cases, group_names)
     cross: list[CategoryDifficultyFigures] = []
     for (category, difficulty), counts in sorted(target.groups.items(), key=lambda kv: (categories[kv[0][0]].first, kv[1].first)):
-        cross.append({"category": category, "difficulty": difficulty, **counts.figures(case_groups.get((category, difficulty)))})
+        cross.append({"category": category, "difficulty": difficulty, **counts.figures(case_groups.get((category, difficulty)), [counts])})
+    leaves_by_category, leaves_by_difficulty = _leaves_by_name([target])
     return {
-        "per_category": _ordered(categories, by_category),
-        "per_difficulty": _ordered(difficulties, by_difficulty),
+        "per_category": _ordered(categories, by_category, leaves_by_category),
+        "per_difficulty": _ordered(difficulties, by_difficulty, leaves_by_difficulty),
         "per_category_difficulty": cross,
     }
 
@@ -366,9 +418,11 @@ class SummaryBuilder:
         repeat_pass_rule: str = DEFAULT_RULE,
         matrix: MatrixInfo | dict[str, Any] | None = None,
         per_case: bool = True,
+        slow_ms: float | None = None,
     ) -> None:
         """``per_case``: keep each case's repeats (False only when every case has one cell: one target, no repeats,
-        so a case's verdict is its cell's and no two targets are compared; memory then stays flat in the cells)."""
+        so a case's verdict is its cell's and no two targets are compared; memory then stays flat in the cells).
+        ``slow_ms``: cells slower than this are counted and listed in ``slowest`` (``defaults.slow_ms``)."""
         if repeat_pass_rule not in RULES:
             raise ValueError(f"unknown repeat_pass_rule {repeat_pass_rule!r} (one of {', '.join(RULES)})")
         self.run_id = run_id
@@ -403,6 +457,11 @@ class SummaryBuilder:
         self._preferences = Preferences()  # pairwise judge records, one per comparison
         self._disagreements = Disagreements()  # judge vs function, on cells with named checks
         self._reviews = [0, 0]  # cells with a review mark, of which overridden (the mark changed the status)
+        self._slow_ms = slow_ms
+        self._slow_over = 0
+        # min-heap of (latency, arrival, cell) of the slowest cells, at most _slow_keep of them
+        self._slowest: list[tuple[float, int, SlowCell]] = []
+        self._slow_keep = MAX_SLOW if slow_ms is not None else SLOWEST_SHOWN
 
     def add(self, result: CellResult) -> None:
         """Count one cell's result (a ``results.jsonl`` line, parsed)."""
@@ -442,8 +501,18 @@ class SummaryBuilder:
         latency = result.get("latency_ms")
         if type(latency) is not float or not math.isfinite(latency):
             latency = _either(result, output, "latency_ms")
+        sizes = groups[-1].sizes
+        assert sizes is not None
         if latency is not None and latency >= 0:
             target.latencies.append(latency)
+            sizes.latency.append(latency)
+            if self._slow_ms is not None and latency > self._slow_ms:
+                self._slow_over += 1
+            if len(self._slowest) < self._slow_keep or latency > self._slowest[0][0]:
+                self._keep_slow(latency, arrival, target_id, result, status)
+        text = output.get("text")
+        if type(text) is str and status != "error":
+            sizes.chars.append(len(text))
         ttft = _either(result, output, "ttft_ms")
         if ttft is not None and ttft >= 0:
             target.ttfts.append(ttft)
@@ -455,6 +524,8 @@ class SummaryBuilder:
             target.usage_unknown += 1
         tokens_in = _tokens(usage.get("input_tokens"))
         tokens_out = _tokens(usage.get("output_tokens"))
+        if "output_tokens" in usage:
+            sizes.tokens.append(tokens_out)
         target.tokens[0] += tokens_in
         target.tokens[1] += tokens_out
         target.tokens[2] += _tokens(usage.get("cache_hit_tokens"))
@@ -542,6 +613,28 @@ class SummaryBuilder:
                 if kind in self._errors or len(self._errors) < MAX_ERROR_KINDS:
                     self._errors[kind] = self._errors.get(kind, 0) + 1
 
+    def _keep_slow(self, latency: float, arrival: int, target_id: str, result: CellResult, status: str) -> None:
+        repeat = result.get("repeat")
+        cell: SlowCell = {
+            "target": target_id,
+            "dataset": str(result.get("dataset") or ""),
+            "case_id": str(result.get("case_id") or ""),
+            "repeat": repeat if type(repeat) is int else 0,
+            "status": status,
+            "latency_ms": latency,
+        }
+        if len(self._slowest) < self._slow_keep:
+            heapq.heappush(self._slowest, (latency, -arrival, cell))
+        else:
+            heapq.heapreplace(self._slowest, (latency, -arrival, cell))
+
+    def _slowest_figures(self) -> Slowest:
+        ranked = [cell for _, _, cell in sorted(self._slowest, reverse=True)]
+        if self._slow_ms is None:
+            return {"threshold_ms": None, "over_threshold": None, "cells": ranked[:SLOWEST_SHOWN]}
+        over = [c for c in ranked if c["latency_ms"] > self._slow_ms]
+        return {"threshold_ms": self._slow_ms, "over_threshold": self._slow_over, "cells": over or ranked[:SLOWEST_SHOWN]}
+
     def add_pairwise(self, records: list[PairwiseRecord]) -> None:
         """Count the pairwise judge's records (the run's pass, after its cells were added); a comparison counts once."""
         self._preferences.add(records)
@@ -555,7 +648,10 @@ class SummaryBuilder:
         groups: list[_Counts] = [self._totals, target, self._categories.setdefault(category, _Counts())]
         if difficulty is not None:
             groups.append(self._difficulties.setdefault(difficulty, _Counts()))
-        groups.append(target.groups.setdefault(group_key, _Counts()))
+        leaf = target.groups.get(group_key)
+        if leaf is None:
+            leaf = target.groups[group_key] = _Counts(_Sizes())
+        groups.append(leaf)  # the last of the chain: the leaf, which keeps the output sizes
         chain = self._chains[(target_id, category, difficulty)] = (target, tuple(groups))
         return chain
 
@@ -738,6 +834,7 @@ class SummaryBuilder:
             }
 
         groups = self._targets.values()
+        leaves_by_category, leaves_by_difficulty = _leaves_by_name(groups)
         cells = sum(self._totals.by_status.values())
         tokens_in = sum(t.tokens[0] for t in groups)
         tokens_cache = sum(t.tokens[2] for t in groups)
@@ -757,8 +854,8 @@ class SummaryBuilder:
             "repeat_pass_rule": rule,
             "totals": self._totals.figures(all_cases),
             "per_target": per_target,
-            "per_category": _ordered(self._categories, by_category),
-            "per_difficulty": _ordered(self._difficulties, by_difficulty),
+            "per_category": _ordered(self._categories, by_category, leaves_by_category),
+            "per_difficulty": _ordered(self._difficulties, by_difficulty, leaves_by_difficulty),
             "matrix": self.matrix,
             "pairwise": pairs,
             # overall percentiles from the per-target samples: no second copy kept while streaming
@@ -789,6 +886,7 @@ class SummaryBuilder:
             "repeats": self._repeats(targets),
             "failures": failures,
             "failures_total": self._failures_total,
+            "slowest": self._slowest_figures(),
             "error_groups": self._error_groups(),
             "judge_disagreements": self._disagreements.figures(),
         }
