@@ -193,7 +193,14 @@ WHOLE_SCHEMA: JSONObject = {
                 },
                 "header": {"type": "string", "description": "Header carrying the key, e.g. Authorization or x-api-key."},
                 "value": {"type": "string", "description": "Jinja2 template with `api_key`, e.g. 'Bearer {{ api_key }}'."},
-                "env": {"type": "string", "description": "Environment variable read when a target sets no api_key."},
+                "env": {
+                    "oneOf": [
+                        {"type": "string", "minLength": 1},
+                        {"type": "array", "items": {"type": "string", "minLength": 1}, "minItems": 1},
+                    ],
+                    "description": "Environment variable read when a target sets no api_key; a list: the first one set "
+                    "(e.g. [GEMINI_API_KEY, GOOGLE_API_KEY]).",
+                },
                 "required": {"type": "boolean", "description": "Refuse to run without a key (default false: local servers need none)."},
                 "command": {
                     "oneOf": [{"type": "string", "minLength": 1}, {"type": "array", "items": {"type": "string"}, "minItems": 1}],
@@ -356,7 +363,7 @@ class AuthSection(TypedDict, total=False):
     kind: str
     header: str
     value: str
-    env: str
+    env: str | list[str]
     required: bool
     command: str | list[str]
     ttl_s: float
@@ -652,7 +659,8 @@ class ProviderDefinition:
     base_url: str | None = None
     auth_header: str | None = None
     auth_value: str = "{{ api_key }}"
-    auth_env: str | None = None
+    #: ``auth.env``: the variables read, in order, when a target sets no api_key (the first one set wins)
+    auth_envs: tuple[str, ...] = ()
     auth_required: bool = False
     auth: AuthSpec = field(default_factory=AuthSpec)
     headers: dict[str, str] = field(default_factory=dict)
@@ -682,6 +690,19 @@ class ProviderDefinition:
     @property
     def file(self) -> str:
         return self.loaded.file
+
+    @property
+    def auth_env(self) -> str | None:
+        """The first variable ``auth.env`` names (None: none)."""
+        return self.auth_envs[0] if self.auth_envs else None
+
+    def key_from_env(self) -> str | None:
+        """The key from the first ``auth.env`` variable that is set and not empty."""
+        for name in self.auth_envs:
+            value = os.environ.get(name)
+            if value:
+                return value
+        return None
 
     @property
     def reads_headers(self) -> bool:
@@ -1361,7 +1382,7 @@ def _parse_definition(path: Path, layers: tuple[Loaded, ...], shipped: bool) -> 
         base_url=file.get("base_url"),
         auth_header=auth.get("header"),
         auth_value=auth.get("value", "{{ api_key }}"),
-        auth_env=auth.get("env"),
+        auth_envs=_env_names(auth.get("env")),
         auth_required=bool(auth.get("required", False)),
         auth=_auth_spec(auth),
         headers=dict(file.get("headers") or {}),
@@ -1382,6 +1403,13 @@ def _parse_definition(path: Path, layers: tuple[Loaded, ...], shipped: bool) -> 
         capabilities=dict(file.get("capabilities") or {}),
         layers=layers,
     )
+
+
+def _env_names(value: str | list[str] | None) -> tuple[str, ...]:
+    """``auth.env`` as a tuple of names: one, a list of them, or none."""
+    if value is None:
+        return ()
+    return (value,) if isinstance(value, str) else tuple(value)
 
 
 def _auth_command(value: str | list[str]) -> tuple[str, ...]:

@@ -38,7 +38,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import time
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, NamedTuple, TypedDict
@@ -211,10 +210,8 @@ class ProviderTarget:
             except TargetError as exc:
                 raise ConfigError(str(exc)) from None
         else:
-            api_key = self.entry.api_key
-            if not api_key and definition.auth_env:
-                api_key = os.environ.get(definition.auth_env) or None
-            self.key_hint = f"the target's api_key or {definition.auth_env}" if definition.auth_env else "the target's api_key"
+            api_key = self.entry.api_key or definition.key_from_env()
+            self.key_hint = key_hint(definition.auth_envs)
             if definition.auth_required and not api_key:
                 raise ConfigError(f"{where}: provider {self.provider!r} needs an API key: set {self.key_hint}")
         self.api_key = api_key
@@ -777,6 +774,12 @@ class ProviderTarget:
         if kind == "rate_limited":
             return TargetError(f"HTTP {status} rate limited by {url}{detail}", retryable=True, retry_after=retry_after)
         return TargetError(f"HTTP {status} from {url}{detail}", retryable=True, retry_after=retry_after)
+
+
+def key_hint(names: tuple[str, ...]) -> str:
+    """Where a key comes from, for messages: ``the target's api_key, GEMINI_API_KEY or GOOGLE_API_KEY``."""
+    where = ["the target's api_key", *names]
+    return where[0] if len(where) == 1 else ", ".join(where[:-1]) + " or " + where[-1]
 
 
 class _Readers(NamedTuple):
