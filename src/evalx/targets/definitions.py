@@ -43,7 +43,10 @@ from evalx.targets.spec import Pricing, ProviderTargetSpec
 
 PROVIDER_SCHEMA_ID = "https://evalx.dev/schemas/provider.schema.json"
 #: what a definition's ``capabilities:`` may declare, in the order ``evalx providers`` shows them
-CAPABILITIES = ("streaming", "tools", "embeddings", "vision", "json_mode")
+CAPABILITIES = ("streaming", "tools", "embeddings", "vision", "json_mode", "tool_history")
+#: the capability that changes a request: a conversation's tool calls and tool results go in ``messages``
+#: (OpenAI's ``tool_calls`` / ``role: tool`` shape) instead of the replies' text only
+TOOL_HISTORY = "tool_history"
 
 #: ``auth.kind``: what each needs besides the kind itself (see :mod:`evalx.targets.auth`)
 AUTH_KINDS: dict[str, tuple[str, ...]] = {"header": ("header",), "bearer_from_command": ("command",), "google": (), "sigv4": ("service",)}
@@ -176,8 +179,17 @@ WHOLE_SCHEMA: JSONObject = {
         },
         "capabilities": {
             "type": "object",
-            "description": "What the provider supports, shown by `evalx providers` (informative: nothing is refused for it).",
-            "properties": {name: {"type": "boolean"} for name in CAPABILITIES},
+            "description": "What the provider supports, shown by `evalx providers` (informative: nothing is refused for it; "
+            "tool_history also changes what a conversation sends).",
+            "properties": {
+                **{name: {"type": "boolean"} for name in CAPABILITIES},
+                TOOL_HISTORY: {
+                    "type": "boolean",
+                    "description": "The request body takes a conversation's tool calls and tool results: `messages` then "
+                    "holds assistant turns with OpenAI's `tool_calls` and `role: tool` results (default false: the replies' "
+                    "text only).",
+                },
+            },
             "additionalProperties": False,
         },
         "base_url": {"type": "string", "description": "Default base URL; ${VAR:-default} reads the environment."},
@@ -690,6 +702,11 @@ class ProviderDefinition:
     @property
     def file(self) -> str:
         return self.loaded.file
+
+    @property
+    def sends_tool_history(self) -> bool:
+        """Whether a conversation's tool calls and tool results go in ``messages`` (``capabilities.tool_history``)."""
+        return bool(self.capabilities.get(TOOL_HISTORY, False))
 
     @property
     def auth_env(self) -> str | None:

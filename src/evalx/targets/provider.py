@@ -89,8 +89,8 @@ NO_USAGE_MAPPING = "the provider definition reads no usage"
 #: ``raw.usage_note`` of a streamed answer that sent no usage (its token counts are not known, not 0)
 NO_STREAM_USAGE = "the stream sent no usage: token counts unknown"
 #: a definition's keys that do not change a request or how its answer is read (left out of the cache key);
-#: ``stream`` counts only for a target that streams
-_UNKEYED = frozenset({"name", "description", "pricing", "params", "stream"})
+#: ``stream`` counts only for a target that streams; ``capabilities`` only by what it changes in the body (tool_history)
+_UNKEYED = frozenset({"name", "description", "pricing", "params", "stream", "capabilities"})
 
 
 class ProviderRequest(NamedTuple):
@@ -360,15 +360,16 @@ class ProviderTarget:
         """``(system, messages)`` for a turn of a conversation: the system prompt as for a cell, then the history.
 
         The ``prompt:``/``messages:`` templates are not used: the turns are the user messages. An assistant
-        reply's tool calls and the mocked tool results go as OpenAI ``tool_calls`` / ``tool`` messages to an
-        OpenAI-shaped definition (openai, ollama); other definitions get the replies' text only.
+        reply's tool calls and the mocked tool results go as OpenAI ``tool_calls`` / ``tool`` messages to a
+        definition that declares ``capabilities: {tool_history: true}`` (openai and what extends it, ollama,
+        azure-openai); other definitions get the replies' text only.
         """
         system = None
         if cell.case.system:
             system = str(cell.case.system)
         elif self.entry.system:
             system = render(self.entry.system, ctx.get(), field="system")
-        openai = self.definition is not None and self.definition.name in ("openai", "ollama")
+        openai = self.definition is not None and self.definition.sends_tool_history
         messages: list[JSONObject] = []
         ids: list[str] = []
         for n, m in enumerate(history):
