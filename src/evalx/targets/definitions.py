@@ -177,6 +177,12 @@ WHOLE_SCHEMA: JSONObject = {
             "description": "Inherit the definition of this name (shipped or the project's): mappings merge key by key, "
             "lists and scalars replace, null removes an inherited key. A project file extending its own name extends the shipped one.",
         },
+        "example_model": {
+            "type": "string",
+            "minLength": 1,
+            "description": "A model to start from: `evalx init --provider NAME` writes it as the target's model. "
+            "Not inherited through extends: (another host names its models its own way).",
+        },
         "capabilities": {
             "type": "object",
             "description": "What the provider supports, shown by `evalx providers` (informative: nothing is refused for it; "
@@ -497,6 +503,7 @@ class DefinitionFile(TypedDict, total=False):
     name: str
     description: str
     extends: str
+    example_model: str
     capabilities: dict[str, bool]
     base_url: str
     auth: AuthSection
@@ -668,6 +675,8 @@ class ProviderDefinition:
     shipped: bool
     loaded: Loaded
     description: str = ""
+    #: ``example_model:``, the model ``evalx init --provider NAME`` writes (None: the definition names none)
+    example_model: str | None = None
     base_url: str | None = None
     auth_header: str | None = None
     auth_value: str = "{{ api_key }}"
@@ -702,6 +711,20 @@ class ProviderDefinition:
     @property
     def file(self) -> str:
         return self.loaded.file
+
+    def written(self, *path: str) -> str | None:
+        """The string at ``path`` as the file wrote it (``${VAR}`` not yet read), or None when there is none."""
+        node: Any = self.loaded.data
+        for part in path:
+            node = node.get(part) if isinstance(node, dict) else None
+        if not isinstance(node, str):
+            return None
+        return self.loaded.interpolated.get(tuple(path), node)
+
+    @property
+    def uses_region(self) -> bool:
+        """Whether the URL (``base_url`` or ``request.path``) has the target's ``{{ region }}`` in it."""
+        return any(_REGION_REF.search(self.written(*path) or "") for path in (("base_url",), ("request", "path")))
 
     @property
     def sends_tool_history(self) -> bool:
@@ -1135,6 +1158,9 @@ def _display(path: Path) -> str:
     return display_path(path)
 
 
+#: ``{{ region }}`` (or an expression with it) in a URL template
+_REGION_REF = re.compile(r"\{\{[^}]*\bregion\b")
+
 #: the definition's strings that are Jinja templates
 _TEMPLATE_PATHS = frozenset({("request", "body"), ("auth", "value"), ("embeddings", "body")})
 
@@ -1335,13 +1361,17 @@ def _merge(base: object, over: object) -> object:
     return out
 
 
+#: what a definition never takes from the one it ``extends:``
+_NOT_INHERITED = frozenset({"name", "extends", "example_model"})
+
+
 def _resolved(layers: tuple[Loaded, ...]) -> Loaded:
     """The one document an ``extends:`` chain (nearest first) makes: the files merged, root first."""
     if len(layers) == 1:
         return layers[0]
     data: object = {}
     for layer in reversed(layers):
-        own = {k: v for k, v in layer.data.items() if layer is layers[0] or k not in ("name", "extends")}
+        own = {k: v for k, v in layer.data.items() if layer is layers[0] or k not in _NOT_INHERITED}
         data = _merge(data, own)
     child = layers[0]
     return Loaded(
@@ -1396,6 +1426,7 @@ def _parse_definition(path: Path, layers: tuple[Loaded, ...], shipped: bool) -> 
         shipped=shipped,
         loaded=loaded,
         description=str(file.get("description") or ""),
+        example_model=file.get("example_model"),
         base_url=file.get("base_url"),
         auth_header=auth.get("header"),
         auth_value=auth.get("value", "{{ api_key }}"),

@@ -90,7 +90,7 @@ NO_USAGE_MAPPING = "the provider definition reads no usage"
 NO_STREAM_USAGE = "the stream sent no usage: token counts unknown"
 #: a definition's keys that do not change a request or how its answer is read (left out of the cache key);
 #: ``stream`` counts only for a target that streams; ``capabilities`` only by what it changes in the body (tool_history)
-_UNKEYED = frozenset({"name", "description", "pricing", "params", "stream", "capabilities"})
+_UNKEYED = frozenset({"name", "description", "example_model", "pricing", "params", "stream", "capabilities"})
 
 
 class ProviderRequest(NamedTuple):

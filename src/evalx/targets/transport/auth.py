@@ -186,17 +186,25 @@ class GoogleADC:
         return True
 
 
+#: by auth kind: the variables a target without ``region:`` reads, the first one set winning
+REGION_VARIABLES: dict[str, tuple[str, ...]] = {"sigv4": ("AWS_REGION", "AWS_DEFAULT_REGION"), "google": ("GOOGLE_CLOUD_LOCATION",)}
+#: by auth kind: a region to start from (``evalx init --provider``)
+EXAMPLE_REGIONS = {"sigv4": "us-east-1", "google": "us-central1"}
+#: by auth kind: the package extra it needs
+AUTH_EXTRAS = {"google": "evalx-runner[google]", "sigv4": "evalx-runner[aws]"}
+
+
 def aws_region(region: str | None) -> str | None:
     """The target's ``region:``, else ``AWS_REGION``, else ``AWS_DEFAULT_REGION``."""
-    return region or os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION") or None
+    return region or default_region("sigv4")
 
 
 def default_region(kind: str) -> str | None:
     """The region of a target that sets no ``region:``: sigv4's AWS variables, google's ``GOOGLE_CLOUD_LOCATION``."""
-    if kind == "sigv4":
-        return aws_region(None)
-    if kind == "google":
-        return os.environ.get("GOOGLE_CLOUD_LOCATION") or None
+    for name in REGION_VARIABLES.get(kind, ()):
+        value = os.environ.get(name)
+        if value:
+            return value
     return None
 
 
