@@ -451,9 +451,9 @@ class ProviderTarget:
                 f"HTTP 401 unauthorized from {shown_url(url)}: auth kind {kind}: the server refused a refreshed token too"
                 f" (check {self.key_hint})"
             )
-        refreshed.done = True
-        if not await auth.refresh(sent):
+        if not await auth.refresh(sent):  # sigv4: nothing kept to refresh
             return False
+        refreshed.done = True
         await self._take_turn()
         return True
 
