@@ -841,6 +841,24 @@ def providers_show(name: str, config_path: Path) -> None:
     click.echo(text, nl=False)
 
 
+class _ListsProviders(click.Option):
+    """``evalx init --provider``: its help lists the shipped providers, read when the help is shown (not at every start)."""
+
+    def get_help_record(self, ctx: click.Context) -> tuple[str, str] | None:
+        record = super().get_help_record(ctx)
+        if record is None:
+            return None
+        from evalx.config.provider_starter import shipped_names
+
+        return record[0], f"{record[1]} One of: {', '.join(shipped_names())}."
+
+
+def _complete_providers(ctx: click.Context, param: click.Parameter, incomplete: str) -> list[str]:
+    from evalx.config.provider_starter import shipped_names
+
+    return [name for name in shipped_names() if name.startswith(incomplete)]
+
+
 @main.command()
 @click.argument("directory", default=".", type=click.Path(file_okay=False, path_type=Path))
 @click.option(
@@ -851,14 +869,30 @@ def providers_show(name: str, config_path: Path) -> None:
     metavar="python|provider|engine|judge|matrix",
     help="The starter: a Python agent, a model behind an API, an agent engine, a judge, a matrix of variants.",
 )
-def init(directory: Path, template: str) -> None:
-    """Scaffold a starter in DIRECTORY: evalconfig.yaml, its schema, a dataset and what it runs (all offline)."""
-    from evalx.config.scaffold import NEXT_STEPS, UnknownTemplate, scaffold
+@click.option(
+    "--provider",
+    "provider",
+    metavar="NAME",
+    cls=_ListsProviders,
+    shell_complete=_complete_providers,
+    help="The provider starter for this provider (implies --template provider): its config names the model, the key "
+    "variable and the region; without it the starter talks to a bundled demo server.",
+)
+def init(directory: Path, template: str, provider: str | None) -> None:
+    """Scaffold a starter in DIRECTORY: evalconfig.yaml, its schema, a dataset and what it runs (offline, but with --provider)."""
+    from evalx.config.scaffold import PROVIDER_TEMPLATE, UnknownTemplate, next_steps, scaffold
+    from evalx.errors import ConfigError, UnknownProvider
 
+    if provider is not None and click.get_current_context().get_parameter_source("template") == click.core.ParameterSource.DEFAULT:
+        template = PROVIDER_TEMPLATE
     try:
-        written = scaffold(directory, template)
+        written = scaffold(directory, template, provider)
     except UnknownTemplate as exc:
         _fail(f"evalx init: {exc}")
+    except UnknownProvider as exc:
+        _fail(f"evalx init: {exc.reason}")
+    except ConfigError as exc:  # a shipped definition that does not load: its FILE:LINE lines
+        _fail([str(i) for i in exc.issues])
     except FileExistsError as exc:
         _fail(f"evalx init: {exc} already exists; not overwriting (nothing written)")
     except OSError as exc:
@@ -866,8 +900,8 @@ def init(directory: Path, template: str) -> None:
     for p in written:
         click.echo(f"created {p}")
     click.echo("next:")
-    for step in NEXT_STEPS[template]:
-        click.echo("  " + step.format(dir=directory))
+    for step in next_steps(template, provider):
+        click.echo("  " + step.replace("{dir}", str(directory)))
 
 
 def _output_dir(config_path: Path) -> Path:

@@ -341,6 +341,49 @@ def test_tool_calls_and_mocked_tool_results_go_back_as_tool_messages(stream_serv
     assert cell["turns"][0]["tool_calls"][0]["result"] == {"temp": 21}
 
 
+@pytest.mark.parametrize(
+    ("provider", "tool_messages"),
+    [("groq", True), ("declared", True), ("undeclared", False)],
+    ids=["extends-openai", "declares-tool_history", "declares-no-tool_history"],
+)
+def test_tool_history_follows_the_definitions_capability_not_its_name(
+    provider: str, tool_messages: bool, stream_server: StreamServer, tmp_path: Path
+) -> None:
+    """groq extends openai (and inherits ``tool_history: true``); ``declared`` is its own file that declares it;
+    ``undeclared`` is the same file with ``tool_history: false``: the replies' text only."""
+    shipped = (Path(__file__).resolve().parents[2] / "providers" / "openai.yaml").read_text(encoding="utf-8")
+    assert "tool_history: true" in shipped and "extends:" not in shipped
+    (tmp_path / "providers").mkdir()
+    for name, value in (("declared", "true"), ("undeclared", "false")):
+        text = shipped.replace("name: openai", f"name: {name}").replace("tool_history: true", f"tool_history: {value}")
+        (tmp_path / "providers" / f"{name}.yaml").write_text(text, encoding="utf-8")
+    targets = f"""
+    providers_dir: providers
+    targets:
+      - {{id: t, type: provider, provider: {provider}, model: tools, base_url: {stream_server.url}/v1,
+         api_key: {STREAM_KEY}, stream: true, retries: 0}}
+    """
+    datasets = """
+    datasets:
+      - id: chat
+        cases:
+          - id: weather
+            turns:
+              - {input: "Weather in Paris?", tool_results: {get_weather: {temp: 21}, search: "none"}}
+              - {input: "And tomorrow?"}
+    """
+    code, out, run_dir = run(project(tmp_path, targets, datasets))
+    assert code == 0, out
+    second = stream_server.requests[1]["body"]["messages"]
+    if tool_messages:
+        assert [m["role"] for m in second] == ["user", "assistant", "tool", "tool", "user"]
+        assert [c["function"]["name"] for c in second[1]["tool_calls"]] == ["get_weather", "search"]
+        assert json.loads(second[2]["content"]) == {"temp": 21}
+    else:
+        assert [m["role"] for m in second] == ["user", "assistant", "user"]
+        assert "tool_calls" not in second[1]
+
+
 def test_the_timeout_bounds_the_whole_conversation(tmp_path: Path) -> None:
     targets = """
     targets:

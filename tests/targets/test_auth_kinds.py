@@ -74,6 +74,7 @@ def _definition(tmp_path: Path, auth: str) -> Path:
         ("env: KEY\n", 3, "auth: auth kind 'header' needs header:"),
         ("kind: basic\n", 4, "auth.kind"),
         ("kind: bearer_from_command\ncommand: 'gcloud \"auth'\n", 5, "cannot split the command"),
+        ("header: X-Key\nenv: []\n", 5, "auth.env"),
     ],
 )
 def test_auth_keys_are_checked_against_their_kind(tmp_path: Path, auth: str, line: int, expected: str) -> None:
@@ -86,6 +87,8 @@ def test_auth_keys_are_checked_against_their_kind(tmp_path: Path, auth: str, lin
 def test_todays_header_auth_is_kind_header(tmp_path: Path) -> None:
     d = load_definition(_definition(tmp_path, "header: Authorization\nvalue: 'Bearer {{ api_key }}'\n"))
     assert d.auth.kind == "header" and d.auth_header == "Authorization"
+    d = load_definition(_definition(tmp_path, "header: X-Key\nenv: [FIRST_KEY, SECOND_KEY]\n"))
+    assert d.auth_envs == ("FIRST_KEY", "SECOND_KEY") and d.auth_env == "FIRST_KEY"
     d = load_definition(_definition(tmp_path, "kind: bearer_from_command\ncommand: gcloud auth print-access-token\n"))
     assert d.auth.command == ("gcloud", "auth", "print-access-token") and d.auth.ttl_s == 600
 

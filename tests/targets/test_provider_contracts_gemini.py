@@ -9,6 +9,7 @@ marker: the chunk with a finishReason ends it) and the error classes (400 bad ke
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -159,3 +160,40 @@ def test_429_and_503_are_retried(server: ContractServer, tmp_path: Path) -> None
     code, output, cell = run_cell(tmp_path, "gemini", MODEL)
     assert code == 0, output
     assert cell["output"]["text"] == "Paris." and len(server.requests) == 3
+
+
+def test_google_api_key_is_read_when_gemini_api_key_is_not_set(
+    server: ContractServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    google_key = "AIza-google-fallback-9e1d"
+    monkeypatch.delenv("GEMINI_API_KEY")
+    monkeypatch.setenv("GOOGLE_API_KEY", google_key)
+    server.script(Answer(body=answer([{"text": "Paris."}])))
+    code, output, cell = run_cell(tmp_path, "gemini", MODEL)
+    assert code == 0, output
+    assert server.requests[0]["headers"]["x-goog-api-key"] == google_key
+    assert google_key not in json.dumps(cell)
+    # both set: GEMINI_API_KEY, the first the definition lists
+    monkeypatch.setenv("GEMINI_API_KEY", KEY)
+    server.script(Answer(body=answer([{"text": "Paris."}])))
+    code, output, cell = run_cell(tmp_path, "gemini", MODEL)
+    assert server.requests[0]["headers"]["x-goog-api-key"] == KEY
+
+
+def test_no_key_names_both_variables(server: ContractServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("GEMINI_API_KEY")
+    monkeypatch.delenv("GOOGLE_API_KEY", raising=False)
+    server.script()
+    from click.testing import CliRunner
+
+    from evalx.cli import main
+
+    config = tmp_path / "evalconfig.yaml"
+    config.write_text(
+        f"version: 1\ntargets: [{{id: m, type: provider, provider: gemini, model: {MODEL}}}]\n"
+        "datasets: [{id: d, cases: [{id: a, input: hi}]}]\n",
+        encoding="utf-8",
+    )
+    result = CliRunner().invoke(main, ["run", "-c", str(config)])
+    assert result.exit_code == 2 and server.requests == []
+    assert "needs an API key: set the target's api_key, GEMINI_API_KEY or GOOGLE_API_KEY" in result.output, result.output

@@ -4,6 +4,9 @@ Each starter is a folder of files written as they are (a ``.tmpl`` suffix is
 dropped: the starters' Python files are not evalx modules), plus
 ``evalconfig.schema.json`` beside the config for editors (the config's
 ``$schema`` line points at it; ``evalx schema --write`` refreshes it).
+The provider starter can target a shipped provider instead of its demo server
+(``--provider NAME``): its ``evalconfig.yaml`` is then written from the
+definition (:mod:`evalx.config.provider_starter`) and the demo server is left out.
 Nothing that exists is overwritten: one existing file and nothing is written.
 A ``.gitignore`` with ``runs/`` and ``.evalx/`` (the run folders and the
 response cache) comes too, unless the folder has one already (it is left
@@ -23,6 +26,7 @@ __all__ = [
     "SCHEMA_FILE",
     "TEMPLATES",
     "UnknownTemplate",
+    "next_steps",
     "scaffold",
     "schema_path",
     "write_schema",
@@ -69,15 +73,36 @@ def _files(template: str) -> dict[Path, Path]:
     return out
 
 
-def scaffold(directory: Path, template: str = DEFAULT_TEMPLATE) -> list[Path]:
-    """Write the starter ``template`` into ``directory``; the files written.
+#: the starter that ``--provider NAME`` points at a provider, and the file of it that stands in for one
+PROVIDER_TEMPLATE = "provider"
+_DEMO_SERVER = Path("demo_server.py")
 
-    Raises :class:`UnknownTemplate` (its message lists the choices) and
-    :class:`FileExistsError` (naming the first file that exists) before writing anything.
+
+def next_steps(template: str, provider: str | None = None) -> list[str]:
+    """What to do after ``evalx init`` (``{dir}`` is the folder): the provider's setup steps with ``--provider``."""
+    if provider is None:
+        return NEXT_STEPS[template]
+    from evalx.config import provider_starter
+
+    return provider_starter.next_steps(provider_starter.load(provider))
+
+
+def scaffold(directory: Path, template: str = DEFAULT_TEMPLATE, provider: str | None = None) -> list[Path]:
+    """Write the starter ``template`` into ``directory`` (the provider starter for ``provider``, when given); the files written.
+
+    Raises :class:`UnknownTemplate` (its message lists the choices), :class:`~evalx.errors.UnknownProvider`
+    (the same for providers) and :class:`FileExistsError` (naming the first file that exists) before writing anything.
     """
     if template not in TEMPLATES:
         raise UnknownTemplate(f"unknown template {template!r}; choose one of: {', '.join(TEMPLATES)}")
+    if provider is not None and template != PROVIDER_TEMPLATE:
+        raise UnknownTemplate(f"--provider goes with --template {PROVIDER_TEMPLATE}, not --template {template}")
     files = {directory / rel: src.read_text(encoding="utf-8") for rel, src in _files(template).items()}
+    if provider is not None:
+        from evalx.config import provider_starter
+
+        files[directory / "evalconfig.yaml"] = provider_starter.config_text(provider_starter.load(provider))
+        del files[directory / _DEMO_SERVER]
     files[directory / SCHEMA_FILE] = _schema_text()
     for path in files:
         if path.exists() or path.is_symlink():

@@ -667,8 +667,7 @@ def _needed_env(config: Config, specs: list[TargetSpec]) -> dict[str, str]:
             definition = find_provider(spec.provider, providers_dir_of(config))
         except Exception:  # the target's own start reports it
             continue
-        if definition.auth_env:
-            names.add(definition.auth_env)
+        names.update(definition.auth_envs)
         for layer in definition.layers or (definition.loaded,):  # the file and what it extends:
             try:
                 names.update(_VAR.findall(read_text(Path(layer.file), PROVIDER)))

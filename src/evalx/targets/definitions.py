@@ -43,7 +43,10 @@ from evalx.targets.spec import Pricing, ProviderTargetSpec
 
 PROVIDER_SCHEMA_ID = "https://evalx.dev/schemas/provider.schema.json"
 #: what a definition's ``capabilities:`` may declare, in the order ``evalx providers`` shows them
-CAPABILITIES = ("streaming", "tools", "embeddings", "vision", "json_mode")
+CAPABILITIES = ("streaming", "tools", "embeddings", "vision", "json_mode", "tool_history")
+#: the capability that changes a request: a conversation's tool calls and tool results go in ``messages``
+#: (OpenAI's ``tool_calls`` / ``role: tool`` shape) instead of the replies' text only
+TOOL_HISTORY = "tool_history"
 
 #: ``auth.kind``: what each needs besides the kind itself (see :mod:`evalx.targets.auth`)
 AUTH_KINDS: dict[str, tuple[str, ...]] = {"header": ("header",), "bearer_from_command": ("command",), "google": (), "sigv4": ("service",)}
@@ -174,10 +177,25 @@ WHOLE_SCHEMA: JSONObject = {
             "description": "Inherit the definition of this name (shipped or the project's): mappings merge key by key, "
             "lists and scalars replace, null removes an inherited key. A project file extending its own name extends the shipped one.",
         },
+        "example_model": {
+            "type": "string",
+            "minLength": 1,
+            "description": "A model to start from: `evalx init --provider NAME` writes it as the target's model. "
+            "Not inherited through extends: (another host names its models its own way).",
+        },
         "capabilities": {
             "type": "object",
-            "description": "What the provider supports, shown by `evalx providers` (informative: nothing is refused for it).",
-            "properties": {name: {"type": "boolean"} for name in CAPABILITIES},
+            "description": "What the provider supports, shown by `evalx providers` (informative: nothing is refused for it; "
+            "tool_history also changes what a conversation sends).",
+            "properties": {
+                **{name: {"type": "boolean"} for name in CAPABILITIES},
+                TOOL_HISTORY: {
+                    "type": "boolean",
+                    "description": "The request body takes a conversation's tool calls and tool results: `messages` then "
+                    "holds assistant turns with OpenAI's `tool_calls` and `role: tool` results (default false: the replies' "
+                    "text only).",
+                },
+            },
             "additionalProperties": False,
         },
         "base_url": {"type": "string", "description": "Default base URL; ${VAR:-default} reads the environment."},
@@ -193,7 +211,14 @@ WHOLE_SCHEMA: JSONObject = {
                 },
                 "header": {"type": "string", "description": "Header carrying the key, e.g. Authorization or x-api-key."},
                 "value": {"type": "string", "description": "Jinja2 template with `api_key`, e.g. 'Bearer {{ api_key }}'."},
-                "env": {"type": "string", "description": "Environment variable read when a target sets no api_key."},
+                "env": {
+                    "oneOf": [
+                        {"type": "string", "minLength": 1},
+                        {"type": "array", "items": {"type": "string", "minLength": 1}, "minItems": 1},
+                    ],
+                    "description": "Environment variable read when a target sets no api_key; a list: the first one set "
+                    "(e.g. [GEMINI_API_KEY, GOOGLE_API_KEY]).",
+                },
                 "required": {"type": "boolean", "description": "Refuse to run without a key (default false: local servers need none)."},
                 "command": {
                     "oneOf": [{"type": "string", "minLength": 1}, {"type": "array", "items": {"type": "string"}, "minItems": 1}],
@@ -356,7 +381,7 @@ class AuthSection(TypedDict, total=False):
     kind: str
     header: str
     value: str
-    env: str
+    env: str | list[str]
     required: bool
     command: str | list[str]
     ttl_s: float
@@ -478,6 +503,7 @@ class DefinitionFile(TypedDict, total=False):
     name: str
     description: str
     extends: str
+    example_model: str
     capabilities: dict[str, bool]
     base_url: str
     auth: AuthSection
@@ -649,10 +675,13 @@ class ProviderDefinition:
     shipped: bool
     loaded: Loaded
     description: str = ""
+    #: ``example_model:``, the model ``evalx init --provider NAME`` writes (None: the definition names none)
+    example_model: str | None = None
     base_url: str | None = None
     auth_header: str | None = None
     auth_value: str = "{{ api_key }}"
-    auth_env: str | None = None
+    #: ``auth.env``: the variables read, in order, when a target sets no api_key (the first one set wins)
+    auth_envs: tuple[str, ...] = ()
     auth_required: bool = False
     auth: AuthSpec = field(default_factory=AuthSpec)
     headers: dict[str, str] = field(default_factory=dict)
@@ -682,6 +711,38 @@ class ProviderDefinition:
     @property
     def file(self) -> str:
         return self.loaded.file
+
+    def written(self, *path: str) -> str | None:
+        """The string at ``path`` as the file wrote it (``${VAR}`` not yet read), or None when there is none."""
+        node: Any = self.loaded.data
+        for part in path:
+            node = node.get(part) if isinstance(node, dict) else None
+        if not isinstance(node, str):
+            return None
+        return self.loaded.interpolated.get(tuple(path), node)
+
+    @property
+    def uses_region(self) -> bool:
+        """Whether the URL (``base_url`` or ``request.path``) has the target's ``{{ region }}`` in it."""
+        return any(_REGION_REF.search(self.written(*path) or "") for path in (("base_url",), ("request", "path")))
+
+    @property
+    def sends_tool_history(self) -> bool:
+        """Whether a conversation's tool calls and tool results go in ``messages`` (``capabilities.tool_history``)."""
+        return bool(self.capabilities.get(TOOL_HISTORY, False))
+
+    @property
+    def auth_env(self) -> str | None:
+        """The first variable ``auth.env`` names (None: none)."""
+        return self.auth_envs[0] if self.auth_envs else None
+
+    def key_from_env(self) -> str | None:
+        """The key from the first ``auth.env`` variable that is set and not empty."""
+        for name in self.auth_envs:
+            value = os.environ.get(name)
+            if value:
+                return value
+        return None
 
     @property
     def reads_headers(self) -> bool:
@@ -1097,6 +1158,9 @@ def _display(path: Path) -> str:
     return display_path(path)
 
 
+#: ``{{ region }}`` (or an expression with it) in a URL template
+_REGION_REF = re.compile(r"\{\{[^}]*\bregion\b")
+
 #: the definition's strings that are Jinja templates
 _TEMPLATE_PATHS = frozenset({("request", "body"), ("auth", "value"), ("embeddings", "body")})
 
@@ -1297,13 +1361,17 @@ def _merge(base: object, over: object) -> object:
     return out
 
 
+#: what a definition never takes from the one it ``extends:``
+_NOT_INHERITED = frozenset({"name", "extends", "example_model"})
+
+
 def _resolved(layers: tuple[Loaded, ...]) -> Loaded:
     """The one document an ``extends:`` chain (nearest first) makes: the files merged, root first."""
     if len(layers) == 1:
         return layers[0]
     data: object = {}
     for layer in reversed(layers):
-        own = {k: v for k, v in layer.data.items() if layer is layers[0] or k not in ("name", "extends")}
+        own = {k: v for k, v in layer.data.items() if layer is layers[0] or k not in _NOT_INHERITED}
         data = _merge(data, own)
     child = layers[0]
     return Loaded(
@@ -1358,10 +1426,11 @@ def _parse_definition(path: Path, layers: tuple[Loaded, ...], shipped: bool) -> 
         shipped=shipped,
         loaded=loaded,
         description=str(file.get("description") or ""),
+        example_model=file.get("example_model"),
         base_url=file.get("base_url"),
         auth_header=auth.get("header"),
         auth_value=auth.get("value", "{{ api_key }}"),
-        auth_env=auth.get("env"),
+        auth_envs=_env_names(auth.get("env")),
         auth_required=bool(auth.get("required", False)),
         auth=_auth_spec(auth),
         headers=dict(file.get("headers") or {}),
@@ -1382,6 +1451,13 @@ def _parse_definition(path: Path, layers: tuple[Loaded, ...], shipped: bool) -> 
         capabilities=dict(file.get("capabilities") or {}),
         layers=layers,
     )
+
+
+def _env_names(value: str | list[str] | None) -> tuple[str, ...]:
+    """``auth.env`` as a tuple of names: one, a list of them, or none."""
+    if value is None:
+        return ()
+    return (value,) if isinstance(value, str) else tuple(value)
 
 
 def _auth_command(value: str | list[str]) -> tuple[str, ...]:

@@ -38,7 +38,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import time
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, NamedTuple, TypedDict
@@ -90,8 +89,8 @@ NO_USAGE_MAPPING = "the provider definition reads no usage"
 #: ``raw.usage_note`` of a streamed answer that sent no usage (its token counts are not known, not 0)
 NO_STREAM_USAGE = "the stream sent no usage: token counts unknown"
 #: a definition's keys that do not change a request or how its answer is read (left out of the cache key);
-#: ``stream`` counts only for a target that streams
-_UNKEYED = frozenset({"name", "description", "pricing", "params", "stream"})
+#: ``stream`` counts only for a target that streams; ``capabilities`` only by what it changes in the body (tool_history)
+_UNKEYED = frozenset({"name", "description", "example_model", "pricing", "params", "stream", "capabilities"})
 
 
 class ProviderRequest(NamedTuple):
@@ -211,10 +210,8 @@ class ProviderTarget:
             except TargetError as exc:
                 raise ConfigError(str(exc)) from None
         else:
-            api_key = self.entry.api_key
-            if not api_key and definition.auth_env:
-                api_key = os.environ.get(definition.auth_env) or None
-            self.key_hint = f"the target's api_key or {definition.auth_env}" if definition.auth_env else "the target's api_key"
+            api_key = self.entry.api_key or definition.key_from_env()
+            self.key_hint = key_hint(definition.auth_envs)
             if definition.auth_required and not api_key:
                 raise ConfigError(f"{where}: provider {self.provider!r} needs an API key: set {self.key_hint}")
         self.api_key = api_key
@@ -363,15 +360,16 @@ class ProviderTarget:
         """``(system, messages)`` for a turn of a conversation: the system prompt as for a cell, then the history.
 
         The ``prompt:``/``messages:`` templates are not used: the turns are the user messages. An assistant
-        reply's tool calls and the mocked tool results go as OpenAI ``tool_calls`` / ``tool`` messages to an
-        OpenAI-shaped definition (openai, ollama); other definitions get the replies' text only.
+        reply's tool calls and the mocked tool results go as OpenAI ``tool_calls`` / ``tool`` messages to a
+        definition that declares ``capabilities: {tool_history: true}`` (openai and what extends it, ollama,
+        azure-openai); other definitions get the replies' text only.
         """
         system = None
         if cell.case.system:
             system = str(cell.case.system)
         elif self.entry.system:
             system = render(self.entry.system, ctx.get(), field="system")
-        openai = self.definition is not None and self.definition.name in ("openai", "ollama")
+        openai = self.definition is not None and self.definition.sends_tool_history
         messages: list[JSONObject] = []
         ids: list[str] = []
         for n, m in enumerate(history):
@@ -424,29 +422,61 @@ class ProviderTarget:
         else:
             traj.cost_usd = self._cost(traj.usage)
 
+    async def _take_turn(self) -> None:
+        """The rate limit's slot for one request: the one pacer() took before the cell started, else the next."""
+        limiter = self.limiter
+        if limiter is not None:
+            if self._prepaid:
+                self._prepaid -= 1
+            else:  # a retry, or a caller that did not wait its turn first
+                await limiter.acquire()
+
+    async def _signed(self, request: ProviderRequest, headers: dict[str, str]) -> tuple[bytes | None, dict[str, str]]:
+        """The bytes and headers to send: with the ``auth:`` kind's credentials over the exact bytes, signed again each time."""
+        data = request.data
+        if self.auth is not None:
+            data, headers = HttpClient.encode(request.body, headers, data)
+            headers = await self.auth.sign(request.method, request.url, headers, data)
+        return data, headers
+
+    async def _send_again_after_401(self, sent: Mapping[str, str], refreshed: _Refreshed, url: str) -> bool:
+        """After an HTTP 401: whether to send the request again, with the ``auth:`` kind's credentials refreshed
+        (a kept token the server no longer takes). Once a request: a 401 after that is its error, naming the kind."""
+        auth = self.auth
+        if auth is None:
+            return False
+        kind = self.definition.auth.kind if self.definition is not None else "?"
+        if refreshed.done:
+            raise TargetError(
+                f"HTTP 401 unauthorized from {shown_url(url)}: auth kind {kind}: the server refused a refreshed token too"
+                f" (check {self.key_hint})"
+            )
+        if not await auth.refresh(sent):  # sigv4: nothing kept to refresh
+            return False
+        refreshed.done = True
+        await self._take_turn()
+        return True
+
     async def _send(self, request: ProviderRequest) -> HttpResponse:
         """One request through the shared client: rate limit, retries with backoff, the definition's error mapping."""
-        client, limiter = self.client, self.limiter
+        client = self.client
         assert client is not None, "start() first"
+        refreshed = _Refreshed()
 
         async def attempt() -> HttpResponse:
-            if limiter is not None:
-                if self._prepaid:  # a slot pacer() took before the cell started
-                    self._prepaid -= 1
-                else:  # a retry, or a caller that did not wait its turn first
-                    await limiter.acquire()
-            data, headers = request.data, self.headers
-            if self.auth is not None:  # signed over the exact bytes sent, again for each attempt
-                data, headers = HttpClient.encode(request.body, headers, data)
-                headers = await self.auth.sign(request.method, request.url, headers, data)
-            resp = await client.request_json(
-                request.method,
-                request.url,
-                json=request.body,
-                encoded=data,
-                headers=headers,
-                raise_for_status=False,
-            )
+            await self._take_turn()
+            while True:
+                data, headers = await self._signed(request, self.headers)
+                resp = await client.request_json(
+                    request.method,
+                    request.url,
+                    json=request.body,
+                    encoded=data,
+                    headers=headers,
+                    raise_for_status=False,
+                )
+                if resp.status != 401 or not await self._send_again_after_401(headers, refreshed, resp.url or request.url):
+                    break
             if resp.status >= 400:
                 raise self._http_error(resp)
             body = resp.json
@@ -487,8 +517,9 @@ class ProviderTarget:
         t0 = time.perf_counter()
         request = self._request_for(cell, run, history)
         public = self._public(request)
+        refreshed = _Refreshed()
         try:
-            traj = await client.retrying(lambda: self._stream_attempt(request, t0))
+            traj = await client.retrying(lambda: self._stream_attempt(request, t0, refreshed))
         except DefinitionError as exc:
             raise TargetProtocolError(f"reading the stream of provider {self.provider!r}: {exc}") from None
         except TargetError as exc:
@@ -497,47 +528,46 @@ class ProviderTarget:
         traj.request = public
         return traj
 
-    async def _stream_attempt(self, request: ProviderRequest, t0: float) -> Trajectory:
-        client, limiter, d = self.client, self.limiter, self.definition
+    async def _stream_attempt(self, request: ProviderRequest, t0: float, refreshed: _Refreshed) -> Trajectory:
+        client, d = self.client, self.definition
         assert client is not None and d is not None
-        if limiter is not None:
-            if self._prepaid:
-                self._prepaid -= 1
-            else:
-                await limiter.acquire()
+        await self._take_turn()
+        while True:
+            data, headers = await self._signed(request, {"Accept": "text/event-stream", **self.headers})
+            async with client.stream(
+                request.method, request.url, json=request.body, encoded=data, headers=headers, idle_timeout_s=self.settings.idle_timeout_s
+            ) as resp:
+                if resp.status == 401 and await self._send_again_after_401(headers, refreshed, resp.url or request.url):
+                    continue
+                return await self._read_stream(resp, d, t0)
+
+    async def _read_stream(self, resp: StreamResponse, d: ProviderDefinition, t0: float) -> Trajectory:
+        """A streamed response's answer (or, for an error status or a whole JSON body, as a plain answer)."""
         shown = shown_url(self.url)
-        headers = {"Accept": "text/event-stream", **self.headers}
-        data = request.data
-        if self.auth is not None:
-            data, headers = HttpClient.encode(request.body, headers, data)
-            headers = await self.auth.sign(request.method, request.url, headers, data)
-        async with client.stream(
-            request.method, request.url, json=request.body, encoded=data, headers=headers, idle_timeout_s=self.settings.idle_timeout_s
-        ) as resp:
-            if resp.status >= 400 or resp.content_type in ("application/json", "application/problem+json"):
-                # an error status, or a server that answered the request whole: read as a non-streamed answer
-                whole = await _whole(resp)
-                if whole.status >= 400:
-                    raise self._http_error(whole)
-                body = whole.json_body()
-                if type(body) is dict and carries_error(body):
-                    raise self._http_error(whole)
-                return self._trajectory(body, whole)
-            assembler = StreamAssembler(d, t0, shown, self._safe)
-            decoder = SSEDecoder()
-            try:
-                async for line in resp.lines():
-                    event = decoder.decode(line)
-                    if event is not None and assembler.feed(event):
-                        return self._streamed_trajectory(assembler)
-            except TargetError as exc:
-                # a stream that answered in part is not sent again (its tokens are billed)
-                if assembler.n_events and not isinstance(exc, StreamErrorEvent):
-                    if exc.retryable and not isinstance(exc, TargetTimeout):  # the connection broke
-                        raise assembler.closed_early(decoder.pending, str(exc)) from None
-                    exc.retryable = False
-                raise
-            raise assembler.closed_early(decoder.pending)
+        if resp.status >= 400 or resp.content_type in ("application/json", "application/problem+json"):
+            # an error status, or a server that answered the request whole: read as a non-streamed answer
+            whole = await _whole(resp)
+            if whole.status >= 400:
+                raise self._http_error(whole)
+            body = whole.json_body()
+            if type(body) is dict and carries_error(body):
+                raise self._http_error(whole)
+            return self._trajectory(body, whole)
+        assembler = StreamAssembler(d, t0, shown, self._safe)
+        decoder = SSEDecoder()
+        try:
+            async for line in resp.lines():
+                event = decoder.decode(line)
+                if event is not None and assembler.feed(event):
+                    return self._streamed_trajectory(assembler)
+        except TargetError as exc:
+            # a stream that answered in part is not sent again (its tokens are billed)
+            if assembler.n_events and not isinstance(exc, StreamErrorEvent):
+                if exc.retryable and not isinstance(exc, TargetTimeout):  # the connection broke
+                    raise assembler.closed_early(decoder.pending, str(exc)) from None
+                exc.retryable = False
+            raise
+        raise assembler.closed_early(decoder.pending)
 
     def _streamed_trajectory(self, assembler: StreamAssembler) -> Trajectory:
         calls, ids = assembler.tool_calls()
@@ -777,6 +807,21 @@ class ProviderTarget:
         if kind == "rate_limited":
             return TargetError(f"HTTP {status} rate limited by {url}{detail}", retryable=True, retry_after=retry_after)
         return TargetError(f"HTTP {status} from {url}{detail}", retryable=True, retry_after=retry_after)
+
+
+def key_hint(names: tuple[str, ...]) -> str:
+    """Where a key comes from, for messages: ``the target's api_key, GEMINI_API_KEY or GOOGLE_API_KEY``."""
+    where = ["the target's api_key", *names]
+    return where[0] if len(where) == 1 else ", ".join(where[:-1]) + " or " + where[-1]
+
+
+class _Refreshed:
+    """Whether a request's credentials were refreshed after a 401 already (once a request, across its retries)."""
+
+    __slots__ = ("done",)
+
+    def __init__(self) -> None:
+        self.done = False
 
 
 class _Readers(NamedTuple):

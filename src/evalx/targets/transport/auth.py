@@ -6,6 +6,10 @@
   command runs again.
 * ``google``: Application Default Credentials through the ``google-auth`` package
   (``evalx-runner[google]``), refreshed when expired.
+
+A kept token the server refuses (HTTP 401) is refreshed at once (:meth:`RequestAuth.refresh`:
+the command runs again, the Google credentials are refreshed), once for all the requests
+that were refused with it; the provider target sends each refused request again once.
 * ``sigv4``: AWS Signature Version 4 through ``botocore`` (``evalx-runner[aws]``) over each
   request's exact method, URL, headers and body bytes; credentials from botocore's chain.
 
@@ -46,6 +50,16 @@ class RequestAuth(Protocol):
 
     async def sign(self, method: str, url: str, headers: Mapping[str, str], body: bytes | None) -> dict[str, str]:
         """The headers to send: ``headers`` plus the credentials."""
+
+    async def refresh(self, sent: Mapping[str, str]) -> bool:
+        """The server refused the credentials in ``sent`` (the headers :meth:`sign` gave) with HTTP 401: get new
+        ones, unless another request did since; whether sending the request again may help."""
+
+
+def _bearer(sent: Mapping[str, str]) -> str | None:
+    """The token of an ``Authorization: Bearer TOKEN`` header in ``sent``."""
+    value = next((v for k, v in sent.items() if k.lower() == "authorization"), None)
+    return value[len("Bearer ") :] if value is not None and value.startswith("Bearer ") else None
 
 
 def _first_line(text: str) -> str:
@@ -109,6 +123,14 @@ class CommandBearer:
     async def sign(self, method: str, url: str, headers: Mapping[str, str], body: bytes | None) -> dict[str, str]:
         return {**headers, "Authorization": f"Bearer {await self.token()}"}
 
+    async def refresh(self, sent: Mapping[str, str]) -> bool:
+        async with self._lock:
+            if self._token is None or _bearer(sent) == self._token:  # not refreshed since: run the command again
+                self._token = await self._run()
+                self._expires = time.monotonic() + self.ttl_s
+                log.info("%s: the server refused the token; the auth command gave a new one", self.where)
+        return True
+
 
 def _missing(kind: str, package: str, extra: str, where: str) -> ConfigError:
     return ConfigError(f"{where}: auth kind {kind} needs the {package} package: install evalx-runner[{extra}]")
@@ -138,10 +160,11 @@ class GoogleADC:
         request = self._google.auth.transport.requests.Request()
         self.credentials.refresh(request)  # type: ignore[no-untyped-call]
 
-    async def token(self) -> str:
+    async def token(self, *, refused: str | None = None) -> str:
+        """The access token, refreshed when expired, or when it is still ``refused`` (a token a server refused)."""
         async with self._lock:
             creds: Any = self.credentials
-            if not creds.valid:
+            if not creds.valid or (refused is not None and creds.token == refused):
                 try:
                     await asyncio.to_thread(self._refresh)
                 except Exception as exc:  # google-auth raises its own errors and transport ones
@@ -158,18 +181,30 @@ class GoogleADC:
     async def sign(self, method: str, url: str, headers: Mapping[str, str], body: bytes | None) -> dict[str, str]:
         return {**headers, "Authorization": f"Bearer {await self.token()}"}
 
+    async def refresh(self, sent: Mapping[str, str]) -> bool:
+        await self.token(refused=_bearer(sent) or "")
+        return True
+
+
+#: by auth kind: the variables a target without ``region:`` reads, the first one set winning
+REGION_VARIABLES: dict[str, tuple[str, ...]] = {"sigv4": ("AWS_REGION", "AWS_DEFAULT_REGION"), "google": ("GOOGLE_CLOUD_LOCATION",)}
+#: by auth kind: a region to start from (``evalx init --provider``)
+EXAMPLE_REGIONS = {"sigv4": "us-east-1", "google": "us-central1"}
+#: by auth kind: the package extra it needs
+AUTH_EXTRAS = {"google": "evalx-runner[google]", "sigv4": "evalx-runner[aws]"}
+
 
 def aws_region(region: str | None) -> str | None:
     """The target's ``region:``, else ``AWS_REGION``, else ``AWS_DEFAULT_REGION``."""
-    return region or os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION") or None
+    return region or default_region("sigv4")
 
 
 def default_region(kind: str) -> str | None:
     """The region of a target that sets no ``region:``: sigv4's AWS variables, google's ``GOOGLE_CLOUD_LOCATION``."""
-    if kind == "sigv4":
-        return aws_region(None)
-    if kind == "google":
-        return os.environ.get("GOOGLE_CLOUD_LOCATION") or None
+    for name in REGION_VARIABLES.get(kind, ()):
+        value = os.environ.get(name)
+        if value:
+            return value
     return None
 
 
@@ -232,6 +267,9 @@ class SigV4:
             return self.sign_now(method, url, headers, body)
         except Exception as exc:  # expired SSO session, a failing credential_process...
             raise TargetError(f"{self.where}: signing the request failed: {_first_line(str(exc))}") from None
+
+    async def refresh(self, sent: Mapping[str, str]) -> bool:
+        return False  # each request is signed afresh already: a 401 is not a stale token
 
 
 #: what a 401/403 tells the user to check, by auth kind
