@@ -318,17 +318,23 @@ WHOLE_SCHEMA: JSONObject = {
 }
 
 
-def _partial(schema: JSON) -> JSON:
-    """``schema`` with nothing required and every mapping nullable: a file that ``extends:`` another says only what differs."""
+def _partial(schema: JSON, value: bool = False) -> JSON:
+    """``schema`` with nothing required and every mapping's values nullable (``value``: ``schema`` is one): a file that
+    ``extends:`` another says only what differs, and ``null`` removes an inherited key (a header, a price, a section)."""
     if isinstance(schema, list):
         return [_partial(s) for s in schema]
     if not isinstance(schema, dict):
         return schema
-    out: JSONObject = {k: _partial(v) for k, v in schema.items() if k not in ("required", "minProperties", "$schema", "properties")}
+    out: JSONObject = {
+        k: _partial(v, value=k == "additionalProperties")
+        for k, v in schema.items()
+        if k not in ("required", "minProperties", "$schema", "properties")
+    }
     if isinstance(schema.get("properties"), dict):  # names of keys, not keywords: all kept
-        out["properties"] = {name: _partial(sub) for name, sub in as_object(schema["properties"]).items()}
-    if out.get("type") == "object":
-        out["type"] = ["object", "null"]  # null removes an inherited key
+        out["properties"] = {name: _partial(sub, value=True) for name, sub in as_object(schema["properties"]).items()}
+    kind = out.get("type")
+    if isinstance(kind, str) and (value or kind == "object"):
+        out["type"] = [kind, "null"]
     return out
 
 
