@@ -45,6 +45,9 @@ PROVIDER_SCHEMA_ID = "https://evalx.dev/schemas/provider.schema.json"
 #: what a definition's ``capabilities:`` may declare, in the order ``evalx providers`` shows them
 CAPABILITIES = ("streaming", "tools", "embeddings", "vision", "json_mode")
 
+#: ``stream.framing``: how a stream's events are framed (see :mod:`evalx.targets.provider_stream`)
+STREAM_FRAMINGS = ("sse", "aws-eventstream")
+
 #: ``auth.kind``: what each needs besides the kind itself (see :mod:`evalx.targets.auth`)
 AUTH_KINDS: dict[str, tuple[str, ...]] = {"header": ("header",), "bearer_from_command": ("command",), "google": (), "sigv4": ("service",)}
 #: ``auth`` keys that only a kind reads (another kind's key is an error naming its line)
@@ -129,8 +132,15 @@ _STREAM_EVENT: JSONObject = {
 
 _STREAM: JSONObject = {
     "type": "object",
-    "description": "How the API streams an answer (Server-Sent Events): a target with stream: true uses it.",
+    "description": "How the API streams an answer (Server-Sent Events, or AWS event-stream messages): a target with stream: true uses it.",
     "properties": {
+        "framing": {
+            "enum": list(STREAM_FRAMINGS),
+            "description": "How events are framed on the wire: sse (default; text/event-stream), or aws-eventstream "
+            "(application/vnd.amazon.eventstream, as Bedrock's ConverseStream answers: an event's type is its :event-type "
+            "header, its data the JSON payload; an exception message is the cell's error, its :exception-type matched "
+            "by the errors: classes' body patterns).",
+        },
         "default": {"type": "boolean", "description": "Stream unless a target sets stream: false (default false)."},
         "params": {
             "type": "object",
@@ -458,6 +468,7 @@ class StreamSection(TypedDict):
     end: StreamEndSection
     events: dict[str, StreamEventSection]
     default: NotRequired[bool]
+    framing: NotRequired[str]
 
 
 class EmbeddingsUsageSection(TypedDict, total=False):
@@ -630,6 +641,8 @@ class StreamSpec:
     default: bool = False
     #: an expression over ``event`` (``stream.end.when``): an event for which it is true ends a complete stream
     end_when: str | None = None
+    #: ``stream.framing``: ``sse`` or ``aws-eventstream``
+    framing: str = "sse"
 
     @property
     def end_shown(self) -> str:
@@ -1440,6 +1453,7 @@ def _stream_spec(spec: StreamSection | None) -> StreamSpec | None:
         end_when=end.get("when"),
         events={str(k): v.copy() if v else StreamEventSection() for k, v in spec["events"].items()},
         default=bool(spec.get("default", False)),
+        framing=spec.get("framing", "sse"),
     )
 
 

@@ -62,7 +62,7 @@ from evalx.targets.definitions import (
     stream_requested,
     target_problems,
 )
-from evalx.targets.provider_stream import StreamAssembler, carries_error
+from evalx.targets.provider_stream import StreamAssembler, carries_error, framing_for
 from evalx.targets.settings import TargetSettings
 from evalx.targets.spec import ProviderTargetSpec, TargetSpec, record_of, written_entry
 from evalx.targets.transport.auth import AUTH_HINTS, RequestAuth, default_region, make_auth
@@ -78,7 +78,6 @@ from evalx.targets.transport.http import (
     snippet,
 )
 from evalx.targets.transport.ratelimit import RateLimiter
-from evalx.targets.transport.sse import SSEDecoder
 
 #: a response body larger than this is not kept in the result's ``raw``
 _MAX_RAW_CHARS = 64_000
@@ -506,7 +505,9 @@ class ProviderTarget:
             else:
                 await limiter.acquire()
         shown = shown_url(self.url)
-        headers = {"Accept": "text/event-stream", **self.headers}
+        assert d.stream is not None
+        framing = framing_for(d.stream, shown)
+        headers = {"Accept": framing.accept, **self.headers}
         data = request.data
         if self.auth is not None:
             data, headers = HttpClient.encode(request.body, headers, data)
@@ -524,20 +525,17 @@ class ProviderTarget:
                     raise self._http_error(whole)
                 return self._trajectory(body, whole)
             assembler = StreamAssembler(d, t0, shown, self._safe)
-            decoder = SSEDecoder()
             try:
-                async for line in resp.lines():
-                    event = decoder.decode(line)
-                    if event is not None and assembler.feed(event):
-                        return self._streamed_trajectory(assembler)
+                if await framing.read(resp, assembler):
+                    return self._streamed_trajectory(assembler)
             except TargetError as exc:
                 # a stream that answered in part is not sent again (its tokens are billed)
                 if assembler.n_events and not isinstance(exc, StreamErrorEvent):
                     if exc.retryable and not isinstance(exc, TargetTimeout):  # the connection broke
-                        raise assembler.closed_early(decoder.pending, str(exc)) from None
+                        raise assembler.closed_early(framing.pending, str(exc)) from None
                     exc.retryable = False
                 raise
-            raise assembler.closed_early(decoder.pending)
+            raise assembler.closed_early(framing.pending)
 
     def _streamed_trajectory(self, assembler: StreamAssembler) -> Trajectory:
         calls, ids = assembler.tool_calls()
