@@ -182,7 +182,8 @@ WHOLE_SCHEMA: JSONObject = {
             "type": "string",
             "pattern": r"^[A-Za-z0-9_][A-Za-z0-9_.-]*$",
             "description": "Inherit the definition of this name (shipped or the project's): mappings merge key by key, "
-            "lists and scalars replace, null removes an inherited key. A project file extending its own name extends the shipped one.",
+            "lists and scalars replace, null removes an inherited key; pricing: replaces the inherited table whole. A project file "
+            "extending its own name extends the shipped one.",
         },
         "capabilities": {
             "type": "object",
@@ -319,7 +320,8 @@ WHOLE_SCHEMA: JSONObject = {
         },
         "pricing": {
             "type": "object",
-            "description": "Model name (or glob like 'gpt-4o-mini-*') → prices in USD per million tokens.",
+            "description": "Model name (or glob like 'gpt-4o-mini-*') → prices in USD per million tokens. A definition that "
+            "extends: another replaces its table whole (a price table is one host's).",
             "additionalProperties": _PRICE,
         },
     },
@@ -1297,11 +1299,17 @@ def _origin(layers: tuple[Loaded, ...], path: KeyPath) -> Loaded:
     return layers[0]
 
 
-def _merge(base: object, over: object) -> object:
+#: top-level sections a child's definition replaces whole rather than merges: a price table is one host's
+#: (OpenAI's prices merged under xAI's would price a model xAI does not serve)
+_REPLACED_WHOLE = frozenset({"pricing"})
+
+
+def _merge(base: object, over: object, top: bool = False) -> object:
     """``over`` on top of ``base``: mappings merge key by key (a None value removes the key), anything else replaces.
 
     A mapping whose ``kind:`` differs from the inherited one's (``auth: {kind: sigv4, ...}`` over a
-    header key) replaces it whole: another kind's keys would not mean anything there.
+    header key) replaces it whole: another kind's keys would not mean anything there; so does a
+    definition's ``pricing:`` (``top``: ``base`` and ``over`` are whole definitions).
     """
     if not (isinstance(base, dict) and isinstance(over, dict)):
         return over
@@ -1311,8 +1319,10 @@ def _merge(base: object, over: object) -> object:
     for key, value in over.items():
         if value is None:
             out.pop(key, None)
+        elif key in out and not (top and key in _REPLACED_WHOLE):
+            out[key] = _merge(out[key], value)
         else:
-            out[key] = _merge(out[key], value) if key in out else value
+            out[key] = value
     return out
 
 
@@ -1323,7 +1333,7 @@ def _resolved(layers: tuple[Loaded, ...]) -> Loaded:
     data: object = {}
     for layer in reversed(layers):
         own = {k: v for k, v in layer.data.items() if layer is layers[0] or k not in ("name", "extends")}
-        data = _merge(data, own)
+        data = _merge(data, own, top=True)
     child = layers[0]
     return Loaded(
         data=data,
