@@ -12,7 +12,7 @@ import pytest
 from aws_eventstream import encode_message, event, exception
 
 from evalx.errors import TargetProtocolError
-from evalx.targets.transport.eventstream import EventStreamDecoder
+from evalx.targets.transport.eventstream import EventStreamDecoder, EventStreamMessage
 
 MIB = 1024 * 1024
 
@@ -139,3 +139,45 @@ def test_stream_framing_is_checked_with_its_line(tmp_path: object) -> None:
     path.write_text("request: {path: /x, body: '{}'}\nresponse: {text: response.t}\n" + stream.format("aws-eventstream"), encoding="utf-8")
     d = load_definition(path)
     assert d.stream is not None and d.stream.framing == "aws-eventstream"
+
+
+def test_bedrocks_stream_messages_through_the_assembler() -> None:
+    """Events by :event-type; an exception classified by bedrock.yaml's errors: patterns; an error message; others skipped."""
+    import json
+
+    from evalx.errors import StreamErrorEvent
+    from evalx.targets.definitions import find_provider
+    from evalx.targets.provider_stream import StreamAssembler
+
+    bedrock = find_provider("bedrock")
+
+    def messages(*frames: bytes) -> list[EventStreamMessage]:
+        return list(EventStreamDecoder(MIB).feed(b"".join(frames)))
+
+    def assembler() -> StreamAssembler:
+        return StreamAssembler(bedrock, time.perf_counter(), "http://bedrock.test")
+
+    a = assembler()
+    later = encode_message({":message-type": "future-kind"}, b"")
+    stream = messages(
+        event("messageStart", {"role": "assistant"}),
+        later,
+        event("contentBlockDelta", {"contentBlockIndex": 0, "delta": {"text": "Hi"}}),
+        event("messageStop", {"stopReason": "end_turn"}),
+        event("metadata", {"usage": {"inputTokens": 3, "outputTokens": 1}}),
+    )
+    assert [a.feed_message(m) for m in stream] == [False, False, False, False, True]
+    assert (a.text, a.stop_reason, a.input_tokens, a.output_tokens) == (["Hi"], "end_turn", 3, 1)
+
+    throttled = messages(exception("throttlingException", "Too many tokens"))[0]
+    with pytest.raises(StreamErrorEvent, match="after 0 events: throttlingException: Too many tokens") as caught:
+        assembler().feed_message(throttled)
+    assert caught.value.retryable  # rate_limited by its type, nothing answered yet
+    invalid = messages(exception("validationException", "The model returned the following errors: bad input"))[0]
+    with pytest.raises(StreamErrorEvent, match="validationException: The model returned") as caught:
+        assembler().feed_message(invalid)
+    assert not caught.value.retryable
+    failure = encode_message({":message-type": "error", ":error-code": "InternalFailure", ":error-message": "boom"}, b"")
+    with pytest.raises(StreamErrorEvent, match="InternalFailure: boom"):
+        assembler().feed_message(messages(failure)[0])
+    assert json.loads(stream[2].payload)["delta"] == {"text": "Hi"}
