@@ -507,7 +507,7 @@ class ProviderTarget:
         shown = shown_url(self.url)
         assert d.stream is not None
         framing = framing_for(d.stream, shown)
-        headers = {"Accept": framing.accept, **self.headers}
+        headers = {"Accept": framing.accept, **self.headers} if framing.accept else dict(self.headers)
         data = request.data
         if self.auth is not None:
             data, headers = HttpClient.encode(request.body, headers, data)

@@ -365,7 +365,7 @@ _MISSING: Any = object()
 class SSEFraming:
     """``stream.framing: sse``: Server-Sent Events, line by line."""
 
-    accept = "text/event-stream"
+    accept: str | None = "text/event-stream"
 
     def __init__(self) -> None:
         self._decoder = SSEDecoder()
@@ -387,7 +387,8 @@ class SSEFraming:
 class AwsEventStreamFraming:
     """``stream.framing: aws-eventstream``: AWS event-stream messages, each at most ``max_response_bytes``."""
 
-    accept = "application/vnd.amazon.eventstream"
+    #: no Accept of its own: AWS's SDKs send none for ConverseStream (the answer's type is the operation's)
+    accept: str | None = None
 
     def __init__(self, shown: str) -> None:
         self._shown = shown
