@@ -73,7 +73,7 @@ def run_cell(
 ) -> tuple[int, str, dict[str, Any]]:
     """Run one case (``What is the capital of France?``) against ``provider``; ``(exit code, output, the cell)``."""
     extra = textwrap.indent(textwrap.dedent(target_extra).strip("\n"), " " * 4)
-    base = f"\n    base_url: {base_url}" if base_url else ""
+    base = f"    base_url: {base_url}\n" if base_url else ""  # added after the dedent: it would change the margin
     config = tmp_path / "evalconfig.yaml"
     config.write_text(
         textwrap.dedent(
@@ -85,9 +85,10 @@ def run_cell(
                 type: provider
                 provider: {provider}
                 model: {model}
-                retries: 2{base}
+                retries: 2
             """
         )
+        + base
         + (extra + "\n" if extra else "")
         + textwrap.dedent(
             """\
@@ -103,6 +104,7 @@ def run_cell(
     from evalx.cli import main
 
     result = CliRunner().invoke(main, ["run", "-c", str(config), "--no-cache"])
+    assert (tmp_path / "runs").is_dir(), result.output
     runs = sorted((tmp_path / "runs").iterdir(), key=lambda p: p.stat().st_mtime_ns)
     [cell] = read_cells(runs[-1])
     return result.exit_code, result.output, cell

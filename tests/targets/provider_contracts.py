@@ -31,4 +31,5 @@ CONTRACTS: dict[str, str] = {
     # signed or token auth (auth: kinds)
     "bedrock": "tests/targets/test_auth_kinds.py",
     "vertex": "tests/targets/test_auth_kinds.py",
+    "vertex-anthropic": "tests/targets/test_provider_contracts_vertex_anthropic.py",
 }

@@ -23,6 +23,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
+import aws_eventstream as eventstream
 import pytest
 from results_file import read_cells
 
@@ -211,6 +212,7 @@ class FakeBedrock(ThreadingHTTPServer):
         super().__init__(("127.0.0.1", 0), _BedrockHandler)
         self.requests: list[dict[str, Any]] = []
         self.bad_signatures: list[str] = []
+        self.accepts: list[str | None] = []
 
     @property
     def url(self) -> str:
@@ -247,6 +249,8 @@ class _BedrockHandler(BaseHTTPRequestHandler):
             self.server.bad_signatures.append(self.path)
             return self._send(403, {"message": "The request signature we calculated does not match"}, "InvalidSignatureException")
         text = json.loads(body)["messages"][0]["content"][0]["text"]
+        if self.path.endswith("/converse-stream"):
+            return self._stream(text)
         if text == "tool":
             answer = _answer("Let me look.")
             answer["output"]["message"]["content"].append({"toolUse": {"toolUseId": "tooluse_1", "name": "lookup", "input": {"order": 42}}})
@@ -262,6 +266,43 @@ class _BedrockHandler(BaseHTTPRequestHandler):
         if text == "loading":
             return self._send(429, {"message": "Model is not ready"}, "ModelNotReadyException")
         self._send(200, _answer(f"echo {text}"))
+
+    def _stream(self, text: str) -> None:
+        """ConverseStream: AWS event-stream messages with real CRCs, written a few bytes at a time."""
+        self.server.accepts.append(self.headers.get("Accept"))
+        usage = {"inputTokens": 10, "outputTokens": 7, "totalTokens": 25, "cacheReadInputTokens": 8}
+        frames = [eventstream.event("messageStart", {"role": "assistant"})]
+        frames += [
+            eventstream.event("contentBlockDelta", {"contentBlockIndex": 0, "delta": {"text": piece}, "p": "abcdefgh"})
+            for piece in ("echo ", text)
+        ]
+        frames.append(eventstream.event("contentBlockStop", {"contentBlockIndex": 0}))
+        stop = "end_turn"
+        if text == "tool":
+            start = {"contentBlockIndex": 1, "start": {"toolUse": {"toolUseId": "tooluse_s1", "name": "lookup"}}}
+            frames.append(eventstream.event("contentBlockStart", start))
+            for piece in ('{"order"', ": 42}"):
+                frames.append(eventstream.event("contentBlockDelta", {"contentBlockIndex": 1, "delta": {"toolUse": {"input": piece}}}))
+            frames.append(eventstream.event("contentBlockStop", {"contentBlockIndex": 1}))
+            stop = "tool_use"
+        frames.append(eventstream.event("messageStop", {"stopReason": stop}))
+        frames.append(eventstream.event("metadata", {"usage": usage, "metrics": {"latencyMs": 120}}))
+        if text == "throttled":  # before any answer: retried
+            frames = [eventstream.exception("throttlingException", "Too many tokens, please wait before trying again.")]
+        elif text == "broken":  # after some text: the cell's error, not sent again
+            frames = [*frames[:2], eventstream.exception("modelStreamErrorException", "The model stream failed.")]
+        elif text == "corrupt":  # the third message's CRC flipped
+            frames[2] = frames[2][:-1] + bytes([frames[2][-1] ^ 0xFF])
+        elif text == "cut":  # closed before metadata
+            frames = frames[:-1]
+        self.send_response(200)
+        self.send_header("Content-Type", "application/vnd.amazon.eventstream")
+        self.send_header("x-amzn-RequestId", "6a3c8c70-0000-4d5e-9f00-5c0ffee00000")
+        self.end_headers()  # HTTP/1.0: the body ends when the connection closes
+        data = b"".join(frames)
+        for i in range(0, len(data), 29):
+            self.wfile.write(data[i : i + 29])
+            self.wfile.flush()
 
     def _send(self, status: int, answer: dict[str, Any], error_type: str | None = None) -> None:
         data = json.dumps(answer).encode()
@@ -391,6 +432,73 @@ def test_bedrock_converse_signed_mapped_and_its_errors(bedrock: FakeBedrock, tmp
     signatures = {r["headers"]["Authorization"].split("Signature=")[1] for r in bedrock.requests}
     for secret in (SECRET_KEY, SESSION_TOKEN, *signatures):
         assert secret not in written, secret
+
+
+def test_bedrock_converse_stream_signed_framed_and_its_errors(bedrock: FakeBedrock, tmp_path: Path) -> None:
+    config = f"""
+        version: 1
+        defaults: {{retries: 1}}
+        targets:
+          - id: claude
+            type: provider
+            provider: bedrock
+            model: us.anthropic.claude-3-5-haiku-20241022-v1:0
+            region: {REGION}
+            base_url: {bedrock.url}
+            stream: true
+            params: {{max_tokens: 64}}
+            tools: [{{name: lookup, parameters: {{type: object, properties: {{order: {{type: integer}}}}}}}}]
+        datasets:
+          - id: d
+            cases:
+              - {{id: hello, input: hello, assert: [{{type: contains, value: echo hello}}]}}
+              - {{id: tool, input: tool}}
+              - {{id: throttled, input: throttled}}
+              - {{id: broken, input: broken}}
+              - {{id: corrupt, input: corrupt}}
+              - {{id: cut, input: cut}}
+    """
+    proc, run_dir = run_cli(tmp_path, config, AWS_ENV)
+    assert run_dir is not None, proc.stdout + proc.stderr
+    assert "Traceback" not in proc.stderr, proc.stderr
+    assert bedrock.bad_signatures == []  # every attempt signed, the Accept header too
+    assert {r["path"] for r in bedrock.requests} == {"/model/us.anthropic.claude-3-5-haiku-20241022-v1:0/converse-stream"}
+    assert set(bedrock.accepts) == {"*/*"}  # no Accept of evalx's own, as AWS's SDKs send none (aiohttp's default)
+    body = json.loads(next(r["body"] for r in bedrock.requests if b'"hello"' in r["body"]))
+    assert body["inferenceConfig"] == {"maxTokens": 64} and "stream" not in body  # the same request as Converse's
+    rows = {r["case_id"]: r for r in read_cells(run_dir)}
+
+    hello = rows["hello"]
+    assert hello["status"] == "pass", hello
+    assert hello["output"]["text"] == "echo hello" and hello["stop_reason"] == "end_turn"
+    # inputTokens (10) + cacheReadInputTokens (8): all input; cached 8
+    assert hello["output"]["usage"] == {"input_tokens": 18, "output_tokens": 7, "cache_hit_tokens": 8}
+    assert hello["ttft_ms"] is not None and hello["output"]["raw"]["stream_events"] == 6
+    # priced from the table: claude-3-5-haiku, $0.80 in, $0.08 cached, $4.00 out per million
+    assert hello["cost_usd"] == pytest.approx((10 * 0.80 + 8 * 0.08 + 7 * 4.00) / 1e6)
+
+    tool = rows["tool"]
+    assert [(c["name"], c["args"]) for c in tool["output"]["tool_calls"]] == [("lookup", {"order": 42})], tool
+    assert tool["stop_reason"] == "tool_use" and tool["output"]["text"] == "echo tool"
+
+    def tries(text: str) -> int:
+        return sum(1 for r in bedrock.requests if json.loads(r["body"])["messages"][0]["content"][0]["text"] == text)
+
+    assert rows["throttled"]["status"] == "error"
+    assert "throttlingException: Too many tokens, please wait" in rows["throttled"]["output"]["error"]
+    assert tries("throttled") == 2  # rate-limited, nothing answered: retried once, signed afresh
+    assert rows["broken"]["status"] == "error"
+    assert "sent an error after 2 events: modelStreamErrorException: The model stream failed." in rows["broken"]["output"]["error"]
+    assert tries("broken") == 1  # text had come: not sent again
+    assert rows["corrupt"]["status"] == "error"
+    assert "malformed event-stream message #3 from" in rows["corrupt"]["output"]["error"]
+    assert "the message CRC does not match" in rows["corrupt"]["output"]["error"]
+    assert tries("corrupt") == 1
+    assert rows["cut"]["status"] == "error"
+    assert "closed before its end (event: metadata) after 5 events" in rows["cut"]["output"]["error"]
+    written = everything_written(tmp_path, proc)
+    for secret in (SECRET_KEY, SESSION_TOKEN):
+        assert secret not in written
 
 
 @pytest.mark.slow  # two runs

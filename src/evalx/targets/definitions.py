@@ -48,6 +48,9 @@ CAPABILITIES = ("streaming", "tools", "embeddings", "vision", "json_mode", "tool
 #: (OpenAI's ``tool_calls`` / ``role: tool`` shape) instead of the replies' text only
 TOOL_HISTORY = "tool_history"
 
+#: ``stream.framing``: how a stream's events are framed (see :mod:`evalx.targets.provider_stream`)
+STREAM_FRAMINGS = ("sse", "aws-eventstream")
+
 #: ``auth.kind``: what each needs besides the kind itself (see :mod:`evalx.targets.auth`)
 AUTH_KINDS: dict[str, tuple[str, ...]] = {"header": ("header",), "bearer_from_command": ("command",), "google": (), "sigv4": ("service",)}
 #: ``auth`` keys that only a kind reads (another kind's key is an error naming its line)
@@ -132,8 +135,15 @@ _STREAM_EVENT: JSONObject = {
 
 _STREAM: JSONObject = {
     "type": "object",
-    "description": "How the API streams an answer (Server-Sent Events): a target with stream: true uses it.",
+    "description": "How the API streams an answer (Server-Sent Events, or AWS event-stream messages): a target with stream: true uses it.",
     "properties": {
+        "framing": {
+            "enum": list(STREAM_FRAMINGS),
+            "description": "How events are framed on the wire: sse (default; text/event-stream), or aws-eventstream "
+            "(application/vnd.amazon.eventstream, as Bedrock's ConverseStream answers: an event's type is its :event-type "
+            "header, its data the JSON payload; an exception message is the cell's error, its :exception-type matched "
+            "by the errors: classes' body patterns).",
+        },
         "default": {"type": "boolean", "description": "Stream unless a target sets stream: false (default false)."},
         "params": {
             "type": "object",
@@ -175,7 +185,8 @@ WHOLE_SCHEMA: JSONObject = {
             "type": "string",
             "pattern": r"^[A-Za-z0-9_][A-Za-z0-9_.-]*$",
             "description": "Inherit the definition of this name (shipped or the project's): mappings merge key by key, "
-            "lists and scalars replace, null removes an inherited key. A project file extending its own name extends the shipped one.",
+            "lists and scalars replace, null removes an inherited key; pricing: replaces the inherited table whole. A project file "
+            "extending its own name extends the shipped one.",
         },
         "example_model": {
             "type": "string",
@@ -334,7 +345,8 @@ WHOLE_SCHEMA: JSONObject = {
         },
         "pricing": {
             "type": "object",
-            "description": "Model name (or glob like 'gpt-4o-mini-*') → prices in USD per million tokens.",
+            "description": "Model name (or glob like 'gpt-4o-mini-*') → prices in USD per million tokens. A definition that "
+            "extends: another replaces its table whole (a price table is one host's).",
             "additionalProperties": _PRICE,
         },
     },
@@ -343,17 +355,23 @@ WHOLE_SCHEMA: JSONObject = {
 }
 
 
-def _partial(schema: JSON) -> JSON:
-    """``schema`` with nothing required and every mapping nullable: a file that ``extends:`` another says only what differs."""
+def _partial(schema: JSON, value: bool = False) -> JSON:
+    """``schema`` with nothing required and every mapping's values nullable (``value``: ``schema`` is one): a file that
+    ``extends:`` another says only what differs, and ``null`` removes an inherited key (a header, a price, a section)."""
     if isinstance(schema, list):
         return [_partial(s) for s in schema]
     if not isinstance(schema, dict):
         return schema
-    out: JSONObject = {k: _partial(v) for k, v in schema.items() if k not in ("required", "minProperties", "$schema", "properties")}
+    out: JSONObject = {
+        k: _partial(v, value=k == "additionalProperties")
+        for k, v in schema.items()
+        if k not in ("required", "minProperties", "$schema", "properties")
+    }
     if isinstance(schema.get("properties"), dict):  # names of keys, not keywords: all kept
-        out["properties"] = {name: _partial(sub) for name, sub in as_object(schema["properties"]).items()}
-    if out.get("type") == "object":
-        out["type"] = ["object", "null"]  # null removes an inherited key
+        out["properties"] = {name: _partial(sub, value=True) for name, sub in as_object(schema["properties"]).items()}
+    kind = out.get("type")
+    if isinstance(kind, str) and (value or kind == "object"):
+        out["type"] = [kind, "null"]
     return out
 
 
@@ -477,6 +495,7 @@ class StreamSection(TypedDict):
     end: StreamEndSection
     events: dict[str, StreamEventSection]
     default: NotRequired[bool]
+    framing: NotRequired[str]
 
 
 class EmbeddingsUsageSection(TypedDict, total=False):
@@ -650,6 +669,8 @@ class StreamSpec:
     default: bool = False
     #: an expression over ``event`` (``stream.end.when``): an event for which it is true ends a complete stream
     end_when: str | None = None
+    #: ``stream.framing``: ``sse`` or ``aws-eventstream``
+    framing: str = "sse"
 
     @property
     def end_shown(self) -> str:
@@ -1342,11 +1363,17 @@ def _origin(layers: tuple[Loaded, ...], path: KeyPath) -> Loaded:
     return layers[0]
 
 
-def _merge(base: object, over: object) -> object:
+#: top-level sections a child's definition replaces whole rather than merges: a price table is one host's
+#: (OpenAI's prices merged under xAI's would price a model xAI does not serve)
+_REPLACED_WHOLE = frozenset({"pricing"})
+
+
+def _merge(base: object, over: object, top: bool = False) -> object:
     """``over`` on top of ``base``: mappings merge key by key (a None value removes the key), anything else replaces.
 
     A mapping whose ``kind:`` differs from the inherited one's (``auth: {kind: sigv4, ...}`` over a
-    header key) replaces it whole: another kind's keys would not mean anything there.
+    header key) replaces it whole: another kind's keys would not mean anything there; so does a
+    definition's ``pricing:`` (``top``: ``base`` and ``over`` are whole definitions).
     """
     if not (isinstance(base, dict) and isinstance(over, dict)):
         return over
@@ -1356,8 +1383,10 @@ def _merge(base: object, over: object) -> object:
     for key, value in over.items():
         if value is None:
             out.pop(key, None)
+        elif key in out and not (top and key in _REPLACED_WHOLE):
+            out[key] = _merge(out[key], value)
         else:
-            out[key] = _merge(out[key], value) if key in out else value
+            out[key] = value
     return out
 
 
@@ -1372,7 +1401,7 @@ def _resolved(layers: tuple[Loaded, ...]) -> Loaded:
     data: object = {}
     for layer in reversed(layers):
         own = {k: v for k, v in layer.data.items() if layer is layers[0] or k not in _NOT_INHERITED}
-        data = _merge(data, own)
+        data = _merge(data, own, top=True)
     child = layers[0]
     return Loaded(
         data=data,
@@ -1510,6 +1539,7 @@ def _stream_spec(spec: StreamSection | None) -> StreamSpec | None:
         end_when=end.get("when"),
         events={str(k): v.copy() if v else StreamEventSection() for k, v in spec["events"].items()},
         default=bool(spec.get("default", False)),
+        framing=spec.get("framing", "sse"),
     )
 
 

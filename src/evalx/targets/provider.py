@@ -61,7 +61,7 @@ from evalx.targets.definitions import (
     stream_requested,
     target_problems,
 )
-from evalx.targets.provider_stream import StreamAssembler, carries_error
+from evalx.targets.provider_stream import AwsEventStreamFraming, SSEFraming, StreamAssembler, carries_error, framing_for
 from evalx.targets.settings import TargetSettings
 from evalx.targets.spec import ProviderTargetSpec, TargetSpec, record_of, written_entry
 from evalx.targets.transport.auth import AUTH_HINTS, RequestAuth, default_region, make_auth
@@ -77,7 +77,6 @@ from evalx.targets.transport.http import (
     snippet,
 )
 from evalx.targets.transport.ratelimit import RateLimiter
-from evalx.targets.transport.sse import SSEDecoder
 
 #: a response body larger than this is not kept in the result's ``raw``
 _MAX_RAW_CHARS = 64_000
@@ -531,17 +530,22 @@ class ProviderTarget:
     async def _stream_attempt(self, request: ProviderRequest, t0: float, refreshed: _Refreshed) -> Trajectory:
         client, d = self.client, self.definition
         assert client is not None and d is not None
+        assert d.stream is not None
         await self._take_turn()
         while True:
-            data, headers = await self._signed(request, {"Accept": "text/event-stream", **self.headers})
+            framing = framing_for(d.stream, shown_url(self.url))  # one reader a stream: it holds a partial event
+            accept = {"Accept": framing.accept} if framing.accept else {}
+            data, headers = await self._signed(request, {**accept, **self.headers})
             async with client.stream(
                 request.method, request.url, json=request.body, encoded=data, headers=headers, idle_timeout_s=self.settings.idle_timeout_s
             ) as resp:
                 if resp.status == 401 and await self._send_again_after_401(headers, refreshed, resp.url or request.url):
                     continue
-                return await self._read_stream(resp, d, t0)
+                return await self._read_stream(resp, d, t0, framing)
 
-    async def _read_stream(self, resp: StreamResponse, d: ProviderDefinition, t0: float) -> Trajectory:
+    async def _read_stream(
+        self, resp: StreamResponse, d: ProviderDefinition, t0: float, framing: SSEFraming | AwsEventStreamFraming
+    ) -> Trajectory:
         """A streamed response's answer (or, for an error status or a whole JSON body, as a plain answer)."""
         shown = shown_url(self.url)
         if resp.status >= 400 or resp.content_type in ("application/json", "application/problem+json"):
@@ -554,20 +558,17 @@ class ProviderTarget:
                 raise self._http_error(whole)
             return self._trajectory(body, whole)
         assembler = StreamAssembler(d, t0, shown, self._safe)
-        decoder = SSEDecoder()
         try:
-            async for line in resp.lines():
-                event = decoder.decode(line)
-                if event is not None and assembler.feed(event):
-                    return self._streamed_trajectory(assembler)
+            if await framing.read(resp, assembler):
+                return self._streamed_trajectory(assembler)
         except TargetError as exc:
             # a stream that answered in part is not sent again (its tokens are billed)
             if assembler.n_events and not isinstance(exc, StreamErrorEvent):
                 if exc.retryable and not isinstance(exc, TargetTimeout):  # the connection broke
-                    raise assembler.closed_early(decoder.pending, str(exc)) from None
+                    raise assembler.closed_early(framing.pending, str(exc)) from None
                 exc.retryable = False
             raise
-        raise assembler.closed_early(decoder.pending)
+        raise assembler.closed_early(framing.pending)
 
     def _streamed_trajectory(self, assembler: StreamAssembler) -> Trajectory:
         calls, ids = assembler.tool_calls()

@@ -1,4 +1,4 @@
-"""A provider's streamed answer put together: Server-Sent Events read as the definition's ``stream:`` section says.
+"""A provider's streamed answer put together: events read as the definition's ``stream:`` section says.
 
 A definition (``providers/NAME.yaml``) declares, still without Python, how its API
 streams (see :data:`evalx.targets.definitions.PROVIDER_SCHEMA`, ``stream:``)::
@@ -24,6 +24,15 @@ whole-body answer would: ``{"error": ...}``, ``type: error``), is the cell's
 error with the server's message. Events of a type the section does not list
 (``ping``) are skipped. Only targets that stream use this module: a
 non-streamed answer never pays for it.
+
+``stream.framing`` says how the events come on the wire: ``sse`` (the default,
+Server-Sent Events, :class:`SSEFraming`) or ``aws-eventstream`` (AWS's binary
+event-stream messages, :class:`AwsEventStreamFraming`: what Bedrock's
+ConverseStream answers in). An event-stream message of type ``event`` is an
+event of its ``:event-type`` with its JSON payload as data; one of type
+``exception`` (``:exception-type``) or ``error`` (``:error-code``) is the cell's
+error, classified by the definition's ``errors:`` body patterns over
+``TYPE: PAYLOAD`` (so ``throttlingException`` can be marked rate-limited).
 """
 
 from __future__ import annotations
@@ -38,9 +47,11 @@ from evalx.common.json_types import JSON, JSONObject
 from evalx.errors import DefinitionError, StreamErrorEvent, TargetProtocolError
 from evalx.models import ToolCall, token_count
 from evalx.targets.definitions import ExpressionScope, ProviderDefinition, Reader, StreamSpec
-from evalx.targets.transport.sse import ServerSentEvent
+from evalx.targets.transport.eventstream import EventStreamDecoder, EventStreamMessage
+from evalx.targets.transport.http import StreamResponse
+from evalx.targets.transport.sse import ServerSentEvent, SSEDecoder
 
-__all__ = ["StreamAssembler", "StreamErrorEvent", "carries_error"]
+__all__ = ["AwsEventStreamFraming", "SSEFraming", "StreamAssembler", "StreamErrorEvent", "carries_error", "framing_for"]
 
 #: characters of a server's error message (or of malformed arguments) quoted in a cell's error
 _QUOTE = 200
@@ -145,6 +156,29 @@ class StreamAssembler:
         if spec.end_when is not None and type(payload) is dict and self._ends({"event": payload}):
             return True
         return kind == spec.end_event
+
+    def feed_message(self, message: EventStreamMessage) -> bool:
+        """Apply one AWS event-stream message (:meth:`feed` for an event); an exception or error message raises the cell's error."""
+        kind = message.message_type
+        if kind == "event":
+            return self.feed(ServerSentEvent(message.header(":event-type") or "message", message.payload.decode("utf-8", "replace")))
+        self.n_events += 1
+        if kind not in ("exception", "error"):
+            return False  # a message type of a later protocol: skipped, as an unknown event is
+        data = message.payload.decode("utf-8", "replace")
+        if kind == "error":
+            name, text = message.header(":error-code") or "error", message.header(":error-message") or data
+        else:
+            name = message.header(":exception-type") or "exception"
+            try:
+                payload: JSON = json.loads(data) if data.strip() else None
+            except ValueError:
+                payload = data
+            handler = self._handlers.get(name, _MISSING)
+            if handler is _MISSING:
+                handler = self._handlers[name] = self._make_handler(name)
+            text = self._error_message(payload, handler)
+        raise self._error(f"{name}: {_one_line(text)}", f"{name}: {data}")
 
     def _apply(self, h: _Handler, payload: JSONObject) -> None:
         scope: ExpressionScope = {"event": payload}
@@ -326,6 +360,57 @@ class StreamAssembler:
 
 
 _MISSING: Any = object()
+
+
+class SSEFraming:
+    """``stream.framing: sse``: Server-Sent Events, line by line."""
+
+    accept: str | None = "text/event-stream"
+
+    def __init__(self) -> None:
+        self._decoder = SSEDecoder()
+
+    async def read(self, resp: StreamResponse, assembler: StreamAssembler) -> bool:
+        """Feed the stream's events to ``assembler``: True at the end marker, False when the stream closed first."""
+        decoder = self._decoder
+        async for line in resp.lines():
+            event = decoder.decode(line)
+            if event is not None and assembler.feed(event):
+                return True
+        return False
+
+    @property
+    def pending(self) -> bool:
+        return self._decoder.pending
+
+
+class AwsEventStreamFraming:
+    """``stream.framing: aws-eventstream``: AWS event-stream messages, each at most ``max_response_bytes``."""
+
+    #: no Accept of its own: AWS's SDKs send none for ConverseStream (the answer's type is the operation's)
+    accept: str | None = None
+
+    def __init__(self, shown: str) -> None:
+        self._shown = shown
+        self._decoder: EventStreamDecoder | None = None
+
+    async def read(self, resp: StreamResponse, assembler: StreamAssembler) -> bool:
+        """Feed the stream's messages to ``assembler``: True at the end marker, False when the stream closed first."""
+        decoder = self._decoder = EventStreamDecoder(resp.max_bytes, self._shown)
+        async for chunk in resp.chunks():  # the whole stream is bounded by max_response_bytes there
+            for message in decoder.feed(chunk):
+                if assembler.feed_message(message):
+                    return True
+        return False
+
+    @property
+    def pending(self) -> bool:
+        return self._decoder is not None and self._decoder.pending
+
+
+def framing_for(spec: StreamSpec, shown: str) -> SSEFraming | AwsEventStreamFraming:
+    """The reader of one streamed answer, as the definition's ``stream.framing`` says."""
+    return AwsEventStreamFraming(shown) if spec.framing == "aws-eventstream" else SSEFraming()
 
 
 def _one_line(text: str, limit: int = _QUOTE) -> str:
