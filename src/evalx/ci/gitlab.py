@@ -13,8 +13,11 @@ Endpoints (REST v4):
 - ``GET /projects/:id/merge_requests/:iid/notes?per_page=100&page=P&sort=asc``,
   ``POST /projects/:id/merge_requests/:iid/notes``,
   ``PUT /projects/:id/merge_requests/:iid/notes/:note_id``;
-- ``GET /projects/:id/jobs/artifacts/:ref/download?job=NAME``: the job's
-  artifacts of the ref's latest successful pipeline, as a zip.
+- ``GET /projects/:id/jobs?scope[]=success`` (newest first) and
+  ``GET /projects/:id/jobs/:job_id/artifacts``: the newest successful job of
+  that name on the branch, its artifacts as a zip; with the job token only,
+  ``GET /projects/:id/jobs/artifacts/:ref/download?job=NAME`` (the job in
+  the ref's latest successful pipeline).
 """
 
 from __future__ import annotations
@@ -36,6 +39,8 @@ __all__ = ["TOKEN_VARIABLE", "GitLabJob", "GitLabThread", "find_baseline_artifac
 TOKEN_VARIABLE = "EVALX_GITLAB_TOKEN"
 #: pages of notes read at most (100 a page)
 MAX_PAGES = 50
+#: pages of the project's successful jobs looked through for the baseline (100 a page)
+MAX_JOB_PAGES = 5
 
 
 @dataclass(frozen=True)
@@ -119,6 +124,30 @@ class GitLabThread:
 
 
 async def find_baseline_artifact(api: ForgeClient, job: GitLabJob, ref: str, job_name: str, zip_path: Path) -> bool:
-    """Download job ``job_name``'s artifacts of ``ref``'s latest successful pipeline to ``zip_path``; False when there are none."""
+    """Download the artifacts of the newest successful job ``job_name`` on branch ``ref`` to ``zip_path``; False when there is none.
+
+    With an access token the project's successful jobs are listed (newest
+    first, :data:`MAX_JOB_PAGES` pages), so a scheduled pipeline that lacks
+    the job does not hide the last one that ran it. With the job token
+    alone, GitLab's by-ref download is used: the ref's latest successful
+    pipeline must hold the job.
+    """
+    if "PRIVATE-TOKEN" in api.auth:
+        for page in range(1, MAX_JOB_PAGES + 1):
+            query: dict[str, str | int] = {"scope[]": "success", "per_page": 100, "page": page}
+            _, answer = await api.call("GET", api.url(f"{job.project_path()}/jobs", **query))
+            items = as_array(answer)
+            for item in items:
+                entry = as_object(item)
+                job_id = entry.get("id")
+                if entry.get("name") != job_name or entry.get("ref") != ref or entry.get("tag") is True or not isinstance(job_id, int):
+                    continue
+                if not entry.get("artifacts_file"):
+                    continue
+                if await api.download(api.url(f"{job.project_path()}/jobs/{job_id}/artifacts"), zip_path):
+                    return True
+            if len(items) < 100:
+                break
+        return False
     path = f"{job.project_path()}/jobs/artifacts/{urllib.parse.quote(ref, safe='')}/download"
     return await api.download(api.url(path, job=job_name), zip_path)
