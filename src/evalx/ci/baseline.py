@@ -107,7 +107,11 @@ async def fetch_baseline(forge: str, dest: Path, *, branch: str, name: str) -> P
         if found is None:
             log.warning("no baseline yet (%s): the baseline gates are n/a", where)
             return None
-        run = extract_run(zip_path, dest)
+        try:
+            run = extract_run(zip_path, dest)
+        except EvalxError as exc:
+            log.warning("no baseline: %s", exc)
+            return None
         if run is None:
             log.warning("no baseline: the artifact holds no run folder (no results.jsonl)")
             return None
