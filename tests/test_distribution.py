@@ -29,8 +29,8 @@ NAME = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._-]*)")
 
 def documents() -> list[Path]:
     """Every file a user copies install lines from: the README, docs, examples, workflows, the starters, CI scripts."""
-    found = [REPO / "README.md", *sorted((REPO / "docs").rglob("*.md"))]
-    for folder in ("examples", ".github", ".ci", "src/evalx/config/starters"):
+    found = [REPO / "README.md", REPO / "action.yml", *sorted((REPO / "docs").rglob("*.md"))]
+    for folder in ("examples", ".github", ".ci", "ci", "src/evalx/config/starters"):
         found += sorted(
             p for p in (REPO / folder).rglob("*") if p.is_file() and p.suffix in {"", ".md", ".yml", ".yaml", ".sh", ".py", ".txt"}
         )
@@ -93,8 +93,12 @@ def test_the_scanner_catches_the_bare_name() -> None:  # the test above would pa
 def test_every_ci_example_installs_the_pinned_distribution() -> None:
     lines = []
     for path in sorted((REPO / "examples" / "ci").glob("*.yml")):
-        found = install_lines(path.read_text(encoding="utf-8"))
-        assert found, f"{path.name}: no install step"
+        text = path.read_text(encoding="utf-8")
+        found = install_lines(text)
+        # evalx's action and GitLab template install it (tests/ci/test_ci_files.py): pinned by their tag
+        uses_ours = re.findall(r"/evalx@v[\d.]+|/evalx/v[\d.]+/ci/gitlab/evalx\.gitlab-ci\.yml", text)
+        assert found or uses_ours, f"{path.name}: no install step"
+        assert all(f"v{__version__}" in use for use in uses_ours), f"{path.name}: {uses_ours} is not pinned to {__version__}"
         yaml.safe_load(path.read_text(encoding="utf-8"))  # still valid YAML
         lines += [(path.name, line) for line in found]
     for name, line in lines:

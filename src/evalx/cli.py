@@ -387,7 +387,11 @@ def _shard(ctx: click.Context, param: click.Parameter, value: str | None) -> tup
     callback=_shard,
     help="Run only shard I of N (1-based): whole cases, split the same way on every machine; gates are applied by `evalx merge`.",
 )
-@click.option("--markdown", type=click.Path(dir_okay=False, path_type=Path), help="Write a Markdown summary here (CI).")
+@click.option(
+    "--markdown",
+    type=click.Path(dir_okay=False, allow_dash=True, path_type=Path),
+    help="Write a Markdown summary here (CI); '-': on stdout (the terminal summary goes to stderr).",
+)
 @click.option("--executor", type=click.Choice(["local", "ray"]), help="Where cells run (default: the config's executor.kind, else local).")
 @click.option(
     "--ray-address",
@@ -438,6 +442,7 @@ def run_cmd(
     from evalx.execution.request import RunRequest
     from evalx.reports.render import Outputs, ReportOptions
 
+    to_stdout = _markdown_to_stdout(markdown, json_out)
     config = _load(config_path, var, env_files=env_files, env_override=env_override)
     request = RunRequest(
         selection=Selection(
@@ -461,7 +466,7 @@ def run_cmd(
         executor=executor,
         ray_address=ray_address,
         reports=ReportOptions(html_max_cells=html_max_cells, junit_passes=junit_passes or "all"),
-        outputs=Outputs(junit=junit, junit_flavor=junit_flavor, html=html, markdown=markdown),
+        outputs=Outputs(junit=junit, junit_flavor=junit_flavor, html=html, markdown=None if to_stdout else markdown),
         quiet=quiet,
         max_failures=_max_failures(max_failures, exit_first),
     )
@@ -484,11 +489,37 @@ def run_cmd(
         except _nothing_to_rerun() as exc:
             click.echo(f"evalx: {exc}", err=True)
             sys.exit(0)
-        _report_run(outcome, request.selection.matrix, json_out, out, quiet=quiet, verbose=verbose)
+        _report_run(outcome, request.selection.matrix, json_out, sys.stderr if to_stdout else out, quiet=quiet, verbose=verbose)
+        if to_stdout:
+            _print_markdown(outcome.summary, out)
     for line in outcome.messages:
         click.secho(line, err=True, fg="red", bold=True)
     click.echo(f"results: {os.path.relpath(outcome.run_dir)}/", err=True)
+    _step_outputs(outcome)
     sys.exit(outcome.exit_code)
+
+
+def _markdown_to_stdout(markdown: Path | None, json_out: bool) -> bool:
+    """``--markdown -``: the Markdown summary on stdout (refused with ``--json``, which prints there too)."""
+    if markdown is None or str(markdown) != "-":
+        return False
+    if json_out:
+        _fail("evalx: --markdown - and --json both print on stdout; give one of them")
+    return True
+
+
+def _print_markdown(summary: Any, out: Any) -> None:
+    from evalx.reports.markdown import markdown_summary
+
+    click.echo(markdown_summary(summary), file=out, nl=False)
+
+
+def _step_outputs(outcome: Any) -> None:
+    """Under GitHub Actions: the step's outputs ``run-dir``, ``run-id`` and ``exit-code`` (the action uploads and comments on them)."""
+    from evalx.ci.actions import set_step_outputs
+
+    run_dir = Path(outcome.run_dir).resolve()
+    set_step_outputs({"run-dir": str(run_dir), "run-id": run_dir.name, "exit-code": str(outcome.exit_code)})
 
 
 def _max_failures(max_failures: int | None, exit_first: bool) -> int | None:
@@ -654,7 +685,11 @@ def _history_page(run_ref: str | None, history_dir: Path | None, output: Path | 
 @click.option("--baseline", metavar="RUN|latest", help="Compare with this run (overrides gates.baseline).")
 @click.option("--junit", type=click.Path(dir_okay=False, path_type=Path), help="Also write JUnit XML here.")
 @click.option("--html", type=click.Path(dir_okay=False, path_type=Path), help="Also write the HTML report here.")
-@click.option("--markdown", type=click.Path(dir_okay=False, path_type=Path), help="Write a Markdown summary here (CI).")
+@click.option(
+    "--markdown",
+    type=click.Path(dir_okay=False, allow_dash=True, path_type=Path),
+    help="Write a Markdown summary here (CI); '-': on stdout (the terminal summary goes to stderr).",
+)
 @click.option("--json", "json_out", is_flag=True, help="Print the summary as JSON on stdout.")
 @click.option("-v", "--verbose", is_flag=True, help="Print the full summary instead of the compact one.")
 @junit_passes_option
@@ -682,6 +717,8 @@ def merge(
     from evalx.reports.render import Outputs, ReportOptions, check_outputs, stored_report_options
     from evalx.results.history import RunNotFound, resolve_run
 
+    to_stdout = _markdown_to_stdout(markdown, json_out)
+    markdown = None if to_stdout else markdown
     config = _load(config_path, check_imports=False)
     folders = []
     for ref in run_dirs:
@@ -706,10 +743,13 @@ def merge(
         ),
     )
     outcome = merge_runs(config, folders, options)
-    _report_run(outcome, bool(outcome.summary.get("matrix")), json_out, sys.stdout, verbose=verbose)
+    _report_run(outcome, bool(outcome.summary.get("matrix")), json_out, sys.stderr if to_stdout else sys.stdout, verbose=verbose)
+    if to_stdout:
+        _print_markdown(outcome.summary, sys.stdout)
     for line in outcome.messages:
         click.secho(line, err=True, fg="red", bold=True)
     click.echo(f"merged: {os.path.relpath(outcome.run_dir)}/", err=True)
+    _step_outputs(outcome)
     sys.exit(outcome.exit_code)
 
 
@@ -928,6 +968,98 @@ def runs_cmd(config_path: Path, json_out: bool) -> None:
         click.echo("no runs yet (evalx run writes them)", err=True)
     else:
         click.echo(format_runs(found))
+
+
+@main.command()
+@config_option
+@click.argument("run_ref", metavar="RUN")
+@click.option("--baseline", "baseline_ref", metavar="RUN", help="Compare with this run (default: the comparison the run stored).")
+@click.option(
+    "--post",
+    type=click.Choice(["github", "gitlab"]),
+    help="Post it on the job's pull request (GITHUB_TOKEN) or merge request (EVALX_GITLAB_TOKEN), or update evalx's comment there.",
+)
+@click.option("--artifact-url", envvar="EVALX_ARTIFACT_URL", metavar="URL", help="Link to the run's files [env: EVALX_ARTIFACT_URL].")
+@click.option("--id", "comment_id", default="", metavar="NAME", help="Keep one comment per NAME (two configs, two comments).")
+@click.option("--number", type=click.IntRange(min=1), help="The pull/merge request (default: the CI job's).")
+def comment(
+    config_path: Path,
+    run_ref: str,
+    baseline_ref: str | None,
+    post: str | None,
+    artifact_url: str | None,
+    comment_id: str,
+    number: int | None,
+) -> None:
+    """The pull-request comment for RUN (Markdown): headline per target, gates, newly failing and passing cases, cost.
+
+    RUN is a run folder, a run id or `latest`. Without --post (or without a token) it is printed.
+    """
+    from evalx.errors import ForgeError
+    from evalx.reports.comment import marker
+
+    try:
+        marker(comment_id)
+    except ValueError as exc:
+        _fail(f"evalx comment: --id: {exc}")
+    run_dir = _find_run(run_ref, config_path)
+    baseline = _find_run(baseline_ref, config_path) if baseline_ref else None
+    if post is None:
+        from evalx.ci.publish import comment_for_run
+
+        click.echo(comment_for_run(run_dir, baseline=baseline, artifact_url=artifact_url, comment_id=comment_id), nl=False)
+        return
+    from evalx.ci.publish import publish
+
+    try:
+        done = publish(run_dir, post, baseline=baseline, artifact_url=artifact_url, comment_id=comment_id, number=number)
+    except ForgeError as exc:
+        _fail(f"evalx comment: {exc}", 1)
+    if done.posted.note:
+        click.echo(f"evalx: {done.posted.note}", err=True)
+    if done.markdown is not None:
+        click.echo(done.markdown, nl=False)
+    if done.posted.action in ("created", "updated"):
+        where = f": {done.posted.url}" if done.posted.url else ""
+        click.echo(f"evalx: {done.posted.action} the comment{where}", err=True)
+
+
+@main.group()
+def ci() -> None:
+    """What the GitHub Action and the GitLab template run (docs/ci.md)."""
+
+
+@ci.command("fetch-baseline")
+@click.option("--from", "forge", type=click.Choice(["github", "gitlab"]), help="Default: the CI the job runs on.")
+@click.option("--branch", metavar="BRANCH", help="The base branch (default: the pull/merge request's target, else the default branch).")
+@click.option("--artifact", default="evalx-run", show_default=True, help="GitHub: the artifact the base branch's runs uploaded.")
+@click.option("--job", "job_name", metavar="NAME", help="GitLab: the job whose artifacts hold the run (default: this job's name).")
+@click.option("--dest", required=True, type=click.Path(file_okay=False, path_type=Path), help="The folder the run is restored into.")
+def fetch_baseline_cmd(forge: str | None, branch: str | None, artifact: str, job_name: str | None, dest: Path) -> None:
+    """Restore the base branch's last run into DEST and print its path; none (or an API failure) is a warning, exit 0."""
+    import asyncio
+
+    from evalx.ci.baseline import fetch_baseline
+    from evalx.ci.github import GitHubJob
+    from evalx.ci.gitlab import GitLabJob
+
+    if forge is None:
+        forge = "github" if os.environ.get("GITHUB_ACTIONS") == "true" else "gitlab" if os.environ.get("GITLAB_CI") else None
+        if forge is None:
+            _fail("evalx ci fetch-baseline: not on GitHub Actions nor GitLab CI: give --from github|gitlab")
+    if forge == "github":
+        gh = GitHubJob.from_env()
+        branch, name = branch or gh.base_ref or gh.default_branch, artifact
+    else:
+        gl = GitLabJob.from_env()
+        branch, name = branch or gl.target_branch or gl.default_branch, job_name or gl.job_name or ""
+        if not name:
+            _fail("evalx ci fetch-baseline: give --job NAME (CI_JOB_NAME is not set)")
+    if not branch:
+        _fail("evalx ci fetch-baseline: give --branch (the job's environment names no base branch)")
+    run = asyncio.run(fetch_baseline(forge, dest, branch=branch, name=name))
+    if run is not None:
+        click.echo(str(run))
 
 
 @main.command()

@@ -36,6 +36,8 @@ The hierarchy (``+X``: also a subclass of the builtin ``X``, so an ``except X`` 
         ├── NothingToRerun           the parent run has no cell of the kinds asked for (exit 0)
         ├── MergeError               run folders that cannot be merged
         ├── CaptureError             a trace cannot be read or turned into a case (``evalx capture``)
+        ├── ForgeError               GitHub's or GitLab's API refused or failed a CI request (``evalx comment --post``,
+        │                            ``evalx ci fetch-baseline``); ``status`` is the HTTP status, if any
         ├── EvalxFailed              an eval case did not pass: a failed pytest item of evalx's pytest plugin
         ├── TurnFailed               a conversation's turn failed: its cell's error names the turn  [execution/turns.py]
         ├── Raised                   a Python target's call ended in a BaseException that is not an Exception;
@@ -313,6 +315,14 @@ class MergeError(EvalxError):
 
 class CaptureError(EvalxError):
     """A trace could not be read or turned into a case."""
+
+
+class ForgeError(EvalxError):
+    """GitHub's or GitLab's API refused or failed a request of ``evalx comment --post`` or ``evalx ci fetch-baseline``."""
+
+    def __init__(self, message: str, status: int | None = None) -> None:
+        super().__init__(message)
+        self.status = status
 
 
 class EvalxFailed(EvalxError):

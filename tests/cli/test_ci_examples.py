@@ -19,23 +19,37 @@ CI = Path(__file__).resolve().parents[2] / "examples" / "ci"
 EXPRESSION = re.compile(r"\$\{\{\s*(.*?)\s*\}\}")
 
 
+#: bash pieces of the scripts that are not evalx's arguments: a command substitution's start, an array of optional options
+SHELL_ONLY = re.compile(r'^\w+=\$\(|\)$|"\$\{\w+\[@\]\}"\s*')
+ACTION = Path(__file__).resolve().parents[2] / "action.yml"
+TEMPLATE = Path(__file__).resolve().parents[2] / "ci" / "gitlab" / "evalx.gitlab-ci.yml"
+
+
+def evalx_lines(script: str) -> Iterator[str]:
+    """The evalx commands of a bash script (a continued line joined), without the shell around them."""
+    for line in script.replace("\\\n", " ").splitlines():
+        line = SHELL_ONLY.sub("", line.strip()).strip()
+        line = line.split(" || ")[0].strip()
+        if line.startswith("evalx "):
+            yield line
+
+
 def github_commands(workflow: dict[str, Any], values: dict[str, str]) -> Iterator[tuple[str, str]]:
     """(job id, command) for each line of each ``run:`` step that calls evalx, expressions replaced by ``values``."""
     for job_id, job in workflow["jobs"].items():
         for step in job["steps"]:
-            for line in str(step.get("run") or "").replace("\\\n", " ").splitlines():
-                if line.strip().startswith("evalx "):
-                    yield job_id, EXPRESSION.sub(lambda m: values[m.group(1)], line)
+            for line in evalx_lines(str(step.get("run") or "")):
+                yield job_id, EXPRESSION.sub(lambda m: values[m.group(1)], line)
 
 
 def gitlab_commands(pipeline: dict[str, Any]) -> Iterator[tuple[str, str]]:
-    variables = {k: str(v) for job in pipeline.values() if isinstance(job, dict) for k, v in (job.get("variables") or {}).items()}
     for job_id, job in pipeline.items():
         if not isinstance(job, dict):
             continue
-        for line in [*(job.get("before_script") or []), *(job.get("script") or [])]:
-            if str(line).strip().startswith("evalx "):
-                yield job_id, re.sub(r"\$(\w+)", lambda m: variables[m.group(1)], str(line))
+        for entry in [*(job.get("before_script") or []), *(job.get("script") or [])]:
+            for line in evalx_lines(str(entry)):
+                line = line.replace(" $EVALX_ARGS", "")  # the user's extra arguments, split by the shell
+                yield job_id, re.sub(r'"?\$\{?(\w+)(?::-\$\w+)?\}?"?', "VALUE", line)
 
 
 def check_invocation(command: str) -> click.Context:
@@ -44,8 +58,13 @@ def check_invocation(command: str) -> click.Context:
     assert args[0] == "evalx"
     sub = main.commands.get(args[1])
     assert sub is not None, f"{command}: no evalx command {args[1]!r}"
+    name, rest = args[1], args[2:]
+    if isinstance(sub, click.Group):  # evalx ci fetch-baseline
+        group, sub = sub, sub.commands.get(rest[0]) if rest else None
+        assert sub is not None, f"{command}: no evalx {group.name} command"
+        name, rest = rest[0], rest[1:]
     try:
-        return sub.make_context(args[1], args[2:])
+        return sub.make_context(name, rest)
     except click.UsageError as exc:  # an unknown option, a bad choice
         pytest.fail(f"{command}: {exc.format_message()}")
     except SystemExit as exc:  # an option's own check (--shard I/N) refused it
@@ -72,10 +91,12 @@ def test_github_sharded_workflow() -> None:
         commands += list(github_commands(workflow, values))
     runs = [c for job, c in commands if job == "shard"]
     assert {check_invocation(c).params["shard"] for c in runs} == {(i, len(shards)) for i in shards}
-    merges = sorted({c for job, c in commands if job == "merge"})
+    merges = sorted({c for job, c in commands if job == "merge" and c.startswith("evalx merge")})
     assert len(merges) == 1
     ctx = check_invocation(merges[0])
     assert ctx.info_name == "merge" and ctx.params["run_dirs"] and ctx.params["junit"] is not None
+    fetch = sorted({c for job, c in commands if job == "merge" and c.startswith("evalx ci")})
+    assert len(fetch) == 1 and "--artifact evalx-merged" in fetch[0]
     # the merge job waits for the shards, runs when one failed, and downloads what they upload
     merge = workflow["jobs"]["merge"]
     assert merge["needs"] == "shard" and "cancelled()" in merge["if"]
@@ -84,23 +105,30 @@ def test_github_sharded_workflow() -> None:
     assert upload["with"]["name"].startswith(download["with"]["pattern"].rstrip("*"))
     assert upload["with"]["path"] == "runs/"
     assert ctx.params["run_dirs"] == (f"{download['with']['path']}/*/*/",)  # shards/<artifact>/<run_id>/
+    # the merged run is kept under the name the next night's baseline is fetched by
+    keep = next(s for s in merge["steps"] if "upload-artifact" in str(s.get("uses")))
+    assert keep["with"]["name"] == "evalx-merged" and "steps.merge.outputs.run-dir" in keep["with"]["path"]
 
 
-def test_github_quick_workflow() -> None:
-    workflow = load("github-actions.yml")
-    commands = list(
-        github_commands(workflow, {"github.run_id": "1", "vars.ENGINE_URL": "", "secrets.ENGINE_KEY": "", "secrets.OPENAI_API_KEY": ""})
-    )
-    assert commands
+def test_the_action_runs_valid_evalx_commands() -> None:
+    action = yaml.safe_load(ACTION.read_text(encoding="utf-8"))
+    commands = [line for step in action["runs"]["steps"] for line in evalx_lines(str(step.get("run") or ""))]
+    assert {c.split()[1] for c in commands} >= {"ci", "run", "comment"}
+    for command in commands:
+        check_invocation(re.sub(r'"\$(\w+)"', "VALUE", command).replace("$EVALX_ARGS", ""))
+
+
+def test_gitlab_template() -> None:
+    template = yaml.safe_load(TEMPLATE.read_text(encoding="utf-8"))
+    commands = list(gitlab_commands(template))
+    assert {c.split()[1] for _, c in commands} >= {"ci", "run", "comment"}
     for _, command in commands:
         check_invocation(command)
 
 
 def test_gitlab_pipeline() -> None:
-    commands = list(gitlab_commands(load("gitlab-ci.yml")))
-    assert commands
-    for _, command in commands:
-        check_invocation(command)
+    pipeline = load("gitlab-ci.yml")
+    assert pipeline["include"] and pipeline["evals-nightly"]["extends"] == ".evalx"
 
 
 def test_a_bad_invocation_is_caught() -> None:

@@ -26,9 +26,9 @@ from evalx.results.figures import usd as _usd
 from evalx.results.model import RunSummary, TargetFigures
 from evalx.results.outcome import interruption
 from evalx.results.reviews import reviews_line
-from evalx.results.summary import listed_failures, unlisted
+from evalx.results.summary import listed_failures
 
-__all__ = ["markdown_summary", "publish_markdown"]
+__all__ = ["MAX_FAILURE_ROWS", "failing_sections", "markdown_summary", "publish_markdown"]
 
 
 def markdown_summary(summary: RunSummary) -> str:
@@ -100,10 +100,7 @@ def markdown_summary(summary: RunSummary) -> str:
             word = "✅ held" if r["held"] else "❌ breached" if r["held"] is False else "n/a"
             lines.append(f"| `{r['gate']}` | {md_escape(r['scope'])} | {word} | {md_escape(r['detail'], 300)} |")
         lines.append("")
-    if comparison:
-        lines += markdown_cases("Newly failing", comparison["newly_failing"], comparison["newly_failing_total"])
-    elif summary.get("failures"):
-        lines += _failing_cells(summary)
+    lines += failing_sections(summary)
     guard = summary.get("cost_guard")
     if guard and guard["skipped"]:
         lines += [f"> 💸 {md_escape(guard['message'] or '', 300)}", ""]
@@ -183,18 +180,37 @@ def publish_markdown(summary: RunSummary, path: Path | None) -> list[Path]:
 MAX_FAILURE_ROWS = 50
 
 
-def _failing_cells(summary: RunSummary) -> list[str]:
-    """The failing cells as a table, an error that cells of a target share in one row with its count."""
-    total = summary.get("failures_total", len(summary.get("failures") or []))
-    shown = listed_failures(summary)[:MAX_FAILURE_ROWS]
-    lines = [f"**Failing cells ({total})**", "", "| target | case | reason |", "|---|---|---|"]
+def failing_sections(summary: RunSummary, max_rows: int = MAX_FAILURE_ROWS) -> list[str]:
+    """The failing cells, always: with a baseline, the newly failing cases first, then the cells still failing.
+
+    A red job must name the failures that made it red: "0 newly failing" alone names none (issue 36).
+    """
+    comparison = summary.get("comparison")
+    if not comparison:
+        return _failing_cells(summary, "Failing cells", set(), max_rows)
+    newly = comparison["newly_failing"]
+    lines = markdown_cases("Newly failing", newly, comparison["newly_failing_total"], max_rows)
+    keys = {(c["target"], c["dataset"], c["case_id"]) for c in newly}
+    title = "Still failing" if not comparison.get("new_cases_failing") else "Still failing, or new since the baseline"
+    return lines + _failing_cells(summary, title, keys, max_rows)
+
+
+def _failing_cells(summary: RunSummary, title: str, exclude: set[tuple[str, str, str]], max_rows: int) -> list[str]:
+    """The failing cells as a table (less those of the cases in ``exclude``), an error cells of a target share in one row."""
+    listed = [item for item in listed_failures(summary) if (item.row["target"], item.row["dataset"], item.row["case_id"]) not in exclude]
+    left_out = sum(1 for row in summary.get("failures") or [] if (row["target"], row["dataset"], row["case_id"]) in exclude)
+    total = max(0, int(summary.get("failures_total", len(summary.get("failures") or [])) or 0) - left_out)
+    if not total:
+        return []
+    shown = listed[:max_rows]
+    lines = [f"**{title} ({total})**", "", "| target | case | reason |", "|---|---|---|"]
     for item in shown:
         f = item.row
         case = f"{md_escape(show_id(f['dataset']))}/{md_escape(show_id(f['case_id']))}"
         if item.count > 1:  # an error these cells share, said once
             case = f"{item.count} cells (first {case})"
         lines.append(f"| {md_escape(show_id(f['target']))} | {case} | {md_escape(f.get('reason') or '')} |")
-    more = unlisted(summary, shown)
+    more = max(0, total - sum(item.count for item in shown))
     if more:
         lines.append(f"| … | {more} more | |")
     return lines + [""]

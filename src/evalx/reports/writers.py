@@ -12,7 +12,9 @@ alone. Then each writer finishes. The list:
 - ``report.html`` in the run folder;
 - ``--junit FILE`` in a ``--junit-flavor`` other than ``standard`` (a
   standard one is a copy of the run folder's);
-- ``--markdown FILE`` and ``$GITHUB_STEP_SUMMARY`` (from the summary alone).
+- ``--markdown FILE`` and ``$GITHUB_STEP_SUMMARY`` (from the summary alone);
+- GitHub workflow annotations at the failing cases' lines, under GitHub Actions
+  (:mod:`evalx.reports.annotations`).
 
 A new format is a class with these four methods, added to
 :func:`report_writers`: every command that writes reports then writes it.
@@ -26,6 +28,7 @@ from pathlib import Path
 from typing import Protocol
 
 from evalx.errors import EvalxError
+from evalx.reports.annotations import Annotations, on_github_actions
 from evalx.reports.html import HtmlStream, write_html
 from evalx.reports.junit import JUnitStream, run_notes, write_junit
 from evalx.results.model import BaselineView, CellResult, RunSummary
@@ -191,6 +194,8 @@ def report_writers(
         writers.append(_JUnit(ctx, outputs.junit, outputs.junit_flavor))
     if outputs.markdown is not None or _step_summary():
         writers.append(_Markdown(ctx, outputs.markdown))
+    if on_github_actions():
+        writers.append(Annotations(summary))
     return writers
 
 

@@ -551,17 +551,18 @@ def md_escape(text: Any, width: int = 200) -> str:
     return s
 
 
-def markdown_cases(title: str, items: list[CaseChange] | list[FailureRow], total: int) -> list[str]:
+def markdown_cases(title: str, items: list[CaseChange] | list[FailureRow], total: int, max_rows: int = 50) -> list[str]:
+    """A Markdown table of cases (at most ``max_rows`` rows, then ``… N more``) under ``**title (total)**``."""
     if not total:
         return []
     lines = [f"**{title} ({total})**", "", "| target | case | reason |", "|---|---|---|"]
-    for c in items[:50]:
+    for c in items[:max_rows]:
         lines.append(
             f"| {md_escape(show_id(c['target']))} | {md_escape(show_id(c['dataset']))}/{md_escape(show_id(c['case_id']))}{_runs_suffix(c)} "
             f"| {md_escape(c.get('reason') or c.get('was') or '')} |"
         )
-    if total > min(len(items), 50):
-        lines.append(f"| … | {total - min(len(items), 50)} more | |")
+    if total > min(len(items), max_rows):
+        lines.append(f"| … | {total - min(len(items), max_rows)} more | |")
     return lines + [""]
 
 

@@ -633,7 +633,13 @@ class HttpClient:
         return self._session
 
     async def _send(
-        self, method: str, url: str, data: bytes | None, headers: dict[str, str], timeout: aiohttp.ClientTimeout
+        self,
+        method: str,
+        url: str,
+        data: bytes | None,
+        headers: dict[str, str],
+        timeout: aiohttp.ClientTimeout,
+        follow_redirects: bool = True,
     ) -> aiohttp.ClientResponse:
         """Send a request, following same-origin redirects only (at most :data:`MAX_REDIRECTS`).
 
@@ -641,11 +647,13 @@ class HttpClient:
         target's keys) and, for 307/308, the body; a redirect to another
         origin (scheme, host and port) is the cell's error instead, naming
         where it pointed. 301/302/303 turn a POST into a body-less GET, as
-        browsers do; 307/308 resend the same method and body.
+        browsers do; 307/308 resend the same method and body. Without
+        ``follow_redirects`` a redirect is the answer, for a caller that
+        follows it itself (without its credentials: a CI artifact's download).
         """
         route = self._route(url)
         resp = await self._request_once(route, method, url, data, headers, timeout)
-        if resp.status in _REDIRECTS:
+        if follow_redirects and resp.status in _REDIRECTS:
             resp = await self._follow(resp, method, route.url, data, headers, timeout)
         return resp
 
@@ -777,11 +785,13 @@ class HttpClient:
         encoded: bytes | None = None,
         headers: Mapping[str, str] | None = None,
         idle_timeout_s: float | None = None,
+        follow_redirects: bool = True,
     ) -> AsyncIterator[StreamResponse]:
         """Send a request and stream the answer; the status is NOT checked (call ``raise_for_status``).
 
         ``idle_timeout_s`` bounds the wait for the response headers and each
         read of the body (a stream that goes quiet raises TargetTimeout).
+        ``follow_redirects=False`` answers a redirect as it is (see :meth:`_send`).
         """
         data, hdrs = self._encode(json, headers, encoded)
         route = self._route(url)
@@ -790,7 +800,7 @@ class HttpClient:
             idle_timeout_s = None  # the cell's deadline ends the stream first: one timer, one wording
         timeout = aiohttp.ClientTimeout(total=None, sock_connect=self.connect_timeout_s, sock_read=idle_timeout_s)
         try:
-            resp = await self._send(method, url, data, hdrs, timeout)
+            resp = await self._send(method, url, data, hdrs, timeout, follow_redirects)
         except (aiohttp.ClientError, OSError, asyncio.TimeoutError) as exc:
             raise transport_error(exc, url, timeout_s=idle_timeout_s, via=route.via) from None
         self._reached = True
