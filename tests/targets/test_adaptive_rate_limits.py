@@ -135,6 +135,28 @@ def test_one_limiter_for_the_targets_and_the_judge_of_one_endpoint_and_key(
     assert sum(server.refused.values()) <= 3, server.refused
 
 
+CONVERSING = """\
+- {id: agent, type: provider, provider: openai, model: gpt-4o-mini, base_url: URL, api_key: KEY, concurrency: auto}
+- {id: user, type: provider, provider: openai, model: gpt-4o, base_url: URL, api_key: KEY, concurrency: auto}
+"""
+
+
+def test_one_limiter_for_a_target_and_its_simulated_users(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, make_server: Any) -> None:
+    server = make_server(requests=8, tokens=1_000_000, window_s=1.0)
+    root = project(tmp_path / "p", server.url, targets=CONVERSING, cases=0, defaults=", targets: [agent]")
+    rows = [
+        {"id": f"s{i}", "input": f"hello {i}", "simulate": {"target": "user", "instructions": "ask twice", "max_turns": 2}}
+        for i in range(6)
+    ]
+    (root / "cases.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    res = run(root, monkeypatch)
+    assert res.exit_code == 0, res.output
+    results = cells(root)
+    assert len(results) == 6 and all(r["error"] is None for r in results), [r["error"] for r in results]
+    assert server.admitted[f"Bearer {KEY}"] == 18  # per cell: the agent twice, the simulated user once
+    assert sum(server.refused.values()) <= 3, server.refused
+
+
 WITHOUT_HEADERS = """\
 - {id: bot, type: provider, provider: openai, model: gpt-4o-mini, base_url: URL, api_key: KEY, concurrency: auto, retries: 0}
 """

@@ -267,6 +267,7 @@ class EndpointLimiter:
         self._buckets: dict[str, _Bucket] = {}
         self._cost: dict[str, float] = {}  # mean tokens per request, per token bucket kind
         self._counted: list[int] = []  # sequence numbers of requests the provider counts (sent, not refused)
+        self._open: set[int] = set()  # sequence numbers of the requests in flight
         self.blocked_until = 0.0
         self._pause_s = _PAUSE_S
         #: until an answer came: one request at a time, when the provider's headers are known (so a first burst
@@ -331,6 +332,7 @@ class EndpointLimiter:
         mine = self._owners[owner] = self._owners.get(owner, 0) + 1
         if self._buckets:  # counted against the buckets until an answer to a later request says what is left
             self._counted.append(self.seq)
+        self._open.add(self.seq)
         counted = _TALLY.get()
         if counted is not None:
             counted.used = True
@@ -346,7 +348,9 @@ class EndpointLimiter:
         if slot.done:
             return None
         slot.done = True
+        busy = self.in_flight >= int(self.window) or self._lock.locked()  # the window was full, or requests wait
         self.in_flight -= 1
+        self._open.discard(slot.seq)
         self._owners[slot.owner] = self._owners.get(slot.owner, 1) - 1
         self._freed.set()
         now = self.clock()
@@ -374,7 +378,8 @@ class EndpointLimiter:
             return pause
         if counted:
             self._pause_s = _PAUSE_S
-            self._grow(slot)
+            if busy:
+                self._grow(slot)
         return None
 
     def spent(self, input_tokens: int, output_tokens: int) -> None:
@@ -401,8 +406,9 @@ class EndpointLimiter:
             reset_raw = headers.get(names.reset) if names.reset else None
             reset_s = parse_reset(reset_raw) if reset_raw is not None else None
             rate = old.rate if old is not None else None
-            if limit is not None and reset_s and limit > remaining:
-                rate = (limit - remaining) / reset_s
+            if limit is not None and reset_s and limit - remaining >= 2:
+                # the refill rate; less one unit: ``remaining`` is rounded down while ``reset`` counts from the exact level
+                rate = (limit - remaining - 1) / reset_s
             self._buckets[kind] = _Bucket(max(0.0, remaining), limit, reset_s or 0.0, now, seq, rate)
         if self._buckets and self._counted:  # forget requests every bucket has counted
             oldest = min(b.seq for b in self._buckets.values())
@@ -416,7 +422,10 @@ class EndpointLimiter:
             cost = 1.0 if kind == "requests" else self._cost.get(kind)
             if not cost:
                 continue
-            pending = (len(self._counted) - bisect.bisect_right(self._counted, bucket.seq)) * cost
+            # not in the answer's count yet: the requests sent after it, and those sent before it and still unanswered
+            # (another connection may have brought them to the provider later)
+            later = len(self._counted) - bisect.bisect_right(self._counted, bucket.seq)
+            pending = (later + sum(1 for seq in self._open if seq < bucket.seq)) * cost
             elapsed = now - bucket.at
             if bucket.rate is not None:
                 level = bucket.remaining + bucket.rate * elapsed
@@ -441,7 +450,7 @@ class EndpointLimiter:
 
     def _grow(self, slot: Slot) -> None:
         bounds = self.bounds
-        if bounds is None or not slot.adaptive or self.low() or slot.in_flight < int(self.window):
+        if bounds is None or not slot.adaptive or self.low():
             return  # only a full window that met no limit grows
         step = 1.0 if self.window < self._threshold else 1.0 / self.window
         self.window = min(float(bounds.max), self.window + step)
