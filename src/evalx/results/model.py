@@ -38,7 +38,7 @@ the executor spelled out before (≤ 0.3 µs a cell).
 
 from __future__ import annotations
 
-from typing import Any, Literal, NotRequired, TypedDict
+from typing import Any, Literal, TypedDict
 
 from evalx.common.json_types import JSONObject
 from evalx.models import Case, is_truncated
@@ -304,8 +304,9 @@ class CellResult(_CellResultKeys, total=False):
     Such a cell is never counted as free: the summary counts it in ``cost_missing_cells`` and the cost
     guard counts it at the mean cost of the priced cells."""
     rate_limits: CellRateLimits
-    """Only on a cell whose calls went through a provider's endpoint limiter (a definition with ``rate_limits:``, or
-    adaptive concurrency): ``{responses_429, wait_s, concurrency}``, its judge's and simulated users' calls included."""
+    """Only on a cell whose calls met a provider's rate limit (a 429, or a wait for the endpoint limiter of a definition
+    with ``rate_limits:`` or of adaptive concurrency): ``{responses_429, wait_s, concurrency}``, its judge's and
+    simulated users' calls included."""
     pairwise: list[PairwiseRecord]
     """Only on a cell of a case with a ``pairwise`` assertion, in a run of two or more targets: one record per
     comparison with another target's cell (the same record on both cells; :mod:`evalx.execution.pairwise_pass`):
@@ -642,8 +643,8 @@ class Tokens(TypedDict):
     """Input tokens served from a provider's prompt cache."""
 
 
-class TargetFigures(GroupFigures):
-    """One target's figures (``per_target.<id>``)."""
+class _TargetFiguresKeys(GroupFigures):
+    """Every target's figures (``per_target.<id>``): see :class:`TargetFigures`."""
 
     latency_ms: Distribution
     ttft_ms: Distribution
@@ -673,8 +674,14 @@ class TargetFigures(GroupFigures):
     per_category_difficulty: list[CategoryDifficultyFigures]
     """This target's cells by category and difficulty (a category × difficulty table), categories in
     matrix order and difficulties in matrix order within each; cases without a difficulty have ``difficulty`` None."""
-    rate_limits: NotRequired[RateLimitFigures]
-    """Only when a cell's calls went through a provider's endpoint limiter: what the provider's rate limit cost."""
+
+
+class TargetFigures(_TargetFiguresKeys, total=False):
+    """One target's figures (``per_target.<id>``): every key of the class above and, only when a cell met a
+    provider's rate limit, ``rate_limits``."""
+
+    rate_limits: RateLimitFigures
+    """What the provider's rate limit cost this target's cells (summed from their ``rate_limits``)."""
 
 
 class RateLimitFigures(TypedDict):

@@ -492,7 +492,7 @@ class SummaryBuilder:
             rate = target.rate if target.rate is not None else [0.0, 0.0, 0.0]
             target.rate = rate
             rate[0] += _tokens(limits.get("responses_429"))
-            rate[1] += finite(limits.get("wait_s")) or 0.0
+            rate[1] += round((finite(limits.get("wait_s")) or 0.0) * 1000)  # whole ms: the same sum in any order
             rate[2] = max(rate[2], _tokens(limits.get("concurrency")))
 
         named = False
@@ -759,7 +759,7 @@ class SummaryBuilder:
             if t.rate is not None:
                 per_target[target_id]["rate_limits"] = {
                     "responses_429": int(t.rate[0]),
-                    "wait_s": round(t.rate[1], 3),
+                    "wait_s": t.rate[1] / 1000,
                     "max_concurrency": int(t.rate[2]),
                 }
 

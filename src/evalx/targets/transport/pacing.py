@@ -33,8 +33,9 @@ the buckets and the window are divided by the number of processes sending to
 the endpoint (``share``), as ``rate_limit: {rpm}`` is.
 
 What each cell waited is tallied (:func:`tally`) into its result's
-``rate_limits``: the 429s it met, the seconds it waited for a slot, the
-requests of its target in flight when it got one.
+``rate_limits`` when it met the limit (a 429, or a wait): the 429s, the
+seconds it waited for a slot, the requests of its target in flight when it
+got one.
 """
 
 from __future__ import annotations
@@ -196,7 +197,7 @@ class Tally:
     wait_s: float = 0.0
     #: the most requests of the cell's target in flight when one of its requests got a slot
     concurrency: int = 0
-    #: whether a limiter saw the cell at all
+    #: whether the cell met the rate limit at all: a 429, or a wait
     used: bool = False
 
 
@@ -335,9 +336,10 @@ class EndpointLimiter:
         self._open.add(self.seq)
         counted = _TALLY.get()
         if counted is not None:
-            counted.used = True
             counted.wait_s += waited
             counted.concurrency = max(counted.concurrency, mine)
+            if waited > 0:
+                counted.used = True
         return Slot(self.seq, owner, adaptive, waited, self.in_flight)
 
     def finish(self, slot: Slot, headers: Mapping[str, str] | None = None, *, limited: bool = False, counted: bool = True) -> float | None:
