@@ -77,3 +77,69 @@ def test_a_paused_deadline_still_times_out_on_the_calls_own_time() -> None:
 
     with pytest.raises((TimeoutError, asyncio.TimeoutError)):  # the 5 s of its own time pass the 0.2 s timeout
         asyncio.run(main())
+
+
+def test_a_shard_or_an_actor_takes_its_share_of_the_window() -> None:
+    from evalx.targets.transport.pacing import AdaptiveBounds
+
+    assert AdaptiveBounds(1, 8, 64).shared(1) == AdaptiveBounds(1, 8, 64)
+    assert AdaptiveBounds(1, 8, 64).shared(4) == AdaptiveBounds(1, 2, 16)
+    assert AdaptiveBounds(2, 8, 3).shared(10) == AdaptiveBounds(1, 1, 1)  # at least one each
+    names = find_provider("openai").rate_limits
+    assert names is not None
+    limiter = EndpointLimiters(share=4).get("http://x/v1", "k", names)
+    limiter.adapt(AdaptiveBounds(1, 8, 64))
+    assert limiter.bounds == AdaptiveBounds(1, 2, 16) and limiter.window == 2
+
+
+def test_a_low_bucket_spaces_the_next_requests_before_any_429() -> None:
+    """A bucket of 10 a second answered with 0 left: the next request waits for one to refill, not for a 429."""
+    from evalx.targets.transport.pacing import EndpointLimiter
+
+    names = find_provider("openai").rate_limits
+    assert names is not None
+    now = [100.0]
+    slept: list[float] = []
+
+    async def sleep(seconds: float) -> None:
+        slept.append(seconds)
+        now[0] += seconds
+
+    async def main() -> None:
+        limiter = EndpointLimiter("k", names, clock=lambda: now[0], sleep=sleep)
+        first = await limiter.acquire("t", adaptive=False)
+        assert slept == []  # nothing known yet: at once
+        headers = {"x-ratelimit-limit-requests": "10", "x-ratelimit-remaining-requests": "0", "x-ratelimit-reset-requests": "1s"}
+        limiter.finish(first, headers)
+        await limiter.acquire("t", adaptive=False)
+        assert 0.1 <= sum(slept) <= 0.15, slept  # one request's refill at (10 - 0 - 1) a second
+        plenty = {"x-ratelimit-limit-requests": "10", "x-ratelimit-remaining-requests": "9", "x-ratelimit-reset-requests": "100ms"}
+        third = await limiter.acquire("t", adaptive=False)
+        limiter.finish(third, plenty)
+        slept.clear()
+        await limiter.acquire("t", adaptive=False)
+        assert slept == []  # room left: no wait
+
+    asyncio.run(main())
+
+
+def test_a_429_pauses_the_endpoint_and_halves_the_window() -> None:
+    from evalx.targets.transport.pacing import AdaptiveBounds, EndpointLimiter
+
+    names = find_provider("openai").rate_limits
+    assert names is not None
+    now = [0.0]
+
+    async def sleep(seconds: float) -> None:
+        now[0] += seconds
+
+    async def main() -> None:
+        limiter = EndpointLimiter("k", names, clock=lambda: now[0], sleep=sleep)
+        limiter.adapt(AdaptiveBounds(1, 8, 64))
+        slot = await limiter.acquire("t", adaptive=True)
+        assert limiter.finish(slot, {"retry-after-ms": "1500", "retry-after": "2"}, limited=True) == 1.5  # ms first
+        assert limiter.window == 4
+        await limiter.acquire("t", adaptive=True)
+        assert now[0] >= 1.5  # nobody sends before the pause is over
+
+    asyncio.run(main())
