@@ -5,7 +5,7 @@ run): :func:`assert_identical_runs` fails with the first differences found.
 What may differ between two runs of a deterministic plan, and is left out:
 
 - timings: ``latency_ms``, ``ttft_ms``, ``started_at``/``t``, durations, the
-  latency and TTFT distributions, throughput;
+  latency and TTFT distributions, throughput, ``rate_limits`` (waits for a provider);
 - identities: run ids (also inside outputs, e.g. an engine's
   ``task_id = eval-<run_id>-<case>``), the run's start and end times, the
   config path, what only a shard or a merge records (``shard``, ``merged``).
@@ -39,6 +39,7 @@ TIMING_KEYS = frozenset(
         "throughput",
         "cells_per_s",
         "slowest",  # which cells were slowest is timing too
+        "rate_limits",  # how long a run waited for a provider's rate limit, and with how many in flight
     }
 )
 #: summary.json keys that describe the process, not the results

@@ -335,6 +335,22 @@ def _shard(ctx: click.Context, param: click.Parameter, value: str | None) -> tup
         _fail(f"evalx: {exc}")
 
 
+class ConcurrencyType(click.ParamType):  # type: ignore[type-arg]
+    """``--concurrency``: a number of at least 1, or ``auto``."""
+
+    name = "N|auto"
+
+    def convert(self, value: object, param: click.Parameter | None, ctx: click.Context | None) -> int | str:
+        if isinstance(value, int) and not isinstance(value, bool) and value >= 1:
+            return value
+        text = str(value).strip().lower()
+        if text == "auto":
+            return "auto"
+        if text.isdigit() and int(text) >= 1:
+            return int(text)
+        self.fail(f"{value!r} is neither a number of at least 1 nor auto", param, ctx)
+
+
 @main.command(name="run")
 @config_option
 @color_option
@@ -347,7 +363,12 @@ def _shard(ctx: click.Context, param: click.Parameter, value: str | None) -> tup
     "--tag", "tags", multiple=True, metavar="NAME", help="Run only cases with this tag (repeatable: any of them); '!NAME' leaves them out."
 )
 @click.option("--repeat", type=click.IntRange(min=1), help="Samples per case and target.")
-@click.option("--concurrency", type=click.IntRange(min=1), help="Cells in flight per target.")
+@click.option(
+    "--concurrency",
+    type=ConcurrencyType(),
+    metavar="N|auto",
+    help="Cells in flight per target; auto: a provider target's requests in flight adapt to its rate limit.",
+)
 @click.option("--no-cache", is_flag=True, help="Bypass the response cache.")
 @click.option("--junit", type=click.Path(dir_okay=False, path_type=Path), help="Also write JUnit XML here.")
 @junit_flavor_option
@@ -410,7 +431,7 @@ def run_cmd(
     categories: tuple[str, ...],
     tags: tuple[str, ...],
     repeat: int | None,
-    concurrency: int | None,
+    concurrency: int | str | None,
     no_cache: bool,
     junit: Path | None,
     junit_flavor: str,

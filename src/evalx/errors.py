@@ -14,6 +14,7 @@ The hierarchy (``+X``: also a subclass of the builtin ``X``, so an ``except X`` 
         │   ├── TargetProtocolError      the remote answered something evalx cannot read
         │   ├── StreamErrorEvent         a provider's stream sent an error event
         │   ├── EngineRateLimited        an engine reported ``LLM_RATE_LIMITED``
+        │   ├── ProviderRateLimited      a provider said 429 / overloaded: retried outside ``retries:`` under adaptive pacing
         │   └── ConnectFailed            no connection to the target                      [targets/transport/http.py]
         ├── JudgeError               a judge call failed, or its verdict was unreadable
         ├── OutputError              a file evalx must write could not be (full disk, read-only folder...; exit 3)
@@ -263,6 +264,14 @@ class StreamErrorEvent(TargetError):
 
 class EngineRateLimited(TargetError):
     """The engine reported an ``LLM_RATE_LIMITED`` error event."""
+
+
+class ProviderRateLimited(TargetError):
+    """A provider answered 429, 529 or "overloaded": under adaptive pacing it is waited out, never a retry nor a cell error.
+
+    Raised by a provider target's request; its endpoint limiter
+    (:mod:`evalx.targets.transport.pacing`) has already backed off when it is.
+    """
 
 
 class UserCodeError(EvalxError, ImportError):

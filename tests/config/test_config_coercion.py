@@ -60,6 +60,12 @@ def test_interpolated_numbers_and_booleans_take_the_schema_type(tmp_path: Path) 
     assert config.data["gates"] == {"min_pass_rate": 0.5, "no_new_failures": False}
 
 
+def test_an_interpolated_word_the_schema_names_stays_a_word(tmp_path: Path) -> None:
+    """``concurrency`` takes a number or ``auto``: ``${J:-auto}`` gives the word, ``${J}=3`` the number."""
+    assert load_config(write_config(tmp_path, CONFIG.replace("${J:-8}", "${J:-auto}")), env={}).data["defaults"]["concurrency"] == "auto"
+    assert load_config(write_config(tmp_path, CONFIG.replace("${J:-8}", "${J:-auto}")), env={"J": "3"}).data["defaults"]["concurrency"] == 3
+
+
 def test_a_run_uses_an_env_supplied_number(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     path = write_config(tmp_path, CONFIG)
     monkeypatch.setenv("J", "2")
@@ -97,7 +103,7 @@ def test_only_interpolated_values_are_coerced(tmp_path: Path) -> None:
     result = CliRunner().invoke(main, ["validate", "-c", str(write_config(tmp_path, text))])
     assert result.exit_code == 2
     assert result.output.splitlines() == [
-        "evalconfig.yaml:3 defaults.concurrency: '8' is not of type 'integer'",
+        "evalconfig.yaml:3 defaults.concurrency: '8' is not an integer of at least 1 or 'auto' or a mapping of min, start, max",
         "evalconfig.yaml:11 targets[0].retries: '${R}' is not of type 'integer'",  # $${ is a literal, not interpolation
     ]
 

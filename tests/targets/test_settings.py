@@ -52,7 +52,25 @@ def _expect(key: str, value: Any) -> Any:
 def test_the_table_covers_every_setting() -> None:
     assert set(TABLE) == SETTING_KEYS
     fields = {f for f in TargetSettings.__dataclass_fields__}
-    assert fields == (SETTING_KEYS - {"rate_limit"}) | {"rate_limit_rpm"}
+    # concurrency also gives `adaptive` (auto / {min, start, max}); rate_limit gives its rpm and its max_wait_s
+    assert fields == (SETTING_KEYS - {"rate_limit"}) | {"rate_limit_rpm", "rate_limit_max_wait_s", "adaptive"}
+
+
+def test_adaptive_concurrency_resolves_to_its_bounds() -> None:
+    from evalx.targets.transport.pacing import AdaptiveBounds
+
+    auto = resolve_settings({"id": "p", "type": "provider", "concurrency": "auto"})
+    assert auto.adaptive == AdaptiveBounds(1, 8, 64) and auto.concurrency == 64  # max: the cells run at once
+    given = resolve_settings({"id": "p", "type": "provider", "concurrency": {"min": 2, "start": 4, "max": 10}})
+    assert given.adaptive == AdaptiveBounds(2, 4, 10) and given.concurrency == 10
+    disordered = resolve_settings({"id": "p", "type": "provider", "concurrency": {"start": 50, "max": 10}})
+    assert disordered.adaptive == AdaptiveBounds(1, 10, 10)  # start kept within [min, max]
+    over = resolve_settings({"id": "p", "type": "provider", "concurrency": 5}, None, Overrides(concurrency="auto"))
+    assert over.adaptive == AdaptiveBounds(1, 8, 64)  # --concurrency auto over a target's number
+    fixed = resolve_settings({"id": "p", "type": "provider", "concurrency": "auto"}, None, Overrides(concurrency=3))
+    assert fixed.adaptive is None and fixed.concurrency == 3
+    engine = resolve_settings({"id": "e", "type": "engine", "concurrency": "auto"})
+    assert engine.adaptive is None and engine.concurrency == 8  # only a provider adapts: the others run `start` cells
 
 
 @pytest.mark.parametrize("key", sorted(TABLE))

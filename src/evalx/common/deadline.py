@@ -10,6 +10,11 @@ renders stop at it, and the watchdog reads it to stop code that holds the
 event loop past it (:mod:`evalx.execution.watchdog`). A judge call runs
 under a deadline of its own (the judge target's ``timeout_s``).
 
+Time a call spends waiting for its provider's rate limit (a slot, the pause
+after a 429) is not its time either: :meth:`Deadline.paused` stops the clock
+of the deadline, and of the deadlines it runs within (a judge call's inside
+its cell's), for as long as the wait lasts.
+
 Whichever layer notices that the time is up, the cell's error reads the same:
 ``timed out after 2s`` and, where it helps, what was running
 (``timed out after 2s (no response from http://…)``): :meth:`Deadline.message`.
@@ -19,9 +24,11 @@ Times are ``time.monotonic()`` seconds, the clock of asyncio's event loop.
 from __future__ import annotations
 
 import asyncio
+import math
 import sys
 import time
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Iterator
+from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import Any, TypeVar
 
@@ -38,13 +45,46 @@ SLACK_S = 0.05
 class Deadline:
     """When a cell (or a judge call) must be done: ``when`` (``time.monotonic()``), its ``timeout_s``, the task running it."""
 
-    __slots__ = ("task", "timeout_s", "when")
+    __slots__ = ("_timer", "outer", "task", "timeout_s", "when")
 
     def __init__(self, timeout_s: float, *, start: float | None = None) -> None:
         self.timeout_s = timeout_s
         self.when = (time.monotonic() if start is None else start) + timeout_s
         #: the asyncio task running the cell (set by :func:`within`): the watchdog stops it when it holds the loop
         self.task: asyncio.Task[Any] | None = None
+        #: the deadline this one runs within (a judge call's: its cell's), set by :func:`within`
+        self.outer: Deadline | None = None
+        self._timer: Any = None  # the asyncio.Timeout that :func:`within` armed (Python 3.11+)
+
+    @contextmanager
+    def paused(self) -> Iterator[None]:
+        """The time spent inside does not count: this deadline (and those it runs within) move on by as much.
+
+        For waiting on a provider's rate limit; the timer is disarmed meanwhile, so the wait itself cannot time out.
+        """
+        chain: list[Deadline] = []
+        node: Deadline | None = self
+        while node is not None and node not in chain:
+            chain.append(node)
+            node = node.outer
+        started = time.monotonic()
+        saved = [d.when for d in chain]
+        for d in chain:
+            d.when = math.inf
+            d._arm()
+        try:
+            yield
+        finally:
+            spent = time.monotonic() - started
+            for d, when in zip(chain, saved):
+                d.when = when + spent
+                d._arm()
+
+    def _arm(self) -> None:
+        """Move the running timer (if any) to ``when``."""
+        timer = self._timer
+        if timer is not None and not timer.expired():
+            timer.reschedule(None if math.isinf(self.when) else self.when)
 
     def left(self) -> float:
         """Seconds until the deadline (negative once it has passed)."""
@@ -78,24 +118,44 @@ if sys.version_info >= (3, 11):
 
         ``asyncio.timeout_at`` in the caller's own task: no task per cell.
         """
+        outer = _CURRENT.get()
+        if outer is not deadline:
+            deadline.outer = outer
         token = _CURRENT.set(deadline)
         deadline.task = asyncio.current_task()
         try:
-            async with asyncio.timeout_at(deadline.when):
+            async with asyncio.timeout_at(deadline.when) as timer:
+                deadline._timer = timer
                 return await aw
         finally:
+            deadline._timer = None
             _CURRENT.reset(token)
 
 else:  # Python 3.10: no asyncio.timeout
 
     async def within(deadline: Deadline, aw: Awaitable[T]) -> T:
         async def run() -> T:
-            deadline.task = asyncio.current_task()  # wait_for's own task runs the call: the one the watchdog must stop
+            deadline.task = asyncio.current_task()  # the call's own task: the one the watchdog must stop
             return await aw
 
-        token = _CURRENT.set(deadline)  # wait_for's task copies the context with it
+        outer = _CURRENT.get()
+        if outer is not deadline:
+            deadline.outer = outer
+        token = _CURRENT.set(deadline)  # the task copies the context with it
+        task = asyncio.ensure_future(run())
         try:
-            return await asyncio.wait_for(run(), max(0.0, deadline.left()))
+            while True:  # a paused deadline moves: look again at least once a second
+                left = deadline.left()
+                if left <= 0:
+                    task.cancel()
+                    await asyncio.gather(task, return_exceptions=True)
+                    raise asyncio.TimeoutError
+                done, _ = await asyncio.wait({task}, timeout=min(left, 1.0))
+                if done:
+                    return task.result()
+        except asyncio.CancelledError:
+            task.cancel()
+            raise
         finally:
             deadline.task = asyncio.current_task()
             _CURRENT.reset(token)

@@ -489,12 +489,16 @@ SchemaValidator: Any = _extend(Draft202012Validator, type_checker=Draft202012Val
 
 
 def schema_error_leaves(err: ValidationError) -> list[ValidationError]:
-    """The errors worth showing: for anyOf, the branch that got furthest."""
+    """The errors worth showing: for anyOf, the branch that got furthest (or the one whose type matched)."""
     if err.validator in ("anyOf", "oneOf") and err.context:
         deepest = max(len(e.absolute_path) for e in err.context)
         best = [e for e in err.context if len(e.absolute_path) == deepest]
         if deepest > len(err.absolute_path):
             return [leaf for e in best for leaf in schema_error_leaves(e)]
+        # a mapping for a branch that takes mappings: that branch's complaint (an unknown key), not "none matched"
+        typed = [e for e in err.context if e.validator not in ("type", "const", "enum")]
+        if typed and len(typed) < len(err.context) and isinstance(err.instance, dict):
+            return [leaf for e in typed for leaf in schema_error_leaves(e)]
     return [err]
 
 
@@ -521,9 +525,30 @@ def describe_schema_error(err: ValidationError) -> tuple[KeyPath, str]:
         return path, f"{err.instance} is not a finite number"
     if v == "type":
         return path, f"{_short(err.instance)} is not of type {_types(err.validator_value)}"
+    if v == "anyOf" and isinstance(err.validator_value, list):
+        choices = [_choice(branch) for branch in err.validator_value]
+        if all(choices):
+            return path, f"{_short(err.instance)} is not {' or '.join(choices)}"
     if v == "pattern" and path and path[-1] == "callable":
         return path, f"{err.instance!r} must look like module:function or path/to/file.py:function"
     return path, err.message
+
+
+def _choice(branch: Any) -> str:
+    """One alternative of an anyOf as a person reads it (``a number``, ``'auto'``, ``a mapping``); '' when it cannot say."""
+    if not isinstance(branch, dict):
+        return ""
+    if "const" in branch:
+        return repr(branch["const"])
+    kind = branch.get("type")
+    names = {"integer": "an integer", "number": "a number", "string": "a string", "boolean": "true or false",
+             "object": "a mapping", "array": "a list"}  # fmt: skip
+    if isinstance(kind, str) and kind in names:
+        low = branch.get("minimum", branch.get("exclusiveMinimum"))
+        if kind == "object" and isinstance(branch.get("properties"), dict) and branch["properties"]:
+            return "a mapping of " + ", ".join(branch["properties"])
+        return f"{names[kind]} of at least {low}" if low is not None and "minimum" in branch else names[kind]
+    return ""
 
 
 def _is_assertion_path(path: KeyPath) -> bool:

@@ -45,8 +45,8 @@ def coerce_interpolated(
             continue
         types = schema_types_at(schema, data, path)
         wanted: list[str] = [t for t in ("integer", "number", "boolean") if t in types]
-        if not wanted or "string" in types:
-            continue
+        if not wanted or "string" in types or value.strip() in _string_consts(schema, data, path):
+            continue  # text the schema takes as it is (``concurrency: ${C:-auto}``)
         coerced = _coerce(value.strip(), wanted)
         if coerced is None and path in missing and isinstance(parent, dict) and not value.strip():
             del parent[path[-1]]
@@ -95,6 +95,15 @@ def schema_types_at(schema: JSONObject, data: Any, path: KeyPath) -> set[str]:
     ``if``, as it holds for the instance (targets and assertions dispatch on
     ``type:`` that way). Empty when the schema says nothing.
     """
+    types: set[str] = set()
+    for s in _schemas_at(schema, data, path):
+        kind = s.get("type")
+        types.update([kind] if isinstance(kind, str) else [k for k in kind if isinstance(k, str)] if isinstance(kind, list) else [])
+    return types
+
+
+def _schemas_at(schema: JSONObject, data: Any, path: KeyPath) -> list[JSONObject]:
+    """The sub-schemas of ``schema`` that apply to the value at ``path`` of ``data`` (see :func:`schema_types_at`)."""
     schemas = list(_expand(schema, schema, data))
     node = data
     for key in path:
@@ -116,11 +125,12 @@ def schema_types_at(schema: JSONObject, data: Any, path: KeyPath) -> set[str]:
             if sub is not None:
                 nexts.extend(_expand(sub, schema, child))
         schemas, node = nexts, child
-    types: set[str] = set()
-    for s in schemas:
-        kind = s.get("type")
-        types.update([kind] if isinstance(kind, str) else [k for k in kind if isinstance(k, str)] if isinstance(kind, list) else [])
-    return types
+    return schemas
+
+
+def _string_consts(schema: JSONObject, data: Any, path: KeyPath) -> set[str]:
+    """The words the schema allows as they are at ``path`` (a ``const`` in one of its choices: ``auto``)."""
+    return {str(s["const"]) for s in _schemas_at(schema, data, path) if isinstance(s.get("const"), str)}  # anyOf: each choice
 
 
 def _expand(schema: JSON, root: JSONObject, instance: Any) -> Iterator[JSONObject]:

@@ -13,10 +13,10 @@ from typing import Any, cast
 
 from evalx.common.json_types import JSONObject
 from evalx.models import Trajectory
-from evalx.results.model import AssertionRecord, CellOutput
-from evalx.targets import RunContext, Target
+from evalx.results.model import AssertionRecord, CellOutput, CellRateLimits
+from evalx.targets import RunContext, Target, current_tally
 
-__all__ = ["cache_entry", "cancels", "from_cache", "judge_cost", "started_at", "stored_output"]
+__all__ = ["cache_entry", "cancels", "from_cache", "judge_cost", "rate_limits", "started_at", "stored_output"]
 
 
 class _Stamp:
@@ -76,3 +76,17 @@ def judge_cost(assertions: list[AssertionRecord]) -> float | None:
     """What the judge calls of a cell's checks cost, in all (None: no judge call said)."""
     costs = [d["cost_usd"] for a in assertions if (d := a.get("details")) and d.get("cost_usd") is not None]
     return round(sum(costs), 8) if costs else None
+
+
+def rate_limits() -> CellRateLimits | None:
+    """The cell's ``rate_limits``: what its calls met at a provider's endpoint limiter (None: they met none)."""
+    counted = current_tally()
+    if counted is None or not counted.used:
+        return None
+    return {"responses_429": counted.responses_429, "wait_s": round(counted.wait_s, 3), "concurrency": counted.concurrency}
+
+
+def rate_wait_s() -> float:
+    """Seconds the cell's calls have waited for a provider's rate limit so far (not the cell's time)."""
+    counted = current_tally()
+    return counted.wait_s if counted is not None else 0.0

@@ -123,6 +123,7 @@ async def run_conversation(executor: Executor, plan: TargetPlan, cell: Cell) -> 
         run.run_id, cell.index, target.id, target.type, case, cell.dataset, cell.repeat,
         status, score, assertions, output, final.latency_ms, final.ttft_ms, final.cost_usd,
         cells.judge_cost(assertions), bool(done) and error is None and all(t.traj.cached for t in done), error, tb, started_at,
+        None, cells.rate_limits(),
     )  # fmt: skip
     result["turns"] = records
     if sim is not None:

@@ -30,7 +30,7 @@ from evalx.errors import TargetError, one_line
 from evalx.execution import cells
 from evalx.models import Cell, Trajectory, safe_trajectory
 from evalx.results.model import AssertionRecord, CellResult, cell_result, not_run
-from evalx.targets import RunContext, Target, TargetSettings
+from evalx.targets import RunContext, Target, TargetSettings, tally
 
 
 class Cells(Protocol):
@@ -129,6 +129,11 @@ class Executor:
         return self.run.redactor.obj(result) if self.run.redactor else result
 
     async def run_cell(self, plan: TargetPlan, cell: Cell) -> CellResult:
+        """Run one cell (its rate-limit waits tallied into its ``rate_limits``)."""
+        with tally():
+            return await self._run_cell(plan, cell)
+
+    async def _run_cell(self, plan: TargetPlan, cell: Cell) -> CellResult:
         # a conversation (scripted or simulated): its own driver (and its own cache lookups)
         if cell.case.turns is not None or cell.case.simulate is not None:
             from evalx.execution.conversation import run_conversation
@@ -146,6 +151,7 @@ class Executor:
         deadline = Deadline(plan.settings.timeout_s)
         live = self.live
         live[deadline] = None  # the watchdog stops the cell if it holds the event loop past its deadline
+        waited = cells.rate_wait_s()
         try:
             if hit is not None:
                 traj = cells.from_cache(hit, target)
@@ -155,7 +161,7 @@ class Executor:
                     traj = Trajectory(error=f"{target.id}'s cached answer cannot be used: {exc}")
             else:
                 traj = await self._call(target, cell, deadline, plan.settings.max_response_bytes)
-            latency = (time.perf_counter() - t0) * 1000.0
+            latency = (time.perf_counter() - t0 - (cells.rate_wait_s() - waited)) * 1000.0  # a rate-limit wait is not latency
             if traj.latency_ms is None:
                 traj.latency_ms = round(latency, 3)
             if cache is not None and cache_key and hit is None and traj.error is None:  # errors are never cached
@@ -180,7 +186,7 @@ class Executor:
         result = cell_result(
             self.run.run_id, cell.index, target.id, target.type, cell.case, cell.dataset, cell.repeat,
             status, score, assertions, output, traj.latency_ms, traj.ttft_ms, traj.cost_usd,
-            judge_cost, cached, traj.error, tb, started_at,
+            judge_cost, cached, traj.error, tb, started_at, None, cells.rate_limits(),
         )  # fmt: skip
         if self.run.redactor:
             result = self.run.redactor.obj(result)

@@ -28,7 +28,7 @@ from evalx.execution.interrupt import Interrupt, cancel_on_signals
 from evalx.execution.runtime import CellRuntime, CellSetup, check_self_grading, run_context
 from evalx.models import Cell
 from evalx.results.model import CellResult
-from evalx.targets import build_target, resolve_settings
+from evalx.targets import EndpointLimiters, build_target, resolve_settings
 from evalx.targets.settings import Overrides
 
 if TYPE_CHECKING:
@@ -70,6 +70,8 @@ class LocalExecutor:
     async def execute(self, job: ExecutionJob) -> ExecutionStats:
         config, plan = job.config, job.plan
         ctx = run_context(config, job.run_id)
+        share = job.overrides.rate_limit_share if job.overrides is not None else None
+        ctx.limiters = EndpointLimiters(share or 1)  # a shard's share of each provider's limits
         plans = []
         for spec, entry in zip(plan.targets, plan.target_specs):
             cells = plan.cells_for(spec.id)

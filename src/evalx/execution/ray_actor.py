@@ -28,7 +28,7 @@ from evalx.execution.runtime import CellRuntime, CellSetup
 from evalx.models import Cell
 from evalx.results.model import CellResult, cell_result
 from evalx.results.store import storable
-from evalx.targets import RunContext, TargetSettings, build_target
+from evalx.targets import EndpointLimiters, RunContext, TargetSettings, build_target
 
 
 @dataclass
@@ -54,6 +54,9 @@ class WorkerJob:
     driver_node: str | None = None
     #: the environment variables the targets read (sent here, not in ``runtime_env``, which Ray's dashboard shows)
     env: dict[str, str] = field(default_factory=dict)
+    #: the processes sending to each provider endpoint (every actor of the run, times the shards):
+    #: each actor's endpoint limiters take this share of the provider's limits
+    endpoint_share: int = 1
 
 
 class CellWorker:
@@ -88,6 +91,7 @@ class CellWorker:
         config_dir = Path(job.config_dir) if job.config_dir else Path.cwd()  # Ray unpacked the config's folder as the cwd
         self._stack.enter_context(user_code_on_path(config_dir))
         ctx = RunContext(run_id=job.run_id, config_dir=config_dir, redactor=job.redactor, vars=dict(job.vars))
+        ctx.limiters = EndpointLimiters(job.endpoint_share)
         if job.providers_dir:
             ctx.providers_dir = (config_dir / job.providers_dir).resolve()
         if job.cache_path and job.settings.cache and _node_id() == job.driver_node:

@@ -369,6 +369,7 @@ class RayRun:
                 run_id=self.run_id, spec=entry, settings=mine, redactor=config.redactor, vars=config.typed.vars,
                 setup=setup, config_dir=config_dir, providers_dir=providers_dir,
                 cache_path=cache_file, driver_node=driver_node, env=env,
+                endpoint_share=total_actors * ((self.overrides.rate_limit_share or 1) if self.overrides else 1),
             )  # fmt: skip
             options: ActorOptions = {"num_cpus": shape.num_cpus, "num_gpus": shape.num_gpus, "max_restarts": 0}
             idempotent = isinstance(spec, ProviderTargetSpec) or (isinstance(spec, PythonTargetSpec) and spec.idempotent is True)

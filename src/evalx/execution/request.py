@@ -36,8 +36,8 @@ class RunRequest:
 
     #: which targets, datasets, cases, categories and tags; ``--repeat``, ``--matrix``, ``--shard``, the size limits
     selection: Selection = field(default_factory=Selection)
-    #: ``--concurrency``: cells in flight per target, over every config layer
-    concurrency: int | None = None
+    #: ``--concurrency``: cells in flight per target (or ``auto``), over every config layer
+    concurrency: int | str | None = None
     #: not ``--no-cache``
     use_cache: bool = True
     #: the new run's id (default: a fresh one)

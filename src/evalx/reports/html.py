@@ -90,7 +90,7 @@ from evalx.results.display import BODY_CHARS, cell_label, escape, show_id
 from evalx.results.figures import ci as _ci
 from evalx.results.figures import count as _count
 from evalx.results.figures import duration as _duration
-from evalx.results.figures import finite
+from evalx.results.figures import finite, rate_limits_text
 from evalx.results.figures import ms as _ms
 from evalx.results.figures import pct as _pct
 from evalx.results.figures import usd as _usd
@@ -255,6 +255,8 @@ class _HeaderView(TypedDict):
     tokens_text: str
     inconclusive: int
     reviewed: str | None
+    #: what the providers' rate limits cost, per target that met one (None: none did)
+    rate_limits: str | None
     repeats: RepeatsSummary | None
     cells_planned: int
     several: bool
@@ -1049,6 +1051,7 @@ def _header(summary: RunSummary, data: _ReportData) -> _HeaderView:
         ),
         "inconclusive": _int(summary.get("inconclusive_assertions")),
         "reviewed": reviews_line(summary),
+        "rate_limits": rate_limits_text(per_target),  # ids shown already
         "repeats": repeats if isinstance(repeats, dict) and repeats else None,
         "cells_planned": _int(summary.get("cells_planned")),
         # several targets are different models: the headline and the breakdowns are per target, the pooled rate a footnote

@@ -29,6 +29,7 @@ from evalx.results.figures import count as _count
 from evalx.results.figures import duration as _duration
 from evalx.results.figures import ms as _ms
 from evalx.results.figures import pct as _pct
+from evalx.results.figures import rate_limits_text
 from evalx.results.figures import usd as _usd
 from evalx.results.model import CellCounts, Distribution, FlakyCase, FlakyTurn, GroupFigures, RunSummary, TargetFigures
 from evalx.results.outcome import interruption
@@ -259,6 +260,9 @@ def format_compact(summary: RunSummary, *, color: bool = False, where: str | Non
     slow = slow_line(summary)
     if slow:
         lines += ["", paint(slow, "yellow")]
+    limited = rate_limits_text(summary.get("per_target"), show_id, only_waits=True)
+    if limited:
+        lines += ["", _clip(f"Rate limits: {limited}", 2 * LINE_WIDTH)]
     if where:
         lines += ["", f"Full summary: {where}/summary.txt (or -v) · every cell: {where}/report.html"]
     return "\n".join(lines) + "\n"
@@ -476,6 +480,9 @@ def format_summary(summary: RunSummary, *, color: bool = False, flaky_list: bool
     inconclusive = _inconclusive_text(summary)
     if inconclusive:
         facts.append(("Inconclusive", paint(_clip(inconclusive, 2 * LINE_WIDTH), "yellow")))
+    limited = rate_limits_text(summary.get("per_target"), show_id)
+    if limited:
+        facts.append(("Rate limits", _clip(limited, 2 * LINE_WIDTH)))
     reviewed = reviews_line(summary)
     if reviewed:
         facts.append(("Reviewed", paint(reviewed, "yellow")))

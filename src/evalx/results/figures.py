@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from typing import Any
 
-__all__ = ["ci", "clip", "count", "duration", "finite", "ms", "p_value", "pct", "points", "usd"]
+__all__ = ["ci", "clip", "count", "duration", "finite", "ms", "p_value", "pct", "points", "rate_limits_text", "usd"]
 
 
 def finite(value: Any) -> float | None:
@@ -93,3 +94,25 @@ def points(difference: float | None) -> str:
 
 def clip(text: str, width: int) -> str:
     return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def rate_limits_text(per_target: Any, show: Callable[[Any], str] = str, *, only_waits: bool = False) -> str | None:
+    """What the providers' rate limits cost, per target that met one: ``bot: 3 × 429 · waited 12.4s · up to 16 in flight``.
+
+    None when no target's cells went through an endpoint limiter (``only_waits``: or none met a 429 or
+    waited a second in all). ``show`` shows a target id.
+    """
+    if not isinstance(per_target, dict):
+        return None
+    parts = []
+    for target_id, figures in per_target.items():
+        limits = figures.get("rate_limits") if isinstance(figures, dict) else None
+        if not isinstance(limits, dict):
+            continue
+        hits = int(finite(limits.get("responses_429")) or 0)
+        waited = finite(limits.get("wait_s")) or 0.0
+        peak = int(finite(limits.get("max_concurrency")) or 0)
+        if only_waits and not hits and waited < 1.0:
+            continue
+        parts.append(f"{show(target_id)}: {hits:,} × 429 · waited {duration(waited)} · up to {peak:,} in flight")
+    return "; ".join(parts) or None

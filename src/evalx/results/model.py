@@ -307,6 +307,10 @@ class CellResult(_CellResultKeys, total=False):
     """Only when ``cost_usd`` is None although the model has a price: why (``no usage in response``).
     Such a cell is never counted as free: the summary counts it in ``cost_missing_cells`` and the cost
     guard counts it at the mean cost of the priced cells."""
+    rate_limits: CellRateLimits
+    """Only on a cell whose calls met a provider's rate limit (a 429, or a wait for the endpoint limiter of a definition
+    with ``rate_limits:`` or of adaptive concurrency): ``{responses_429, wait_s, concurrency}``, its judge's and
+    simulated users' calls included."""
     pairwise: list[PairwiseRecord]
     """Only on a cell of a case with a ``pairwise`` assertion, in a run of two or more targets: one record per
     comparison with another target's cell (the same record on both cells; :mod:`evalx.execution.pairwise_pass`):
@@ -314,6 +318,17 @@ class CellResult(_CellResultKeys, total=False):
     length_a, length_b, length_diff, longer_won, error, calls, input_tokens, output_tokens, cached, cost_usd,
     judge}``, or ``{..., winner: null, not_compared: WHY}``. It never changes the cell's status; its judge
     cost is not in the cell's ``judge_cost_usd`` (the summary counts it once per pair)."""
+
+
+class CellRateLimits(TypedDict):
+    """What a cell's provider calls met at the rate limit (``rate_limits``; :mod:`evalx.targets.transport.pacing`)."""
+
+    responses_429: int
+    """Answers that said the provider was at its limit (429, 529, overloaded): each waited out, or retried."""
+    wait_s: float
+    """Seconds the calls waited for a slot (pacing, the pause after a 429, the adaptive window): not the cell's time."""
+    concurrency: int
+    """The most requests of the cell's target in flight when one of its calls got a slot."""
 
 
 class _CellReviewKeys(TypedDict):
@@ -458,6 +473,7 @@ def cell_result(
     traceback: str | None = None,
     started_at: str | None = None,
     skip_reason: str | None = None,
+    rate_limits: CellRateLimits | None = None,
 ) -> CellResult:
     """A cell's result, whatever its status: the one place a ``results.jsonl`` line is built.
 
@@ -510,6 +526,8 @@ def cell_result(
         note = output.get("cost_note")
         if note is not None:
             result["cost_note"] = note
+    if rate_limits is not None:
+        result["rate_limits"] = rate_limits
     return result
 
 
@@ -658,8 +676,8 @@ class Tokens(TypedDict):
     """Input tokens served from a provider's prompt cache."""
 
 
-class TargetFigures(GroupFigures):
-    """One target's figures (``per_target.<id>``)."""
+class _TargetFiguresKeys(GroupFigures):
+    """Every target's figures (``per_target.<id>``): see :class:`TargetFigures`."""
 
     latency_ms: Distribution
     ttft_ms: Distribution
@@ -689,6 +707,25 @@ class TargetFigures(GroupFigures):
     per_category_difficulty: list[CategoryDifficultyFigures]
     """This target's cells by category and difficulty (a category × difficulty table), categories in
     matrix order and difficulties in matrix order within each; cases without a difficulty have ``difficulty`` None."""
+
+
+class TargetFigures(_TargetFiguresKeys, total=False):
+    """One target's figures (``per_target.<id>``): every key of the class above and, only when a cell met a
+    provider's rate limit, ``rate_limits``."""
+
+    rate_limits: RateLimitFigures
+    """What the provider's rate limit cost this target's cells (summed from their ``rate_limits``)."""
+
+
+class RateLimitFigures(TypedDict):
+    """What a target's cells met at the provider's rate limit (``per_target.<id>.rate_limits``), summed from their ``rate_limits``."""
+
+    responses_429: int
+    """Answers that said the provider was at its limit (429, 529, overloaded), all waited out or retried."""
+    wait_s: float
+    """Seconds the cells' calls waited for the rate limit in all (not counted in their latency or timeout)."""
+    max_concurrency: int
+    """The most requests of this target in flight at once."""
 
 
 class MatrixVariant(TypedDict):

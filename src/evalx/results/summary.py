@@ -257,8 +257,20 @@ class _Target(_Counts):
     """A target's counters, plus what is reported per target only."""
 
     __slots__ = (
-        "cached", "cost", "cost_cells", "cost_missing", "costs", "groups", "judge_cells", "judge_cost", "latencies", "tokens",
-        "truncated", "ttfts", "usage_unknown",
+        "cached",
+        "cost",
+        "cost_cells",
+        "cost_missing",
+        "costs",
+        "groups",
+        "judge_cells",
+        "judge_cost",
+        "latencies",
+        "rate",
+        "tokens",
+        "truncated",
+        "ttfts",
+        "usage_unknown",
     )  # fmt: skip
 
     def __init__(self) -> None:
@@ -276,6 +288,7 @@ class _Target(_Counts):
         self.cached = 0
         self.truncated = 0
         self.usage_unknown = 0  # cells whose answer reported no usage: their tokens are unknown, not 0
+        self.rate: list[float] | None = None  # 429s, seconds waited, most in flight: once a cell has rate_limits
 
 
 def _ordered(
@@ -545,6 +558,13 @@ class SummaryBuilder:
             target.cached += 1
         if result.get("truncated") is True:
             target.truncated += 1
+        limits = result.get("rate_limits")
+        if type(limits) is dict:
+            rate = target.rate if target.rate is not None else [0.0, 0.0, 0.0]
+            target.rate = rate
+            rate[0] += _tokens(limits.get("responses_429"))
+            rate[1] += round((finite(limits.get("wait_s")) or 0.0) * 1000)  # whole ms: the same sum in any order
+            rate[2] = max(rate[2], _tokens(limits.get("concurrency")))
 
         named = False
         for assertion in result.get("assertions") or []:
@@ -830,8 +850,14 @@ class SummaryBuilder:
                 "truncated_cells": t.truncated,
                 "judge_cost_usd": t.judge_cost + pair_costs.get(target_id, 0.0) if t.judge_cells or target_id in pair_costs else None,
                 "cached_cells": t.cached,
-                **_breakdown(t, target_groups[target_id], group_names),
+                **_breakdown(t, target_groups[target_id], group_names),  # type: ignore[typeddict-item]  # rate_limits: below
             }
+            if t.rate is not None:
+                per_target[target_id]["rate_limits"] = {
+                    "responses_429": int(t.rate[0]),
+                    "wait_s": t.rate[1] / 1000,
+                    "max_concurrency": int(t.rate[2]),
+                }
 
         groups = self._targets.values()
         leaves_by_category, leaves_by_difficulty = _leaves_by_name(groups)

@@ -7,6 +7,7 @@ from collections.abc import Mapping
 from evalx.targets.base import HIDDEN_TARGET_KEYS, TEMPLATE_NAMES, RunContext, Target, close_all, task_id
 from evalx.targets.settings import TargetSettings, resolve_settings
 from evalx.targets.spec import TargetSpec
+from evalx.targets.transport.pacing import EndpointLimiters, Tally, current_tally, tally
 
 
 def build_target(spec: TargetSpec | Mapping[str, object], settings: TargetSettings) -> Target:
@@ -30,11 +31,15 @@ def build_target(spec: TargetSpec | Mapping[str, object], settings: TargetSettin
 __all__ = [
     "HIDDEN_TARGET_KEYS",
     "TEMPLATE_NAMES",
+    "EndpointLimiters",
     "RunContext",
+    "Tally",
     "Target",
     "TargetSettings",
     "build_target",
     "close_all",
+    "current_tally",
     "resolve_settings",
+    "tally",
     "task_id",
 ]

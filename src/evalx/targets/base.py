@@ -13,6 +13,7 @@ from evalx.models import Cell, Trajectory
 from evalx.targets.settings import TargetSettings
 from evalx.targets.spec import TargetSpec
 from evalx.targets.transport.cache import ResponseCache
+from evalx.targets.transport.pacing import EndpointLimiters
 
 
 @dataclass
@@ -25,6 +26,8 @@ class RunContext:
     vars: Mapping[str, object] = field(default_factory=dict)  # the config's ``vars:``
     cache: ResponseCache | None = None  # when some target caches (``TargetSettings.cache``)
     providers_dir: Path | None = None  # the config's providers_dir:, resolved
+    #: one limiter per provider endpoint and credential, shared by the targets, the judge and simulated users
+    limiters: EndpointLimiters = field(default_factory=EndpointLimiters)
 
 
 class Target(Protocol):

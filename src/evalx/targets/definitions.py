@@ -40,6 +40,7 @@ from evalx.errors import DefinitionError as DefinitionError  # defined in errors
 from evalx.errors import UnknownProvider as UnknownProvider
 from evalx.targets.shipped import data_dir
 from evalx.targets.spec import Pricing, ProviderTargetSpec
+from evalx.targets.transport.pacing import BUCKET_KINDS, BucketHeaders, RateLimitHeaders
 
 PROVIDER_SCHEMA_ID = "https://evalx.dev/schemas/provider.schema.json"
 #: what a definition's ``capabilities:`` may declare, in the order ``evalx providers`` shows them
@@ -73,6 +74,19 @@ _ERROR_CLASS: JSONObject = {
             "description": "Regular expressions; an error body matching one is in this class.",
         },
     },
+    "additionalProperties": False,
+}
+_BUCKET: JSONObject = {
+    "type": "object",
+    "properties": {
+        "limit": {"type": "string", "description": "The header giving the bucket's size."},
+        "remaining": {"type": "string", "description": "The header giving what is left in it."},
+        "reset": {
+            "type": "string",
+            "description": "The header giving when it is full again: seconds, a duration (1s, 6m0s, 20ms) or an RFC 3339 time.",
+        },
+    },
+    "required": ["remaining"],
     "additionalProperties": False,
 }
 _PRICE: JSONObject = {
@@ -311,6 +325,33 @@ WHOLE_SCHEMA: JSONObject = {
             },
             "additionalProperties": False,
         },
+        "rate_limits": {
+            "type": "object",
+            "description": "The rate-limit headers the provider sends (names, any case): evalx paces requests from them before "
+            "a limit is hit, and waits out a 429 for as long as they say (docs/providers.md, Rate limits and adaptive concurrency).",
+            "properties": {
+                "requests": {**_BUCKET, "description": "The requests bucket."},
+                "tokens": {**_BUCKET, "description": "The tokens bucket (input and output counted together)."},
+                "input_tokens": {**_BUCKET, "description": "The input tokens bucket."},
+                "output_tokens": {**_BUCKET, "description": "The output tokens bucket."},
+                "retry_after": {
+                    "type": "array",
+                    "items": {"type": "string"},
+                    "description": "Headers giving the seconds (or an HTTP date) to wait after a 429; the first sent wins, "
+                    "after retry_after_ms (default [retry-after]).",
+                },
+                "retry_after_ms": {
+                    "type": "array",
+                    "items": {"type": "string"},
+                    "description": "Headers giving the milliseconds to wait after a 429, read first (default [retry-after-ms]).",
+                },
+                "overloaded": {
+                    **_ERROR_CLASS,
+                    "description": "Answers that mean the provider is overloaded (Anthropic's 529): backed off like a 429.",
+                },
+            },
+            "additionalProperties": False,
+        },
         "json_mode": {
             "type": "object",
             "properties": {"params": {"type": "object", "description": "Params merged in when a caller wants a JSON answer."}},
@@ -462,6 +503,22 @@ class ErrorsSection(TypedDict, total=False):
     retry_after_header: str
 
 
+class BucketSection(TypedDict, total=False):
+    limit: str
+    remaining: str
+    reset: str
+
+
+class RateLimitsSection(TypedDict, total=False):
+    requests: BucketSection
+    tokens: BucketSection
+    input_tokens: BucketSection
+    output_tokens: BucketSection
+    retry_after: list[str]
+    retry_after_ms: list[str]
+    overloaded: ErrorClassSection
+
+
 class JsonModeSection(TypedDict, total=False):
     params: JSONObject
 
@@ -530,6 +587,7 @@ class DefinitionFile(TypedDict, total=False):
     request: RequestSection
     response: ResponseSection
     errors: ErrorsSection
+    rate_limits: RateLimitsSection
     json_mode: JsonModeSection
     params: list[str]
     stream: StreamSection
@@ -715,6 +773,10 @@ class ProviderDefinition:
     retryable: ErrorClass = field(default_factory=ErrorClass)
     fatal: ErrorClass = field(default_factory=ErrorClass)
     retry_after_header: str = "Retry-After"
+    #: ``rate_limits:``: the headers a provider's limiter reads (None: the definition names none)
+    rate_limits: RateLimitHeaders | None = None
+    #: ``rate_limits.overloaded``: answers backed off like a 429 (Anthropic's 529)
+    overloaded: ErrorClass = field(default_factory=ErrorClass)
     json_mode_params: JSONObject = field(default_factory=dict)
     pricing: dict[str, Price] = field(default_factory=dict)
     embeddings: EmbeddingsRequest | None = None  # None: this provider cannot embed
@@ -1472,6 +1534,8 @@ def _parse_definition(path: Path, layers: tuple[Loaded, ...], shipped: bool) -> 
         retryable=_error_class(errors.get("retryable")),
         fatal=_error_class(errors.get("fatal")),
         retry_after_header=errors.get("retry_after_header", "Retry-After"),
+        rate_limits=_rate_limits(file.get("rate_limits")),
+        overloaded=_error_class((file.get("rate_limits") or RateLimitsSection()).get("overloaded")),
         json_mode_params=dict((file.get("json_mode") or JsonModeSection()).get("params") or {}),
         pricing={model: Price.from_mapping(p) for model, p in (file.get("pricing") or {}).items()},
         embeddings=_embeddings_request(file.get("embeddings")),
@@ -1552,6 +1616,21 @@ def _embeddings_request(spec: EmbeddingsSection | None) -> EmbeddingsRequest | N
         body=spec["body"],
         has_input_tokens="input_tokens" in (spec.get("usage") or EmbeddingsUsageSection()),
     )
+
+
+def _rate_limits(spec: RateLimitsSection | None) -> RateLimitHeaders | None:
+    """A ``rate_limits:`` section as the limiter reads it (header names lower-cased: responses' headers are looked up so)."""
+    if spec is None:
+        return None
+    sections = cast("Mapping[str, BucketSection]", spec)
+    buckets = tuple(
+        (kind, BucketHeaders(b["remaining"].lower(), (b.get("limit") or "").lower() or None, (b.get("reset") or "").lower() or None))
+        for kind in BUCKET_KINDS
+        if (b := sections.get(kind)) is not None
+    )
+    waits = [(name.lower(), 0.001) for name in spec.get("retry_after_ms", ["retry-after-ms"])]
+    waits += [(name.lower(), 1.0) for name in spec.get("retry_after", ["retry-after"])]
+    return RateLimitHeaders(buckets, tuple(waits))
 
 
 def _error_class(spec: ErrorClassSection | None) -> ErrorClass:

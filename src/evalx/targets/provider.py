@@ -40,12 +40,22 @@ import hashlib
 import json
 import time
 from collections.abc import Awaitable, Callable, Mapping
-from typing import Any, NamedTuple, TypedDict
+from contextvars import ContextVar
+from typing import Any, NamedTuple, TypedDict, TypeVar
 
 from evalx.common.json_types import JSON, JSONObject, Message
 from evalx.common.redaction import SECRET_KEYS, harmless_header, looks_secret_name
 from evalx.common.templates import TemplateRenderError, render, render_value
-from evalx.errors import ConfigError, DefinitionError, Issue, StreamErrorEvent, TargetError, TargetProtocolError, TargetTimeout
+from evalx.errors import (
+    ConfigError,
+    DefinitionError,
+    Issue,
+    ProviderRateLimited,
+    StreamErrorEvent,
+    TargetError,
+    TargetProtocolError,
+    TargetTimeout,
+)
 from evalx.models import Cell, ToolCall, Trajectory, Usage, token_count
 from evalx.targets.base import RunContext, TemplateContext, template_context
 from evalx.targets.definitions import (
@@ -76,7 +86,12 @@ from evalx.targets.transport.http import (
     shown_url,
     snippet,
 )
+from evalx.targets.transport.pacing import EndpointLimiter, RateLimitHeaders, Slot
 from evalx.targets.transport.ratelimit import RateLimiter
+
+_T = TypeVar("_T")
+#: when the call now running began waiting for its provider's rate limit (its turns share one ``max_wait_s``)
+_WAIT_STARTED: ContextVar[float | None] = ContextVar("evalx_rate_wait_started", default=None)
 
 #: a response body larger than this is not kept in the result's ``raw``
 _MAX_RAW_CHARS = 64_000
@@ -159,6 +174,9 @@ class ProviderTarget:
         self.price: Price | None = None
         self.client: HttpClient | None = None
         self.limiter: RateLimiter | None = None
+        #: the endpoint's limiter (:mod:`evalx.targets.transport.pacing`), shared with every target, judge and
+        #: simulated user of the same base URL and credential; None without ``rate_limits:`` or adaptive concurrency
+        self.gate: EndpointLimiter | None = None
         #: awaited before each invoke()/embed() when a rate limit is set (see :meth:`_wait_turn`)
         self.pacer: Callable[[], Awaitable[None]] | None = None
         self._prepaid = 0  # rate-limit slots taken by pacer() and not yet used by a request
@@ -270,6 +288,18 @@ class ProviderTarget:
             self.price = definition.price(self.model)
 
         s = self.settings
+        limiters = getattr(run, "limiters", None)
+        if limiters is not None and (definition.rate_limits is not None or s.adaptive is not None):
+            # the credential as the provider counts it: the key, the secret headers, the auth kind (only a digest is kept)
+            credential = "\n".join(
+                [kind, api_key or "", *sorted(f"{k.lower()}:{v}" for k, v in headers.items() if k.lower() in secret_headers)]
+            )
+            names = definition.rate_limits or RateLimitHeaders(
+                retry_after=(("retry-after-ms", 0.001), (definition.retry_after_header.lower(), 1.0))
+            )
+            self.gate = limiters.get(self.base_url, credential, names)
+            if s.adaptive is not None:
+                self.gate.adapt(s.adaptive)
         self.limiter = RateLimiter(s.rate_limit_rpm) if s.rate_limit_rpm else None
         self.pacer = self._wait_turn if self.limiter is not None else None
         self.client = HttpClient(
@@ -458,32 +488,83 @@ class ProviderTarget:
 
     async def _send(self, request: ProviderRequest) -> HttpResponse:
         """One request through the shared client: rate limit, retries with backoff, the definition's error mapping."""
-        client = self.client
+        client, gate = self.client, self.gate
         assert client is not None, "start() first"
         refreshed = _Refreshed()
 
         async def attempt() -> HttpResponse:
             await self._take_turn()
             while True:
-                data, headers = await self._signed(request, self.headers)
-                resp = await client.request_json(
-                    request.method,
-                    request.url,
-                    json=request.body,
-                    encoded=data,
-                    headers=headers,
-                    raise_for_status=False,
-                )
+                slot = await self._turn(gate) if gate is not None else None
+                try:
+                    data, headers = await self._signed(request, self.headers)
+                    resp = await client.request_json(
+                        request.method,
+                        request.url,
+                        json=request.body,
+                        encoded=data,
+                        headers=headers,
+                        raise_for_status=False,
+                    )
+                except BaseException:
+                    if gate is not None and slot is not None:
+                        gate.finish(slot, counted=False)
+                    raise
+                limited = resp.status >= 400 and self._limited(resp.status, resp.text)
+                if gate is not None and slot is not None:
+                    gate.finish(slot, resp.headers, limited=limited)
                 if resp.status != 401 or not await self._send_again_after_401(headers, refreshed, resp.url or request.url):
                     break
             if resp.status >= 400:
-                raise self._http_error(resp)
+                raise self._http_error(resp, limited)
             body = resp.json
             if type(body) is dict and _carries_error(body):  # a 200 that is an error: the cell's error, never an empty answer
                 raise self._http_error(resp)
             return resp
 
-        return await client.retrying(attempt)  # retries stop before the cell's (or judge call's) deadline
+        # retries stop before the cell's (or judge call's) deadline; a 429 waited out under adaptive concurrency is none
+        return await client.retrying(lambda: self._waiting_out(attempt))
+
+    async def _turn(self, gate: EndpointLimiter) -> Slot:
+        """The endpoint limiter's turn for a request, within what is left of the call's ``rate_limit.max_wait_s``."""
+        started = _WAIT_STARTED.get()
+        left = self.settings.rate_limit_max_wait_s - (time.monotonic() - started if started is not None else 0.0)
+        try:
+            return await gate.acquire(self.id, adaptive=self.settings.adaptive is not None, patience_s=max(0.0, left))
+        except TargetError as exc:
+            limit = self.settings.rate_limit_max_wait_s
+            raise TargetError(f"gave up waiting for the rate limit of {shown_url(self.base_url)}: {exc} ({limit:g}s)") from None
+
+    def _limited(self, status: int, body: str) -> bool:
+        """Whether an error answer says the provider is at its limit: 429 (or ``rate_limited``), 529 or ``overloaded``."""
+        d = self.definition
+        assert d is not None
+        if status in (429, 529) and not d.fatal.matches(status, body):
+            return True
+        return d.classify(status, body) == "rate_limited" or d.overloaded.matches(status, body)
+
+    async def _waiting_out(self, attempt: Callable[[], Awaitable[_T]]) -> _T:
+        """``attempt()``, again after each 429 under adaptive concurrency (the limiter waits it out; no retry is used).
+
+        Gives up with the cell's error once the calls have waited ``rate_limit.max_wait_s`` in all.
+        """
+        started = time.monotonic()
+        token = _WAIT_STARTED.set(started)  # the turns taken inside share one max_wait_s
+        try:
+            if self.settings.adaptive is None:
+                return await attempt()
+            limit = self.settings.rate_limit_max_wait_s
+            while True:
+                try:
+                    return await attempt()
+                except ProviderRateLimited as exc:
+                    waited = time.monotonic() - started
+                    if waited >= limit:
+                        raise TargetError(
+                            f"{exc} (gave up after waiting {waited:.0f}s for the rate limit: rate_limit.max_wait_s is {limit:g})"
+                        ) from None
+        finally:
+            _WAIT_STARTED.reset(token)
 
     async def converse(self, cell: Cell, run: RunContext, history: list[Message], turn: int) -> Trajectory:
         """One turn of a conversation: the growing history sent as the request's messages (streamed with ``stream: true``)."""
@@ -502,6 +583,8 @@ class ProviderTarget:
         except DefinitionError as exc:
             raise TargetProtocolError(f"reading the response of provider {self.provider!r}: {exc}") from None
         traj.request = public
+        if self.gate is not None:
+            self.gate.spent(traj.usage.input_tokens, traj.usage.output_tokens)
         return traj
 
     # -- streamed answers (stream: true) --------------------------------------------
@@ -518,33 +601,57 @@ class ProviderTarget:
         public = self._public(request)
         refreshed = _Refreshed()
         try:
-            traj = await client.retrying(lambda: self._stream_attempt(request, t0, refreshed))
+            traj = await client.retrying(lambda: self._waiting_out(lambda: self._stream_attempt(request, t0, refreshed)))
         except DefinitionError as exc:
             raise TargetProtocolError(f"reading the stream of provider {self.provider!r}: {exc}") from None
         except TargetError as exc:
             exc.args = (self._safe(str(exc)),)  # the line is reported as it is: a server's echo of a secret stays out
             raise
         traj.request = public
+        if self.gate is not None:
+            self.gate.spent(traj.usage.input_tokens, traj.usage.output_tokens)
         return traj
 
     async def _stream_attempt(self, request: ProviderRequest, t0: float, refreshed: _Refreshed) -> Trajectory:
-        client, d = self.client, self.definition
+        """One streamed request (sent again once after a 401 with refreshed credentials), holding the endpoint
+        limiter's slot (if any) until the stream ends."""
+        client, d, gate = self.client, self.definition, self.gate
         assert client is not None and d is not None
         assert d.stream is not None
         await self._take_turn()
         while True:
             framing = framing_for(d.stream, shown_url(self.url))  # one reader a stream: it holds a partial event
-            accept = {"Accept": framing.accept} if framing.accept else {}
-            data, headers = await self._signed(request, {**accept, **self.headers})
-            async with client.stream(
-                request.method, request.url, json=request.body, encoded=data, headers=headers, idle_timeout_s=self.settings.idle_timeout_s
-            ) as resp:
-                if resp.status == 401 and await self._send_again_after_401(headers, refreshed, resp.url or request.url):
-                    continue
-                return await self._read_stream(resp, d, t0, framing)
+            slot = await self._turn(gate) if gate is not None else None
+            seen: list[tuple[int, Mapping[str, str], bool]] = []  # the answer's status, headers, and whether it said "at the limit"
+            try:
+                accept = {"Accept": framing.accept} if framing.accept else {}
+                data, headers = await self._signed(request, {**accept, **self.headers})
+                async with client.stream(
+                    request.method,
+                    request.url,
+                    json=request.body,
+                    encoded=data,
+                    headers=headers,
+                    idle_timeout_s=self.settings.idle_timeout_s,
+                ) as resp:
+                    seen.append((resp.status, resp.headers, False))
+                    if resp.status == 401 and await self._send_again_after_401(headers, refreshed, resp.url or request.url):
+                        continue
+                    return await self._read_stream(resp, d, t0, framing, seen)
+            finally:
+                if gate is not None and slot is not None:
+                    if seen:
+                        gate.finish(slot, seen[0][1], limited=seen[0][2])
+                    else:
+                        gate.finish(slot, counted=False)
 
     async def _read_stream(
-        self, resp: StreamResponse, d: ProviderDefinition, t0: float, framing: SSEFraming | AwsEventStreamFraming
+        self,
+        resp: StreamResponse,
+        d: ProviderDefinition,
+        t0: float,
+        framing: SSEFraming | AwsEventStreamFraming,
+        seen: list[tuple[int, Mapping[str, str], bool]],
     ) -> Trajectory:
         """A streamed response's answer (or, for an error status or a whole JSON body, as a plain answer)."""
         shown = shown_url(self.url)
@@ -552,7 +659,9 @@ class ProviderTarget:
             # an error status, or a server that answered the request whole: read as a non-streamed answer
             whole = await _whole(resp)
             if whole.status >= 400:
-                raise self._http_error(whole)
+                limited = self._limited(whole.status, whole.text)
+                seen[0] = (whole.status, resp.headers, limited)
+                raise self._http_error(whole, limited)
             body = whole.json_body()
             if type(body) is dict and carries_error(body):
                 raise self._http_error(whole)
@@ -780,7 +889,8 @@ class ProviderTarget:
             return None
         return self.price.cost(usage.input_tokens, usage.output_tokens, usage.cache_hit_tokens)
 
-    def _http_error(self, resp: HttpResponse) -> TargetError:
+    def _http_error(self, resp: HttpResponse, limited: bool = False) -> TargetError:
+        """The error of an error answer; ``limited`` (a 429, 529 or overloaded) under adaptive concurrency is waited out."""
         d = self.definition
         assert d is not None
         status, url = resp.status, shown_url(resp.url or self.url)  # no credentials or query string in messages
@@ -805,6 +915,8 @@ class ProviderTarget:
             hint = " (check base_url and model)" if status == 404 else ""
             return TargetError(f"HTTP {status} from {url}{detail}{hint}")
         retry_after = _retry_after(resp.headers, d.retry_after_header)
+        if limited and self.settings.adaptive is not None:
+            return ProviderRateLimited(f"HTTP {status} rate limited by {url}{detail}", retryable=True, retry_after=retry_after)
         if kind == "rate_limited":
             return TargetError(f"HTTP {status} rate limited by {url}{detail}", retryable=True, retry_after=retry_after)
         return TargetError(f"HTTP {status} from {url}{detail}", retryable=True, retry_after=retry_after)

@@ -27,7 +27,8 @@ import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
-from evalx.targets.spec import DefaultSettings, RateLimit, TargetSpec
+from evalx.targets.spec import AdaptiveConcurrency, DefaultSettings, RateLimit, TargetSpec
+from evalx.targets.transport.pacing import DEFAULT_BOUNDS, DEFAULT_MAX_WAIT_S, AdaptiveBounds
 
 __all__ = ["BACKOFF_ENV", "MAX_RESPONSE_BYTES", "SETTING_KEYS", "Overrides", "TargetSettings", "resolve_settings"]
 
@@ -42,8 +43,11 @@ class TargetSettings:
     """How one target's cells run. Built by :func:`resolve_settings`; the defaults here are the built-in values."""
 
     #: cells of this target in flight at once: the executor's workers, and the size of the target's
-    #: HTTP connection pool and thread pool (so a started cell never waits in another queue)
+    #: HTTP connection pool and thread pool (so a started cell never waits in another queue);
+    #: with adaptive concurrency, its ``max``
     concurrency: int = 8
+    #: ``concurrency: auto`` or ``{min, start, max}``: the adaptive window's bounds (None: a fixed concurrency)
+    adaptive: AdaptiveBounds | None = None
     #: seconds a cell may take, counted from the moment it starts (a worker took it and the rate limit let it go)
     timeout_s: float = 120.0
     #: retries of one cell's retryable failures (transport errors, 408, 429, 5xx)
@@ -56,6 +60,8 @@ class TargetSettings:
     cache: bool = False
     #: provider targets' ``rate_limit: {rpm: N}``: requests per minute, None for no limit
     rate_limit_rpm: float | None = None
+    #: ``rate_limit: {max_wait_s}``: with adaptive concurrency, the most seconds a cell's calls wait for the rate limit
+    rate_limit_max_wait_s: float = DEFAULT_MAX_WAIT_S
     #: the most bytes one response may have (decoded: after gzip/deflate/br), a whole body or a stream;
     #: past it the cell ends with an error (a hostile or broken server cannot exhaust memory or time)
     max_response_bytes: int = MAX_RESPONSE_BYTES
@@ -75,7 +81,8 @@ class Overrides:
     by N (a shard of N shares the provider's limit with the other shards).
     """
 
-    concurrency: int | None = None
+    #: a number, ``"auto"`` or ``{min, start, max}`` (``--concurrency auto``)
+    concurrency: int | str | AdaptiveConcurrency | Mapping[str, int] | None = None
     timeout_s: float | None = None
     retries: int | None = None
     backoff_s: float | None = None
@@ -116,18 +123,24 @@ def resolve_settings(
     cache = pick("cache")
     max_bytes = pick("max_response_bytes")
     rpm = next((r for r in (_rpm(read("rate_limit")) for read in layers) if r is not None), None)
+    max_wait = next((w for w in (_max_wait(read("rate_limit")) for read in layers) if w is not None), None)
+    workers, adaptive = _concurrency(concurrency, built_in.concurrency)
+    if adaptive is not None and layers[1]("type") != "provider":  # only a provider's answers say how it keeps up
+        workers, adaptive = adaptive.start, None
     share = overrides.rate_limit_share if overrides is not None else None
     if rpm is not None and share:
         rpm = float(rpm) / float(share)
     timeout = float(_number(timeout_s)) if timeout_s is not None else built_in.timeout_s
     return TargetSettings(
-        concurrency=max(1, int(_number(concurrency))) if concurrency is not None else built_in.concurrency,
+        concurrency=workers,
+        adaptive=adaptive,
         timeout_s=timeout,
         retries=max(0, int(_number(retries))) if retries is not None else built_in.retries,
         backoff_s=max(0.0, float(_number(backoff_s))) if backoff_s is not None else _backoff_from_env(built_in.backoff_s),
         idle_timeout_s=float(_number(idle)) if idle is not None else timeout,
         cache=bool(cache) if cache is not None else layers[1]("type") == "provider",
         rate_limit_rpm=float(rpm) if rpm is not None and rpm > 0 else None,
+        rate_limit_max_wait_s=float(max_wait) if max_wait is not None and max_wait > 0 else DEFAULT_MAX_WAIT_S,
         max_response_bytes=max(1, int(_number(max_bytes))) if max_bytes is not None else built_in.max_response_bytes,
     )
 
@@ -144,6 +157,33 @@ def _reader(layer: Overrides | TargetSpec | DefaultSettings | Mapping[str, objec
     if isinstance(layer, Mapping):
         return layer.get
     return lambda key: getattr(layer, key, None)
+
+
+def _concurrency(value: object, built_in: int) -> tuple[int, AdaptiveBounds | None]:
+    """``concurrency`` as (workers, adaptive bounds): a number is fixed; ``auto`` and ``{min, start, max}`` adapt, ``max`` workers.
+
+    Bounds out of order are put in order: ``start`` within ``[min, max]``, ``max`` at least ``min``.
+    """
+    if value is None:
+        return built_in, None
+    if value == "auto":
+        return DEFAULT_BOUNDS.max, DEFAULT_BOUNDS
+    if isinstance(value, (Mapping, AdaptiveConcurrency)):
+        fields: Mapping[str, object] = value if isinstance(value, Mapping) else vars(value)
+        read = fields.get
+        low = int(_number(read("min") or DEFAULT_BOUNDS.min))
+        high = read("max")
+        start = read("start")
+        high_n = max(low, int(_number(high)) if high is not None else max(DEFAULT_BOUNDS.max, int(_number(start or 0))))
+        start_n = min(high_n, max(low, int(_number(start)) if start is not None else DEFAULT_BOUNDS.start))
+        return high_n, AdaptiveBounds(max(1, low), start_n, high_n)
+    return max(1, int(_number(value))), None
+
+
+def _max_wait(rate_limit: object) -> float | None:
+    """A layer's ``rate_limit: {max_wait_s: N}``, if it sets one."""
+    wait = rate_limit.get("max_wait_s") if isinstance(rate_limit, Mapping) else getattr(rate_limit, "max_wait_s", None)
+    return None if wait is None else float(wait)
 
 
 def _rpm(rate_limit: object) -> float | None:

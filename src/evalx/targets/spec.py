@@ -34,6 +34,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "TARGET_KINDS",
+    "AdaptiveConcurrency",
     "AnyTargetSpec",
     "DefaultSettings",
     "EngineTargetSpec",
@@ -55,10 +56,25 @@ _StrMap = Mapping[str, str]
 
 
 @dataclass(frozen=True, kw_only=True)
+class AdaptiveConcurrency:
+    """``concurrency: {min, start, max}``: the adaptive window's bounds (``auto``: 1, 8, 64)."""
+
+    min: Annotated[PositiveInt | None, Schema(description="The fewest requests in flight the window backs off to (default 1).")] = None
+    start: Annotated[PositiveInt | None, Schema(description="Requests in flight at first (default 8).")] = None
+    max: Annotated[PositiveInt | None, Schema(description="The most requests in flight, and the cells run at once (default 64).")] = None
+
+
+@dataclass(frozen=True, kw_only=True)
 class RunSettings:
     """The settings a target and ``defaults:`` may both set (resolved by :func:`evalx.targets.resolve_settings`)."""
 
-    concurrency: Annotated[PositiveInt | None, Schema(description="Cells in flight at once, per target.")] = None
+    concurrency: Annotated[
+        PositiveInt | Literal["auto"] | AdaptiveConcurrency | None,
+        Schema(
+            description="Cells in flight at once, per target; or auto / {min, start, max}: a provider target's requests in flight "
+            "grow while the provider keeps up and halve on a 429 (docs/providers.md, Rate limits and adaptive concurrency)."
+        ),
+    ] = None
     timeout_s: Annotated[PositiveNumber | None, Schema(description="Per-cell timeout in seconds.")] = None
     retries: Annotated[int | None, Schema(minimum=0, description="Retries on transport errors, 429 and 5xx.")] = None
     backoff_s: Annotated[
@@ -110,7 +126,14 @@ class RaySettings:
 
 @dataclass(frozen=True, kw_only=True)
 class RateLimit:
-    rpm: PositiveNumber | None = None
+    rpm: Annotated[PositiveNumber | None, Schema(description="Requests per minute this target sends at most.")] = None
+    max_wait_s: Annotated[
+        PositiveNumber | None,
+        Schema(
+            description="With adaptive concurrency: the most seconds one cell's calls wait for the provider's rate limit "
+            "(slots and 429s together) before the cell gives up with an error (default 600)."
+        ),
+    ] = None
 
 
 _Kind = Literal["python", "engine", "provider"]

@@ -342,8 +342,7 @@ async def retrying(
     retries were made.
     """
     backoff = backoff or Backoff()
-    if deadline is None and (cell := current_deadline()) is not None:
-        deadline = cell.when
+    cell = current_deadline() if deadline is None else None  # read as it goes: a rate-limit wait moves it on
     attempt = 0
     while True:
         try:
@@ -357,7 +356,8 @@ async def retrying(
         if attempt >= retries:
             raise _give_up(exc, f"after {retries} {'retry' if retries == 1 else 'retries'}") if retries else _give_up(exc, "no retries")
         wait = backoff.delay(attempt, exc.retry_after)
-        if deadline is not None and time.monotonic() + wait >= deadline:
+        limit = deadline if cell is None else cell.when
+        if limit is not None and time.monotonic() + wait >= limit:
             raise _give_up(exc, f"after {attempt} {'retry' if attempt == 1 else 'retries'}; the next would pass the timeout")
         if on_retry is not None:
             on_retry(attempt + 1, exc, wait)

@@ -1,0 +1,145 @@
+"""The endpoint limiter's pieces: reading the providers' reset values, the key, and a deadline paused while a call waits."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from evalx.common.deadline import Deadline, within
+from evalx.targets.definitions import find_provider
+from evalx.targets.transport.pacing import EndpointLimiters, endpoint_key, parse_reset
+
+
+@pytest.mark.parametrize(
+    ("value", "seconds"),
+    [("1s", 1.0), ("6m0s", 360.0), ("20ms", 0.02), ("1m30.5s", 90.5), ("0s", 0.0), ("2", 2.0), ("1.5", 1.5), ("1h2m", 3720.0)],
+)
+def test_reset_values_as_openai_writes_them(value: str, seconds: float) -> None:
+    assert parse_reset(value) == pytest.approx(seconds)
+
+
+def test_reset_values_as_anthropic_writes_them() -> None:
+    assert parse_reset("2026-01-01T00:00:30Z", now=1767225600.0) == pytest.approx(30.0)  # RFC 3339
+    assert parse_reset("Thu, 01 Jan 2026 00:00:10 GMT", now=1767225600.0) == pytest.approx(10.0)  # an HTTP date
+    assert parse_reset("soon") is None
+
+
+def test_the_key_holds_a_digest_of_the_credential_never_the_credential() -> None:
+    key = endpoint_key("https://api.openai.com/v1/", "sk-secret-123")
+    assert "sk-secret-123" not in key and key.startswith("https://api.openai.com/v1#")
+    assert key != endpoint_key("https://api.openai.com/v1", "sk-other")
+    assert key == endpoint_key("https://api.openai.com/v1", "sk-secret-123")
+
+
+def test_one_limiter_per_endpoint_and_credential() -> None:
+    names = find_provider("openai").rate_limits
+    assert names is not None
+    limiters = EndpointLimiters()
+    a = limiters.get("http://x/v1", "k1", names)
+    assert limiters.get("http://x/v1", "k1", names) is a
+    assert limiters.get("http://x/v1", "k2", names) is not a
+    assert limiters.get("http://y/v1", "k1", names) is not a
+
+
+def test_hosts_that_extend_openai_inherit_its_rate_limits() -> None:
+    assert find_provider("groq").rate_limits == find_provider("openai").rate_limits
+    anthropic = find_provider("anthropic")
+    assert anthropic.rate_limits is not None
+    assert {kind for kind, _ in anthropic.rate_limits.buckets} == {"requests", "tokens", "input_tokens", "output_tokens"}
+    assert anthropic.overloaded.matches(529, "")
+
+
+def test_a_paused_deadline_does_not_time_out_while_its_call_waits() -> None:
+    async def main() -> str:
+        deadline = Deadline(0.2)
+
+        async def call() -> str:
+            with deadline.paused():
+                await asyncio.sleep(0.4)  # twice the timeout, waiting for a rate limit
+            return "answered"
+
+        return await within(deadline, call())
+
+    assert asyncio.run(main()) == "answered"
+
+
+def test_a_paused_deadline_still_times_out_on_the_calls_own_time() -> None:
+    async def main() -> None:
+        deadline = Deadline(0.2)
+
+        async def call() -> None:
+            with deadline.paused():
+                await asyncio.sleep(0.01)
+            await asyncio.sleep(5)
+
+        await within(deadline, call())
+
+    with pytest.raises((TimeoutError, asyncio.TimeoutError)):  # the 5 s of its own time pass the 0.2 s timeout
+        asyncio.run(main())
+
+
+def test_a_shard_or_an_actor_takes_its_share_of_the_window() -> None:
+    from evalx.targets.transport.pacing import AdaptiveBounds
+
+    assert AdaptiveBounds(1, 8, 64).shared(1) == AdaptiveBounds(1, 8, 64)
+    assert AdaptiveBounds(1, 8, 64).shared(4) == AdaptiveBounds(1, 2, 16)
+    assert AdaptiveBounds(2, 8, 3).shared(10) == AdaptiveBounds(1, 1, 1)  # at least one each
+    names = find_provider("openai").rate_limits
+    assert names is not None
+    limiter = EndpointLimiters(share=4).get("http://x/v1", "k", names)
+    limiter.adapt(AdaptiveBounds(1, 8, 64))
+    assert limiter.bounds == AdaptiveBounds(1, 2, 16) and limiter.window == 2
+
+
+def test_a_low_bucket_spaces_the_next_requests_before_any_429() -> None:
+    """A bucket of 10 a second answered with 0 left: the next request waits for one to refill, not for a 429."""
+    from evalx.targets.transport.pacing import EndpointLimiter
+
+    names = find_provider("openai").rate_limits
+    assert names is not None
+    now = [100.0]
+    slept: list[float] = []
+
+    async def sleep(seconds: float) -> None:
+        slept.append(seconds)
+        now[0] += seconds
+
+    async def main() -> None:
+        limiter = EndpointLimiter("k", names, clock=lambda: now[0], sleep=sleep)
+        first = await limiter.acquire("t", adaptive=False)
+        assert slept == []  # nothing known yet: at once
+        headers = {"x-ratelimit-limit-requests": "10", "x-ratelimit-remaining-requests": "0", "x-ratelimit-reset-requests": "1s"}
+        limiter.finish(first, headers)
+        await limiter.acquire("t", adaptive=False)
+        assert 0.1 <= sum(slept) <= 0.15, slept  # one request's refill at (10 - 0 - 1) a second
+        plenty = {"x-ratelimit-limit-requests": "10", "x-ratelimit-remaining-requests": "9", "x-ratelimit-reset-requests": "100ms"}
+        third = await limiter.acquire("t", adaptive=False)
+        limiter.finish(third, plenty)
+        slept.clear()
+        await limiter.acquire("t", adaptive=False)
+        assert slept == []  # room left: no wait
+
+    asyncio.run(main())
+
+
+def test_a_429_pauses_the_endpoint_and_halves_the_window() -> None:
+    from evalx.targets.transport.pacing import AdaptiveBounds, EndpointLimiter
+
+    names = find_provider("openai").rate_limits
+    assert names is not None
+    now = [0.0]
+
+    async def sleep(seconds: float) -> None:
+        now[0] += seconds
+
+    async def main() -> None:
+        limiter = EndpointLimiter("k", names, clock=lambda: now[0], sleep=sleep)
+        limiter.adapt(AdaptiveBounds(1, 8, 64))
+        slot = await limiter.acquire("t", adaptive=True)
+        assert limiter.finish(slot, {"retry-after-ms": "1500", "retry-after": "2"}, limited=True) == 1.5  # ms first
+        assert limiter.window == 4
+        await limiter.acquire("t", adaptive=True)
+        assert now[0] >= 1.5  # nobody sends before the pause is over
+
+    asyncio.run(main())
