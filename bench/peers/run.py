@@ -217,7 +217,9 @@ class Evalx:
     name = "evalx"
 
     def describe(self) -> str:
-        return " ".join(bench_run.EVALX)
+        proc = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=BENCH, capture_output=True, text=True)
+        commit = f" at {proc.stdout.strip()}" if proc.returncode == 0 else ""
+        return " ".join(bench_run.EVALX) + commit + f" (PYTHONPATH={os.environ.get('PYTHONPATH', '')})"
 
     def launch(self, d: Path, cases: list[Case], url: str, key: str, setting: str, rpm_per_minute: float) -> Launch:
         with open(d / "cases.jsonl", "w", encoding="utf-8") as f:
@@ -545,7 +547,7 @@ class Harness:
                 return self._done(row)
         limited = isinstance(server, RateLimitedServer)
         before = None if limited else server.stats()["requests"]
-        timeout = self.args.timeout_s or ((floor_s or 0) * 8 + 180)
+        timeout = self.args.timeout_s or (floor_s * 8 + 180 if floor_s else len(cases) * 0.5 + 300)
         proc = bench_run.run_process(launch.cmd, cwd=launch.cwd, extra_env=launch.env, timeout_s=timeout)
         row.wall_s, row.exit_code = round(proc.wall_s, 2), proc.returncode
         if limited:
@@ -568,8 +570,12 @@ class Harness:
             row.status, row.note = "failed", f"exit {proc.returncode}: {exc}; {_tail(proc.stderr + proc.stdout)}"
             return self._done(row)
         row.cells, row.passed, row.errored, row.extra = outcome.cells, outcome.passed, outcome.errored, outcome.extra
+        notes = []
+        if outcome.errored:
+            notes.append(f"{outcome.errored} cells errored: the run gave up on them, so its time is no finish")
         if outcome.passed + outcome.errored < outcome.cells:
-            row.note = f"{outcome.cells - outcome.passed - outcome.errored} cells failed their assertion"
+            notes.append(f"{outcome.cells - outcome.passed - outcome.errored} cells failed their assertion")
+        row.note = "; ".join(notes)
         return self._done(row)
 
     def _done(self, row: Row) -> Row:
@@ -698,7 +704,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--unlimited-cells", type=int, help="unlimited: cells (default 2,000; 400 with --quick)")
     p.add_argument("--unlimited-concurrency", type=int, default=50)
     p.add_argument("--repeats", type=int, default=1, help="unlimited: runs of each tool, interleaved (the best is compared)")
-    p.add_argument("--timeout-s", type=float, help="kill a run after this (default 8 x the floor + 180 s)")
+    p.add_argument(
+        "--timeout-s", type=float, help="kill a run after this (default: limited 8 x the floor + 180 s, unlimited 0.5 s a cell + 300 s)"
+    )
     p.add_argument(
         "--promptfoo-version", default=PROMPTFOO_VERSION, help=f"npm version to install (default {PROMPTFOO_VERSION}; or latest)"
     )
@@ -724,8 +732,8 @@ def main(argv: list[str] | None = None) -> int:
     t0 = time.perf_counter()
     args.work.mkdir(parents=True, exist_ok=True)
     info = bench_run.machine()
-    started = time.strftime("%Y-%m-%d %H:%M:%S %Z")
-    print(f"peers — {started} — {info['nproc']} cores, {info['cpu']}, load {os.getloadavg()[0]:.1f}", flush=True)
+    started, load = time.strftime("%Y-%m-%d %H:%M:%S %Z"), os.getloadavg()[0]
+    print(f"peers — {started} — {info['nproc']} cores, {info['cpu']}, load {load:.1f}", flush=True)
     h = Harness(args)
     h.setup()
     if not args.no_warm_up and h.tools:
@@ -736,10 +744,11 @@ def main(argv: list[str] | None = None) -> int:
         h.unlimited()
     ratios = unlimited_ratios(h.rows)
     for name, ratio in ratios.items():
-        print(f"\nunlimited: {name.replace('_over_', ' ÷ ')} = {ratio} (issue 33 wants promptfoo ÷ evalx ≥ 10)", flush=True)
+        want = " (issue 33 wants ≥ 10)" if name.startswith("promptfoo") else ""
+        print(f"unlimited: {name.replace('_over_', ' ÷ ')} wall time = {ratio}{want}", flush=True)
     result = {
         "date": started,
-        "machine": {**info, "load_at_start": os.getloadavg()[0]},
+        "machine": {**info, "load_at_start": round(load, 1), "load_at_end": round(os.getloadavg()[0], 1)},
         "command": " ".join(["python", "bench/peers/run.py", *(argv if argv is not None else sys.argv[1:])]),
         "seconds": round(time.perf_counter() - t0, 1),
         "tools": {name: tool.describe() for name, tool in h.tools.items()},
