@@ -93,50 +93,11 @@ PROMPTFOO_VERSION = "0.123.1"
 INSPECT_VERSION = "0.3.285"
 NODE_MAJOR = "22"
 NOT_SUPPORTED = "not supported by this evalx"
-_WORDS = [
-    "refund",
-    "order",
-    "parcel",
-    "invoice",
-    "account",
-    "address",
-    "delivery",
-    "warranty",
-    "return",
-    "exchange",
-    "receipt",
-    "payment",
-    "card",
-    "balance",
-    "shipping",
-    "courier",
-    "tracking",
-    "damaged",
-    "missing",
-    "late",
-    "early",
-    "weekend",
-    "holiday",
-    "store",
-    "online",
-    "support",
-    "ticket",
-    "manager",
-    "customer",
-    "policy",
-    "days",
-    "business",
-    "express",
-    "standard",
-    "premium",
-    "member",
-    "discount",
-    "coupon",
-    "voucher",
-    "gift",
-    "size",
-    "colour",
-]
+_VOCABULARY = (
+    "refund order parcel invoice account address delivery warranty return exchange receipt payment card balance shipping "
+    "courier tracking damaged missing late early weekend holiday store online support ticket manager customer policy "
+    "days business express standard premium member discount coupon voucher gift size colour"
+)  # the words of the long prompts
 
 
 # -- the workload -----------------------------------------------------------------------
@@ -154,8 +115,8 @@ def make_cases(n: int, *, long: bool) -> list[Case]:
     cases = []
     for i in range(n):
         if long:
-            rng = random.Random(i)
-            words = " ".join(rng.choice(_WORDS) for _ in range(150))[:960]
+            rng, vocabulary = random.Random(i), _VOCABULARY.split()
+            words = " ".join(rng.choice(vocabulary) for _ in range(150))[:960]
             prompt = f"Question {i}: a customer writes about {words}. What should we answer? (case {i})"
         else:
             prompt = f"What is 2 + 2? (case {i})"
@@ -622,10 +583,10 @@ class Harness:
         print(f"\n### unlimited: {a.unlimited_cells} cells, concurrency {a.unlimited_concurrency}, no latency", flush=True)
         print(TABLE_HEAD, flush=True)
         with FakeServer(echo=True) as server:
-            for _ in range(a.repeats):
+            for round_no in range(a.repeats):
                 for name in a.only:
                     if name in self.skipped:
-                        if _ == 0:
+                        if round_no == 0:
                             self._done(Row("unlimited", "none", name, "-", status="skipped", note=self.skipped[name]))
                         continue
                     for setting in self.settings(name, "unlimited"):
