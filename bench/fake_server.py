@@ -20,6 +20,10 @@ two, as real model calls vary):
   a benchmark can show how busy the server was (CPU µs per request → the
   capacity of one server process).
 
+bench/ratelimited_server.py runs this same server with a per-API-key
+requests/tokens-per-minute limit in front of the chat endpoint (the
+``limiter`` hook of :func:`make_app`), answering 429 the way OpenAI does.
+
 Answers are pre-encoded bytes: the server does as little as it can per
 request. ``--workers N`` starts N processes sharing the port with
 ``SO_REUSEPORT`` (Linux), for when one process would saturate.
@@ -82,7 +86,13 @@ def echo_response(body: bytes) -> bytes:
 SSE_RESPONSE = "".join(f"event: {kind}\ndata: {json.dumps(data)}\n\n" for kind, data in _EVENTS).encode()
 
 
-def make_app(latency_s: float, echo: bool = False, latency_max_s: float | None = None) -> Any:
+def make_app(latency_s: float, echo: bool = False, latency_max_s: float | None = None, limiter: Any = None) -> Any:
+    """The aiohttp application.
+
+    ``limiter`` (bench/ratelimited_server.py's ``RateLimiter``): each chat request is first
+    ``limiter.admit(headers, body)``-ed, which answers ``(status, headers, body)``: a 429 is sent at
+    once, a 200 after the latency; its ``stats()`` are added to ``GET /stats`` under ``"limits"``.
+    """
     import random
 
     from aiohttp import web
@@ -98,6 +108,11 @@ def make_app(latency_s: float, echo: bool = False, latency_max_s: float | None =
     async def chat(request: web.Request) -> web.Response:
         body = await request.read()
         stats["requests"] += 1
+        if limiter is not None:
+            status, headers, answer = limiter.admit(request.headers, body)
+            if status == 200:
+                await wait()
+            return web.Response(status=status, body=answer, headers=headers, content_type="application/json")
         await wait()
         return web.Response(body=echo_response(body) if echo else CHAT_RESPONSE, content_type="application/json")
 
@@ -113,7 +128,10 @@ def make_app(latency_s: float, echo: bool = False, latency_max_s: float | None =
 
     async def get_stats(request: web.Request) -> web.Response:
         cpu = os.times()
-        return web.json_response({"requests": stats["requests"], "cpu_s": cpu.user + cpu.system, "pid": os.getpid()})
+        report: dict[str, Any] = {"requests": stats["requests"], "cpu_s": cpu.user + cpu.system, "pid": os.getpid()}
+        if limiter is not None:
+            report["limits"] = limiter.stats()
+        return web.json_response(report)
 
     app = web.Application()
     app.router.add_post("/v1/chat/completions", chat)
@@ -122,12 +140,15 @@ def make_app(latency_s: float, echo: bool = False, latency_max_s: float | None =
     return app
 
 
-def serve(port: int, latency_ms: float, reuse_port: bool, echo: bool = False, latency_max_ms: float | None = None) -> None:
+def serve(
+    port: int, latency_ms: float, reuse_port: bool, echo: bool = False, latency_max_ms: float | None = None, limiter: Any = None
+) -> None:
     from aiohttp import web
 
     async def main() -> None:
         latency_max_s = latency_max_ms / 1000.0 if latency_max_ms is not None else None
-        runner = web.AppRunner(make_app(latency_ms / 1000.0, echo, latency_max_s), access_log=None, handle_signals=True)
+        app = make_app(latency_ms / 1000.0, echo, latency_max_s, limiter)
+        runner = web.AppRunner(app, access_log=None, handle_signals=True)
         await runner.setup()
         site = web.TCPSite(runner, "127.0.0.1", port, reuse_port=reuse_port or None, backlog=1024)
         await site.start()
@@ -173,7 +194,8 @@ class FakeServer:
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
 
-    def __enter__(self) -> FakeServer:
+    def command(self) -> list[str]:
+        """The command line of one server process (a subclass serves something else)."""
         cmd = [sys.executable, str(Path(__file__).resolve()), "--port", str(self.port), "--latency-ms", str(self.latency_ms), "--serve"]
         if self.workers > 1:
             cmd.append("--reuse-port")
@@ -181,14 +203,18 @@ class FakeServer:
             cmd.append("--echo")
         if self.latency_max_ms is not None:
             cmd += ["--latency-max-ms", str(self.latency_max_ms)]
+        return cmd
+
+    def __enter__(self) -> FakeServer:
+        cmd = self.command()
         for _ in range(self.workers):
             self.procs.append(subprocess.Popen(cmd, stdin=subprocess.DEVNULL))
             if len(self.procs) == 1:
                 wait_for_port(self.port)
         return self
 
-    def stats(self) -> dict[str, float]:
-        """Requests served and CPU seconds, summed over worker processes (only exact with one worker:
+    def stats(self) -> dict[str, Any]:
+        """Requests served and CPU seconds of a worker process (only exact with one worker:
         with several, each /stats call reaches whichever process accepts it)."""
         import urllib.request
 

@@ -81,6 +81,7 @@ class Proc:
     tree_pss_mb: float | None = None  # sampled: peak of the sum of PSS (shared pages split between sharers)
     processes: int = 1  # how many processes the tree had at most
     cpu_s: float = 0.0  # user + system CPU seconds of the process and the children it reaped (os.wait4)
+    timed_out: bool = False  # killed at run_process's timeout_s
 
 
 def _tree(pid: int) -> list[int]:
@@ -141,24 +142,52 @@ class TreeSampler:
         self._thread.join()
 
 
-def run_process(cmd: list[str], *, cwd: Path | None = None, sample_memory: bool = False) -> Proc:
+def run_process(
+    cmd: list[str],
+    *,
+    cwd: Path | None = None,
+    sample_memory: bool = False,
+    extra_env: dict[str, str] | None = None,
+    timeout_s: float | None = None,
+) -> Proc:
     """Run ``cmd`` to completion: wall time from spawn to exit and peak RSS.
 
     ``os.wait4`` gives the largest peak RSS of the process and of the children it waited for;
     with ``sample_memory`` the whole process tree is also sampled every 5 ms (:class:`TreeSampler`).
+    The environment is this one without ``OPENAI_*``/``ANTHROPIC_*``/``EVALX_*``, plus ``extra_env``.
+    ``timeout_s``: past it the process's whole session is killed (``Proc.timed_out``).
     """
+    import signal
     import tempfile
+    import threading
 
     env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "ANTHROPIC_", "EVALX_"))}
     env["PYTHONUNBUFFERED"] = "1"
     if EVALX_SRC:
         env["PYTHONPATH"] = EVALX_SRC
+    env.update(extra_env or {})
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
         t0 = time.perf_counter()
-        p = subprocess.Popen(cmd, cwd=cwd, env=env, stdout=out, stderr=err, stdin=subprocess.DEVNULL)
+        p = subprocess.Popen(
+            cmd, cwd=cwd, env=env, stdout=out, stderr=err, stdin=subprocess.DEVNULL, start_new_session=timeout_s is not None
+        )
         sampler = TreeSampler(p.pid) if sample_memory else None
+        expired = threading.Event()
+
+        def kill() -> None:
+            expired.set()
+            try:
+                os.killpg(p.pid, signal.SIGKILL)
+            except OSError:
+                pass
+
+        timer = threading.Timer(timeout_s, kill) if timeout_s is not None else None
+        if timer is not None:
+            timer.start()
         _, status, usage = os.wait4(p.pid, 0)
         wall = time.perf_counter() - t0
+        if timer is not None:
+            timer.cancel()
         if sampler is not None:
             sampler.stop()
         p.returncode = os.waitstatus_to_exitcode(status)
@@ -171,6 +200,7 @@ def run_process(cmd: list[str], *, cwd: Path | None = None, sample_memory: bool 
             out.read().decode(errors="replace"),
             err.read().decode(errors="replace"),
             cpu_s=usage.ru_utime + usage.ru_stime,
+            timed_out=expired.is_set(),
         )
         if sampler is not None:
             proc.tree_rss_mb, proc.tree_pss_mb, proc.processes = sampler.rss / 1024, sampler.pss / 1024, sampler.processes
