@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
 import textwrap
+import traceback
+from collections.abc import Mapping
 from pathlib import Path
 
 from click.testing import CliRunner
@@ -23,3 +27,23 @@ def run_cli(config: Path, *args: str) -> tuple[int, str, Path]:
     assert "Traceback" not in result.output, result.output
     runs = sorted((config.parent / "runs").iterdir(), key=lambda p: p.stat().st_mtime_ns)
     return result.exit_code, result.output, runs[-1]
+
+
+def evalx(*args: str, cwd: Path | None = None, env: Mapping[str, str | None] | None = None) -> subprocess.CompletedProcess[str]:
+    """``evalx ARGS`` through click's runner on :func:`evalx.cli.main`, in this process: as ``python -m evalx`` would end.
+
+    Run in ``cwd`` with ``env`` set for the call (a None value unsets a variable); stdout is not a terminal, as in a
+    pipe. An exception that escapes the command is in ``stderr`` as the traceback Python would print. For what needs
+    a process of its own (signals, the stdout's encoding, a hang bounded by a timeout), run ``python -m evalx``.
+    """
+    here = Path.cwd()
+    if cwd is not None:
+        os.chdir(cwd)
+    try:
+        result = CliRunner().invoke(main, list(args), env=dict(env or {}))  # click strips ANSI unless told to colour, as on a pipe
+    finally:
+        os.chdir(here)
+    stderr = result.stderr
+    if result.exc_info is not None and not isinstance(result.exception, SystemExit):
+        stderr += "Traceback (most recent call last):\n" + "".join(traceback.format_exception(*result.exc_info)[1:])
+    return subprocess.CompletedProcess(["evalx", *args], result.exit_code, result.stdout, stderr)
