@@ -8,6 +8,7 @@ cannot be understood, or moved, apart). Imports under ``if TYPE_CHECKING:`` do n
 from __future__ import annotations
 
 import ast
+import functools
 import importlib
 import inspect
 import pkgutil
@@ -58,8 +59,9 @@ def _type_checking_only(tree: ast.Module) -> set[int]:
     return out
 
 
+@functools.cache  # parsed once for the module's tests
 def _imports(path: Path, module: str) -> list[tuple[str, str | None, bool]]:
-    """``(module imported, name taken from it or None, executed)`` for each evalx import of ``module``."""
+    """``(module imported, name taken from it or None, executed)`` for each evalx import of ``module`` (do not change the list)."""
     tree = ast.parse(path.read_text(encoding="utf-8"))
     typing_only = _type_checking_only(tree)
     found: list[tuple[str, str | None, bool]] = []

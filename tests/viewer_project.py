@@ -2,15 +2,19 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
 import re
 import signal
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
+from aiohttp import web
+from aiohttp.test_utils import TestClient, TestServer
 from cli_project import run_cli, write_config
 
 BOT = """
@@ -53,6 +57,16 @@ def make_runs(folder: Path, modes: str = "aba") -> tuple[Path, list[Path]]:
     """``len(modes)`` runs, in order; (the config, the run folders oldest first)."""
     config = make_project(folder)
     return config, [run_mode(config, m) for m in modes]
+
+
+def with_client(app: web.Application, body: Callable[[TestClient[Any, Any]], Awaitable[None]]) -> None:
+    """``body`` with a client of ``app`` (:func:`evalx.viewer.app.make_app`) served on 127.0.0.1 in this process."""
+
+    async def main() -> None:
+        async with TestClient(TestServer(app, host="127.0.0.1")) as client:
+            await body(client)
+
+    asyncio.run(main())
 
 
 @contextmanager

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 from pathlib import Path
+
+from cli_project import evalx
 
 CONFIG = """version: 1
 targets:
@@ -28,7 +29,7 @@ def _project(root: Path) -> Path:
 
 
 def _evalx(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "evalx", *args], cwd=cwd, capture_output=True, text=True, timeout=120)
+    return evalx(*args, cwd=cwd)
 
 
 def test_a_subfolder_finds_the_config_above_and_its_paths_stay_relative_to_it(tmp_path: Path) -> None:

@@ -4,10 +4,9 @@ for a missing judge, and keyword checks whose case-sensitivity shows in the reas
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
+from cli_project import evalx
 from click.testing import CliRunner
 from results_file import read_cells
 
@@ -15,7 +14,7 @@ from evalx.cli import main
 
 
 def test_the_demo_fails_only_the_refactor_and_says_why(example_project: Path) -> None:
-    proc = subprocess.run([sys.executable, "-m", "evalx", "run"], cwd=example_project, capture_output=True, text=True, timeout=120)
+    proc = evalx("run", cwd=example_project)
     assert proc.returncode == 1, proc.stderr
     (run_dir,) = (example_project / "runs").iterdir()
     cells = read_cells(run_dir)
@@ -66,7 +65,7 @@ def test_the_readmes_first_screen_shows_what_evalx_run_prints(example_project: P
 
     readme = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
     shown = readme.split("```console\n$ evalx run\n", 1)[1].split("```", 1)[0]
-    proc = subprocess.run([sys.executable, "-m", "evalx", "run"], cwd=example_project, capture_output=True, text=True, timeout=120)
+    proc = evalx("run", cwd=example_project)
 
     def masked(text: str) -> str:
         return re.sub(r" in \d[\d.]*m?s", " in Xms", re.sub(r"\d{8}-\d{6}-[0-9a-f]{6}", "RUN", text))

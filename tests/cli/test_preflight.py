@@ -7,16 +7,15 @@ the scripted engine (tests/engine_server.py) for a run whose cells are all in th
 from __future__ import annotations
 
 import json
-import os
 import socket
 import struct
 import subprocess
-import sys
 import threading
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from cli_project import evalx
 
 
 @pytest.fixture
@@ -50,6 +49,7 @@ def resetting_port() -> Iterator[int]:
     thread.start()
     yield int(server.getsockname()[1])
     stop.set()
+    server.shutdown(socket.SHUT_RDWR)  # wakes the accept (a close alone leaves it waiting)
     server.close()
     thread.join(5)
 
@@ -74,11 +74,8 @@ targets:
     return folder
 
 
-def _run(folder: Path, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
-    environ = {k: v for k, v in os.environ.items() if k not in ("EVALX_NO_PREFLIGHT", "HTTP_PROXY", "http_proxy")}
-    return subprocess.run(
-        [sys.executable, "-m", "evalx", "run", *args], cwd=folder, capture_output=True, text=True, timeout=180, env={**environ, **env}
-    )
+def _run(folder: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return evalx("run", *args, cwd=folder, env={"EVALX_NO_PREFLIGHT": None, "HTTP_PROXY": None, "http_proxy": None})
 
 
 def _results(folder: Path) -> list[dict[str, object]]:

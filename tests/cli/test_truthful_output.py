@@ -19,6 +19,7 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
+from cli_project import evalx
 from interrupting import interrupt_when
 
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
@@ -42,7 +43,13 @@ def _env(**extra: str) -> dict[str, str]:
 
 
 def _evalx(cwd: Path, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[bytes]:
+    """``python -m evalx ARGS`` in a process of its own: for what the process boundary decides (the stdout's encoding)."""
     return subprocess.run([sys.executable, "-m", "evalx", *args], cwd=cwd, capture_output=True, env=env or _env(), timeout=300)
+
+
+def _cli(cwd: Path, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
+    """``evalx ARGS`` through click's runner, stdout a pipe, with none of the colour or encoding settings but ``env``."""
+    return evalx(*args, cwd=cwd, env={"NO_COLOR": None, "FORCE_COLOR": None, "PYTHONIOENCODING": None, **env})
 
 
 def _interrupted_project(root: Path, cells: int = 12) -> Path:
@@ -111,8 +118,8 @@ def test_a_config_elsewhere_is_named_relative_in_the_resume_command_and_the_repo
         "datasets: [{id: d, cases: [{id: a, input: x, assert: [{type: contains, value: ok}]}]}]\n",
         encoding="utf-8",
     )
-    proc = _evalx(tmp_path, "run", "-c", str(project / "eval config.yaml"))
-    assert proc.returncode == 0, proc.stderr.decode()
+    proc = _cli(tmp_path, "run", "-c", str(project / "eval config.yaml"))
+    assert proc.returncode == 0, proc.stderr
     (run_dir,) = (project / "runs").iterdir()
     summary = json.loads((run_dir / "summary.json").read_text(encoding="utf-8"))
     assert summary["config"] == "app/eval config.yaml"
@@ -148,9 +155,9 @@ def test_a_stdout_that_cannot_encode_the_symbols_gets_ascii_and_the_runs_own_exi
 
 
 def test_the_default_summary_is_compact_and_the_full_one_is_behind_v(example_project: Path) -> None:
-    proc = _evalx(example_project, "run")
+    proc = _cli(example_project, "run")
     assert proc.returncode == 1
-    out = proc.stdout.decode()
+    out = proc.stdout
     lines = out.splitlines()
     assert len(lines) <= 25, out
     (run_dir,) = (example_project / "runs").iterdir()
@@ -166,23 +173,23 @@ def test_the_default_summary_is_compact_and_the_full_one_is_behind_v(example_pro
     full = (run_dir / "summary.txt").read_text(encoding="utf-8")
     assert "─" not in full and "category" in full and "all targets pooled" in full
 
-    verbose = _evalx(example_project, "run", "-v").stdout.decode()
+    verbose = _cli(example_project, "run", "-v").stdout
     assert "category" in verbose and "Pass rate per target" in verbose and verbose.splitlines()[-1] == "exit 1: 4 failed cells"
 
-    quiet = _evalx(example_project, "run", "--quiet")
+    quiet = _cli(example_project, "run", "--quiet")
     assert quiet.returncode == 1
-    assert [line.split()[0] for line in quiet.stdout.decode().splitlines()] == ["Run", "support-bot", "support-bot-v2", "exit"]
+    assert [line.split()[0] for line in quiet.stdout.splitlines()] == ["Run", "support-bot", "support-bot-v2", "exit"]
 
 
 def test_a_cell_has_one_label_in_every_report(example_project: Path) -> None:
     """``dataset/case``, never ``category/case`` in one list and ``dataset/case`` in another."""
-    proc = _evalx(example_project, "run", "-v")
+    proc = _cli(example_project, "run", "-v")
     (run_dir,) = (example_project / "runs").iterdir()
     summary = json.loads((run_dir / "summary.json").read_text(encoding="utf-8"))
     labels = {f"{f['dataset']}/{f['case_id']}" for f in summary["failures"]}
     assert labels == {"golden-qa/refund-window", "support/damaged-refund", "support/support-hours", "support/prompt-injection"}
-    compact = _evalx(example_project, "run").stdout.decode()
-    for text in (compact, proc.stdout.decode(), (run_dir / "summary.txt").read_text(encoding="utf-8")):
+    compact = _cli(example_project, "run").stdout
+    for text in (compact, proc.stdout, (run_dir / "summary.txt").read_text(encoding="utf-8")):
         for label in labels:
             assert f"support-bot-v2  {label} — " in text
         assert "policy/refund-window" not in text and "company/support-hours" not in text
@@ -195,9 +202,9 @@ def test_a_cell_has_one_label_in_every_report(example_project: Path) -> None:
 
 def test_colour_follows_color_no_color_and_force_color(example_project: Path) -> None:
     def coloured(*args: str, **env: str) -> bool:
-        proc = _evalx(example_project, "run", "-q", *args, env=_env(**env))
-        assert proc.returncode == 1, proc.stderr.decode()
-        return bool(ANSI.search(proc.stdout.decode()))
+        proc = _cli(example_project, "run", "-q", *args, **env)
+        assert proc.returncode == 1, proc.stderr
+        return bool(ANSI.search(proc.stdout))
 
     assert not coloured()  # a pipe, auto: no colour
     assert coloured(FORCE_COLOR="1")
@@ -205,8 +212,8 @@ def test_colour_follows_color_no_color_and_force_color(example_project: Path) ->
     assert not coloured(NO_COLOR="1", FORCE_COLOR="1")  # NO_COLOR wins over FORCE_COLOR
     assert coloured("--color", "always", NO_COLOR="1")  # the command line wins over both
     assert not coloured("--color", "never", FORCE_COLOR="1")
-    proc = _evalx(example_project, "--color", "always", "run", "-q")  # on the group too
-    assert ANSI.search(proc.stdout.decode())
+    proc = _cli(example_project, "--color", "always", "run", "-q")  # on the group too
+    assert ANSI.search(proc.stdout)
 
 
 def test_quiet_says_why_a_run_exits_as_it_does(tmp_path: Path) -> None:
@@ -218,11 +225,11 @@ def test_quiet_says_why_a_run_exits_as_it_does(tmp_path: Path) -> None:
         "gates: {min_pass_rate: 0.4}\n",
         encoding="utf-8",
     )
-    held = _evalx(tmp_path, "run", "--quiet")
-    assert held.returncode == 0 and held.stdout.decode().splitlines()[-1] == "exit 0: every gate held"
+    held = _cli(tmp_path, "run", "--quiet")
+    assert held.returncode == 0 and held.stdout.splitlines()[-1] == "exit 0: every gate held"
     config = tmp_path / "evalconfig.yaml"
     config.write_text(config.read_text(encoding="utf-8").replace("0.4", "0.9"), encoding="utf-8")
-    breached = _evalx(tmp_path, "run", "--quiet")
+    breached = _cli(tmp_path, "run", "--quiet")
     assert breached.returncode == 1
-    assert breached.stdout.decode().splitlines()[-1] == "exit 1: gate breached: min_pass_rate (target bot)"
-    assert len(breached.stdout.decode().splitlines()) == 3  # the run line, the target's rate, the reason
+    assert breached.stdout.splitlines()[-1] == "exit 1: gate breached: min_pass_rate (target bot)"
+    assert len(breached.stdout.splitlines()) == 3  # the run line, the target's rate, the reason

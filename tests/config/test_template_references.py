@@ -4,18 +4,14 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 from pathlib import Path
 
+from cli_project import evalx
 from conftest import ENGINE_TEST_KEY
 
 
 def _evalx(cwd: Path, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    import os
-
-    return subprocess.run(
-        [sys.executable, "-m", "evalx", *args], cwd=cwd, capture_output=True, text=True, timeout=120, env={**os.environ, **(env or {})}
-    )
+    return evalx(*args, cwd=cwd, env=env)
 
 
 def _project(tmp_path: Path, body: str, url: str = "http://127.0.0.1:9", extra: str = "") -> Path:

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import subprocess
-import sys
 from pathlib import Path
+
+from cli_project import evalx
 
 CONFIG = """version: 1
 targets:
@@ -32,7 +33,7 @@ response:
 
 
 def _validate(folder: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "evalx", "validate"], cwd=folder, capture_output=True, text=True, timeout=120)
+    return evalx("validate", cwd=folder)
 
 
 def _project(tmp_path: Path, config: str = CONFIG, dataset: str = DATASET, provider: str = PROVIDER) -> Path:

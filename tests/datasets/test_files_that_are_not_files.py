@@ -13,11 +13,11 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
 import textwrap
 from pathlib import Path
 
 import pytest
+from cli_project import evalx_each
 
 pytestmark = pytest.mark.skipif(not hasattr(os, "mkfifo") or not Path("/dev/zero").exists(), reason="needs FIFOs and /dev/zero")
 
@@ -25,8 +25,9 @@ AGENT = "def answer(q):\n    return 'hi'\n"
 
 
 def evalx(project: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    """``python -m evalx ARGS`` in ``project``; a hang fails here, at the timeout, instead of stopping the suite."""
-    return subprocess.run([sys.executable, "-m", "evalx", *args], cwd=project, capture_output=True, text=True, timeout=120)
+    """``evalx ARGS`` in ``project`` in a process of its own; a hang fails here, at the timeout, instead of stopping the suite."""
+    (done,) = evalx_each(project, args)
+    return done
 
 
 def project(tmp_path: Path, dataset: str, extra: str = "") -> Path:
@@ -60,8 +61,7 @@ def one_line_refusal(done: subprocess.CompletedProcess[str], file: str, what: st
 def test_a_dataset_that_links_to_dev_zero_is_refused_not_read(tmp_path: Path, name: str) -> None:
     root = project(tmp_path, name)
     (root / name).symlink_to("/dev/zero")
-    for command in (["validate"], ["run", "-q"]):
-        done = evalx(root, *command)
+    for done in evalx_each(root, ["validate"], ["run", "-q"]):
         one_line_refusal(done, name, "a character device")
         assert done.stderr.count("\n") == 1
     assert not (root / "runs").exists() or not any((root / "runs").iterdir())
@@ -71,8 +71,7 @@ def test_a_dataset_that_links_to_dev_zero_is_refused_not_read(tmp_path: Path, na
 def test_a_fifo_dataset_is_refused_at_once_by_validate_and_run(tmp_path: Path, name: str) -> None:
     root = project(tmp_path, name)
     os.mkfifo(root / name)
-    for command in (["validate"], ["run", "-q"]):
-        done = evalx(root, *command)
+    for done in evalx_each(root, ["validate"], ["run", "-q"]):
         one_line_refusal(done, name, "a FIFO")
         assert done.stderr == f"{name}: not a regular file (a FIFO)\n"
 
@@ -88,10 +87,8 @@ def test_a_fifo_among_a_folders_case_files_is_named(tmp_path: Path) -> None:
 
 def test_a_fifo_config_is_refused(tmp_path: Path) -> None:
     os.mkfifo(tmp_path / "evalconfig.yaml")
-    done = evalx(tmp_path, "validate")
-    one_line_refusal(done, "evalconfig.yaml", "a FIFO")
-    done = evalx(tmp_path, "run", "-c", "evalconfig.yaml")
-    one_line_refusal(done, "evalconfig.yaml", "a FIFO")
+    for done in evalx_each(tmp_path, ["validate"], ["run", "-c", "evalconfig.yaml"]):
+        one_line_refusal(done, "evalconfig.yaml", "a FIFO")
 
 
 def test_fifo_template_files_say_not_a_regular_file_not_no_such_file(tmp_path: Path) -> None:

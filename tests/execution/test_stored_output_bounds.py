@@ -9,10 +9,9 @@ line stays small; the other cells of the run are unaffected.
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
+from cli_project import evalx
 from results_file import read_cells
 
 CODE = """
@@ -85,7 +84,7 @@ def test_max_response_bytes_bounds_python_targets_turns_and_conversations(tmp_pa
     (tmp_path / "code.py").write_text(CODE)
     (tmp_path / "evalconfig.yaml").write_text(CONFIG)
     targets = ["--target", "big", "--target", "big_tools", "--target", "big_extra", "--target", "fine", "--target", "agent"]
-    done = subprocess.run([sys.executable, "-m", "evalx", "run", "-q", *targets], cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    done = evalx("run", "-q", *targets, cwd=tmp_path)
     assert done.returncode == 3, done.stdout + done.stderr  # every cell of some target errored
     assert "Traceback" not in done.stderr
     (run_dir,) = (tmp_path / "runs").iterdir()

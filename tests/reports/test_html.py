@@ -382,6 +382,9 @@ def test_browser_filters_search_and_sort(report_page: tuple[Any, list[str], list
     assert page.locator("#mx-count").inner_text().startswith(f"showing {len(shown())} of {len(CASES)} cases")
 
 
+# a Chromium launch; the quick tier checks the data these filters read (test_baseline_block_renders_deltas_and_changes,
+# test_repeats_and_events_are_embedded)
+@pytest.mark.slow
 def test_browser_changed_vs_baseline_and_repeats(browser: Any, tmp_path: Path) -> None:
     results = [
         _result("a", "t", "pass", 0),

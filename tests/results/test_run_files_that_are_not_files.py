@@ -14,17 +14,18 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
-import sys
 import textwrap
 from pathlib import Path
 
 import pytest
+from cli_project import evalx_each
 
 pytestmark = pytest.mark.skipif(not hasattr(os, "mkfifo") or not Path("/dev/zero").exists(), reason="needs FIFOs and /dev/zero")
 
 
 def evalx(project: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "evalx", *args], cwd=project, capture_output=True, text=True, timeout=120)
+    (done,) = evalx_each(project, args)
+    return done
 
 
 @pytest.fixture(scope="module")
@@ -77,21 +78,20 @@ def refused(done: subprocess.CompletedProcess[str], name: str) -> None:
 def test_a_fifo_summary_is_read_as_missing_with_a_warning_and_report_rebuilds_it(project: tuple[Path, Path]) -> None:
     root, run_dir = project
     swap_for_fifo(run_dir / "summary.json")
-    done = evalx(root, "report", run_dir.name)
+    done, listed = evalx_each(root, ["report", run_dir.name], ["runs"])
     assert done.returncode == 0, done.stdout + done.stderr
     assert "summary.json: not a regular file (a FIFO); read as missing" in done.stderr
     assert (run_dir / "summary.json").is_file()  # written again from the results, atomically: a regular file now
-    done = evalx(root, "runs")
-    assert done.returncode == 0 and run_dir.name in done.stdout, done.stdout + done.stderr
+    assert listed.returncode == 0 and run_dir.name in listed.stdout, listed.stdout + listed.stderr
 
 
 def test_a_fifo_summary_does_not_block_runs_or_compare(project: tuple[Path, Path]) -> None:
     root, run_dir = project
     swap_for_fifo(run_dir / "summary.json")
-    done = evalx(root, "runs")
+    done, compared = evalx_each(root, ["runs"], ["compare", run_dir.name, run_dir.name])
     assert done.returncode == 0 and run_dir.name in done.stdout, done.stdout + done.stderr
     assert "summary.json: not a regular file (a FIFO)" in done.stderr
-    done = evalx(root, "compare", run_dir.name, run_dir.name)
+    done = compared
     assert done.returncode == 0, done.stdout + done.stderr
     assert "pass rate" in done.stdout
 
@@ -99,8 +99,8 @@ def test_a_fifo_summary_does_not_block_runs_or_compare(project: tuple[Path, Path
 def test_a_fifo_reviews_file_is_an_error_not_a_hang_nor_ignored_marks(project: tuple[Path, Path]) -> None:
     root, run_dir = project
     swap_for_fifo(run_dir / "reviews.jsonl")
-    refused(evalx(root, "report", run_dir.name), "reviews.jsonl")
-    refused(evalx(root, "compare", run_dir.name, run_dir.name), "reviews.jsonl")
+    for done in evalx_each(root, ["report", run_dir.name], ["compare", run_dir.name, run_dir.name]):
+        refused(done, "reviews.jsonl")
 
 
 @pytest.mark.parametrize("how", ["fifo", "dev-zero"])
@@ -113,8 +113,8 @@ def test_results_that_are_not_a_regular_file_are_refused_everywhere(project: tup
     else:
         results.symlink_to("/dev/zero")
     what = "a FIFO" if how == "fifo" else "a character device"
-    for args in (["report", run_dir.name], ["compare", run_dir.name, run_dir.name], ["run", "-q", "--resume", run_dir.name]):
-        done = evalx(root, *args)
+    commands = (["report", run_dir.name], ["compare", run_dir.name, run_dir.name], ["run", "-q", "--resume", run_dir.name])
+    for args, done in zip(commands, evalx_each(root, *commands), strict=True):
         assert done.returncode == 2, (args, done.stdout + done.stderr)
         assert "Traceback" not in done.stderr and "internal error" not in done.stderr, done.stderr
         assert f"results.jsonl: not a regular file ({what})" in done.stderr, (args, done.stderr)
@@ -123,9 +123,9 @@ def test_results_that_are_not_a_regular_file_are_refused_everywhere(project: tup
 def test_a_fifo_run_record_stops_a_resume_with_one_line(project: tuple[Path, Path]) -> None:
     root, run_dir = project
     swap_for_fifo(run_dir / "run.json")
-    done = evalx(root, "run", "-q", "--resume", run_dir.name)
+    done, reported = evalx_each(root, ["run", "-q", "--resume", run_dir.name], ["report", run_dir.name])
     assert done.returncode == 2, done.stdout + done.stderr
     assert done.stderr.strip().endswith("run.json: not a regular file (a FIFO)"), done.stderr
-    done = evalx(root, "report", run_dir.name)
+    done = reported
     assert done.returncode == 0, done.stdout + done.stderr
     assert "run.json: not a regular file (a FIFO); read as missing" in done.stderr

@@ -25,6 +25,7 @@ from typing import Any
 
 import aws_eventstream as eventstream
 import pytest
+from cli_project import evalx
 from results_file import read_cells
 
 from evalx.errors import ConfigError
@@ -329,16 +330,8 @@ def bedrock() -> Iterator[FakeBedrock]:
 def run_cli(tmp_path: Path, config: str, env: dict[str, str], *args: str) -> tuple[subprocess.CompletedProcess[str], Path | None]:
     path = tmp_path / "evalconfig.yaml"
     path.write_text(textwrap.dedent(config), encoding="utf-8")
-    full_env = {k: v for k, v in os.environ.items() if not k.startswith(("EVALX_", "AWS_"))}
-    full_env.update(env)
-    proc = subprocess.run(
-        [sys.executable, "-m", "evalx", "run", "-c", str(path), *args],
-        cwd=tmp_path,
-        env=full_env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    unset: dict[str, str | None] = {k: None for k in os.environ if k.startswith(("EVALX_", "AWS_"))}
+    proc = evalx("run", "-c", str(path), *args, cwd=tmp_path, env={**unset, **env})
     runs = [p for p in (tmp_path / "runs").iterdir() if p.is_dir()] if (tmp_path / "runs").is_dir() else []
     return proc, runs[0] if runs else None
 

@@ -12,27 +12,17 @@ import subprocess
 import sys
 import urllib.error
 import urllib.request
-from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
-from aiohttp import web
-from aiohttp.test_utils import TestClient, TestServer
+from aiohttp.test_utils import TestClient
 from results_file import read_cells
-from viewer_project import make_runs, run_mode
+from viewer_project import make_runs, run_mode, with_client
 
 from evalx.results.reviews import REVIEWS, add_mark
 from evalx.viewer.app import make_app
 from evalx.viewer.index import INDEX_DIR, load_history
-
-
-def with_client(app: web.Application, body: Callable[[TestClient[Any, Any]], Awaitable[None]]) -> None:
-    async def main() -> None:
-        async with TestClient(TestServer(app, host="127.0.0.1")) as client:
-            await body(client)
-
-    asyncio.run(main())
 
 
 @pytest.fixture(scope="module")

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import html
 import json
+import shutil
 import subprocess
 import sys
 import urllib.error
@@ -16,9 +17,12 @@ from typing import Any
 from urllib.parse import quote, urlencode
 
 import pytest
+from aiohttp.test_utils import TestClient
 from browser import chromium
-from viewer_project import runs_apart, started_viewer
+from cli_project import evalx
+from viewer_project import make_runs, runs_apart, started_viewer, with_client
 
+from evalx.viewer.app import make_app
 from evalx.viewer.index import INDEX_DIR
 
 HOSTILE_IDS = [
@@ -42,8 +46,9 @@ PROBE = """() => {
 }"""
 
 
-def _hostile_runs(tmp_path: Path) -> tuple[Path, list[Path]]:
-    config, dirs = runs_apart(tmp_path, len(HOSTILE_IDS))
+def _hostile_runs(tmp_path: Path, *, apart: bool = True) -> tuple[Path, list[Path]]:
+    """Runs named by :data:`HOSTILE_IDS`: by `evalx run`s in processes of their own, or in this one (``apart=False``)."""
+    config, dirs = runs_apart(tmp_path, len(HOSTILE_IDS)) if apart else make_runs(tmp_path, "a" * len(HOSTILE_IDS))
     for run_dir, hostile in zip(dirs, HOSTILE_IDS, strict=True):
         meta = json.loads((run_dir / "run.json").read_text())
         meta["run_id"] = hostile
@@ -60,17 +65,20 @@ def _poison_cache(runs_dir: Path, run_dir: Path, hostile_id: str) -> None:
     cache.write_text(json.dumps(data))
 
 
-def _get(url: str) -> tuple[int, str]:
-    try:
-        with urllib.request.urlopen(url, timeout=60) as res:
-            return res.status, res.read().decode()
-    except urllib.error.HTTPError as exc:
-        return exc.code, exc.read().decode()
+@pytest.fixture
+def browser() -> Iterator[Any]:
+    """For its one test alone: Playwright's loop owns the thread while it runs, and the other tests run evalx here."""
+    yield from chromium()
 
 
 @pytest.fixture(scope="module")
-def browser() -> Iterator[Any]:
-    yield from chromium()
+def indexed_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A project with one run whose index cache `evalx report --history` wrote; the tests damage copies of it."""
+    folder = tmp_path_factory.mktemp("indexed")
+    config, _ = make_runs(folder, "a")
+    done = evalx("report", "--history", str(config.parent / "runs"), "-o", str(folder / "h.html"))
+    assert done.returncode == 0, done.stderr
+    return folder
 
 
 @pytest.mark.slow
@@ -116,7 +124,7 @@ def test_hostile_run_ids_and_a_hostile_cache_stay_text_in_the_browser(browser: A
 
 
 def test_every_page_carries_a_script_policy_without_unsafe_inline(tmp_path: Path) -> None:
-    runs_dir, dirs = _hostile_runs(tmp_path)
+    runs_dir, _ = _hostile_runs(tmp_path, apart=False)
     with started_viewer(runs_dir) as (base, _):
         for path in ("/", "/cases", "/compare", "/run/" + quote(HOSTILE_IDS[0], safe=""), "/run/nope", "/case?target=x"):
             req = urllib.request.Request(base + path)
@@ -130,7 +138,8 @@ def test_every_page_carries_a_script_policy_without_unsafe_inline(tmp_path: Path
             for hostile in HOSTILE_IDS:
                 assert hostile not in body, path  # never raw: escaped wherever it is shown
     history = tmp_path / "h.html"
-    subprocess.run([sys.executable, "-m", "evalx.cli", "report", "--history", str(runs_dir), "-o", str(history)], check=True)
+    done = evalx("report", "--history", str(runs_dir), "-o", str(history))
+    assert done.returncode == 0, done.stderr
     text = history.read_text()
     assert '<meta http-equiv="Content-Security-Policy"' in text and "script-src 'sha256-" in html.unescape(text)
     assert not any(h in text for h in HOSTILE_IDS)
@@ -150,19 +159,23 @@ def test_every_page_carries_a_script_policy_without_unsafe_inline(tmp_path: Path
         lambda d: d.update(run_id="another-run"),  # a cache may not rename its run
     ],
 )
-def test_a_wrongly_typed_or_renamed_cache_is_rebuilt_never_a_500(tmp_path: Path, damage: Any) -> None:
-    config, dirs = runs_apart(tmp_path, 1)
-    runs_dir = config.parent / "runs"
-    subprocess.run([sys.executable, "-m", "evalx.cli", "report", "--history", str(runs_dir), "-o", str(tmp_path / "h.html")], check=True)
-    cache = runs_dir / INDEX_DIR / f"{dirs[0].name}.json"
+def test_a_wrongly_typed_or_renamed_cache_is_rebuilt_never_a_500(indexed_run: Path, tmp_path: Path, damage: Any) -> None:
+    runs_dir = tmp_path / "runs"
+    shutil.copytree(indexed_run / "runs", runs_dir)  # the files' times too: the cache still matches its run
+    (run_dir,) = (p for p in runs_dir.iterdir() if p.name != INDEX_DIR)
+    cache = runs_dir / INDEX_DIR / f"{run_dir.name}.json"
     good = json.loads(cache.read_text())
     bad = json.loads(cache.read_text())
     damage(bad)
     cache.write_text(json.dumps(bad))
-    with started_viewer(runs_dir) as (base, _):
-        for path in ("/", "/cases", "/case?target=bot&dataset=d&case=flip", f"/run/{dirs[0].name}/review", f"/run/{dirs[0].name}"):
-            status, body = _get(base + path)
-            assert status == 200, (path, body)
+
+    async def pages(client: TestClient[Any, Any]) -> None:
+        for path in ("/", "/cases", "/case?target=bot&dataset=d&case=flip", f"/run/{run_dir.name}/review", f"/run/{run_dir.name}"):
+            res = await client.get(path)
+            body = await res.text()
+            assert res.status == 200, (path, body)
             assert "another-run" not in body and "<b>2</b>" not in body
+
+    with_client(make_app(runs_dir), pages)  # the app `evalx view` serves, on 127.0.0.1 in this process
     again = json.loads(cache.read_text())  # rebuilt from the run's files, and stored right
     assert again == good

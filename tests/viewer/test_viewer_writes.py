@@ -1,6 +1,6 @@
-"""Issue 30, class 7: concurrent writers and links in run folders, through started `evalx view` processes — 60 marks at once over
-two viewers all answered and stored once; a copied run folder named and never written; a link in a run folder never written
-through; a page view writes nothing."""
+"""Issue 30, class 7: concurrent writers and links in run folders, through the app `evalx view` serves — 60 marks at once over
+two started viewer processes all answered and stored once; a copied run folder named and never written; a link in a run folder
+never written through; a page view writes nothing (on an in-process server where one viewer and no hang are at stake)."""
 
 from __future__ import annotations
 
@@ -10,12 +10,15 @@ import urllib.error
 import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlencode
 
 import pytest
-from viewer_project import make_runs, started_viewer
+from aiohttp.test_utils import TestClient
+from viewer_project import make_runs, started_viewer, with_client
 
 from evalx.results.reviews import REVIEWS, add_mark
+from evalx.viewer.app import make_app
 
 CASES = ("steady", "flip", "up1", "up2", "never")
 
@@ -28,6 +31,18 @@ def post_mark(base: str, run_id: str, case: str, comment: str, verdict: str = "p
             return res.status, res.read().decode()
     except urllib.error.HTTPError as exc:
         return exc.code, exc.read().decode()
+
+
+async def mark(client: TestClient[Any, Any], run_id: str, case: str, comment: str) -> tuple[int, str]:
+    """:func:`post_mark` through an in-process server's client."""
+    form = {"run": run_id, "target": "bot", "dataset": "d", "case": case, "verdict": "pass", "comment": comment}
+    res = await client.post("/review", data=form, headers={"Accept": "application/json"})
+    return res.status, await res.text()
+
+
+async def page_of(client: TestClient[Any, Any], path: str) -> tuple[int, str]:
+    res = await client.get(path)
+    return res.status, await res.text()
 
 
 def get(url: str) -> tuple[int, str]:
@@ -62,12 +77,15 @@ def test_a_copied_run_folder_is_named_and_marks_go_to_the_folder_named_for_the_r
     runs_dir = config.parent / "runs"
     for copy in ("0-backup", "zz-backup"):  # sorted before and after the run's own folder
         shutil.copytree(run_dir, runs_dir / copy)
-    with started_viewer(runs_dir) as (base, _):
-        status, page = get(base + "/")
+
+    async def body(client: TestClient[Any, Any]) -> None:
+        status, page = await page_of(client, "/")
         assert status == 200 and page.count(f'data-run="{run_dir.name}"') == 1
         assert "0-backup/" in page and "zz-backup/" in page and f"from {run_dir.name}/ only" in page
-        status, answer = post_mark(base, run_dir.name, "flip", "the run's own")
+        status, answer = await mark(client, run_dir.name, "flip", "the run's own")
         assert status == 200, answer
+
+    with_client(make_app(runs_dir), body)
     assert json.loads((run_dir / REVIEWS).read_text())["comment"] == "the run's own"
     assert not (runs_dir / "0-backup" / REVIEWS).exists() and not (runs_dir / "zz-backup" / REVIEWS).exists()
 
@@ -83,11 +101,14 @@ def test_links_in_a_run_folder_are_never_written_through(tmp_path: Path) -> None
     kept = (outside / "summary.json").read_bytes()
     (other / "summary.json").unlink()
     (other / "summary.json").symlink_to(outside / "summary.json")
-    with started_viewer(runs_dir) as (base, _):
-        status, answer = post_mark(base, run_dir.name, "flip", "through a link")
+
+    async def body(client: TestClient[Any, Any]) -> None:
+        status, answer = await mark(client, run_dir.name, "flip", "through a link")
         assert status == 400 and "symbolic link" in answer and answer.count("\n") == 1, answer
-        status, answer = post_mark(base, other.name, "flip", "rebuilds the summary")
+        status, answer = await mark(client, other.name, "flip", "rebuilds the summary")
         assert status == 200, answer
+
+    with_client(make_app(runs_dir), body)
     assert (outside / "marks.jsonl").read_text() == ""  # the mark did not leave the run folder
     assert (outside / "summary.json").read_bytes() == kept  # the link was replaced by the run's own file
     assert not (other / "summary.json").is_symlink() and json.loads((other / "summary.json").read_text())["reviews"]["marks"] == 1
@@ -97,12 +118,15 @@ def test_viewing_a_run_writes_nothing(tmp_path: Path) -> None:
     config, (run_dir,) = make_runs(tmp_path, "a")
     add_mark(run_dir, target="bot", dataset="d", case_id="never", verdict="pass", reviewer="cli")  # newer than report.html
     before = snapshot(run_dir)
-    with started_viewer(config.parent / "runs") as (base, _):
+
+    async def body(client: TestClient[Any, Any]) -> None:
         for _ in range(2):
-            status, page = get(base + f"/run/{run_dir.name}")
+            status, page = await page_of(client, f"/run/{run_dir.name}")
             assert status == 200 and "1 cell reviewed, 1 overridden" in page  # rendered with the mark, in memory
-            status, page = get(base + f"/run/{run_dir.name}/review")
+            status, page = await page_of(client, f"/run/{run_dir.name}/review")
             assert status == 200
+
+    with_client(make_app(config.parent / "runs"), body)
     assert snapshot(run_dir) == before
 
 
@@ -112,8 +136,13 @@ def test_a_report_not_written_by_this_evalx_is_rendered_again_in_memory(tmp_path
     planted = report.read_text().replace("'sha256-", "'sha256-AAAA", 1).replace("<body", "<body data-planted=yes", 1)
     report.write_text(planted)
     before = snapshot(run_dir)
-    with started_viewer(config.parent / "runs") as (base, _):
-        status, page = get(base + f"/run/{run_dir.name}")
+    answers: list[tuple[int, str]] = []
+
+    async def body(client: TestClient[Any, Any]) -> None:
+        answers.append(await page_of(client, f"/run/{run_dir.name}"))
+
+    with_client(make_app(config.parent / "runs"), body)
+    ((status, page),) = answers
     assert status == 200 and "data-planted" not in page and "sha256-AAAA" not in page and "evalx-data" in page
     assert snapshot(run_dir) == before
 
