@@ -280,7 +280,12 @@ def test_an_unfinished_shard_makes_an_incomplete_merge(tmp_path: Path) -> None:
 def test_pairwise_runs_inside_shards_and_merges_the_same(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A case's cells are in one shard, so ``pairwise`` is judged there; the merge carries the records and the summary."""
     pytest.importorskip("evalx.execution.pairwise_pass")
-    judge_module = pytest.importorskip("test_pairwise_judge")
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("pairwise_judge_helpers", Path(__file__).parents[1] / "judge" / "test_pairwise_judge.py")
+    assert spec is not None and spec.loader is not None
+    judge_module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(judge_module)  # the pairwise judge server and project of tests/judge (was never found: always skipped)
     server = judge_module.PairwiseJudge().start()
     try:
         root = judge_module.project(

@@ -472,8 +472,8 @@ class SummaryBuilder:
         self._reviews = [0, 0]  # cells with a review mark, of which overridden (the mark changed the status)
         self._slow_ms = slow_ms
         self._slow_over = 0
-        # min-heap of (latency, arrival, cell) of the slowest cells, at most _slow_keep of them
-        self._slowest: list[tuple[float, int, SlowCell]] = []
+        # min-heap of (latency, -matrix order, -arrival, cell) of the slowest cells, at most _slow_keep of them
+        self._slowest: list[tuple[float, float, int, SlowCell]] = []
         self._slow_keep = MAX_SLOW if slow_ms is not None else SLOWEST_SHOWN
 
     def add(self, result: CellResult) -> None:
@@ -521,8 +521,8 @@ class SummaryBuilder:
             sizes.latency.append(latency)
             if self._slow_ms is not None and latency > self._slow_ms:
                 self._slow_over += 1
-            if len(self._slowest) < self._slow_keep or latency > self._slowest[0][0]:
-                self._keep_slow(latency, arrival, target_id, result, status)
+            if len(self._slowest) < self._slow_keep or latency >= self._slowest[0][0]:
+                self._keep_slow(latency, order, arrival, target_id, result, status)
         text = output.get("text")
         if type(text) is str and status != "error":
             sizes.chars.append(len(text))
@@ -633,7 +633,9 @@ class SummaryBuilder:
                 if kind in self._errors or len(self._errors) < MAX_ERROR_KINDS:
                     self._errors[kind] = self._errors.get(kind, 0) + 1
 
-    def _keep_slow(self, latency: float, arrival: int, target_id: str, result: CellResult, status: str) -> None:
+    def _keep_slow(self, latency: float, order: float, arrival: int, target_id: str, result: CellResult, status: str) -> None:
+        """Keep the cell among the slowest: equal latencies in matrix order (the first kept), so a summary rebuilt
+        from the stored results (in matrix order) lists the same cells as the run's (in the order they ended)."""
         repeat = result.get("repeat")
         cell: SlowCell = {
             "target": target_id,
@@ -643,13 +645,14 @@ class SummaryBuilder:
             "status": status,
             "latency_ms": latency,
         }
+        entry = (latency, -order, -arrival, cell)
         if len(self._slowest) < self._slow_keep:
-            heapq.heappush(self._slowest, (latency, -arrival, cell))
-        else:
-            heapq.heapreplace(self._slowest, (latency, -arrival, cell))
+            heapq.heappush(self._slowest, entry)
+        elif entry[:3] > self._slowest[0][:3]:
+            heapq.heapreplace(self._slowest, entry)
 
     def _slowest_figures(self) -> Slowest:
-        ranked = [cell for _, _, cell in sorted(self._slowest, reverse=True)]
+        ranked = [entry[3] for entry in sorted(self._slowest, key=lambda e: e[:3], reverse=True)]
         if self._slow_ms is None:
             return {"threshold_ms": None, "over_threshold": None, "cells": ranked[:SLOWEST_SHOWN]}
         over = [c for c in ranked if c["latency_ms"] > self._slow_ms]
