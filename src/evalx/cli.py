@@ -319,7 +319,12 @@ def _shard(ctx: click.Context, param: click.Parameter, value: str | None) -> tup
 @click.option("--html", type=click.Path(dir_okay=False, path_type=Path), help="Also write the HTML report here.")
 @click.option("--json", "json_out", is_flag=True, help="Print the summary as JSON on stdout.")
 @click.option("--var", multiple=True, metavar="KEY=VALUE", help="Set a template var.")
-@click.option("--dry-run", is_flag=True, help="List the cells that would run, run nothing.")
+@click.option("--dry-run", is_flag=True, help="List the cells that would run and estimate their tokens, cost and time; run nothing.")
+@click.option(
+    "--batch",
+    is_flag=True,
+    help="Send provider targets' (and a provider judge's) requests through their provider's batch API, at its batch price.",
+)
 @click.option(
     "--max-failures",
     type=click.IntRange(min=1),
@@ -377,6 +382,7 @@ def run_cmd(
     json_out: bool,
     var: tuple[str, ...],
     dry_run: bool,
+    batch: bool,
     max_failures: int | None,
     exit_first: bool,
     quiet: bool,
@@ -424,6 +430,7 @@ def run_cmd(
         outputs=Outputs(junit=junit, junit_flavor=junit_flavor, html=html, markdown=markdown),
         quiet=quiet,
         max_failures=_max_failures(max_failures, exit_first),
+        batch=batch,
     )
     if dry_run:
         from evalx.execution.request import plan_request

@@ -52,7 +52,19 @@ def _expect(key: str, value: Any) -> Any:
 def test_the_table_covers_every_setting() -> None:
     assert set(TABLE) == SETTING_KEYS
     fields = {f for f in TargetSettings.__dataclass_fields__}
-    assert fields == (SETTING_KEYS - {"rate_limit"}) | {"rate_limit_rpm"}
+    # batch: a provider target's own key (and --batch), not a defaults: setting
+    assert fields == (SETTING_KEYS - {"rate_limit"}) | {"rate_limit_rpm", "batch"}
+
+
+def test_batch_is_a_provider_targets_key_or_the_command_lines() -> None:
+    from evalx.targets.settings import BatchSettings
+
+    provider = {"id": "t", "type": "provider", "provider": "openai", "model": "m"}
+    assert resolve_settings(provider).batch is None
+    assert resolve_settings({**provider, "batch": True}).batch == BatchSettings()
+    assert resolve_settings({**provider, "batch": {"poll_interval_s": 0.5, "max_requests": 9}}).batch == BatchSettings(0.5, 9)
+    assert resolve_settings(provider, None, Overrides(batch=True)).batch == BatchSettings()  # --batch
+    assert resolve_settings({"id": "t", "type": "engine", "url": "http://x"}, None, Overrides(batch=True)).batch is None
 
 
 @pytest.mark.parametrize("key", sorted(TABLE))

@@ -62,6 +62,8 @@ class RunRequest:
     quiet: bool = False
     #: ``--max-failures N`` (``-x``: 1): start no new cell once N cells failed or errored (the run is resumable)
     max_failures: int | None = None
+    #: ``--batch``: provider targets (and a provider judge) whose definition has a batch API use it
+    batch: bool = False
 
     def overrides(self) -> Overrides:
         """The top layer of every target's settings: what this request sets over the config."""
@@ -70,6 +72,7 @@ class RunRequest:
             concurrency=self.concurrency or None,
             cache=None if self.use_cache else False,
             rate_limit_share=shard[1] if shard is not None else None,  # the shards share each provider's rate limit
+            batch=True if self.batch else None,
         )
 
 

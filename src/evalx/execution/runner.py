@@ -183,6 +183,7 @@ def _run_locked(config: Config, resolved: ResolvedRun, plan: Plan, made: _Run) -
                     ray_address=request.ray_address,
                     quiet=request.quiet,
                     stop=limit.stopped if limit is not None else None,
+                    on_batch=progress.note,
                 )
             )
     except BaseException:  # a target could not start (no API key...): say so in run.json, keep results

@@ -25,6 +25,7 @@ class RunContext:
     vars: Mapping[str, object] = field(default_factory=dict)  # the config's ``vars:``
     cache: ResponseCache | None = None  # when some target caches (``TargetSettings.cache``)
     providers_dir: Path | None = None  # the config's providers_dir:, resolved
+    run_dir: Path | None = None  # the run's folder (batch mode keeps its batches.json there)
 
 
 class Target(Protocol):
