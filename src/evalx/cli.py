@@ -439,7 +439,7 @@ def run_cmd(
             plan = plan_request(config, request)
         except _nothing_to_rerun() as exc:
             _fail(f"evalx: {exc}", 0)
-        _print_plan(plan, config)
+        _print_plan(plan, config, request.overrides())
         return
     from evalx.execution.runner import run
     from evalx.targets.printed import stdout_for_evalx
@@ -507,7 +507,7 @@ def _report_run(outcome: Any, matrix: bool, json_out: bool, out: Any, *, quiet: 
     click.echo(("\n" if verbose else "") + reason_line, file=out, color=color)
 
 
-def _print_plan(plan: Any, config: Any = None) -> None:
+def _print_plan(plan: Any, config: Any = None, overrides: Any = None) -> None:
     n_cases = len({(c.dataset, c.case.id) for c in plan.cells})
     targets = [t["id"] for t in plan.target_specs]
     from evalx.results.display import show_id
@@ -529,7 +529,7 @@ def _print_plan(plan: Any, config: Any = None) -> None:
     if config is not None:
         from evalx.execution.budget import estimate_cost, format_estimate
 
-        for line in format_estimate(estimate_cost(config, plan)):
+        for line in format_estimate(estimate_cost(config, plan, overrides)):
             click.echo(line)
 
 
