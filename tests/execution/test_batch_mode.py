@@ -102,6 +102,9 @@ def test_cells_are_answered_from_one_batch_at_half_price(tmp_path: Path, server:
     assert all(r["cost_usd"] == pytest.approx(NORMAL / 2) for r in results)
     summary = json.loads((run / "summary.json").read_text())
     assert summary["cost_usd"] == pytest.approx(12 * NORMAL / 2)
+    assert summary["batched_cells"] == summary["per_target"]["m"]["batched_cells"] == 12
+    assert "12 cells at the batch price" in (run / "summary.txt").read_text()
+    assert "12 cells at the batch price" in (run / "report.html").read_text()
     ledger = json.loads((run / "batches.json").read_text())
     assert [b["queue"] for b in ledger["batches"]] == ["target:m"] and ledger["batches"][0]["requests"] == 12
     assert "batch: 1 submitted (12 requests)" in done.stderr  # the progress line
@@ -121,6 +124,21 @@ def test_expired_requests_fall_back_to_a_normal_call_and_rejected_ones_are_error
     assert by_case["c1"]["output"]["raw"]["batch_fallback"].startswith("expired")
     assert by_case["c2"]["status"] == "error" and "batch request errored" in by_case["c2"]["error"]
     assert "bad request in batch" in by_case["c2"]["error"]
+
+
+def test_a_batch_that_outlasts_max_wait_s_falls_back_to_normal_calls(tmp_path: Path) -> None:
+    srv = BatchServer("anthropic").start()
+    srv.hold.set()  # the batch never ends
+    try:
+        root = write_project(tmp_path, srv, ["a", "b", "c"], batch="{poll_interval_s: 0.05, max_wait_s: 0.5}")
+        done = evalx(root, "run", "--no-cache")
+        assert done.returncode == 0, done.stdout + done.stderr
+        assert srv.creations == 1 and srv.normal_calls == 3
+        results = cells(only_run(root))
+        assert all(r["cost_usd"] == pytest.approx(NORMAL) for r in results)  # normal calls: the normal price
+        assert all(r["output"]["raw"]["batch_fallback"].startswith("timeout") for r in results)
+    finally:
+        srv.stop()
 
 
 def test_batches_are_split_to_max_requests(tmp_path: Path) -> None:

@@ -112,6 +112,10 @@ class RayExecutor:
     async def execute(self, job: ExecutionJob) -> ExecutionStats:
         from evalx.execution.ray_executor import execute_on_ray
 
+        batched = [t.id for t in job.plan.targets if resolve_settings(t, job.config.typed.defaults, job.overrides).batch is not None]
+        if batched:
+            log.warning(f"batch mode is not available with --executor ray: {', '.join(batched)} send normal calls")
+
         return await execute_on_ray(
             job.config,
             job.plan,

@@ -77,6 +77,7 @@ class CellRuntime:
         *,
         on_result: Callable[[CellResult], None],
         on_batch: Callable[[str], None] | None = None,
+        batching: bool = True,
     ) -> CellRuntime:
         """Start every plan's target (a failure closes the ones started, and the cache, and is raised), then the rest."""
         from evalx.execution.simulate import UserTargets
@@ -97,7 +98,8 @@ class CellRuntime:
         executor.users = UserTargets(ctx, setup.entries, setup.defaults, setup.overrides)  # started on first use
         for plan in plans:
             plan.pacer = getattr(plan.target, "pacer", None)
-        _batch_mode(ctx, plans, executor, judge, on_batch)
+        if batching:  # not in a Ray actor: its cells come one by one from the driver, never all at once
+            _batch_mode(ctx, plans, executor, judge, on_batch)
         return cls(ctx, plans, executor, judge)
 
     def watch(self) -> Watchdog:
