@@ -141,6 +141,41 @@ def test_a_batch_that_outlasts_max_wait_s_falls_back_to_normal_calls(tmp_path: P
         srv.stop()
 
 
+def test_a_batch_goes_out_while_other_targets_still_run(tmp_path: Path) -> None:
+    """The batch-mode target's requests do not wait for a slow target's cells: that one finishes only once the batch exists."""
+    srv = BatchServer("openai").start()
+    try:
+        (tmp_path / "slow.py").write_text(
+            "import pathlib, time\n"
+            "def answer(q):\n"
+            "    end = time.monotonic() + 120\n"
+            "    while not pathlib.Path('release').exists() and time.monotonic() < end:\n"
+            "        time.sleep(0.02)\n"
+            "    return q\n"
+        )
+        extra = "  - {id: slow, type: python, callable: slow.py:answer, concurrency: 1}\n"
+        root = write_project(tmp_path, srv, ["x", "y", "z"])
+        config = (root / "evalconfig.yaml").read_text().replace("datasets:\n", extra + "datasets:\n", 1)
+        (root / "evalconfig.yaml").write_text(config)
+        proc = subprocess.Popen([sys.executable, "-m", "evalx", "run", "-q"], cwd=root, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        try:
+            deadline = time.monotonic() + 120
+            while srv.creations < 1 and time.monotonic() < deadline and proc.poll() is None:
+                time.sleep(0.05)
+            assert srv.creations == 1, "the batch waited for the slow target"
+            (root / "release").write_text("")
+            out, err = proc.communicate(timeout=180)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.communicate()
+        assert proc.returncode == 0, out.decode() + err.decode()
+        results = cells(only_run(root))
+        assert len(results) == 6 and all(r["status"] == "pass" for r in results)
+    finally:
+        srv.stop()
+
+
 def test_batches_are_split_to_max_requests(tmp_path: Path) -> None:
     srv = BatchServer("openai").start()
     try:

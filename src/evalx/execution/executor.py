@@ -112,11 +112,12 @@ class Executor:
         batch_round = self.batch_round
         if batch_round is None:
             return await self._work(plan, cells)
-        batch_round.enter()
+        batch_mode = plan.prefetch is not None
+        batch_round.enter(batch_mode)
         try:
             return await self._work(plan, cells)
         finally:
-            batch_round.leave()
+            batch_round.leave(batch_mode)
 
     async def _work(self, plan: TargetPlan, cells: Any) -> None:
         turns = 0

@@ -32,6 +32,7 @@ sent again as a normal call, at the normal price (docs/providers.md#batch-mode).
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import json
 import logging
 import os
@@ -135,28 +136,50 @@ def _duration(seconds: float) -> str:
     return f"{seconds / 3600:.1f}h"
 
 
+#: set in the executor's workers of batch-mode targets (asyncio tasks they start inherit it)
+_BATCH_WORKER: contextvars.ContextVar[bool] = contextvars.ContextVar("evalx_batch_worker", default=False)
+
+
 class BatchRound:
     """When queued requests are sent: once every worker that could add one is waiting on a batch.
 
     The executor counts its workers in (:meth:`enter`) and out (:meth:`leave`);
-    a queue counts the calls waiting on it. When no worker is left doing anything
-    else, every queue sends what it holds.
+    a queue counts the calls waiting on it. A target's queue sends what it holds
+    once every worker of a batch-mode target waits on a batch (only their cells
+    add to it); a judge's, once every worker waits (any cell may still ask the
+    judge): the judge's calls go out together, after the answers they grade.
     """
 
     def __init__(self, report: Callable[[str], None] | None = None) -> None:
+        #: workers running (all targets'), and those of batch-mode targets
         self.active = 0
+        self.active_batch = 0
+        #: calls waiting on a queue, and those made from the workers of batch-mode targets
         self.waiting = 0
+        self.waiting_batch = 0
         self.queues: list[BatchQueue] = []
         self.progress = BatchProgress()
         self._report = report
         self._check: asyncio.TimerHandle | None = None
 
-    def enter(self) -> None:
+    def enter(self, batch_mode: bool) -> None:
+        """A worker starts (``batch_mode``: a batch-mode target's); the calls it makes are counted as its."""
         self.active += 1
+        if batch_mode:
+            self.active_batch += 1
+            _BATCH_WORKER.set(True)
 
-    def leave(self) -> None:
+    def leave(self, batch_mode: bool) -> None:
         self.active -= 1
+        if batch_mode:
+            self.active_batch -= 1
         self.changed()
+
+    def wait(self, delta: int) -> None:
+        """A call starts (1) or stops (-1) waiting on a queue."""
+        self.waiting += delta
+        if _BATCH_WORKER.get():
+            self.waiting_batch += delta
 
     def changed(self) -> None:
         """Look again soon (after :data:`SETTLE_S`: requests on their way join this batch, not the next)."""
@@ -165,8 +188,10 @@ class BatchRound:
 
     def _flush_if_idle(self) -> None:
         self._check = None
-        if self.waiting >= self.active:
-            for queue in self.queues:
+        targets_wait = self.waiting_batch >= self.active_batch
+        all_wait = self.waiting >= self.active
+        for queue in self.queues:
+            if all_wait or (targets_wait and not queue.judge):
                 queue.flush()
 
     def report(self) -> None:
@@ -404,6 +429,8 @@ class BatchQueue:
         batch_round: BatchRound,
     ) -> None:
         self.name, self.client, self.settings, self.ledger, self.round = name, client, settings, ledger, batch_round
+        #: a judge's queue: its calls wait for every cell's, not only the batch-mode targets'
+        self.judge = name.startswith("judge:")
         limit = spec.max_requests
         self.max_requests = min(settings.max_requests, limit) if settings.max_requests else limit
         self.max_bytes = spec.max_bytes
@@ -448,12 +475,12 @@ class BatchQueue:
             self._pending_futures[custom_id] = [future]
             if len(self.pending) >= self.max_requests:
                 self.flush()
-        self.round.waiting += 1
+        self.round.wait(1)
         self.round.changed()
         try:
             return await future
         finally:
-            self.round.waiting -= 1
+            self.round.wait(-1)
 
     def flush(self) -> None:
         """Send what is queued, as one batch (the size limits were kept as it filled)."""
@@ -472,14 +499,17 @@ class BatchQueue:
     async def _submit(self, batch: _Batch, lines: list[JSON]) -> None:
         try:
             batch.id = await self.client.create(lines)
-        except (TargetError, DefinitionError) as exc:
-            log.warning(f"{self.name}: the batch of {len(lines)} requests could not be created ({exc}); they are sent as normal calls")
-            self._end(batch, {}, BatchResult("failed", error=f"the batch could not be created: {exc}"))
-            return
         except asyncio.CancelledError:
             self._end(batch, {}, BatchResult("failed", error="the run was interrupted"))
             raise
-        batch.record = self.ledger.add(self.name, self.client.definition.name, batch.id, batch.custom_ids)
+        except Exception as exc:  # TargetError, a definition's template... : the requests are sent as normal calls
+            log.warning(f"{self.name}: the batch of {len(lines)} requests could not be created ({exc}); they are sent as normal calls")
+            self._end(batch, {}, BatchResult("failed", error=f"the batch could not be created: {exc}"))
+            return
+        try:
+            batch.record = self.ledger.add(self.name, self.client.definition.name, batch.id, batch.custom_ids)
+        except Exception as exc:  # the run folder cannot be written: the batch is still waited for, but not resumable
+            log.warning(f"{self.name}: batch {batch.id} could not be recorded in {LEDGER} ({exc}); a resumed run would send it again")
         progress = self.round.progress
         progress.batches += 1
         progress.requests += len(lines)
@@ -510,7 +540,7 @@ class BatchQueue:
                     counted = max(counted, min(now.done, len(batch.custom_ids)))
                 if batch.record is not None and batch.record.get("state") != now.state:
                     batch.record["state"] = now.state
-                    self.ledger.save()
+                    self._save()
                 self.round.report()
                 if now.ended:
                     break
@@ -530,11 +560,19 @@ class BatchQueue:
             why = f"batch {batch.id} ended {now.state}" + (f" ({now.error})" if now.error else "")
             missing = BatchResult("missing", error=f"{why} without a result for it")
             self._end(batch, results, missing)
-        except (TargetError, DefinitionError) as exc:
-            self._end(batch, {}, BatchResult("failed", error=f"batch {batch.id}: {exc}"))
         except asyncio.CancelledError:
             self._end(batch, {}, BatchResult("failed", error="the run was interrupted"))
             raise
+        except Exception as exc:  # polling or reading gave up: its requests are sent as normal calls
+            log.warning(f"{self.name}: batch {batch.id}: {exc}; its requests are sent as normal calls")
+            self._end(batch, {}, BatchResult("failed", error=f"batch {batch.id}: {exc}"))
+
+    def _save(self) -> None:
+        """``batches.json`` again (a batch's state changed); a failed write is a warning: the batch is still waited for."""
+        try:
+            self.ledger.save()
+        except Exception as exc:
+            log.warning(f"{self.name}: {LEDGER} could not be written: {exc}")
 
     def _end(self, batch: _Batch, results: dict[str, BatchResult], otherwise: BatchResult) -> None:
         """Hand every waiter of ``batch`` its result (``otherwise`` for a request without one)."""
