@@ -215,6 +215,26 @@ def test_a_definition_without_a_batch_api_refuses_batch_true(tmp_path: Path) -> 
         assert "Traceback" not in done.stderr
 
 
+def test_a_judge_without_a_batch_api_refuses_judge_batch(tmp_path: Path) -> None:
+    (tmp_path / "evalconfig.yaml").write_text(
+        textwrap.dedent(
+            """\
+            version: 1
+            targets:
+              - {id: local, type: provider, provider: vllm, model: m, base_url: "http://127.0.0.1:9/v1"}
+            judge:
+              target: local
+              batch: true
+            datasets:
+              - {id: d, cases: [{id: a, input: hi, assert: [{type: llm_judge, rubric: polite}]}]}
+            """
+        )
+    )
+    done = evalx(tmp_path, "validate")
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert "evalconfig.yaml:6 judge.batch: provider 'vllm' has no batch API" in done.stderr, done.stderr
+
+
 def test_a_run_killed_while_polling_resumes_without_sending_again(tmp_path: Path, server: BatchServer) -> None:
     server.hold.set()  # batches stay in progress until the run is killed
     inputs = [f"question {i}" for i in range(15)]
@@ -244,11 +264,15 @@ def test_a_run_killed_while_polling_resumes_without_sending_again(tmp_path: Path
     assert all(r["status"] == "pass" and r["cost_usd"] == pytest.approx(NORMAL / 2) for r in results)
 
 
-def test_the_judge_batches_its_calls_after_the_answers(tmp_path: Path) -> None:
+@pytest.mark.parametrize("where", ["target", "judge"])
+def test_the_judge_batches_its_calls_after_the_answers(tmp_path: Path, where: str) -> None:
+    """``batch:`` on the judge's target, or ``judge.batch`` over it."""
     srv = BatchServer("openai").start()
     try:
+        batch = "batch: {poll_interval_s: 0.05}"
         judge = f"""\
             judge:
+              {batch if where == "judge" else ""}
               target:
                 type: provider
                 provider: openai
@@ -256,7 +280,7 @@ def test_the_judge_batches_its_calls_after_the_answers(tmp_path: Path) -> None:
                 base_url: {srv.url}/v1
                 api_key: sk-test
                 pricing: {{input_per_mtok: {PRICE_IN}, output_per_mtok: {PRICE_OUT}}}
-                batch: {{poll_interval_s: 0.05}}
+                {batch if where == "target" else ""}
             assert:
               - {{type: llm_judge, rubric: "The answer repeats the question."}}
             """

@@ -479,6 +479,7 @@ class Judge:
             options.temperature,
             # OpenAI's JSON mode refuses a prompt that does not mention JSON
             json_mode=not template or "json" in str(template).lower(),
+            batch=_written_batch(settings.get("batch")),
         )
         inst = await self._instance(spec)
         digest = hashlib.sha256(prompt.encode()).hexdigest()[:12]
@@ -743,6 +744,15 @@ def _details(calls: list[_Call], *, judge: str | None = None, embedding: str | N
     if cost is not None:
         details["cost_usd"] = cost
     return details
+
+
+def _written_batch(value: object) -> bool | JSONObject | None:
+    """``judge.batch`` as the judge target's entry takes it (a record's options as their mapping)."""
+    if value is None or isinstance(value, bool):
+        return value
+    if isinstance(value, Mapping):
+        return dict(value)
+    return {k: v for k, v in vars(value).items() if v is not None} if hasattr(value, "__dict__") else None
 
 
 def _cosine(a: list[float], b: list[float]) -> float:
