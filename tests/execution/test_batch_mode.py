@@ -264,6 +264,37 @@ def test_a_run_killed_while_polling_resumes_without_sending_again(tmp_path: Path
     assert all(r["status"] == "pass" and r["cost_usd"] == pytest.approx(NORMAL / 2) for r in results)
 
 
+def test_resume_keeps_the_batch_flag(tmp_path: Path) -> None:
+    """A run made with ``--batch`` and killed is resumed in batch mode without the flag: its batch polled, nothing sent again."""
+    srv = BatchServer("openai").start()
+    srv.hold.set()
+    try:
+        root = write_project(tmp_path, srv, ["a", "b"], batch="false")  # --batch over it
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "evalx", "run", "-q", "--batch"], cwd=root, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+        )
+        try:
+            deadline = time.monotonic() + 120
+            while time.monotonic() < deadline and not list((root / "runs").glob("*/batches.json")):
+                assert proc.poll() is None, proc.communicate()
+                time.sleep(0.05)
+            os.kill(proc.pid, signal.SIGKILL)
+            proc.wait(30)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+            proc.communicate()
+        run = only_run(root)
+        assert json.loads((run / "run.json").read_text())["batch"] is True
+        srv.hold.clear()
+        done = evalx(root, "run", "--resume", run.name)
+        assert done.returncode == 0, done.stdout + done.stderr
+        assert srv.creations == 1 and srv.normal_calls == 0
+        assert all(r["cost_usd"] == pytest.approx(NORMAL / 2) for r in cells(run))
+    finally:
+        srv.stop()
+
+
 @pytest.mark.parametrize("where", ["target", "judge"])
 def test_the_judge_batches_its_calls_after_the_answers(tmp_path: Path, where: str) -> None:
     """``batch:`` on the judge's target, or ``judge.batch`` over it."""

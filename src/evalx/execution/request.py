@@ -13,7 +13,7 @@ typed on a command line.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -101,6 +101,8 @@ def resolve(config: Config, request: RunRequest) -> ResolvedRun:
             raise RequestError("--rerun and --from go together (and not with --resume)")
         resumed, meta = load_run_meta(request.resume, config.output_dir)
         selection, run_id = resume_selection(meta, selection), str(meta["run_id"])
+        if meta.get("batch") is True and not request.batch:  # made with --batch: its batches are polled again, not sent as calls
+            request = replace(request, batch=True)
         inputs.append(Path(resumed) / "results.jsonl")
     elif request.rerun or request.rerun_from:
         from evalx.execution.rerun import load_parent, parse_rerun, rerun_selection
