@@ -378,7 +378,12 @@ class ConcurrencyType(click.ParamType):  # type: ignore[type-arg]
 @click.option("--var", multiple=True, metavar="KEY=VALUE", help="Set a template var.")
 @env_file_option
 @env_override_option
-@click.option("--dry-run", is_flag=True, help="List the cells that would run, run nothing.")
+@click.option("--dry-run", is_flag=True, help="List the cells that would run and estimate their tokens, cost and time; run nothing.")
+@click.option(
+    "--batch",
+    is_flag=True,
+    help="Send provider targets' (and a provider judge's) requests through their provider's batch API, at its batch price.",
+)
 @click.option(
     "--max-failures",
     type=click.IntRange(min=1),
@@ -442,6 +447,7 @@ def run_cmd(
     env_files: tuple[Path, ...],
     env_override: bool,
     dry_run: bool,
+    batch: bool,
     max_failures: int | None,
     exit_first: bool,
     quiet: bool,
@@ -490,6 +496,7 @@ def run_cmd(
         outputs=Outputs(junit=junit, junit_flavor=junit_flavor, html=html, markdown=None if to_stdout else markdown),
         quiet=quiet,
         max_failures=_max_failures(max_failures, exit_first),
+        batch=batch,
     )
     if dry_run:
         from evalx.execution.request import plan_request
@@ -498,7 +505,7 @@ def run_cmd(
             plan = plan_request(config, request)
         except _nothing_to_rerun() as exc:
             _fail(f"evalx: {exc}", 0)
-        _print_plan(plan, config)
+        _print_plan(plan, config, request.overrides())
         return
     from evalx.execution.runner import run
     from evalx.targets.printed import stdout_for_evalx
@@ -592,7 +599,7 @@ def _report_run(outcome: Any, matrix: bool, json_out: bool, out: Any, *, quiet: 
     click.echo(("\n" if verbose else "") + reason_line, file=out, color=color)
 
 
-def _print_plan(plan: Any, config: Any = None) -> None:
+def _print_plan(plan: Any, config: Any = None, overrides: Any = None) -> None:
     n_cases = len({(c.dataset, c.case.id) for c in plan.cells})
     targets = [t["id"] for t in plan.target_specs]
     from evalx.results.display import show_id
@@ -614,7 +621,7 @@ def _print_plan(plan: Any, config: Any = None) -> None:
     if config is not None:
         from evalx.execution.budget import estimate_cost, format_estimate
 
-        for line in format_estimate(estimate_cost(config, plan)):
+        for line in format_estimate(estimate_cost(config, plan, overrides)):
             click.echo(line)
 
 

@@ -110,7 +110,7 @@ def test_layout_and_json_ready() -> None:
         "matrix", "pairwise",
         "latency_ms", "ttft_ms", "tokens", "cache_hit_ratio",
         "cost_usd", "cost_missing_cells", "usage_unknown_cells", "truncated_cells", "judge_cost_usd",
-        "cached_cells", "response_cache_hit_ratio", "inconclusive_assertions",
+        "cached_cells", "batched_cells", "response_cache_hit_ratio", "inconclusive_assertions",
         "inconclusive_reasons", "judge",
         "repeats", "failures", "failures_total", "slowest", "error_groups", "judge_disagreements",
     ]  # fmt: skip

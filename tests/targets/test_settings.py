@@ -53,7 +53,8 @@ def test_the_table_covers_every_setting() -> None:
     assert set(TABLE) == SETTING_KEYS
     fields = {f for f in TargetSettings.__dataclass_fields__}
     # concurrency also gives `adaptive` (auto / {min, start, max}); rate_limit gives its rpm and its max_wait_s
-    assert fields == (SETTING_KEYS - {"rate_limit"}) | {"rate_limit_rpm", "rate_limit_max_wait_s", "adaptive"}
+    # batch: a provider target's own key (and --batch), not a defaults: setting
+    assert fields == (SETTING_KEYS - {"rate_limit"}) | {"rate_limit_rpm", "rate_limit_max_wait_s", "adaptive", "batch"}
 
 
 def test_adaptive_concurrency_resolves_to_its_bounds() -> None:
@@ -71,6 +72,17 @@ def test_adaptive_concurrency_resolves_to_its_bounds() -> None:
     assert fixed.adaptive is None and fixed.concurrency == 3
     engine = resolve_settings({"id": "e", "type": "engine", "concurrency": "auto"})
     assert engine.adaptive is None and engine.concurrency == 8  # only a provider adapts: the others run `start` cells
+
+
+def test_batch_is_a_provider_targets_key_or_the_command_lines() -> None:
+    from evalx.targets.settings import BatchSettings
+
+    provider = {"id": "t", "type": "provider", "provider": "openai", "model": "m"}
+    assert resolve_settings(provider).batch is None
+    assert resolve_settings({**provider, "batch": True}).batch == BatchSettings()
+    assert resolve_settings({**provider, "batch": {"poll_interval_s": 0.5, "max_requests": 9}}).batch == BatchSettings(0.5, 9)
+    assert resolve_settings(provider, None, Overrides(batch=True)).batch == BatchSettings()  # --batch
+    assert resolve_settings({"id": "t", "type": "engine", "url": "http://x"}, None, Overrides(batch=True)).batch is None
 
 
 @pytest.mark.parametrize("key", sorted(TABLE))

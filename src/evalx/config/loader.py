@@ -452,6 +452,7 @@ def semantic_issues(config: Config, *, check_imports: bool = True) -> list[Issue
     judge = section("judge")
     if "target" in judge:
         check_ref(("judge", "target"), judge["target"], "judge.target")
+    issues.extend(_judge_provider_issues(config, judge, target_ids))
     gate_targets = section("gates").get("targets")
     for gate_target in gate_targets if isinstance(gate_targets, dict) else {}:
         check_ref(("gates", "targets", gate_target), gate_target, "gates.targets")
@@ -528,6 +529,31 @@ def _matrix_param_warnings(config: Config) -> list[Issue]:
             if key in unknown and path not in said:
                 said.add(path)
                 issues.append(config.issue(path, unknown[key], warning=True))
+    return issues
+
+
+def _judge_provider_issues(config: Config, judge: JSONObject, target_ids: dict[str, int]) -> list[Issue]:
+    """An inline provider judge checked as a target is; ``judge.batch`` needs a judge whose provider has a batch API."""
+    ref = judge.get("target")
+    provider = ref.get("provider") if isinstance(ref, dict) else None
+    if isinstance(ref, dict) and ref.get("type") == "provider" and isinstance(provider, str):
+        issues = _provider_issues(config, ("judge", "target", "provider"), provider, ref)
+        spec: Any = ref
+    else:
+        issues, spec = [], config.targets[target_ids[ref]] if isinstance(ref, str) and ref in target_ids else None
+    batch = judge.get("batch")
+    if batch is None or batch is False or not isinstance(spec, dict) or spec.get("type") != "provider":
+        return issues
+    from evalx.targets.definitions import UnknownProvider, find_provider, providers_dir_of
+
+    try:
+        definition = find_provider(str(spec.get("provider")), providers_dir_of(config))
+    except (UnknownProvider, ConfigError):  # said where the target names it
+        return issues
+    if definition.batch is None:
+        issues.append(
+            config.issue(("judge", "batch"), f"provider {definition.name!r} has no batch API ({definition.file} has no batch: section)")
+        )
     return issues
 
 

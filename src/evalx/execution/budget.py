@@ -15,8 +15,12 @@ is), and the guard's message says how many were estimated so.
 
 The estimate prices each provider cell from its target's price (a target's
 ``pricing:`` or its provider definition's, per model) with input tokens
-guessed from the prompt's length (about 4 characters a token) and output
-tokens at the ``max_tokens`` limit — an upper bound, when a limit is set.
+counted on the prompt (tiktoken for OpenAI models when installed, else about
+4 characters a token: :mod:`evalx.execution.tokens`) and output tokens at the
+``max_tokens`` limit — an upper bound, when a limit is set —, at the normal
+price and, where the definition has a batch API, at its batch price; and the
+time each target takes at its known rate limit (``rate_limit.rpm``), else
+"unknown".
 """
 
 from __future__ import annotations
@@ -27,17 +31,17 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from evalx.errors import ConfigError
+from evalx.execution.tokens import CHARS_PER_TOKEN, Counter, counter_for
 from evalx.results.model import CellResult
+from evalx.targets.settings import Overrides, resolve_settings
 from evalx.targets.spec import ProviderTargetSpec, TargetSpec
 
 if TYPE_CHECKING:
     from evalx.config.loader import Config
     from evalx.execution.plan import Plan
-    from evalx.targets.definitions import Price
+    from evalx.targets.definitions import Price, ProviderDefinition
 
-__all__ = ["CostEstimate", "CostGuard", "estimate_cost", "format_estimate"]
-
-CHARS_PER_TOKEN = 4
+__all__ = ["CHARS_PER_TOKEN", "CostEstimate", "CostGuard", "estimate_cost", "format_estimate"]
 _OUTPUT_LIMIT_KEYS = ("max_tokens", "max_completion_tokens", "max_output_tokens", "num_predict")
 
 
@@ -128,6 +132,15 @@ class TargetEstimate:
     input_tokens: int = 0
     output_tokens: int | None = 0
     note: str = ""
+    #: the same at the provider's batch price (None: its definition has no batch API, or no price is known)
+    batch_cost_usd: float | None = None
+    #: the target runs in batch mode (``batch:`` or ``--batch``): it pays the batch price
+    batched: bool = False
+    #: how input tokens were counted (tiktoken's encoding, or the characters-per-token estimate); "" for a target that is not a model
+    token_method: str = ""
+    kind: str = "provider"
+    #: the known rate limit (requests a minute), None when the target sets none
+    rpm: float | None = None
 
 
 @dataclass
@@ -146,57 +159,87 @@ class CostEstimate:
         return sum(known) if known else None
 
     @property
+    def total_as_run(self) -> float | None:
+        """The total with each batch-mode target at its batch price (what the run will pay)."""
+        known = [t.batch_cost_usd if t.batched and t.batch_cost_usd is not None else t.cost_usd for t in self._all()]
+        priced = [c for c in known if c is not None]
+        return sum(priced) if priced else None
+
+    @property
+    def total_at_batch(self) -> float | None:
+        """The total with every target whose provider has a batch API at its batch price (``--batch``)."""
+        known = [t.batch_cost_usd if t.batch_cost_usd is not None else t.cost_usd for t in self._all()]
+        priced = [c for c in known if c is not None]
+        return sum(priced) if priced else None
+
+    @property
     def complete(self) -> bool:
         return all(t.cost_usd is not None and not t.note for t in self._all())
 
 
 def _text_len(value: Any) -> int:
-    if value is None:
-        return 0
-    if isinstance(value, str):
-        return len(value)
-    return len(json.dumps(value, default=str))
+    return len(_text(value))
+
+
+def _definition_of(spec: ProviderTargetSpec, config: Config) -> ProviderDefinition | None:
+    from evalx.targets.definitions import find_provider, providers_dir_of
+
+    try:
+        return find_provider(spec.provider, providers_dir_of(config))
+    except (ConfigError, OSError):  # an unknown or broken provider is reported when the run starts, not by the estimate
+        return None
 
 
 def _price_of(spec: ProviderTargetSpec, config: Config) -> Price | None:
-    from evalx.targets.definitions import Price, find_provider, providers_dir_of
+    from evalx.targets.definitions import Price
 
     if spec.pricing is not None:
         return Price.of(spec.pricing)
-    try:
-        definition = find_provider(spec.provider, providers_dir_of(config))
-    except (ConfigError, OSError):  # an unknown or broken provider is reported when the run starts, not by the estimate
-        return None
-    return definition.price(spec.model or "")
+    definition = _definition_of(spec, config)
+    return definition.price(spec.model or "") if definition is not None else None
 
 
-def estimate_cost(config: Config, plan: Plan) -> CostEstimate:
-    """What the plan would spend at most, per target, before anything runs."""
+def _text(value: Any) -> str:
+    if value is None:
+        return ""
+    return value if isinstance(value, str) else json.dumps(value, default=str)
+
+
+def estimate_cost(config: Config, plan: Plan, overrides: Overrides | None = None) -> CostEstimate:
+    """What the plan would spend at most, per target, before anything runs (and how long it takes at its rate limit)."""
     estimate = CostEstimate(limit=config.typed.defaults.max_total_cost)
     for spec in plan.targets:
         cells = plan.cells_for(spec.id)
         est = TargetEstimate(spec.id, len(cells))
         estimate.targets.append(est)
+        settings = resolve_settings(spec, config.typed.defaults, overrides)
+        est.rpm = settings.rate_limit_rpm
+        est.kind = spec.type
         if not isinstance(spec, ProviderTargetSpec):
             est.note = f"no price known for {spec.type} targets"
             est.cost_usd = None
             continue
+        definition = _definition_of(spec, config)
+        counter: Counter = counter_for(definition.name if definition is not None else spec.provider, str(spec.model))
+        est.token_method = counter.method
+        fixed = [_text(spec.system), _text(spec.prompt)]
+        for cell in cells:
+            est.input_tokens += counter.count("\n".join([*fixed, _text(cell.case.input), _text(cell.case.system)]))
+        est.batched = settings.batch is not None and definition is not None and definition.batch is not None
         price = _price_of(spec, config)
         if price is None:
             est.note = f"no price known for {spec.provider}/{spec.model} (set pricing: on the target)"
             est.cost_usd = None
             continue
         limit = _output_limit(spec)
-        fixed = _text_len(spec.system) + _text_len(spec.prompt)
-        for cell in cells:
-            est.input_tokens += (fixed + _text_len(cell.case.input) + _text_len(cell.case.system)) // CHARS_PER_TOKEN + 1
         if limit is None:
             est.output_tokens = None
             est.note = "no max_tokens in params: output tokens not bounded, input only"
-            est.cost_usd = price.cost(est.input_tokens, 0)
         else:
             est.output_tokens = limit * len(cells)
-            est.cost_usd = price.cost(est.input_tokens, est.output_tokens)
+        est.cost_usd = price.cost(est.input_tokens, est.output_tokens or 0)
+        if definition is not None and definition.batch is not None:
+            est.batch_cost_usd = price.scaled(definition.batch.discount).cost(est.input_tokens, est.output_tokens or 0)
     estimate.pairwise = _pairwise_estimate(config, plan)
     return estimate
 
@@ -254,14 +297,15 @@ def _output_limit(spec: TargetSpec) -> int | None:
 
 
 def format_estimate(estimate: CostEstimate) -> list[str]:
-    lines = ["Estimated cost (upper bound: input from prompt length, output at max_tokens):"]
+    lines = ["Estimated cost (upper bound: input from the prompt, output at max_tokens; normal · batch price):"]
     for t in estimate.targets:
         if t.cost_usd is None:
             lines.append(f"  {t.target:<20} {t.cells} cells  — {t.note}")
             continue
         out = "?" if t.output_tokens is None else f"{t.output_tokens:,}"
         note = f"  ({t.note})" if t.note else ""
-        lines.append(f"  {t.target:<20} {t.cells} cells  ~{t.input_tokens:,} in · {out} out  ≤ ${t.cost_usd:.4f}{note}")
+        batch = "no batch API" if t.batch_cost_usd is None else f"batch ≤ ${t.batch_cost_usd:.4f}" + (" (batch mode)" if t.batched else "")
+        lines.append(f"  {t.target:<20} {t.cells} cells  ~{t.input_tokens:,} in · {out} out  ≤ ${t.cost_usd:.4f} · {batch}{note}")
     p = estimate.pairwise
     if p is not None:
         line = f"  pairwise: {2 * p.cells} judge calls ({p.cells} pairs of cells × 2 orders)"
@@ -270,14 +314,34 @@ def format_estimate(estimate: CostEstimate) -> list[str]:
             line += f"  ~{p.input_tokens:,} in · {out} out  ≤ ${p.cost_usd:.4f}"
         line += f"  ({p.note})" if p.note else ""
         lines.append(line)
-    total = estimate.total
+    total, as_run, at_batch = estimate.total, estimate.total_as_run, estimate.total_at_batch
     head = "  total: " + (
         "no priced target" if total is None else f"≤ ${total:.4f}" + ("" if estimate.complete else " (priced targets only)")
     )
+    if as_run is not None and total is not None and as_run != total:
+        head += f"; ≤ ${as_run:.4f} with the batch-mode targets at their batch price"
+    elif at_batch is not None and total is not None and at_batch != total:
+        head += f"; ≤ ${at_batch:.4f} with --batch"
     if estimate.limit is not None:
         head += f"; defaults.max_total_cost ${float(estimate.limit):.4f}"
         if total is not None and total > float(estimate.limit):
             head += " — the run may stop early and skip the rest"
     lines.append(head)
     lines.append(f"  {'other ' if p is not None else ''}judge calls (model-graded assertions) are not included")
+    lines.append("Estimated input tokens a cell, and time at the known rate limits:")
+    for t in estimate.targets:
+        per_cell = t.input_tokens / t.cells if t.cells else 0
+        tokens = f"~{per_cell:,.0f} input tokens a cell ({t.token_method})" if t.token_method else f"{t.kind} target"
+        lines.append(f"  {t.target:<20} {tokens}  time: {_time(t)}")
     return lines
+
+
+def _time(t: TargetEstimate) -> str:
+    """How long a target's cells take at its rate limit; a batch-mode target's, the provider's batch window."""
+    if t.batched:
+        return "a batch: up to 24 h (the providers' window; most end within an hour)"
+    if t.rpm is None:
+        return "unknown (no rate_limit.rpm)"
+    minutes = t.cells / t.rpm
+    shown = f"{minutes * 60:.0f}s" if minutes < 1.5 else f"{minutes:.0f}m" if minutes < 90 else f"{minutes / 60:.1f}h"
+    return f"≥ ~{shown} at rate_limit {t.rpm:g} rpm"

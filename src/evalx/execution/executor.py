@@ -31,6 +31,7 @@ from evalx.execution import cells
 from evalx.models import Cell, Trajectory, safe_trajectory
 from evalx.results.model import AssertionRecord, CellResult, cell_result, not_run
 from evalx.targets import RunContext, Target, TargetSettings, tally
+from evalx.targets.batch import BatchRound
 
 
 class Cells(Protocol):
@@ -49,6 +50,8 @@ class TargetPlan:
     settings: TargetSettings
     #: the target's ``pacer`` (rate limit), looked up once when its target starts (:class:`~evalx.execution.runtime.CellRuntime`)
     pacer: Callable[[], Awaitable[None]] | None = field(default=None, init=False)
+    #: batch mode: the target's ``prefetch`` (its answer from a batch, waited for before the cell starts), else None
+    prefetch: Callable[[Cell, RunContext], Awaitable[None]] | None = field(default=None, init=False)
 
 
 @dataclass
@@ -84,12 +87,16 @@ class Executor:
         self.users: Any = None
         #: the deadlines of the cells in flight, for the watchdog (:class:`evalx.execution.watchdog.Watchdog`)
         self.live: dict[Deadline, None] = {}
+        #: batch mode: counts the workers, so queued requests go out once every worker waits on a batch (set by the runtime)
+        self.batch_round: BatchRound | None = None
 
     async def execute(self) -> ExecutionStats:
         workers: list[asyncio.Task[None]] = []
         for plan in self.plans:
             it = iter(plan.cells)
-            n = max(1, min(plan.settings.concurrency, len(plan.cells)))
+            # batch mode: every cell's request waits in a batch at once (bounded), not `concurrency` of them
+            width = BATCH_IN_FLIGHT if plan.prefetch is not None else plan.settings.concurrency
+            n = max(1, min(width, len(plan.cells)))
             for _ in range(n):
                 workers.append(asyncio.create_task(self._worker(plan, it)))
         try:
@@ -102,6 +109,17 @@ class Executor:
         return self.stats
 
     async def _worker(self, plan: TargetPlan, cells: Any) -> None:
+        batch_round = self.batch_round
+        if batch_round is None:
+            return await self._work(plan, cells)
+        batch_mode = plan.prefetch is not None
+        batch_round.enter(batch_mode)
+        try:
+            return await self._work(plan, cells)
+        finally:
+            batch_round.leave(batch_mode)
+
+    async def _work(self, plan: TargetPlan, cells: Any) -> None:
         turns = 0
         stop = self.stop
         while stop is None or not stop():
@@ -143,6 +161,8 @@ class Executor:
         cache = self.run.cache
         cache_key = self.cache_key(plan, cell) if cache is not None else None
         hit = await cache.get(cache_key) if cache is not None and cache_key else None
+        if hit is None and plan.prefetch is not None:
+            await plan.prefetch(cell, self.run)  # batch mode: waiting for the batch is not the cell's time
         if hit is None and plan.pacer is not None:
             await plan.pacer()  # the target's rate limit: waiting for a turn is not the cell's time
         # the cell starts now: its timeout and latency count from here
@@ -257,5 +277,7 @@ class Executor:
             return None
 
 
+#: a batch-mode target's workers: its cells whose requests may wait in batches at once
+BATCH_IN_FLIGHT = 100_000
 #: cells a worker runs before it lets the event loop turn (when nothing it awaited made it wait meanwhile)
 YIELD_EVERY = 64

@@ -56,6 +56,8 @@ class ExecutionJob:
     choice: ExecutorChoice
     #: asked before each cell starts: True to start no more (``--max-failures``)
     stop: Callable[[], bool] | None = None
+    #: batch mode's progress line (submitted, in progress, done, ETA), for the terminal
+    on_batch: Callable[[str], None] | None = None
 
 
 class CellExecutor(Protocol):
@@ -84,7 +86,9 @@ class LocalExecutor:
             from evalx.targets.transport.cache import ResponseCache, cache_path
 
             ctx.cache = ResponseCache(cache_path(config.base_dir))
-        runtime = await CellRuntime.start(ctx, plans, CellSetup.of(config, plan, job.overrides), on_result=job.on_result)
+        runtime = await CellRuntime.start(
+            ctx, plans, CellSetup.of(config, plan, job.overrides), on_result=job.on_result, on_batch=job.on_batch
+        )
         executor = runtime.executor
         executor.admit = job.admit  # the cost guard: asked before each cell starts
         executor.stop = job.stop  # --max-failures
@@ -109,6 +113,10 @@ class RayExecutor:
 
     async def execute(self, job: ExecutionJob) -> ExecutionStats:
         from evalx.execution.ray_executor import execute_on_ray
+
+        batched = [t.id for t in job.plan.targets if resolve_settings(t, job.config.typed.defaults, job.overrides).batch is not None]
+        if batched:
+            log.warning(f"batch mode is not available with --executor ray: {', '.join(batched)} send normal calls")
 
         return await execute_on_ray(
             job.config,
@@ -139,12 +147,13 @@ async def execute_cells(
     ray_address: str | None = None,
     quiet: bool = False,
     stop: Callable[[], bool] | None = None,
+    on_batch: Callable[[str], None] | None = None,
 ) -> ExecutionStats:
     """Run ``plan``'s cells on the executor the request or the config chooses; ``stop()`` True: start no more cells."""
     from evalx.execution.ray_executor import choose_executor
 
     choice = choose_executor(config.typed.executor, executor, ray_address)
-    job = ExecutionJob(config, plan, run_id, overrides, on_result, admit, quiet, choice, stop)
+    job = ExecutionJob(config, plan, run_id, overrides, on_result, admit, quiet, choice, stop, on_batch)
     return await EXECUTORS[choice.kind]().execute(job)
 
 

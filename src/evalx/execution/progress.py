@@ -25,6 +25,8 @@ class Progress:
         self.counts = {"pass": 0, "fail": 0, "error": 0, "skipped": 0}
         self.started = time.monotonic()
         self._last = self.started
+        #: batch mode's line (submitted, in progress, done, ETA), shown with the cells'
+        self.batch: str | None = None
 
     def update(self, status: str) -> None:
         self.done += 1
@@ -33,6 +35,18 @@ class Progress:
             return
         now = time.monotonic()
         if now - self._last >= self.interval:
+            self._last = now
+            self._emit(now)
+
+    def note(self, batch: str) -> None:
+        """Batch mode's progress: on a terminal in the live line; otherwise a line when it changes, at most one a minute."""
+        changed = batch != self.batch
+        first = self.batch is None
+        self.batch = batch
+        if self.quiet or not changed:
+            return
+        now = time.monotonic()
+        if first or now - self._last >= self.interval:
             self._last = now
             self._emit(now)
 
@@ -46,8 +60,10 @@ class Progress:
             filled = int(width * self.done / self.total) if self.total else width
             bar = "█" * filled + "·" * (width - filled)
             eta = (self.total - self.done) / rate if rate > 0 else 0
-            return f"\r{bar} {self.done}/{self.total} cells  {parts}  {rate:.0f}/s  eta {eta:.0f}s\x1b[K"
-        return f"evalx: {self.done}/{self.total} cells ({parts}) after {elapsed:.0f}s\n"
+            batch = f"  {self.batch}" if self.batch else ""
+            return f"\r{bar} {self.done}/{self.total} cells  {parts}  {rate:.0f}/s  eta {eta:.0f}s{batch}\x1b[K"
+        batch = f"; {self.batch}" if self.batch else ""
+        return f"evalx: {self.done}/{self.total} cells ({parts}) after {elapsed:.0f}s{batch}\n"
 
     def _emit(self, now: float) -> None:
         if self.tty:

@@ -105,7 +105,7 @@ class CellWorker:
 
             ensure_open_files(needed_descriptors([job.settings.concurrency]), f"target {target.id!r}")
         plan = TargetPlan(target, [], job.settings)
-        self.runtime = runtime = await CellRuntime.start(ctx, [plan], job.setup, on_result=_unused)
+        self.runtime = runtime = await CellRuntime.start(ctx, [plan], job.setup, on_result=_unused, batching=False)
         self.plan, self.executor = plan, runtime.executor
         self._stack.enter_context(runtime.watch())  # an async target that never yields: its cell ends after its timeout
         self._queue = asyncio.Queue()

@@ -13,7 +13,7 @@ typed on a command line.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -62,6 +62,8 @@ class RunRequest:
     quiet: bool = False
     #: ``--max-failures N`` (``-x``: 1): start no new cell once N cells failed or errored (the run is resumable)
     max_failures: int | None = None
+    #: ``--batch``: provider targets (and a provider judge) whose definition has a batch API use it
+    batch: bool = False
 
     def overrides(self) -> Overrides:
         """The top layer of every target's settings: what this request sets over the config."""
@@ -70,6 +72,7 @@ class RunRequest:
             concurrency=self.concurrency or None,
             cache=None if self.use_cache else False,
             rate_limit_share=shard[1] if shard is not None else None,  # the shards share each provider's rate limit
+            batch=True if self.batch else None,
         )
 
 
@@ -98,6 +101,8 @@ def resolve(config: Config, request: RunRequest) -> ResolvedRun:
             raise RequestError("--rerun and --from go together (and not with --resume)")
         resumed, meta = load_run_meta(request.resume, config.output_dir)
         selection, run_id = resume_selection(meta, selection), str(meta["run_id"])
+        if meta.get("batch") is True and not request.batch:  # made with --batch: its batches are polled again, not sent as calls
+            request = replace(request, batch=True)
         inputs.append(Path(resumed) / "results.jsonl")
     elif request.rerun or request.rerun_from:
         from evalx.execution.rerun import load_parent, parse_rerun, rerun_selection

@@ -83,6 +83,8 @@ class RunMeta(TypedDict, total=False):
     """A rerun's: the run it reruns, and ``rerun`` what of it."""
     rerun: JSON
     resumed_at: list[JSON]
+    batch: bool
+    """The run was made with ``--batch``: ``--resume`` keeps it (the batches it created are polled, never sent again)."""
     merged: MergeReport
     finished_at: JSON
     exit_code: int

@@ -216,6 +216,7 @@ def _execute(config: Config, resolved: ResolvedRun, plan: Plan, made: _Run, meta
                     ray_address=request.ray_address,
                     quiet=request.quiet,
                     stop=limit.stopped if limit is not None else None,
+                    on_batch=progress.note,
                 )
             )
     except BaseException:  # a target could not start (no API key...): say so in run.json, keep results
@@ -284,6 +285,8 @@ def _record_run(config: Config, resolved: ResolvedRun, plan: Plan, made: _Run) -
             "target_types": plan.target_types(),
             "dataset": next(iter(plan.cases), None),
         }
+    if request.batch or (previous is not None and previous.get("batch") is True):
+        meta["batch"] = True  # --resume keeps --batch
     if previous is not None:  # a resume keeps the run's identity and start
         meta["started_at"] = as_str(previous.get("started_at"), meta["started_at"])
         meta["started_unix"] = previous.get("started_unix", meta["started_unix"])

@@ -70,7 +70,14 @@ class CellRuntime:
 
     @classmethod
     async def start(
-        cls, ctx: RunContext, plans: list[TargetPlan], setup: CellSetup, *, on_result: Callable[[CellResult], None]
+        cls,
+        ctx: RunContext,
+        plans: list[TargetPlan],
+        setup: CellSetup,
+        *,
+        on_result: Callable[[CellResult], None],
+        on_batch: Callable[[str], None] | None = None,
+        batching: bool = True,
     ) -> CellRuntime:
         """Start every plan's target (a failure closes the ones started, and the cache, and is raised), then the rest."""
         from evalx.execution.simulate import UserTargets
@@ -91,6 +98,8 @@ class CellRuntime:
         executor.users = UserTargets(ctx, setup.entries, setup.defaults, setup.overrides)  # started on first use
         for plan in plans:
             plan.pacer = getattr(plan.target, "pacer", None)
+        if batching:  # not in a Ray actor: its cells come one by one from the driver, never all at once
+            _batch_mode(ctx, plans, executor, judge, on_batch)
         return cls(ctx, plans, executor, judge)
 
     def watch(self) -> Watchdog:
@@ -111,12 +120,30 @@ class CellRuntime:
                     log.warning(f"response cache not used: {cache.problem}")
 
 
+def _batch_mode(ctx: RunContext, plans: list[TargetPlan], executor: Executor, judge: Judge, on_batch: Callable[[str], None] | None) -> None:
+    """Give the targets in batch mode (and the judge's, when it starts) their batch queues, and the executor the round."""
+    from evalx.targets.batch import BatchLedger, BatchRound
+
+    batch_round = BatchRound(on_batch)
+    ledger = BatchLedger(ctx.run_dir)
+    for plan in plans:
+        make = getattr(plan.target, "batch_queue", None)
+        queue = make(f"target:{plan.target.id}", ledger, batch_round) if make is not None else None
+        if queue is not None:
+            plan.prefetch = plan.target.prefetch  # type: ignore[attr-defined]
+            if queue.resumed:
+                log.info(f"target {plan.target.id!r}: {queue.resumed} batch(es) sent before are polled again, not sent again")
+    executor.batch_round = batch_round
+    judge.batch = (ledger, batch_round)
+
+
 def run_context(config: Config, run_id: str) -> RunContext:
     """The run's context as the driver has it: the config's folder, its redactor and vars, its providers folder."""
     from evalx.targets.definitions import providers_dir_of
 
     ctx = RunContext(run_id=run_id, config_dir=config.base_dir, redactor=config.redactor, vars=dict(config.typed.vars))
     ctx.providers_dir = providers_dir_of(config)
+    ctx.run_dir = config.output_dir / run_id
     return ctx
 
 

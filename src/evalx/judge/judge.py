@@ -33,6 +33,7 @@ text kept in ``details``; it is never turned into a pass or a fail.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import copy
 import hashlib
 import json
@@ -179,6 +180,8 @@ class _Instance:
         self.cache = settings.cache
         self.max_bytes = settings.max_response_bytes
         self.pacer: Callable[[], Awaitable[None]] | None = getattr(target, "pacer", None)
+        #: batch mode: the judge target's ``prefetch`` (the call's answer from a batch, before its deadline starts)
+        self.prefetch: Callable[[Cell, Any], Awaitable[None]] | None = None
 
 
 class Judge:
@@ -202,6 +205,8 @@ class Judge:
         self._lock = asyncio.Lock()
         self._checked: set[tuple[str, str]] = set()  # (judge spec, graded target) pairs looked at
         self._own_cache: Any = None  # a ResponseCache opened for judge calls when the run has none
+        #: ``(ledger, round)`` when judge calls may go through a batch API (set by the executor's runtime)
+        self.batch: tuple[Any, Any] | None = None
 
     # ------------------------------------------------------------ lifecycle
 
@@ -245,7 +250,11 @@ class Judge:
             return JudgeError(f"judge target {spec.get('id')!r} could not start: {exc}")
         except Exception as exc:  # a judge target's own start (a Python judge's import...): the judged assertions' error
             return JudgeError(f"judge target {spec.get('id')!r} could not start: {type(exc).__name__}: {exc}")
-        return _Instance(target, settings)
+        inst = _Instance(target, settings)
+        make = getattr(target, "batch_queue", None)
+        if self.batch is not None and make is not None and make(f"judge:{spec.get('id')}", *self.batch) is not None:
+            inst.prefetch = getattr(target, "prefetch", None)  # its calls wait in batches, all at once: no concurrency slot
+        return inst
 
     # ------------------------------------------------------------ response cache
 
@@ -289,6 +298,8 @@ class Judge:
                 if restore is not None:
                     restore(traj)
                 return traj
+        if inst.prefetch is not None:
+            await inst.prefetch(cell, self.run)  # batch mode: waiting for the batch is not the call's time
         if inst.pacer is not None:
             await inst.pacer()  # the rate limit: not the call's time
         traj = await within(Deadline(inst.timeout_s), inst.target.invoke(cell, self.run))  # the judge call's own deadline
@@ -468,6 +479,7 @@ class Judge:
             options.temperature,
             # OpenAI's JSON mode refuses a prompt that does not mention JSON
             json_mode=not template or "json" in str(template).lower(),
+            batch=_written_batch(settings.get("batch")),
         )
         inst = await self._instance(spec)
         digest = hashlib.sha256(prompt.encode()).hexdigest()[:12]
@@ -479,7 +491,7 @@ class Judge:
             metadata={"judge": {**meta, "sample": sample, "temperature": options.temperature, "graded_target": ctx.target}},
         )
         cell = Cell(index=-1, target=str(spec["id"]), dataset="judge", case=case, repeat=sample)
-        async with inst.semaphore:
+        async with inst.semaphore if inst.prefetch is None else contextlib.nullcontext():
             try:
                 traj = await self._invoke(inst, cell)
             except asyncio.TimeoutError:
@@ -732,6 +744,15 @@ def _details(calls: list[_Call], *, judge: str | None = None, embedding: str | N
     if cost is not None:
         details["cost_usd"] = cost
     return details
+
+
+def _written_batch(value: object) -> bool | JSONObject | None:
+    """``judge.batch`` as the judge target's entry takes it (a record's options as their mapping)."""
+    if value is None or isinstance(value, bool):
+        return value
+    if isinstance(value, Mapping):
+        return dict(value)
+    return {k: v for k, v in vars(value).items() if v is not None} if hasattr(value, "__dict__") else None
 
 
 def _cosine(a: list[float], b: list[float]) -> float:

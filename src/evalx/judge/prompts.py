@@ -223,14 +223,17 @@ def text(value: Any) -> str:
     return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=str)
 
 
-def judge_spec(spec: JSONObject, temperature: float | None = None, *, json_mode: bool = True) -> JSONObject:
+def judge_spec(
+    spec: JSONObject, temperature: float | None = None, *, json_mode: bool = True, batch: bool | JSONObject | None = None
+) -> JSONObject:
     """The entry (as written) a target is built from when it judges.
 
     Provider targets send the judge prompt as the user message with the judge
     system prompt (not the prompt/system/tools they have as an agent under
     test), take ``temperature``, and ask for a JSON answer where the provider
     definition declares a ``json_mode`` (OpenAI: ``response_format``; a
-    definition without one sends nothing extra). Engine and Python targets are
+    definition without one sends nothing extra), and ``judge.batch`` (when set)
+    over the target's own ``batch:``. Engine and Python targets are
     used as is: the prompt is the case input, the system prompt ``case.system``.
     """
     out = copy.deepcopy(spec)
@@ -245,4 +248,6 @@ def judge_spec(spec: JSONObject, temperature: float | None = None, *, json_mode:
             params["temperature"] = temperature
         out["params"] = params
         out["json_mode"] = json_mode
+        if batch is not None:
+            out["batch"] = batch
     return out

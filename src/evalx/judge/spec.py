@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import Annotated
 
 from evalx.common.typeschema import Fraction, NonNegative, PositiveInt, Schema, build
-from evalx.targets.spec import AnyTargetSpec
+from evalx.targets.spec import AnyTargetSpec, BatchOptions
 
 __all__ = ["DEFAULT_THRESHOLD", "JudgeSettings", "judge_settings"]
 
@@ -39,6 +39,13 @@ class JudgeSettings:
     samples: Annotated[PositiveInt | None, Schema(description="Ask N times and take the majority (a tie fails).")] = None
     temperature: Annotated[NonNegative | None, Schema(description="Sampling temperature for a provider judge.")] = None
     allow_self_grading: Annotated[bool | None, Schema(description="Silence the same-model judge warning.")] = None
+    batch: Annotated[
+        bool | BatchOptions | None,
+        Schema(
+            description="Send a provider judge's calls through its provider's batch API (over the judge target's own batch:): "
+            "true, false, or {poll_interval_s, max_requests, max_wait_s}."
+        ),
+    ] = None
 
     @property
     def pass_mark(self) -> float:

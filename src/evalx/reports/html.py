@@ -247,6 +247,8 @@ class _HeaderView(TypedDict):
     tokens: dict[str, int]
     cache_hit_ratio: float | None
     cached_cells: int
+    #: cells answered from a provider's batch API (their cost at its batch price)
+    batched_cells: int
     response_cache_hit_ratio: float | None
     cost: float | None
     judge_cost: float | None
@@ -1041,6 +1043,7 @@ def _header(summary: RunSummary, data: _ReportData) -> _HeaderView:
         "tokens": {k: _int(tokens.get(k)) for k in ("input", "output", "cache_hit")},
         "cache_hit_ratio": finite(summary.get("cache_hit_ratio")),
         "cached_cells": _int(summary.get("cached_cells")),
+        "batched_cells": _int(summary.get("batched_cells")),
         "response_cache_hit_ratio": finite(summary.get("response_cache_hit_ratio")),
         "cost": finite(summary.get("cost_usd")),
         "judge_cost": finite(summary.get("judge_cost_usd")),

@@ -433,6 +433,9 @@ def format_summary(summary: RunSummary, *, color: bool = False, flaky_list: bool
     cost = _usd(summary.get("cost_usd"))
     if summary.get("judge_cost_usd") is not None:
         cost += f" (+ {_usd(summary['judge_cost_usd'])} judge)"
+    batched = summary.get("batched_cells") or 0
+    if batched:
+        cost += f" · {batched:,} cell{'s' if batched != 1 else ''} at the batch price"
     gaps = cost_gaps(summary.get("cost_missing_cells"), summary.get("usage_unknown_cells"))
     if gaps:
         cost += paint(f" · {gaps}", "yellow")

@@ -700,6 +700,8 @@ class _TargetFiguresKeys(GroupFigures):
     """What the judge cost for this target's cells, apart from ``cost_usd``."""
     cached_cells: int
     """Cells answered from evalx's response cache."""
+    batched_cells: int
+    """Cells answered from the provider's batch API: their ``cost_usd`` is at its batch price (docs/providers.md#batch-mode)."""
     per_category: dict[str, GroupFigures]
     """This target's cells by category, in matrix order (the top-level ``per_category`` pools all targets)."""
     per_difficulty: dict[str, GroupFigures]
@@ -1221,6 +1223,8 @@ class SummaryFigures(TypedDict):
     """Cells whose answer was cut off at the token limit, all targets."""
     judge_cost_usd: float | None
     cached_cells: int
+    batched_cells: int
+    """Cells answered from a provider's batch API, all targets: their cost is at the batch price."""
     response_cache_hit_ratio: float | None
     """Cells from evalx's response cache as a share of all cells."""
     inconclusive_assertions: int

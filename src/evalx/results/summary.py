@@ -257,6 +257,7 @@ class _Target(_Counts):
     """A target's counters, plus what is reported per target only."""
 
     __slots__ = (
+        "batched",
         "cached",
         "cost",
         "cost_cells",
@@ -286,6 +287,7 @@ class _Target(_Counts):
         self.judge_cost = 0.0
         self.judge_cells = 0
         self.cached = 0
+        self.batched = 0  # cells answered from a provider's batch API (priced at its batch price)
         self.truncated = 0
         self.usage_unknown = 0  # cells whose answer reported no usage: their tokens are unknown, not 0
         self.rate: list[float] | None = None  # 429s, seconds waited, most in flight: once a cell has rate_limits
@@ -556,6 +558,8 @@ class SummaryBuilder:
             target.judge_cells += 1
         if result.get("cached"):
             target.cached += 1
+        if type(raw) is dict and raw.get("batch_id") is not None:
+            target.batched += 1
         if result.get("truncated") is True:
             target.truncated += 1
         limits = result.get("rate_limits")
@@ -853,6 +857,7 @@ class SummaryBuilder:
                 "truncated_cells": t.truncated,
                 "judge_cost_usd": t.judge_cost + pair_costs.get(target_id, 0.0) if t.judge_cells or target_id in pair_costs else None,
                 "cached_cells": t.cached,
+                "batched_cells": t.batched,
                 **_breakdown(t, target_groups[target_id], group_names),  # type: ignore[typeddict-item]  # rate_limits: below
             }
             if t.rate is not None:
@@ -901,6 +906,7 @@ class SummaryBuilder:
             if any(t.judge_cells for t in groups) or pair_costs
             else None,
             "cached_cells": cached,
+            "batched_cells": sum(t.batched for t in groups),
             # cells answered from evalx's own response cache
             "response_cache_hit_ratio": cached / cells if cells else None,
             "inconclusive_assertions": self._inconclusive,

@@ -28,6 +28,7 @@ class RunContext:
     providers_dir: Path | None = None  # the config's providers_dir:, resolved
     #: one limiter per provider endpoint and credential, shared by the targets, the judge and simulated users
     limiters: EndpointLimiters = field(default_factory=EndpointLimiters)
+    run_dir: Path | None = None  # the run's folder (batch mode keeps its batches.json there)
 
 
 class Target(Protocol):

@@ -36,10 +36,11 @@ class CatalogRow:
 
 
 def capabilities_text(definition: ProviderDefinition) -> str:
-    """The declared capabilities that are true, in :data:`CAPABILITIES` order."""
+    """The declared capabilities that are true, in :data:`CAPABILITIES` order; ``batch`` when the definition has a batch API."""
+    batch = ["batch"] if definition.batch is not None else []
     if not definition.capabilities:
-        return "?"
-    return ",".join(c for c in CAPABILITIES if definition.capabilities.get(c)) or "-"
+        return ",".join(batch) or "?"
+    return ",".join([*(c for c in CAPABILITIES if definition.capabilities.get(c)), *batch]) or "-"
 
 
 def catalog(user_dir: Path | None) -> tuple[list[CatalogRow], list[str]]:

@@ -188,6 +188,95 @@ _STREAM: JSONObject = {
     "additionalProperties": False,
 }
 
+_BATCH: JSONObject = {
+    "type": "object",
+    "description": "How the provider's batch API takes many requests at once, at a discount (a target's batch: true uses it; "
+    "docs/providers.md#batch-mode). Templates and expressions as elsewhere; without this section batch: true is refused.",
+    "properties": {
+        "discount": {
+            "type": "number",
+            "exclusiveMinimum": 0,
+            "maximum": 1,
+            "description": "The batch price as a fraction of the normal one (0.5: half price).",
+        },
+        "max_requests": {"type": "integer", "minimum": 1, "description": "The most requests one batch may hold."},
+        "max_bytes": {"type": "integer", "minimum": 1, "description": "The most bytes one batch's requests may take."},
+        "request": {
+            "type": "string",
+            "description": "Jinja2 template rendering one request of the batch to JSON; in scope: custom_id, body (the request "
+            "body a normal call sends), method, path (the normal call's URL path, e.g. /v1/chat/completions), model.",
+        },
+        "upload": {
+            "type": "object",
+            "description": "Optional: the requests go first as a JSONL file (one rendered request a line), uploaded as multipart form data.",
+            "properties": {
+                "path": {"type": "string", "description": "Appended to base_url, e.g. /files."},
+                "fields": {
+                    "type": "object",
+                    "additionalProperties": {"type": "string"},
+                    "description": "Form fields sent with the file, e.g. {purpose: batch}.",
+                },
+                "file_id": {**_EXPR, "description": "Expression over `response` (the upload's answer) giving the file id."},
+            },
+            "required": ["path", "file_id"],
+            "additionalProperties": False,
+        },
+        "create": {
+            "type": "object",
+            "properties": {
+                "path": {"type": "string", "description": "Appended to base_url, e.g. /batches."},
+                "body": {
+                    "type": "string",
+                    "description": "Jinja2 template rendering to JSON; in scope: file_id (with upload:), requests (the rendered "
+                    "requests, a list), model, path (the normal call's URL path).",
+                },
+                "id": {**_EXPR, "description": "Expression over `response` giving the batch id."},
+            },
+            "required": ["path", "body", "id"],
+            "additionalProperties": False,
+        },
+        "status": {
+            "type": "object",
+            "description": "Polling a batch: GET path; expressions over `response` (its answer).",
+            "properties": {
+                "path": {"type": "string", "description": "Jinja2 template with batch_id, e.g. /batches/{{ batch_id }}."},
+                "state": {**_EXPR, "description": "The batch's state."},
+                "ended": {
+                    "type": "array",
+                    "items": {"type": "string"},
+                    "minItems": 1,
+                    "description": "States in which the batch will change no more (its results can be read).",
+                },
+                "done": {**_EXPR, "description": "Requests finished so far (for the progress line)."},
+                "total": {**_EXPR, "description": "Requests in the batch (for the progress line)."},
+                "results": {
+                    **_EXPR,
+                    "description": "Where the results are, once ended: a path (appended to base_url) or a URL on base_url's "
+                    "host, or a list of them; none, or an empty list, for no results.",
+                },
+                "error": {**_EXPR, "description": "Why a batch that ended without results failed."},
+            },
+            "required": ["path", "state", "ended", "results"],
+            "additionalProperties": False,
+        },
+        "result": {
+            "type": "object",
+            "description": "One line of the results JSONL: expressions over `line`.",
+            "properties": {
+                "custom_id": {**_EXPR, "description": "The request's custom_id."},
+                "outcome": {**_EXPR, "description": "succeeded, errored, expired or canceled."},
+                "response": {**_EXPR, "description": "A succeeded request's answer: read with response: as a normal call's."},
+                "status": {**_EXPR, "description": "An errored request's HTTP status, if the API gives one."},
+                "error": {**_EXPR, "description": "An errored request's message."},
+            },
+            "required": ["custom_id", "outcome", "response"],
+            "additionalProperties": False,
+        },
+    },
+    "required": ["discount", "max_requests", "request", "create", "status", "result"],
+    "additionalProperties": False,
+}
+
 #: a whole definition (one that extends another, once merged): what the loader validates
 WHOLE_SCHEMA: JSONObject = {
     "$schema": "https://json-schema.org/draft/2020-12/schema",
@@ -384,6 +473,7 @@ WHOLE_SCHEMA: JSONObject = {
             "required": ["path", "body", "vector"],
             "additionalProperties": False,
         },
+        "batch": _BATCH,
         "pricing": {
             "type": "object",
             "description": "Model name (or glob like 'gpt-4o-mini-*') → prices in USD per million tokens. A definition that "
@@ -573,6 +663,47 @@ class PriceSection(TypedDict):
     cached_input_per_mtok: NotRequired[float]
 
 
+class BatchUploadSection(TypedDict):
+    path: str
+    file_id: str
+    fields: NotRequired[dict[str, str]]
+
+
+class BatchCreateSection(TypedDict):
+    path: str
+    body: str
+    id: str
+
+
+class BatchStatusSection(TypedDict):
+    path: str
+    state: str
+    ended: list[str]
+    results: str
+    done: NotRequired[str]
+    total: NotRequired[str]
+    error: NotRequired[str]
+
+
+class BatchResultSection(TypedDict):
+    custom_id: str
+    outcome: str
+    response: str
+    status: NotRequired[str]
+    error: NotRequired[str]
+
+
+class BatchSection(TypedDict):
+    discount: float
+    max_requests: int
+    request: str
+    create: BatchCreateSection
+    status: BatchStatusSection
+    result: BatchResultSection
+    max_bytes: NotRequired[int]
+    upload: NotRequired[BatchUploadSection]
+
+
 class DefinitionFile(TypedDict, total=False):
     """A whole ``providers/NAME.yaml`` (``request`` and ``response`` are required)."""
 
@@ -592,6 +723,7 @@ class DefinitionFile(TypedDict, total=False):
     params: list[str]
     stream: StreamSection
     embeddings: EmbeddingsSection
+    batch: BatchSection
     pricing: dict[str, PriceSection]
 
 
@@ -638,6 +770,8 @@ class ExpressionScope(TypedDict, total=False):
     item: object
     #: a stream event's decoded data
     event: JSON
+    #: one decoded line of a batch's results (``batch.result``)
+    line: JSON
 
 
 #: a response expression, looked up once (:meth:`ProviderDefinition.reader`): what it gives, Jinja's value of any kind
@@ -694,6 +828,11 @@ class Price:
         cached = pricing.cached_input_per_mtok
         return cls(float(pricing.input_per_mtok), float(pricing.output_per_mtok), None if cached is None else float(cached))
 
+    def scaled(self, factor: float) -> Price:
+        """This price times ``factor`` (a batch API's discount)."""
+        cached = None if self.cached_input_per_mtok is None else self.cached_input_per_mtok * factor
+        return Price(self.input_per_mtok * factor, self.output_per_mtok * factor, cached)
+
     def cost(self, input_tokens: int, output_tokens: int, cached_tokens: int = 0) -> float:
         """USD for one call; ``input_tokens`` includes the ``cached_tokens``."""
         cached = min(max(cached_tokens, 0), input_tokens)
@@ -710,6 +849,25 @@ class EmbeddingsRequest:
     path: str
     body: str
     has_input_tokens: bool = False
+
+
+@dataclass(frozen=True)
+class BatchSpec:
+    """A definition's ``batch:`` section; its expressions are read with :meth:`ProviderDefinition.evaluate` at
+    ``("batch", "status", KEY)`` and ``("batch", "result", KEY)`` (see :mod:`evalx.targets.batch`)."""
+
+    discount: float
+    max_requests: int
+    #: the most bytes a batch's requests (rendered, one a line) may take; None: no limit given
+    max_bytes: int | None
+    request: str
+    create_path: str
+    create_body: str
+    status_path: str
+    ended: frozenset[str]
+    #: with ``upload:``: its path and form fields (the requests go as a JSONL file first)
+    upload_path: str | None = None
+    upload_fields: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -781,6 +939,7 @@ class ProviderDefinition:
     pricing: dict[str, Price] = field(default_factory=dict)
     embeddings: EmbeddingsRequest | None = None  # None: this provider cannot embed
     stream: StreamSpec | None = None  # None: this provider cannot stream
+    batch: BatchSpec | None = None  # None: this provider has no batch API (``batch: true`` is refused)
     #: the request params the API knows (``params:``); None: the definition does not say
     known_params: tuple[str, ...] | None = None
     #: ``capabilities:`` as declared (streaming, tools, embeddings, vision, json_mode)
@@ -915,6 +1074,18 @@ class ProviderDefinition:
             return str(_compile_template(text).render(**{k: v for k, v in scope.items() if v is not None})).strip()
         except TemplateError as exc:
             raise DefinitionError(f"{self.where(*path)}: template error: {exc}") from None
+
+    def render_json(self, source: str, scope: Mapping[str, object], *path: str) -> JSON:
+        """The template ``source`` (the definition's at ``path``) rendered with ``scope`` and read as JSON."""
+        try:
+            text = _compile_template(source).render(**scope)
+        except TemplateError as exc:
+            raise DefinitionError(f"{self.where(*path)}: template error: {exc}") from None
+        try:
+            found: JSON = json.loads(text)
+        except ValueError as exc:
+            raise DefinitionError(f"{self.where(*path)}: did not render to JSON: {exc}") from None
+        return found
 
     def render_path(self, key: tuple[str, str], scope: Mapping[str, object]) -> str:
         """The path at ``key`` (``("request", "path")`` or ``("embeddings", "path")``) for ``scope`` (:meth:`render_location`)."""
@@ -1245,7 +1416,9 @@ def _display(path: Path) -> str:
 _REGION_REF = re.compile(r"\{\{[^}]*\bregion\b")
 
 #: the definition's strings that are Jinja templates
-_TEMPLATE_PATHS = frozenset({("request", "body"), ("auth", "value"), ("embeddings", "body")})
+_TEMPLATE_PATHS = frozenset(
+    {("request", "body"), ("auth", "value"), ("embeddings", "body"), ("batch", "request"), ("batch", "create", "body")}
+)
 
 
 #: a ``${VAR}`` a definition uses (its value is part of what the file means)
@@ -1540,6 +1713,7 @@ def _parse_definition(path: Path, layers: tuple[Loaded, ...], shipped: bool) -> 
         pricing={model: Price.from_mapping(p) for model, p in (file.get("pricing") or {}).items()},
         embeddings=_embeddings_request(file.get("embeddings")),
         stream=_stream_spec(file.get("stream")),
+        batch=_batch_spec(file.get("batch")),
         known_params=tuple(file["params"]) if "params" in file else None,
         capabilities=dict(file.get("capabilities") or {}),
         layers=layers,
@@ -1604,6 +1778,24 @@ def _stream_spec(spec: StreamSection | None) -> StreamSpec | None:
         events={str(k): v.copy() if v else StreamEventSection() for k, v in spec["events"].items()},
         default=bool(spec.get("default", False)),
         framing=spec.get("framing", "sse"),
+    )
+
+
+def _batch_spec(spec: BatchSection | None) -> BatchSpec | None:
+    if not spec:
+        return None
+    upload = spec.get("upload")
+    return BatchSpec(
+        discount=float(spec["discount"]),
+        max_requests=int(spec["max_requests"]),
+        max_bytes=int(spec["max_bytes"]) if "max_bytes" in spec else None,
+        request=spec["request"],
+        create_path=spec["create"]["path"],
+        create_body=spec["create"]["body"],
+        status_path=spec["status"]["path"],
+        ended=frozenset(spec["status"]["ended"]),
+        upload_path=upload["path"] if upload else None,
+        upload_fields=tuple(sorted((upload.get("fields") or {}).items())) if upload else (),
     )
 
 
@@ -1683,6 +1875,21 @@ def _template_issues(loaded: tuple[Loaded, ...], data: Any) -> list[Issue]:
                     check_expression(("stream", "events", kind, key, sub), inner)
             else:
                 check_expression(("stream", "events", kind, key), expr)
+    batch = data.get("batch") or {}
+    check_template(("batch", "request"), batch.get("request"))
+    templates: tuple[tuple[str, tuple[str, ...]], ...] = (("upload", ("path",)), ("create", ("path", "body")), ("status", ("path",)))
+    for section, keys in templates:
+        for key in keys:
+            check_template(("batch", section, key), (batch.get(section) or {}).get(key))
+    expressions: tuple[tuple[str, tuple[str, ...]], ...] = (
+        ("upload", ("file_id",)),
+        ("create", ("id",)),
+        ("status", ("state", "done", "total", "results", "error")),
+        ("result", ("custom_id", "outcome", "response", "status", "error")),
+    )
+    for section, names in expressions:
+        for key in names:
+            check_expression(("batch", section, key), (batch.get(section) or {}).get(key))
     for cls in ("rate_limited", "retryable", "fatal"):
         for i, pattern in enumerate(((data.get("errors") or {}).get(cls) or {}).get("body") or []):
             try:
@@ -1693,6 +1900,12 @@ def _template_issues(loaded: tuple[Loaded, ...], data: Any) -> list[Issue]:
 
 
 # --- a target's params against its definition -------------------------------------
+
+
+def batch_requested(spec: ProviderTargetSpec | Mapping[str, object]) -> bool:
+    """Whether a provider target's entry asks for its batch API (``batch: true`` or ``batch: {...}``)."""
+    value = spec.batch if isinstance(spec, ProviderTargetSpec) else spec.get("batch")
+    return value is not None and value is not False
 
 
 def _stream_and_params(spec: ProviderTargetSpec | Mapping[str, object]) -> tuple[object, object]:
@@ -1737,6 +1950,8 @@ def target_problems(spec: ProviderTargetSpec | Mapping[str, object], definition:
                 False,
             )
         )
+    if definition.batch is None and batch_requested(spec):
+        problems.append((("batch",), f"provider {definition.name!r} has no batch API ({definition.file} has no batch: section)", False))
     known = definition.known_params
     if known is not None and isinstance(params, Mapping):
         allowed = set(known) | {"stream"}

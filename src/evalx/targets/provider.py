@@ -39,6 +39,7 @@ from __future__ import annotations
 import hashlib
 import json
 import time
+import urllib.parse
 from collections.abc import Awaitable, Callable, Mapping
 from contextvars import ContextVar
 from typing import Any, NamedTuple, TypedDict, TypeVar
@@ -58,6 +59,7 @@ from evalx.errors import (
 )
 from evalx.models import Cell, ToolCall, Trajectory, Usage, token_count
 from evalx.targets.base import RunContext, TemplateContext, template_context
+from evalx.targets.batch import FALL_BACK, BatchClient, BatchLedger, BatchQueue, BatchResult, BatchRound
 from evalx.targets.definitions import (
     ExpressionScope,
     Price,
@@ -139,6 +141,10 @@ class RawAnswer(TypedDict, total=False):
     #: a streamed answer that sent no usage: ``usage: null`` and why
     usage: None
     usage_note: str
+    #: batch mode: the batch the answer came from
+    batch_id: str
+    #: batch mode: why the request was sent again as a normal call (``expired: ...``)
+    batch_fallback: str
 
 
 class EmbeddingUsage(TypedDict):
@@ -189,6 +195,11 @@ class ProviderTarget:
         self._params: Mapping[str, object] = dict(entry.params or {})  # the target's params, less its ``stream`` switch
         #: requests cache_key() rendered, by cell, for the invoke() that follows a miss (bounded: a hit never invokes)
         self._rendered: dict[int, tuple[Cell, list[Message] | None, ProviderRequest]] = {}
+        #: batch mode: the queue the cells' requests go through (set by :meth:`batch_queue`), and the answers
+        #: :meth:`prefetch` got, by cell, for the invoke() that follows
+        self.batcher: BatchQueue | None = None
+        self._batched: dict[int, tuple[Cell, ProviderRequest, BatchResult]] = {}
+        self._batch_price: Price | None = None
 
     # -- lifecycle ---------------------------------------------------------------
 
@@ -318,9 +329,94 @@ class ProviderTarget:
         self._prepaid = min(self._prepaid + 1, self.settings.concurrency)
 
     async def aclose(self) -> None:
+        if self.batcher is not None:
+            await self.batcher.aclose()
+            self.batcher = None
         if self.client is not None:
             await self.client.aclose()
             self.client = None
+
+    # -- batch mode ------------------------------------------------------------------
+
+    def batch_queue(self, name: str, ledger: BatchLedger, batch_round: BatchRound) -> BatchQueue | None:
+        """Put this started target in batch mode, when its settings ask for it and its definition has a batch API.
+
+        ``name`` tells its batches apart in ``batches.json``. None: normal calls (no ``batch:``, or ``--batch`` and
+        a definition without a batch API; ``batch: true`` on such a target is refused before the run).
+        """
+        d, batch = self.definition, self.settings.batch
+        if batch is None or d is None or d.batch is None or self.streaming:
+            return None
+        scope: JSONObject = {"model": self.model, "path": urllib.parse.urlsplit(self.url).path}
+        client = BatchClient(
+            d,
+            self.base_url,
+            self.headers,
+            self.auth,
+            self._http_error,
+            retries=self.settings.retries,
+            backoff_s=self.settings.backoff_s,
+            scope=scope,
+        )
+        self.batcher = BatchQueue(name, client, batch, d.batch, ledger, batch_round)
+        self._batch_price = self.price.scaled(d.batch.discount) if self.price is not None else None
+        return self.batcher
+
+    async def prefetch(self, cell: Cell, run: RunContext) -> None:
+        """Batch mode: send the cell's request in a batch and wait for its answer, before the cell's clock starts.
+
+        The answer is kept for the :meth:`invoke` that follows. A request that cannot be rendered is left to invoke()
+        (it reports it); a conversation's turns are normal calls.
+        """
+        batcher, d = self.batcher, self.definition
+        if batcher is None or d is None or d.batch is None:
+            return
+        try:
+            request = self._request_for(cell, run, None)
+        except TargetError:
+            return
+        digest = hashlib.sha256()
+        digest.update(
+            json.dumps([request.url, request.body, cell.repeat], sort_keys=True, ensure_ascii=False, default=str).encode(
+                "utf-8", "surrogatepass"
+            )
+        )
+        custom_id = "evalx-" + digest.hexdigest()[:40]
+        scope = {**batcher.client.scope, "custom_id": custom_id, "body": request.body, "method": request.method}
+        try:
+            line = d.render_json(d.batch.request, scope, "batch", "request")
+        except DefinitionError:
+            self._rendered[id(cell)] = (cell, None, request)
+            return  # sent as a normal call
+        result = await batcher.call(custom_id, line)
+        self._batched[id(cell)] = (cell, request, result)
+
+    async def _batched_answer(self, request: ProviderRequest, result: BatchResult) -> Trajectory:
+        """A cell's answer from its batch: read as a normal call's, at the batch price; else its error, or a normal call."""
+        if result.outcome == "succeeded":
+            text = json.dumps(result.response, ensure_ascii=False)
+            resp = HttpResponse(200, {}, text, result.response, request.url)
+            if type(result.response) is dict and _carries_error(result.response):
+                raise self._http_error(resp)
+            try:
+                traj = self._trajectory(result.response, resp, self._batch_price)
+            except DefinitionError as exc:
+                raise TargetProtocolError(f"reading the batch answer of provider {self.provider!r}: {exc}") from None
+            traj.request = self._public(request)
+            traj.raw = {**(traj.raw or {}), "batch_id": result.batch_id}
+            return traj
+        d = self.definition
+        assert d is not None
+        message = self._safe(result.error or "")
+        if result.outcome not in FALL_BACK and d.classify(result.status or 0, message) == "fatal":
+            status = f" (HTTP {result.status})" if result.status else ""
+            raise TargetError(f"the batch request errored{status}: {message or '(no message)'}")
+        # expired, canceled, lost, or an error that a new try may fix: a normal call, at the normal price
+        resp = await self._send(request)
+        traj = self._trajectory(resp.json_body(), resp)
+        traj.request = self._public(request)
+        traj.raw = {**(traj.raw or {}), "batch_fallback": result.outcome + (f": {message}" if message else "")}
+        return traj
 
     # -- requests ----------------------------------------------------------------
 
@@ -448,8 +544,8 @@ class ProviderTarget:
             traj.cost_usd = None
             if self.price is None:
                 traj.cost_note = None
-        else:
-            traj.cost_usd = self._cost(traj.usage)
+        else:  # a batch target's cached answers are priced as its batch answers
+            traj.cost_usd = self._cost(traj.usage, self._batch_price if self.batcher is not None else None)
 
     async def _take_turn(self) -> None:
         """The rate limit's slot for one request: the one pacer() took before the cell started, else the next."""
@@ -572,6 +668,10 @@ class ProviderTarget:
 
     async def invoke(self, cell: Cell, run: RunContext, history: list[Message] | None = None) -> Trajectory:
         assert self.definition is not None and self.client is not None, "start() first"
+        if self._batched and history is None:
+            kept = self._batched.pop(id(cell), None)
+            if kept is not None and kept[0] is cell:
+                return await self._batched_answer(kept[1], kept[2])
         if self.streaming:
             return await self._invoke_streamed(cell, run, history)
         request = self._request_for(cell, run, history)
@@ -781,7 +881,7 @@ class ProviderTarget:
 
     # -- responses ---------------------------------------------------------------
 
-    def _trajectory(self, data: JSON, resp: HttpResponse) -> Trajectory:
+    def _trajectory(self, data: JSON, resp: HttpResponse, price: Price | None = None) -> Trajectory:
         d = self.definition
         assert d is not None
         scope: ExpressionScope = {"response": data, "status": resp.status}
@@ -834,7 +934,7 @@ class ProviderTarget:
             raw["tool_call_ids"] = ids
         if len(resp.text) <= _MAX_RAW_CHARS:
             raw["response"] = data
-        cost, note = self._cost(usage), None
+        cost, note = self._cost(usage, price), None
         if cost is not None:
             # what a chat answer always has is its output count (Anthropic's input expression adds up to 0 without usage)
             counted = output_tokens if read.output_tokens is not None else input_tokens if read.input_tokens is not None else None
@@ -884,10 +984,11 @@ class ProviderTarget:
         except ValueError as exc:
             raise DefinitionError(f"{d.where('response', 'usage', key)}: {exc}") from None
 
-    def _cost(self, usage: Usage) -> float | None:
-        if self.price is None:
+    def _cost(self, usage: Usage, price: Price | None = None) -> float | None:
+        price = price or self.price
+        if price is None:
             return None
-        return self.price.cost(usage.input_tokens, usage.output_tokens, usage.cache_hit_tokens)
+        return price.cost(usage.input_tokens, usage.output_tokens, usage.cache_hit_tokens)
 
     def _http_error(self, resp: HttpResponse, limited: bool = False) -> TargetError:
         """The error of an error answer; ``limited`` (a 429, 529 or overloaded) under adaptive concurrency is waited out."""

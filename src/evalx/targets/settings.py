@@ -30,12 +30,24 @@ from dataclasses import dataclass
 from evalx.targets.spec import AdaptiveConcurrency, DefaultSettings, RateLimit, TargetSpec
 from evalx.targets.transport.pacing import DEFAULT_BOUNDS, DEFAULT_MAX_WAIT_S, AdaptiveBounds
 
-__all__ = ["BACKOFF_ENV", "MAX_RESPONSE_BYTES", "SETTING_KEYS", "Overrides", "TargetSettings", "resolve_settings"]
+__all__ = ["BACKOFF_ENV", "MAX_RESPONSE_BYTES", "SETTING_KEYS", "BatchSettings", "Overrides", "TargetSettings", "resolve_settings"]
 
 #: environment variable overriding the built-in backoff base (seconds); tests set it small
 BACKOFF_ENV = "EVALX_BACKOFF_BASE_S"
 #: the built-in ``max_response_bytes``: 64 MiB, far above any real answer, far below a machine's memory
 MAX_RESPONSE_BYTES = 64 * 1024 * 1024
+
+
+@dataclass(frozen=True, slots=True)
+class BatchSettings:
+    """A provider target's ``batch:`` resolved (``batch: true`` is these defaults): see docs/providers.md#batch-mode."""
+
+    #: the first wait before a batch is polled; each poll doubles it, up to :data:`evalx.targets.batch.POLL_CEILING_S`
+    poll_interval_s: float = 5.0
+    #: the most requests in one batch; None: the provider definition's limit (a larger number is cut to it)
+    max_requests: int | None = None
+    #: how long a batch is waited for before its cells fall back to normal calls (the providers' window is 24 h)
+    max_wait_s: float = 86_400.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,6 +77,8 @@ class TargetSettings:
     #: the most bytes one response may have (decoded: after gzip/deflate/br), a whole body or a stream;
     #: past it the cell ends with an error (a hostile or broken server cannot exhaust memory or time)
     max_response_bytes: int = MAX_RESPONSE_BYTES
+    #: provider targets' ``batch:`` (or ``--batch``): requests go through the provider's batch API; None: normal calls
+    batch: BatchSettings | None = None
 
 
 #: the keys a layer may set (``rate_limit`` is the ``{rpm: N}`` mapping)
@@ -92,6 +106,8 @@ class Overrides:
     rate_limit: RateLimit | Mapping[str, float] | None = None
     max_response_bytes: int | None = None
     rate_limit_share: int | None = None
+    #: ``--batch``: every provider target whose definition has a batch API uses it
+    batch: bool | None = None
 
 
 def resolve_settings(
@@ -142,6 +158,25 @@ def resolve_settings(
         rate_limit_rpm=float(rpm) if rpm is not None and rpm > 0 else None,
         rate_limit_max_wait_s=float(max_wait) if max_wait is not None and max_wait > 0 else DEFAULT_MAX_WAIT_S,
         max_response_bytes=max(1, int(_number(max_bytes))) if max_bytes is not None else built_in.max_response_bytes,
+        batch=_batch(layers[1]("type"), layers[1]("batch"), overrides.batch if overrides is not None else None),
+    )
+
+
+def _batch(kind: object, written: object, override: bool | None) -> BatchSettings | None:
+    """A provider target's batch settings: its ``batch:`` (true or the options), or ``--batch``'s defaults; None: no batch."""
+    if kind != "provider":
+        return None
+    if written is None or written is False:
+        return BatchSettings() if override else None
+    if written is True:
+        return BatchSettings()
+    read = _reader(written) if isinstance(written, Mapping) else lambda key: getattr(written, key, None)
+    poll, most, wait = read("poll_interval_s"), read("max_requests"), read("max_wait_s")
+    default = BatchSettings()
+    return BatchSettings(
+        poll_interval_s=float(_number(poll)) if poll is not None else default.poll_interval_s,
+        max_requests=int(_number(most)) if most is not None else None,
+        max_wait_s=float(_number(wait)) if wait is not None else default.max_wait_s,
     )
 
 

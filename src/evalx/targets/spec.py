@@ -36,6 +36,7 @@ __all__ = [
     "TARGET_KINDS",
     "AdaptiveConcurrency",
     "AnyTargetSpec",
+    "BatchOptions",
     "DefaultSettings",
     "EngineTargetSpec",
     "Pricing",
@@ -133,6 +134,24 @@ class RateLimit:
             description="With adaptive concurrency: the most seconds one cell's calls wait for the provider's rate limit "
             "(slots and 429s together) before the cell gives up with an error (default 600)."
         ),
+    ] = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class BatchOptions:
+    """``batch: {...}`` on a provider target: how its requests go through the provider's batch API."""
+
+    poll_interval_s: Annotated[
+        PositiveNumber | None,
+        Schema(description="First wait before a batch is polled, doubled after each poll up to 60 s (default 5)."),
+    ] = None
+    max_requests: Annotated[
+        PositiveInt | None,
+        Schema(description="The most requests in one batch (default, and at most: the provider definition's limit)."),
+    ] = None
+    max_wait_s: Annotated[
+        PositiveNumber | None,
+        Schema(description="How long to wait for a batch before its cells fall back (default 86400, the providers' 24 h window)."),
     ] = None
 
 
@@ -273,6 +292,13 @@ class ProviderTargetSpec(TargetSpec):
         Pricing | None, Schema(description="USD per million tokens; overrides the provider definition's price for this model.")
     ] = None
     rate_limit: RateLimit | None = None
+    batch: Annotated[
+        bool | BatchOptions | None,
+        Schema(
+            description="Send the cells' requests through the provider's batch API (its definition's batch: section), "
+            "at its batch price: true, or {poll_interval_s, max_requests, max_wait_s}."
+        ),
+    ] = None
 
 
 AnyTargetSpec = PythonTargetSpec | EngineTargetSpec | ProviderTargetSpec
