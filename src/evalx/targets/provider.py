@@ -426,35 +426,37 @@ class ProviderTarget:
 
     async def _send(self, request: ProviderRequest) -> HttpResponse:
         """One request through the shared client: rate limit, retries with backoff, the definition's error mapping."""
+        client = self.client
+        assert client is not None, "start() first"
+        return await client.retrying(self._attempt, request)  # retries stop before the cell's (or judge call's) deadline
+
+    async def _attempt(self, request: ProviderRequest) -> HttpResponse:
+        """One attempt at ``request`` (:meth:`_send` retries it): its rate-limit slot, its signature, the answer checked."""
         client, limiter = self.client, self.limiter
         assert client is not None, "start() first"
-
-        async def attempt() -> HttpResponse:
-            if limiter is not None:
-                if self._prepaid:  # a slot pacer() took before the cell started
-                    self._prepaid -= 1
-                else:  # a retry, or a caller that did not wait its turn first
-                    await limiter.acquire()
-            data, headers = request.data, self.headers
-            if self.auth is not None:  # signed over the exact bytes sent, again for each attempt
-                data, headers = HttpClient.encode(request.body, headers, data)
-                headers = await self.auth.sign(request.method, request.url, headers, data)
-            resp = await client.request_json(
-                request.method,
-                request.url,
-                json=request.body,
-                encoded=data,
-                headers=headers,
-                raise_for_status=False,
-            )
-            if resp.status >= 400:
-                raise self._http_error(resp)
-            body = resp.json
-            if type(body) is dict and _carries_error(body):  # a 200 that is an error: the cell's error, never an empty answer
-                raise self._http_error(resp)
-            return resp
-
-        return await client.retrying(attempt)  # retries stop before the cell's (or judge call's) deadline
+        if limiter is not None:
+            if self._prepaid:  # a slot pacer() took before the cell started
+                self._prepaid -= 1
+            else:  # a retry, or a caller that did not wait its turn first
+                await limiter.acquire()
+        data, headers = request.data, self.headers
+        if self.auth is not None:  # signed over the exact bytes sent, again for each attempt
+            data, headers = HttpClient.encode(request.body, headers, data)
+            headers = await self.auth.sign(request.method, request.url, headers, data)
+        resp = await client.request_json(
+            request.method,
+            request.url,
+            json=request.body,
+            encoded=data,
+            headers=headers,
+            raise_for_status=False,
+        )
+        if resp.status >= 400:
+            raise self._http_error(resp)
+        body = resp.json
+        if type(body) is dict and _carries_error(body):  # a 200 that is an error: the cell's error, never an empty answer
+            raise self._http_error(resp)
+        return resp
 
     async def converse(self, cell: Cell, run: RunContext, history: list[Message], turn: int) -> Trajectory:
         """One turn of a conversation: the growing history sent as the request's messages (streamed with ``stream: true``)."""
@@ -488,7 +490,7 @@ class ProviderTarget:
         request = self._request_for(cell, run, history)
         public = self._public(request)
         try:
-            traj = await client.retrying(lambda: self._stream_attempt(request, t0))
+            traj = await client.retrying(self._stream_attempt, request, t0)
         except DefinitionError as exc:
             raise TargetProtocolError(f"reading the stream of provider {self.provider!r}: {exc}") from None
         except TargetError as exc:
