@@ -67,9 +67,12 @@ def json_encoder(
     (and a closure) on every call, ~2 µs of a results line's ~9. Without the
     circular-reference check a value that contains itself raises ``RecursionError``
     (every caller's values were made safe before: :func:`evalx.models.safe_value`,
-    or read back from JSON). NaN and the infinities raise ``ValueError`` unless ``allow_nan``.
+    or read back from JSON). NaN and the infinities raise ``ValueError`` unless ``allow_nan``; without a
+    ``default``, what JSON cannot hold raises ``json.dumps``'s ``TypeError`` (``Object of type X is not JSON serializable``).
     """
     item_separator, key_separator = separators
+    if default is None:
+        default = json.JSONEncoder().default
     make = getattr(json.encoder, "c_make_encoder", None)
     if make is None:  # no C accelerator: the pure-Python encoder, as json.dumps would use
         return json.JSONEncoder(
