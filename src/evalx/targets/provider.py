@@ -424,14 +424,10 @@ class ProviderTarget:
         else:
             traj.cost_usd = self._cost(traj.usage)
 
-    async def _send(self, request: ProviderRequest) -> HttpResponse:
-        """One request through the shared client: rate limit, retries with backoff, the definition's error mapping."""
-        client = self.client
-        assert client is not None, "start() first"
-        return await client.retrying(self._attempt, request)  # retries stop before the cell's (or judge call's) deadline
-
     async def _attempt(self, request: ProviderRequest) -> HttpResponse:
-        """One attempt at ``request`` (:meth:`_send` retries it): its rate-limit slot, its signature, the answer checked."""
+        """One attempt at ``request`` through the shared client, which retries it with backoff (``client.retrying(self._attempt,
+        request)``: retries stop before the cell's, or judge call's, deadline): its rate-limit slot, its signature, the answer
+        checked against the definition's error mapping."""
         client, limiter = self.client, self.limiter
         assert client is not None, "start() first"
         if limiter is not None:
@@ -467,7 +463,7 @@ class ProviderTarget:
         if self.streaming:
             return await self._invoke_streamed(cell, run, history)
         request = self._request_for(cell, run, history)
-        resp = await self._send(request)
+        resp = await self.client.retrying(self._attempt, request)
         data = resp.json_body()
         public = self._public(request)
         try:
@@ -611,7 +607,7 @@ class ProviderTarget:
         assert self.definition is not None and self.client is not None, "start() first"
         d = self.definition
         request = self._embeddings_request(text)
-        resp = await self._send(request)
+        resp = await self.client.retrying(self._attempt, request)
         scope: ExpressionScope = {"response": resp.json_body(), "status": resp.status, "headers": dict(resp.headers)}
         try:
             vector = d.evaluate(("embeddings", "vector"), scope)
