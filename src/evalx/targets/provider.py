@@ -424,35 +424,37 @@ class ProviderTarget:
         else:
             traj.cost_usd = self._cost(traj.usage)
 
-    async def _attempt(self, request: ProviderRequest) -> HttpResponse:
-        """One attempt at ``request`` through the shared client, which retries it with backoff (``client.retrying(self._attempt,
-        request)``: retries stop before the cell's, or judge call's, deadline): its rate-limit slot, its signature, the answer
-        checked against the definition's error mapping."""
+    async def _send(self, request: ProviderRequest) -> HttpResponse:
+        """One request through the shared client: rate limit, retries with backoff, the definition's error mapping."""
         client, limiter = self.client, self.limiter
         assert client is not None, "start() first"
-        if limiter is not None:
-            if self._prepaid:  # a slot pacer() took before the cell started
-                self._prepaid -= 1
-            else:  # a retry, or a caller that did not wait its turn first
-                await limiter.acquire()
-        data, headers = request.data, self.headers
-        if self.auth is not None:  # signed over the exact bytes sent, again for each attempt
-            data, headers = HttpClient.encode(request.body, headers, data)
-            headers = await self.auth.sign(request.method, request.url, headers, data)
-        resp = await client.request_json(
-            request.method,
-            request.url,
-            json=request.body,
-            encoded=data,
-            headers=headers,
-            raise_for_status=False,
-        )
-        if resp.status >= 400:
-            raise self._http_error(resp)
-        body = resp.json
-        if type(body) is dict and _carries_error(body):  # a 200 that is an error: the cell's error, never an empty answer
-            raise self._http_error(resp)
-        return resp
+
+        async def attempt() -> HttpResponse:
+            if limiter is not None:
+                if self._prepaid:  # a slot pacer() took before the cell started
+                    self._prepaid -= 1
+                else:  # a retry, or a caller that did not wait its turn first
+                    await limiter.acquire()
+            data, headers = request.data, self.headers
+            if self.auth is not None:  # signed over the exact bytes sent, again for each attempt
+                data, headers = HttpClient.encode(request.body, headers, data)
+                headers = await self.auth.sign(request.method, request.url, headers, data)
+            resp = await client.request_json(
+                request.method,
+                request.url,
+                json=request.body,
+                encoded=data,
+                headers=headers,
+                raise_for_status=False,
+            )
+            if resp.status >= 400:
+                raise self._http_error(resp)
+            body = resp.json
+            if type(body) is dict and _carries_error(body):  # a 200 that is an error: the cell's error, never an empty answer
+                raise self._http_error(resp)
+            return resp
+
+        return await client.retrying(attempt)  # retries stop before the cell's (or judge call's) deadline
 
     async def converse(self, cell: Cell, run: RunContext, history: list[Message], turn: int) -> Trajectory:
         """One turn of a conversation: the growing history sent as the request's messages (streamed with ``stream: true``)."""
@@ -463,7 +465,7 @@ class ProviderTarget:
         if self.streaming:
             return await self._invoke_streamed(cell, run, history)
         request = self._request_for(cell, run, history)
-        resp = await self.client.retrying(self._attempt, request)
+        resp = await self._send(request)
         data = resp.json_body()
         public = self._public(request)
         try:
@@ -486,7 +488,7 @@ class ProviderTarget:
         request = self._request_for(cell, run, history)
         public = self._public(request)
         try:
-            traj = await client.retrying(self._stream_attempt, request, t0)
+            traj = await client.retrying(lambda: self._stream_attempt(request, t0))
         except DefinitionError as exc:
             raise TargetProtocolError(f"reading the stream of provider {self.provider!r}: {exc}") from None
         except TargetError as exc:
@@ -607,7 +609,7 @@ class ProviderTarget:
         assert self.definition is not None and self.client is not None, "start() first"
         d = self.definition
         request = self._embeddings_request(text)
-        resp = await self.client.retrying(self._attempt, request)
+        resp = await self._send(request)
         scope: ExpressionScope = {"response": resp.json_body(), "status": resp.status, "headers": dict(resp.headers)}
         try:
             vector = d.evaluate(("embeddings", "vector"), scope)
