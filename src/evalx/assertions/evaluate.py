@@ -54,56 +54,98 @@ async def evaluate_case(asserts: list[dict[str, Any]], ctx: AssertionContext, *,
 
     ``deadline``: the cell's, which the checks count against (None: each regex match its own default).
     Checks across cells (:data:`CROSS_CELL`) are left out: they are judged after the cells.
+    A check that answers at once (the usual, synchronous kind) is recorded without a coroutine of its own.
     """
     if asserts and any(spec.get("type") in CROSS_CELL for spec in asserts):
         asserts = [spec for spec in asserts if spec.get("type") not in CROSS_CELL]
-    return [await evaluate_one(spec, ctx, deadline=deadline) for spec in asserts]
+    records: list[AssertionRecord] = []
+    for spec in asserts:
+        verdict = _verdict(spec, ctx, deadline)
+        if type(verdict) is not Verdict:
+            verdict = await _awaited(spec, verdict, ctx, deadline)
+        records.append(_record(spec, verdict))
+    return records
 
 
 async def evaluate_one(spec: dict[str, Any], ctx: AssertionContext, *, deadline: Deadline | None = None) -> AssertionRecord:
+    """One assertion's record (what :func:`evaluate_case` gives for each)."""
+    verdict = _verdict(spec, ctx, deadline)
+    if type(verdict) is not Verdict:
+        verdict = await _awaited(spec, verdict, ctx, deadline)
+    return _record(spec, verdict)
+
+
+def _verdict(spec: dict[str, Any], ctx: AssertionContext, deadline: Deadline | None) -> Any:
+    """The check's :class:`Verdict` when it answers at once, else what to await for it (:func:`_awaited`)."""
     kind = spec["type"]
     atype = get_assertion(kind)
-    weight = float(spec.get("weight", 1.0))
-    negate = bool(spec.get("not", False))
     if atype is None:  # validation catches this; be safe at run time too
-        verdict = Verdict(None, 0.0, f"unknown assertion type {kind!r}", error=f"unknown assertion type {kind!r}")
-    else:
-        names = atype.arg_names
-        kwargs = {names.get(k, k): v for k, v in spec.items() if k not in _NOT_ARGUMENTS}
-        sub_ctx = ctx
-        if "judge" in spec:
-            sub_ctx = AssertionContext(
-                case=ctx.case,
-                output=ctx.output,
-                config_dir=ctx.config_dir,
-                judge=ctx.judge,
-                judge_settings={**ctx.judge_settings, **spec["judge"]},
-                target=ctx.target,
-                tools=ctx.tools,
-            )
-        try:
-            if deadline is None or atype.is_async:
+        return Verdict(None, 0.0, f"unknown assertion type {kind!r}", error=f"unknown assertion type {kind!r}")
+    names = atype.arg_names
+    kwargs = {names.get(k, k): v for k, v in spec.items() if k not in _NOT_ARGUMENTS}
+    sub_ctx = ctx
+    if "judge" in spec:
+        sub_ctx = AssertionContext(
+            case=ctx.case,
+            output=ctx.output,
+            config_dir=ctx.config_dir,
+            judge=ctx.judge,
+            judge_settings={**ctx.judge_settings, **spec["judge"]},
+            target=ctx.target,
+            tools=ctx.tools,
+        )
+    try:
+        if deadline is None or atype.is_async:
+            res = atype.fn(sub_ctx, **kwargs)
+        else:
+            regexes.start_on_loop(deadline, MIN_EACH_CHECK_S)  # not a context manager: this runs for every check of every cell
+            try:
                 res = atype.fn(sub_ctx, **kwargs)
-            else:
-                regexes.start_on_loop(deadline, MIN_EACH_CHECK_S)  # not a context manager: this runs for every check of every cell
-                try:
-                    res = atype.fn(sub_ctx, **kwargs)
-                except regexes.NeedsThread:
-                    res = _IN_A_THREAD
-                finally:
-                    regexes.stop_on_loop()
-                if res is _IN_A_THREAD:
-                    deadline.at_least(MIN_EACH_CHECK_S)
-                    res = await _in_thread(atype.fn, sub_ctx, kwargs, deadline)
-            if not isinstance(res, Verdict) and inspect.isawaitable(res):  # a Verdict: skip the slower check
-                res = await res
-            verdict = res
-        except HeldTheLoop:  # the watchdog stopped a check that held the event loop past the cell's deadline
-            msg = deadline.message(f"the check {kind} held the event loop") if deadline else f"the check {kind} held the event loop"
-            verdict = Verdict(None, 0.0, msg, error=msg)
-        except Exception as exc:  # an assertion that breaks is reported, not raised
-            msg = f"{type(exc).__name__}: {exc}"
-            verdict = Verdict(None, 0.0, f"assertion raised {msg}", error=msg)
+            except regexes.NeedsThread:
+                res = _IN_A_THREAD
+            finally:
+                regexes.stop_on_loop()
+            if res is _IN_A_THREAD:
+                deadline.at_least(MIN_EACH_CHECK_S)
+                return _in_thread(atype.fn, sub_ctx, kwargs, deadline)
+        if isinstance(res, Verdict) or not inspect.isawaitable(res):  # a Verdict: skip the slower check
+            return res if type(res) is Verdict else _Answered(res)
+        return res
+    except Exception as exc:  # HeldTheLoop, or an assertion that breaks: see _failed
+        return _failed(kind, exc, deadline)
+
+
+class _Answered:
+    """A synchronous check's answer that is not exactly a :class:`Verdict` (a subclass...): given back as it is."""
+
+    __slots__ = ("value",)
+
+    def __init__(self, value: Any) -> None:
+        self.value = value
+
+
+async def _awaited(spec: dict[str, Any], pending: Any, ctx: AssertionContext, deadline: Deadline | None) -> Any:
+    """The verdict of a check that did not answer at once: its coroutine, or its run in a thread."""
+    if isinstance(pending, _Answered):
+        return pending.value
+    try:
+        return await pending
+    except Exception as exc:
+        return _failed(spec["type"], exc, deadline)
+
+
+def _failed(kind: str, exc: Exception, deadline: Deadline | None) -> Verdict:
+    """The verdict of a check that raised: the watchdog's stop (it held the loop) or its own error; never a crash."""
+    if isinstance(exc, HeldTheLoop):  # the watchdog stopped a check that held the event loop past the cell's deadline
+        msg = deadline.message(f"the check {kind} held the event loop") if deadline else f"the check {kind} held the event loop"
+        return Verdict(None, 0.0, msg, error=msg)
+    msg = f"{type(exc).__name__}: {exc}"
+    return Verdict(None, 0.0, f"assertion raised {msg}", error=msg)
+
+
+def _record(spec: dict[str, Any], verdict: Verdict) -> AssertionRecord:
+    """The assertion's record: its verdict, negated for ``not: true``."""
+    negate = bool(spec.get("not", False))
     if negate and verdict.error is None and verdict.passed is not None:
         verdict = Verdict(
             not verdict.passed,
@@ -115,12 +157,12 @@ async def evaluate_one(spec: dict[str, Any], ctx: AssertionContext, *, deadline:
             details=verdict.details,
         )
     out: AssertionRecord = {
-        "type": kind,
+        "type": spec["type"],
         "name": spec.get("name"),
         "passed": verdict.passed,
         "score": round(float(verdict.score), 6),
         "reason": verdict.reason,
-        "weight": weight,
+        "weight": float(spec.get("weight", 1.0)),
     }
     if negate:
         out["not"] = True

@@ -9,7 +9,9 @@ the helpers below do the common narrowings once.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, ForwardRef, Literal, TypeAlias, TypedDict
+import json
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, ForwardRef, Literal, TypeAlias, TypedDict
 
 JSONScalar: TypeAlias = bool | int | float | str | None
 if TYPE_CHECKING:
@@ -54,3 +56,31 @@ def as_array(value: JSON | object) -> JSONArray:
 def as_str(value: JSON | object, default: str = "") -> str:
     """``value`` when it is a string, else ``default``."""
     return value if isinstance(value, str) else default
+
+
+def json_encoder(
+    *, default: Callable[[Any], Any] | None = None, separators: tuple[str, str] = (",", ":"), allow_nan: bool = True
+) -> Callable[[Any], str]:
+    """``json.JSONEncoder(ensure_ascii=False, check_circular=False, ...).encode``, built once, for encoders that run per cell.
+
+    The C encoder is called directly: ``JSONEncoder.encode`` makes a new one
+    (and a closure) on every call, ~2 µs of a results line's ~9. Without the
+    circular-reference check a value that contains itself raises ``RecursionError``
+    (every caller's values were made safe before: :func:`evalx.models.safe_value`,
+    or read back from JSON). NaN and the infinities raise ``ValueError`` unless ``allow_nan``; without a
+    ``default``, what JSON cannot hold raises ``json.dumps``'s ``TypeError`` (``Object of type X is not JSON serializable``).
+    """
+    item_separator, key_separator = separators
+    if default is None:
+        default = json.JSONEncoder().default
+    make = getattr(json.encoder, "c_make_encoder", None)
+    if make is None:  # no C accelerator: the pure-Python encoder, as json.dumps would use
+        return json.JSONEncoder(
+            ensure_ascii=False, check_circular=False, default=default, separators=separators, allow_nan=allow_nan
+        ).encode
+    encode = make(None, default, json.encoder.encode_basestring, None, key_separator, item_separator, False, False, allow_nan)
+
+    def encoded(value: Any) -> str:
+        return "".join(encode(value, 0))
+
+    return encoded

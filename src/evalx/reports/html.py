@@ -78,7 +78,7 @@ from markupsafe import Markup
 
 from evalx.common.ansi import strip_ansi
 from evalx.common.atomic import atomic_write
-from evalx.common.json_types import JSON, JSONObject, as_array
+from evalx.common.json_types import JSON, JSONObject, as_array, json_encoder
 from evalx.common.template_cache import template_cache
 from evalx.errors import writing
 from evalx.reports import charts as _charts
@@ -295,7 +295,7 @@ def value_json(value: Any) -> str:
     with ``indent`` runs Python's own encoder, not the C one, and cost 10 µs of a
     cell's ~400 µs on an instant provider run (bench/RESULTS.md, issue 29).
     """
-    return _VALUE_ENCODER.encode(value)
+    return _VALUE_ENCODER(value)
 
 
 def clean_text(value: Any) -> str:
@@ -311,7 +311,7 @@ def clean_text(value: Any) -> str:
     else:
         try:
             text = value_json(value)
-        except (TypeError, ValueError):
+        except (TypeError, ValueError, RecursionError):
             text = str(value)
     text = strip_ansi(text)
     if "\r" in text:
@@ -326,7 +326,7 @@ def embed_json(value: Any) -> str:
     reads them back unchanged), so no string in the data can end the element;
     lone surrogates become ``\\ufffd``.
     """
-    text = _EMBED_ENCODER.encode(value)
+    text = _EMBED_ENCODER(value)
     if not text.isascii():
         text = _SURROGATE.sub(_replacement, text).replace("\u2028", "\\u2028").replace("\u2029", "\\u2029")
     for char, escaped in _SCRIPT_UNSAFE:  # str.replace where present: a third of str.translate's time on a row
@@ -340,8 +340,8 @@ def _replacement(_: re.Match[str]) -> str:
 
 
 #: one encoder for every row (``json.dumps`` with options builds a new one per call)
-_EMBED_ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False, default=str)
-_VALUE_ENCODER = json.JSONEncoder(ensure_ascii=False, default=str)
+_EMBED_ENCODER = json_encoder(allow_nan=False, default=str)
+_VALUE_ENCODER = json_encoder(separators=(", ", ": "), default=str)
 
 
 def _int(value: Any) -> int:

@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import IO, Any, Protocol
 
 from evalx.common.atomic import atomic_write, write_text
-from evalx.common.json_types import JSON, JSONObject, as_object
+from evalx.common.json_types import JSON, JSONObject, as_object, json_encoder
 from evalx.common.reading import RESULTS_LINE, check_regular, lines, open_regular
 from evalx.errors import EvalxError, OutputError, writing
 from evalx.models import OUT_OF_RANGE, finite_json, safe_value
@@ -87,8 +87,9 @@ def _json_default(value: Any) -> Any:
         return f"<{type(value).__name__} object: repr failed: {type(exc).__name__}>"
 
 
-#: one encoder for every line (``json.dumps`` with options builds a new one per call)
-_ENCODER = json.JSONEncoder(ensure_ascii=False, default=_json_default, separators=(",", ":"), allow_nan=False)
+#: one encoder for every line (``json.dumps`` with options builds a new one per call); a value that contains
+#: itself raises RecursionError, which :func:`encode_storable` turns into the cell's error as any unstorable value
+_ENCODE = json_encoder(default=_json_default, allow_nan=False)
 
 
 def dumps(value: Any) -> str:
@@ -97,11 +98,11 @@ def dumps(value: Any) -> str:
     Strict JSON always: a NaN or an infinity (a server's JSON may hold one) is written as ``null``.
     """
     try:
-        return _ENCODER.encode(value)
+        return _ENCODE(value)
     except ValueError as exc:
         if not str(exc).startswith(OUT_OF_RANGE):
             raise
-    return _ENCODER.encode(finite_json(value))
+    return _ENCODE(finite_json(value))
 
 
 class CaseSpans(Protocol):

@@ -32,7 +32,7 @@ from jinja2 import ChainableUndefined, StrictUndefined, TemplateError, TemplateS
 
 from evalx.common import regexes
 from evalx.common.documents import KeyPath, Loaded, SchemaValidator, format_path, load_yaml
-from evalx.common.json_types import JSON, JSONArray, JSONObject, as_object
+from evalx.common.json_types import JSON, JSONArray, JSONObject, as_object, json_encoder
 from evalx.common.reading import PROVIDER, read_text
 from evalx.common.templates import BoundedSandbox, sandbox
 from evalx.errors import ConfigError, Issue, UnreadableFile
@@ -1229,7 +1229,7 @@ def _openai_request(scope: RequestScope) -> Any:
 
 
 #: ``json.dumps(value, ensure_ascii=False)`` (what the template's ``tojson`` does), one encoder for all calls
-_DUMPS = json.JSONEncoder(ensure_ascii=False).encode
+_DUMPS = json_encoder(separators=(", ", ": "))
 
 
 def _json_copy(value: Any) -> Any:

@@ -325,14 +325,14 @@ def _give_up(exc: TargetError, note: str) -> TargetError:
 
 
 async def retrying(
-    call: Callable[[], Awaitable[T]],
-    *,
+    call: Callable[..., Awaitable[T]],
+    *args: Any,
     retries: int,
     backoff: Backoff | None = None,
     deadline: float | None = None,
     on_retry: Callable[[int, TargetError, float], None] | None = None,
 ) -> T:
-    """``await call()``, retrying retryable failures at most ``retries`` times.
+    """``await call(*args)``, retrying retryable failures at most ``retries`` times.
 
     Retried: ``TargetError(retryable=True)`` (transport errors, 408, 429, 5xx
     from this module; anything a target marks so), and raw aiohttp/OS
@@ -346,7 +346,7 @@ async def retrying(
     attempt = 0
     while True:
         try:
-            return await call()
+            return await call(*args)
         except (aiohttp.ClientError, OSError) as raw:
             exc: TargetError = transport_error(raw, "the server")
         except TargetError as err:
@@ -516,6 +516,14 @@ MAX_REDIRECTS = 5
 _REDIRECTS = frozenset({301, 302, 303, 307, 308})
 
 
+def _proxy_checked(resp: aiohttp.ClientResponse, route: _Route, url: str) -> aiohttp.ClientResponse:
+    """``resp``, unless it is a proxy's 407 (only a proxy answers 407): then the proxy's refusal is raised."""
+    if resp.status == 407 and route.via is not None:
+        resp.release()
+        raise proxy_refused(route.via, url, 407, "proxy authentication required")
+    return resp
+
+
 def _deadline_first(seconds: float) -> bool:
     """True when the cell's deadline comes no later than ``seconds`` from now (a bound that long needs no timer)."""
     deadline = current_deadline()
@@ -634,6 +642,7 @@ class HttpClient:
 
     async def _send(
         self,
+        route: _Route,
         method: str,
         url: str,
         data: bytes | None,
@@ -641,7 +650,7 @@ class HttpClient:
         timeout: aiohttp.ClientTimeout,
         follow_redirects: bool = True,
     ) -> aiohttp.ClientResponse:
-        """Send a request, following same-origin redirects only (at most :data:`MAX_REDIRECTS`).
+        """Send a request on ``route`` (``url``'s, :meth:`_route`), following same-origin redirects only (at most :data:`MAX_REDIRECTS`).
 
         aiohttp would follow a redirect to any host with every header (the
         target's keys) and, for 307/308, the body; a redirect to another
@@ -651,17 +660,16 @@ class HttpClient:
         ``follow_redirects`` a redirect is the answer, for a caller that
         follows it itself (without its credentials: a CI artifact's download).
         """
-        route = self._route(url)
-        resp = await self._request_once(route, method, url, data, headers, timeout)
+        resp = _proxy_checked(await self._request_once(route, method, data, headers, timeout), route, url)
         if follow_redirects and resp.status in _REDIRECTS:
             resp = await self._follow(resp, method, route.url, data, headers, timeout)
         return resp
 
-    async def _request_once(
-        self, route: _Route, method: str, url: str, data: bytes | None, headers: dict[str, str], timeout: aiohttp.ClientTimeout
-    ) -> aiohttp.ClientResponse:
-        """One request on ``route`` (``url`` resolved by :meth:`_route`), never following a redirect; a proxy's 407 raises."""
-        resp = await self._get_session().request(
+    def _request_once(
+        self, route: _Route, method: str, data: bytes | None, headers: dict[str, str], timeout: aiohttp.ClientTimeout
+    ) -> Awaitable[aiohttp.ClientResponse]:
+        """One request on ``route``, never following a redirect: aiohttp's awaitable (no coroutine of ours per request)."""
+        return self._get_session().request(
             method,
             route.url,
             data=data,
@@ -671,10 +679,6 @@ class HttpClient:
             proxy_headers=route.proxy_headers,
             allow_redirects=False,
         )
-        if resp.status == 407 and route.via is not None:  # only a proxy answers 407
-            resp.release()
-            raise proxy_refused(route.via, url, 407, "proxy authentication required")
-        return resp
 
     async def _follow(
         self,
@@ -703,7 +707,8 @@ class HttpClient:
             url = target
             if followed == MAX_REDIRECTS:
                 break
-            resp = await self._request_once(self._route(url), method, url, data, headers, timeout)
+            route = self._route(url)
+            resp = _proxy_checked(await self._request_once(route, method, data, headers, timeout), route, url)
             if resp.status not in _REDIRECTS:
                 return resp
         raise TargetError(f"more than {MAX_REDIRECTS} redirects from {shown_url(url)}")
@@ -751,7 +756,7 @@ class HttpClient:
         else:
             timeout = self._timeout(None)  # no bound, or the cell's deadline ends this request first
         try:
-            resp = await self._send(method, url, data, hdrs, timeout)
+            resp = await self._send(route, method, url, data, hdrs, timeout)
             try:
                 self._reached = True
                 raw = await _read_body(resp, self.max_response_bytes, url)
@@ -800,7 +805,7 @@ class HttpClient:
             idle_timeout_s = None  # the cell's deadline ends the stream first: one timer, one wording
         timeout = aiohttp.ClientTimeout(total=None, sock_connect=self.connect_timeout_s, sock_read=idle_timeout_s)
         try:
-            resp = await self._send(method, url, data, hdrs, timeout, follow_redirects)
+            resp = await self._send(route, method, url, data, hdrs, timeout, follow_redirects)
         except (aiohttp.ClientError, OSError, asyncio.TimeoutError) as exc:
             raise transport_error(exc, url, timeout_s=idle_timeout_s, via=route.via) from None
         self._reached = True
@@ -812,8 +817,8 @@ class HttpClient:
             else:  # cut short: the connection is in an unknown state, do not reuse it
                 resp.close()
 
-    async def retrying(self, call: Callable[[], Awaitable[T]], *, deadline: float | None = None, retries: int | None = None) -> T:
-        """:func:`retrying` with this client's retries and backoff.
+    async def retrying(self, call: Callable[..., Awaitable[T]], *args: Any, deadline: float | None = None, retries: int | None = None) -> T:
+        """:func:`retrying` (``await call(*args)``) with this client's retries and backoff.
 
         A client that has never had an answer from its host and gave up on a
         connection failure remembers it: later calls fail at once with the
@@ -823,7 +828,9 @@ class HttpClient:
         if self._down is not None and not self._reached:
             raise ConnectFailed(self._down)
         try:
-            return await retrying(call, retries=self.retries if retries is None else retries, backoff=self.backoff, deadline=deadline)
+            return await retrying(
+                call, *args, retries=self.retries if retries is None else retries, backoff=self.backoff, deadline=deadline
+            )
         except ConnectFailed as exc:
             if not self._reached:
                 self._down = str(exc)
