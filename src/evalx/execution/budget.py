@@ -183,7 +183,7 @@ def estimate_cost(config: Config, plan: Plan) -> CostEstimate:
             continue
         price = _price_of(spec, config)
         if price is None:
-            est.note = f"no price known for {spec.provider}/{spec.model} (set pricing: on the target)"
+            est.note = f"no price known for {spec.provider}/{spec.model} (set pricing: on the target, or on a matrix model value)"
             est.cost_usd = None
             continue
         limit = _output_limit(spec)
