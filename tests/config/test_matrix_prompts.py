@@ -166,6 +166,9 @@ def test_two_system_prompts_times_three_models_in_one_matrix(server: FakeLLMServ
         assert cost(dear) == pytest.approx(10 * expected)  # the same tokens at ten times the price
         assert not cost(unpriced) and per[unpriced]["cost_missing_cells"] == 2
         assert all(c["output"]["cost_usd"] is None for c in cells if c["target"] == unpriced)
+        # said "unknown" in the per-target table of summary.txt and of the HTML report, never $0 or m-cheap's price
+        assert any(line.startswith(unpriced + " ") and line.split()[-1] == "unknown" for line in text.splitlines()), text
+    assert report.count('<td class="num">unknown') == 2
 
     # the second run is served from the cache; an edit to the terse prompt's included file misses for its 3 variants only
     assert cli("run", "-c", str(config), "--matrix").exit_code == 0 and server.count(COMPLETIONS) == 12
@@ -173,3 +176,85 @@ def test_two_system_prompts_times_three_models_in_one_matrix(server: FakeLLMServ
     assert cli("run", "-c", str(config), "--matrix").exit_code == 0
     assert server.count(COMPLETIONS) == 18
     assert {b["messages"][0]["content"].split(".")[0] for b in server.bodies(COMPLETIONS)[12:]} == {"You are terse"}
+
+
+def test_a_changed_prompt_file_is_a_changed_plan_for_resume(server: FakeLLMServer, tmp_path: Path) -> None:
+    config = project(tmp_path, server.url, "system_file: [prompts/terse.md, prompts/chatty.md]")
+    assert cli("run", "-c", str(config), "--matrix").exit_code == 0
+    run = only_run(tmp_path)
+    again = cli("run", "-c", str(config), "--matrix", "--resume", run.name)
+    assert again.exit_code == 0, again.output  # the same plan: nothing left to run
+    chatty = tmp_path / "prompts/chatty.md"
+    chatty.write_text(chatty.read_text().replace("chatty", "very chatty"), encoding="utf-8")
+    changed = cli("run", "-c", str(config), "--matrix", "--resume", run.name)
+    assert changed.exit_code == 2 and "Traceback" not in changed.output
+    assert "cannot resume" in changed.output, changed.output
+
+
+def test_labels_per_value_pricing_and_exclude_by_label(server: FakeLLMServer, tmp_path: Path) -> None:
+    axes = """\
+model:
+  - m-cheap
+  - {value: m-unpriced, pricing: {input_per_mtok: 3, output_per_mtok: 6}}
+system:
+  - {label: pirate, value: "Talk like a pirate. Sign every answer as P."}
+  - "Sign every answer as S."
+system_file:
+"""
+    axes = axes.replace("system_file:\n", "")
+    config = project(tmp_path, server.url, axes)
+    text = config.read_text().replace("  targets: [bot]\n", "  targets: [bot]\n  exclude: [{model: m-unpriced, system: pirate}]\n")
+    config.write_text(text, encoding="utf-8")
+    result = cli("run", "-c", str(config), "--matrix")
+    assert result.exit_code == 0, result.output
+    summary = json.loads((only_run(tmp_path) / "summary.json").read_text())
+    ids = list(summary["per_target"])
+    assert ids == [
+        "bot[model=m-cheap,system=pirate]",
+        "bot[model=m-cheap,system=Sign every answer as S.]",
+        "bot[model=m-unpriced,system=Sign every answer as S.]",
+    ]
+    assert summary["matrix"]["variants"][0]["values"] == {"model": "m-cheap", "system": "pirate"}
+    cells = {c["target"]: c for c in read_cells(only_run(tmp_path))}
+    assert cells["bot[model=m-cheap,system=pirate]"]["output"]["text"].endswith(" — P")
+    cheap, priced = (summary["per_target"][i]["cost_usd"] for i in ids[1:])
+    assert priced == pytest.approx(3 * cheap)  # the value's own pricing: equal tokens at three times m-cheap's price
+
+
+@pytest.mark.parametrize(
+    ("axes", "error"),
+    [
+        (
+            "system_file: [prompts/terse.md, prompts/nope.md]",
+            "evalconfig.yaml:18 matrix.params.system_file[1]: system_file 'prompts/nope.md': no such file in ./",
+        ),
+        (
+            "system_file:\n  - prompts/terse.md\n  - {label: terse, value: prompts/chatty.md}",
+            "evalconfig.yaml:20 matrix.params.system_file[1]: values 0 and 1 of axis 'system_file' are both named 'terse': give them other labels",
+        ),
+        (
+            "system:\n  - Short.\n  - " + "A long system prompt that goes on and on, past what a variant id should hold.",
+            "evalconfig.yaml:20 matrix.params.system[1]: a system longer than a short line needs a name in the variant id: "
+            "write {label: NAME, value: ...}, or use a system_file axis",
+        ),
+        (
+            "temperature:\n  - {value: 0, pricing: {input_per_mtok: 1, output_per_mtok: 1}}",
+            "evalconfig.yaml:19 matrix.params.temperature[0].pricing: pricing: goes with a model value (an axis named model)",
+        ),
+        (
+            "system: [a, b]\nsystem_file: [prompts/terse.md]",
+            "evalconfig.yaml:18 matrix.params.system: give axis 'system' or 'system_file', not both",
+        ),
+        (
+            "model:\n  - {value: m-dear, pricing: {input_per_mtok: 1}}",
+            "evalconfig.yaml:19 matrix.params.model[0].pricing: pricing needs output_per_mtok",
+        ),
+    ],
+)
+def test_axis_values_are_checked_at_their_own_line(server: FakeLLMServer, tmp_path: Path, axes: str, error: str) -> None:
+    config = project(tmp_path, server.url, axes)
+    validated = cli("validate", "-c", str(config))
+    assert validated.exit_code == 2 and "Traceback" not in validated.output, validated.output
+    assert error in validated.output.splitlines(), validated.output
+    ran = cli("run", "-c", str(config), "--matrix")
+    assert ran.exit_code == 2 and server.count() == 0

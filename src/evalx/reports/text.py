@@ -29,6 +29,7 @@ from evalx.results.figures import count as _count
 from evalx.results.figures import duration as _duration
 from evalx.results.figures import ms as _ms
 from evalx.results.figures import pct as _pct
+from evalx.results.figures import target_cost
 from evalx.results.figures import usd as _usd
 from evalx.results.model import CellCounts, Distribution, FlakyCase, FlakyTurn, GroupFigures, RunSummary, TargetFigures
 from evalx.results.outcome import interruption
@@ -324,7 +325,7 @@ def format_summary(summary: RunSummary, *, color: bool = False, flaky_list: bool
                     _ms(t["latency_ms"]["p50"]),
                     _ms(t["latency_ms"]["p99"]),
                     tokens_shown(tokens, t.get("usage_unknown_cells"), t.get("cells")),
-                    _usd(t["cost_usd"]),
+                    target_cost(t["cost_usd"], t.get("cost_missing_cells")),
                 ]
             )
         headers = ["target", "cells", "pass", "fail", "error", "skip", "pass rate", "p50", "p99", "tokens", "cost"]
