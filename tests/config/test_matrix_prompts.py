@@ -246,15 +246,39 @@ system_file:
             "evalconfig.yaml:18 matrix.params.system: give axis 'system' or 'system_file', not both",
         ),
         (
+            "system_file: [prompts/terse.md, prompts/broken.md]",
+            "evalconfig.yaml:18 matrix.params.system_file[1].value: system_file prompts/broken.md: template syntax error "
+            "(template line 1): Expected an expression, got 'end of statement block'",
+        ),
+        (
             "model:\n  - {value: m-dear, pricing: {input_per_mtok: 1}}",
             "evalconfig.yaml:19 matrix.params.model[0].pricing: pricing needs output_per_mtok",
         ),
     ],
 )
 def test_axis_values_are_checked_at_their_own_line(server: FakeLLMServer, tmp_path: Path, axes: str, error: str) -> None:
-    config = project(tmp_path, server.url, axes)
+    config = project(tmp_path, server.url, axes, {"prompts/broken.md": "Broken {% if %}\n"})
     validated = cli("validate", "-c", str(config))
     assert validated.exit_code == 2 and "Traceback" not in validated.output, validated.output
     assert error in validated.output.splitlines(), validated.output
     ran = cli("run", "-c", str(config), "--matrix")
     assert ran.exit_code == 2 and server.count() == 0
+
+
+def test_files_that_share_a_stem_are_named_by_path_and_include_entries_read_files(server: FakeLLMServer, tmp_path: Path) -> None:
+    files = {"a/v1.md": "Sign every answer as A.", "b/v1.md": "Sign every answer as B.", "prompts/user.md": "Q: {{ case.input }}"}
+    axes = "system_file: [a/v1.md, b/v1.md]"
+    config = project(tmp_path, server.url, axes, files)
+    text = config.read_text().replace(
+        "  targets: [bot]\n", "  targets: [bot]\n  include: [{system_file: b/v1.md, prompt_file: prompts/user.md}]\n"
+    )
+    config.write_text(text, encoding="utf-8")
+    result = cli("run", "-c", str(config), "--matrix", "--case", "sum")
+    assert result.exit_code == 0, result.output
+    summary = json.loads((only_run(tmp_path) / "summary.json").read_text())
+    assert list(summary["per_target"]) == ["bot[system_file=a/v1.md]", "bot[prompt_file=user,system_file=b/v1.md]"]
+    bodies = server.bodies(COMPLETIONS)
+    assert [b["messages"] for b in bodies] == [
+        [{"role": "system", "content": "Sign every answer as A."}, {"role": "user", "content": "What is 2 + 2?"}],
+        [{"role": "system", "content": "Sign every answer as B."}, {"role": "user", "content": "Q: What is 2 + 2?"}],
+    ]

@@ -166,7 +166,7 @@ def resolve_file_keys(loaded: Loaded, base_dir: Path, tools_schema: JSONObject) 
         if isinstance(loaded.lines, dict):
             for key in ("label", "value", "file"):
                 loaded.lines.setdefault((*path, key), loaded.line_of(at) or 0)
-        read.append(FileValue((*path, "value"), path, file))
+        read.append(FileValue((*path, "value"), (*path, file_key) if path[-1] != file_key else path, file))
         return out
 
     matrix = data.get("matrix")

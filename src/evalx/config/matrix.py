@@ -146,8 +146,9 @@ def _same(a: JSON, b: JSON) -> bool:
     if la is None and lb is None:
         return _equal(a, b)
     if la is not None and lb is not None:
-        if "label" in la and "label" in lb:
-            return _equal(la["label"], lb["label"])
+        for name in ("file", "label"):  # the same file, else the same label, else the same value
+            if name in la and name in lb:
+                return _equal(la[name], lb[name])
         return _equal(la["value"], lb["value"])
     found, other = (la, b) if la is not None else (lb, a)
     assert found is not None
@@ -182,7 +183,7 @@ def combinations(
         fitted = False
         for combo, axes in combos:
             if all(_same(combo[k], v) for k, v in entry.items() if k in axes):
-                combo.update(entry)
+                combo.update({k: v for k, v in entry.items() if k not in axes})  # an axis value stays as the axis wrote it
                 fitted = True
         if not fitted:
             added.append(dict(entry))
