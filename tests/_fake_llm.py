@@ -4,7 +4,8 @@
 and serves three API shapes at once:
 
 - OpenAI chat completions (``POST /v1/chat/completions``): text, tool calls
-  (``arguments`` as a JSON string), usage with cached tokens;
+  (``arguments`` as a JSON string), usage with cached tokens; a system prompt
+  that says "Sign every answer as NAME." gets answers ending " — NAME";
 - OpenAI embeddings (``POST /v1/embeddings``): deterministic bag-of-words
   vectors (:func:`embedding_for`), so cosine similarity is word overlap;
 - Anthropic messages (``POST /v1/messages``): ``x-api-key`` +
@@ -244,6 +245,11 @@ class FakeLLMServer:
             completion = 12
         else:
             message["content"] = answer_from_history(messages) or answer_for(user)
+            signed = re.search(
+                r"Sign every answer as (\S+?)\.", next((str(m.get("content")) for m in messages if m.get("role") == "system"), "")
+            )
+            if signed:  # the system prompt shows in the answer: a test sees which prompt each request was sent
+                message["content"] += f" — {signed.group(1)}"
             completion = _words(message["content"])
         return web.json_response(
             {

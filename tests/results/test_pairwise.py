@@ -65,7 +65,8 @@ def project(tmp_path: Path, server: ScriptedServer) -> Path:
         "targets:\n"
         f"  - {{id: llm, type: provider, provider: openai, model: strong, base_url: {json.dumps(server.url + '/llm/v1')}, "
         "api_key: sk-test-not-a-real-key-123456, pricing: {input_per_mtok: 1.0, output_per_mtok: 2.0}, params: {temperature: 0}}\n"
-        f"matrix:\n  targets: [llm]\n  params:\n    model: [strong, weak, {UNKNOWN}]\n    temperature: [0, 0.7]\n"
+        f"matrix:\n  targets: [llm]\n  params:\n    model: [strong, {{value: weak, pricing: {{input_per_mtok: 1.0, output_per_mtok: 2.0}}}}, {UNKNOWN}]\n"
+        "    temperature: [0, 0.7]\n"
         f"datasets:\n  - id: d\n    cases: {json.dumps(cases)}\n",
         encoding="utf-8",
     )

@@ -347,7 +347,7 @@ def test_format_header_and_tables() -> None:
     rules_row = next(line for line in lines if line.startswith("rules "))
     assert rules_row.split() == ["rules", "4", "1", "1", "1", "1", "33.3%", "250ms", "397ms", "2,400", "$0.0300"]
     mini_row = next(line for line in lines if line.startswith("mini "))
-    assert mini_row.split()[-1] == "—"
+    assert mini_row.split()[-1] == "unknown"  # a provider target none of whose cells could be priced: not "—", not $0
     assert any(line.split()[:2] == ["target", "category"] for line in lines)
     assert any(line.split()[:2] == ["shipping", "2"] and "0.0%" in line for line in lines)  # rules' own shipping row
     assert "\x1b" not in text

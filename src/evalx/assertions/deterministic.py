@@ -10,7 +10,7 @@ from __future__ import annotations
 import inspect
 import json
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import jsonschema
@@ -75,7 +75,7 @@ def json_equal(a: Any, b: Any) -> bool:
         return isinstance(a, bool) and isinstance(b, bool) and a == b
     if isinstance(a, (int, float)) and isinstance(b, (int, float)):
         return a == b
-    if isinstance(a, dict) and isinstance(b, dict):
+    if isinstance(a, Mapping) and isinstance(b, Mapping):
         return a.keys() == b.keys() and all(json_equal(a[k], b[k]) for k in a)
     if isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)):
         return len(a) == len(b) and all(json_equal(x, y) for x, y in zip(a, b))
@@ -420,7 +420,7 @@ def parse_path(path: str) -> list[str | int]:
     return steps
 
 
-def _walk(doc: Any, steps: list[str | int]) -> tuple[bool, Any, str]:
+def walk_path(doc: Any, steps: list[str | int]) -> tuple[bool, Any, str]:
     """Follow ``steps`` into ``doc``: (found, value, where it stopped)."""
     node = doc
     for i, step in enumerate(steps):
@@ -444,7 +444,7 @@ def json_path(ctx: AssertionContext, *, path: str, value: Any = _MISSING) -> Ver
     ok, doc, error = parse_json(ctx.text.strip())
     if not ok:
         return Verdict.no(f"not JSON ({error}): {short(ctx.text)}")
-    found, got, where = _walk(doc, steps)
+    found, got, where = walk_path(doc, steps)
     if not found:
         return Verdict.no(f"{path} not found (nothing at {where})")
     if value is _MISSING:

@@ -17,9 +17,9 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from evalx.assertions.deterministic import _walk, parse_path
+from evalx.assertions.deterministic import json_equal, parse_path, walk_path
 from evalx.assertions.registry import AssertionContext, assertion
-from evalx.assertions.tools import _bad_schema, _first_difference, _json_equal, _schema_error, _show
+from evalx.assertions.tools import bad_schema, first_difference, schema_error, show_json
 from evalx.common.json_types import JSON, JSONObject
 from evalx.models import Case, ToolCall, Verdict
 
@@ -32,7 +32,7 @@ def _check_tool_result(spec: Mapping[str, JSON], case: Case) -> str | None:
     if not any(k in spec for k in _CHECKS) and "path" not in spec:
         return "tool_result needs a check: equals, contains, schema, count (or path alone: the path exists)"
     if "schema" in spec:
-        bad = _bad_schema(spec["schema"])
+        bad = bad_schema(spec["schema"])
         if bad:
             return f"schema {bad}"
     path = spec.get("path")
@@ -112,23 +112,23 @@ def _check_one(
     if call.result is None:
         return "no result was recorded for this call"
     if path:
-        found, value, missing_at = _walk(value, parse_path(path))
+        found, value, missing_at = walk_path(value, parse_path(path))
         if not found:
             return f"result.{path}: nothing at {missing_at.replace('$', 'result', 1)}"
         where = f"result.{path}"
-    if equals is not None and not _json_equal(equals, value):
-        return f"{where}: expected {_show(equals)}, got {_show(value)}"
+    if equals is not None and not json_equal(equals, value):
+        return f"{where}: expected {show_json(equals)}, got {show_json(value)}"
     if contains is not None:
         problem = _contains(value, contains, where)
         if problem:
             return problem
     if schema is not None:
-        problem = _schema_error(schema, value)
+        problem = schema_error(schema, value)
         if problem:
             return problem.replace("args", where, 1)
     if count is not None:
         if not isinstance(value, (list, dict, str)):
-            return f"{where}: cannot count the items of {_show(value)}"
+            return f"{where}: cannot count the items of {show_json(value)}"
         if len(value) != count:
             return f"{where}: expected {count} items, got {len(value)}"
     return None
@@ -136,17 +136,15 @@ def _check_one(
 
 def _contains(value: Any, wanted: Any, where: str) -> str | None:
     if isinstance(value, str) and isinstance(wanted, str):
-        return None if wanted in value else f"{where}: {_show(value)} does not contain {_show(wanted)}"
+        return None if wanted in value else f"{where}: {show_json(value)} does not contain {show_json(wanted)}"
     if isinstance(value, list):
-        if any(
-            _json_equal(wanted, item) or (isinstance(wanted, Mapping) and _first_difference(wanted, item, "") is None) for item in value
-        ):
+        if any(json_equal(wanted, item) or (isinstance(wanted, Mapping) and first_difference(wanted, item, "") is None) for item in value):
             return None
-        return f"{where}: no item is {_show(wanted)}"
+        return f"{where}: no item is {show_json(wanted)}"
     if isinstance(value, Mapping) and isinstance(wanted, Mapping):
-        diff = _first_difference(wanted, value, where)
+        diff = first_difference(wanted, value, where)
         return diff
-    return f"{where}: {_show(value)} cannot contain {_show(wanted)}"
+    return f"{where}: {show_json(value)} cannot contain {show_json(wanted)}"
 
 
 def _check_event_seen(spec: Mapping[str, JSON], case: Case) -> str | None:
@@ -174,14 +172,14 @@ def event_seen(
     if min is None:  # at least once, unless the check is that it never came (max: 0)
         min = 0 if max == 0 else 1
     of_type = [e for e in ctx.output.events if e.get("type") == event]
-    matching = [e for e in of_type if fields is None or _first_difference(fields, e.get("data"), "data") is None]
+    matching = [e for e in of_type if fields is None or first_difference(fields, e.get("data"), "data") is None]
     seen = len(matching)
-    what = f"{event} event" + (f" with {_show(fields)}" if fields else "")
+    what = f"{event} event" + (f" with {show_json(fields)}" if fields else "")
     if ctx.output.events_truncated and seen < min:
         return Verdict.inconclusive(f"{what}: seen {seen} times in the events kept (the rest were not stored)")
     if seen < min:
         if of_type and fields:
-            first = _first_difference(fields, of_type[0].get("data"), "data")
+            first = first_difference(fields, of_type[0].get("data"), "data")
             return Verdict.no(f"{what} seen {seen} times (expected at least {min}); the first {event} event differs: {first}")
         kinds = sorted({str(e.get("type")) for e in ctx.output.events})
         return Verdict.no(f"{what} seen {seen} times (expected at least {min}); events seen: [{', '.join(kinds)}]")

@@ -16,6 +16,7 @@ from typing import Any, Literal
 from jsonschema import exceptions as schema_errors
 from jsonschema import validators
 
+from evalx.assertions.deterministic import json_equal
 from evalx.assertions.registry import AssertionContext, assertion
 from evalx.common.json_types import JSON, JSONObject
 from evalx.models import Case, ToolCall, Verdict
@@ -37,39 +38,24 @@ def _arguments(call: ToolCall) -> Any:
     return args
 
 
-def _is_number(x: Any) -> bool:
-    return isinstance(x, (int, float)) and not isinstance(x, bool)
-
-
-def _json_equal(a: Any, b: Any) -> bool:
-    """Equality of JSON values: 1 == 1.0, but true is not 1; lists element by element; mappings key by key."""
-    if _is_number(a) and _is_number(b):
-        return bool(a == b)
-    if isinstance(a, Mapping) and isinstance(b, Mapping):
-        return a.keys() == b.keys() and all(_json_equal(a[k], b[k]) for k in a)
-    if isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)):
-        return len(a) == len(b) and all(_json_equal(x, y) for x, y in zip(a, b, strict=True))
-    return type(a) is type(b) and bool(a == b)
-
-
-def _first_difference(expected: Any, actual: Any, path: str) -> str | None:
+def first_difference(expected: Any, actual: Any, path: str) -> str | None:
     """Where ``actual`` stops containing ``expected`` (mappings: a subset, nested; anything else: JSON-equal), or None."""
     if isinstance(expected, Mapping):
         if not isinstance(actual, Mapping):
-            return f"{path}: expected an object, got {_show(actual)}"
+            return f"{path}: expected an object, got {show_json(actual)}"
         for key, want in expected.items():
             if key not in actual:
-                return f"{path}.{key}: expected {_show(want)}, missing"
-            diff = _first_difference(want, actual[key], f"{path}.{key}")
+                return f"{path}.{key}: expected {show_json(want)}, missing"
+            diff = first_difference(want, actual[key], f"{path}.{key}")
             if diff:
                 return diff
         return None
-    if _json_equal(expected, actual):
+    if json_equal(expected, actual):
         return None
-    return f"{path}: expected {_show(expected)}, got {_show(actual)}"
+    return f"{path}: expected {show_json(expected)}, got {show_json(actual)}"
 
 
-def _show(value: Any) -> str:
+def show_json(value: Any) -> str:
     """A JSON value for a reason: a string quoted, anything else as JSON, cut to about 80 characters."""
     return _cut(repr(value) if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=str))
 
@@ -78,7 +64,7 @@ def _cut(text: str, limit: int = 80) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
-def _schema_error(schema: Mapping[str, Any], value: Any) -> str | None:
+def schema_error(schema: Mapping[str, Any], value: Any) -> str | None:
     """The first (most relevant) way ``value`` fails ``schema``, with its path from ``args``, or None."""
     validator = validators.validator_for(schema)(schema)
     error = schema_errors.best_match(validator.iter_errors(value))
@@ -88,7 +74,7 @@ def _schema_error(schema: Mapping[str, Any], value: Any) -> str | None:
     return f"{where}: {_cut(error.message, 160)}"
 
 
-def _bad_schema(schema: Any) -> str | None:
+def bad_schema(schema: Any) -> str | None:
     if not isinstance(schema, dict):
         return f"must be a JSON Schema (a mapping), not {type(schema).__name__}"
     try:
@@ -102,7 +88,7 @@ def _check_tool_args(spec: Mapping[str, JSON], case: Case) -> str | None:
     if "args" not in spec and "schema" not in spec:
         return "tool_args needs args (a JSON subset of the arguments) or schema (a JSON Schema for them)"
     if "schema" in spec:
-        bad = _bad_schema(spec["schema"])
+        bad = bad_schema(spec["schema"])
         if bad:
             return f"schema {bad}"
     return None
@@ -134,9 +120,9 @@ def tool_args(
     problems: list[tuple[int, str]] = []
     for index, c in chosen:
         value = _arguments(c)
-        problem = _first_difference(args, value, "args") if args is not None else None
+        problem = first_difference(args, value, "args") if args is not None else None
         if problem is None and schema is not None:
-            problem = _schema_error(schema, value)
+            problem = schema_error(schema, value)
         if problem is None:
             if call != "all":
                 return Verdict.ok(f"tool_calls[{index}] ({tool}) matches")
@@ -183,7 +169,7 @@ def tool_calls_valid(ctx: AssertionContext) -> Verdict:
             return Verdict.no(f"tool_calls[{index}] calls undeclared tool {c.name!r} (declared: {_names(sorted(declared))})")
         parameters = declared[c.name]
         if isinstance(parameters, Mapping):
-            problem = _schema_error(parameters, _arguments(c))
+            problem = schema_error(parameters, _arguments(c))
             if problem:
                 return Verdict.no(f"tool_calls[{index}] ({c.name}): {problem}")
     return Verdict.ok(f"{len(calls)} call{'s' if len(calls) != 1 else ''} valid against the declared tools")

@@ -11,11 +11,20 @@ still a template (it renders like an inline one), a tools file is YAML or
 JSON checked against the inline ``tools:`` schema, its errors naming its own
 ``FILE:LINE``. Values in a dataset *file* stay inline: only the config's
 keys are read from files.
+
+A ``matrix:`` axis named ``system_file``, ``prompt_file`` or ``tools_file``
+(and such a key of an ``include`` entry) is read the same way, each value
+through the same reader, its problems at the value's own line: a value
+becomes ``{label, value: <the file's value>, file: NAME}``, labelled by the
+file's stem (its name when two files of the axis share a stem) unless it
+was written ``{label: L, value: NAME}`` (:mod:`evalx.config.matrix` names
+variants by the label).
 """
 
 from __future__ import annotations
 
 import dataclasses
+from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -129,7 +138,58 @@ def resolve_file_keys(loaded: Loaded, base_dir: Path, tools_schema: JSONObject) 
             if isinstance(loaded.lines, dict):
                 loaded.lines[(*where, key)] = loaded.line_of(file_path) or 0
             read.append(FileValue((*where, key), file_path, file))
+
+    def read_value(path: KeyPath, file_key: str, written: JSON, stems: Counter[str]) -> JSON:
+        """A matrix axis value of a ``_file`` axis: ``{label, value: <the file's value>, file}``, or as written with its problem."""
+        labelled = written if isinstance(written, dict) and "value" in written and set(written) <= {"label", "value", "pricing"} else None
+        name = labelled["value"] if labelled is not None else written
+        at = (*path, "value") if labelled is not None else path
+        if not isinstance(name, str):
+            issue(at, f"{file_key} must be a file name (relative to the config), not {type(name).__name__}")
+            return written
+        try:
+            text = read_template_file(base_dir, name, what=file_key)
+        except TemplateFileError as exc:
+            issue(at, str(exc))
+            return written
+        file = resolve_in_folder(base_dir, name)
+        value: Any = text
+        if FILE_KEYS[file_key] == "tools":
+            nonlocal validator
+            validator = validator or SchemaValidator(tools_schema)
+            value, problems = _tools(text, file, validator, f" (the {file_key} axis value {format_path(path)})")
+            if problems:
+                issues.extend(problems)
+                return written
+        stem = Path(name).stem
+        out: JSONObject = {"label": stem if stems[stem] < 2 else name, **(labelled or {}), "value": value, "file": name}
+        if isinstance(loaded.lines, dict):
+            for key in ("label", "value", "file"):
+                loaded.lines.setdefault((*path, key), loaded.line_of(at) or 0)
+        read.append(FileValue((*path, "value"), (*path, file_key) if path[-1] != file_key else path, file))
+        return out
+
+    matrix = data.get("matrix")
+    if isinstance(matrix, dict):
+        axes = matrix.get("params")
+        for file_key in FILE_KEYS:
+            values = axes.get(file_key) if isinstance(axes, dict) else None
+            if isinstance(values, list):
+                stems = Counter(Path(n).stem for n in (_named(v) for v in values) if n is not None)
+                for j, written in enumerate(values):
+                    values[j] = read_value(("matrix", "params", file_key, j), file_key, written, stems)
+        for j, entry in enumerate(_list(matrix.get("include"))):
+            for file_key in FILE_KEYS:
+                if isinstance(entry, dict) and file_key in entry:
+                    entry[file_key] = read_value(("matrix", "include", j, file_key), file_key, entry[file_key], Counter())
     return read, issues
+
+
+def _named(value: JSON) -> str | None:
+    """The file name a matrix axis value of a ``_file`` axis gives (``NAME`` or ``{label, value: NAME}``)."""
+    if isinstance(value, dict):
+        value = value.get("value")
+    return value if isinstance(value, str) else None
 
 
 def _tools(text: str, file: Path, validator: SchemaValidator, whose: str) -> tuple[Any, list[Issue]]:

@@ -497,6 +497,7 @@ def semantic_issues(config: Config, *, check_imports: bool = True) -> list[Issue
 
 def _matrix_param_warnings(config: Config) -> list[Issue]:
     """A ``matrix:`` axis or ``include`` key that the provider of a target it applies to does not list: a warning, as in ``params:``."""
+    from evalx.config.matrix import FILE_AXES, TARGET_KEYS
     from evalx.targets.definitions import UnknownProvider, find_provider, providers_dir_of, target_problems
 
     matrix = config.data.get("matrix")
@@ -508,7 +509,7 @@ def _matrix_param_warnings(config: Config) -> list[Issue]:
     for i, entry in enumerate(_list(matrix.get("include"))):
         if isinstance(entry, dict):
             keyed += [(("matrix", "include", i, key), key) for key in entry]
-    keyed = [(path, key) for path, key in keyed if isinstance(key, str) and key != "model"]
+    keyed = [(path, key) for path, key in keyed if isinstance(key, str) and key not in TARGET_KEYS and key not in FILE_AXES]
     if not keyed:
         return []
     chosen = matrix.get("targets")

@@ -9,12 +9,21 @@ overwrite what an earlier include added), and an entry that fits no
 combination becomes a combination of its own. With no axes at all, each
 ``include`` entry is a combination.
 
-Each combination turns a provider target into a variant: ``model`` sets the
-target's ``model``, any other key sets ``params[key]``. Variants get readable,
-deterministic ids — ``mini[temperature=0.7]``, ``mini[model=gpt-4.1,temperature=0]``
+Each combination turns a provider target into a variant: an axis named for a
+key of the target that shapes the request (:data:`TARGET_KEYS`: ``model``,
+``system``, ``prompt``, ``messages``, ``tools``, ``json_mode``, and the
+``system_file``/``prompt_file``/``tools_file`` twins, read when the config
+loads: :mod:`evalx.config.files`) sets that key, any other axis sets
+``params[key]``. An axis value may be written ``{label: NAME, value: V}`` (and,
+on a ``model`` axis, ``pricing:``): the variant id names it by its label; a
+file's value is named by the file's stem. Variants get readable,
+deterministic ids — ``mini[temperature=0.7]``, ``mini[model=gpt-4.1,system_file=terse]``
 (``model`` first, then the other keys in alphabetical order) — so a variant
-keeps its id when the axes are reordered, and baselines still line up.
-Targets of other types take no params and run once, unchanged.
+keeps its id when the axes are reordered, and baselines still line up. A
+``model`` variant of another model than the target's is priced by the
+provider definition's price for that model (or its value's ``pricing:``),
+never by the target's own ``pricing:``. Targets of other types take no params
+and run once, unchanged.
 
 :func:`count_combinations` counts a matrix without expanding it, so a plan
 can be refused (``evalx.execution.plan``) before 8 axes of 10 values become
@@ -41,19 +50,72 @@ if TYPE_CHECKING:
     from evalx.results.model import MatrixVariant
 
 __all__ = [
+    "FILE_AXES",
+    "TARGET_KEYS",
     "MatrixCount",
     "Variant",
     "combinations",
     "count_combinations",
     "count_variants",
     "expand",
+    "labelled",
     "matrix_count",
     "matrix_issues",
+    "plain_value",
+    "shown_value",
     "variant_id",
 ]
 
 #: target types a matrix axis can apply to (the others take no request params)
 AXIS_TYPES = ("provider",)
+#: axes that set a provider target's own key rather than ``params[axis]``
+TARGET_KEYS = ("model", "system", "prompt", "messages", "tools", "json_mode")
+#: the ``_file`` twin of a target key (its values are read when the config loads: :mod:`evalx.config.files`)
+FILE_AXES = {"system_file": "system", "prompt_file": "prompt", "tools_file": "tools"}
+#: the keys of a labelled axis value, ``{label, value, pricing}``; ``file`` is added by the loader for a value read from a file
+LABELLED_KEYS = frozenset({"label", "value", "pricing", "file"})
+#: the longest inline ``system``/``prompt`` text a variant id shows as it is; a longer one needs a ``label:``
+MAX_SHOWN_TEXT = 60
+#: what a variant's key replaces on the target: a prompt axis drops the target's messages, and so on
+_DISPLACES = {
+    "system": ("system_file",),
+    "prompt": ("prompt_file", "messages"),
+    "messages": ("prompt", "prompt_file"),
+    "tools": ("tools_file",),
+}
+
+
+def labelled(value: JSON) -> JSONObject | None:
+    """``value`` when it is a labelled axis value (``{value, label?, pricing?}``), else None."""
+    if isinstance(value, dict) and "value" in value and set(value) <= LABELLED_KEYS:
+        return value
+    return None
+
+
+def plain_value(value: JSON) -> JSON:
+    """What an axis value sets on the target: a labelled value's ``value``, else the value itself."""
+    found = labelled(value)
+    return found["value"] if found is not None else value
+
+
+def shown_value(value: JSON) -> str:
+    """An axis value as a variant id names it: its label, else :func:`format_value` of its value."""
+    found = labelled(value)
+    if found is not None and isinstance(found.get("label"), str):
+        return str(found["label"])
+    return format_value(plain_value(value))
+
+
+def recorded_value(value: JSON) -> JSON:
+    """An axis value as ``summary.json`` records it (``matrix.variants[].values``): a file's path, else a label, else the value."""
+    found = labelled(value)
+    if found is None:
+        return value
+    if isinstance(found.get("file"), str):
+        return found["file"]
+    if isinstance(found.get("label"), str):
+        return found["label"]
+    return found["value"]
 
 
 @dataclass
@@ -68,14 +130,29 @@ class Variant:
     spec: JSONObject = field(default_factory=dict)
 
     def to_dict(self) -> MatrixVariant:
-        return {"id": self.id, "target": self.target, "values": dict(self.values)}
+        return {"id": self.id, "target": self.target, "values": {k: recorded_value(v) for k, v in self.values.items()}}
 
 
-def _same(a: JSON, b: JSON) -> bool:
+def _equal(a: JSON, b: JSON) -> bool:
     # YAML `true` must not equal `1`, nor `0` equal `false`; 0 and 0.0 are the same number
     if isinstance(a, bool) or isinstance(b, bool):
         return isinstance(a, bool) and isinstance(b, bool) and a is b
     return bool(a == b)
+
+
+def _same(a: JSON, b: JSON) -> bool:
+    """Whether two axis values are the same: a labelled value is also named by its label, its file or its value."""
+    la, lb = labelled(a), labelled(b)
+    if la is None and lb is None:
+        return _equal(a, b)
+    if la is not None and lb is not None:
+        for name in ("file", "label"):  # the same file, else the same label, else the same value
+            if name in la and name in lb:
+                return _equal(la[name], lb[name])
+        return _equal(la["value"], lb["value"])
+    found, other = (la, b) if la is not None else (lb, a)
+    assert found is not None
+    return any(_equal(name, other) for name in (found.get("label"), found.get("file"), found["value"]) if name is not None)
 
 
 def _matches(combo: Mapping[str, JSON], entry: Mapping[str, JSON]) -> bool:
@@ -106,7 +183,7 @@ def combinations(
         fitted = False
         for combo, axes in combos:
             if all(_same(combo[k], v) for k, v in entry.items() if k in axes):
-                combo.update(entry)
+                combo.update({k: v for k, v in entry.items() if k not in axes})  # an axis value stays as the axis wrote it
                 fitted = True
         if not fitted:
             added.append(dict(entry))
@@ -267,20 +344,37 @@ def variant_id(target_id: str, combo: Mapping[str, JSON]) -> str:
     """``target[key=value,...]``, ``model`` first then the keys alphabetically; the bare id without a combination."""
     if not combo:
         return target_id
-    inner = ",".join(f"{k}={format_value(v)}" for k, v in _ordered(combo))
+    inner = ",".join(f"{k}={shown_value(v)}" for k, v in _ordered(combo))
     return f"{target_id}[{inner}]"
 
 
 def apply(spec: Mapping[str, JSON], combo: Mapping[str, JSON], new_id: str) -> JSONObject:
-    """A copy of a provider target spec with ``combo`` applied and its id replaced."""
+    """A copy of a provider target spec with ``combo`` applied and its id replaced.
+
+    A target key (:data:`TARGET_KEYS`, a ``_file`` axis setting its twin) replaces the target's own, and what it
+    displaces (a prompt the target's ``messages:``); other keys are params. A model other than the target's
+    drops the target's ``pricing:`` (it priced the target's model), and a value's ``pricing:`` sets it.
+    """
     out = copy.deepcopy(dict(spec))
     out["id"] = new_id
     params = dict(as_object(out.get("params")))
-    for key, value in combo.items():
-        if key == "model":
-            out["model"] = value
-        else:
-            params[key] = copy.deepcopy(value)
+    pricing: JSON = None
+    for key, written in combo.items():
+        found = labelled(written)
+        if found is not None and "pricing" in found:
+            pricing = found["pricing"]
+        value = copy.deepcopy(plain_value(written))
+        target_key = FILE_AXES.get(key, key)
+        if target_key not in TARGET_KEYS:
+            params[key] = value
+            continue
+        if target_key == "model" and not _equal(value, spec.get("model")):
+            out.pop("pricing", None)
+        for displaced in _DISPLACES.get(target_key, ()):
+            out.pop(displaced, None)
+        out[target_key] = value
+    if pricing is not None:
+        out["pricing"] = copy.deepcopy(pricing)
     if params or "params" in out:
         out["params"] = params
     return out
@@ -310,6 +404,72 @@ def expand(specs: Iterable[Mapping[str, JSON]], matrix: object) -> list[Variant]
 
 
 # --- validation -------------------------------------------------------------
+
+_PRICE_KEYS = ("input_per_mtok", "output_per_mtok", "cached_input_per_mtok")
+
+
+def axis_value_problems(name: str, value: JSON) -> list[tuple[tuple[str, ...], str]]:
+    """What is wrong with one value of axis ``name`` (a sub-path under the value, and a message); none for a params axis value."""
+    key = FILE_AXES.get(name, name)
+    found = labelled(value)
+    if key not in TARGET_KEYS:
+        if found is not None and "pricing" in found:
+            return [(("pricing",), "pricing: goes with a model value (an axis named model)")]
+        return []
+    problems: list[tuple[tuple[str, ...], str]] = []
+    if isinstance(value, dict) and found is None and ({"label", "pricing"} & set(value)):
+        extra = sorted(set(value) - LABELLED_KEYS)
+        why = f"unknown key {extra[0]!r}" if extra else "it has no value"
+        return [((), f"a labelled value is {{label, value, pricing}}: {why}")]
+    if found is not None:
+        label = found.get("label")
+        if "label" in found and (not isinstance(label, str) or not label.strip()):
+            problems.append((("label",), "a label must be a non-empty string"))
+        if "pricing" in found:
+            problems += [(("pricing", *sub), message) for sub, message in _pricing_problems(name, found["pricing"])]
+    plain = plain_value(value)
+    inner: tuple[str, ...] = ("value",) if found is not None else ()
+    if name in FILE_AXES:
+        return problems  # read when the config loaded (evalx.config.files): its problems were said then
+    if key == "model" and not isinstance(plain, str):
+        problems.append((inner, f"a model must be a string, not {format_value(plain)}"))
+    elif key in ("system", "prompt"):
+        if not isinstance(plain, str):
+            problems.append((inner, f"a {key} is a template string, not {format_value(plain)}"))
+        elif found is None and ("\n" in plain or len(plain) > MAX_SHOWN_TEXT):
+            problems.append(
+                (
+                    (),
+                    f"a {key} longer than a short line needs a name in the variant id: write {{label: NAME, value: ...}}, or use a {key}_file axis",
+                )
+            )
+    elif key in ("messages", "tools"):
+        if not isinstance(plain, list):
+            problems.append((inner, f"{key} is a list, not {format_value(plain)}"))
+        elif found is None:
+            problems.append(((), f"a {key} value needs a name in the variant id: write {{label: NAME, value: [...]}}"))
+    elif key == "json_mode" and not isinstance(plain, bool):
+        problems.append((inner, f"json_mode is true or false, not {format_value(plain)}"))
+    return problems
+
+
+def _pricing_problems(name: str, pricing: JSON) -> list[tuple[tuple[str, ...], str]]:
+    if name != "model":
+        return [((), "pricing: goes with a model value (an axis named model)")]
+    if not isinstance(pricing, dict):
+        return [((), "pricing is {input_per_mtok, output_per_mtok, cached_input_per_mtok}")]
+    problems: list[tuple[tuple[str, ...], str]] = []
+    for key in pricing:
+        if key not in _PRICE_KEYS:
+            problems.append(((str(key),), f"unknown pricing key {key!r}{did_you_mean(str(key), _PRICE_KEYS)}"))
+    for key in _PRICE_KEYS:
+        number = pricing.get(key)
+        if key not in pricing:
+            if key != "cached_input_per_mtok":
+                problems.append(((), f"pricing needs {key}"))
+        elif isinstance(number, bool) or not isinstance(number, (int, float)) or number < 0:
+            problems.append(((key,), f"a price is a number of USD per million tokens, 0 or more, not {format_value(number)}"))
+    return problems
 
 
 def matrix_targets(config: Config) -> list[JSONObject]:
@@ -349,10 +509,22 @@ def matrix_issues(config: Config) -> list[Issue]:
             issues.append(config.issue(path, f"axis {name!r} is empty: list at least one value"))
         elif not applies and listed:
             issues.append(config.issue(path, f"axis {name!r} applies to no target: {no_params}"))
-        elif name == "model" and isinstance(values, list):
+        elif isinstance(values, list):
+            twin = next((f for f, key in FILE_AXES.items() if key == name and f in axes), None)
+            if twin is not None:
+                issues.append(config.issue(path, f"give axis {name!r} or {twin!r}, not both"))
+            labels: dict[str, int] = {}
             for j, value in enumerate(values):
-                if not isinstance(value, str):
-                    issues.append(config.issue((*path, j), f"a model must be a string, not {format_value(value)}"))
+                issues += [config.issue((*path, j, *sub), message) for sub, message in axis_value_problems(name, value)]
+                shown = shown_value(value) if labelled(value) is not None else None
+                if shown is not None and shown in labels:
+                    issues.append(
+                        config.issue(
+                            (*path, j), f"values {labels[shown]} and {j} of axis {name!r} are both named {shown!r}: give them other labels"
+                        )
+                    )
+                elif shown is not None:
+                    labels[shown] = j
 
     axis_list = ", ".join(axes) or "none"
     for j, entry in enumerate(matrix.get("exclude") or []):
@@ -393,8 +565,7 @@ def matrix_issues(config: Config) -> list[Issue]:
                 hint = did_you_mean(str(key), axes)
                 if hint:  # an extra param is fine; one that looks like a misspelt axis is not
                     issues.append(config.issue((*entry_path, key), f"include key {key!r} names no axis{hint}"))
-            if key == "model" and not isinstance(value, str):
-                issues.append(config.issue((*entry_path, key), f"a model must be a string, not {format_value(value)}"))
+            issues += [config.issue((*entry_path, key, *sub), message) for sub, message in axis_value_problems(str(key), value)]
 
     if not issues and applies:
         params, include, exclude = _section(matrix)

@@ -56,7 +56,10 @@ class Matrix:
     targets: tuple[str, ...] | None = None
     params: Annotated[
         Mapping[str, tuple[Any, ...]] | None,
-        Schema(description="Axes: model sets a provider target's model, any other name params[name]."),
+        Schema(
+            description="Axes: model, system, prompt, messages, tools, json_mode (and system_file, prompt_file, tools_file) "
+            "set that key of a provider target, any other name params[name]; a value may be {label, value, pricing} (docs/matrix.md)."
+        ),
     ] = None
     include: tuple[Mapping[str, object], ...] | None = None
     exclude: tuple[Mapping[str, object], ...] | None = None

@@ -228,7 +228,7 @@ def estimate_cost(config: Config, plan: Plan, overrides: Overrides | None = None
         est.batched = settings.batch is not None and definition is not None and definition.batch is not None
         price = _price_of(spec, config)
         if price is None:
-            est.note = f"no price known for {spec.provider}/{spec.model} (set pricing: on the target)"
+            est.note = f"no price known for {spec.provider}/{spec.model} (set pricing: on the target, or on a matrix model value)"
             est.cost_usd = None
             continue
         limit = _output_limit(spec)

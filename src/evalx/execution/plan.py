@@ -339,7 +339,7 @@ class Plan:
         """What summary.json records of a matrix run: its variants."""
         if not self.variants:
             return None
-        return {"variants": [{"id": v.id, "target": v.target, "values": dict(v.values)} for v in self.variants.values()]}
+        return {"variants": [v.to_dict() for v in self.variants.values()]}
 
 
 def load_all_datasets(config: Config, only: list[str] | None = None) -> dict[str, CaseTable]:

@@ -90,7 +90,7 @@ from evalx.results.display import BODY_CHARS, cell_label, escape, show_id
 from evalx.results.figures import ci as _ci
 from evalx.results.figures import count as _count
 from evalx.results.figures import duration as _duration
-from evalx.results.figures import finite, rate_limits_text
+from evalx.results.figures import finite, rate_limits_text, target_cost
 from evalx.results.figures import ms as _ms
 from evalx.results.figures import pct as _pct
 from evalx.results.figures import usd as _usd
@@ -171,6 +171,7 @@ class _TargetRow(CellCounts):
     tokens: int
     tokens_text: str
     cost: float | None
+    cost_text: str  # the cost as shown: "unknown" when no cell could be priced
     judge_cost: float | None
     cost_per_pass: float | None
     repeats: _RepeatRow | None
@@ -1018,6 +1019,7 @@ def _header(summary: RunSummary, data: _ReportData) -> _HeaderView:
                     _int(tokens.get("input")) + _int(tokens.get("output")), t.get("usage_unknown_cells"), t.get("cells")
                 ),
                 "cost": finite(t.get("cost_usd")),
+                "cost_text": target_cost(finite(t.get("cost_usd")), t.get("cost_missing_cells")),
                 "judge_cost": finite(t.get("judge_cost_usd")),
                 "cost_per_pass": finite(t.get("cost_per_pass_usd")),
                 "repeats": rep,

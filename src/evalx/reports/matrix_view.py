@@ -29,6 +29,7 @@ from evalx.results.figures import ci as _ci
 from evalx.results.figures import clip as _clip
 from evalx.results.figures import ms as _ms
 from evalx.results.figures import pct as _pct
+from evalx.results.figures import target_cost
 from evalx.results.figures import usd as _usd
 from evalx.results.model import CellResult, RunSummary
 from evalx.results.repeats import DEFAULT_RULE, Tally, case_status
@@ -162,7 +163,7 @@ def format_matrix(
             f"cases ({rule})": f"{level.get('pass', 0)}/{decided}" if level else "—",
             "cases 95% CI": _ci(level.get("pass_rate_ci") if level else None),
             "flaky": str(level.get("flaky", 0) if level else 0),
-            "cost": _usd(t.get("cost_usd")),
+            "cost": target_cost(t.get("cost_usd"), t.get("cost_missing_cells")),
             "cost / pass": _usd(t.get("cost_per_pass_usd")),
             "p50": _ms(latency.get("p50")),
             "p99": _ms(latency.get("p99")),

@@ -29,7 +29,7 @@ from evalx.results.figures import count as _count
 from evalx.results.figures import duration as _duration
 from evalx.results.figures import ms as _ms
 from evalx.results.figures import pct as _pct
-from evalx.results.figures import rate_limits_text
+from evalx.results.figures import rate_limits_text, target_cost
 from evalx.results.figures import usd as _usd
 from evalx.results.model import CellCounts, Distribution, FlakyCase, FlakyTurn, GroupFigures, RunSummary, TargetFigures
 from evalx.results.outcome import interruption
@@ -328,7 +328,7 @@ def format_summary(summary: RunSummary, *, color: bool = False, flaky_list: bool
                     _ms(t["latency_ms"]["p50"]),
                     _ms(t["latency_ms"]["p99"]),
                     tokens_shown(tokens, t.get("usage_unknown_cells"), t.get("cells")),
-                    _usd(t["cost_usd"]),
+                    target_cost(t["cost_usd"], t.get("cost_missing_cells")),
                 ]
             )
         headers = ["target", "cells", "pass", "fail", "error", "skip", "pass rate", "p50", "p99", "tokens", "cost"]
@@ -424,10 +424,10 @@ def format_summary(summary: RunSummary, *, color: bool = False, flaky_list: bool
     if disagreements:
         lines += ["", *disagreements]
 
+    lines += slowest_lines(summary)
     failures = _failure_lines(summary, paint, MAX_FAILURE_LINES)
     if failures:
         lines += ["", "Failed cases:", *failures]
-    lines += slowest_lines(summary)
 
     lines.append("")
     cost = _usd(summary.get("cost_usd"))
@@ -508,9 +508,13 @@ def output_size_lines(
     Per target (``own``) when several targets ran, else ``pooled``; nothing for a summary without the figures.
     """
     blocks = [(target_id, groups) for target_id, groups in own.items() if groups] if own else [("", pooled)]
-    rows = []
+    rows: list[list[str]] = []
+    left = 0  # rows not shown: at most 2 x MAX_TABLE_ROWS are, as in the counts tables
     for target_id, groups in blocks:
-        for n, (name, figures) in enumerate(list((groups or {}).items())[:MAX_TABLE_ROWS]):
+        listed = list((groups or {}).items())
+        room = max(0, min(MAX_TABLE_ROWS, 2 * MAX_TABLE_ROWS - len(rows)))
+        left += max(0, len(listed) - room)
+        for n, (name, figures) in enumerate(listed[:room]):
             sizes = figures.get("outputs")
             if sizes is None:
                 continue
@@ -531,7 +535,8 @@ def output_size_lines(
     if not rows or (title == "category" and len(rows) < 2 and not own):
         return []  # one category and one target: the totals say it all
     headers = (["target"] if own else []) + [title, "tok out mean", "tok out p95", "chars mean", "chars p95", "lat mean", "lat p95"]
-    return ["", f"Output size by {title}:", text_table(rows, headers, numeric_from=2 if own else 1)]
+    more = [f"  … and {left:,} more rows (summary.json)"] if left else []
+    return ["", f"Output size by {title}:", text_table(rows, headers, numeric_from=2 if own else 1), *more]
 
 
 def slow_line(summary: RunSummary) -> str | None:

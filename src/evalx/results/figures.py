@@ -6,7 +6,7 @@ import math
 from collections.abc import Callable
 from typing import Any
 
-__all__ = ["ci", "clip", "count", "duration", "finite", "ms", "p_value", "pct", "points", "rate_limits_text", "usd"]
+__all__ = ["ci", "clip", "count", "duration", "finite", "ms", "p_value", "pct", "points", "rate_limits_text", "target_cost", "usd"]
 
 
 def finite(value: Any) -> float | None:
@@ -78,6 +78,13 @@ def usd(value: float | None) -> str:
     if text.startswith("0.01"):  # rounded up to a cent (0.009996 → 0.0100): four decimals, as above
         text = f"{size:.4f}"
     return f"{sign}${text}"
+
+
+def target_cost(value: float | None, missing: object) -> str:
+    """A target's cost: :func:`usd`, or "unknown" when none of its cells could be priced (no price known for its model)."""
+    if value is None and isinstance(missing, int) and missing > 0:
+        return "unknown"
+    return usd(value)
 
 
 def p_value(p: float | None) -> str:

@@ -9,6 +9,7 @@ from typing import Any, NotRequired, Protocol, TypedDict
 
 from evalx.common.json_types import JSONObject, Message
 from evalx.common.redaction import Redactor
+from evalx.common.templates import render
 from evalx.models import Cell, Trajectory
 from evalx.targets.settings import TargetSettings
 from evalx.targets.spec import TargetSpec
@@ -121,8 +122,12 @@ class TemplateContext(TypedDict):
 
 
 def template_context(cell: Cell, run: RunContext, entry: TargetSpec, written: Mapping[str, object]) -> TemplateContext:
-    """The template context of ``cell`` for the target whose record is ``entry`` and whose entry as written is ``written``."""
-    return {
+    """The template context of ``cell`` for the target whose record is ``entry`` and whose entry as written is ``written``.
+
+    Its ``case["system"]`` is the case's system prompt rendered (:func:`render_case_system`): every target kind
+    sees the same text. Raises :class:`evalx.errors.TemplateRenderError` when that render fails.
+    """
+    context: TemplateContext = {
         "case": cell.case.to_dict(),
         "vars": {**run.vars, **(entry.vars or {}), **cell.case.vars},
         "target": {k: v for k, v in written.items() if k not in HIDDEN_TARGET_KEYS},
@@ -131,6 +136,32 @@ def template_context(cell: Cell, run: RunContext, entry: TargetSpec, written: Ma
         "task_id": task_id(run.run_id, cell),
         "run_id": run.run_id,
     }
+    render_case_system(context)
+    return context
+
+
+def render_case_system(context: TemplateContext) -> None:
+    """Render ``context["case"]["system"]`` in place: **the one rendering of a case's system prompt**, for every target kind.
+
+    A case's system (its own ``system:``, a dataset's ``defaults: {system | system_file}``, a leading system
+    message) is a template like a target's ``system:``: ``{{ vars.x }}`` and ``{% include %}`` render with the
+    cell's context, so a provider's request, an engine's body (``case.system``) and a Python callable
+    (``system=`` and ``case["system"]``) all get the same text.
+    """
+    case = context["case"]
+    system = case.get("system")
+    if isinstance(system, str) and "{" in system:
+        case["system"] = render(system, context, field="system")
+
+
+def system_prompt(context: TemplateContext, own: str | None) -> str | None:
+    """The system prompt a cell is sent: the case's own (rendered by :func:`template_context`), else the target's ``system:`` rendered."""
+    system = context["case"].get("system")
+    if isinstance(system, str) and system:
+        return system
+    if own:
+        return render(own, context, field="system")
+    return None
 
 
 def _environ_snapshot(run: RunContext) -> dict[str, str]:

@@ -2,7 +2,9 @@
 
 Request: header ``X-Engine-Key`` (from ``api_key``; omitted when empty) plus
 ``headers:``; a JSON body from the ``body:`` template, else the case input
-(a mapping) or ``{"message": input}``, always with a fresh ``task_id``
+(a mapping) or ``{"message": input}``, plus ``system`` (the case's system
+prompt, rendered: :func:`evalx.targets.base.render_case_system`) when the
+case has one (a ``body:`` template reads it as ``case.system``), always with a fresh ``task_id``
 (``eval-{run_id}-{case_id}[-r{n}]``) so an agent's memory never bleeds
 between cells.
 
@@ -146,13 +148,22 @@ class EngineTarget:
         tid = task_id(run.run_id, cell)
         body: JSONObject
         if self.entry.body is not None:
-            body = self._render(template_context(cell, run, self.entry, self.spec))
-        elif isinstance(cell.case.input, dict):
-            body = dict(cell.case.input)
+            body = self._render(self._context(cell, run))
         else:
-            body = {"message": "" if cell.case.input is None else str(cell.case.input)}
+            if isinstance(cell.case.input, dict):
+                body = dict(cell.case.input)
+            else:
+                body = {"message": "" if cell.case.input is None else str(cell.case.input)}
+            if cell.case.system:  # the case's system prompt, rendered as for every target kind
+                body.setdefault("system", self._context(cell, run)["case"]["system"])
         body.setdefault("task_id", tid)
         return body
+
+    def _context(self, cell: Cell, run: RunContext) -> TemplateContext:
+        try:
+            return template_context(cell, run, self.entry, self.spec)
+        except TemplateRenderError as exc:
+            raise TargetError(str(exc)) from None
 
     def turn_body(self, cell: Cell, run: RunContext, message: JSON, turn: int) -> JSONObject:
         """The JSON body of one turn of a conversation: a single-turn body for ``message``, plus the conversation's ``task_id`` and ``turn``.
@@ -163,7 +174,7 @@ class EngineTarget:
         tid = conversation_id(run.run_id, cell)
         body: JSONObject
         if self.entry.body is not None:
-            context = template_context(cell, run, self.entry, self.spec)
+            context = self._context(cell, run)
             context["case"]["input"] = message
             context["task_id"] = tid
             context["turn"] = turn

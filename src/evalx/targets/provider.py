@@ -58,7 +58,7 @@ from evalx.errors import (
     TargetTimeout,
 )
 from evalx.models import Cell, ToolCall, Trajectory, Usage, token_count
-from evalx.targets.base import RunContext, TemplateContext, template_context
+from evalx.targets.base import RunContext, TemplateContext, system_prompt, template_context
 from evalx.targets.batch import FALL_BACK, BatchClient, BatchLedger, BatchQueue, BatchResult, BatchRound
 from evalx.targets.definitions import (
     ExpressionScope,
@@ -455,10 +455,9 @@ class ProviderTarget:
     def _messages(self, cell: Cell, ctx: _LazyContext) -> tuple[str | None, list[JSONObject]]:
         """``(system, messages)``: the conversation without system turns, and the system text."""
         system_parts: list[str] = []
-        if cell.case.system:  # a case's own system prompt is the more specific one
-            system_parts.append(str(cell.case.system))
-        elif self.entry.system:
-            system_parts.append(render(self.entry.system, ctx.get(), field="system"))
+        first = self._system(cell, ctx)
+        if first:
+            system_parts.append(first)
         if self.entry.messages:
             raw_messages = render_value(list(self.entry.messages), ctx.get(), field="messages")
         elif self.entry.prompt:
@@ -481,6 +480,12 @@ class ProviderTarget:
                 messages.append(dict(m))
         return ("\n\n".join(system_parts) if system_parts else None), messages
 
+    def _system(self, cell: Cell, ctx: _LazyContext) -> str | None:
+        """The system prompt: the case's own (the more specific one), else the target's, rendered as for every target kind."""
+        if not cell.case.system and not self.entry.system:
+            return None  # no context to build
+        return system_prompt(ctx.get(), self.entry.system)
+
     def _conversation(self, cell: Cell, ctx: _LazyContext, history: list[Message]) -> tuple[str | None, list[JSONObject]]:
         """``(system, messages)`` for a turn of a conversation: the system prompt as for a cell, then the history.
 
@@ -489,11 +494,7 @@ class ProviderTarget:
         definition that declares ``capabilities: {tool_history: true}`` (openai and what extends it, ollama,
         azure-openai); other definitions get the replies' text only.
         """
-        system = None
-        if cell.case.system:
-            system = str(cell.case.system)
-        elif self.entry.system:
-            system = render(self.entry.system, ctx.get(), field="system")
+        system = self._system(cell, ctx)
         openai = self.definition is not None and self.definition.sends_tool_history
         messages: list[JSONObject] = []
         ids: list[str] = []

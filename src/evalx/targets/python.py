@@ -1,7 +1,9 @@
 """Python-callable targets: ``module:function`` or ``path/file.py:function``.
 
 Called as ``fn(input)``, plus ``case=`` (the case as a plain mapping) when the
-function declares a parameter named ``case``. In a conversation (``turns:``)
+function declares a parameter named ``case``, and ``system=`` (the case's system
+prompt, rendered as for every target kind: :func:`evalx.targets.base.render_case_system`;
+None without one) when it declares ``system``; ``case["system"]`` is that rendered text too. In a conversation (``turns:``)
 each turn calls ``fn(messages=history)`` when the function declares a
 ``messages`` parameter (the history ``[{role, content}]`` so far, ending with
 the turn's user message), else ``fn(the turn's input)``. Sync functions run in a
@@ -20,12 +22,13 @@ import inspect
 from collections.abc import Mapping
 from typing import Any, TypedDict
 
-from evalx.common.json_types import JSON, Message
+from evalx.common.json_types import JSON, JSONObject, Message
+from evalx.common.templates import TemplateRenderError
 from evalx.common.usercode import code_digest, resolve_callable
-from evalx.errors import TargetProtocolError
+from evalx.errors import TargetError, TargetProtocolError
 from evalx.models import Cell, Trajectory
 from evalx.targets import printed
-from evalx.targets.base import RunContext
+from evalx.targets.base import RunContext, template_context
 from evalx.targets.settings import TargetSettings
 from evalx.targets.spec import PythonTargetSpec, TargetSpec, record_of, written_entry
 from evalx.targets.threads import Raised, SyncRunner
@@ -44,6 +47,7 @@ class PythonTarget:
         self._wants_case = False
         self._wants_messages = False
         self._wants_instructions = False
+        self._wants_system = False
         self._pool: SyncRunner | None = None
         self._routed = False
         #: what the function runs (:func:`evalx.common.usercode.code_digest`), known once started
@@ -63,6 +67,7 @@ class PythonTarget:
         self._wants_case = "case" in params or any(p.kind is p.VAR_KEYWORD for p in params.values())
         self._wants_messages = "messages" in params
         self._wants_instructions = "instructions" in params
+        self._wants_system = "system" in params
         if not self._is_async:
             # as many threads as the executor has workers for this target: a started call never queues
             self._pool = SyncRunner(self.settings.concurrency, name=f"evalx-{self.id}")
@@ -88,7 +93,13 @@ class PythonTarget:
         return await self.invoke(cell, run, _call=((history[-1]["content"] if history else instructions,), {}))
 
     async def invoke(self, cell: Cell, run: RunContext, _call: tuple[tuple[JSON, ...], _TurnArguments] | None = None) -> Trajectory:
-        kwargs = {"case": cell.case.to_dict()} if self._wants_case else {}
+        kwargs: dict[str, Any] = {}
+        if self._wants_case or self._wants_system:
+            case = self._case(cell, run)
+            if self._wants_case:
+                kwargs["case"] = case
+            if self._wants_system:
+                kwargs["system"] = case.get("system")
         out = printed.Printed()  # what the call prints, kept with this cell
         fn, arg = self._fn, cell.case.input
         if _call is not None:  # a turn of a conversation (converse): its own arguments
@@ -134,6 +145,16 @@ class PythonTarget:
         if out.parts:
             traj.printed = out.text()
         return traj
+
+    def _case(self, cell: Cell, run: RunContext) -> JSONObject:
+        """The case as the callable gets it: a plain mapping whose ``system`` is rendered as for every target kind."""
+        system = cell.case.system
+        if not (isinstance(system, str) and "{" in system):
+            return cell.case.to_dict()
+        try:
+            return template_context(cell, run, self.entry, self.spec)["case"]
+        except TemplateRenderError as exc:
+            raise TargetError(f"target {self.id!r}: {exc}") from None
 
     async def aclose(self) -> None:
         if self._pool is not None:
