@@ -509,10 +509,10 @@ def output_size_lines(
     """
     blocks = [(target_id, groups) for target_id, groups in own.items() if groups] if own else [("", pooled)]
     rows: list[list[str]] = []
-    left = 0  # rows not shown: at most 2 x MAX_TABLE_ROWS are, as in the counts tables
+    left = 0  # rows not shown: at most MAX_TABLE_ROWS are (the counts tables above say which groups there are)
     for target_id, groups in blocks:
         listed = list((groups or {}).items())
-        room = max(0, min(MAX_TABLE_ROWS, 2 * MAX_TABLE_ROWS - len(rows)))
+        room = max(0, MAX_TABLE_ROWS - len(rows))
         left += max(0, len(listed) - room)
         for n, (name, figures) in enumerate(listed[:room]):
             sizes = figures.get("outputs")
