@@ -1,6 +1,6 @@
 """Adaptive concurrency and header-aware pacing, end to end against a rate-limited fake OpenAI server.
 
-The server (:mod:`ratelimited_server`) enforces a requests and a tokens
+The server (:mod:`rate_limited_openai`) enforces a requests and a tokens
 bucket per API key with a short window, refusing with 429 once a bucket is
 empty: with OpenAI's ``x-ratelimit-*`` headers, or with ``retry-after`` only.
 The tests assert outcomes, never timing: no cell errors whatever concurrency
@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 from click.testing import CliRunner
-from ratelimited_server import RateLimitedServer
+from rate_limited_openai import RateLimitedServer
 from results_file import read_cells
 
 from evalx.cli import main

@@ -1,4 +1,4 @@
-"""A fake OpenAI chat-completions server on 127.0.0.1 that enforces rate limits per API key, as OpenAI does.
+"""A fake OpenAI chat-completions server in a thread of the test process that enforces rate limits per API key, as OpenAI does.
 
 Each key has two token buckets that refill continuously: ``requests`` per
 ``window_s`` and ``tokens`` per ``window_s`` (OpenAI's are per minute; a
