@@ -20,6 +20,7 @@ import inspect
 from collections.abc import Mapping
 from typing import Any, TypedDict
 
+from evalx.common.attachments import is_parts, python_parts
 from evalx.common.json_types import JSON, Message
 from evalx.common.usercode import code_digest, resolve_callable
 from evalx.errors import TargetProtocolError
@@ -91,6 +92,10 @@ class PythonTarget:
         kwargs = {"case": cell.case.to_dict()} if self._wants_case else {}
         out = printed.Printed()  # what the call prints, kept with this cell
         fn, arg = self._fn, cell.case.input
+        if is_parts(arg):  # images and documents: each part with its bytes (``data``), in the input and in case["input"]
+            arg = python_parts(arg)
+            if "case" in kwargs:
+                kwargs["case"]["input"] = arg
         if _call is not None:  # a turn of a conversation (converse): its own arguments
             fn = _with_arguments(fn, *_call)
         if self._is_async:
