@@ -34,6 +34,8 @@ __all__ = [
     "PART_TYPES",
     "TemplatePart",
     "data_of",
+    "elided",
+    "engine_parts",
     "guess_media_type",
     "is_parts",
     "keep",
@@ -165,3 +167,53 @@ def python_parts(value: Iterable[JSON]) -> list[dict[str, object]]:
             part["data"] = None if isinstance(p.get("url"), str) else _bytes(p)
         out.append(part)
     return out
+
+
+def engine_parts(value: Iterable[JSON]) -> list[JSON]:
+    """The parts as an engine's request body carries them: text parts as they are; each attachment as
+    ``{type, media_type, name, path?, sha256, size, data}`` with ``data`` the bytes base64-encoded (or ``{type, url}``)."""
+    out: list[JSON] = []
+    for p in template_parts(value):
+        if p["type"] == "text":
+            out.append({"type": "text", "text": p.get("text", "")})
+        elif p.get("url"):
+            out.append({"type": p["type"], "url": p.get("url", ""), "media_type": p.get("media_type", "")})
+        else:
+            part: JSONObject = {"type": p["type"], "media_type": p.get("media_type", ""), "name": p.get("name", "")}
+            if "path" in p:
+                part["path"] = p["path"]
+            part.update(sha256=p.get("sha256", ""), size=p.get("size", 0), data=p.get("base64", ""))
+            out.append(part)
+    return out
+
+
+def _elided_text(text: str) -> str | None:
+    """``text`` with an attachment's base64 replaced by a reference, or None when it holds none."""
+    if len(text) < 16:
+        return None
+    head, sep, encoded = text.partition(";base64,") if text.startswith("data:") else ("", "", text)
+    try:
+        data = base64.b64decode(encoded, validate=True)
+    except (ValueError, TypeError):
+        return None
+    digest = hashlib.sha256(data).hexdigest()
+    if digest not in _STORE:
+        return None
+    return f"{head}{sep}<attachment sha256:{digest[:16]}…, {len(data):,} bytes>"
+
+
+def elided(value: JSON) -> JSON:
+    """``value`` (a request body) with every attachment's base64 replaced by a short reference: what results keep of it.
+
+    Free when no attachment was read in this process.
+    """
+    if not _STORE:
+        return value
+    if isinstance(value, str):
+        short = _elided_text(value)
+        return value if short is None else short
+    if isinstance(value, list):
+        return [elided(v) for v in value]
+    if isinstance(value, dict):
+        return {k: elided(v) for k, v in value.items()}
+    return value

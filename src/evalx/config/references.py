@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 from evalx.common.documents import KeyPath, did_you_mean, display_path
 from evalx.common.templates import Reference, missing_step, template_references
-from evalx.errors import Issue
+from evalx.errors import EvalxError, Issue
 from evalx.judge import JUDGE_PROMPT_NAMES
 from evalx.models import Case
 from evalx.targets import HIDDEN_TARGET_KEYS, TEMPLATE_NAMES
@@ -34,7 +34,7 @@ from evalx.targets import HIDDEN_TARGET_KEYS, TEMPLATE_NAMES
 if TYPE_CHECKING:
     from evalx.config.loader import Config
 
-__all__ = ["SAMPLE_CASES", "template_reference_issues"]
+__all__ = ["SAMPLE_CASES", "attachment_issues", "template_reference_issues"]
 
 #: the cases of each dataset a template is checked against (a dataset of millions is not read twice over)
 SAMPLE_CASES = 2_000
@@ -183,3 +183,42 @@ def _case_view(case: Case, first: Any) -> dict[str, Any]:
     elif first in _CASE_KEYS:
         return {first: getattr(case, "asserts" if first == "assert" else str(first))}
     return {k: None for k in (*_CASE_KEYS, *(k for k in _OPTIONAL_CASE_KEYS if getattr(case, k) is not None))}
+
+
+def attachment_issues(config: Config, cases: Mapping[str, Sequence[Case]], target_ids: Sequence[str] | None = None) -> list[Issue]:
+    """A provider target that cannot send a case's images or documents (its definition's ``parts:``), one error a case.
+
+    Each names the case's ``FILE:LINE``; engine and Python targets take every part.
+    """
+    from evalx.common.attachments import is_parts
+    from evalx.targets.definitions import UnknownProvider, find_provider, providers_dir_of
+
+    datasets = [d for d in config.datasets if isinstance(d, dict) and d.get("id") in cases]
+    issues: list[Issue] = []
+    for spec in config.targets:
+        if not isinstance(spec, dict) or spec.get("type", "provider") != "provider" or not isinstance(spec.get("provider"), str):
+            continue
+        if target_ids is not None and spec.get("id") not in target_ids:
+            continue
+        definition = None
+        for d in datasets:
+            if d.get("targets") and spec.get("id") not in d["targets"]:
+                continue
+            for case in cases[str(d["id"])]:
+                if not is_parts(case.input) or (case.targets and spec.get("id") not in case.targets):
+                    continue
+                if definition is None:
+                    try:
+                        definition = find_provider(spec["provider"], providers_dir_of(config))
+                    except (UnknownProvider, EvalxError):  # the config's own check names it
+                        return issues
+                kinds = {("image_url" if "url" in p else p["type"]) for p in case.input if p["type"] != "text"}
+                reason = definition.refuses_parts(kinds)
+                if reason is not None:
+                    file, _, line = case.source.rpartition(":")
+                    where = (file, int(line)) if line.isdigit() else (case.source, None)
+                    message = (
+                        f"case {case.id!r} has {' and '.join(sorted(kinds))} parts, which target {spec.get('id')!r} cannot send: {reason}"
+                    )
+                    issues.append(Issue(where[0], where[1], "input", message))
+    return issues

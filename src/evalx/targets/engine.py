@@ -59,6 +59,7 @@ import json
 import time
 from collections.abc import Mapping
 
+from evalx.common.attachments import engine_parts, is_parts, parts_text
 from evalx.common.json_types import JSON, JSONObject, Message
 from evalx.common.templates import TemplateRenderError, render_value
 from evalx.errors import EngineRateLimited, TargetError, TargetProtocolError
@@ -149,6 +150,11 @@ class EngineTarget:
             body = self._render(template_context(cell, run, self.entry, self.spec))
         elif isinstance(cell.case.input, dict):
             body = dict(cell.case.input)
+        elif is_parts(cell.case.input):  # images and documents: the text as the message, every part (bytes in base64) as parts
+            try:
+                body = {"message": parts_text(cell.case.input), "parts": engine_parts(cell.case.input)}
+            except LookupError as exc:
+                raise TargetError(f"target {self.id!r}: {exc}") from None
         else:
             body = {"message": "" if cell.case.input is None else str(cell.case.input)}
         body.setdefault("task_id", tid)
