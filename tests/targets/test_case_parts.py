@@ -246,3 +246,32 @@ def test_a_changed_image_misses_the_cache_and_stops_resume(server: ContractServe
     code, output = run(config, "--resume", first)
     assert code != 0 and "cannot resume" in output, output
     assert json.loads((tmp_path / "runs" / first / "run.json").read_text())["run_id"] == first
+
+
+@pytest.mark.slow
+def test_report_shows_the_image_thumbnail_and_the_document_name(tmp_path: Path) -> None:
+    from browser import chromium
+
+    (tmp_path / "parts_report_app.py").write_text("def run(input):\n    return 'ok'\n", encoding="utf-8")
+    cases = CASES.replace("images/cat.png}", "images/cat.png}\n    - {type: image, path: 'images/<b>x.png'}")
+    config = project(tmp_path, "- id: t\n  type: python\n  callable: parts_report_app:run\n", cases)
+    (tmp_path / "images" / "<b>x.png").write_bytes(PNG)
+    code, output = run(config)
+    assert code == 0, output
+    [run_dir] = (tmp_path / "runs").iterdir()
+    for browser in chromium():
+        page = browser.new_page()
+        page.goto((run_dir / "report.html").resolve().as_uri())
+        page.wait_for_selector("#mx-body tr.row")
+        page.click('#mx-body button.chip[data-row="0"][data-t="0"]')
+        page.wait_for_selector("#detail:not([hidden])")
+        body = page.locator("#d-body").inner_text()
+        assert "ATTACHMENTS (3)" in body.upper()
+        assert "image: images/cat.png" in body and "document: docs/invoice.pdf" in body
+        assert "image: images/<b>x.png" in body  # a name is text, never markup
+        assert page.locator("#d-body b").count() == 0
+        thumbs = page.locator("#d-body img.thumb")
+        assert thumbs.count() == 2
+        assert thumbs.first.get_attribute("src") == f"data:image/png;base64,{PNG64}"
+        assert page.evaluate("() => document.querySelector('#d-body img.thumb').naturalWidth") == 1  # it decoded: the CSP lets it show
+        page.close()
