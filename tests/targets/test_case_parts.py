@@ -275,3 +275,23 @@ def test_report_shows_the_image_thumbnail_and_the_document_name(tmp_path: Path) 
         assert thumbs.first.get_attribute("src") == f"data:image/png;base64,{PNG64}"
         assert page.evaluate("() => document.querySelector('#d-body img.thumb').naturalWidth") == 1  # it decoded: the CSP lets it show
         page.close()
+
+
+def test_a_judge_with_attachments_is_shown_the_image(server: ContractServer, tmp_path: Path) -> None:
+    (tmp_path / "parts_judged_app.py").write_text("def run(input):\n    return 'a cat'\n", encoding="utf-8")
+    cases = CASES.replace('assert: [{type: contains, value: "ok"}]', "assert: [{type: llm_judge, rubric: names the animal in the picture}]")
+    config = project(tmp_path, "- id: t\n  type: python\n  callable: parts_judged_app:run\n", cases)
+    text = config.read_text(encoding="utf-8")
+    judge = f"judge:\n  target: {{type: provider, provider: openai, model: gpt-4o, base_url: {server.url}/v1}}\n  attachments: true\n"
+    config.write_text(text + judge, encoding="utf-8")
+    verdict = {"choices": [{"message": {"role": "assistant", "content": '{"pass": true, "score": 1, "reason": "a cat"}'}}], "usage": {}}
+    server.script(Answer(body=verdict))
+    code, output = run(config, "--no-cache")
+    assert code == 0, output
+    [req] = server.requests
+    user = req["body"]["messages"][-1]
+    assert user["role"] == "user" and user["content"][0]["type"] == "text" and "names the animal" in user["content"][0]["text"]
+    assert user["content"][1] == {"type": "image_url", "image_url": {"url": f"data:image/png;base64,{PNG64}"}}
+    assert user["content"][2]["type"] == "file"
+    [cell] = last_cells(config)
+    assert cell["status"] == "pass"

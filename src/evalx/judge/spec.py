@@ -39,6 +39,13 @@ class JudgeSettings:
     samples: Annotated[PositiveInt | None, Schema(description="Ask N times and take the majority (a tie fails).")] = None
     temperature: Annotated[NonNegative | None, Schema(description="Sampling temperature for a provider judge.")] = None
     allow_self_grading: Annotated[bool | None, Schema(description="Silence the same-model judge warning.")] = None
+    attachments: Annotated[
+        bool | None,
+        Schema(
+            description="Show the judge the case's images and documents (an input of parts) beside its prompt, for vision "
+            "rubrics: a provider judge sends them as its definition's parts: maps them; default false (the judge reads their names)."
+        ),
+    ] = None
 
     @property
     def pass_mark(self) -> float:

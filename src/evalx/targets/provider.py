@@ -377,6 +377,9 @@ class ProviderTarget:
                 parts = [{"type": "text", "text": prompt}, *(p for p in parts if p["type"] != "text")]
             text = "\n\n".join(p.get("text", "") for p in parts if p["type"] == "text")
             assert self.definition is not None
+            refused = self.definition.refuses_parts({"image_url" if p.get("url") else p["type"] for p in parts if p["type"] != "text"})
+            if refused is not None:  # validate refuses the cases of the targets under test; this is for a judge
+                raise TargetError(f"target {self.id!r}: {refused}")
             try:
                 message = self.definition.render_parts_message(parts, text)
             except DefinitionError as exc:
