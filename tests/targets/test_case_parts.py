@@ -295,3 +295,26 @@ def test_a_judge_with_attachments_is_shown_the_image(server: ContractServer, tmp
     assert user["content"][2]["type"] == "file"
     [cell] = last_cells(config)
     assert cell["status"] == "pass"
+
+
+def test_capture_keeps_the_attachments_beside_the_captured_case(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    (tmp_path / "parts_capture_app.py").write_text("def run(input):\n    return 'no idea'\n", encoding="utf-8")
+    config = project(tmp_path, "- id: t\n  type: python\n  callable: parts_capture_app:run\n")
+    code, output = run(config)
+    assert code == 1, output  # the case failed: a regression to capture
+    [run_dir] = (tmp_path / "runs").iterdir()
+    monkeypatch.chdir(tmp_path)
+    result = CliRunner().invoke(main, ["capture", f"runs/{run_dir.name}", "--case", "look", "--out", "captured"])
+    assert result.exit_code == 0, result.output
+    import yaml
+
+    [written] = (tmp_path / "captured").glob("*.yaml")
+    case = yaml.safe_load(written.read_text(encoding="utf-8"))
+    text, image, document = case["input"]
+    assert text == {"type": "text", "text": "What is in the picture and the invoice?"}
+    assert (written.parent / image["path"]).read_bytes() == PNG and image["media_type"] == "image/png"
+    assert (written.parent / document["path"]).read_bytes() == PDF and document["type"] == "document"
+    (tmp_path / "images" / "cat.png").write_bytes(PNG + b"changed")  # the file changed since the run: not what it read
+    again = CliRunner().invoke(main, ["capture", f"runs/{run_dir.name}", "--case", "look", "--out", "captured2"])
+    assert again.exit_code == 0, again.output
+    assert "image 'images/cat.png'" in again.output and "left out of the case" in again.output
