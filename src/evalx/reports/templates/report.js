@@ -311,7 +311,7 @@
         var img = document.createElement("img");
         img.className = "thumb";
         img.alt = a[1];
-        img.src = thumb;
+        img.setAttribute("src", thumb);  // a data: URL of an image, checked above: nothing it shows can fetch (the CSP: img-src data:)
         li.appendChild(img);
       }
       var size = typeof a[3] === "number" ? (a[3] >= 1024 ? (a[3] / 1024).toFixed(1) + " KiB" : a[3] + " bytes") : "";
