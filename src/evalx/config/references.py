@@ -33,6 +33,7 @@ from evalx.targets import HIDDEN_TARGET_KEYS, TEMPLATE_NAMES
 
 if TYPE_CHECKING:
     from evalx.config.loader import Config
+    from evalx.targets.definitions import ProviderDefinition
 
 __all__ = ["SAMPLE_CASES", "attachment_issues", "template_reference_issues"]
 
@@ -188,37 +189,45 @@ def _case_view(case: Case, first: Any) -> dict[str, Any]:
 def attachment_issues(config: Config, cases: Mapping[str, Sequence[Case]], target_ids: Sequence[str] | None = None) -> list[Issue]:
     """A provider target that cannot send a case's images or documents (its definition's ``parts:``), one error a case.
 
-    Each names the case's ``FILE:LINE``; engine and Python targets take every part.
+    Each names the case's ``FILE:LINE``; engine and Python targets take every part. Every case is read once.
     """
     from evalx.common.attachments import is_parts
     from evalx.targets.definitions import UnknownProvider, find_provider, providers_dir_of
 
-    datasets = [d for d in config.datasets if isinstance(d, dict) and d.get("id") in cases]
+    providers = {
+        str(spec.get("id")): spec["provider"]
+        for spec in config.targets
+        if isinstance(spec, dict)
+        and spec.get("type", "provider") == "provider"
+        and isinstance(spec.get("provider"), str)
+        and (target_ids is None or spec.get("id") in target_ids)
+    }
+    if not providers:
+        return []
     issues: list[Issue] = []
-    for spec in config.targets:
-        if not isinstance(spec, dict) or spec.get("type", "provider") != "provider" or not isinstance(spec.get("provider"), str):
+    definitions: dict[str, ProviderDefinition | None] = {}
+    for d in config.datasets:
+        if not isinstance(d, dict) or d.get("id") not in cases:
             continue
-        if target_ids is not None and spec.get("id") not in target_ids:
-            continue
-        definition = None
-        for d in datasets:
-            if d.get("targets") and spec.get("id") not in d["targets"]:
+        on = [t for t in providers if not d.get("targets") or t in d["targets"]]
+        for case in cases[str(d["id"])] if on else ():
+            if not is_parts(case.input):
                 continue
-            for case in cases[str(d["id"])]:
-                if not is_parts(case.input) or (case.targets and spec.get("id") not in case.targets):
+            kinds = {("image_url" if "url" in p else p["type"]) for p in case.input if p["type"] != "text"}
+            for target in on:
+                if case.targets and target not in case.targets:
                     continue
-                if definition is None:
+                name = providers[target]
+                if name not in definitions:
                     try:
-                        definition = find_provider(spec["provider"], providers_dir_of(config))
+                        definitions[name] = find_provider(name, providers_dir_of(config))
                     except (UnknownProvider, EvalxError):  # the config's own check names it
-                        return issues
-                kinds = {("image_url" if "url" in p else p["type"]) for p in case.input if p["type"] != "text"}
-                reason = definition.refuses_parts(kinds)
+                        definitions[name] = None
+                definition = definitions[name]
+                reason = definition.refuses_parts(kinds) if definition is not None else None
                 if reason is not None:
                     file, _, line = case.source.rpartition(":")
                     where = (file, int(line)) if line.isdigit() else (case.source, None)
-                    message = (
-                        f"case {case.id!r} has {' and '.join(sorted(kinds))} parts, which target {spec.get('id')!r} cannot send: {reason}"
-                    )
+                    message = f"case {case.id!r} has {' and '.join(sorted(kinds))} parts, which target {target!r} cannot send: {reason}"
                     issues.append(Issue(where[0], where[1], "input", message))
     return issues

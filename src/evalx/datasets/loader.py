@@ -608,7 +608,9 @@ def _is_strings(v: Any) -> bool:
 #: base fields whose schema is checked by hand; anything else goes to jsonschema
 _PLAIN_CHECKS: dict[str, Callable[[Any], bool]] = {
     "id": lambda v: (isinstance(v, str) and v != "") or _is_number(v),
-    "input": lambda v: isinstance(v, (str, dict)) or (isinstance(v, list) and all(isinstance(p, dict) for p in v)),  # parts: checked by parts.py
+    "input": lambda v: (
+        isinstance(v, (str, dict)) or (isinstance(v, list) and all(isinstance(p, dict) for p in v))
+    ),  # parts: checked by parts.py
     "expected": lambda v: True,
     "category": _is_str,
     "difficulty": _is_str,
