@@ -318,3 +318,13 @@ def test_capture_keeps_the_attachments_beside_the_captured_case(tmp_path: Path, 
     again = CliRunner().invoke(main, ["capture", f"runs/{run_dir.name}", "--case", "look", "--out", "captured2"])
     assert again.exit_code == 0, again.output
     assert "image 'images/cat.png'" in again.output and "left out of the case" in again.output
+
+
+def test_a_definition_declaring_vision_must_map_images(server: ContractServer, tmp_path: Path) -> None:
+    (tmp_path / "providers").mkdir()
+    (tmp_path / "providers" / "novis.yaml").write_text("name: novis\nextends: openai\nparts: null\n", encoding="utf-8")
+    config = project(tmp_path, provider("novis", server))
+    config.write_text("providers_dir: providers\n" + config.read_text(encoding="utf-8"), encoding="utf-8")
+    result = CliRunner().invoke(main, ["validate", "-c", str(config)])
+    assert result.exit_code == 2
+    assert "capabilities.vision: capabilities.vision is true but no parts: section maps images" in result.output
