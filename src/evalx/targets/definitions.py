@@ -212,8 +212,8 @@ WHOLE_SCHEMA: JSONObject = {
         },
         "capabilities": {
             "type": "object",
-            "description": "What the provider supports, shown by `evalx providers` (informative: nothing is refused for it; "
-            "tool_history also changes what a conversation sends).",
+            "description": "What the provider supports, shown by `evalx providers` (tool_history also changes what a conversation "
+            "sends; vision: true needs a parts: section that maps images, and vision: false refuses cases with images).",
             "properties": {
                 **{name: {"type": "boolean"} for name in CAPABILITIES},
                 TOOL_HISTORY: {
