@@ -492,7 +492,8 @@ def test_wrong_field_types_and_ranges(tmp_path: Path) -> None:
     with pytest.raises(DatasetError) as info:
         load_dataset({"id": "x", "path": "c.jsonl"}, base_dir=tmp_path)
     assert sorted(str(info.value).split("\n")) == [
-        "c.jsonl:1 cases[0].input: ['not', 'text'] is not of type 'string', 'object'",
+        "c.jsonl:1 cases[0].input[0]: 'not' is not of type 'object'",
+        "c.jsonl:1 cases[0].input[1]: 'text' is not of type 'object'",
         "c.jsonl:1 cases[0].repeat: 0 is less than the minimum of 1",
         "c.jsonl:1 cases[0].tags: 'x' is not of type 'array'",
         "c.jsonl:1 cases[0].threshold: 1.5 is greater than the maximum of 1",

@@ -37,6 +37,7 @@ from evalx.common.json_types import JSON
 from evalx.errors import UnreadableFile
 
 __all__ = [
+    "ATTACHMENT",
     "CACHE",
     "CONFIG",
     "CONFIG_COPY",
@@ -89,6 +90,8 @@ DATASET_LINE = FileKind("a dataset line", 64 * MiB)
 PROVIDER = FileKind("a provider definition", 4 * MiB)
 #: a prompt, system, tools, context or ``{% include %}`` file (templates hold at most 8,000,000 characters)
 TEMPLATE = FileKind("a template file", 32 * MiB)
+#: an image or a document a case's input parts name (``{type: image, path}``)
+ATTACHMENT = FileKind("an attachment (image or document)", 20 * MiB)
 #: a production trace read by ``evalx capture``
 TRACE = FileKind("a trace file", GiB)
 RUN_RECORD = FileKind("a run record", 16 * MiB)

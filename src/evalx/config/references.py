@@ -26,15 +26,16 @@ from typing import TYPE_CHECKING, Any
 
 from evalx.common.documents import KeyPath, did_you_mean, display_path
 from evalx.common.templates import Reference, missing_step, template_references
-from evalx.errors import Issue
+from evalx.errors import EvalxError, Issue
 from evalx.judge import JUDGE_PROMPT_NAMES
 from evalx.models import Case
 from evalx.targets import HIDDEN_TARGET_KEYS, TEMPLATE_NAMES
 
 if TYPE_CHECKING:
     from evalx.config.loader import Config
+    from evalx.targets.definitions import ProviderDefinition
 
-__all__ = ["SAMPLE_CASES", "template_reference_issues"]
+__all__ = ["SAMPLE_CASES", "attachment_issues", "template_reference_issues"]
 
 #: the cases of each dataset a template is checked against (a dataset of millions is not read twice over)
 SAMPLE_CASES = 2_000
@@ -183,3 +184,50 @@ def _case_view(case: Case, first: Any) -> dict[str, Any]:
     elif first in _CASE_KEYS:
         return {first: getattr(case, "asserts" if first == "assert" else str(first))}
     return {k: None for k in (*_CASE_KEYS, *(k for k in _OPTIONAL_CASE_KEYS if getattr(case, k) is not None))}
+
+
+def attachment_issues(config: Config, cases: Mapping[str, Sequence[Case]], target_ids: Sequence[str] | None = None) -> list[Issue]:
+    """A provider target that cannot send a case's images or documents (its definition's ``parts:``), one error a case.
+
+    Each names the case's ``FILE:LINE``; engine and Python targets take every part. Every case is read once.
+    """
+    from evalx.common.attachments import is_parts
+    from evalx.targets.definitions import UnknownProvider, find_provider, providers_dir_of
+
+    providers = {
+        str(spec.get("id")): spec["provider"]
+        for spec in config.targets
+        if isinstance(spec, dict)
+        and spec.get("type", "provider") == "provider"
+        and isinstance(spec.get("provider"), str)
+        and (target_ids is None or spec.get("id") in target_ids)
+    }
+    if not providers:
+        return []
+    issues: list[Issue] = []
+    definitions: dict[str, ProviderDefinition | None] = {}
+    for d in config.datasets:
+        if not isinstance(d, dict) or d.get("id") not in cases:
+            continue
+        on = [t for t in providers if not d.get("targets") or t in d["targets"]]
+        for case in cases[str(d["id"])] if on else ():
+            if not is_parts(case.input):
+                continue
+            kinds = {("image_url" if "url" in p else p["type"]) for p in case.input if p["type"] != "text"}
+            for target in on:
+                if case.targets and target not in case.targets:
+                    continue
+                name = providers[target]
+                if name not in definitions:
+                    try:
+                        definitions[name] = find_provider(name, providers_dir_of(config))
+                    except (UnknownProvider, EvalxError):  # the config's own check names it
+                        definitions[name] = None
+                definition = definitions[name]
+                reason = definition.refuses_parts(kinds) if definition is not None else None
+                if reason is not None:
+                    file, _, line = case.source.rpartition(":")
+                    where = (file, int(line)) if line.isdigit() else (case.source, None)
+                    message = f"case {case.id!r} has {' and '.join(sorted(kinds))} parts, which target {target!r} cannot send: {reason}"
+                    issues.append(Issue(where[0], where[1], "input", message))
+    return issues

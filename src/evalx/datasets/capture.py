@@ -69,6 +69,8 @@ class Trace:
     source: str = ""
     case_id: str | None = None  # set for a run's cell: the id is derived from it
     context: Any = None  # the case's retrieved passages, when it had some
+    #: the folders an input part's ``path`` may be relative to (a run's cell: its case file's folder, as the run saw it)
+    attachment_dirs: list[Path] = field(default_factory=list)
 
 
 # ---------------------------------------------------------------- reading
@@ -182,7 +184,61 @@ def _from_run(run_dir: Path, case_id: str, target: str | None, reviewed: bool = 
         source=f"{run_dir.name} {cell.get('target')} {cell.get('dataset')}/{case_id}",
         case_id=case_id,
         context=cell.get("context"),
+        attachment_dirs=_case_dirs(run_dir, cell.get("case_source")),
     )
+
+
+def _case_dirs(run_dir: Path, source: object) -> list[Path]:
+    """Where the files a cell's input parts name may be: its case file's folder, below the config's folder (the
+    folder ``runs/`` is in, by default) or the working folder."""
+    if not isinstance(source, str) or not source:
+        return []
+    folder = Path(source.rpartition(":")[0] or source).parent
+    return [run_dir.parent.parent / folder, Path.cwd() / folder]
+
+
+def _keep_attachments(case: JSONObject, trace: Trace, out_dir: Path, warnings: list[str]) -> None:
+    """A captured input of parts, loadable beside the case: each file the run read copied to ``attachments/`` (checked
+    against the digest the run recorded) and named from there; a part whose bytes cannot be found is left out, with a warning."""
+    from evalx.common.attachments import is_parts
+    from evalx.common.reading import ATTACHMENT, read_bytes
+
+    value = case.get("input")
+    if not is_parts(value):
+        return
+    assert isinstance(value, list)
+    kept: list[JSON] = []
+    for part in value:
+        assert isinstance(part, dict)
+        kind = part["type"]
+        if kind == "text":
+            kept.append({"type": "text", "text": part.get("text", "")})
+            continue
+        if isinstance(part.get("url"), str):
+            kept.append({k: v for k, v in part.items() if k in ("type", "url", "media_type")})
+            continue
+        path, digest = part.get("path"), part.get("sha256")
+        data = None
+        for folder in trace.attachment_dirs if isinstance(path, str) else ():
+            try:
+                found = read_bytes(folder / str(path), ATTACHMENT)
+            except OSError:
+                continue
+            if hashlib.sha256(found).hexdigest() == digest:
+                data = found
+                break
+        if data is None:
+            what = f"{kind} {path!r}" if isinstance(path, str) else f"an inline {kind}"
+            warnings.append(f"{trace.source}: {what} (sha256 {str(digest)[:16]}…) was not found as the run read it: left out of the case")
+            continue
+        suffix = Path(str(path)).suffix.lower()
+        name = f"attachments/{str(digest)[:16]}{suffix}"
+        (out_dir / "attachments").mkdir(parents=True, exist_ok=True)
+        target = out_dir / name
+        if not target.exists():
+            target.write_bytes(data)
+        kept.append({"type": kind, "path": name, "media_type": part.get("media_type")})
+    case["input"] = kept if kept else PLACEHOLDER_INPUT
 
 
 def _reviewed_reason(cell: Mapping[str, Any]) -> str | None:
@@ -465,6 +521,7 @@ def capture_all(
     for trace, path in zip(traces, planned):
         case, warnings = case_from_trace(trace, input_text=input_text)
         case["id"] = path.stem
+        _keep_attachments(case, trace, out_dir, warnings)
         written = write_case(case, trace, out_dir, force=force, path=path)
         _check_loads(written)
         yield written, warnings

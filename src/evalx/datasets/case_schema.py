@@ -17,7 +17,12 @@ TURN_PROPERTIES: dict[str, JSONObject] = {
 }
 BASE_PROPERTIES: dict[str, JSONObject] = {
     "id": {"type": ["string", "number"], "minLength": 1, "description": "Unique in its dataset; numbers become strings."},
-    "input": {"type": ["string", "object"], "description": "Text, or a mapping for structured targets."},
+    "input": {
+        "type": ["string", "object", "array"],
+        "items": {"type": "object"},
+        "description": "Text, a mapping for structured targets, or a list of parts: {type: text, text}, "
+        "{type: image, path | url | data + media_type}, {type: document, path | data + media_type} (a PDF).",
+    },
     "expected": {"description": "What the assertions compare with; adds no check on its own."},
     "category": {"type": "string", "default": "general"},
     "difficulty": {"type": "string", "description": "Free text, e.g. easy|medium|hard|simple|edge."},

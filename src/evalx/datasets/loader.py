@@ -30,6 +30,7 @@ from evalx.common.usercode import UserCodeError, resolve_callable
 from evalx.datasets.case_schema import BASE_FIELDS, CASE_FIELDS, CASE_PROPERTIES, CASE_SCHEMA, TURN_PROPERTIES
 from evalx.datasets.context import ContextFileError, ContextFiles, from_column
 from evalx.datasets.fields import UNKNOWN_FIELD_HINT, Shape
+from evalx.datasets.parts import AttachmentFiles
 from evalx.datasets.shorthands import KeyPath, expand, unknown_field
 from evalx.datasets.spec import DatasetSpec, dataset_spec
 from evalx.datasets.split import Part, halves, in_child
@@ -205,6 +206,7 @@ def load_dataset(
         digest,
         None if target_ids is None else tuple(target_ids),
         ContextFiles(base_dir, config_file),
+        AttachmentFiles(base_dir, config_file),
     )
     if shape is None and spec.path is not None and spec.cases is None:
         halves = _halves_of(base_dir / spec.path)
@@ -247,6 +249,8 @@ class _Fill:
     target_ids: tuple[str, ...] | None = None
     #: reads the cases' ``context_file:`` values
     contexts: ContextFiles = field(default_factory=lambda: ContextFiles(Path.cwd(), ""))
+    #: reads the files the cases' input parts name
+    attachments: AttachmentFiles = field(default_factory=lambda: AttachmentFiles(Path.cwd(), ""))
 
 
 def _fill(raws: Iterable[_Raw], errors: _Errors, fill: _Fill) -> tuple[CaseTable, set[int]]:
@@ -260,7 +264,7 @@ def _fill(raws: Iterable[_Raw], errors: _Errors, fill: _Fill) -> tuple[CaseTable
     unbuilt: dict[str, int | str] = {}  # the ids of cases that had problems (not in the table), and where
     graded: dict[str, bool] = {}  # assertion type -> a model grades it
     for raw in raws:
-        case = _build_case(raw, fill.defaults, fill.default_asserts, errors, fill.target_ids, fill.contexts)
+        case = _build_case(raw, fill.defaults, fill.default_asserts, errors, fill.target_ids, fill.contexts, fill.attachments)
         if case is not None and callables is not None:
             callables.check(raw.data.get("assert"), raw, errors)
         case_id = _case_id(raw.data)
@@ -414,6 +418,7 @@ def _build_case(
     errors: _Errors,
     target_ids: Collection[str] | None,
     contexts: ContextFiles,
+    attachments: AttachmentFiles | None = None,
 ) -> Case | None:
     """Validate one raw case and build it, or report why not (and return None)."""
     before = errors.count
@@ -479,6 +484,14 @@ def _build_case(
         fields["input"] = turns[0]["input"]  # what a report shows as the case's input: the first user message
     if "simulate" in fields:
         fields.setdefault("input", None)  # no input: the user target writes the first message
+    if isinstance(fields.get("input"), list) and attachments is not None:  # parts: text, images, documents
+        file = raw.file if "input" in known else attachments.config_file
+        fields["input"], problems = attachments.resolve(file, fields["input"])
+        for sub, message in problems:
+            where: KeyPath = ("input", *sub) if "input" in known else ()
+            errors.add(raw.file, raw.line_of(where), raw.path + where, message)
+        if errors.count > before:
+            return None
     if "context" in fields or "context_file" in fields:
         _context(fields, known, raw, errors, contexts)
         if errors.count > before:
@@ -595,7 +608,9 @@ def _is_strings(v: Any) -> bool:
 #: base fields whose schema is checked by hand; anything else goes to jsonschema
 _PLAIN_CHECKS: dict[str, Callable[[Any], bool]] = {
     "id": lambda v: (isinstance(v, str) and v != "") or _is_number(v),
-    "input": lambda v: isinstance(v, (str, dict)),
+    "input": lambda v: (
+        isinstance(v, (str, dict)) or (isinstance(v, list) and all(isinstance(p, dict) for p in v))
+    ),  # parts: checked by parts.py
     "expected": lambda v: True,
     "category": _is_str,
     "difficulty": _is_str,

@@ -45,6 +45,7 @@ from dataclasses import dataclass, field
 from typing import Any, TypedDict
 
 from evalx.assertions import AssertionContext
+from evalx.common.attachments import is_parts
 from evalx.common.deadline import Deadline, within
 from evalx.common.json_types import JSON, JSONObject
 from evalx.common.templates import TemplateRenderError, render
@@ -481,11 +482,16 @@ class Judge:
             json_mode=not template or "json" in str(template).lower(),
             batch=_written_batch(settings.get("batch")),
         )
+        judge_input: Any = prompt
+        if options.attachments and is_parts(ctx.case.input):  # the prompt, then the case's images and documents
+            judge_input = [{"type": "text", "text": prompt}, *(p for p in ctx.case.input if p["type"] != "text")]
+            spec = {k: v for k, v in spec.items() if k != "prompt"}  # the parts are the user message
         inst = await self._instance(spec)
-        digest = hashlib.sha256(prompt.encode()).hexdigest()[:12]
+        keyed = prompt if isinstance(judge_input, str) else json.dumps(judge_input, sort_keys=True)
+        digest = hashlib.sha256(keyed.encode()).hexdigest()[:12]
         case = Case(
             id=f"judge-{digest}",
-            input=prompt,
+            input=judge_input,
             dataset="judge",
             system=SYSTEM_PROMPT,
             metadata={"judge": {**meta, "sample": sample, "temperature": options.temperature, "graded_target": ctx.target}},

@@ -8,6 +8,7 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
+from evalx.common.attachments import is_parts, parts_text
 from evalx.common.json_types import JSONObject, as_object
 
 __all__ = ["JUDGE_PROMPT_NAMES", "SYSTEM_PROMPT", "TEMPLATES", "block_vars", "judge_spec", "passages", "text"]
@@ -218,8 +219,12 @@ def passages(context: Any) -> list[str]:
 
 
 def text(value: Any) -> str:
+    """A case's input (or expected value) as a judge prompt shows it; an input of parts: its text, each attachment named."""
     if value is None:
         return ""
+    if is_parts(value):  # the judge reads the text; the images and documents are named, not shown
+        named = [f"[{p['type']}: {p.get('path') or p.get('url') or p.get('media_type')}]" for p in value if p["type"] != "text"]
+        return "\n\n".join(x for x in (parts_text(value), " ".join(named)) if x)
     return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=str)
 
 

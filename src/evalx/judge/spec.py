@@ -46,6 +46,13 @@ class JudgeSettings:
             "true, false, or {poll_interval_s, max_requests, max_wait_s}."
         ),
     ] = None
+    attachments: Annotated[
+        bool | None,
+        Schema(
+            description="Show the judge the case's images and documents (an input of parts) beside its prompt, for vision "
+            "rubrics: a provider judge sends them as its definition's parts: maps them; default false (the judge reads their names)."
+        ),
+    ] = None
 
     @property
     def pass_mark(self) -> float:

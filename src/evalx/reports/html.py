@@ -78,6 +78,7 @@ from markupsafe import Markup
 
 from evalx.common.ansi import strip_ansi
 from evalx.common.atomic import atomic_write
+from evalx.common.attachments import data_of, is_parts, parts_text
 from evalx.common.json_types import JSON, JSONObject, as_array, json_encoder
 from evalx.common.template_cache import template_cache
 from evalx.errors import writing
@@ -126,6 +127,12 @@ __all__ = [
 TEXT_CAP = 20_000
 #: characters of a rendered request kept
 REQUEST_CAP = 8_000
+#: a case's attachments listed in its detail; an image of at most THUMB_BYTES (of THUMB_TYPES) is embedded as a
+#: thumbnail (a data: URL), THUMBS_BUDGET bytes of them a report; a larger one, or past the budget, is shown by reference
+MAX_ATTACHMENTS = 20
+THUMB_BYTES = 256 * 1024
+THUMBS_BUDGET = 8 * 1024 * 1024
+THUMB_TYPES = frozenset({"image/png", "image/jpeg", "image/gif", "image/webp"})
 #: characters of one tool call's args / result kept
 TOOL_CAP = 2_000
 #: tool calls kept per cell
@@ -507,6 +514,7 @@ class _ReportData:
     ) -> None:
         self.embed = _Embedder()
         self.sample = sample
+        self._thumb_bytes = 0  # bytes of images embedded as thumbnails so far
         # show_id of the targets and categories seen, by the stored string (few, and looked up for every cell)
         self.shown: dict[str, str] = {}
         self.targets: dict[str, int] = {}
@@ -756,7 +764,14 @@ class _ReportData:
         tags = result.get("tags")
         if isinstance(tags, list) and tags:
             row["tags"] = [show_id(t) for t in tags[:50]]
-        self.embed.put(row, "in", result.get("input"), TEXT_CAP)
+        value = result.get("input")
+        if is_parts(value):  # images and documents: the text as the input, each attachment by name (an image as a thumbnail)
+            assert isinstance(value, list)
+            self.embed.put(row, "in", parts_text(value), TEXT_CAP)
+            listed: list[JSON] = [self._attachment(p) for p in value if isinstance(p, dict) and p.get("type") != "text"]
+            row["att"] = listed[:MAX_ATTACHMENTS]
+        else:
+            self.embed.put(row, "in", value, TEXT_CAP)
         self.embed.put(row, "ex", result.get("expected"), TEXT_CAP)
         if result.get("case_source"):
             row["src"] = clean_text(result["case_source"])
@@ -764,6 +779,27 @@ class _ReportData:
         self.embed.put(row, "nt", result.get("notes"), TEXT_CAP)
         self.embed.put(row, "cx", result.get("context"), TEXT_CAP)
         return row
+
+    def _attachment(self, part: JSONObject) -> list[JSON]:
+        """``[kind, name, media type, size, thumbnail]``: the thumbnail a ``data:`` URL of an image of at most
+        :data:`THUMB_BYTES` whose bytes this process read (while the report's budget lasts), else "" (by reference)."""
+        name = clean_text(part.get("path") or part.get("url") or f"inline {part.get('type')}")
+        media = clean_text(part.get("media_type") or "")
+        size = part.get("size") if isinstance(part.get("size"), int) else None
+        thumb = ""
+        digest = part.get("sha256")
+        if (
+            part.get("type") == "image"
+            and media in THUMB_TYPES
+            and isinstance(size, int)
+            and size <= THUMB_BYTES
+            and isinstance(digest, str)
+        ):
+            data = data_of(digest)
+            if data is not None and self._thumb_bytes + size <= THUMBS_BUDGET:
+                self._thumb_bytes += size
+                thumb = f"data:{media};base64,{base64.b64encode(data).decode('ascii')}"
+        return [clean_text(part.get("type")), name, media, size, thumb]
 
     def _assertion(self, a: AssertionRecord) -> list[JSON]:
         passed = a.get("passed")

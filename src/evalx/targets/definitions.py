@@ -21,7 +21,7 @@ import json
 import os
 import re
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
@@ -45,6 +45,8 @@ from evalx.targets.transport.pacing import BUCKET_KINDS, BucketHeaders, RateLimi
 PROVIDER_SCHEMA_ID = "https://evalx.dev/schemas/provider.schema.json"
 #: what a definition's ``capabilities:`` may declare, in the order ``evalx providers`` shows them
 CAPABILITIES = ("streaming", "tools", "embeddings", "vision", "json_mode", "tool_history")
+#: the kinds of input part a definition's ``parts.accepts`` may list
+PART_KINDS = ("image", "image_url", "document")
 #: the capability that changes a request: a conversation's tool calls and tool results go in ``messages``
 #: (OpenAI's ``tool_calls`` / ``role: tool`` shape) instead of the replies' text only
 TOOL_HISTORY = "tool_history"
@@ -299,8 +301,8 @@ WHOLE_SCHEMA: JSONObject = {
         },
         "capabilities": {
             "type": "object",
-            "description": "What the provider supports, shown by `evalx providers` (informative: nothing is refused for it; "
-            "tool_history also changes what a conversation sends).",
+            "description": "What the provider supports, shown by `evalx providers` (tool_history also changes what a conversation "
+            "sends; vision: true needs a parts: section that maps images, and vision: false refuses cases with images).",
             "properties": {
                 **{name: {"type": "boolean"} for name in CAPABILITIES},
                 TOOL_HISTORY: {
@@ -412,6 +414,25 @@ WHOLE_SCHEMA: JSONObject = {
                 "fatal": {**_ERROR_CLASS, "description": "Never retried; checked first (e.g. insufficient_quota on a 429)."},
                 "retry_after_header": {"type": "string", "description": "Header naming seconds to wait (default Retry-After)."},
             },
+            "additionalProperties": False,
+        },
+        "parts": {
+            "type": "object",
+            "description": "How a case's input parts (text, images, PDF documents) go on the wire: `message` renders the user "
+            "message that replaces the case's text (docs/providers.md, Images and documents).",
+            "properties": {
+                "accepts": {
+                    "type": "array",
+                    "items": {"enum": list(PART_KINDS)},
+                    "description": "What the API takes: image (bytes, base64), image_url (an image by URL), document (a PDF).",
+                },
+                "message": {
+                    "type": "string",
+                    "description": 'Jinja2 template rendering the user message as JSON, e.g. {"role": "user", "content": [...]}; '
+                    "in scope: parts (each {type, text, media_type, base64, data_url, url, name}) and text (the text parts joined).",
+                },
+            },
+            "required": ["accepts", "message"],
             "additionalProperties": False,
         },
         "rate_limits": {
@@ -704,6 +725,13 @@ class BatchSection(TypedDict):
     upload: NotRequired[BatchUploadSection]
 
 
+class PartsSection(TypedDict):
+    """A definition's ``parts:``: what kinds of part the API takes, and the user message template."""
+
+    accepts: list[str]
+    message: str
+
+
 class DefinitionFile(TypedDict, total=False):
     """A whole ``providers/NAME.yaml`` (``request`` and ``response`` are required)."""
 
@@ -725,6 +753,7 @@ class DefinitionFile(TypedDict, total=False):
     embeddings: EmbeddingsSection
     batch: BatchSection
     pricing: dict[str, PriceSection]
+    parts: PartsSection
 
 
 # --- what templates and expressions see -------------------------------------------
@@ -944,6 +973,10 @@ class ProviderDefinition:
     known_params: tuple[str, ...] | None = None
     #: ``capabilities:`` as declared (streaming, tools, embeddings, vision, json_mode)
     capabilities: dict[str, bool] = field(default_factory=dict)
+    #: ``parts.accepts``: the kinds of part (image, image_url, document) the API takes
+    parts_accepted: tuple[str, ...] = ()
+    #: ``parts.message``: the template of a user message made of parts (None: text only)
+    parts_message: str | None = None
     #: the files this definition was read from, itself first, then what it ``extends:``, nearest first
     layers: tuple[Loaded, ...] = ()
     #: response expression path -> its reader (:meth:`reader`), made once
@@ -1046,6 +1079,33 @@ class ProviderDefinition:
             return json.loads(text), None
         except ValueError as exc:
             raise DefinitionError(f"{self.where('request', 'body')}: did not render to JSON: {exc}") from None
+
+    def refuses_parts(self, kinds: Iterable[str]) -> str | None:
+        """Why a case whose input holds parts of ``kinds`` (image, image_url, document) cannot be sent; None when it can."""
+        vision = bool(self.capabilities.get("vision", False))
+        for kind in sorted(set(kinds)):
+            if kind.startswith("image") and not vision:
+                return f"provider {self.name!r} declares capabilities.vision false ({self.file}): it takes no images"
+            if kind not in self.parts_accepted or self.parts_message is None:
+                what = {"image": "images", "image_url": "images given by url", "document": "documents (PDF)"}.get(kind, kind)
+                return f"provider {self.name!r} takes no {what} ({self.file}: parts.accepts lists {list(self.parts_accepted)})"
+        return None
+
+    def render_parts_message(self, parts: Sequence[Mapping[str, object]], text: str) -> JSONObject:
+        """The user message ``parts.message`` renders for a case's input parts."""
+        if self.parts_message is None:
+            raise DefinitionError(f"{self.file}: provider {self.name!r} has no parts: section (it takes text only)")
+        try:
+            rendered = _compile_template(self.parts_message).render(parts=parts, text=text)
+        except TemplateError as exc:
+            raise DefinitionError(f"{self.where('parts', 'message')}: template error: {exc}") from None
+        try:
+            message = json.loads(rendered)
+        except ValueError as exc:
+            raise DefinitionError(f"{self.where('parts', 'message')}: did not render to JSON: {exc}") from None
+        if not isinstance(message, dict):
+            raise DefinitionError(f"{self.where('parts', 'message')}: must render a JSON object (the user message)")
+        return message
 
     def render_embeddings_body(self, scope: EmbeddingsScope) -> JSON:
         """The embeddings request body for ``scope`` (``model``, ``input``); needs an ``embeddings:`` section."""
@@ -1676,6 +1736,17 @@ def _parse_definition(path: Path, layers: tuple[Loaded, ...], shipped: bool) -> 
     if not issues:
         issues += _auth_issues(layers, data)
         issues += _template_issues(layers, data)
+        check_template_source = data.get("parts", {}).get("message") if isinstance(data.get("parts"), dict) else None
+        if isinstance(check_template_source, str):
+            try:
+                _REQUEST_ENV.parse(check_template_source)
+            except TemplateSyntaxError as exc:
+                issues.append(_issue(layers, ("parts", "message"), f"template syntax error: {exc.message}"))
+        vision = isinstance(data.get("capabilities"), dict) and data["capabilities"].get("vision") is True
+        accepts = data.get("parts", {}).get("accepts") if isinstance(data.get("parts"), dict) else None
+        if vision and "image" not in (accepts or ()):
+            message = "capabilities.vision is true but no parts: section maps images (parts: {accepts: [image], message: ...})"
+            issues.append(_issue(layers, ("capabilities", "vision"), message))
     if issues:
         issues.sort(key=lambda i: (i.file != loaded.file, i.line or 0))
         raise ConfigError(issues)
@@ -1716,6 +1787,8 @@ def _parse_definition(path: Path, layers: tuple[Loaded, ...], shipped: bool) -> 
         batch=_batch_spec(file.get("batch")),
         known_params=tuple(file["params"]) if "params" in file else None,
         capabilities=dict(file.get("capabilities") or {}),
+        parts_accepted=tuple(file["parts"]["accepts"]) if "parts" in file else (),
+        parts_message=file["parts"]["message"] if "parts" in file else None,
         layers=layers,
     )
 

@@ -61,6 +61,7 @@ import json
 import time
 from collections.abc import Mapping
 
+from evalx.common.attachments import engine_parts, is_parts, parts_text
 from evalx.common.json_types import JSON, JSONObject, Message
 from evalx.common.templates import TemplateRenderError, render_value
 from evalx.errors import EngineRateLimited, TargetError, TargetProtocolError
@@ -149,6 +150,13 @@ class EngineTarget:
         body: JSONObject
         if self.entry.body is not None:
             body = self._render(self._context(cell, run))
+        elif is_parts(cell.case.input):  # images and documents: the text as the message, every part (bytes in base64) as parts
+            try:
+                body = {"message": parts_text(cell.case.input), "parts": engine_parts(cell.case.input)}
+            except LookupError as exc:
+                raise TargetError(f"target {self.id!r}: {exc}") from None
+            if cell.case.system:  # the case's system prompt, rendered as for every target kind
+                body.setdefault("system", self._context(cell, run)["case"]["system"])
         else:
             if isinstance(cell.case.input, dict):
                 body = dict(cell.case.input)

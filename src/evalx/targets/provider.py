@@ -44,6 +44,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from contextvars import ContextVar
 from typing import Any, NamedTuple, TypedDict, TypeVar
 
+from evalx.common.attachments import elided, is_parts, template_parts
 from evalx.common.json_types import JSON, JSONObject, Message
 from evalx.common.redaction import SECRET_KEYS, harmless_header, looks_secret_name
 from evalx.common.templates import TemplateRenderError, render, render_value
@@ -458,12 +459,32 @@ class ProviderTarget:
         first = self._system(cell, ctx)
         if first:
             system_parts.append(first)
+        value = cell.case.input
+        if is_parts(value):  # images and documents: the definition's parts.message makes the user message
+            if self.entry.messages:
+                raise TargetError(f"target {self.id!r}: a messages: template cannot carry the case's images and documents; use prompt:")
+            try:
+                parts = template_parts(value)
+            except LookupError as exc:  # a process that did not load the dataset (the attachments are kept where it was read)
+                raise TargetError(f"target {self.id!r}: {exc}") from None
+            if self.entry.prompt:  # the prompt is the text; the attachments follow it
+                prompt = render(self.entry.prompt, ctx.get(), field="prompt")
+                parts = [{"type": "text", "text": prompt}, *(p for p in parts if p["type"] != "text")]
+            text = "\n\n".join(p.get("text", "") for p in parts if p["type"] == "text")
+            assert self.definition is not None
+            refused = self.definition.refuses_parts({"image_url" if p.get("url") else p["type"] for p in parts if p["type"] != "text"})
+            if refused is not None:  # validate refuses the cases of the targets under test; this is for a judge
+                raise TargetError(f"target {self.id!r}: {refused}")
+            try:
+                message = self.definition.render_parts_message(parts, text)
+            except DefinitionError as exc:
+                raise TargetError(str(exc)) from None
+            return ("\n\n".join(system_parts) if system_parts else None), [message]
         if self.entry.messages:
             raw_messages = render_value(list(self.entry.messages), ctx.get(), field="messages")
         elif self.entry.prompt:
             raw_messages = [{"role": "user", "content": render(self.entry.prompt, ctx.get(), field="prompt")}]
         else:
-            value = cell.case.input
             if isinstance(value, dict) and isinstance(value.get("messages"), list):
                 raw_messages = value["messages"]
             elif isinstance(value, str):
@@ -691,7 +712,7 @@ class ProviderTarget:
     # -- streamed answers (stream: true) --------------------------------------------
 
     def _public(self, request: ProviderRequest) -> SentRequest:
-        return {"method": request.method, "url": request.url, "headers": dict(self.public_headers), "body": request.body}
+        return {"method": request.method, "url": request.url, "headers": dict(self.public_headers), "body": elided(request.body)}
 
     async def _invoke_streamed(self, cell: Cell, run: RunContext, history: list[Message] | None = None) -> Trajectory:
         """The cell's answer streamed (the definition's ``stream:`` section), with ``ttft_ms`` from the cell's start."""

@@ -22,6 +22,7 @@ import inspect
 from collections.abc import Mapping
 from typing import Any, TypedDict
 
+from evalx.common.attachments import is_parts, python_parts
 from evalx.common.json_types import JSON, JSONObject, Message
 from evalx.common.templates import TemplateRenderError
 from evalx.common.usercode import code_digest, resolve_callable
@@ -102,6 +103,10 @@ class PythonTarget:
                 kwargs["system"] = case.get("system")
         out = printed.Printed()  # what the call prints, kept with this cell
         fn, arg = self._fn, cell.case.input
+        if is_parts(arg):  # images and documents: each part with its bytes (``data``), in the input and in case["input"]
+            arg = python_parts(arg)
+            if "case" in kwargs:
+                kwargs["case"]["input"] = arg
         if _call is not None:  # a turn of a conversation (converse): its own arguments
             fn = _with_arguments(fn, *_call)
         if self._is_async:

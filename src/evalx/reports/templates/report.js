@@ -301,6 +301,26 @@
     }
     return wrap;
   }
+  // a case's images and documents: [kind, name, media type, size, thumbnail data: URL or ""]
+  function attachments(list) {
+    var ul = el("ul", "attachments");
+    list.forEach(function (a) {
+      var li = el("li", "attachment");
+      var thumb = typeof a[4] === "string" && /^data:image\/(png|jpeg|gif|webp);base64,[A-Za-z0-9+\/=]+$/.test(a[4]) ? a[4] : "";
+      if (thumb) {
+        var img = document.createElement("img");
+        img.className = "thumb";
+        img.alt = a[1];
+        img.setAttribute("src", thumb);  // a data: URL of an image, checked above: nothing it shows can fetch (the CSP: img-src data:)
+        li.appendChild(img);
+      }
+      var size = typeof a[3] === "number" ? (a[3] >= 1024 ? (a[3] / 1024).toFixed(1) + " KiB" : a[3] + " bytes") : "";
+      li.appendChild(el("span", "att-name", a[0] + ": " + a[1]));
+      li.appendChild(el("span", "muted", " " + [a[2], size].filter(Boolean).join(", ") + (a[0] === "image" && !thumb ? " (not embedded)" : "")));
+      ul.appendChild(li);
+    });
+    return ul;
+  }
   function section(title, content) {
     var s = el("section");
     add(s, el("h3", null, title), content);
@@ -403,6 +423,7 @@
     if (x.e) b.appendChild(section("Error", add(longText(x.e, x.eN, "err"), x.tb ? collapsed("traceback", longText(x.tb, x.tbN, "err"), true) : null)));
 
     if (c["in"]) b.appendChild(section("Input", longText(c["in"], c.inN)));
+    if (c.att && c.att.length) b.appendChild(section("Attachments (" + c.att.length + ")", attachments(c.att)));
     if (c.ex) b.appendChild(section("Expected", longText(c.ex, c.exN)));
     if (c.cx) b.appendChild(section("Context", longText(c.cx, c.cxN)));
     if (x.cv) {
