@@ -70,6 +70,7 @@ def _load(
     raise_errors: bool = True,
     env_files: tuple[Path, ...] = (),
     env_override: bool = False,
+    trace: bool = False,
 ) -> Any:
     from evalx.config.loader import load_config
     from evalx.errors import ConfigError
@@ -88,6 +89,7 @@ def _load(
             raise_errors=raise_errors,
             env_files=env_files,
             env_override=env_override,
+            trace=trace,
         )
     except ConfigError as exc:
         _fail([str(i) for i in exc.issues])
@@ -394,6 +396,11 @@ def _shard(ctx: click.Context, param: click.Parameter, value: str | None) -> tup
     metavar="auto|local|ADDR",
     help="With --executor ray: auto (a running cluster, the default), local (start one), or an address.",
 )
+@click.option(
+    "--trace",
+    is_flag=True,
+    help="Receive the targets' OpenTelemetry spans (as tracing: {receive: true}; docs/tracing.md).",
+)
 @max_cells_option
 @max_variants_option
 @html_max_cells_option
@@ -432,13 +439,14 @@ def run_cmd(
     max_cells: int | None,
     max_variants: int | None,
     html_max_cells: int | None,
+    trace: bool,
 ) -> None:
     """Run the evals and write runs/<run_id>/."""
     from evalx.execution.plan import Selection
     from evalx.execution.request import RunRequest
     from evalx.reports.render import Outputs, ReportOptions
 
-    config = _load(config_path, var, env_files=env_files, env_override=env_override)
+    config = _load(config_path, var, env_files=env_files, env_override=env_override, trace=trace)
     request = RunRequest(
         selection=Selection(
             list(targets),

@@ -74,6 +74,11 @@ def _show(value: Any) -> str:
     return _cut(repr(value) if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=str))
 
 
+#: the JSON-subset comparison and the value shown in a reason, for the other assertion modules
+first_difference = _first_difference
+show = _show
+
+
 def _cut(text: str, limit: int = 80) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 

@@ -78,6 +78,7 @@ from typing import Any, TypeVar
 
 import aiohttp
 
+from evalx.common import trace_context
 from evalx.common.deadline import current as current_deadline
 from evalx.common.redaction import shown_url, split_userinfo
 from evalx.errors import TargetError, TargetProtocolError, TargetTimeout
@@ -652,7 +653,13 @@ class HttpClient:
     async def _request_once(
         self, route: _Route, method: str, url: str, data: bytes | None, headers: dict[str, str], timeout: aiohttp.ClientTimeout
     ) -> aiohttp.ClientResponse:
-        """One request on ``route`` (``url`` resolved by :meth:`_route`), never following a redirect; a proxy's 407 raises."""
+        """One request on ``route`` (``url`` resolved by :meth:`_route`), never following a redirect; a proxy's 407 raises.
+
+        In a traced cell (docs/tracing.md) the request carries the cell's W3C ``traceparent``.
+        """
+        cell_span = trace_context.CURRENT.get()
+        if cell_span is not None:
+            headers = {**headers, "traceparent": cell_span.traceparent()}
         resp = await self._get_session().request(
             method,
             route.url,
