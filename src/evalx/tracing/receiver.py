@@ -69,12 +69,13 @@ class Receiver:
         except web.HTTPRequestEntityTooLarge:
             return web.Response(status=413, text=f"a body of at most {MAX_BODY_BYTES} bytes")
         encoding = request.headers.get("Content-Encoding", "").lower()
-        if encoding == "gzip":
+        # aiohttp inflates a gzip body itself (bounded by client_max_size); one it left compressed is inflated here
+        if encoding == "gzip" and body[:2] == b"\x1f\x8b":
             try:
                 body = _gunzip(body)
             except ValueError as exc:
                 return web.Response(status=413 if "bytes" in str(exc) else 400, text=str(exc))
-        elif encoding not in ("", "identity"):
+        elif encoding not in ("", "identity", "gzip"):
             return web.Response(status=415, text=f"Content-Encoding {encoding} is not read: send gzip or none")
         try:
             message = _decode(body, is_json)
