@@ -280,3 +280,14 @@ datasets:
         assert llm["attributes"]["llm.token_count.prompt"] == usage["input_tokens"]
     finally:
         server.stop()
+
+
+def test_the_example_runs(tmp_path: Path) -> None:
+    example = Path(__file__).parents[2] / "examples" / "tracing"
+    project = tmp_path / "tracing"
+    shutil.copytree(example, project)
+    done = _run(project)
+    assert done.returncode == 0, done.stdout + done.stderr
+    paris, no_city = _cells(project)
+    assert paris["trace"]["source"] == "trace" and [c["name"] for c in paris["output"]["tool_calls"]] == ["get_weather"]
+    assert no_city["status"] == "pass"

@@ -172,6 +172,9 @@ class Executor:
                 token = trace_context.CURRENT.set(cell_span)
                 try:
                     traj = await self._call(target, cell, deadline, plan.settings.max_response_bytes)
+                except BaseException:  # the run is interrupted: the cell's trace is closed, its late spans counted
+                    self.tracing.collector.end(bucket)
+                    raise
                 finally:
                     trace_context.CURRENT.reset(token)
             latency = (time.perf_counter() - t0) * 1000.0

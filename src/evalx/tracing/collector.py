@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import json
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -24,6 +25,14 @@ __all__ = ["CellSpans", "Collector", "TraceCounts", "TracedTally"]
 
 #: closed traces remembered to tell a late span from an unknown one
 REMEMBERED = 100_000
+#: the most bytes of spans one cell keeps (about, as JSON): more are counted as dropped
+MAX_TRACE_BYTES = 8 * 1024 * 1024
+
+
+def _size(span: StoredSpan) -> int:
+    """About what ``span`` takes in a results line: its attributes as JSON, and the fixed fields."""
+    attributes = span["attributes"]
+    return 300 + len(span["name"]) + len(span["status_message"]) + (len(json.dumps(attributes, default=str)) if attributes else 0)
 
 
 @dataclass
@@ -34,6 +43,8 @@ class CellSpans:
     limit: int
     spans: list[StoredSpan] = field(default_factory=list)
     dropped: int = 0
+    #: about how many bytes the kept spans take in the results line (:data:`MAX_TRACE_BYTES` at most)
+    bytes: int = 0
     #: spans the in-process SDK started under this cell and has not handed over yet
     pending: int = 0
     changed: asyncio.Event = field(default_factory=asyncio.Event)
@@ -86,8 +97,10 @@ class Collector:
                 else:
                     counts.unknown += 1
                 continue
-            if len(bucket.spans) < bucket.limit:
+            size = _size(span)
+            if len(bucket.spans) < bucket.limit and bucket.bytes + size <= MAX_TRACE_BYTES:
                 bucket.spans.append(span)
+                bucket.bytes += size
             else:
                 bucket.dropped += 1
                 counts.dropped += 1

@@ -31,5 +31,5 @@ class TracingSettings:
         ),
     ] = None
     max_spans_per_cell: Annotated[
-        PositiveInt | None, Schema(description="Spans kept per cell (default 1000); more are counted as dropped.")
+        PositiveInt | None, Schema(description="Spans kept per cell (default 1000, and about 8 MB); more are counted as dropped.")
     ] = None
