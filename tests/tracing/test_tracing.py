@@ -111,6 +111,7 @@ def test_an_in_process_sdk_app_is_graded_on_its_spans(tmp_path: Path) -> None:
     assert tracing["trajectory_from_trace"] == 2
 
 
+@pytest.mark.slow
 def test_a_trajectory_the_target_reports_wins_over_the_spans(tmp_path: Path) -> None:
     project = _project(tmp_path, IN_PROCESS.replace("traced_app.py:agent", "own.py:agent"))
     (project / "own.py").write_text(
@@ -282,6 +283,7 @@ datasets:
         server.stop()
 
 
+@pytest.mark.slow
 def test_the_example_runs(tmp_path: Path) -> None:
     example = Path(__file__).parents[2] / "examples" / "tracing"
     project = tmp_path / "tracing"

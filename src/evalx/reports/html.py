@@ -132,6 +132,8 @@ TOOL_CAP = 2_000
 MAX_TOOL_CALLS = 100
 #: spans of a traced cell shown in its waterfall (the rest counted; all of them are in results.jsonl)
 MAX_SPANS = 200
+#: spans shown per cell in a report lean for its size (the many-cells mode)
+LEAN_SPANS = 20
 #: characters of a span's key attributes shown
 SPAN_CAP = 300
 #: the span attributes a waterfall row shows, in this order (GenAI and OpenInference conventions)
@@ -717,7 +719,8 @@ class _ReportData:
         t0 = min(starts)
         parents = {str(s.get("span_id")): str(s.get("parent_span_id")) for s in spans}
         rows: list[JSON] = []
-        for span, start in zip(spans[:MAX_SPANS], starts, strict=False):
+        shown = LEAN_SPANS if self.embed.lean else MAX_SPANS  # a report of very many cells keeps each one small
+        for span, start in zip(spans[:shown], starts, strict=False):
             depth, parent = 0, parents.get(str(span.get("span_id")))
             while parent in parents and depth < 32:
                 depth, parent = depth + 1, parents[parent]
