@@ -406,6 +406,7 @@ def _finish(
             cells_planned=len(plan.cells),
             stopped_early=stopped,
             cost_guard=cost_guard,
+            tracing=tracing,
             shard={"index": shard["index"], "count": shard["count"], "plan_cells": plan.cells.total} if shard is not None else None,
         ),
         gates=config.typed.gates,
@@ -413,8 +414,6 @@ def _finish(
         output_dir=config.output_dir,
         run_dir=made.run_dir,
     )
-    if tracing is not None:
-        summary["tracing"] = tracing
     for warning in warnings:
         log.warning(warning)
     exit_code = decide_exit(summary, target_failed=bool(messages))
