@@ -75,8 +75,9 @@ def _show(value: Any) -> str:
 
 
 #: the JSON-subset comparison and the value shown in a reason, for the other assertion modules
+#: (main made these the public names themselves since: on merge, keep main's definitions and drop these aliases)
 first_difference = _first_difference
-show = _show
+show_json = _show
 
 
 def _cut(text: str, limit: int = 80) -> str:

@@ -17,7 +17,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from evalx.assertions.registry import AssertionContext, assertion
-from evalx.assertions.tools import first_difference, show
+from evalx.assertions.tools import first_difference, show_json
 from evalx.common import regexes, trace_context
 from evalx.common.json_types import JSON, JSONObject
 from evalx.models import Case, Verdict
@@ -94,7 +94,7 @@ def _matching(spans: list[StoredSpan], name: str | None, name_regex: str | None,
 
 def _what(name: str | None, name_regex: str | None, attributes: JSONObject | None) -> str:
     what = f"span {name!r}" if name else f"span /{name_regex}/" if name_regex else "span"
-    return what + (f" with {show(attributes)}" if attributes else "")
+    return what + (f" with {show_json(attributes)}" if attributes else "")
 
 
 def _names(spans: list[StoredSpan]) -> str:
