@@ -70,6 +70,7 @@ def _load(
     raise_errors: bool = True,
     env_files: tuple[Path, ...] = (),
     env_override: bool = False,
+    trace: bool = False,
 ) -> Any:
     from evalx.config.loader import load_config
     from evalx.errors import ConfigError
@@ -88,6 +89,7 @@ def _load(
             raise_errors=raise_errors,
             env_files=env_files,
             env_override=env_override,
+            trace=trace,
         )
     except ConfigError as exc:
         _fail([str(i) for i in exc.issues])
@@ -424,6 +426,11 @@ class ConcurrencyType(click.ParamType):  # type: ignore[type-arg]
     metavar="auto|local|ADDR",
     help="With --executor ray: auto (a running cluster, the default), local (start one), or an address.",
 )
+@click.option(
+    "--trace",
+    is_flag=True,
+    help="Receive the targets' OpenTelemetry spans (as tracing: {receive: true}; docs/tracing.md).",
+)
 @max_cells_option
 @max_variants_option
 @html_max_cells_option
@@ -463,6 +470,7 @@ def run_cmd(
     max_cells: int | None,
     max_variants: int | None,
     html_max_cells: int | None,
+    trace: bool,
 ) -> None:
     """Run the evals and write runs/<run_id>/."""
     from evalx.execution.plan import Selection
@@ -470,7 +478,7 @@ def run_cmd(
     from evalx.reports.render import Outputs, ReportOptions
 
     to_stdout = _markdown_to_stdout(markdown, json_out)
-    config = _load(config_path, var, env_files=env_files, env_override=env_override)
+    config = _load(config_path, var, env_files=env_files, env_override=env_override, trace=trace)
     request = RunRequest(
         selection=Selection(
             list(targets),

@@ -2,4 +2,4 @@
 
 from __future__ import annotations
 
-from evalx.assertions import deterministic, model_graded, text_metrics, tool_results, tools, trajectory  # noqa: F401
+from evalx.assertions import deterministic, model_graded, text_metrics, tool_results, tools, traces, trajectory  # noqa: F401

@@ -28,12 +28,15 @@ import typing
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from evalx.assertions.spec import AssertionSpec
 from evalx.common.json_types import JSON, JSONObject
 from evalx.common.typeschema import properties, schema_of
 from evalx.models import Case, Trajectory, Verdict
+
+if TYPE_CHECKING:
+    from evalx.tracing.spans import StoredSpan
 
 #: keys every assertion accepts, whatever its type (:class:`AssertionSpec`'s fields, but the model-graded types' ``judge:``)
 COMMON_KEYS: dict[str, JSONObject] = {key: sub for key, sub in properties(AssertionSpec).items() if key != "judge"}
@@ -67,6 +70,10 @@ class AssertionContext:
     target: str = ""
     #: the target's declared ``tools:`` (``tool_calls_valid``), None when it declares none
     tools: list[JSONObject] | None = None
+    #: a traced run (docs/tracing.md): the cell's received spans, in start order (None: not traced, e.g. a cached answer)
+    spans: list[StoredSpan] | None = None
+    #: whether the run receives traces at all
+    traced: bool = False
 
     @property
     def text(self) -> str:

@@ -177,6 +177,7 @@ def load_config(
     env_files: Sequence[str | os.PathLike[str]] = (),
     env_override: bool = False,
     env_file_values: Mapping[str, str] | None = None,
+    trace: bool = False,
 ) -> Config:
     """Read and validate a config; raise :class:`ConfigError` with every issue.
 
@@ -193,7 +194,7 @@ def load_config(
     ``env_files`` (``--env-file``) are loaded after the config's ``env_file:``, before
     ``${VAR}`` is resolved (config/env_files.py); ``env_override`` lets them replace set variables.
     With a ``document``, its caller loaded them (:func:`env_from_files`) and gives their values
-    in ``env_file_values``, to be redacted.
+    in ``env_file_values``, to be redacted. ``trace`` (``--trace``) turns ``tracing.receive`` on.
     """
     p = Path(path)
     env = os.environ if env is None else env
@@ -203,6 +204,9 @@ def load_config(
     else:
         loaded = document
     load_plugins_of(loaded, p.resolve().parent)
+    if trace:  # --trace: as if the config said tracing: {receive: true}
+        tracing = loaded.data.get("tracing")
+        loaded.data["tracing"] = {**(tracing if isinstance(tracing, dict) else {}), "receive": True}
     if var_overrides:
         loaded.data["vars"] = {**(loaded.data.get("vars") or {}), **var_overrides}
 
@@ -472,8 +476,13 @@ def semantic_issues(config: Config, *, check_imports: bool = True) -> list[Issue
             check_ref(("datasets", i, "targets", j), ref, f"datasets[{i}].targets")
 
     from evalx.assertions.deterministic import spec_problems
+    from evalx.assertions.traces import NEEDS_TRACING, needs_tracing
 
+    tracing = data.get("tracing")
+    receiving = isinstance(tracing, dict) and tracing.get("receive") is True
     for i, spec in enumerate(_list(data.get("assert"))):
+        if isinstance(spec, dict) and spec.get("type") in NEEDS_TRACING and not receiving:
+            issues.append(config.issue(("assert", i, "type"), f"{spec['type']}: {needs_tracing() or ''}".rstrip(": ")))
         if isinstance(spec, dict) and spec.get("type") == "python" and check_imports and isinstance(spec.get("callable"), str):
             problem = importable(spec["callable"], config.base_dir)
             if problem:

@@ -23,6 +23,7 @@ from evalx.datasets.spec import DatasetSpec
 from evalx.judge.spec import JudgeSettings
 from evalx.results.gates import Gates
 from evalx.targets.spec import AnyTargetSpec, DefaultSettings
+from evalx.tracing.spec import TracingSettings
 
 __all__ = ["Defaults", "EnvFiles", "EvalConfig", "ExecutorSettings", "HookSpec", "Hooks", "Matrix", "Output", "eval_config"]
 
@@ -168,6 +169,7 @@ class EvalConfig:
     gates: Gates = field(default_factory=Gates)
     output: Output = field(default_factory=Output)
     executor: ExecutorSettings = field(default_factory=ExecutorSettings)
+    tracing: TracingSettings = field(default_factory=TracingSettings)
 
     def target(self, target_id: str) -> AnyTargetSpec:
         """The ``targets:`` entry with this id (KeyError if none)."""

@@ -20,10 +20,11 @@ import time
 import traceback
 from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from evalx.assertions import AssertionContext, Grader, cell_status, evaluate_case
 from evalx.assertions.evaluate import MIN_CHECK_TIME_S
+from evalx.common import trace_context
 from evalx.common.deadline import Deadline, HeldTheLoop, within
 from evalx.common.json_types import JSONObject
 from evalx.errors import TargetError, one_line
@@ -32,6 +33,11 @@ from evalx.models import Cell, Trajectory, safe_trajectory
 from evalx.results.model import AssertionRecord, CellResult, cell_result, not_run
 from evalx.targets import RunContext, Target, TargetSettings, tally
 from evalx.targets.batch import BatchRound
+
+if TYPE_CHECKING:
+    from evalx.tracing.collector import TraceCounts
+    from evalx.tracing.run import RunTracing
+    from evalx.tracing.spans import StoredSpan, TraceRecord
 
 
 class Cells(Protocol):
@@ -59,6 +65,8 @@ class ExecutionStats:
     errors_by_target: dict[str, list[str]] = field(default_factory=dict)
     cells_by_target: dict[str, int] = field(default_factory=dict)
     interrupted: bool = False
+    #: a traced run: spans received, late, unknown and dropped (:class:`evalx.tracing.collector.TraceCounts`)
+    trace_counts: TraceCounts | None = None
 
 
 class Executor:
@@ -89,6 +97,8 @@ class Executor:
         self.live: dict[Deadline, None] = {}
         #: batch mode: counts the workers, so queued requests go out once every worker waits on a batch (set by the runtime)
         self.batch_round: BatchRound | None = None
+        #: a traced run (``tracing: {receive: true}``): each cell its own trace, its spans in its result
+        self.tracing: RunTracing | None = None
 
     async def execute(self) -> ExecutionStats:
         workers: list[asyncio.Task[None]] = []
@@ -172,6 +182,8 @@ class Executor:
         live = self.live
         live[deadline] = None  # the watchdog stops the cell if it holds the event loop past its deadline
         waited = cells.rate_wait_s()
+        trace: TraceRecord | None = None
+        spans: list[StoredSpan] | None = None
         try:
             if hit is not None:
                 traj = cells.from_cache(hit, target)
@@ -179,11 +191,24 @@ class Executor:
                     traj = safe_trajectory(traj, plan.settings.max_response_bytes)
                 except ValueError as exc:
                     traj = Trajectory(error=f"{target.id}'s cached answer cannot be used: {exc}")
-            else:
+            elif self.tracing is None:
                 traj = await self._call(target, cell, deadline, plan.settings.max_response_bytes)
+            else:  # its own trace: its calls carry the cell's span as their parent
+                cell_span, bucket = self.tracing.begin()
+                token = trace_context.CURRENT.set(cell_span)
+                try:
+                    traj = await self._call(target, cell, deadline, plan.settings.max_response_bytes)
+                except BaseException:  # the run is interrupted: the cell's trace is closed, its late spans counted
+                    self.tracing.collector.end(bucket)
+                    raise
+                finally:
+                    trace_context.CURRENT.reset(token)
             latency = (time.perf_counter() - t0 - (cells.rate_wait_s() - waited)) * 1000.0  # a rate-limit wait is not latency
             if traj.latency_ms is None:
                 traj.latency_ms = round(latency, 3)
+            if self.tracing is not None and hit is None:  # the wait for late spans is not the target's latency
+                trace = await self.tracing.finish(bucket, traj, target.type, getattr(target, "price", None))
+                spans = trace["spans"]
             if cache is not None and cache_key and hit is None and traj.error is None:  # errors are never cached
                 cache.put(cache_key, cells.cache_entry(traj, self.run))
             asserts = [*self.global_asserts, *cell.case.asserts]
@@ -193,6 +218,8 @@ class Executor:
                 deadline.at_least(MIN_CHECK_TIME_S)
                 deadline.task = asyncio.current_task()
                 ctx = self.assertion_context(cell, target, traj)
+                ctx.spans = spans
+                ctx.traced = self.tracing is not None
                 try:
                     assertions = await evaluate_case(asserts, ctx, deadline=deadline)
                 except HeldTheLoop:  # the watchdog stopped a check outside the part of it that reports its own errors
@@ -208,6 +235,8 @@ class Executor:
             status, score, assertions, output, traj.latency_ms, traj.ttft_ms, traj.cost_usd,
             judge_cost, cached, traj.error, tb, started_at, None, cells.rate_limits(),
         )  # fmt: skip
+        if trace is not None:
+            result["trace"] = trace
         if self.run.redactor:
             result = self.run.redactor.obj(result)
         if result["error"] is not None:

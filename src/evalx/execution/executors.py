@@ -35,6 +35,7 @@ if TYPE_CHECKING:
     from evalx.config.loader import Config
     from evalx.execution.plan import Plan
     from evalx.execution.ray_executor import ExecutorChoice
+    from evalx.tracing.run import RunTracing
 
 log = logging.getLogger(__name__)
 
@@ -86,10 +87,19 @@ class LocalExecutor:
             from evalx.targets.transport.cache import ResponseCache, cache_path
 
             ctx.cache = ResponseCache(cache_path(config.base_dir))
-        runtime = await CellRuntime.start(
-            ctx, plans, CellSetup.of(config, plan, job.overrides), on_result=job.on_result, on_batch=job.on_batch
-        )
+        tracing = await _start_tracing(config)
+        try:
+            runtime = await CellRuntime.start(
+                ctx, plans, CellSetup.of(config, plan, job.overrides), on_result=job.on_result, on_batch=job.on_batch
+            )
+        except BaseException:
+            if tracing is not None:
+                await tracing.aclose()
+            raise
         executor = runtime.executor
+        if tracing is not None:
+            tracing.adopt_sdk()  # after the targets started: a provider their modules set at import is kept
+            executor.tracing = tracing
         executor.admit = job.admit  # the cost guard: asked before each cell starts
         executor.stop = job.stop  # --max-failures
         signals = Interrupt()
@@ -103,9 +113,24 @@ class LocalExecutor:
             stats.interrupted = True
         finally:
             await runtime.aclose()
+            if tracing is not None:
+                await tracing.aclose()
+                executor.stats.trace_counts = tracing.counts
         if signals.interrupted:
             stats.interrupted = True
         return stats
+
+
+async def _start_tracing(config: Config) -> RunTracing | None:
+    """The run's receiver when ``tracing: {receive: true}`` (or ``--trace``); None otherwise."""
+    settings = config.typed.tracing
+    if not settings.receive:
+        return None
+    from evalx.tracing.run import RunTracing
+
+    tracing = RunTracing(settings)
+    await tracing.start()
+    return tracing
 
 
 class RayExecutor:

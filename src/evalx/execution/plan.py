@@ -20,9 +20,9 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from functools import cached_property
 from itertools import islice
-from typing import overload
+from typing import Any, overload
 
-from evalx.common import written
+from evalx.common import trace_context, written
 from evalx.common.json_types import JSONObject
 from evalx.config.loader import Config
 from evalx.config.matrix import MatrixCount, Variant, count_variants, expand, matrix_count
@@ -343,13 +343,25 @@ class Plan:
 
 
 def load_all_datasets(config: Config, only: list[str] | None = None) -> dict[str, CaseTable]:
-    from evalx.datasets.loader import load_dataset
-
     redact = config.redactor.obj if config.redactor else (lambda value: value)
-    out: dict[str, CaseTable] = {}
-    errors: list[str] = []
     # `evalx validate` reads the datasets of a config with errors elsewhere: each entry on its own, not Config.typed whole
     target_ids = tuple(written.target_entries(config))
+    tracing = config.data.get("tracing")
+    # the trace_* checks are an error in a config that does not receive traces (assertions/traces.py)
+    receiving = trace_context.RECEIVING.set(isinstance(tracing, dict) and tracing.get("receive") is True)
+    try:
+        return _load_datasets(config, only, redact, target_ids)
+    finally:
+        trace_context.RECEIVING.reset(receiving)
+
+
+def _load_datasets(
+    config: Config, only: list[str] | None, redact: Callable[[Any], Any], target_ids: tuple[str, ...]
+) -> dict[str, CaseTable]:
+    from evalx.datasets.loader import load_dataset
+
+    out: dict[str, CaseTable] = {}
+    errors: list[str] = []
     for i, entry in enumerate(written.dataset_entries(config)):
         spec = dataset_spec(entry)
         if only and spec.id not in only:

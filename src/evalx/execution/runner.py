@@ -37,6 +37,7 @@ from evalx.results.outcome import RunFacts, decide_exit, finish_summary, nothing
 from evalx.results.store import RESULTS, ReadProblems, ResultWriter, RunLock, new_run_id, read_results, rewrite_results, write_json
 from evalx.targets.preflight import ConnectWatch, chained
 from evalx.targets.spec import EngineTargetSpec, ProviderTargetSpec
+from evalx.tracing.spans import TracingReport
 
 if TYPE_CHECKING:
     from evalx.execution.budget import CostGuard
@@ -62,6 +63,7 @@ def run(config: Config, request: RunRequest) -> RunOutcome:
     :class:`~evalx.execution.rerun.NothingToRerun` when a rerun has nothing to run.
     """
     resolved = resolve(config, request)
+    _check_tracing(config, request)
     plan = build_plan(config, resolved.selection)
     config.check_env(plan.base_target_ids)  # matrix variants need their target's variables
     _check_template_references(config, plan)
@@ -81,6 +83,20 @@ def run(config: Config, request: RunRequest) -> RunOutcome:
         return _run_locked(config, resolved, plan, _Run(run_id, run_dir, fingerprint, previous, resuming))
     finally:
         lock.release()
+
+
+def _check_tracing(config: Config, request: RunRequest) -> None:
+    """A traced run needs the OpenTelemetry packages and the local executor: one line saying so, before anything runs."""
+    if not config.typed.tracing.receive:
+        return
+    from evalx.errors import EvalxError
+    from evalx.tracing import otel_missing
+
+    missing = otel_missing()
+    if missing:
+        raise EvalxError(missing)
+    if (request.executor or config.typed.executor.kind) == "ray":
+        raise EvalxError("tracing receives spans on this machine: it runs with the local executor only, not --executor ray")
 
 
 def _check_template_references(config: Config, plan: Plan) -> None:
@@ -188,10 +204,16 @@ def _execute(config: Config, resolved: ResolvedRun, plan: Plan, made: _Run, meta
     # a target that is down: its other cells skipped
     watch = ConnectWatch({t.id: len(todo.cells_for(t.id)) for t in remote}, {t.id: t.start for t in remote})
     recorded = 0
+    from evalx.tracing.collector import TracedTally
+
+    traced = TracedTally()
 
     def on_result(result: CellResult) -> None:
         nonlocal recorded
         writer.write(result)
+        trace = result.get("trace")
+        if trace is not None:
+            traced.add(trace)
         summary_builder.add(result)
         if guard is not None:
             guard.record(result)
@@ -239,7 +261,11 @@ def _execute(config: Config, resolved: ResolvedRun, plan: Plan, made: _Run, meta
             for line in pairs.messages:
                 log.info(line)
             summary_builder.add_pairwise(pairs.records)
-    return _finish(config, request, plan, made, meta, summary_builder, stats, guard, duration, stopped, watch)
+    tracing = None
+    if config.typed.tracing.receive:
+        traced.finish(stats.trace_counts)
+        tracing = traced.report
+    return _finish(config, request, plan, made, meta, summary_builder, stats, guard, duration, stopped, watch, tracing)
 
 
 def _record_run(config: Config, resolved: ResolvedRun, plan: Plan, made: _Run) -> RunMeta:
@@ -357,6 +383,7 @@ def _finish(
     duration: float,
     stopped: str | None = None,
     watch: ConnectWatch | None = None,
+    tracing: TracingReport | None = None,
 ) -> RunOutcome:
     """The run's summary, gates and exit status; then its reports and final ``run.json``.
 
@@ -383,6 +410,7 @@ def _finish(
             cells_planned=len(plan.cells),
             stopped_early=stopped,
             cost_guard=cost_guard,
+            tracing=tracing,
             shard={"index": shard["index"], "count": shard["count"], "plan_cells": plan.cells.total} if shard is not None else None,
         ),
         gates=config.typed.gates,

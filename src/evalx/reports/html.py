@@ -137,6 +137,26 @@ THUMB_TYPES = frozenset({"image/png", "image/jpeg", "image/gif", "image/webp"})
 TOOL_CAP = 2_000
 #: tool calls kept per cell
 MAX_TOOL_CALLS = 100
+#: spans of a traced cell shown in its waterfall (the rest counted; all of them are in results.jsonl)
+MAX_SPANS = 200
+#: spans shown per cell in a report lean for its size (the many-cells mode)
+LEAN_SPANS = 20
+#: characters of a span's key attributes shown
+SPAN_CAP = 300
+#: the span attributes a waterfall row shows, in this order (GenAI and OpenInference conventions)
+SPAN_KEYS = (
+    "gen_ai.operation.name",
+    "gen_ai.tool.name",
+    "tool.name",
+    "gen_ai.request.model",
+    "llm.model_name",
+    "openinference.span.kind",
+    "gen_ai.usage.input_tokens",
+    "gen_ai.usage.output_tokens",
+    "llm.token_count.prompt",
+    "llm.token_count.completion",
+    "http.route",
+)
 #: characters of an assertion's reason / judge details kept
 REASON_CAP = 4_000
 #: pairwise comparisons shown in a cell's detail (the rest are in results.jsonl)
@@ -696,7 +716,46 @@ class _ReportData:
                 cell["evN"] = len(events)
                 if output.get("events_truncated"):
                     cell["evT"] = 1  # the target already dropped some
+        trace = result.get("trace")
+        if isinstance(trace, dict):
+            self._waterfall(cell, trace)
         self.cells.add(cell)
+
+    def _waterfall(self, cell: JSONObject, trace: Mapping[str, Any]) -> None:
+        """``cell["tw"]``: a traced cell's spans as waterfall rows [name, start offset ms, duration ms, status, depth, key attributes]."""
+        spans = [s for s in as_array(trace.get("spans")) if isinstance(s, dict)]
+        cell["tid"] = self.embed.text(trace.get("trace_id"), 40)
+        if not spans:
+            cell["tw"] = []
+            return
+        starts = [_int(s.get("start_unix_nano")) for s in spans]
+        t0 = min(starts)
+        parents = {str(s.get("span_id")): str(s.get("parent_span_id")) for s in spans}
+        rows: list[JSON] = []
+        shown = LEAN_SPANS if self.embed.lean else MAX_SPANS  # a report of very many cells keeps each one small
+        for span, start in zip(spans[:shown], starts, strict=False):
+            depth, parent = 0, parents.get(str(span.get("span_id")))
+            while parent in parents and depth < 32:
+                depth, parent = depth + 1, parents[parent]
+            attributes = span.get("attributes")
+            keys = [f"{k}={_one_line_json(attributes[k])}" for k in SPAN_KEYS if isinstance(attributes, dict) and k in attributes]
+            status = span.get("status")
+            if status == "error" and span.get("status_message"):
+                keys.append(f"error: {span.get('status_message')}")
+            duration = finite(span.get("duration_ms"))
+            rows.append(
+                [
+                    self.embed.text(span.get("name"), 200),
+                    round((start - t0) / 1e6, 3),
+                    round(duration, 3) if duration is not None else 0,
+                    2 if status == "error" else 1 if status == "ok" else 0,
+                    depth,
+                    self.embed.text(" · ".join(keys), SPAN_CAP),
+                ]
+            )
+        cell["tw"] = rows
+        if len(spans) > len(rows) or trace.get("dropped"):
+            cell["twN"] = len(spans) + _int(trace.get("dropped"))
 
     def _pairwise(self, record: PairwiseRecord | JSONObject) -> list[JSON]:
         """One pairwise comparison of the cell as the detail shows it: the other target, the verdict in words, the replies."""

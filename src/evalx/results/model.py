@@ -42,6 +42,7 @@ from typing import Any, Literal, TypedDict
 
 from evalx.common.json_types import JSONObject
 from evalx.models import Case, is_truncated
+from evalx.tracing.spans import TraceRecord, TracingReport
 
 __all__ = [
     "RESULT_VERSION",
@@ -278,6 +279,9 @@ class CellResult(_CellResultKeys, total=False):
 
     skip_reason: str
     """Only on a cell that was not run: why (the cost guard stopped the run)."""
+    trace: TraceRecord
+    """Only in a traced run (``tracing: {receive: true}``, docs/tracing.md): the cell's trace id, its spans, and
+    whether its tool calls and usage came from them (``source``)."""
     description: str
     """Only when the case has one: its ``description:``, as written (JUnit ``system-out``, the HTML report)."""
     notes: str
@@ -1285,4 +1289,6 @@ class RunSummary(SummaryFigures, total=False):
     merged: MergeReport
     """Only in a run made by ``evalx merge``: the shards it merged, and whether any were missing."""
     reviews: ReviewCounts
+    tracing: TracingReport
+    """Only in a traced run (``tracing: {receive: true}``, docs/tracing.md): its cells' spans counted."""
     """Only when review marks apply (``reviews.jsonl``, :mod:`evalx.results.reviews`): how many cells they mark and override."""

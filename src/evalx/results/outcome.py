@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any, cast
 if TYPE_CHECKING:  # the CLI imports the exit codes at startup: keep this module light
     from evalx.results.gates import Gates
     from evalx.results.model import CostGuardReport, MergeReport, RunSummary, ShardReport, SummaryFigures
+    from evalx.tracing.spans import TracingReport
 
 __all__ = [
     "EXIT_FAILED",
@@ -55,6 +56,7 @@ RUN_KEYS = (
     "cells_planned",
     "stopped_early",
     "cost_guard",
+    "tracing",
     "shard",
     "merged",
     "comparison",
@@ -82,6 +84,8 @@ class RunFacts:
     """A run made by ``evalx merge``: the shards it merged."""
     stopped_early: str | None = None
     """Why the run started no more cells before its plan's end (``--max-failures``), or None."""
+    tracing: TracingReport | None = None
+    """A traced run (``tracing: {receive: true}``): its spans counted."""
 
 
 def finish_summary(
@@ -121,6 +125,8 @@ def finish_summary(
         summary["stopped_early"] = facts.stopped_early
     if facts.cost_guard is not None:
         summary["cost_guard"] = facts.cost_guard
+    if facts.tracing is not None:
+        summary["tracing"] = facts.tracing
     if facts.shard is not None:
         summary["shard"] = facts.shard
     if facts.merged is not None:

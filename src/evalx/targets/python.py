@@ -22,6 +22,7 @@ import inspect
 from collections.abc import Mapping
 from typing import Any, TypedDict
 
+from evalx.common import trace_context
 from evalx.common.attachments import is_parts, python_parts
 from evalx.common.json_types import JSON, JSONObject, Message
 from evalx.common.templates import TemplateRenderError
@@ -109,8 +110,10 @@ class PythonTarget:
                 kwargs["case"]["input"] = arg
         if _call is not None:  # a turn of a conversation (converse): its own arguments
             fn = _with_arguments(fn, *_call)
+        cell_span = trace_context.CURRENT.get()  # a traced cell: its span is the OpenTelemetry context of the call
         if self._is_async:
             token = printed.SINK.set(out)  # tasks the callable starts inherit it
+            undo = trace_context.activated(cell_span)
             try:
                 value = await fn(arg, **kwargs)
             except asyncio.CancelledError as exc:  # the cell timed out (or the run stops): keep what it printed so far
@@ -120,15 +123,20 @@ class PythonTarget:
                 _printed_note(exc, out)
                 raise
             finally:
+                if undo is not None:
+                    undo()
                 printed.SINK.reset(token)
         else:
             assert self._pool is not None, "start() first"
 
             def call_in_thread() -> Any:
                 token = printed.SINK.set(out)  # in the worker thread's own context
+                undo = trace_context.activated(cell_span)
                 try:
                     return fn(arg, **kwargs)
                 finally:
+                    if undo is not None:
+                        undo()
                     printed.SINK.reset(token)
 
             call = self._pool.run(call_in_thread)

@@ -321,6 +321,36 @@
     });
     return ul;
   }
+
+  // a traced cell's spans: one row each, indented by depth, a bar placed on the trace's time line
+  function waterfall(x) {
+    var wrap = el("div", "waterfall");
+    if (x.tid) wrap.appendChild(el("p", "muted", "trace " + x.tid));
+    if (!x.tw.length) {
+      wrap.appendChild(el("p", "muted", "no spans arrived for this cell"));
+      return wrap;
+    }
+    var end = 0;
+    x.tw.forEach(function (r) { end = Math.max(end, r[1] + r[2]); });
+    var tbl = el("table", "spans"), tb = el("tbody");
+    x.tw.forEach(function (r) {
+      var name = el("td", "sname", r[0]);
+      name.style.paddingLeft = (4 + Math.min(r[4], 12) * 14) + "px";
+      var bar = el("div", "sbar" + (r[3] === 2 ? " bad" : ""));
+      bar.style.marginLeft = (end ? (r[1] / end) * 100 : 0).toFixed(2) + "%";
+      bar.style.width = Math.max(end ? (r[2] / end) * 100 : 100, 0.5).toFixed(2) + "%";
+      add(tb, add(el("tr", r[3] === 2 ? "serr" : null),
+        name,
+        add(el("td", "stime"), bar),
+        el("td", "sdur", fmtMs(r[2])),
+        el("td", "sstatus " + (r[3] === 2 ? "bad" : ""), r[3] === 2 ? "error" : r[3] === 1 ? "ok" : ""),
+        el("td", "sattrs", r[5])));
+    });
+    tbl.appendChild(tb);
+    wrap.appendChild(tbl);
+    if (x.twN) wrap.appendChild(el("p", "muted", "… " + (x.twN - x.tw.length) + " more spans in results.jsonl"));
+    return wrap;
+  }
   function section(title, content) {
     var s = el("section");
     add(s, el("h3", null, title), content);
@@ -443,6 +473,8 @@
       var toolsTitle = "Tool calls (" + (x.tcN || x.tc.length) + ")";
       b.appendChild(section(toolsTitle, add(ol, x.tcN ? el("li", "muted", "… " + (x.tcN - x.tc.length) + " more in results.jsonl") : null)));
     }
+
+    if (x.tw) b.appendChild(section("Trace (" + (x.twN || x.tw.length) + " spans)", waterfall(x)));
 
     var tk = x.tk || [0, 0, 0];
     b.appendChild(section("Figures", facts([

@@ -78,6 +78,7 @@ from typing import Any, TypeVar
 
 import aiohttp
 
+from evalx.common import trace_context
 from evalx.common.deadline import current as current_deadline
 from evalx.common.redaction import shown_url, split_userinfo
 from evalx.errors import TargetError, TargetProtocolError, TargetTimeout
@@ -668,7 +669,13 @@ class HttpClient:
     def _request_once(
         self, route: _Route, method: str, data: bytes | None, headers: dict[str, str], timeout: aiohttp.ClientTimeout
     ) -> Awaitable[aiohttp.ClientResponse]:
-        """One request on ``route``, never following a redirect: aiohttp's awaitable (no coroutine of ours per request)."""
+        """One request on ``route``, never following a redirect: aiohttp's awaitable (no coroutine of ours per request).
+
+        In a traced cell (docs/tracing.md) the request carries the cell's W3C ``traceparent``.
+        """
+        cell_span = trace_context.CURRENT.get()
+        if cell_span is not None:
+            headers = {**headers, "traceparent": cell_span.traceparent()}
         return self._get_session().request(
             method,
             route.url,
