@@ -276,6 +276,7 @@ def run(
     max_cells: int | None = None,
     max_variants: int | None = None,
     max_failures: int | None = None,
+    otlp_endpoint: str | None = None,
 ) -> RunResult:
     """Run ``config`` as ``evalx run`` would (the same options, by their Python names) and return its :class:`RunResult`.
 
@@ -331,6 +332,7 @@ async def arun(
     max_cells: int | None = None,
     max_variants: int | None = None,
     max_failures: int | None = None,
+    otlp_endpoint: str | None = None,
 ) -> RunResult:
     """:func:`run`, awaitable: the run goes on a worker thread (it has its own event loop), this coroutine awaits it."""
     import asyncio
@@ -388,6 +390,7 @@ def _request(given: dict[str, Any]) -> RunRequest:
         ),
         quiet=bool(given["quiet"]),
         max_failures=max_failures,
+        otlp_endpoint=given["otlp_endpoint"],
     )
 
 

@@ -398,6 +398,13 @@ def _shard(ctx: click.Context, param: click.Parameter, value: str | None) -> tup
     metavar="auto|local|ADDR",
     help="With --executor ray: auto (a running cluster, the default), local (start one), or an address.",
 )
+@click.option(
+    "--otlp-endpoint",
+    metavar="URL",
+    callback=lambda ctx, param, value: _otlp_endpoint(value),
+    help="Send the run's spans (run, cells, target calls, checks) to this OTLP/HTTP traces URL (default: tracing.export, "
+    "then OTEL_EXPORTER_OTLP_TRACES_ENDPOINT / OTEL_EXPORTER_OTLP_ENDPOINT; a URL without a path gets /v1/traces).",
+)
 @max_cells_option
 @max_variants_option
 @html_max_cells_option
@@ -433,6 +440,7 @@ def run_cmd(
     markdown: Path | None,
     executor: str | None,
     ray_address: str | None,
+    otlp_endpoint: str | None,
     max_cells: int | None,
     max_variants: int | None,
     html_max_cells: int | None,
@@ -469,6 +477,7 @@ def run_cmd(
         outputs=Outputs(junit=junit, junit_flavor=junit_flavor, html=html, markdown=None if to_stdout else markdown),
         quiet=quiet,
         max_failures=_max_failures(max_failures, exit_first),
+        otlp_endpoint=otlp_endpoint,
     )
     if dry_run:
         from evalx.execution.request import plan_request
@@ -497,6 +506,18 @@ def run_cmd(
     click.echo(f"results: {os.path.relpath(outcome.run_dir)}/", err=True)
     _step_outputs(outcome)
     sys.exit(outcome.exit_code)
+
+
+def _otlp_endpoint(value: str | None) -> str | None:
+    """``--otlp-endpoint``: an http(s) URL, or a usage error (exit 2)."""
+    if value is None:
+        return None
+    from evalx.tracing.export import check_url
+
+    problem = check_url(value)
+    if problem is not None:
+        raise click.BadParameter(problem, param_hint="'--otlp-endpoint'")
+    return value
 
 
 def _markdown_to_stdout(markdown: Path | None, json_out: bool) -> bool:

@@ -24,7 +24,18 @@ from evalx.judge.spec import JudgeSettings
 from evalx.results.gates import Gates
 from evalx.targets.spec import AnyTargetSpec, DefaultSettings
 
-__all__ = ["Defaults", "EnvFiles", "EvalConfig", "ExecutorSettings", "HookSpec", "Hooks", "Matrix", "Output", "eval_config"]
+__all__ = [
+    "Defaults",
+    "EnvFiles",
+    "EvalConfig",
+    "ExecutorSettings",
+    "HookSpec",
+    "Hooks",
+    "Matrix",
+    "Output",
+    "TracingSettings",
+    "eval_config",
+]
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -131,6 +142,20 @@ class EnvFiles:
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
+class TracingSettings:
+    """``tracing:``: OpenTelemetry both ways (docs/tracing.md)."""
+
+    export: Annotated[
+        str | None,
+        Schema(
+            description="Send the run's own spans (run, cell, target call, checks, judge calls) to this OTLP/HTTP traces URL "
+            "(one without a path gets /v1/traces; --otlp-endpoint overrides; docs/tracing.md#export).",
+            pattern=r"^[Hh][Tt][Tt][Pp][Ss]?://[^\s/?#]+",
+        ),
+    ] = None
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
 class EvalConfig:
     """A whole ``evalconfig.yaml``, as the schema accepted it (after ``${VAR}`` interpolation)."""
 
@@ -165,6 +190,7 @@ class EvalConfig:
     gates: Gates = field(default_factory=Gates)
     output: Output = field(default_factory=Output)
     executor: ExecutorSettings = field(default_factory=ExecutorSettings)
+    tracing: TracingSettings = field(default_factory=TracingSettings)
 
     def target(self, target_id: str) -> AnyTargetSpec:
         """The ``targets:`` entry with this id (KeyError if none)."""

@@ -62,6 +62,8 @@ class RunRequest:
     quiet: bool = False
     #: ``--max-failures N`` (``-x``: 1): start no new cell once N cells failed or errored (the run is resumable)
     max_failures: int | None = None
+    #: ``--otlp-endpoint URL``: send the run's spans there (over ``tracing.export`` and the OTEL_EXPORTER_OTLP_* variables)
+    otlp_endpoint: str | None = None
 
     def overrides(self) -> Overrides:
         """The top layer of every target's settings: what this request sets over the config."""
