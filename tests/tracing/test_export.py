@@ -242,3 +242,36 @@ def test_a_bad_endpoint_is_a_usage_error(tmp_path: Path, server: FakeLLMServer) 
     bad = project(tmp_path / "b", server, export="ftp://x")
     result = CliRunner().invoke(main, ["validate", "-c", str(bad)])
     assert result.exit_code == 2 and "tracing.export" in result.output
+
+
+def test_the_received_spans_hook_puts_a_cells_own_spans_under_its_target_call(collector: OTLPCollector) -> None:
+    """After the merge with the receive side a result carries ``trace``: its ids are the cell's, its spans go under the call."""
+    from evalx.tracing.export import Endpoint, RunExporter, TargetFacts
+
+    cell_trace, cell_span = "ab" * 16, "cd" * 8
+    stored = [
+        {"name": "tool search", "trace_id": cell_trace, "span_id": "01" * 8, "parent_span_id": cell_span, "start_unix_nano": 1_000,
+         "end_unix_nano": 2_000, "status": "ok", "status_message": "", "kind": "internal", "service": "app",
+         "attributes": {"gen_ai.tool.name": "search", "note": f"key {SECRET}"}},
+        {"name": "http get", "trace_id": cell_trace, "span_id": "02" * 8, "parent_span_id": "01" * 8, "start_unix_nano": 1_100,
+         "end_unix_nano": 1_900, "status": "error", "status_message": "404", "kind": "client", "service": "app", "attributes": {}},
+    ]  # fmt: skip
+    result: Any = {
+        "run_id": "r1", "target": "py", "target_type": "python", "dataset": "d", "case_id": "c", "repeat": 0,
+        "status": "pass", "score": 1.0, "assertions": [], "output": {"text": "ok"}, "latency_ms": 5.0,
+        "started_at": "2026-01-01T00:00:00.000+00:00", "input": "hi",
+        "trace": {"trace_id": cell_trace, "span_id": cell_span, "spans": stored, "dropped": 0, "source": "trace"},
+    }  # fmt: skip
+    exporter = RunExporter(
+        Endpoint(f"{collector.url}/v1/traces", "--otlp-endpoint"),
+        run_id="r1", name="hook", redact=lambda text: text.replace(SECRET, "***"), targets={"py": TargetFacts("python")},
+    )  # fmt: skip
+    exporter.cell(result)
+    exporter.finish(None)
+    spans = {s.name: s for s in collector.spans}
+    cell, call = spans["evalx.cell"], spans["invoke_agent py"]
+    assert (cell.trace_id, cell.span_id) == (cell_trace, cell_span)  # the ids the target's spans were given
+    assert spans["tool search"].parent_span_id == call.span_id  # re-parented under the target call
+    assert spans["http get"].parent_span_id == "01" * 8 and spans["http get"].status == 2
+    assert spans["tool search"].resource["service.name"] == "app"
+    assert spans["tool search"].attributes["note"] == "key ***"

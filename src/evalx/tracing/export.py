@@ -299,7 +299,8 @@ class RunExporter:
         self.resource = Resource({"service.name": "evalx", "service.version": __version__, "openinference.project.name": project}).merge(
             OTELResourceDetector().detect()
         )
-        self.provider = TracerProvider(resource=self.resource, sampler=ALWAYS_ON, id_generator=self.ids)
+        # evalx's own provider, never the global one; no exit hook (finish() shuts it down, and a process may make many runs)
+        self.provider = TracerProvider(resource=self.resource, sampler=ALWAYS_ON, id_generator=self.ids, shutdown_on_exit=False)
         self.sender = _Guarded(OTLPSpanExporter(endpoint=endpoint.url, timeout=_request_timeout()), self.quiet)
         self.processor = BatchSpanProcessor(
             cast("SpanExporter", self.sender), max_queue_size=MAX_QUEUE, schedule_delay_millis=1000, max_export_batch_size=512
@@ -309,7 +310,11 @@ class RunExporter:
         start = started_ns or time.time_ns()
         run_attrs: dict[str, Any] = {"openinference.span.kind": "CHAIN", "session.id": run_id, "evalx.run.id": run_id}
         self.attrs.put(run_attrs, "evalx.run.name", name)
-        self.run_span = self.tracer.start_span("evalx.run", attributes=run_attrs, start_time=start)
+        from opentelemetry.context import Context
+
+        #: an empty context: the run's and the cells' spans are roots, whatever OpenTelemetry context is current
+        self.root = Context()
+        self.run_span = self.tracer.start_span("evalx.run", context=self.root, attributes=run_attrs, start_time=start)
         self.run_link = [trace.Link(self.run_span.get_span_context())]
 
     # ------------------------------------------------------------ a cell
@@ -368,7 +373,7 @@ class RunExporter:
         ids = _ids_of(received)
         if ids is not None:  # the cell keeps the trace and span ids its target's spans were given as their parent
             self.ids.trace_id, self.ids.span_id = ids
-        cell = self.tracer.start_span("evalx.cell", attributes=cell_attrs, start_time=start, links=self.run_link)
+        cell = self.tracer.start_span("evalx.cell", context=self.root, attributes=cell_attrs, start_time=start, links=self.run_link)
         if status in ("fail", "error"):
             cell.set_status(trace.Status(trace.StatusCode.ERROR, self.attrs.text(result.get("error") or "; ".join(reasons) or status)))
         elif status == "pass":
