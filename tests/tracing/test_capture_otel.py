@@ -260,3 +260,19 @@ def test_the_hex_otlp_json_phoenix_and_jaeger_shapes(tmp_path: Path) -> None:
     assert two["input"] == "question" and two["metadata"]["tool_calls"] == [{"name": "lookup", "args": {"q": 1}}]
     three = yaml.safe_load((tmp_path / "c" / f"prod-regression-{'d' * 32}.yaml").read_text())
     assert three["input"] == "broken" and "boom" in three["metadata"]["failure_reason"]
+
+
+def test_the_example_capture_then_run(tmp_path: Path) -> None:
+    """examples/tracing: its collector export becomes a case the example's bot passes (as its README-comment says)."""
+    import shutil
+
+    root = Path(__file__).resolve().parents[2] / "examples"
+    shutil.copytree(root / "tracing", tmp_path / "examples" / "tracing")
+    shutil.copy(root / "agents.py", tmp_path / "examples" / "agents.py")
+    example = tmp_path / "examples" / "tracing"
+    assert capture(str(example / "traces.jsonl"), "--out", str(example / "captured")).exit_code == 0
+    config = example / "evalconfig.yaml"
+    config.write_text(config.read_text() + "  - {id: production, path: captured}\n")
+    ran = CliRunner().invoke(main, ["run", "-c", str(config), "-q"])
+    assert ran.exit_code == 0, ran.output
+    assert "3 pass" in ran.output
