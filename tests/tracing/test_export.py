@@ -275,3 +275,23 @@ def test_the_received_spans_hook_puts_a_cells_own_spans_under_its_target_call(co
     assert spans["http get"].parent_span_id == "01" * 8 and spans["http get"].status == 2
     assert spans["tool search"].resource["service.name"] == "app"
     assert spans["tool search"].attributes["note"] == "key ***"
+
+
+def test_without_the_sdk_one_line_says_what_to_install(
+    tmp_path: Path, server: FakeLLMServer, collector: OTLPCollector, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    import evalx.tracing.export as export
+
+    monkeypatch.setattr(export, "otel_sdk_missing", lambda: True)
+    asked = CliRunner().invoke(main, ["run", "-c", str(project(tmp_path / "a", server)), "--otlp-endpoint", collector.url])
+    assert asked.exit_code == 2, asked.output
+    assert "--otlp-endpoint: exporting spans needs the OpenTelemetry SDK: install evalx-runner[otel]" in asked.output
+    assert not (tmp_path / "a" / "runs").exists()  # nothing ran
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", f"{collector.url}/v1/traces")
+    with caplog.at_level("WARNING"):
+        inherited = run(project(tmp_path / "b", server))
+    assert inherited.exit_code == 1, inherited.output  # the run goes on without export
+    assert [r.getMessage() for r in caplog.records if "evalx-runner[otel]" in r.getMessage()] == [
+        "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT is set: exporting spans needs the OpenTelemetry SDK: install evalx-runner[otel]"
+    ]
+    assert collector.requests == 0
