@@ -1177,8 +1177,9 @@ def capture(
 ) -> None:
     """Turn failing production traces into eval case files (one YAML case a file).
 
-    TRACE is a trace summary JSON, an Engine SSE transcript, or a run directory
-    (with --case).
+    TRACE is a trace summary JSON, an Engine SSE transcript, a run directory
+    (with --case), or an OpenTelemetry export (OTLP/JSON, a collector's file
+    exporter's lines, Phoenix or Jaeger JSON): one case a trace.
     """
     from evalx.datasets.capture import capture_all
 
