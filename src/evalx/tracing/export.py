@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import json
 import logging
+import random
 import threading
 import time
 import urllib.parse
@@ -257,18 +258,18 @@ class RunExporter:
         targets: Mapping[str, TargetFacts],
         started_ns: int | None = None,
     ) -> None:
-        from opentelemetry import trace
         from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
         from opentelemetry.sdk.resources import OTELResourceDetector, Resource
-        from opentelemetry.sdk.trace import TracerProvider
+        from opentelemetry.sdk.trace import Event, ReadableSpan
         from opentelemetry.sdk.trace.export import BatchSpanProcessor
-        from opentelemetry.sdk.trace.id_generator import RandomIdGenerator
-        from opentelemetry.sdk.trace.sampling import ALWAYS_ON
+        from opentelemetry.sdk.util.instrumentation import InstrumentationScope
+        from opentelemetry.trace import Link, SpanContext, SpanKind, Status, StatusCode, TraceFlags
 
         from evalx.version import __version__
 
         self.endpoint = endpoint
         self.run_id = run_id
+        self.name = name
         self.targets = targets
         self.attrs = _Attrs(redact)
         self.quiet = _Quiet()
@@ -276,46 +277,62 @@ class RunExporter:
             logging.getLogger(logger_name).addFilter(self.quiet)
         self.created = 0
         self.finished = False
-        self._trace = trace
-
-        class Ids(RandomIdGenerator):
-            """Random ids, except a cell's own when the receive side already gave it one (its spans' parent)."""
-
-            def __init__(self) -> None:
-                self.trace_id: int | None = None
-                self.span_id: int | None = None
-
-            def generate_trace_id(self) -> int:
-                forced, self.trace_id = self.trace_id, None
-                return forced if forced else super().generate_trace_id()
-
-            def generate_span_id(self) -> int:
-                forced, self.span_id = self.span_id, None
-                return forced if forced else super().generate_span_id()
-
-        self.ids = Ids()
+        # the SDK's span classes, made directly: the values are clean already, and the tracer's checks cost more than the rest
+        self._ReadableSpan, self._Event, self._Link = ReadableSpan, Event, Link
+        self._SpanContext, self._SAMPLED = SpanContext, TraceFlags(TraceFlags.SAMPLED)
+        self._CLIENT, self._INTERNAL = SpanKind.CLIENT, SpanKind.INTERNAL
+        self._OK, self._UNSET, self._Status, self._ERROR = Status(StatusCode.OK), Status(StatusCode.UNSET), Status, StatusCode.ERROR
+        self.scope = InstrumentationScope("evalx", __version__)
         project = name or "evalx"
         # the environment (OTEL_SERVICE_NAME, OTEL_RESOURCE_ATTRIBUTES) wins over evalx's defaults
         self.resource = Resource({"service.name": "evalx", "service.version": __version__, "openinference.project.name": project}).merge(
             OTELResourceDetector().detect()
         )
-        # evalx's own provider, never the global one; no exit hook (finish() shuts it down, and a process may make many runs)
-        self.provider = TracerProvider(resource=self.resource, sampler=ALWAYS_ON, id_generator=self.ids, shutdown_on_exit=False)
+        # a processor and an exporter of evalx's own: never the global tracer provider a Python target may use
         self.sender = _Guarded(OTLPSpanExporter(endpoint=endpoint.url, timeout=_request_timeout()), self.quiet)
         self.processor = BatchSpanProcessor(
             cast("SpanExporter", self.sender), max_queue_size=MAX_QUEUE, schedule_delay_millis=1000, max_export_batch_size=512
         )
-        self.provider.add_span_processor(self.processor)
-        self.tracer = self.provider.get_tracer("evalx", __version__)
-        start = started_ns or time.time_ns()
-        run_attrs: dict[str, Any] = {"openinference.span.kind": "CHAIN", "session.id": run_id, "evalx.run.id": run_id}
-        self.attrs.put(run_attrs, "evalx.run.name", name)
-        from opentelemetry.context import Context
+        self.started = started_ns or time.time_ns()
+        self.run_trace, self.run_span_id = _new_trace_id(), _new_span_id()
+        self.run_link = [Link(SpanContext(self.run_trace, self.run_span_id, False, self._SAMPLED))]
 
-        #: an empty context: the run's and the cells' spans are roots, whatever OpenTelemetry context is current
-        self.root = Context()
-        self.run_span = self.tracer.start_span("evalx.run", context=self.root, attributes=run_attrs, start_time=start)
-        self.run_link = [trace.Link(self.run_span.get_span_context())]
+    def _emit(
+        self,
+        name: str,
+        trace_id: int,
+        span_id: int,
+        parent: int | None,
+        start: int,
+        end: int,
+        attributes: dict[str, Any],
+        *,
+        error: str | None = None,
+        ok: bool = False,
+        events: Sequence[Any] = (),
+        links: Sequence[Any] = (),
+        client: bool = False,
+        resource: Any = None,
+    ) -> None:
+        """One finished span to the batch processor (``resource``: another than evalx's own)."""
+        context = self._SpanContext(trace_id, span_id, False, self._SAMPLED)
+        status = self._Status(self._ERROR, error) if error is not None else self._OK if ok else self._UNSET
+        span = self._ReadableSpan(
+            name=name,
+            context=context,
+            parent=self._SpanContext(trace_id, parent, False, self._SAMPLED) if parent else None,
+            resource=resource or self.resource,
+            attributes=attributes,
+            events=events,
+            links=links,
+            kind=self._CLIENT if client else self._INTERNAL,
+            status=status,
+            start_time=start,
+            end_time=end,
+            instrumentation_scope=self.scope,
+        )
+        self.processor.on_end(span)
+        self.created += 1
 
     # ------------------------------------------------------------ a cell
 
@@ -332,7 +349,6 @@ class RunExporter:
             self.quiet.local.ours = False
 
     def _cell(self, result: CellResult) -> None:
-        trace = self._trace
         put = self.attrs.put
         end = time.time_ns()
         start = _iso_ns(result.get("started_at")) or end
@@ -370,29 +386,22 @@ class RunExporter:
         output = result.get("output") or {}
         put(cell_attrs, "output.value", output.get("text"))
         received = result.get("trace")  # the receive side's record (docs/tracing.md), after the merge
-        ids = _ids_of(received)
-        if ids is not None:  # the cell keeps the trace and span ids its target's spans were given as their parent
-            self.ids.trace_id, self.ids.span_id = ids
-        cell = self.tracer.start_span("evalx.cell", context=self.root, attributes=cell_attrs, start_time=start, links=self.run_link)
-        if status in ("fail", "error"):
-            cell.set_status(trace.Status(trace.StatusCode.ERROR, self.attrs.text(result.get("error") or "; ".join(reasons) or status)))
-        elif status == "pass":
-            cell.set_status(trace.Status(trace.StatusCode.OK))
-        ctx = trace.set_span_in_context(cell)
-        spans = 1
+        # the cell keeps the trace and span ids its target's spans were given as their parent, else new ones
+        trace_id, cell_id = _ids_of(received) or (_new_trace_id(), _new_span_id())
         latency = result.get("latency_ms")
         if latency is not None and result.get("started_at"):
             call_end = min(end, start + int(float(latency) * 1e6))
-            spans += self._target_call(result, facts, ctx, start, call_end, received, cell.get_span_context().span_id)
+            self._target_call(result, facts, trace_id, cell_id, start, call_end, received)
             if assertions:
-                spans += self._checks(assertions, ctx, call_end, end)
-        cell.end(end_time=end)
-        self.created += spans
+                self._checks(assertions, trace_id, cell_id, call_end, end)
+        error = None
+        if status in ("fail", "error"):
+            error = self.attrs.text(result.get("error") or "; ".join(reasons) or status)
+        self._emit("evalx.cell", trace_id, cell_id, None, start, end, cell_attrs, error=error, ok=status == "pass", links=self.run_link)
 
     def _target_call(
-        self, result: CellResult, facts: TargetFacts, ctx: Any, start: int, end: int, received: object, cell_span_id: int
-    ) -> int:
-        trace = self._trace
+        self, result: CellResult, facts: TargetFacts, trace_id: int, cell_id: int, start: int, end: int, received: object
+    ) -> None:
         put = self.attrs.put
         output = result.get("output") or {}
         usage: Mapping[str, Any] = output.get("usage") or {}
@@ -432,34 +441,29 @@ class RunExporter:
             ("output.value", output.get("text")),
         ):
             put(attrs, key, value)
-        span = self.tracer.start_span(name, context=ctx, attributes=attrs, start_time=start)
+        events = []
         for call in calls:
             if isinstance(call, dict):
                 event: dict[str, Any] = {}
                 put(event, "gen_ai.tool.name", call.get("name"))
                 put(event, "gen_ai.tool.call.arguments", call.get("args"))
-                span.add_event("gen_ai.tool.call", attributes=event, timestamp=end)
-        if result.get("error"):
-            span.set_status(trace.Status(trace.StatusCode.ERROR, self.attrs.text(result.get("error"))))
-        made = 1
+                events.append(self._Event("gen_ai.tool.call", event, end))
+        error = self.attrs.text(result.get("error")) if result.get("error") else None
+        span_id = _new_span_id()
+        self._emit(name, trace_id, span_id, cell_id, start, end, attrs, error=error, events=events, client=True)
         # HOOK (receive side, docs/tracing.md): the spans the target itself sent for this cell, stored in
         # result["trace"]["spans"], are sent again here as children of this target-call span: those whose
         # parent is the cell's own span are re-parented to this one, the rest keep their parents.
-        made += self._received(received, span.get_span_context().span_id, cell_span_id)
-        span.end(end_time=end)
-        return made
+        self._received(received, span_id, cell_id)
 
-    def _checks(self, assertions: Sequence[AssertionRecord], ctx: Any, start: int, end: int) -> int:
-        trace = self._trace
+    def _checks(self, assertions: Sequence[AssertionRecord], trace_id: int, cell_id: int, start: int, end: int) -> None:
         put = self.attrs.put
         failed = [a for a in assertions if a.get("passed") is False or a.get("error")]
         attrs: dict[str, Any] = {"openinference.span.kind": "EVALUATOR", "evalx.assertions.count": len(assertions)}
         attrs["evalx.assertions.failed_count"] = len(failed)
-        checks = self.tracer.start_span("evalx.checks", context=ctx, attributes=attrs, start_time=start)
-        if failed:
-            checks.set_status(trace.Status(trace.StatusCode.ERROR, self.attrs.text("; ".join(_reason(a) for a in failed))))
-        inner = trace.set_span_in_context(checks)
-        made = 1
+        checks_id = _new_span_id()
+        error = self.attrs.text("; ".join(_reason(a) for a in failed)) if failed else None
+        self._emit("evalx.checks", trace_id, checks_id, cell_id, start, end, attrs, error=error)
         for record in assertions:
             kind = str(record.get("type"))
             passed = record.get("passed")
@@ -478,18 +482,14 @@ class RunExporter:
                 ("evalx.assertion.turn", record.get("turn")),
             ):
                 put(a, key, value)
-            span = self.tracer.start_span(f"assert {kind}", context=inner, attributes=a, start_time=start)
-            if passed is False or record.get("error"):
-                span.set_status(trace.Status(trace.StatusCode.ERROR, self.attrs.text(_reason(record))))
-            made += 1
+            span_id = _new_span_id()
+            error = self.attrs.text(_reason(record)) if passed is False or record.get("error") else None
+            self._emit(f"assert {kind}", trace_id, span_id, checks_id, start, end, a, error=error)
             details = record.get("details")
             if isinstance(details, dict) and details.get("judge") and details.get("calls"):
-                made += self._judge_call(details, trace.set_span_in_context(span), start, end)
-            span.end(end_time=end)
-        checks.end(end_time=end)
-        return made
+                self._judge_call(details, trace_id, span_id, start, end)
 
-    def _judge_call(self, details: Mapping[str, Any], ctx: Any, start: int, end: int) -> int:
+    def _judge_call(self, details: Mapping[str, Any], trace_id: int, parent: int, start: int, end: int) -> None:
         put = self.attrs.put
         judge = str(details.get("judge"))
         facts = self.targets.get(judge)
@@ -514,23 +514,15 @@ class RunExporter:
             ("evalx.cached", details.get("cached")),
         ):
             put(attrs, key, value)
-        span = self.tracer.start_span(f"chat {model or judge}", context=ctx, attributes=attrs, start_time=start)
-        span.end(end_time=end)
-        return 1
+        self._emit(f"chat {model or judge}", trace_id, _new_span_id(), parent, start, end, attrs, client=True)
 
-    def _received(self, received: object, parent_span_id: int, cell_span_id: int) -> int:
-        """The receive side's spans of a cell, as children of its target-call span (the hook; 0 when there are none)."""
+    def _received(self, received: object, parent_span_id: int, cell_span_id: int) -> None:
+        """The receive side's spans of a cell, as children of its target-call span (the hook)."""
         spans = received.get("spans") if isinstance(received, dict) else None
         if not isinstance(spans, list) or not spans:
-            return 0
+            return
         from opentelemetry.sdk.resources import Resource
-        from opentelemetry.sdk.trace import ReadableSpan
-        from opentelemetry.trace import SpanContext, SpanKind, Status, StatusCode, TraceFlags
 
-        kinds = {"internal": SpanKind.INTERNAL, "server": SpanKind.SERVER, "client": SpanKind.CLIENT}
-        kinds.update({"producer": SpanKind.PRODUCER, "consumer": SpanKind.CONSUMER})
-        codes = {"ok": StatusCode.OK, "error": StatusCode.ERROR}
-        made = 0
         for stored in spans:
             try:
                 trace_id, span_id = int(stored["trace_id"], 16), int(stored["span_id"], 16)
@@ -540,23 +532,14 @@ class RunExporter:
                 attrs: dict[str, Any] = {}
                 for key, value in (stored.get("attributes") or {}).items():
                     self.attrs.put(attrs, str(key), value)
-                service = stored.get("service")
-                span = ReadableSpan(
-                    name=self.attrs.text(stored.get("name") or "span"),
-                    context=SpanContext(trace_id, span_id, is_remote=False, trace_flags=TraceFlags(TraceFlags.SAMPLED)),
-                    parent=SpanContext(trace_id, parent, is_remote=False, trace_flags=TraceFlags(TraceFlags.SAMPLED)),
-                    resource=Resource({"service.name": service}) if isinstance(service, str) else self.resource,
-                    attributes=attrs,
-                    kind=kinds.get(str(stored.get("kind")), SpanKind.INTERNAL),
-                    status=Status(codes.get(str(stored.get("status")), StatusCode.UNSET), stored.get("status_message") or None),
-                    start_time=int(stored["start_unix_nano"]),
-                    end_time=int(stored["end_unix_nano"]),
-                )
-            except (KeyError, TypeError, ValueError):
+                start, end = int(stored["start_unix_nano"]), int(stored["end_unix_nano"])
+            except (AttributeError, KeyError, TypeError, ValueError):
                 continue
-            self.processor.on_end(span)
-            made += 1
-        return made
+            error = self.attrs.text(stored.get("status_message") or "error") if stored.get("status") == "error" else None
+            name = self.attrs.text(stored.get("name") or "span")
+            service = stored.get("service")  # the span keeps the service that sent it
+            resource = Resource({"service.name": service}) if isinstance(service, str) and service else None
+            self._emit(name, trace_id, span_id, parent, start, end, attrs, error=error, ok=stored.get("status") == "ok", resource=resource)
 
     # ------------------------------------------------------------ the end
 
@@ -565,10 +548,11 @@ class RunExporter:
         if self.finished:
             return
         self.finished = True
-        trace = self._trace
         self.quiet.local.ours = True
         try:
-            attrs: dict[str, Any] = {"evalx.run.status": status}
+            attrs: dict[str, Any] = {"openinference.span.kind": "CHAIN", "session.id": self.run_id, "evalx.run.id": self.run_id}
+            self.attrs.put(attrs, "evalx.run.name", self.name)
+            attrs["evalx.run.status"] = status
             self.attrs.put(attrs, "evalx.run.exit_code", exit_code)
             if summary is not None:
                 totals: Mapping[str, Any] = summary.get("totals") or {}
@@ -577,11 +561,9 @@ class RunExporter:
                 for key, value in figures:
                     if isinstance(value, int | float) and not isinstance(value, bool):
                         attrs[f"evalx.run.{key}"] = value
-            self.run_span.set_attributes(attrs)
-            if status != "complete" or (exit_code or 0) != 0:
-                self.run_span.set_status(trace.Status(trace.StatusCode.ERROR, f"{status}, exit {exit_code}"))
-            self.run_span.end()
-            self.created += 1
+            error = f"{status}, exit {exit_code}" if status != "complete" or (exit_code or 0) != 0 else None
+            end = max(time.time_ns(), self.started)
+            self._emit("evalx.run", self.run_trace, self.run_span_id, None, self.started, end, attrs, error=error, ok=error is None)
             # the SDK's shutdown waits up to 30 s: it runs on a daemon thread the run waits for at most FLUSH_TIMEOUT_S
             flusher = threading.Thread(target=self.processor.shutdown, name="evalx-export-flush", daemon=True)
             flusher.start()
@@ -614,6 +596,14 @@ class RunExporter:
 def _reason(record: Mapping[str, Any]) -> str:
     label = str(record.get("name") or record.get("type"))
     return f"{label}: {record.get('error') or record.get('reason') or ''}".rstrip(": ")
+
+
+def _new_trace_id() -> int:
+    return random.getrandbits(128) or 1  # W3C: never all zeros
+
+
+def _new_span_id() -> int:
+    return random.getrandbits(64) or 1
 
 
 def _ids_of(received: object) -> tuple[int, int] | None:
