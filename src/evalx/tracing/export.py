@@ -23,9 +23,10 @@ the OpenInference ones Phoenix reads (``openinference.span.kind``,
 Every string goes through the config's redactor. Checks do not record their
 own timing: an assertion's span covers the checks' window.
 
-Spans go through a ``BatchSpanProcessor`` and the OTLP/HTTP exporter of the
-SDK, on a tracer provider of evalx's own (never the global one a Python
-target may use). :meth:`RunExporter.finish` flushes them within
+Spans are the SDK's ``ReadableSpan`` records, made directly (the values are
+clean already; the tracer's per-attribute checks were most of a cell's cost),
+sent through a ``BatchSpanProcessor`` and the SDK's OTLP/HTTP exporter of
+evalx's own, never through the global tracer provider a Python target may use. :meth:`RunExporter.finish` flushes them within
 :data:`FLUSH_TIMEOUT_S`; an endpoint that fails stops the export (later
 batches are dropped, not retried) and is one warning at the end, never a
 failed run.
