@@ -277,6 +277,7 @@ def run(
     max_variants: int | None = None,
     max_failures: int | None = None,
     batch: bool = False,
+    otlp_endpoint: str | None = None,
 ) -> RunResult:
     """Run ``config`` as ``evalx run`` would (the same options, by their Python names) and return its :class:`RunResult`.
 
@@ -333,6 +334,7 @@ async def arun(
     max_variants: int | None = None,
     max_failures: int | None = None,
     batch: bool = False,
+    otlp_endpoint: str | None = None,
 ) -> RunResult:
     """:func:`run`, awaitable: the run goes on a worker thread (it has its own event loop), this coroutine awaits it."""
     import asyncio
@@ -391,6 +393,7 @@ def _request(given: dict[str, Any]) -> RunRequest:
         quiet=bool(given["quiet"]),
         max_failures=max_failures,
         batch=bool(given["batch"]),
+        otlp_endpoint=given["otlp_endpoint"],
     )
 
 

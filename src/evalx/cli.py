@@ -431,6 +431,13 @@ class ConcurrencyType(click.ParamType):  # type: ignore[type-arg]
     is_flag=True,
     help="Receive the targets' OpenTelemetry spans (as tracing: {receive: true}; docs/tracing.md).",
 )
+@click.option(
+    "--otlp-endpoint",
+    metavar="URL",
+    callback=lambda ctx, param, value: _otlp_endpoint(value),
+    help="Send the run's spans (run, cells, target calls, checks) to this OTLP/HTTP traces URL (default: tracing.export, "
+    "then OTEL_EXPORTER_OTLP_TRACES_ENDPOINT / OTEL_EXPORTER_OTLP_ENDPOINT; a URL without a path gets /v1/traces).",
+)
 @max_cells_option
 @max_variants_option
 @html_max_cells_option
@@ -467,6 +474,7 @@ def run_cmd(
     markdown: Path | None,
     executor: str | None,
     ray_address: str | None,
+    otlp_endpoint: str | None,
     max_cells: int | None,
     max_variants: int | None,
     html_max_cells: int | None,
@@ -505,6 +513,7 @@ def run_cmd(
         quiet=quiet,
         max_failures=_max_failures(max_failures, exit_first),
         batch=batch,
+        otlp_endpoint=otlp_endpoint,
     )
     if dry_run:
         from evalx.execution.request import plan_request
@@ -533,6 +542,18 @@ def run_cmd(
     click.echo(f"results: {os.path.relpath(outcome.run_dir)}/", err=True)
     _step_outputs(outcome)
     sys.exit(outcome.exit_code)
+
+
+def _otlp_endpoint(value: str | None) -> str | None:
+    """``--otlp-endpoint``: an http(s) URL, or a usage error (exit 2)."""
+    if value is None:
+        return None
+    from evalx.tracing.export import check_url
+
+    problem = check_url(value)
+    if problem is not None:
+        raise click.BadParameter(problem, param_hint="'--otlp-endpoint'")
+    return value
 
 
 def _markdown_to_stdout(markdown: Path | None, json_out: bool) -> bool:
@@ -1192,8 +1213,9 @@ def capture(
 ) -> None:
     """Turn failing production traces into eval case files (one YAML case a file).
 
-    TRACE is a trace summary JSON, an Engine SSE transcript, or a run directory
-    (with --case).
+    TRACE is a trace summary JSON, an Engine SSE transcript, a run directory
+    (with --case), or an OpenTelemetry export (OTLP/JSON, a collector's file
+    exporter's lines, Phoenix or Jaeger JSON): one case a trace.
     """
     from evalx.datasets.capture import capture_all
 

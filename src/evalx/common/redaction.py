@@ -40,6 +40,9 @@ HARMLESS_HEADERS = frozenset(
 FREE_TEXT_MIN = 8
 
 
+#: the OpenTelemetry variables that carry an exporter's request headers (``key=value,...``): their values are secrets
+OTEL_HEADER_VARIABLES = frozenset(f"OTEL_EXPORTER_OTLP{signal}_HEADERS" for signal in ("", "_TRACES", "_METRICS", "_LOGS"))
+
 #: a URL inside free text (a config value, an environment value)
 _URL_IN_TEXT = re.compile(r"[A-Za-z][A-Za-z0-9+.\-]*://[^\s\"'<>`]+")
 #: query (or fragment) parameters whose values are credentials: ``api_key``, ``access_token``, ``sig``, ``X-Amz-Signature``...
@@ -215,6 +218,10 @@ class Redactor:
         for name, value in env.items():
             if name in listed or looks_secret_name(name):
                 self.add(value, FREE_TEXT_MIN)
+            if name in OTEL_HEADER_VARIABLES:  # `k=v,k2=v2`: headers an exporter sends, each value a secret
+                for name_value in value.split(","):
+                    key, _, header = name_value.partition("=")
+                    self.add_header(key.strip(), urllib.parse.unquote(header.strip()))
             if "://" in value:  # HTTP_PROXY=http://user:pw@proxy:3128, DATABASE_URL...
                 self.add_urls_in(value)
 

@@ -25,7 +25,17 @@ from evalx.results.gates import Gates
 from evalx.targets.spec import AnyTargetSpec, DefaultSettings
 from evalx.tracing.spec import TracingSettings
 
-__all__ = ["Defaults", "EnvFiles", "EvalConfig", "ExecutorSettings", "HookSpec", "Hooks", "Matrix", "Output", "eval_config"]
+__all__ = [
+    "Defaults",
+    "EnvFiles",
+    "EvalConfig",
+    "ExecutorSettings",
+    "HookSpec",
+    "Hooks",
+    "Matrix",
+    "Output",
+    "eval_config",
+]
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

@@ -6,12 +6,18 @@ Three sources, each read into a :class:`Trace`:
   ``final_answer``, ``failure_reason``, ``tokens_used``), one object or a list;
 - an Engine SSE transcript (``event:``/``data:`` lines: ``text_delta``,
   ``tool_call``, ``usage``, ``error``);
-- a cell of a stored run (``runs/<id>`` with ``--case``).
+- a cell of a stored run (``runs/<id>`` with ``--case``);
+- an OpenTelemetry export: OTLP/JSON (a collector's file exporter, one
+  request a line, or one document), Phoenix's or Jaeger's JSON
+  (:mod:`evalx.datasets.otel_traces`), one case a trace.
 
 Each becomes one YAML case a file (the dataset loader's directory mode loads
 a folder of them): an id from the trace id, the input, a ``max_tokens``
 budget of 1.5 × the tokens used, a ``not contains`` of the bad answer where
 one is known, and a comment with the failure reason for a person to refine.
+A trace of an OpenTelemetry export that did not fail is a reference instead
+(``golden``): its final answer is the case's ``expected:``, its tool calls
+the golden trajectory (``trajectory_match``), named ``prod-trace-<trace id>``.
 
 Names are unique per trace (:func:`plan_names`): the whole trace id when it
 is a short lower-case slug, else a slug of it and a digest; a batch never
@@ -71,6 +77,10 @@ class Trace:
     context: Any = None  # the case's retrieved passages, when it had some
     #: the folders an input part's ``path`` may be relative to (a run's cell: its case file's folder, as the run saw it)
     attachment_dirs: list[Path] = field(default_factory=list)
+    #: a trace that went well (an OpenTelemetry export without an error span): its answer and tool calls are the reference
+    golden: bool = False
+    #: the arguments of each of ``tool_calls``, when the trace has them
+    tool_args: list[Any] = field(default_factory=list)
 
 
 # ---------------------------------------------------------------- reading
@@ -265,8 +275,16 @@ def read_traces(path: Path, *, cases: list[str] | None = None, target: str | Non
     try:
         data = json.loads(text)
     except ValueError:
-        data = None
-    if isinstance(data, dict):
+        data = _json_lines(text)
+    from evalx.datasets.otel_traces import looks_like_otel
+
+    if isinstance(data, list) and data and isinstance(data[0], _Lines):  # JSONL: a collector's file exporter
+        if not looks_like_otel(data[0].document):
+            raise CaptureError(f"{path}: JSON lines, but not an OpenTelemetry export (OTLP/JSON, Phoenix or Jaeger spans)")
+        yield from _from_otel([line.document for line in data], path)
+    elif looks_like_otel(data):
+        yield from _from_otel([data], path)
+    elif isinstance(data, dict):
         yield _from_summary(data, str(path))
     elif isinstance(data, list):
         for i, item in enumerate(data):
@@ -277,6 +295,48 @@ def read_traces(path: Path, *, cases: list[str] | None = None, target: str | Non
         yield _from_sse(text, str(path), path.stem)
     else:
         raise CaptureError(f"{path}: not a trace summary JSON, an SSE transcript or a run directory")
+
+
+@dataclass(frozen=True, slots=True)
+class _Lines:
+    """One line of a JSON-lines file, read."""
+
+    document: Any
+
+
+def _json_lines(text: str) -> list[_Lines] | None:
+    """Each non-empty line of ``text`` as JSON, or None when a line is not JSON (or there is one line or none)."""
+    lines = [line for line in text.splitlines() if line.strip()]
+    if len(lines) < 1:
+        return None
+    out = []
+    for line in lines:
+        try:
+            out.append(_Lines(json.loads(line)))
+        except ValueError:
+            return None
+    return out
+
+
+def _from_otel(documents: list[Any], path: Path) -> Iterator[Trace]:
+    from evalx.datasets.otel_traces import read_otel, trace_facts
+
+    facts = trace_facts(read_otel(documents))
+    if not facts:
+        raise CaptureError(f"{path}: an OpenTelemetry export without spans")
+    for trace in facts:
+        yield Trace(
+            trace_id=trace.trace_id,
+            user_message=trace.user_message,
+            system=trace.system,
+            final_answer=trace.final_answer,
+            failure_reason=trace.failure_reason,
+            tokens_used=trace.tokens_used,
+            tool_calls=trace.tool_calls,
+            source=f"{path} trace {trace.trace_id}",
+            golden=trace.failure_reason is None,
+            tool_args=trace.tool_args,
+        )
 
 
 # ---------------------------------------------------------------- writing
@@ -303,8 +363,9 @@ def case_names(trace: Trace) -> Iterator[str]:
     if trace.case_id is not None:  # a run's cell: keep its case id recognisable
         base = f"regression-{_slug(trace.case_id)[:MAX_NAME_ID].rstrip('-.')}"
     else:
-        base = "prod-regression-" + _slug(trace.trace_id)[:MAX_NAME_ID].rstrip("-.")
-        if base == "prod-regression-" + trace.trace_id and trace.trace_id == trace.trace_id.lower() and not _ENDS_LIKE_DIGEST.search(base):
+        prefix = "prod-trace-" if trace.golden else "prod-regression-"
+        base = prefix + _slug(trace.trace_id)[:MAX_NAME_ID].rstrip("-.")
+        if base == prefix + trace.trace_id and trace.trace_id == trace.trace_id.lower() and not _ENDS_LIKE_DIGEST.search(base):
             yield base
     yield f"{base}-{digest}"
     n = 2
@@ -369,6 +430,8 @@ def case_from_trace(trace: Trace, *, input_text: str | None = None) -> tuple[JSO
     if message is None:
         message = PLACEHOLDER_INPUT
         warnings.append(f"{trace.source}: the trace has no user message; edit `input:` (or pass --input)")
+    if trace.golden:
+        return _reference_case(trace, message), warnings
     reason = trace.failure_reason or "unknown"
     case: JSONObject = {
         "id": case_id_for(trace),  # capture_all renames it to its file's name
@@ -402,6 +465,39 @@ def case_from_trace(trace: Trace, *, input_text: str | None = None) -> tuple[JSO
         metadata["tool_calls"] = calls
     case["metadata"] = metadata
     return case, warnings
+
+
+def _reference_case(trace: Trace, message: Any) -> JSONObject:
+    """A trace that went well: its answer is ``expected:``, its tool calls the golden trajectory."""
+    case: JSONObject = {"id": case_id_for(trace), "description": "reference from a production trace", "input": message}
+    if trace.system:
+        case["system"] = trace.system
+    answer = (trace.final_answer or "").strip()
+    if answer:
+        case["expected"] = answer
+    case["category"] = "production"
+    case["tags"] = ["production", "captured"]
+    asserts: list[JSON] = [{"type": "completed"}]
+    if trace.tool_calls:
+        tools: list[JSON] = list(trace.tool_calls)
+        asserts.append({"type": "trajectory_match", "tools": tools, "mode": "in_order", "name": "the production trajectory"})
+    if trace.tokens_used > 0:
+        asserts.append({"type": "max_tokens", "value": int(trace.tokens_used * TOKEN_BUDGET_FACTOR), "count": "total"})
+    case["assert"] = asserts
+    metadata: JSONObject = {
+        "trace_id": trace.trace_id,
+        "tokens_used": trace.tokens_used,
+        "captured_from": trace.source,
+        "captured_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+    }
+    if trace.tool_calls:
+        metadata["tool_calls"] = [{"name": name, "args": args} for name, args in zip(trace.tool_calls, _padded(trace.tool_args, trace))]
+    case["metadata"] = metadata
+    return case
+
+
+def _padded(args: list[Any], trace: Trace) -> list[JSON]:
+    return [*args, *([{}] * (len(trace.tool_calls) - len(args)))]
 
 
 # ---------------------------------------------------------------- YAML out
@@ -474,6 +570,19 @@ def write_case(case: JSONObject, trace: Trace, out_dir: Path, *, force: bool = F
         if path.exists() and not force:
             raise CaptureError(f"{path} already exists (use --force to overwrite)")
     reason = (trace.failure_reason or "unknown").splitlines() or ["unknown"]
+    if trace.golden:
+        header = _comment(
+            [
+                f"Captured by `evalx capture` from {trace.source}",
+                "A trace that went well: its final answer is `expected:` and its tool calls the golden trajectory",
+                "(trajectory_match, in order), with a token budget of 1.5x what it used.",
+                "",
+                "TODO for a person: grade the answer against `expected:` (factuality, semantic_similar,",
+                "llm_judge with a rubric...), loosen or tighten the trajectory, then commit it to the suite.",
+            ]
+        )
+        path.write_text(dump_case(case, header, name=path.name), encoding="utf-8")
+        return path
     header = _comment(
         [
             f"Captured by `evalx capture` from {trace.source}",

@@ -64,6 +64,8 @@ class RunRequest:
     max_failures: int | None = None
     #: ``--batch``: provider targets (and a provider judge) whose definition has a batch API use it
     batch: bool = False
+    #: ``--otlp-endpoint URL``: send the run's spans there (over ``tracing.export`` and the OTEL_EXPORTER_OTLP_* variables)
+    otlp_endpoint: str | None = None
 
     def overrides(self) -> Overrides:
         """The top layer of every target's settings: what this request sets over the config."""

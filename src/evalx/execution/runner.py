@@ -43,6 +43,7 @@ if TYPE_CHECKING:
     from evalx.execution.budget import CostGuard
     from evalx.execution.hooks import HookResult
     from evalx.results.summary import SummaryBuilder
+    from evalx.tracing.export import Endpoint, RunExporter
 
 log = logging.getLogger(__name__)
 
@@ -64,6 +65,7 @@ def run(config: Config, request: RunRequest) -> RunOutcome:
     """
     resolved = resolve(config, request)
     _check_tracing(config, request)
+    export = _export_endpoint(config, request)
     plan = build_plan(config, resolved.selection)
     config.check_env(plan.base_target_ids)  # matrix variants need their target's variables
     _check_template_references(config, plan)
@@ -80,7 +82,7 @@ def run(config: Config, request: RunRequest) -> RunOutcome:
         run_dir.mkdir(parents=True, exist_ok=True)
     lock = RunLock(run_dir)  # one writer per run folder: a second run or --resume of it is refused (exit 2)
     try:
-        return _run_locked(config, resolved, plan, _Run(run_id, run_dir, fingerprint, previous, resuming))
+        return _run_locked(config, resolved, plan, _Run(run_id, run_dir, fingerprint, previous, resuming, export))
     finally:
         lock.release()
 
@@ -97,6 +99,30 @@ def _check_tracing(config: Config, request: RunRequest) -> None:
         raise EvalxError(missing)
     if (request.executor or config.typed.executor.kind) == "ray":
         raise EvalxError("tracing receives spans on this machine: it runs with the local executor only, not --executor ray")
+
+
+def _export_endpoint(config: Config, request: RunRequest) -> Endpoint | None:
+    """Where the run's spans go (``--otlp-endpoint``, ``tracing.export``, the OTEL_EXPORTER_OTLP_* variables), or None.
+
+    Asked for by the run without the OpenTelemetry SDK: one line, before anything runs (exit 2); inherited from
+    the environment: a warning, and the run goes on without export.
+    """
+    import os
+
+    from evalx.tracing.export import EXPORT_INSTALL_HINT, find_endpoint, otel_sdk_missing
+
+    endpoint = find_endpoint(request.otlp_endpoint, config.typed.tracing.export, os.environ)
+    if endpoint is None:
+        return None
+    config.redactor.add_url(endpoint.url)  # credentials in the URL are never printed
+    if otel_sdk_missing():
+        if endpoint.explicit:
+            from evalx.errors import RequestError
+
+            raise RequestError(f"{endpoint.source}: {EXPORT_INSTALL_HINT}")
+        log.warning(f"{endpoint.source} is set: {EXPORT_INSTALL_HINT}")
+        return None
+    return endpoint
 
 
 def _check_template_references(config: Config, plan: Plan) -> None:
@@ -124,6 +150,8 @@ class _Run:
     #: the stored ``run.json`` of the run this one continues (a resume), read back as JSON
     previous: JSONObject | None
     resuming: bool
+    #: where the run's spans are exported (docs/tracing.md#export), or None
+    export: Endpoint | None = None
 
 
 def _stored_run(config: Config, plan: Plan, run_id: str, run_dir: Path, resuming: bool) -> tuple[Path, JSONObject | None, str]:
@@ -143,15 +171,53 @@ def _run_locked(config: Config, resolved: ResolvedRun, plan: Plan, made: _Run) -
     """The run, its folder locked by :func:`run`: record it, its hooks around the rest (execution/hooks.py)."""
     meta = _record_run(config, resolved, plan, made)
     hooks = config.typed.hooks
+    exporter = _start_export(config, plan, made, meta) if made.export is not None else None
     try:
         if hooks.before_run is not None:
             _before_run(config, made, meta, hooks.before_run)
-        return _execute(config, resolved, plan, made, meta)
+        outcome = _execute(config, resolved, plan, made, meta, exporter)
+        if exporter is not None:
+            exporter.finish(outcome.summary, status=meta["status"], exit_code=outcome.exit_code)
+        return outcome
     finally:
+        if exporter is not None:  # a run that failed or was stopped: what it made is still sent (bounded)
+            exporter.finish(status="failed")
         if hooks.after_run is not None:  # always: after the reports, after Ctrl-C, after a failed before_run
             result = _hook("after_run", hooks.after_run, config, made)
             if not result.ok:
                 log.warning(f"the after_run hook failed ({result.problem}); the verdict stands: see {relative_path(result.log_file)}")
+
+
+def _start_export(config: Config, plan: Plan, made: _Run, meta: RunMeta) -> RunExporter | None:
+    """The run's span exporter (docs/tracing.md#export): each target's kind and model, the run's start."""
+    from evalx.tracing.export import TargetFacts, start_export
+
+    assert made.export is not None
+    facts: dict[str, TargetFacts] = {}
+    specs = list(plan.targets)
+    judge = config.typed.judge.target
+    if judge is not None and not isinstance(judge, str):  # an inline judge target
+        specs.append(judge)
+    for spec in specs:
+        if isinstance(spec, ProviderTargetSpec):
+            facts[spec.id] = TargetFacts(spec.type, spec.model, spec.provider)
+        else:
+            facts[spec.id] = TargetFacts(spec.type)
+    if isinstance(judge, str) and judge not in facts:
+        try:
+            spec = config.typed.target(judge)
+            facts[judge] = TargetFacts(spec.type, getattr(spec, "model", None), getattr(spec, "provider", None))
+        except KeyError:
+            pass
+    started = meta.get("started_unix")
+    return start_export(
+        made.export,
+        run_id=made.run_id,
+        name=config.name,
+        redact=config.redactor.text,
+        targets=facts,
+        started_ns=int(float(started) * 1e9) if isinstance(started, int | float) else None,
+    )
 
 
 def _hook(name: str, hook: object, config: Config, made: _Run) -> HookResult:
@@ -171,8 +237,10 @@ def _before_run(config: Config, made: _Run, meta: RunMeta, hook: object) -> None
     raise HookFailed(f"the before_run hook failed ({result.problem}); no cell ran: see {relative_path(result.log_file)}")
 
 
-def _execute(config: Config, resolved: ResolvedRun, plan: Plan, made: _Run, meta: RunMeta) -> RunOutcome:
-    """Execute the cells, then summarise, judge and report."""
+def _execute(
+    config: Config, resolved: ResolvedRun, plan: Plan, made: _Run, meta: RunMeta, exporter: RunExporter | None = None
+) -> RunOutcome:
+    """Execute the cells, then summarise, judge and report (``exporter``: each recorded cell's spans are sent too)."""
     request = resolved.request
     shard = resolved.selection.shard
     from evalx.results.summary import SummaryBuilder
@@ -223,6 +291,8 @@ def _execute(config: Config, resolved: ResolvedRun, plan: Plan, made: _Run, meta
             watch.record(result["target"], result["status"], result.get("error"))
         recorded += 1
         progress.update(result["status"])
+        if exporter is not None:
+            exporter.cell(result)
 
     t0 = time.monotonic()
     try:

@@ -1,4 +1,4 @@
-"""``tracing:`` as a typed record: receive the OpenTelemetry spans a run's targets emit (docs/tracing.md)."""
+"""``tracing:`` as a typed record: receive the spans a run's targets emit, export the run's own (docs/tracing.md)."""
 
 # No `from __future__ import annotations`: evalx.common.typeschema reads these annotations at run time.
 
@@ -15,7 +15,7 @@ DEFAULT_FLUSH_MS = 1500
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class TracingSettings:
-    """``tracing:``: an OTLP/HTTP receiver on 127.0.0.1 for the run; each cell is the root of its own trace."""
+    """``tracing:``: an OTLP/HTTP receiver on 127.0.0.1 for the run (each cell the root of its own trace), and export."""
 
     receive: Annotated[bool, Schema(description="Start the receiver and store each cell's spans in its results line (--trace).")] = False
     port: Annotated[
@@ -32,4 +32,12 @@ class TracingSettings:
     ] = None
     max_spans_per_cell: Annotated[
         PositiveInt | None, Schema(description="Spans kept per cell (default 1000, and about 8 MB); more are counted as dropped.")
+    ] = None
+    export: Annotated[
+        str | None,
+        Schema(
+            description="Send the run's own spans (run, cell, target call, checks, judge calls) to this OTLP/HTTP traces URL "
+            "(one without a path gets /v1/traces; --otlp-endpoint overrides; docs/tracing.md#export).",
+            pattern=r"^[Hh][Tt][Tt][Pp][Ss]?://[^\s/?#]+",
+        ),
     ] = None
