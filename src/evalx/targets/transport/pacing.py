@@ -14,13 +14,17 @@ of the credential, never the credential itself). The limiter does three jobs:
   what the bucket refilled meanwhile (``(limit - remaining) / reset`` per
   second), and waits until the request fits. So requests are spaced out as a
   bucket runs low, before the provider has to say 429. Token buckets are
-  counted in requests at the mean tokens per request seen so far. Under
-  adaptive concurrency, one request is in flight until the first answer came:
-  a first burst cannot overrun a bucket nobody has seen yet.
+  counted in requests at the mean tokens per request seen so far. Every
+  request to the endpoint is paced, whatever the concurrency of its target,
+  and one request is in flight until the first answer came: a first burst
+  cannot overrun a bucket nobody has seen yet.
 - **Backing off.** A 429, a 529 or an "overloaded" answer stops every request
   to the endpoint until its ``retry-after-ms`` / ``retry-after`` has passed
   (without one: 1 s, doubling to 30 s while they keep coming), and halves the
-  adaptive concurrency window.
+  adaptive concurrency window. The requests that waited take queued slots
+  spread over one more pause (a pause ÷ the requests contending apart), so
+  they do not all meet the limit again at its end. The provider target waits
+  a 429 out without using its ``retries:`` whenever it has a limiter.
 - **Adaptive concurrency** (``concurrency: auto`` or ``{min, start, max}``):
   the requests in flight to the endpoint are held to a window that starts at
   ``start``, doubles on answers while no bucket runs low (then grows by one a
