@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import itertools
 
 import pytest
 
@@ -141,5 +142,48 @@ def test_a_429_pauses_the_endpoint_and_halves_the_window() -> None:
         assert limiter.window == 4
         await limiter.acquire("t", adaptive=True)
         assert now[0] >= 1.5  # nobody sends before the pause is over
+
+    asyncio.run(main())
+
+
+def test_the_requests_that_wait_out_a_pause_start_spread_over_the_next_one() -> None:
+    """Four requests refused with ``retry-after: 1`` start a quarter second apart after the pause, not all at its end."""
+    from evalx.targets.transport.pacing import EndpointLimiter, RateLimitHeaders
+
+    now = [0.0]
+
+    async def sleep(seconds: float) -> None:
+        now[0] += seconds
+
+    async def main() -> None:
+        limiter = EndpointLimiter("k", RateLimitHeaders(), clock=lambda: now[0], sleep=sleep)
+        slots = [await limiter.acquire("t", adaptive=False) for _ in range(4)]  # a fixed concurrency of 4
+        for slot in slots:
+            limiter.finish(slot, {"retry-after": "1"}, limited=True)
+        starts = []
+        for _ in range(4):
+            await limiter.acquire("t", adaptive=False)
+            starts.append(now[0])
+        assert starts[0] >= 1.0  # nobody before the pause is over
+        assert all(b - a >= 0.24 for a, b in itertools.pairwise(starts)), starts  # one slot each, spread over the next second
+
+    asyncio.run(main())
+
+
+def test_a_fixed_concurrency_waits_for_the_first_answer_when_the_headers_are_known() -> None:
+    """With a ``rate_limits:`` section, the first request is answered before any other starts, whatever the concurrency."""
+    from evalx.targets.transport.pacing import EndpointLimiter
+
+    names = find_provider("openai").rate_limits
+    assert names is not None
+
+    async def main() -> None:
+        limiter = EndpointLimiter("k", names)
+        first = await limiter.acquire("t", adaptive=False)
+        second = asyncio.ensure_future(limiter.acquire("t", adaptive=False))
+        await asyncio.sleep(0)
+        assert not second.done()  # the burst waits for the first answer
+        limiter.finish(first, {"x-ratelimit-limit-requests": "100", "x-ratelimit-remaining-requests": "99"})
+        await asyncio.wait_for(second, timeout=30)
 
     asyncio.run(main())

@@ -206,7 +206,8 @@ def _engine(server: EngineServer, **over: Any) -> dict[str, Any]:
 def test_provider_calls_in_flight(llm: FakeLLMServer, tmp_path: Path, args: list[str], cells: int, peak: int) -> None:
     llm.gather, llm.hold_s = peak, 0.2  # the first `peak` calls meet, then 0.2 s more for any extra one to show up
     cases = [{"id": f"c{i}", "input": f"question {i}", "assert": [{"type": "contains", "value": "You said"}]} for i in range(cells)]
-    config = _write(tmp_path, _provider(llm, concurrency=4), cases)
+    # mistral: no rate_limits: section, so no endpoint limiter holds the first burst until the first answer
+    config = _write(tmp_path, _provider(llm, provider="mistral", concurrency=4), cases)
     code, output, results = _run(config, "--no-cache", *args)
     assert code == 0, output
     assert [r["status"] for r in results] == ["pass"] * cells
@@ -284,7 +285,9 @@ def test_the_flag_sizes_the_connection_pool_so_no_cell_times_out_queued(llm: Fak
     """Before: three workers shared one connection, one request at a time (the third cell waited 1.2 s on its 1 s clock)."""
     llm.gather, llm.hold_s = 3, 0.2  # answered once all three are in flight: one at a time, none is
     cases = [{"id": f"c{i}", "input": f"q{i}", "assert": [{"type": "contains", "value": "You said"}]} for i in range(3)]
-    config = _write(tmp_path, _provider(llm, concurrency=1, timeout_s=5, retries=0), cases)
+    # mistral: the OpenAI shape without a rate_limits: section, so no endpoint limiter holds the first burst until the
+    # first answer (which the gathering server would never give): only the connection pool is under test
+    config = _write(tmp_path, _provider(llm, provider="mistral", concurrency=1, timeout_s=5, retries=0), cases)
     code, output, results = _run(config, "--no-cache", "--concurrency", "3")
     assert code == 0, output
     assert [r["status"] for r in results] == ["pass"] * 3

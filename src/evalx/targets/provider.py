@@ -640,7 +640,7 @@ class ProviderTarget:
                 raise self._http_error(resp)
             return resp
 
-        # retries stop before the cell's (or judge call's) deadline; a 429 waited out under adaptive concurrency is none
+        # retries stop before the cell's (or judge call's) deadline; a 429 waited out under the endpoint's limiter is none
         return await client.retrying(lambda: self._waiting_out(attempt))
 
     async def _turn(self, gate: EndpointLimiter) -> Slot:
@@ -662,14 +662,18 @@ class ProviderTarget:
         return d.classify(status, body) == "rate_limited" or d.overloaded.matches(status, body)
 
     async def _waiting_out(self, attempt: Callable[[], Awaitable[_T]]) -> _T:
-        """``attempt()``, again after each 429 under adaptive concurrency (the limiter waits it out; no retry is used).
+        """``attempt()``, again after each 429 under the endpoint's limiter (it waits it out; no retry is used).
+
+        Every target with a limiter (its definition has ``rate_limits:``, or ``concurrency: auto``) waits out a
+        429, whatever its concurrency: the limiter pauses and spaces every request to the endpoint, so the 429 says
+        "later", never "failed".
 
         Gives up with the cell's error once the calls have waited ``rate_limit.max_wait_s`` in all.
         """
         started = time.monotonic()
         token = _WAIT_STARTED.set(started)  # the turns taken inside share one max_wait_s
         try:
-            if self.settings.adaptive is None:
+            if self.gate is None:
                 return await attempt()
             limit = self.settings.rate_limit_max_wait_s
             while True:
@@ -1013,7 +1017,7 @@ class ProviderTarget:
         return price.cost(usage.input_tokens, usage.output_tokens, usage.cache_hit_tokens)
 
     def _http_error(self, resp: HttpResponse, limited: bool = False) -> TargetError:
-        """The error of an error answer; ``limited`` (a 429, 529 or overloaded) under adaptive concurrency is waited out."""
+        """The error of an error answer; ``limited`` (a 429, 529 or overloaded) under the endpoint's limiter is waited out."""
         d = self.definition
         assert d is not None
         status, url = resp.status, shown_url(resp.url or self.url)  # no credentials or query string in messages
@@ -1038,7 +1042,7 @@ class ProviderTarget:
             hint = " (check base_url and model)" if status == 404 else ""
             return TargetError(f"HTTP {status} from {url}{detail}{hint}")
         retry_after = _retry_after(resp.headers, d.retry_after_header)
-        if limited and self.settings.adaptive is not None:
+        if limited and self.gate is not None:
             return ProviderRateLimited(f"HTTP {status} rate limited by {url}{detail}", retryable=True, retry_after=retry_after)
         if kind == "rate_limited":
             return TargetError(f"HTTP {status} rate limited by {url}{detail}", retryable=True, retry_after=retry_after)

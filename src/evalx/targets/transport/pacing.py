@@ -14,13 +14,17 @@ of the credential, never the credential itself). The limiter does three jobs:
   what the bucket refilled meanwhile (``(limit - remaining) / reset`` per
   second), and waits until the request fits. So requests are spaced out as a
   bucket runs low, before the provider has to say 429. Token buckets are
-  counted in requests at the mean tokens per request seen so far. Under
-  adaptive concurrency, one request is in flight until the first answer came:
-  a first burst cannot overrun a bucket nobody has seen yet.
+  counted in requests at the mean tokens per request seen so far. Every
+  request to the endpoint is paced, whatever the concurrency of its target,
+  and one request is in flight until the first answer came: a first burst
+  cannot overrun a bucket nobody has seen yet.
 - **Backing off.** A 429, a 529 or an "overloaded" answer stops every request
   to the endpoint until its ``retry-after-ms`` / ``retry-after`` has passed
   (without one: 1 s, doubling to 30 s while they keep coming), and halves the
-  adaptive concurrency window.
+  adaptive concurrency window. The requests that waited take queued slots
+  spread over one more pause (a pause ÷ the requests contending apart), so
+  they do not all meet the limit again at its end. The provider target waits
+  a 429 out without using its ``retries:`` whenever it has a limiter.
 - **Adaptive concurrency** (``concurrency: auto`` or ``{min, start, max}``):
   the requests in flight to the endpoint are held to a window that starts at
   ``start``, doubles on answers while no bucket runs low (then grows by one a
@@ -271,6 +275,12 @@ class EndpointLimiter:
         self._open: set[int] = set()  # sequence numbers of the requests in flight
         self.blocked_until = 0.0
         self._pause_s = _PAUSE_S
+        #: after a pause, the requests that waited it out start one ``_gap_s`` apart until ``_spread_until``
+        #: (queued slots over one more pause), not all at the instant it ends
+        self._gap_s = 0.0
+        self._spread_until = 0.0
+        self._next_start = 0.0
+        self._waiting = 0  # requests waiting in acquire()
         #: until an answer came: one request at a time, when the provider's headers are known (so a first burst
         #: cannot overrun a bucket nobody has seen yet)
         self._probing = bool(self.headers.buckets)
@@ -300,34 +310,45 @@ class EndpointLimiter:
         if not self._lock.locked() and not self._full(adaptive) and self._pace(started) <= 0:
             return self._take(owner, adaptive, 0.0)  # nobody waits and there is room: no lock, no pause
         deadline = current_deadline()
-        with deadline.paused() if deadline is not None else _nothing():
-            async with self._lock:  # in arrival order
-                while True:
-                    wait = self._pace(self.clock())
-                    if wait > 0:
-                        waited = self.clock() - started
-                        if patience_s is not None and waited + wait > patience_s:
-                            raise TargetError(
-                                f"the provider's rate limit asks for {waited + wait:.0f}s more of waiting, past rate_limit.max_wait_s"
-                            )
-                        await self.sleep(min(wait, _STEP_S))
-                        continue
-                    if self._full(adaptive):
-                        self._freed.clear()
-                        await self._freed.wait()
-                        continue
-                    break
-                return self._take(owner, adaptive, self.clock() - started)
+        self._waiting += 1
+        try:
+            with deadline.paused() if deadline is not None else _nothing():
+                return await self._queued(owner, adaptive, started, patience_s)
+        finally:
+            self._waiting -= 1
+
+    async def _queued(self, owner: str, adaptive: bool, started: float, patience_s: float | None) -> Slot:
+        """:meth:`acquire`'s wait, in arrival order."""
+        async with self._lock:  # in arrival order
+            while True:
+                wait = self._pace(self.clock())
+                if wait > 0:
+                    waited = self.clock() - started
+                    if patience_s is not None and waited + wait > patience_s:
+                        raise TargetError(
+                            f"the provider's rate limit asks for {waited + wait:.0f}s more of waiting, past rate_limit.max_wait_s"
+                        )
+                    await self.sleep(min(wait, _STEP_S))
+                    continue
+                if self._full(adaptive):
+                    self._freed.clear()
+                    await self._freed.wait()
+                    continue
+                break
+            return self._take(owner, adaptive, self.clock() - started)
 
     def _full(self, adaptive: bool) -> bool:
         """Whether a request must wait for another to end: the first answer is awaited, or the window is full."""
+        if self._probing and self.in_flight > 0:  # the first answer says how much room there is, whatever the concurrency
+            return True
         if not adaptive or self.bounds is None:
             return False  # a fixed concurrency: the target's own workers hold it
-        if self._probing and self.in_flight > 0:  # the first answer says how much room there is
-            return True
         return self.in_flight >= max(1, int(self.window))
 
     def _take(self, owner: str, adaptive: bool, waited: float) -> Slot:
+        now = self.clock()
+        if now < self._spread_until:
+            self._next_start = max(now, self._next_start) + self._gap_s
         self.seq += 1
         self.in_flight += 1
         mine = self._owners[owner] = self._owners.get(owner, 0) + 1
@@ -369,6 +390,11 @@ class EndpointLimiter:
             if pause is None:
                 pause, self._pause_s = self._pause_s, min(_PAUSE_MAX_S, self._pause_s * 2)
             self.blocked_until = max(self.blocked_until, now + pause)
+            # those waiting it out start spread over one more pause, one slot each (the refill of the pause, if the
+            # provider says no more): a stampede at its end would meet the limit again at once
+            gap = pause / max(1, self.in_flight + 1 + self._waiting)  # the requests contending for the endpoint
+            self._gap_s = min(self._gap_s, gap) if now < self._spread_until else gap
+            self._spread_until = self.blocked_until + pause
             if self.bounds is not None and slot.seq > self._decreased_at:
                 self.window = max(float(self.bounds.min), self.window / 2)
                 self._threshold = self.window
@@ -418,7 +444,7 @@ class EndpointLimiter:
 
     def _pace(self, now: float) -> float:
         """Seconds to wait before the next request may start (0: now)."""
-        wait = self.blocked_until - now
+        wait = max(self.blocked_until, self._next_start if now < self._spread_until else 0.0) - now
         share = max(1, self.share)
         for kind, bucket in self._buckets.items():
             cost = 1.0 if kind == "requests" else self._cost.get(kind)
