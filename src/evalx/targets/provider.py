@@ -628,9 +628,12 @@ class ProviderTarget:
                     if gate is not None and slot is not None:
                         gate.finish(slot, counted=False)
                     raise
-                limited = resp.status >= 400 and self._limited(resp.status, resp.text)
-                if gate is not None and slot is not None:
-                    gate.finish(slot, resp.headers, limited=limited)
+                limited = False
+                try:  # reading the answer may raise (a definition's regex past its budget): the slot is given back all the same
+                    limited = resp.status >= 400 and self._limited(resp.status, resp.text)
+                finally:
+                    if gate is not None and slot is not None:
+                        gate.finish(slot, resp.headers, limited=limited)
                 if resp.status != 401 or not await self._send_again_after_401(headers, refreshed, resp.url or request.url):
                     break
             if resp.status >= 400:
