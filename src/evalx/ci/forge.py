@@ -20,7 +20,7 @@ from types import TracebackType
 from evalx.common.json_types import JSON
 from evalx.common.redaction import Redactor, shown_url
 from evalx.errors import EvalxError, ForgeError, TargetError
-from evalx.targets.transport.http import HttpClient, snippet
+from evalx.targets.transport.http import HttpClient, origin_of, snippet
 
 __all__ = ["MAX_DOWNLOAD_BYTES", "ForgeClient", "same_origin"]
 
@@ -33,17 +33,7 @@ _REDIRECTS = frozenset({301, 302, 303, 307, 308})
 
 def same_origin(a: str, b: str) -> bool:
     """Whether URLs ``a`` and ``b`` have the same scheme, host and port."""
-
-    def origin(url: str) -> tuple[str, str, int | None]:
-        parts = urllib.parse.urlsplit(url)
-        scheme = parts.scheme.lower()
-        try:
-            port = parts.port
-        except ValueError:
-            port = None
-        return scheme, (parts.hostname or "").lower(), port or {"http": 80, "https": 443}.get(scheme)
-
-    return origin(a) == origin(b)
+    return origin_of(a) == origin_of(b)
 
 
 class ForgeClient:

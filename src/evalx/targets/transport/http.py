@@ -93,6 +93,7 @@ __all__ = [
     "StreamResponse",
     "classify_status",
     "is_connect_failure",
+    "origin_of",
     "parse_retry_after",
     "retry_after_from",
     "retrying",
@@ -531,7 +532,7 @@ def _deadline_first(seconds: float) -> bool:
     return deadline is not None and deadline.when <= time.monotonic() + seconds
 
 
-def _origin(url: str) -> str:
+def origin_of(url: str) -> str:
     """``scheme://host:port`` of ``url``, with the scheme's default port made explicit."""
     parts = urllib.parse.urlsplit(url)
     scheme = parts.scheme.lower()
@@ -703,9 +704,9 @@ class HttpClient:
             if not location:
                 raise TargetError(f"HTTP {resp.status} redirect without a Location from {shown_url(url)}")
             target = urllib.parse.urljoin(url, location)
-            if _origin(target) != _origin(url):
+            if origin_of(target) != origin_of(url):
                 raise TargetError(
-                    f"HTTP {resp.status} from {shown_url(url)} redirects to another origin ({_origin(target)}); "
+                    f"HTTP {resp.status} from {shown_url(url)} redirects to another origin ({origin_of(target)}); "
                     "not followed: credentials are never sent to another origin (set the target's URL to the new one)"
                 )
             if resp.status in (301, 302, 303) and method != "HEAD":
