@@ -120,6 +120,14 @@ color_option = click.option(
 
 
 class _Group(click.Group):
+    group_class = type  # a subgroup (`evalx ci`, `evalx providers`) is one too: its commands get --color as well
+
+    def add_command(self, cmd: click.Command, name: str | None = None) -> None:
+        # every command takes --color, as the group does: `evalx report RUN --color never` reads as `evalx --color never report RUN`
+        if not any(p.name == "color" for p in cmd.params):
+            color_option(cmd)
+        super().add_command(cmd, name)
+
     def main(self, *args: Any, **kwargs: Any) -> Any:
         # stderr quotes servers, targets and datasets: nothing it writes may drive the terminal
         # (titles, links, cursor moves, hidden text); evalx's own colours and progress line still work
@@ -1039,6 +1047,13 @@ def runs_cmd(config_path: Path, json_out: bool) -> None:
 @click.option("--artifact-url", envvar="EVALX_ARTIFACT_URL", metavar="URL", help="Link to the run's files [env: EVALX_ARTIFACT_URL].")
 @click.option("--id", "comment_id", default="", metavar="NAME", help="Keep one comment per NAME (two configs, two comments).")
 @click.option("--number", type=click.IntRange(min=1), help="The pull/merge request (default: the CI job's).")
+@click.option(
+    "-o",
+    "--output",
+    "output",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Write the comment's Markdown to this file instead of printing it.",
+)
 def comment(
     config_path: Path,
     run_ref: str,
@@ -1047,10 +1062,11 @@ def comment(
     artifact_url: str | None,
     comment_id: str,
     number: int | None,
+    output: Path | None,
 ) -> None:
     """The pull-request comment for RUN (Markdown): headline per target, gates, newly failing and passing cases, cost.
 
-    RUN is a run folder, a run id or `latest`. Without --post (or without a token) it is printed.
+    RUN is a run folder, a run id or `latest`. Without --post (or without a token) it is printed, or written to -o FILE.
     """
     from evalx.errors import ForgeError
     from evalx.reports.comment import marker
@@ -1064,7 +1080,11 @@ def comment(
     if post is None:
         from evalx.ci.publish import comment_for_run
 
-        click.echo(comment_for_run(run_dir, baseline=baseline, artifact_url=artifact_url, comment_id=comment_id), nl=False)
+        text = comment_for_run(run_dir, baseline=baseline, artifact_url=artifact_url, comment_id=comment_id)
+        if output is not None:
+            _write_output(output, text, "evalx comment")
+        else:
+            click.echo(text, nl=False)
         return
     from evalx.ci.publish import publish
 
@@ -1075,7 +1095,10 @@ def comment(
     if done.posted.note:
         click.echo(f"evalx: {done.posted.note}", err=True)
     if done.markdown is not None:
-        click.echo(done.markdown, nl=False)
+        if output is not None:
+            _write_output(output, done.markdown, "evalx comment")
+        else:
+            click.echo(done.markdown, nl=False)
     if done.posted.action in ("created", "updated"):
         where = f": {done.posted.url}" if done.posted.url else ""
         click.echo(f"evalx: {done.posted.action} the comment{where}", err=True)
@@ -1163,11 +1186,16 @@ def compare(config_path: Path, run_a: str, run_b: str, json_out: bool, markdown_
 
 def _write_output(path: Path, text: str, command: str) -> None:
     """``-o FILE``: ``text`` written to ``path`` (its folder made), and one line saying so; a failure is one line and exit 2."""
+    from evalx.common.atomic import write_text
+    from evalx.errors import OutputError
+
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text, encoding="utf-8")
+        write_text(path, text)
     except OSError as exc:
         _fail(f"{command}: cannot write {path}: {exc.strerror or exc}")
+    except OutputError as exc:
+        _fail(f"{command}: {exc}")
     click.echo(f"wrote {os.path.relpath(path)}")
 
 

@@ -48,6 +48,42 @@ def test_compare_writes_one_file_with_o(tmp_path: Path, monkeypatch: pytest.Monk
     assert json.loads((tmp_path / "out" / "o" / "diff.json").read_text(encoding="utf-8"))["b"]["run_id"] == b
 
 
+def test_comment_writes_its_markdown_with_o(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    _a, b = _two_runs(tmp_path)
+    out = tmp_path / "out" / "comment.md"
+    result = CliRunner().invoke(main, ["comment", b, "-o", str(out)])
+    assert result.exit_code == 0, result.output
+    assert result.output == f"wrote {os.path.relpath(out)}\n"
+    assert out.read_text(encoding="utf-8") == CliRunner().invoke(main, ["comment", b]).output
+
+
+def _commands(group: object, prefix: tuple[str, ...] = ()) -> list[tuple[str, ...]]:
+    import click
+
+    assert isinstance(group, click.Group)
+    found: list[tuple[str, ...]] = []
+    for name, command in group.commands.items():
+        found.append((*prefix, name))
+        if isinstance(command, click.Group):
+            found += _commands(command, (*prefix, name))
+    return found
+
+
+def test_every_command_takes_color_as_the_group_does(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`evalx report RUN --color never` works as `evalx --color never report RUN` does, for every command."""
+    monkeypatch.chdir(tmp_path)
+    _a, b = _two_runs(tmp_path)
+    commands = _commands(main)
+    assert {("validate",), ("providers",), ("comment",), ("report",), ("compare",), ("init",), ("ci", "fetch-baseline")} <= set(commands)
+    for command in commands:
+        result = CliRunner().invoke(main, [*command, "--color", "never", "--help"])
+        assert result.exit_code == 0 and "--color" in result.output, (command, result.output)
+    for args in (["validate"], ["providers"], ["report", b], ["comment", b], ["runs"]):
+        result = CliRunner().invoke(main, [*args, "--color", "always"])
+        assert result.exit_code == 0, (args, result.output)
+
+
 def test_schema_o_and_its_old_spelling_write_the_same_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(tmp_path)
     for flag in ("-o", "--output", "--write"):

@@ -95,3 +95,38 @@ def test_the_api_takes_max_failures(tmp_path: Path) -> None:
     assert result.exit_code == 1
     assert len(_results(result.run_dir)) == 2
     assert result.summary["stopped_early"].startswith("stopped early (--max-failures 2): 2 cells failed or errored; 8 planned")
+
+
+def test_a_stopped_run_says_so_first_in_every_report_with_the_command_that_finishes_it(tmp_path: Path) -> None:
+    """--max-failures leaves cells unrun: the terminal, summary.txt, Markdown, JUnit, HTML, the PR comment and the
+    annotations open with ``STOPPED EARLY: N of M planned cells`` and the resume command, which names the config it ran."""
+    from cli_project import evalx as cli
+
+    (tmp_path / "suite").mkdir()
+    project = _project(tmp_path / "suite")
+    (project / "evalconfig.yaml").rename(project / "nightly.yaml")
+    stopped = cli(
+        "run", "-c", "suite/nightly.yaml", "--max-failures", "2", "--markdown", "step.md", cwd=tmp_path, env={"GITHUB_ACTIONS": "true"}
+    )
+    assert stopped.returncode == 1, stopped.stdout + stopped.stderr
+    (run_dir,) = (project / "runs").iterdir()
+    headline, resume = "STOPPED EARLY: 2 of 10 planned cells", f"evalx run -c suite/nightly.yaml --resume {run_dir.name}"
+    assert stopped.stdout.splitlines()[:2] == [headline, f"resume: {resume}"], stopped.stdout
+    assert "exit 1: 2 of 10 planned cells ran (stopped early)" in stopped.stdout
+    assert f"(finish with: {resume})" in stopped.stderr
+    assert (run_dir / "summary.txt").read_text().splitlines()[:2] == [headline, f"resume: {resume}"]
+    markdown = (tmp_path / "step.md").read_text().splitlines()
+    assert markdown[0].startswith(f"## ⏹️ {headline}") and markdown[2] == f"> Resume: `{resume}`"
+    html = (run_dir / "report.html").read_text()
+    assert f"<h2>{headline}</h2>" in html and f'<code class="resume-command">{resume}</code>' in html
+    assert "stopped early (--max-failures 2)" in html
+    assert f'name="interrupted" value="{headline}"' in (run_dir / "junit.xml").read_text()
+    annotations = [line for line in stopped.stderr.splitlines() if line.startswith("::")]
+    assert annotations[0] == f"::error title=evalx%3A STOPPED EARLY%3A 2 of 10 planned cells::{headline}; resume: {resume}"
+    assert len(annotations) == 3  # then the two failing cases
+    comment = cli("comment", "-c", "suite/nightly.yaml", "latest", cwd=tmp_path)
+    assert f"> ⏹️ **{headline}**" in comment.stdout and f"> Resume: `{resume}`" in comment.stdout
+
+    finished = cli(*resume.split()[1:], "-q", cwd=tmp_path)
+    assert finished.returncode == 1 and len(_results(run_dir)) == 10
+    assert not (run_dir / "summary.txt").read_text().startswith("STOPPED EARLY")

@@ -93,6 +93,22 @@ def test_a_failing_before_run_stops_the_run_before_any_cell_and_after_run_still_
     assert (tmp_path / "cleaned.txt").exists()
 
 
+def test_a_failed_before_run_names_the_command_that_resumes_the_run_once_it_is_fixed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The run folder exists with no results.jsonl: the printed ``--resume`` command runs every cell in it."""
+    (tmp_path / "flag").write_text("down")
+    config = _project(tmp_path, "hooks: {before_run: 'grep -q up flag && echo x > before.txt'}\n")
+    code, _, err = _run(config, monkeypatch)
+    run_dir = _run_dir(config)
+    assert code == 3 and err.strip().endswith(f"once it is fixed: evalx run --resume {run_dir.name}"), err
+    (tmp_path / "flag").write_text("up")
+    result = CliRunner().invoke(main, ["run", "--resume", run_dir.name, "-q"])
+    assert result.exit_code == 0, result.output
+    assert {c["status"] for c in read_cells(run_dir)} == {"pass"} and len(read_cells(run_dir)) == 2
+    assert json.loads((run_dir / "run.json").read_text())["status"] == "complete"
+
+
 def test_a_failing_after_run_is_reported_and_the_verdict_stands(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     config = _project(tmp_path, "hooks: {before_run: 'echo x > before.txt', after_run: 'exit 7'}\n")
     code, _, err = _run(config, monkeypatch)

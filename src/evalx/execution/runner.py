@@ -33,7 +33,7 @@ from evalx.execution.stop_early import FailureLimit
 from evalx.reports.render import ReportOptions, write_reports
 from evalx.reports.writers import Outputs
 from evalx.results.model import CellResult, CostGuardReport, RunSummary
-from evalx.results.outcome import RunFacts, decide_exit, finish_summary, nothing_graded
+from evalx.results.outcome import RunFacts, decide_exit, finish_summary, nothing_graded, resume_command
 from evalx.results.store import RESULTS, ReadProblems, ResultWriter, RunLock, new_run_id, read_results, rewrite_results, write_json
 from evalx.targets.preflight import ConnectWatch, chained
 from evalx.targets.spec import EngineTargetSpec, ProviderTargetSpec
@@ -234,7 +234,10 @@ def _before_run(config: Config, made: _Run, meta: RunMeta, hook: object) -> None
         return
     meta["status"] = "failed"
     write_json(made.run_dir / "run.json", meta)
-    raise HookFailed(f"the before_run hook failed ({result.problem}); no cell ran: see {relative_path(result.log_file)}")
+    raise HookFailed(
+        f"the before_run hook failed ({result.problem}); no cell ran: see {relative_path(result.log_file)}; "
+        f"once it is fixed: {resume_command({'config': relative_path(config.path), 'run_id': made.run_id})}"
+    )
 
 
 def _execute(
@@ -322,7 +325,9 @@ def _execute(
     progress.close()
     writer.close(reorder=True)
     not_run = len(todo.cells) - recorded
-    stopped = limit.message(not_run, made.run_id) if limit is not None and limit.reached and not_run > 0 else None
+    stopped = None
+    if limit is not None and limit.reached and not_run > 0:
+        stopped = limit.message(not_run, resume_command({"config": relative_path(config.path), "run_id": made.run_id}))
     if not stats.interrupted and stopped is None:  # pairwise: judged once every cell of a case exists, recorded on both cells
         from evalx.execution.pairwise_pass import judge_stored_pairs
 
@@ -416,6 +421,8 @@ def _take_stored_results(run_dir: Path, plan: Plan, summary_builder: SummaryBuil
     from evalx.execution import resume as _resume
     from evalx.execution.ray_executor import is_worker_lost
 
+    if not (run_dir / RESULTS).exists() and not (run_dir / RESULTS).is_symlink():  # no cell ran (a failed before_run hook)
+        return
     problems = ReadProblems()
     lost = 0
     for result in read_results(run_dir / RESULTS, problems):  # streamed: a million stored cells are never all in memory

@@ -36,11 +36,11 @@ class FailureLimit:
         """Asked by an executor before it starts a cell: True once the limit is reached."""
         return self.reached
 
-    def message(self, not_run: int, run_id: str) -> str:
-        """The run's one line about it, with the command that finishes the run."""
+    def message(self, not_run: int, resume: str) -> str:
+        """The run's one line about it, with ``resume``: the command that finishes the run."""
         option = "-x" if self.max_failures == 1 else f"--max-failures {self.max_failures}"
         cells = "cell" if self.failures == 1 else "cells"
         return (
             f"stopped early ({option}): {self.failures} {cells} failed or errored; {not_run} planned "
-            f"cell{'s' if not_run != 1 else ''} not run (finish with: evalx run --resume {run_id})"
+            f"cell{'s' if not_run != 1 else ''} not run (finish with: {resume})"
         )

@@ -5,7 +5,8 @@ stdout, so ``--json`` and ``--markdown -`` keep stdout clean) when
 ``GITHUB_ACTIONS=true``, by ``evalx run``, ``evalx merge`` and ``evalx
 report``. GitHub then shows each failure on the pull request's diff of the
 dataset. A case is annotated once, whatever its repeats; the newly failing
-cases (against the baseline) come first. GitHub shows at most 10 error
+cases (against the baseline) come first; an interrupted or stopped-early run's
+``INTERRUPTED: N of M planned cells`` line and resume command come before them. GitHub shows at most 10 error
 annotations a step, so at most :data:`MAX_ANNOTATIONS` are written and one
 ``::notice::`` counts the rest.
 
@@ -23,6 +24,7 @@ from typing import TextIO
 
 from evalx.common.ansi import strip_ansi
 from evalx.results.model import CellResult, RunSummary, failure_reason
+from evalx.results.outcome import interruption
 from evalx.results.store import read_results
 
 __all__ = ["MAX_ANNOTATIONS", "Annotations", "escape_data", "escape_property", "on_github_actions"]
@@ -95,8 +97,11 @@ class Annotations:
         return True
 
     def finish(self) -> None:
-        chosen = [*self.first.values(), *self.others.values()][: self.limit]
         out = self.stream or sys.stderr
+        stopped = interruption(self.summary)
+        if stopped is not None:  # first: the failures below are those of a part of the plan
+            out.write(f"::error title={escape_property('evalx: ' + stopped[0])}::{escape_data(f'{stopped[0]}; {stopped[1]}')}\n")
+        chosen = [*self.first.values(), *self.others.values()][: self.limit - (stopped is not None)]
         for failing in chosen:
             out.write(self._line(failing) + "\n")
         left = self.failing_cells - sum(f.cells for f in chosen)

@@ -93,8 +93,10 @@ def _render(summary: RunSummary, rows: int, artifact_url: str | None, comment_id
     elif not (gates and gates.get("baseline")):
         about += " · no baseline"
     lines += [about, ""]
-    if stopped:
-        lines += [f"> ⏹️ {md_escape(stopped[0], 300)}", ""]
+    if stopped:  # the figures below are a part of the plan: say so, and how to finish it
+        how = stopped[1].removeprefix("resume: ")
+        finish = f"Resume: `{how}`" if how != stopped[1] else md_escape(how, 300)
+        lines += [f"> ⏹️ **{md_escape(stopped[0], 300)}**", ">", f"> {finish}", ""]
     if note:
         lines += [f"> {md_escape(note, 500)}", ""]
     lines += _targets(summary, comparison)

@@ -1049,6 +1049,7 @@ def _config_shown(config: object) -> str:
 
 class _InterruptedView(TypedDict):
     title: str
+    why: str
     how: str
     command: str | None
 
@@ -1058,7 +1059,13 @@ def _interrupted(summary: RunSummary) -> _InterruptedView | None:
     stopped = interruption(summary)
     if stopped is None:
         return None
-    return {"title": stopped[0], "how": stopped[1], "command": None if summary.get("merged") else resume_command(summary)}
+    early = summary.get("stopped_early")
+    if not summary.get("interrupted") and isinstance(early, str):  # --max-failures: its own words, without the command shown below
+        why = "The run " + early.split(" (finish with:", 1)[0]
+    else:
+        why = "The run was stopped (Ctrl-C, SIGTERM, a CI cancel) before every planned cell ran"
+    command = None if summary.get("merged") else resume_command(summary)
+    return {"title": stopped[0], "why": why, "how": stopped[1], "command": command}
 
 
 def _header(summary: RunSummary, data: _ReportData) -> _HeaderView:

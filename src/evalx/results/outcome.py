@@ -193,15 +193,23 @@ def resume_command(summary: Mapping[str, Any]) -> str:
 
 
 def interruption(summary: Mapping[str, Any]) -> tuple[str, str] | None:
-    """An interrupted run's first lines in every report: ``INTERRUPTED: 553 of 5,200 planned cells`` and how to finish it; else None."""
-    if not summary.get("interrupted"):
+    """An unfinished run's first lines in every report, and how to finish it; else None.
+
+    ``INTERRUPTED: 553 of 5,200 planned cells`` after Ctrl-C, SIGTERM or a CI cancel; ``STOPPED EARLY: 3 of 12
+    planned cells`` after ``--max-failures`` (its cells never started are resumed the same way).
+    """
+    if summary.get("interrupted"):
+        word = "INTERRUPTED"
+    elif summary.get("stopped_early"):
+        word = "STOPPED EARLY"
+    else:
         return None
     done = int((summary.get("totals") or {}).get("cells") or 0)
     planned = summary.get("cells_planned")
     shard = summary.get("shard")
     if isinstance(shard, Mapping) and isinstance(shard.get("plan_cells"), int):
         planned = planned if isinstance(planned, int) else shard["plan_cells"]
-    headline = f"INTERRUPTED: {done:,} of {planned:,} planned cells" if isinstance(planned, int) else f"INTERRUPTED after {done:,} cells"
+    headline = f"{word}: {done:,} of {planned:,} planned cells" if isinstance(planned, int) else f"{word} after {done:,} cells"
     merged = summary.get("merged")
     if isinstance(merged, Mapping):  # a merge of shards, some incomplete: each is resumed where it ran, then merged again
         return headline, "resume each incomplete shard with `evalx run --resume RUN` where it ran, then `evalx merge` again"
@@ -213,7 +221,8 @@ def exit_reason(summary: RunSummary, exit_code: int) -> str:
     totals = summary["totals"]
     stopped = interruption(summary)
     if stopped is not None:
-        return f"exit {exit_code}: {stopped[0].split(': ', 1)[-1]} ran (interrupted)"
+        how = "interrupted" if summary.get("interrupted") else "stopped early"
+        return f"exit {exit_code}: {stopped[0].split(': ', 1)[-1]} ran ({how})"
     if exit_code == EXIT_INCOMPLETE:
         return f"exit {exit_code}: the run could not complete (every cell of a target errored)"
     graded = nothing_graded(summary)

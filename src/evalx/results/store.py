@@ -149,7 +149,9 @@ class ResultWriter:
         self._failed: OutputError | None = None  # a write that failed: raised by every later write and close()
         self.v1 = False
         with writing(self.path):
-            if append:  # a FIFO or a device in the run folder: refused, never opened (its open would wait for a reader)
+            # a FIFO or a device in the run folder: refused, never opened (its open would wait for a reader); none yet
+            # (a resumed run whose before_run hook failed): created
+            if append and (self.path.exists() or self.path.is_symlink()):
                 check_regular(self.path)
             # unbuffered: one write(2) a line, and a failed one can be cut off without a buffer that still holds it
             if self.path.is_symlink():  # a link planted in the run folder: never written through
