@@ -107,3 +107,40 @@ def test_validate_knows_the_names_a_target_template_renders_with() -> None:
     entry = PythonTargetSpec(id="t", type="python", callable="m:f")
     context = template_context(cell, RunContext(run_id="r", config_dir=Path(".")), entry, {"id": "t"})
     assert set(context) | {"turn"} == set(TEMPLATE_NAMES)  # `turn`: an engine body's, in a conversation
+
+
+def test_prompt_axes_dataset_defaults_and_case_systems_are_checked_too(tmp_path: Path) -> None:
+    """Every place a template renders: a matrix's prompt axes (inline and from a file), a dataset's defaults.system and a
+    case's own system (at the case's line), by validate and by the run they would fail; a --matrix-free run skips the axes."""
+    (tmp_path / "prompts").mkdir()
+    (tmp_path / "prompts" / "terse.md").write_text("Be terse. {{ case.inptu }}\n")
+    (tmp_path / "cases.yaml").write_text("- id: a\n  input: hello\n  system: 'Own {{ case.metdata.x }}'\n- id: b\n  input: bye\n")
+    (tmp_path / "evalconfig.yaml").write_text(
+        """version: 1
+targets:
+  - {id: gpt, type: provider, provider: openai, model: gpt-4o-mini, base_url: "http://127.0.0.1:9/v1", api_key: k}
+datasets:
+  - id: d
+    path: cases.yaml
+    defaults: {system: "Defaults {{ case.catgory }}"}
+matrix:
+  targets: [gpt]
+  params:
+    prompt: [{label: a, value: "A {{ case.inptu }}"}, {label: b, value: "B {{ case.input }}"}]
+    system_file: [prompts/terse.md]
+"""
+    )
+    axes = [
+        "evalconfig.yaml:11 matrix.params.prompt[0].value: unknown field 'inptu' (did you mean 'input'?)",
+        "evalconfig.yaml:12 matrix.params.system_file[0].value: system_file prompts/terse.md: unknown field 'inptu' (did you mean 'input'?)",
+    ]
+    systems = [
+        "evalconfig.yaml:7 datasets[0].defaults.system: unknown field 'catgory' (did you mean 'category'?)",
+        "cases.yaml:1 system: case 'a': unknown field 'metdata' (did you mean 'metadata'?)",
+    ]
+    validated = _evalx(tmp_path, "validate")
+    assert (validated.returncode, validated.stderr.strip().splitlines()) == (2, axes + systems)
+    ran = _evalx(tmp_path, "run", "--matrix")
+    assert (ran.returncode, ran.stderr.strip().splitlines()) == (2, axes + systems)
+    plain = _evalx(tmp_path, "run")
+    assert (plain.returncode, plain.stderr.strip().splitlines()) == (2, systems)

@@ -117,6 +117,11 @@ def test_a_system_prompt_that_cannot_render_is_the_cells_error_on_every_kind(scr
         ),
         encoding="utf-8",
     )
+    # a literal reference no case has is refused before the run, at the case's line
+    refused = CliRunner().invoke(main, ["run", "-c", str(config)])
+    assert refused.exit_code == 2 and "system: case 'one': unknown var 'nobody'" in refused.stderr, refused.output
+    # one the check cannot see (a computed key) is the cell's error when it renders
+    config.write_text(config.read_text(encoding="utf-8").replace("vars.nobody", "vars['no' ~ 'body']"), encoding="utf-8")
     result = CliRunner().invoke(main, ["run", "-c", str(config)])
     assert result.exit_code != 0 and "Traceback" not in result.output
     (run,) = (tmp_path / "runs").iterdir()

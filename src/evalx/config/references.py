@@ -53,15 +53,20 @@ class _Template:
     prefix: str
 
 
-def template_reference_issues(config: Config, cases: Mapping[str, Sequence[Case]], target_ids: Sequence[str] | None = None) -> list[Issue]:
+def template_reference_issues(
+    config: Config, cases: Mapping[str, Sequence[Case]], target_ids: Sequence[str] | None = None, *, matrix: bool = True
+) -> list[Issue]:
     """Every unknown name and field the config's templates read (errors) and fields only some cases have (warnings).
 
-    ``cases``: the cases of each dataset (by id); ``target_ids``: the targets to check (default: all).
+    ``cases``: the cases of each dataset (by id); ``target_ids``: the targets to check (default: all); ``matrix``:
+    also the prompt axes of ``matrix:`` (``evalx validate``, a ``--matrix`` run). Besides the targets' and the
+    judge's templates: a dataset's ``defaults: {system}`` and each case's own ``system:``.
     """
     from evalx.config.loader import template_path
 
     prefixes = {v.path: f"{v.file_key[-1]} {display_path(v.file)}: " for v in config.file_values}
     datasets = [d for d in config.datasets if isinstance(d, dict) and d.get("id") in cases]
+    specs = {str(s.get("id")): s for s in config.targets if isinstance(s, dict)}
     issues: list[Issue] = []
     for i, spec in enumerate(config.targets):
         if not isinstance(spec, dict) or (target_ids is not None and spec.get("id") not in target_ids):
@@ -73,7 +78,90 @@ def template_reference_issues(config: Config, cases: Mapping[str, Sequence[Case]
     if isinstance(judge, dict) and isinstance(judge.get("prompt"), str):
         template = _Template(("judge", "prompt"), judge["prompt"], prefixes.get(("judge", "prompt"), ""))
         issues += _check(config, template, JUDGE_PROMPT_NAMES, list(cases.values()), None)
+    if matrix:
+        issues += _matrix_issues(config, cases, datasets, specs, prefixes)
+    for i, d in enumerate(config.datasets):
+        if isinstance(d, dict) and d.get("id") in cases:
+            running = [
+                s for t, s in specs.items() if (target_ids is None or t in target_ids) and (not d.get("targets") or t in d["targets"])
+            ]
+            if running:
+                issues += _system_issues(config, i, d, cases[str(d["id"])], running[0], prefixes)
     return issues
+
+
+#: the matrix axes whose values are templates (a ``_file`` axis: the file's text, read when the config loaded)
+_MATRIX_TEMPLATE_AXES = ("system", "prompt", "messages", "system_file", "prompt_file")
+
+
+def _matrix_issues(
+    config: Config,
+    cases: Mapping[str, Sequence[Case]],
+    datasets: list[dict[str, Any]],
+    specs: Mapping[str, dict[str, Any]],
+    prefixes: dict[KeyPath, str],
+) -> list[Issue]:
+    """The prompt axes of ``matrix:`` (``params`` values and ``include`` entries), against the datasets its targets run."""
+    section = config.data.get("matrix")
+    if not isinstance(section, dict):
+        return []
+    on = [specs[str(t)] for t in section.get("targets") or [] if str(t) in specs]
+    if not on:
+        return []
+    ids = {str(s.get("id")) for s in on}
+    ran = [cases[str(d["id"])] for d in datasets if not d.get("targets") or ids & {str(t) for t in d["targets"]}]
+    found: list[_Template] = []
+    params = section.get("params")
+    for axis in _MATRIX_TEMPLATE_AXES:
+        values = params.get(axis) if isinstance(params, dict) else None
+        for j, value in enumerate(values if isinstance(values, list) else []):
+            found += _axis_templates(value, ("matrix", "params", axis, j), prefixes)
+    for j, entry in enumerate(section.get("include") or []):
+        for axis in _MATRIX_TEMPLATE_AXES:
+            if isinstance(entry, dict) and axis in entry:
+                found += _axis_templates(entry[axis], ("matrix", "include", j, axis), prefixes)
+    return [issue for template in found for issue in _check(config, template, TEMPLATE_NAMES, ran, on[0])]
+
+
+def _axis_templates(value: Any, path: KeyPath, prefixes: dict[KeyPath, str]) -> list[_Template]:
+    """An axis value's templates: the value itself, or a ``{label, value}``'s value (a file's text under a ``_file`` axis)."""
+    if isinstance(value, dict) and "value" in value:
+        return _templates(value["value"], (*path, "value"), lambda _: True, prefixes)
+    return _templates(value, path, lambda _: True, prefixes)
+
+
+def _system_issues(
+    config: Config, index: int, dataset: dict[str, Any], cases: Sequence[Case], spec: dict[str, Any], prefixes: dict[KeyPath, str]
+) -> list[Issue]:
+    """A dataset's ``defaults: {system}`` (at its own line) and each case's own templated ``system:`` (at the case's line)."""
+    issues: list[Issue] = []
+    defaults = dataset.get("defaults")
+    shared = defaults.get("system") if isinstance(defaults, dict) else None
+    if isinstance(shared, str) and "{" in shared:
+        path = ("datasets", index, "defaults", "system")
+        issues += _check(config, _Template(path, shared, prefixes.get(path, "")), TEMPLATE_NAMES, [cases], spec)
+    said: dict[str, int] = {}
+    for n, case in enumerate(cases):
+        if n >= SAMPLE_CASES:
+            break
+        if not isinstance(case.system, str) or "{" not in case.system or case.system == shared:
+            continue
+        file, _, line = case.source.rpartition(":")
+        where: tuple[str, int | None] = (file, int(line)) if line.isdigit() else (case.source, None)
+        for issue in _check(config, _Template(("system",), case.system, ""), TEMPLATE_NAMES, [[case]], spec):
+            said[issue.message] = said.get(issue.message, 0) + 1
+            if said[issue.message] <= _SAME_SYSTEM_SHOWN:
+                issues.append(Issue(where[0], where[1], "system", f"case {case.id!r}: {issue.message}", issue.warning))
+    for message, times in said.items():
+        if times > _SAME_SYSTEM_SHOWN:
+            issues.append(
+                Issue(str(dataset.get("path") or dataset.get("id")), None, "system", f"{message}: {times - _SAME_SYSTEM_SHOWN} more cases")
+            )
+    return issues
+
+
+#: the cases named for one problem of their own ``system:``; the others are counted in one more line
+_SAME_SYSTEM_SHOWN = 3
 
 
 def _templates(value: Any, path: KeyPath, is_template: Any, prefixes: dict[KeyPath, str]) -> list[_Template]:

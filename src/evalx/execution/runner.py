@@ -130,7 +130,7 @@ def _check_template_references(config: Config, plan: Plan) -> None:
     from evalx.config.references import attachment_issues, template_reference_issues
     from evalx.errors import ConfigError
 
-    issues = template_reference_issues(config, plan.cases, plan.base_target_ids)
+    issues = template_reference_issues(config, plan.cases, plan.base_target_ids, matrix=bool(plan.variants))
     issues += attachment_issues(config, plan.cases, plan.base_target_ids)
     for issue in issues:
         if issue.warning:
