@@ -128,3 +128,37 @@ def test_a_run_whose_cells_are_all_cached_needs_no_server(tmp_path: Path) -> Non
     summary = json.loads(again.stdout)
     assert summary["totals"]["pass"] == 3
     assert "cannot connect" not in again.stderr
+
+
+def test_a_judge_that_takes_no_connection_is_one_warning_and_stops_being_called(tmp_path: Path, closed_port: int) -> None:
+    """The judge is checked with the targets: a warning up front (its answers may be cached, so the run goes on), and
+    after its first calls got no connection, the other model-graded cells error at once with one reason."""
+    (tmp_path / "agent.py").write_text("def answer(q):\n    return 'hello ' + q\n")
+    cases = "".join(f"      - {{id: c{i:02d}, input: q{i}, assert: [{{type: llm_judge, rubric: polite}}]}}\n" for i in range(12))
+    (tmp_path / "evalconfig.yaml").write_text(
+        f"""version: 1
+defaults: {{concurrency: 1, retries: 0}}
+targets:
+  - {{id: bot, type: python, callable: agent.py:answer}}
+judge:
+  target: {{id: grader, type: provider, provider: openai, model: m, base_url: "http://127.0.0.1:{closed_port}/v1", api_key: k,
+            start: "vllm serve m"}}
+datasets:
+  - id: d
+    cases:
+{cases}"""
+    )
+    proc = evalx("run", cwd=tmp_path)
+    assert proc.returncode == 1, proc.stderr
+    warnings = [line for line in proc.stderr.splitlines() if "judge target" in line]
+    assert warnings == [
+        f"evalx: warning: judge target 'grader': cannot connect to http://127.0.0.1:{closed_port}/v1/chat/completions "
+        "(connection refused): is the server running? start it with: vllm serve m; "
+        "the model-graded checks will error unless their answers are in the response cache"
+    ]
+    (run_dir,) = (tmp_path / "runs").iterdir()
+    errors = [json.loads(line) for line in (run_dir / "results.jsonl").read_text().splitlines()]
+    reasons = [json.dumps(r.get("assertions") or r.get("error")) for r in errors if r.get("case_id")]
+    assert len(reasons) == 12
+    assert sum("its first 5 calls got no answer: no more are made" in r for r in reasons) == 7, reasons
+    assert "(see the cells' errors)" in proc.stdout

@@ -69,3 +69,12 @@ def test_an_unquoted_colon_in_a_config_value(tmp_path: Path) -> None:
     assert line.startswith("evalconfig.yaml:6: invalid YAML: a second ':' on this line"), line
     assert "quote a value that contains ': '" in line
     assert "mapping values are not allowed here" not in line  # not PyYAML's words
+
+
+def test_a_provider_file_beside_a_config_without_providers_dir_is_named_in_the_error(tmp_path: Path) -> None:
+    folder = _project(tmp_path, config=CONFIG.replace("providers_dir: providers\n", ""))
+    proc = _validate(folder)
+    assert proc.returncode == 2
+    (line,) = proc.stderr.strip().splitlines()
+    assert line.startswith("evalconfig.yaml:") and "unknown provider 'mine'" in line
+    assert line.endswith("(providers/mine.yaml is here: add `providers_dir: providers` to the config)")

@@ -575,7 +575,11 @@ def _provider_issues(config: Config, path: KeyPath, name: str, spec: JSONObject 
     try:
         definition = find_provider(name, providers_dir_of(config))
     except UnknownProvider as exc:  # this config's error
-        return [config.issue(path, exc.reason)]
+        reason = exc.reason
+        beside = config.base_dir / "providers" / f"{name}.yaml"
+        if config.data.get("providers_dir") is None and beside.is_file():  # written, but not where the config looks
+            reason += f" (providers/{name}.yaml is here: add `providers_dir: providers` to the config)"
+        return [config.issue(path, reason)]
     except ConfigError as exc:  # a broken definition: its issues name its own FILE:LINE
         return list(exc.issues)
     if spec is None:

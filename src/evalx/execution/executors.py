@@ -35,6 +35,7 @@ if TYPE_CHECKING:
     from evalx.config.loader import Config
     from evalx.execution.plan import Plan
     from evalx.execution.ray_executor import ExecutorChoice
+    from evalx.judge import Judge
     from evalx.tracing.run import RunTracing
 
 log = logging.getLogger(__name__)
@@ -105,7 +106,8 @@ class LocalExecutor:
         signals = Interrupt()
         try:
             check_self_grading(runtime.judge, config, plan, [p.target.id for p in plans])
-            await preflight(executor, plans)  # a remote target that is down: one line now, not one error per cell
+            # a remote target (or judge) that is down: one line now, not one error per cell
+            await preflight(executor, plans, runtime.judge if plan.graded_targets() else None)
             with cancel_on_signals() as signals, runtime.watch():
                 stats = await executor.execute()
         except asyncio.CancelledError:
@@ -186,12 +188,16 @@ async def execute_cells(
 CACHE_SCAN = 10_000
 
 
-async def preflight(executor: Executor, plans: list[TargetPlan]) -> None:
+async def preflight(executor: Executor, plans: list[TargetPlan], judge: Judge | None = None) -> None:
     """Raise :class:`~evalx.errors.TargetUnreachable` when a started remote target's host:port takes no TCP connection.
 
     Skipped for a target whose cells are all in the response cache (the first
-    :data:`CACHE_SCAN` looked up), and with ``EVALX_NO_PREFLIGHT=1``.
+    :data:`CACHE_SCAN` looked up), and with ``EVALX_NO_PREFLIGHT=1``. ``judge``
+    (a run with model-graded cells): its target is checked at the same time; one
+    that takes no connection is a warning, since its answers may be cached.
     """
+    import dataclasses
+
     from evalx.errors import TargetUnreachable
     from evalx.targets.preflight import endpoint_of, preflight_disabled, unreachable
 
@@ -202,7 +208,14 @@ async def preflight(executor: Executor, plans: list[TargetPlan]) -> None:
         endpoint = endpoint_of(plan.target)
         if endpoint is not None and not await _all_cached(executor, plan):
             endpoints.append(endpoint)
+    judged = endpoint_of(await judge.started_target()) if judge is not None else None
+    if judged is not None:
+        endpoints.append(dataclasses.replace(judged, kind="judge target"))
     lines = await unreachable(endpoints) if endpoints else []
+    for line in lines:
+        if line.startswith("judge target "):
+            log.warning(f"{line}; the model-graded checks will error unless their answers are in the response cache")
+    lines = [line for line in lines if not line.startswith("judge target ")]
     if lines:
         raise TargetUnreachable(lines)
 

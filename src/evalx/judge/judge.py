@@ -183,6 +183,27 @@ class _Instance:
         self.pacer: Callable[[], Awaitable[None]] | None = getattr(target, "pacer", None)
         #: batch mode: the judge target's ``prefetch`` (the call's answer from a batch, before its deadline starts)
         self.prefetch: Callable[[Cell, Any], Awaitable[None]] | None = None
+        #: calls that got no connection before any got an answer; at preflight.FIRST_CELLS the judge is taken as down
+        self.unconnected = 0
+        self.answered = False
+        #: why no further call is made (its first calls got no connection), or None
+        self.down: str | None = None
+
+    def note(self, error: str | None) -> None:
+        """A call's outcome: the first preflight.FIRST_CELLS calls all failing to connect take the judge as down."""
+        from evalx.targets.preflight import FIRST_CELLS, start_hint
+        from evalx.targets.transport.http import is_connect_failure  # aiohttp: a Python judge's run never loads it
+
+        if self.answered or self.down is not None:
+            return
+        if error is None or not is_connect_failure(error):
+            self.answered = True
+            return
+        self.unconnected += 1
+        if self.unconnected >= FIRST_CELLS:
+            spec = getattr(self.target, "spec", None) or {}
+            hint = start_hint(spec.get("start") if isinstance(spec, dict) else None)
+            self.down = f"{error} (its first {FIRST_CELLS} calls got no answer: no more are made; {hint})"
 
 
 class Judge:
@@ -299,11 +320,18 @@ class Judge:
                 if restore is not None:
                     restore(traj)
                 return traj
+        if inst.down is not None:  # a judge that takes no connection: each further call is its error at once, not its retries
+            return Trajectory(error=inst.down)
         if inst.prefetch is not None:
             await inst.prefetch(cell, self.run)  # batch mode: waiting for the batch is not the call's time
         if inst.pacer is not None:
             await inst.pacer()  # the rate limit: not the call's time
-        traj = await within(Deadline(inst.timeout_s), inst.target.invoke(cell, self.run))  # the judge call's own deadline
+        try:
+            traj = await within(Deadline(inst.timeout_s), inst.target.invoke(cell, self.run))  # the judge call's own deadline
+        except TargetError as exc:
+            inst.note(str(exc))
+            raise
+        inst.note(traj.error)
         try:  # a reply past the judge's max_response_bytes is the call's error (its raw reply is kept with the assertion)
             traj = safe_trajectory(traj, inst.max_bytes)
         except ValueError as exc:
@@ -471,17 +499,34 @@ class Judge:
         except TemplateRenderError as exc:
             raise JudgeError(f"judge prompt: {exc}") from None
 
-    async def _call(self, ctx: Any, prompt: str, sample: int, meta: Mapping[str, JSON]) -> _Call:
-        settings = ctx.judge_settings
+    def _call_spec(self, settings: JSONObject) -> JSONObject:
+        """The mapping the judge target of ``settings`` is built and its calls cached from."""
         options = judge_settings(settings)
         template = options.prompt or ""
-        spec = judge_spec(
-            self._resolve_spec(settings["target"]),  # the mapping the target is built and its calls cached from
+        return judge_spec(
+            self._resolve_spec(settings["target"]),
             options.temperature,
             # OpenAI's JSON mode refuses a prompt that does not mention JSON
             json_mode=not template or "json" in str(template).lower(),
             batch=_written_batch(settings.get("batch")),
         )
+
+    async def started_target(self) -> Any | None:
+        """The config's judge target, started (the instance its calls use): what the pre-flight check connects to.
+
+        None without a ``judge: {target}``, or when it cannot start (the judged checks say why).
+        """
+        if not self.configured(self.settings):
+            return None
+        try:
+            return (await self._instance(self._call_spec(self.settings))).target
+        except JudgeError:
+            return None
+
+    async def _call(self, ctx: Any, prompt: str, sample: int, meta: Mapping[str, JSON]) -> _Call:
+        settings = ctx.judge_settings
+        options = judge_settings(settings)
+        spec = self._call_spec(settings)
         judge_input: Any = prompt
         if options.attachments and is_parts(ctx.case.input):  # the prompt, then the case's images and documents
             judge_input = [{"type": "text", "text": prompt}, *(p for p in ctx.case.input if p["type"] != "text")]

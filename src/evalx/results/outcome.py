@@ -150,9 +150,11 @@ def nothing_graded(summary: RunSummary) -> str | None:
     totals = summary["totals"]
     if not totals["cells"] or totals["pass"] or totals["fail"]:
         return None
+    # where to look: the skip reasons (a missing judge key...) when any skipped, else the errors
+    look = "a missing judge key? see the skip reasons" if totals["skipped"] else "see the cells' errors"
     return (
         f"nothing was graded: of {totals['cells']} cells, {totals['skipped']} were skipped and {totals['error']} errored, "
-        "so no check passed or failed (a missing judge key? see the skip reasons)"
+        f"so no check passed or failed ({look})"
     )
 
 

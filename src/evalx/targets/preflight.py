@@ -13,6 +13,10 @@
   connection, or one dropped before an answer) runs no further cell: the rest
   are ``skipped`` with one reason, and the run says so in one line (a target
   of no more cells than that runs them all).
+- The judge: its target is checked with the run's targets when a cell is
+  model-graded; one that takes no connection is a warning (its answers may be
+  in the response cache), and once its first :data:`FIRST_CELLS` calls got
+  no connection, no further call is made (each is that error at once).
 """
 
 from __future__ import annotations
@@ -56,6 +60,8 @@ class Endpoint:
     host: str
     port: int
     start: str | None
+    #: what the line calls it: ``target``, or ``judge target`` (whose failure is a warning: its calls may be cached)
+    kind: str = "target"
 
 
 def start_hint(start: str | None) -> str:
@@ -121,7 +127,7 @@ async def unreachable(endpoints: Iterable[Endpoint], timeout_s: float = CONNECT_
         reason = reasons[(e.host, e.port)]
         if reason is not None:
             hint = start_hint(e.start)
-            lines.append(f"target {e.target_id!r}: cannot connect to {e.url} ({reason}): {hint}")
+            lines.append(f"{e.kind} {e.target_id!r}: cannot connect to {e.url} ({reason}): {hint}")
     return lines
 
 
