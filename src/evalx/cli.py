@@ -718,6 +718,18 @@ def report(
     written += [path for path in (html, junit) if path is not None and path.resolve() not in {w.resolve() for w in written}]
     for path in written:
         click.echo(f"wrote {os.path.relpath(path)}")
+    _say_unfinished(run_dir)
+
+
+def _say_unfinished(run_dir: Path) -> None:
+    """An interrupted or stopped-early run's headline and resume command, on stderr: re-rendering it does not finish it."""
+    from evalx.common.reading import SUMMARY, stored_json
+    from evalx.results.outcome import interruption
+
+    summary = stored_json(run_dir / "summary.json", SUMMARY)
+    stopped = interruption(summary) if isinstance(summary, dict) else None
+    if stopped is not None:
+        click.echo(f"evalx: {stopped[0]}; {stopped[1]}", err=True)
 
 
 def _history_page(run_ref: str | None, history_dir: Path | None, output: Path | None) -> None:

@@ -127,6 +127,10 @@ def test_a_stopped_run_says_so_first_in_every_report_with_the_command_that_finis
     comment = cli("comment", "-c", "suite/nightly.yaml", "latest", cwd=tmp_path)
     assert f"> ⏹️ **{headline}**" in comment.stdout and f"> Resume: `{resume}`" in comment.stdout
 
+    rendered = cli("report", "-c", "suite/nightly.yaml", "latest", cwd=tmp_path)
+    assert rendered.returncode == 0 and rendered.stderr.strip() == f"evalx: {headline}; resume: {resume}"
+    assert (run_dir / "summary.txt").read_text().splitlines()[:2] == [headline, f"resume: {resume}"]
+
     finished = cli(*resume.split()[1:], "-q", cwd=tmp_path)
     assert finished.returncode == 1 and len(_results(run_dir)) == 10
     assert not (run_dir / "summary.txt").read_text().startswith("STOPPED EARLY")
