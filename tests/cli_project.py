@@ -35,7 +35,7 @@ def invoke_here(args: Sequence[str], env: Mapping[str, str | None] | None = None
     """``evalx ARGS`` through click's runner in this process, in the current folder, ended as a process would end."""
     result = CliRunner().invoke(main, list(args), env=dict(env or {}))  # click strips ANSI unless told to colour, as on a pipe
     stderr = result.stderr
-    if result.exc_info is not None and not isinstance(result.exception, SystemExit):
+    if result.exc_info is not None and not isinstance(result.exc_info[1], SystemExit):  # exit 0 leaves exception None
         stderr += "Traceback (most recent call last):\n" + "".join(traceback.format_exception(*result.exc_info)[1:])
     return subprocess.CompletedProcess(["evalx", *args], result.exit_code, result.stdout, stderr)
 
