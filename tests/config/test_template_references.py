@@ -144,3 +144,33 @@ matrix:
     assert (ran.returncode, ran.stderr.strip().splitlines()) == (2, axes + systems)
     plain = _evalx(tmp_path, "run")
     assert (plain.returncode, plain.stderr.strip().splitlines()) == (2, systems)
+
+
+def test_braces_where_nothing_renders_them_are_a_warning(tmp_path: Path) -> None:
+    """`{{ ... }}` in an assertion's value, a rubric or a header is compared or sent as written: validate says so."""
+    (tmp_path / "agent.py").write_text("def answer(q):\n    return q\n")
+    (tmp_path / "more.jsonl").write_text(
+        '{"id": "x", "input": "q", "assert": [{"type": "llm_judge", "rubric": "mentions {{ case.metadata.kw }}"}]}\n'
+    )
+    (tmp_path / "evalconfig.yaml").write_text(
+        """version: 1
+targets:
+  - {id: bot, type: python, callable: agent.py:answer, description: "answers {{ like this }}"}
+  - {id: eng, type: engine, url: "http://127.0.0.1:9", headers: {X-Case: "{{ case.id }}"}, body: {q: "{{ case.input }}"}}
+datasets:
+  - id: d
+    cases:
+      - {id: a, input: q1, metadata: {kw: q1}, assert: [{type: contains, value: "{{ case.metadata.kw }}"}]}
+  - id: e
+    path: more.jsonl
+"""
+    )
+    proc = _evalx(tmp_path, "validate")
+    assert proc.returncode == 0, proc.stderr
+    rest = "is used as written, not rendered: only a target's prompt, system, messages, params and body, and judge prompts, are templates"
+    warnings = [line for line in proc.stderr.splitlines() if "used as written" in line]
+    assert warnings == [
+        f"warning: evalconfig.yaml:4 targets[1].headers.X-Case: '{{{{ case.id }}}}' {rest}",
+        f"warning: evalconfig.yaml:8 assert: case 'a': assert contains: '{{{{ case.metadata.kw }}}}' {rest}",
+        f"warning: more.jsonl:1 assert: case 'x': assert llm_judge: 'mentions {{{{ case.metadata.kw }}}}' {rest}",
+    ]

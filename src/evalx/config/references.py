@@ -80,6 +80,7 @@ def template_reference_issues(
         issues += _check(config, template, JUDGE_PROMPT_NAMES, list(cases.values()), None)
     if matrix:
         issues += _matrix_issues(config, cases, datasets, specs, prefixes)
+    issues += _literal_issues(config, cases, template_path)
     for i, d in enumerate(config.datasets):
         if isinstance(d, dict) and d.get("id") in cases:
             running = [
@@ -88,6 +89,60 @@ def template_reference_issues(
             if running:
                 issues += _system_issues(config, i, d, cases[str(d["id"])], running[0], prefixes)
     return issues
+
+
+#: where ``{{ ... }}`` is text of its own, never a template evalx would render: nothing to warn about there
+_TEXT_KEYS = frozenset({"vars", "description", "name", "metadata", "input", "expected", "turns", "context", "tool_results"})
+_LITERAL = "is used as written, not rendered: only a target's prompt, system, messages, params and body, and judge prompts, are templates"
+
+
+def _looks_templated(value: Any) -> bool:
+    return isinstance(value, str) and (("{{" in value and "}}" in value) or ("{%" in value and "%}" in value))
+
+
+def _literal_issues(config: Config, cases: Mapping[str, Sequence[Case]], is_template: Any) -> list[Issue]:
+    """A warning for ``{{ ... }}`` where nothing renders it (an assertion's value, a header, a rubric): it is compared or sent as written.
+
+    The config's own values (a path the loader renders as a template is left alone), and each dataset's case
+    assertions (the first case that has one, per dataset).
+    """
+    issues: list[Issue] = []
+
+    def walk(value: Any, path: KeyPath) -> None:
+        if path and isinstance(path[-1], str) and path[-1] in _TEXT_KEYS:
+            return
+        if _looks_templated(value):
+            if not is_template(path) and not (path and path[0] == "matrix"):
+                issues.append(config.issue(path, f"{str(value)[:60]!r} {_LITERAL}", warning=True))
+            return
+        items = value.items() if isinstance(value, dict) else enumerate(value) if isinstance(value, list) else ()
+        for key, item in items:
+            walk(item, (*path, key))
+
+    for key in ("targets", "assert", "hooks", "judge"):
+        walk(config.data.get(key), (key,))
+    for found in cases.values():  # inline cases too: a case's source is its own line of the config
+        for n, case in enumerate(found):
+            if n >= SAMPLE_CASES:
+                break
+            hit = next((a for a in case.asserts if any(_looks_templated(v) for v in _strings(a))), None)
+            if hit is None:
+                continue
+            file, _, line = case.source.rpartition(":")
+            where: tuple[str, int | None] = (file, int(line)) if line.isdigit() else (case.source, None)
+            shown = next(v for v in _strings(hit) if _looks_templated(v))
+            message = f"case {case.id!r}: assert {hit.get('type')!s}: {shown[:60]!r} {_LITERAL}"
+            issues.append(Issue(where[0], where[1], "assert", message, True))
+            break  # one a dataset: the rest are likely the same pattern
+    return issues
+
+
+def _strings(value: Any) -> list[str]:
+    """Every string inside ``value`` (an assertion as written)."""
+    if isinstance(value, str):
+        return [value]
+    items = value.values() if isinstance(value, dict) else value if isinstance(value, list) else ()
+    return [s for item in items for s in _strings(item)]
 
 
 #: the matrix axes whose values are templates (a ``_file`` axis: the file's text, read when the config loaded)
