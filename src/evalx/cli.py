@@ -132,6 +132,7 @@ class _Group(click.Group):
         # stderr quotes servers, targets and datasets: nothing it writes may drive the terminal
         # (titles, links, cursor moves, hidden text); evalx's own colours and progress line still work
         from evalx.common.terminal import prepare_streams, set_color
+        from evalx.execution.interrupt import sigterm_as_ctrl_c
         from evalx.logs import printing
         from evalx.results.display import terminal_safe_stderr
 
@@ -139,7 +140,7 @@ class _Group(click.Group):
         # a Windows redirect) gets ASCII stand-ins, so a finished run never becomes an error because of the terminal
         prepare_streams(sys.stdout, sys.stderr)
         set_color("auto")  # until --color says otherwise (a process may run several commands: tests, the API)
-        with terminal_safe_stderr(), printing():  # evalx's warnings and notes, as `evalx: warning: ...` lines
+        with terminal_safe_stderr(), printing(), sigterm_as_ctrl_c():  # evalx's warnings and notes, as `evalx: warning: ...` lines
             return super().main(*args, **kwargs)
 
     def make_context(self, info_name: str | None, args: list[str], parent: click.Context | None = None, **extra: Any) -> click.Context:

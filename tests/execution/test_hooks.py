@@ -195,3 +195,24 @@ def answer(q):
     run_dir = _run_dir(config)
     assert (tmp_path / "after.txt").read_text().strip() == run_dir.name
     assert json.loads((run_dir / "run.json").read_text())["status"] == "interrupted"
+
+
+def test_sigterm_during_before_run_stops_the_hook_and_records_a_resumable_run(tmp_path: Path) -> None:
+    """A CI cancel while before_run runs: not death on the spot (run.json left `running`, after_run skipped), but
+    Ctrl-C's path: the hook's processes stopped, the run recorded as interrupted, after_run run, one line to resume."""
+    import os
+
+    config = _project(
+        tmp_path,
+        """
+        hooks:
+          before_run: 'touch busy.flag; sleep 600'
+          after_run: 'touch cleaned.txt'
+        """,
+    )
+    done = interrupt_when(tmp_path / "busy.flag", config, sig=signal.SIGTERM, env={**os.environ, "HOOK_DIR": str(tmp_path)})
+    run_dir = _run_dir(config)
+    assert done.returncode == 3, done.err
+    assert done.err.strip() == f"evalx: interrupted during the before_run hook; no cell ran: resume with evalx run --resume {run_dir.name}"
+    assert json.loads((run_dir / "run.json").read_text())["status"] == "interrupted"
+    assert (tmp_path / "cleaned.txt").exists()

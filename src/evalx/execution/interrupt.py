@@ -8,7 +8,7 @@ import signal
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-__all__ = ["Interrupt", "cancel_on_signals"]
+__all__ = ["Interrupt", "cancel_on_signals", "sigterm_as_ctrl_c"]
 
 
 @dataclass
@@ -16,6 +16,31 @@ class Interrupt:
     """Whether a signal asked the run to stop."""
 
     interrupted: bool = False
+
+
+def _raise_interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt
+
+
+@contextlib.contextmanager
+def sigterm_as_ctrl_c() -> Iterator[None]:
+    """While inside (a command of the CLI): SIGTERM is Ctrl-C, wherever it comes.
+
+    Python's default for SIGTERM ends the process on the spot: a CI cancel, ``timeout`` or ``docker stop``
+    during a ``before_run`` hook, the datasets' loading or the pre-flight check would leave ``run.json``
+    saying ``running``, skip ``after_run`` and orphan the hook's processes. As a ``KeyboardInterrupt`` it is
+    handled as Ctrl-C is; while the cells run, :func:`cancel_on_signals` takes both. Outside the main thread
+    nothing is changed.
+    """
+    try:
+        before = signal.signal(signal.SIGTERM, _raise_interrupt)
+    except ValueError:  # not the main thread
+        yield
+        return
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, before)
 
 
 @contextlib.contextmanager
@@ -37,15 +62,20 @@ def cancel_on_signals() -> Iterator[Interrupt]:
         if main is not None:
             main.cancel()
 
-    installed = []
+    installed: list[tuple[signal.Signals, object]] = []
     for sig in (signal.SIGINT, signal.SIGTERM):
         try:
+            before = signal.getsignal(sig)
             loop.add_signal_handler(sig, stop)
-            installed.append(sig)
+            installed.append((sig, before))
         except (NotImplementedError, RuntimeError, ValueError):
             pass
     try:
         yield state
     finally:
-        for sig in installed:
+        for sig, before in installed:
             loop.remove_signal_handler(sig)
+            # asyncio leaves the default there (SIGTERM: death on the spot); the handler before it (the CLI's SIGTERM as
+            # Ctrl-C, for the summary, the reports and after_run) is put back
+            if before is not None:
+                signal.signal(sig, before)  # type: ignore[arg-type]

@@ -228,15 +228,24 @@ def _hook(name: str, hook: object, config: Config, made: _Run) -> HookResult:
 
 
 def _before_run(config: Config, made: _Run, meta: RunMeta, hook: object) -> None:
-    """Run the ``before_run`` hook; when it fails, record the run as failed and raise :class:`HookFailed` (no cell runs)."""
-    result = _hook("before_run", hook, config, made)
+    """Run the ``before_run`` hook; when it fails, record the run as failed and raise :class:`HookFailed` (no cell runs).
+
+    Ctrl-C or SIGTERM while it runs (its processes are stopped): the run is recorded as interrupted, and the
+    same error says how to resume it.
+    """
+    resume = resume_command({"config": relative_path(config.path), "run_id": made.run_id})
+    try:
+        result = _hook("before_run", hook, config, made)
+    except KeyboardInterrupt:
+        meta["status"] = "interrupted"
+        write_json(made.run_dir / "run.json", meta)
+        raise HookFailed(f"interrupted during the before_run hook; no cell ran: resume with {resume}") from None
     if result.ok:
         return
     meta["status"] = "failed"
     write_json(made.run_dir / "run.json", meta)
     raise HookFailed(
-        f"the before_run hook failed ({result.problem}); no cell ran: see {relative_path(result.log_file)}; "
-        f"once it is fixed: {resume_command({'config': relative_path(config.path), 'run_id': made.run_id})}"
+        f"the before_run hook failed ({result.problem}); no cell ran: see {relative_path(result.log_file)}; once it is fixed: {resume}"
     )
 
 
