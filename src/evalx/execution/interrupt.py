@@ -5,7 +5,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import signal
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from types import FrameType
+from typing import Any
 from dataclasses import dataclass
 
 __all__ = ["Interrupt", "cancel_on_signals", "sigterm_as_ctrl_c"]
@@ -62,7 +64,7 @@ def cancel_on_signals() -> Iterator[Interrupt]:
         if main is not None:
             main.cancel()
 
-    installed: list[tuple[signal.Signals, object]] = []
+    installed: list[tuple[signal.Signals, Callable[[int, FrameType | None], Any] | int | None]] = []
     for sig in (signal.SIGINT, signal.SIGTERM):
         try:
             before = signal.getsignal(sig)
@@ -78,4 +80,4 @@ def cancel_on_signals() -> Iterator[Interrupt]:
             # asyncio leaves the default there (SIGTERM: death on the spot); the handler before it (the CLI's SIGTERM as
             # Ctrl-C, for the summary, the reports and after_run) is put back
             if before is not None:
-                signal.signal(sig, before)  # type: ignore[arg-type]
+                signal.signal(sig, before)
