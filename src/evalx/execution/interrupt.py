@@ -6,9 +6,9 @@ import asyncio
 import contextlib
 import signal
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from types import FrameType
 from typing import Any
-from dataclasses import dataclass
 
 __all__ = ["Interrupt", "cancel_on_signals", "sigterm_as_ctrl_c"]
 
