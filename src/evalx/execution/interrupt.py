@@ -1,4 +1,7 @@
-"""Ctrl-C and SIGTERM during a run: the first cancels the run's main task (what finished is kept), a second stops waiting."""
+"""Ctrl-C and SIGTERM during a run: the first cancels the run's main task (what finished is kept), a second stops waiting.
+
+Outside the cells (a ``before_run`` hook, loading, the reports), :func:`sigterm_as_ctrl_c` makes SIGTERM a Ctrl-C too.
+"""
 
 from __future__ import annotations
 
