@@ -605,9 +605,9 @@ def _report_run(outcome: Any, matrix: bool, json_out: bool, out: Any, *, quiet: 
     """The run's summary on ``out``: JSON; or the headline and exit reason (``--quiet``); or the compact summary (the
     full one with ``-v``, and the matrix view of a ``--matrix`` run) and the gate report, then the exit reason."""
     if json_out:
-        import json
+        from evalx.common.terminal import json_for
 
-        click.echo(json.dumps(outcome.summary, indent=2, ensure_ascii=False), file=out)
+        click.echo(json_for(out, outcome.summary), file=out)
         return
     from evalx.common.terminal import color_for
     from evalx.reports.text import format_compact, format_headline, format_summary
@@ -1039,9 +1039,9 @@ def runs_cmd(config_path: Path, json_out: bool) -> None:
 
     found = list_runs(_output_dir(config_path))
     if json_out:
-        import json
+        from evalx.common.terminal import json_for
 
-        click.echo(json.dumps([r.as_dict() for r in found], indent=2, ensure_ascii=False))
+        click.echo(json_for(sys.stdout, [r.as_dict() for r in found]))
     elif not found:
         click.echo("no runs yet (evalx run writes them)", err=True)
     else:
@@ -1184,9 +1184,9 @@ def compare(config_path: Path, run_a: str, run_b: str, json_out: bool, markdown_
     _warn_damaged(a, b)
     result = compare_runs(a, b)
     if json_out:
-        import json
+        from evalx.common.terminal import json_for
 
-        text = json.dumps(result, indent=2, ensure_ascii=False) + "\n"
+        text = json_for(sys.stdout if output is None else None, result) + "\n"  # None: -o's file, UTF-8
     elif markdown_out:
         text = markdown_comparison(result) + "\n"
     else:

@@ -154,6 +154,27 @@ def test_a_stdout_that_cannot_encode_the_symbols_gets_ascii_and_the_runs_own_exi
     assert (run_dir / "report.html").is_file() and (run_dir / "junit.xml").is_file()
 
 
+def test_json_on_a_stdout_that_cannot_encode_it_is_escaped_not_changed(tmp_path: Path) -> None:
+    """The ASCII stand-ins are for people; `--json` (run, runs, compare) is data: escaped, never a `?` for a letter."""
+    (tmp_path / "agent.py").write_text("def answer(q):\n    return 'réponse ✓'\n", encoding="utf-8")
+    (tmp_path / "evalconfig.yaml").write_text(
+        "version: 1\nname: café—test\ntargets: [{id: bot, type: python, callable: 'agent.py:answer'}]\n"
+        "datasets: [{id: d, cases: [{id: a, input: q, assert: [{type: contains, value: ✓}]}]}]\n",
+        encoding="utf-8",
+    )
+    ascii_env = _env(PYTHONIOENCODING="ascii")
+    ran = _evalx(tmp_path, "run", "--json", env=ascii_env)
+    assert ran.returncode == 0, ran.stderr.decode(errors="replace")
+    assert json.loads(ran.stdout.decode("ascii"))["name"] == "café—test"
+    listed = _evalx(tmp_path, "runs", "--json", env=ascii_env)
+    assert json.loads(listed.stdout.decode("ascii"))[0]["name"] == "café—test"
+    (run_id,) = [p.name for p in (tmp_path / "runs").iterdir()]
+    compared = _evalx(tmp_path, "compare", run_id, run_id, "--json", env=ascii_env)
+    assert json.loads(compared.stdout.decode("ascii"))["b"]["run_id"] == run_id
+    utf8 = _evalx(tmp_path, "runs", "--json", env=_env(PYTHONIOENCODING="utf-8"))
+    assert '"café—test"' in utf8.stdout.decode("utf-8")  # a UTF-8 stream gets it as written
+
+
 def test_the_default_summary_is_compact_and_the_full_one_is_behind_v(example_project: Path) -> None:
     proc = _cli(example_project, "run")
     assert proc.returncode == 1

@@ -17,7 +17,7 @@ import codecs
 import os
 from typing import Any
 
-__all__ = ["COLOR_CHOICES", "ascii_text", "color_for", "color_setting", "prepare_streams", "set_color"]
+__all__ = ["COLOR_CHOICES", "ascii_text", "color_for", "color_setting", "json_for", "prepare_streams", "set_color"]
 
 #: ``--color``'s values
 COLOR_CHOICES = ("auto", "always", "never")
@@ -82,12 +82,30 @@ def ascii_text(text: str) -> str:
 
 
 def _cannot_encode(stream: Any) -> bool:
-    encoding = getattr(stream, "encoding", None) or "ascii"
+    encoding = "utf-8" if stream is None else getattr(stream, "encoding", None) or "ascii"
     try:
         "".join(_ASCII).encode(encoding)
     except (UnicodeEncodeError, LookupError):
         return True
     return False
+
+
+def json_for(stream: Any, value: Any) -> str:
+    """``value`` as indented JSON for ``stream``: as written on a UTF-8 stream (None: a file evalx writes, UTF-8), else
+    with ``\\u`` escapes.
+
+    The ASCII stand-ins are for what a person reads; JSON is data a program reads, and a ``?`` in place of
+    ``é`` would change it. Escaped, it stays exact on any stream.
+    """
+    import codecs
+    import json
+
+    encoding = getattr(stream, "encoding", None) or "ascii"
+    try:
+        unicode = codecs.lookup(encoding).name.startswith("utf")
+    except LookupError:
+        unicode = False
+    return json.dumps(value, indent=2, ensure_ascii=not unicode)
 
 
 def prepare_streams(*streams: Any) -> None:
