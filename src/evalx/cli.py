@@ -835,6 +835,7 @@ def _find_run(run_ref: str, config_path: Path) -> Path:
     direct = Path(run_ref)
     if os.path.lexists(direct / "results.jsonl"):  # there, if not a regular file: reading it names the problem
         return direct
+    _no_cell_ran(direct)
     if not config_path.is_file():
         _fail(
             f"evalx report: {run_ref!r} is not a run directory, and there is no {config_path} to find runs in (pass -c FILE or a run's path)"
@@ -847,8 +848,23 @@ def _find_run(run_ref: str, config_path: Path) -> Path:
         return runs[-1].parent
     run_dir = output_dir / run_ref
     if not os.path.lexists(run_dir / "results.jsonl"):
+        _no_cell_ran(run_dir)
         _fail(f"evalx report: no run {run_ref!r} in {os.path.relpath(output_dir)}/ (no results.jsonl there)")
     return run_dir
+
+
+def _no_cell_ran(run_dir: Path) -> None:
+    """A run folder with a ``run.json`` but no results (its before_run hook failed or was interrupted): say so, and how to
+    run its cells (exit 2); anything else: nothing."""
+    from evalx.common.reading import RUN_RECORD, stored_json
+    from evalx.results.outcome import resume_command
+
+    meta = stored_json(run_dir / "run.json", RUN_RECORD) if os.path.isdir(run_dir) else None
+    if not isinstance(meta, dict):
+        return
+    status = meta.get("status")
+    resume = resume_command({"config": meta.get("config"), "run_id": run_dir.name})
+    _fail(f"evalx: {os.path.relpath(run_dir)}: no cell ran in this run (run.json: {status}), nothing to report: {resume} runs them")
 
 
 @main.command()

@@ -216,3 +216,11 @@ def test_sigterm_during_before_run_stops_the_hook_and_records_a_resumable_run(tm
     assert done.err.strip() == f"evalx: interrupted during the before_run hook; no cell ran: resume with evalx run --resume {run_dir.name}"
     assert json.loads((run_dir / "run.json").read_text())["status"] == "interrupted"
     assert (tmp_path / "cleaned.txt").exists()
+    # what CI runs next on that folder says what happened, not "no run"
+    for command in ("report", "comment"):
+        said = CliRunner().invoke(main, [command, str(run_dir)])
+        assert said.exit_code == 2
+        assert said.stderr.strip() == (
+            f"evalx: {os.path.relpath(run_dir)}: no cell ran in this run (run.json: interrupted), nothing to report: "
+            f"evalx run --resume {run_dir.name} runs them"
+        )
