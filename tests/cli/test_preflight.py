@@ -162,3 +162,14 @@ datasets:
     assert len(reasons) == 12
     assert sum("its first 5 calls got no answer: no more are made" in r for r in reasons) == 7, reasons
     assert "(see the cells' errors)" in proc.stdout
+
+
+def test_a_down_target_whose_cells_all_started_at_once_is_still_an_incomplete_run(tmp_path: Path, closed_port: int) -> None:
+    """No pre-flight, every cell in flight before the early stop could skip one: its line is "every cell failed", exit 3
+    (it was neither: no line, exit 1 "nothing was graded")."""
+    project = _project(tmp_path, f"http://127.0.0.1:{closed_port}", cases=8, extra="    concurrency: 8\n")
+    proc = evalx("run", "-q", cwd=project, env={"EVALX_NO_PREFLIGHT": "1", "HTTP_PROXY": None, "http_proxy": None})
+    assert proc.returncode == 3, proc.stdout + proc.stderr
+    (line,) = [line for line in proc.stderr.splitlines() if line.startswith("target 'agent'")]
+    assert line.startswith("target 'agent': every cell failed (8): ") and "connection refused" in line
+    assert proc.stdout.splitlines()[-1] == "exit 3: the run could not complete (every cell of a target errored)"

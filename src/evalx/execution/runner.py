@@ -477,7 +477,8 @@ def _finish(
     ``watch``: the targets whose first cells got no answer (the rest skipped): each is a line, and the run is incomplete.
     """
     shard = meta.get("shard")
-    stopped_targets = set(watch.down) if watch is not None else set()
+    # a target said "stopped early" (it skipped cells); one stopped with every cell already in flight is said below
+    stopped_targets = {t for t in watch.down if watch.skipped.get(t)} if watch is not None else set()
     messages = [*(watch.lines() if watch is not None else []), *_target_failures(stats, skip=stopped_targets)]
     cost_guard: CostGuardReport | None = None
     if guard is not None:
