@@ -1014,8 +1014,8 @@ def _complete_providers(ctx: click.Context, param: click.Parameter, incomplete: 
 )
 def init(directory: Path, template: str, provider: str | None) -> None:
     """Scaffold a starter in DIRECTORY: evalconfig.yaml, its schema, a dataset and what it runs (offline, but with --provider)."""
-    from evalx.config.scaffold import PROVIDER_TEMPLATE, UnknownTemplate, next_steps, scaffold
-    from evalx.errors import ConfigError, UnknownProvider
+    from evalx.config.scaffold import PROVIDER_TEMPLATE, UnknownTemplate, ignore_run_folders, next_steps, scaffold
+    from evalx.errors import ConfigError, OutputError, UnknownProvider
 
     if provider is not None and click.get_current_context().get_parameter_source("template") == click.core.ParameterSource.DEFAULT:
         template = PROVIDER_TEMPLATE
@@ -1033,6 +1033,13 @@ def init(directory: Path, template: str, provider: str | None) -> None:
         _fail(f"evalx init: cannot write in {directory}: {exc.strerror or exc}")
     for p in written:
         click.echo(f"created {p}")
+    try:
+        added = ignore_run_folders(directory)
+    except OutputError as exc:  # the starter is written; only the .gitignore could not be changed
+        click.echo(f"evalx init: warning: {exc}", err=True)
+        added = []
+    if added:
+        click.echo(f"added {', '.join(added)} to {directory / '.gitignore'}")
     click.echo("next:")
     for step in next_steps(template, provider):
         click.echo("  " + step.replace("{dir}", str(directory)))

@@ -214,10 +214,23 @@ def test_the_demo_servers_background_step_runs_on_a_free_port_as_the_comments_sa
     assert "exit 0: every graded cell passed" in proc.stdout
 
 
-def test_init_leaves_an_existing_gitignore_alone(tmp_path: Path) -> None:
+def test_init_keeps_an_existing_gitignore_and_adds_what_it_lacks(tmp_path: Path) -> None:
+    """A project's own .gitignore keeps its lines and gains runs/ and .evalx/ where it lacks them (no run committed by
+    accident); one that ignores them already, in any spelling, is left as it is."""
     (tmp_path / "proj").mkdir()
-    (tmp_path / "proj" / ".gitignore").write_text("mine\n", encoding="utf-8")
+    (tmp_path / "proj" / ".gitignore").write_text("mine\n/runs", encoding="utf-8")
     result = cli("init", "proj")
     assert result.exit_code == 0, result.output
-    assert (tmp_path / "proj" / ".gitignore").read_text(encoding="utf-8") == "mine\n"
+    assert f"added .evalx/ to {Path('proj', '.gitignore')}" in result.output
+    assert (tmp_path / "proj" / ".gitignore").read_text(encoding="utf-8").splitlines() == [
+        "mine",
+        "/runs",
+        "# evalx: the run folders and the response cache (evalx init)",
+        ".evalx/",
+    ]
     assert (tmp_path / "proj" / "evalconfig.yaml").is_file()
+    (tmp_path / "other").mkdir()
+    (tmp_path / "other" / ".gitignore").write_text("runs\n.evalx\n", encoding="utf-8")
+    again = cli("init", "other")
+    assert again.exit_code == 0 and "added" not in again.output
+    assert (tmp_path / "other" / ".gitignore").read_text(encoding="utf-8") == "runs\n.evalx\n"

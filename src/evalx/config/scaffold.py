@@ -9,8 +9,9 @@ The provider starter can target a shipped provider instead of its demo server
 definition (:mod:`evalx.config.provider_starter`) and the demo server is left out.
 Nothing that exists is overwritten: one existing file and nothing is written.
 A ``.gitignore`` with ``runs/`` and ``.evalx/`` (the run folders and the
-response cache) comes too, unless the folder has one already (it is left
-as it is).
+response cache) comes too; a folder's own ``.gitignore`` keeps every line
+and gains those it lacks (:func:`ignore_run_folders`, as ``cargo init`` does),
+so no run is committed by accident.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ __all__ = [
     "SCHEMA_FILE",
     "TEMPLATES",
     "UnknownTemplate",
+    "ignore_run_folders",
     "next_steps",
     "scaffold",
     "schema_path",
@@ -108,7 +110,7 @@ def scaffold(directory: Path, template: str = DEFAULT_TEMPLATE, provider: str | 
         if path.exists() or path.is_symlink():
             raise FileExistsError(str(path))
     ignore = directory / ".gitignore"
-    if not (ignore.exists() or ignore.is_symlink()):  # the user's own .gitignore is theirs: not an error, left alone
+    if not (ignore.exists() or ignore.is_symlink()):  # the user's own .gitignore is not an error: ignore_run_folders adds to it
         files[ignore] = GITIGNORE
     written = []
     for path, text in files.items():
@@ -117,6 +119,36 @@ def scaffold(directory: Path, template: str = DEFAULT_TEMPLATE, provider: str | 
             out.write(text)
         written.append(path)
     return written
+
+
+#: what a starter's ``.gitignore`` must ignore, and the spellings of each that already do
+_IGNORED = {"runs/": ("runs", "runs/", "/runs", "/runs/"), ".evalx/": (".evalx", ".evalx/", "/.evalx", "/.evalx/")}
+
+
+def ignore_run_folders(directory: Path) -> list[str]:
+    """Add ``runs/`` and ``.evalx/`` to ``directory``'s own ``.gitignore`` where it lacks them; the lines added.
+
+    Its lines are kept as they are; a link or anything but a regular file is left alone.
+    """
+    from evalx.common.atomic import write_text
+    from evalx.common.reading import CONFIG, read_text
+    from evalx.errors import UnreadableFile
+
+    ignore = directory / ".gitignore"
+    if ignore.is_symlink() or not ignore.is_file():
+        return []
+    try:
+        text = read_text(ignore, CONFIG)
+    except (UnreadableFile, UnicodeDecodeError):  # not text evalx can add to: left as it is
+        return []
+    present = {line.strip() for line in text.splitlines()}
+    missing = [entry for entry, spellings in _IGNORED.items() if not present.intersection(spellings)]
+    if missing:
+        lead = "" if not text or text.endswith("\n") else "\n"
+        write_text(
+            ignore, text + lead + "# evalx: the run folders and the response cache (evalx init)\n" + "".join(f"{m}\n" for m in missing)
+        )
+    return missing
 
 
 def _schema_text() -> str:
