@@ -213,15 +213,23 @@ def current_tally() -> Tally | None:
     return _TALLY.get()
 
 
-@contextmanager
-def tally() -> Iterator[Tally]:
+class _Tallying:
+    """:func:`tally`'s block (a class, not a generator: it is entered for every cell)."""
+
+    __slots__ = ("_token",)
+
+    def __enter__(self) -> Tally:
+        counted = Tally()
+        self._token = _TALLY.set(counted)
+        return counted
+
+    def __exit__(self, *exc: object) -> None:
+        _TALLY.reset(self._token)
+
+
+def tally() -> _Tallying:
     """A fresh :class:`Tally` for the calls made inside (a cell's), read when the block ends."""
-    counted = Tally()
-    token = _TALLY.set(counted)
-    try:
-        yield counted
-    finally:
-        _TALLY.reset(token)
+    return _Tallying()
 
 
 # ------------------------------------------------------------------ the limiter
