@@ -187,3 +187,37 @@ def test_a_fixed_concurrency_waits_for_the_first_answer_when_the_headers_are_kno
         await asyncio.wait_for(second, timeout=30)
 
     asyncio.run(main())
+
+
+def test_answers_without_rate_limit_headers_leave_requests_unpaced_until_a_header_comes() -> None:
+    """After a first answer with no rate-limit header, requests start at once, however many are in flight; the
+    first answer that does carry a header is read, and the next request is paced by it."""
+    from evalx.targets.transport.pacing import EndpointLimiter, tally
+
+    names = find_provider("openai").rate_limits
+    assert names is not None
+    now = [100.0]
+    slept: list[float] = []
+
+    async def sleep(seconds: float) -> None:
+        slept.append(seconds)
+        now[0] += seconds
+
+    async def main() -> None:
+        limiter = EndpointLimiter("k", names, clock=lambda: now[0], sleep=sleep)
+        first = await limiter.acquire("t", adaptive=False)
+        limiter.finish(first, {"content-type": "application/json"})  # an answer, no rate-limit header
+        with tally() as counted:
+            slots = [await limiter.acquire("t", adaptive=False) for _ in range(50)]
+        assert slept == [] and limiter.in_flight == 50
+        assert counted.concurrency == 50 and counted.wait_s == 0.0 and not counted.used
+        for slot in slots[:-1]:
+            limiter.finish(slot, {"content-type": "application/json"})
+        assert limiter.in_flight == 1
+        low = {"x-ratelimit-limit-requests": "10", "x-ratelimit-remaining-requests": "0", "x-ratelimit-reset-requests": "1s"}
+        limiter.finish(slots[-1], low)
+        assert limiter.in_flight == 0
+        await limiter.acquire("t", adaptive=False)
+        assert 0.1 <= sum(slept) <= 0.15, slept  # one request's refill at (10 - 0 - 1) a second
+
+    asyncio.run(main())

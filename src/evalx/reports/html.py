@@ -341,6 +341,8 @@ def clean_text(value: Any) -> str:
             text = value_json(value)
         except (TypeError, ValueError, RecursionError):
             text = str(value)
+    if text.isascii() and text.isprintable():  # no escape, CR or control character to see to (most text): no regex pass
+        return text
     text = strip_ansi(text)
     if "\r" in text:
         text = _NEWLINES.sub("\n", text)

@@ -613,7 +613,7 @@ class ProviderTarget:
         async def attempt() -> HttpResponse:
             await self._take_turn()
             while True:
-                slot = await self._turn(gate) if gate is not None else None
+                slot = None if gate is None else gate.take_now(self.id, self.settings.adaptive is not None) or await self._turn(gate)
                 try:
                     data, headers = await self._signed(request, self.headers)
                     resp = await client.request_json(

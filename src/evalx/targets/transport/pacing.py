@@ -213,15 +213,23 @@ def current_tally() -> Tally | None:
     return _TALLY.get()
 
 
-@contextmanager
-def tally() -> Iterator[Tally]:
+class _Tallying:
+    """:func:`tally`'s block (a class, not a generator: it is entered for every cell)."""
+
+    __slots__ = ("_token",)
+
+    def __enter__(self) -> Tally:
+        counted = Tally()
+        self._token = _TALLY.set(counted)
+        return counted
+
+    def __exit__(self, *exc: object) -> None:
+        _TALLY.reset(self._token)
+
+
+def tally() -> _Tallying:
     """A fresh :class:`Tally` for the calls made inside (a cell's), read when the block ends."""
-    counted = Tally()
-    token = _TALLY.set(counted)
-    try:
-        yield counted
-    finally:
-        _TALLY.reset(token)
+    return _Tallying()
 
 
 # ------------------------------------------------------------------ the limiter
@@ -284,6 +292,10 @@ class EndpointLimiter:
         #: until an answer came: one request at a time, when the provider's headers are known (so a first burst
         #: cannot overrun a bucket nobody has seen yet)
         self._probing = bool(self.headers.buckets)
+        #: nothing limits the endpoint yet: no bucket read from an answer, no 429, no window, the first answer in. A
+        #: request then takes its turn without the lock, the pacing sums or a wake-up (:meth:`take_now`, :meth:`finish`);
+        #: the first header, 429 or ``adapt()`` ends it for good
+        self._calm = not self._probing
         self._lock = asyncio.Lock()
         self._freed = asyncio.Event()
 
@@ -292,6 +304,7 @@ class EndpointLimiter:
     def adapt(self, bounds: AdaptiveBounds) -> None:
         """Hold requests sent with ``adaptive`` to a window within ``bounds`` (widened by each target that asks)."""
         mine = bounds.shared(self.share)
+        self._calm = False
         if self.bounds is None:
             self.bounds, self.window = mine, float(mine.start)
             return
@@ -300,12 +313,33 @@ class EndpointLimiter:
 
     # -- a request's turn
 
+    def take_now(self, owner: str, adaptive: bool = False) -> Slot | None:
+        """A turn at once while nothing limits the endpoint (no bucket, 429 or window yet, nobody waiting), else None.
+
+        What :meth:`acquire` would do in that case, without its wait's machinery: a provider sends through this
+        limiter whether or not the endpoint ever sends a rate-limit header, and most never do on a local server.
+        """
+        if not self._calm or self._waiting:
+            return None
+        self.seq = seq = self.seq + 1
+        self.in_flight += 1
+        owners = self._owners
+        mine = owners[owner] = owners.get(owner, 0) + 1
+        self._open.add(seq)
+        counted = _TALLY.get()
+        if counted is not None and mine > counted.concurrency:
+            counted.concurrency = mine
+        return Slot(seq, owner, adaptive, 0.0, self.in_flight)
+
     async def acquire(self, owner: str, *, adaptive: bool, patience_s: float | None = None) -> Slot:
         """Wait for a turn: no pause after a 429, room in every bucket and (``adaptive``) in the window.
 
         The wait is not the cell's time: its deadline is paused meanwhile (:meth:`Deadline.paused`).
         ``patience_s``: when the wait would last longer than that, a :class:`TargetError` says so at once.
         """
+        quick = self.take_now(owner, adaptive)
+        if quick is not None:
+            return quick
         started = self.clock()
         if not self._lock.locked() and not self._full(adaptive) and self._pace(started) <= 0:
             return self._take(owner, adaptive, 0.0)  # nobody waits and there is room: no lock, no pause
@@ -371,6 +405,13 @@ class EndpointLimiter:
         if slot.done:
             return None
         slot.done = True
+        if self._calm and not limited and not self._waiting:  # nothing to back off from, nobody to wake
+            self.in_flight -= 1
+            self._open.discard(slot.seq)
+            self._owners[slot.owner] = self._owners.get(slot.owner, 1) - 1
+            if headers:
+                self._read(headers, slot.seq, self.clock())
+            return None
         busy = self.in_flight >= int(self.window) or self._lock.locked()  # the window was full, or requests wait
         self.in_flight -= 1
         self._open.discard(slot.seq)
@@ -381,11 +422,13 @@ class EndpointLimiter:
             at = bisect.bisect_left(self._counted, slot.seq)
             if at < len(self._counted) and self._counted[at] == slot.seq:
                 del self._counted[at]
-        if headers is not None:
+        if headers is not None and self._probing:
             self._probing = False
+            self._calm = self.bounds is None and not self._buckets and self.blocked_until == 0.0 and not limited
         if headers:
             self._read(headers, slot.seq, now)
         if limited:
+            self._calm = False
             pause = self.headers.wait(headers)
             if pause is None:
                 pause, self._pause_s = self._pause_s, min(_PAUSE_MAX_S, self._pause_s * 2)
@@ -438,6 +481,7 @@ class EndpointLimiter:
                 # the refill rate; less one unit: ``remaining`` is rounded down while ``reset`` counts from the exact level
                 rate = (limit - remaining - 1) / reset_s
             self._buckets[kind] = _Bucket(max(0.0, remaining), limit, reset_s or 0.0, now, seq, rate)
+            self._calm = False
         if self._buckets and self._counted:  # forget requests every bucket has counted
             oldest = min(b.seq for b in self._buckets.values())
             del self._counted[: bisect.bisect_right(self._counted, oldest)]
