@@ -217,7 +217,7 @@ class Executor:
                 # the checks count against the cell's time too (at least MIN_CHECK_TIME_S, if the call used it all)
                 deadline.at_least(MIN_CHECK_TIME_S)
                 deadline.task = asyncio.current_task()
-                ctx = self.assertion_context(cell, target, traj)
+                ctx = self.assertion_context(cell, target, traj, plan.settings.max_response_bytes)
                 ctx.spans = spans
                 ctx.traced = self.tracing is not None
                 try:
@@ -273,7 +273,7 @@ class Executor:
         except ValueError as exc:  # a value that contains itself: it could never be written
             return Trajectory(error=f"{target.id} returned output evalx cannot store: {exc}")
 
-    def assertion_context(self, cell: Cell, target: Target, traj: Trajectory) -> AssertionContext:
+    def assertion_context(self, cell: Cell, target: Target, traj: Trajectory, max_bytes: int | None = None) -> AssertionContext:
         """What a cell's checks see: its case, this output (a reply, or a conversation as one), the judge, the target's tools."""
         return AssertionContext(
             case=cell.case,
@@ -283,6 +283,7 @@ class Executor:
             judge_settings=self.judge_settings,
             target=target.id,
             tools=target.spec.get("tools"),
+            max_bytes=max_bytes,
         )
 
     def cache_key(self, plan: TargetPlan, cell: Cell) -> str | None:
