@@ -39,6 +39,7 @@ from evalx.errors import UnreadableFile
 __all__ = [
     "ATTACHMENT",
     "CACHE",
+    "CI_EVENT",
     "CONFIG",
     "CONFIG_COPY",
     "DATASET",
@@ -48,7 +49,9 @@ __all__ = [
     "RESULTS_LINE",
     "REVIEWS",
     "REVIEWS_LINE",
+    "RUN_FILE",
     "RUN_RECORD",
+    "SOURCE",
     "SUMMARY",
     "TEMPLATE",
     "TRACE",
@@ -105,6 +108,12 @@ REVIEWS_LINE = FileKind("a review mark", MiB)
 CACHE = FileKind("a cache file", 256 * MiB)
 #: a run's report.html, served by the viewer
 REPORT = FileKind("a report", GiB)
+#: what a CI system says about the job (GitHub's ``GITHUB_EVENT_PATH``; its webhooks are at most 25 MB)
+CI_EVENT = FileKind("a CI event file", 64 * MiB)
+#: a Python target's source file, read for its cache key's digest
+SOURCE = FileKind("a source file", 64 * MiB)
+#: what evalx keeps in a run folder of its own (``batches.json``)
+RUN_FILE = FileKind("a run file", 64 * MiB)
 
 #: what each kind of file that is not a regular one is called in a message
 _KINDS = (

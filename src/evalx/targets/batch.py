@@ -46,7 +46,8 @@ from typing import TYPE_CHECKING, NamedTuple
 
 from evalx.common.atomic import write_text
 from evalx.common.json_types import JSON, JSONObject, as_array, as_object, as_str
-from evalx.errors import DefinitionError, TargetError
+from evalx.common.reading import RUN_FILE, read_json
+from evalx.errors import DefinitionError, TargetError, UnreadableFile
 from evalx.targets.settings import BatchSettings
 
 if TYPE_CHECKING:
@@ -205,10 +206,13 @@ class BatchLedger:
     def __init__(self, run_dir: Path | None) -> None:
         self.path = run_dir / LEDGER if run_dir is not None else None
         self.records: list[JSONObject] = []
-        if self.path is not None and self.path.is_file():
-            try:
-                data = json.loads(self.path.read_text(encoding="utf-8"))
+        if self.path is not None:
+            try:  # a regular file only, within its size (a FIFO or /dev/zero put there is named, never read)
+                data = read_json(self.path, RUN_FILE)
                 self.records = [as_object(r) for r in as_array(as_object(data).get("batches"))]
+            except UnreadableFile as exc:
+                if not exc.missing:
+                    log.warning(f"{exc}; the batches the run created are not polled again")
             except (ValueError, OSError) as exc:
                 log.warning(f"{self.path}: cannot read the batches of the run ({exc}); batches it created are not polled again")
 
