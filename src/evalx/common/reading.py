@@ -1,10 +1,12 @@
 """The one way evalx opens a file to read it: regular files only, size-capped, never a hang, one line when it cannot.
 
-Everything evalx reads from disk goes through here: configs, datasets (whole
-files, and JSONL a line at a time), provider definitions, prompt, system,
-tools and ``{% include %}`` files, context files, traces, run files
-(``run.json``, ``results.jsonl``, ``summary.json``, ``reviews.jsonl``, the
-stored ``config.yaml``) and caches. A path that is, or links to, something
+Everything evalx reads from disk goes through here: configs and ``.env``
+files, datasets (whole files, and JSONL a line at a time) and the images and
+documents their cases name, provider definitions, prompt, system, tools and
+``{% include %}`` files, context files, traces, run files (``run.json``,
+``results.jsonl``, ``summary.json``, ``reviews.jsonl``, ``batches.json``,
+the stored ``config.yaml``), the CI system's event file, a Python target's
+source (for its cache key) and caches. A path that is, or links to, something
 other than a regular file — a FIFO, a device such as ``/dev/zero``, a
 directory, a socket — is refused before it is opened (``FILE: not a regular
 file (a FIFO)``): reading a FIFO waits for a writer for ever, and a device
