@@ -138,6 +138,7 @@ def test_a_batched_answer_past_max_response_bytes_is_the_cells_error(tmp_path: P
     assert by_case["c0"]["status"] == "pass"
     huge = by_case["c1"]
     assert huge["status"] == "error" and "max_response_bytes (100,000 bytes)" in huge["error"], huge["error"]
+    assert huge["error"].startswith("the batch answer from ")  # its line was never held whole, nor read as an answer
     assert server.normal_calls == 0  # not sent again: the next answer would be as big
     assert max(len(line) for line in (only_run(root) / "results.jsonl").read_bytes().splitlines()) < 200_000
 
