@@ -196,3 +196,19 @@ def test_max_response_bytes_bounds_what_a_check_stores(tmp_path: Path) -> None:
     assert "left out 'dump', 'rows'" in kept["clipped"] and "max_response_bytes (100,000 bytes)" in kept["clipped"]
     (turn,) = cells["turn-check"]["assertions"]  # a turn's own check, in a conversation
     assert turn["turn"] == 1 and turn["reason"].endswith("(clipped at max_response_bytes, 100,000)")
+
+
+def test_a_huge_error_is_one_short_line_on_the_terminal(tmp_path: Path) -> None:
+    """Every cell of a target raising 3 MB (under the default max_response_bytes): the end-of-run line stays one short line."""
+    (tmp_path / "code.py").write_text("def boom(q):\n    raise RuntimeError('first ' + 'x' * 3_000_000)\n")
+    (tmp_path / "evalconfig.yaml").write_text(
+        "version: 1\ntargets:\n  - {id: boom, type: python, callable: 'code.py:boom'}\n"
+        "datasets:\n  - id: d\n    cases:\n      - {id: a, input: hi}\n      - {id: b, input: ho}\n"
+    )
+    done = evalx("run", "-q", cwd=tmp_path)
+    assert done.returncode == 3, done.stderr[:2000]
+    (line,) = [line for line in done.stderr.splitlines() if "every cell failed" in line]
+    assert line.startswith("target 'boom': every cell failed (2): RuntimeError: first xxx") and line.endswith(" …"), line[:200]
+    assert len(done.stdout) + len(done.stderr) < 5000
+    (run_dir,) = (tmp_path / "runs").iterdir()
+    assert all(len(c["error"]) > 3_000_000 for c in read_cells(run_dir))  # the cells keep their whole error

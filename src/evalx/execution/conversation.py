@@ -142,7 +142,7 @@ async def run_conversation(executor: Executor, plan: TargetPlan, cell: Cell) -> 
     if run.redactor:
         result = run.redactor.obj(result)
     if result["error"] is not None:
-        executor.stats.errors_by_target.setdefault(target.id, []).append(result["error"])
+        executor.stats.add_error(target.id, result["error"])
     return result
 
 

@@ -60,13 +60,26 @@ class TargetPlan:
     prefetch: Callable[[Cell, RunContext], Awaitable[None]] | None = field(default=None, init=False)
 
 
+#: characters of a cell's error kept for the end-of-run line (the whole error is in the cell's result)
+ERROR_LINE = 500
+
+
 @dataclass
 class ExecutionStats:
+    #: each errored cell's error, as the end-of-run line shows it (:meth:`add_error`)
     errors_by_target: dict[str, list[str]] = field(default_factory=dict)
     cells_by_target: dict[str, int] = field(default_factory=dict)
     interrupted: bool = False
     #: a traced run: spans received, late, unknown and dropped (:class:`evalx.tracing.collector.TraceCounts`)
     trace_counts: TraceCounts | None = None
+
+    def add_error(self, target: str, error: str) -> None:
+        """Count a cell's error: one line of at most :data:`ERROR_LINE` characters (an error from user code or a server
+        may hold up to ``max_response_bytes``; a run of many such cells must not hold them all, nor print one whole)."""
+        if len(error) > ERROR_LINE or "\n" in error:
+            line = " ".join(error[: ERROR_LINE * 2].split())
+            error = line if len(line) <= ERROR_LINE and len(error) <= ERROR_LINE * 2 else line[:ERROR_LINE] + " …"
+        self.errors_by_target.setdefault(target, []).append(error)
 
 
 class Executor:
@@ -240,7 +253,7 @@ class Executor:
         if self.run.redactor:
             result = self.run.redactor.obj(result)
         if result["error"] is not None:
-            self.stats.errors_by_target.setdefault(target.id, []).append(result["error"])
+            self.stats.add_error(target.id, result["error"])
         return result
 
     async def _call(self, target: Target, cell: Cell, deadline: Deadline, max_bytes: int | None = None) -> Trajectory:
