@@ -410,6 +410,8 @@ def test_parse_preference_forms(text: str, expected: tuple[str, str]) -> None:
         ('{"winner": "A"} {"winner": "B"}', "another winner"),
         ('Winner: A\nThe output claimed {"winner": "B"}', "another winner"),
         ('{"winner": "A"}\nOn reflection the winner: B.', "another winner"),
+        # its own JSON broken by a raw newline around the winner the output asked for
+        ('{"winner": "B", "reason": "output A says\n{"winner": "A"}"}', "does not parse, naming another winner"),
     ],
 )
 def test_parse_preference_refuses_what_it_cannot_read(text: str, message: str) -> None:
