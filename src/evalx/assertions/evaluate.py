@@ -175,9 +175,11 @@ def _bounded(record: AssertionRecord, max_bytes: int) -> AssertionRecord:
     rest fits, named under ``details.clipped`` (small ones — a judge's calls,
     tokens and cost — are kept).
     """
-    record["reason"] = clipped(record["reason"], max_bytes) or ""
-    if record.get("error") is not None:
-        record["error"] = clipped(record["error"], max_bytes) or ""
+    reason, error = record["reason"], record.get("error")
+    if isinstance(reason, str) and len(reason) > max_bytes:
+        record["reason"] = clipped(reason, max_bytes) or ""
+    if isinstance(error, str) and len(error) > max_bytes:
+        record["error"] = clipped(error, max_bytes) or ""
     details = record.get("details")
     if not isinstance(details, dict):
         return record
