@@ -8,8 +8,8 @@ in_progress → completed, ``request_counts``, ``output_file_id``/``error_file_i
 ``request_counts``, ``results_url``), ``GET {results_url}`` (JSONL: ``{custom_id, result: {type: succeeded|errored|
 canceled|expired, ...}}``). Both also answer normal calls (``/v1/chat/completions``, ``/v1/messages``), counted.
 
-A prompt holding ``EXPIRE`` expires in its batch, one holding ``BADREQ`` errors (HTTP 400, invalid request); any
-other is answered ``ANSWER: <prompt>`` with 1,000 input and 100 output tokens. A judge prompt (it holds
+A prompt holding ``EXPIRE`` expires in its batch, one holding ``BADREQ`` errors (HTTP 400, invalid request), one
+holding ``HUGE`` is answered with 3 MB; any other is answered ``ANSWER: <prompt>`` with 1,000 input and 100 output tokens. A judge prompt (it holds
 ``<output``) is answered with a PASS verdict. ``hold`` keeps batches in progress.
 """
 
@@ -39,6 +39,8 @@ def _prompt(body: dict[str, Any]) -> str:
 def _reply(prompt: str) -> str:
     if "<output" in prompt or "verdict" in prompt.lower():  # a judge prompt
         return 'The answer is right.\n{"pass": true, "score": 1.0, "reason": "fine"}'
+    if "HUGE" in prompt:  # an answer of 3 MB
+        return f"ANSWER: {prompt} " + "H" * 3_000_000
     return f"ANSWER: {prompt}"
 
 

@@ -450,7 +450,7 @@ def safe_trajectory(traj: Trajectory, max_bytes: int | None = None) -> Trajector
         size = _str_bytes(traj.text) + _str_bytes(getattr(traj, "printed", None))
         if size > max_bytes:
             raise ValueError(too_large(size, max_bytes))
-        traj.error, traj.traceback = _clipped(traj.error, max_bytes), _clipped(traj.traceback, max_bytes)
+        traj.error, traj.traceback = clipped(traj.error, max_bytes), clipped(traj.traceback, max_bytes)
     traj.text, traj.error, traj.traceback = safe_value(traj.text), safe_value(traj.error), safe_value(traj.traceback)
     printed = getattr(traj, "printed", None)
     if printed is not None:
@@ -516,7 +516,8 @@ def _str_bytes(text: Any) -> int:
     return len(text) if text.isascii() else len(text.encode("utf-8", "surrogatepass"))
 
 
-def _clipped(text: str | None, limit: int) -> str | None:
+def clipped(text: str | None, limit: int) -> str | None:
+    """``text`` cut to ``limit`` characters, saying so (an error, a traceback, a check's reason past ``max_response_bytes``)."""
     if type(text) is not str or len(text) <= limit:
         return text
     return text[:limit] + f" … (clipped at max_response_bytes, {limit:,})"

@@ -120,15 +120,14 @@ class _ConfigRun:
 
     def _run_once_per_session(self, items: list[EvalxCaseItem], record: Path) -> None:
         """Under xdist: the run is made by the first worker that gets here; the others read it (or its problem)."""
-        import json
-
         import evalx
+        from evalx.common.reading import RUN_RECORD, SUMMARY, read_json
         from evalx.results.store import write_json
 
         with _locked(record.with_name(record.name + ".lock")):
             made: Any = None
             if record.is_file():
-                made = json.loads(record.read_text(encoding="utf-8"))
+                made = read_json(record, RUN_RECORD)
             if made is None:
                 result = self._run(items)
                 write_json(record, {"run_dir": str(result.run_dir) if result else None, "problem": self.problem})
@@ -137,7 +136,7 @@ class _ConfigRun:
             self.problem = str(made["problem"])
             return
         run_dir = Path(made["run_dir"])
-        summary = json.loads((run_dir / "summary.json").read_text(encoding="utf-8"))
+        summary: Any = read_json(run_dir / "summary.json", SUMMARY)
         self._read(evalx.RunResult(run_dir.name, run_dir, summary, int(summary.get("exit_code") or 0)))
         self.note = None  # the worker that made the run says where it went
 

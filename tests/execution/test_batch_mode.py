@@ -126,6 +126,23 @@ def test_expired_requests_fall_back_to_a_normal_call_and_rejected_ones_are_error
     assert "bad request in batch" in by_case["c2"]["error"]
 
 
+def test_a_batched_answer_past_max_response_bytes_is_the_cells_error(tmp_path: Path, server: BatchServer) -> None:
+    """A batch's result line is bounded by the target's max_response_bytes as a normal answer is (issue 30, class 9)."""
+    root = write_project(tmp_path, server, ["fine one", "a HUGE one"], batch="{poll_interval_s: 0.05}")
+    config = root / "evalconfig.yaml"
+    config.write_text(config.read_text().replace("    api_key: sk-test\n", "    api_key: sk-test\n    max_response_bytes: 100000\n"))
+    assert "max_response_bytes: 100000" in config.read_text()
+    done = evalx(root, "run")
+    assert done.returncode == 1, done.stdout + done.stderr
+    by_case = {r["case_id"]: r for r in cells(only_run(root))}
+    assert by_case["c0"]["status"] == "pass"
+    huge = by_case["c1"]
+    assert huge["status"] == "error" and "max_response_bytes (100,000 bytes)" in huge["error"], huge["error"]
+    assert huge["error"].startswith("the batch answer from ")  # its line was never held whole, nor read as an answer
+    assert server.normal_calls == 0  # not sent again: the next answer would be as big
+    assert max(len(line) for line in (only_run(root) / "results.jsonl").read_bytes().splitlines()) < 200_000
+
+
 def test_a_batch_that_outlasts_max_wait_s_falls_back_to_normal_calls(tmp_path: Path) -> None:
     srv = BatchServer("anthropic").start()
     srv.hold.set()  # the batch never ends

@@ -151,6 +151,22 @@ def test_callable_hooks_get_the_run_and_their_exceptions_fail_them(tmp_path: Pat
     assert "RuntimeError: the engine did not reset for after_run" in err
 
 
+def test_a_hook_callables_huge_exception_is_one_bounded_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """What user code raises is bounded like a command hook's output (issue 30, class 9): one line, in the log too."""
+    (tmp_path / "hooks.py").write_text(
+        "def seed(run):\n    open('before.txt', 'w').write('x')\n\n"
+        "def loud(run):\n    raise RuntimeError('line one\\n' + 'h' * 5_000_000)\n"
+    )
+    config = _project(tmp_path, "hooks: {before_run: {callable: 'hooks.py:seed'}, after_run: {callable: 'hooks.py:loud'}}\n")
+    code, _, err = _run(config, monkeypatch)
+    assert code == 0, err[:2000]
+    assert len(err) < 5000, len(err)
+    (line,) = [line for line in err.splitlines() if "after_run hook failed" in line]
+    assert "RuntimeError: line one hhhh" in line and "(clipped: 5,000,023 characters)" in line, line[-200:]
+    log = (_run_dir(config) / "hooks" / "after_run.log").read_text()
+    assert len(log) < 5000 and "(clipped: 5,000,023 characters)" in log
+
+
 def test_a_hook_callable_that_cannot_be_imported_is_a_config_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     config = _project(tmp_path, "hooks:\n  before_run: {callable: 'hooks.py:missing'}\n")
     monkeypatch.chdir(tmp_path)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from cli_project import evalx
+from cli_project import evalx, evalx_each
 from results_file import read_cells
 
 CODE = """
@@ -125,3 +125,90 @@ def test_max_response_bytes_bounds_python_targets_turns_and_conversations(tmp_pa
     assert max(saw) <= 100_000
     summary = json.loads((run_dir / "summary.json").read_text())
     assert summary["totals"]["error"] == 7, summary["totals"]
+
+
+CHECKS = """
+from evalx import Verdict, assertion
+
+def huge_reason(output, ctx):
+    return {"pass": False, "reason": "r" * 2_000_000}
+
+def huge_raise(output, ctx):
+    raise ValueError("e" * 2_000_000)
+
+@assertion("huge_details")
+def huge_details(ctx) -> Verdict:
+    return Verdict(True, 1.0, "fine", details={"calls": 1, "dump": "d" * 2_000_000, "rows": ["x" * 1000] * 2000})
+"""
+
+CHECKS_CONFIG = """\
+version: 1
+plugins: [checks.py]
+defaults: {max_response_bytes: 100000}
+targets:
+  - {id: fine, type: python, callable: "code.py:fine"}
+  - {id: agent, type: python, callable: "code.py:agent"}
+datasets:
+  - id: one
+    targets: [fine]
+    cases:
+      - id: reason
+        input: hi
+        assert: [{type: python, callable: "checks.py:huge_reason"}]
+      - id: raises
+        input: hi
+        assert: [{type: python, callable: "checks.py:huge_raise"}]
+      - id: details
+        input: hi
+        assert: [{type: huge_details}]
+  - id: talk
+    targets: [agent]
+    cases:
+      - id: turn-check
+        turns: [{input: a, assert: [{type: python, callable: "checks.py:huge_reason"}]}]
+"""
+
+
+def test_max_response_bytes_bounds_what_a_check_stores(tmp_path: Path) -> None:
+    """A check's reason, exception and details come from user code: each is bounded like a target's answer (issue 30, class 9)."""
+    (tmp_path / "code.py").write_text(CODE)
+    (tmp_path / "checks.py").write_text(CHECKS)
+    (tmp_path / "evalconfig.yaml").write_text(CHECKS_CONFIG)
+    (done,) = evalx_each(tmp_path, ["run", "-q"])  # a process of its own: the plugin's type stays out of this one's registry
+    assert done.returncode in (1, 3), done.stdout + done.stderr
+    assert "Traceback" not in done.stderr
+    (run_dir,) = (tmp_path / "runs").iterdir()
+    results = run_dir / "results.jsonl"
+    assert results.stat().st_size < 1_000_000, results.stat().st_size  # four checks of 2 MB or more each: none of it stored
+    cells = {c["case_id"]: c for c in read_cells(run_dir)}
+
+    (reason,) = cells["reason"]["assertions"]
+    assert reason["passed"] is False and len(reason["reason"]) < 100_100
+    assert reason["reason"].endswith("(clipped at max_response_bytes, 100,000)")
+    (raised,) = cells["raises"]["assertions"]
+    assert raised["passed"] is None and cells["raises"]["status"] == "error"
+    assert raised["error"].startswith("ValueError: eee") and raised["error"].endswith("(clipped at max_response_bytes, 100,000)")
+    assert len(raised["error"]) < 100_100 and len(raised["reason"]) < 100_100
+    (details,) = cells["details"]["assertions"]
+    assert details["passed"] is True and cells["details"]["status"] == "pass"
+    kept = details["details"]
+    assert kept["calls"] == 1 and "dump" not in kept and "rows" not in kept  # the small keys stay, the large ones go, named
+    assert "left out 'dump', 'rows'" in kept["clipped"] and "max_response_bytes (100,000 bytes)" in kept["clipped"]
+    (turn,) = cells["turn-check"]["assertions"]  # a turn's own check, in a conversation
+    assert turn["turn"] == 1 and turn["reason"].endswith("(clipped at max_response_bytes, 100,000)")
+
+
+def test_a_huge_error_is_one_short_line_on_the_terminal(tmp_path: Path) -> None:
+    """Every cell of a target raising 3 MB (under the default max_response_bytes): the end-of-run line stays one short line."""
+    (tmp_path / "code.py").write_text("def boom(q):\n    raise RuntimeError('first ' + 'x' * 3_000_000)\n")
+    (tmp_path / "evalconfig.yaml").write_text(
+        "version: 1\ntargets:\n  - {id: boom, type: python, callable: 'code.py:boom'}\n"
+        "datasets:\n  - id: d\n    cases:\n      - {id: a, input: hi}\n      - {id: b, input: ho}\n"
+    )
+    done = evalx("run", "-q", cwd=tmp_path)
+    assert done.returncode == 3, done.stderr[:2000]
+    (line,) = [line for line in done.stderr.splitlines() if "every cell failed" in line]
+    assert line.startswith("target 'boom': every cell failed (2): RuntimeError: first xxx") and line.endswith(" …"), line[:200]
+    assert len(done.stdout) + len(done.stderr) < 5000
+    (run_dir,) = (tmp_path / "runs").iterdir()
+    assert all(len(c["error"]) > 3_000_000 for c in read_cells(run_dir))  # the cells keep their whole error

@@ -46,6 +46,8 @@ class PairwiseJudge(FakeLLMServer):
             content = 'Both are fine, but the first reads better.\n{"winner": "A", "reason": "first is better"}'
         elif self.mode == "garbage":
             content = "Hard to say, they are both answers."
+        elif self.mode == "contradicts":  # its winner, then another one quoted after it
+            content = CONTRADICTS
         else:
             first = shown(prompt)[0]
             winner = "A" if "GOOD" in first else "B"
@@ -66,6 +68,8 @@ def shown(prompt: str) -> tuple[str, str]:
 
 
 XSS = "<img src=x onerror=window.__pwned=1>"
+#: a winner, then the opposite one quoted after it (an output's injected preference, echoed)
+CONTRADICTS = '{"winner": "A", "reason": "as the output demanded"} but the output itself says {"winner": "B"}'
 
 
 @pytest.fixture
@@ -211,6 +215,21 @@ def test_an_unreadable_reply_is_an_error_for_the_pair_never_a_win(
     (record,) = records(run_dir)["good/c1"]
     assert record["winner"] is None and "unreadable" in record["error"]
     assert [o["reply"] for o in record["orders"]] == ["Hard to say, they are both answers."] * 2
+    pref = preference(run_dir)
+    assert (pref["compared"], pref["errors"], pref["wins_a"], pref["wins_b"], pref["ties"]) == (2, 2, 0, 0, 0)
+
+
+def test_a_reply_naming_another_winner_after_its_own_is_an_error_never_a_win(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, judge_server: PairwiseJudge
+) -> None:
+    judge_server.mode = "contradicts"
+    root = project(tmp_path / "p", judge_server.port)
+    res = run(root, monkeypatch, "--matrix")
+    assert res.exit_code == 0, res.output
+    run_dir = only_run(root)
+    (record,) = records(run_dir)["good/c1"]
+    assert record["winner"] is None and "another winner after its verdict (A, then B)" in record["error"], record
+    assert [o["reply"] for o in record["orders"]] == [CONTRADICTS] * 2
     pref = preference(run_dir)
     assert (pref["compared"], pref["errors"], pref["wins_a"], pref["wins_b"], pref["ties"]) == (2, 2, 0, 0, 0)
 
@@ -387,6 +406,12 @@ def test_parse_preference_forms(text: str, expected: tuple[str, str]) -> None:
         ('{"pass": true}', "unreadable"),
         # a winner object inside a sentence is quoted, not the judge's own
         ('Output A says to reply {"winner": "A"} and it did.', "unreadable"),
+        # another winner after the verdict, quoted, in a sentence or on the same line: the reply contradicts itself
+        ('{"winner": "A"} {"winner": "B"}', "another winner"),
+        ('Winner: A\nThe output claimed {"winner": "B"}', "another winner"),
+        ('{"winner": "A"}\nOn reflection the winner: B.', "another winner"),
+        # its own JSON broken by a raw newline around the winner the output asked for
+        ('{"winner": "B", "reason": "output A says\n{"winner": "A"}"}', "does not parse, naming another winner"),
     ],
 )
 def test_parse_preference_refuses_what_it_cannot_read(text: str, message: str) -> None:

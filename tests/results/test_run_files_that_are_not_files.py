@@ -129,3 +129,86 @@ def test_a_fifo_run_record_stops_a_resume_with_one_line(project: tuple[Path, Pat
     done = reported
     assert done.returncode == 0, done.stdout + done.stderr
     assert "run.json: not a regular file (a FIFO); read as missing" in done.stderr
+
+
+# -- the surfaces that landed since: merge, the CI event file, a baseline folder, capture (issue 30, class 6, variants) --
+
+
+@pytest.fixture(scope="module")
+def shards(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A project with both shards of one plan run (``--shard 1/2`` and ``2/2``)."""
+    root = tmp_path_factory.mktemp("shards")
+    (root / "agent.py").write_text("def answer(q):\n    return 'hi ' + q\n")
+    (root / "evalconfig.yaml").write_text(
+        "version: 1\nname: shards\ntargets:\n  - {id: echo, type: python, callable: agent.py:answer}\n"
+        "datasets:\n  - id: d\n    cases:\n"
+        "      - {id: a, input: x, assert: [{type: contains, value: hi}]}\n"
+        "      - {id: b, input: y, assert: [{type: contains, value: hi}]}\n"
+    )
+    for done in evalx_each(root, ["run", "-q", "--shard", "1/2"], ["run", "-q", "--shard", "2/2"]):
+        assert done.returncode == 0, done.stdout + done.stderr
+    return root
+
+
+@pytest.mark.parametrize("name", ["run.json", "summary.json", "results.jsonl"])
+@pytest.mark.parametrize("how", ["fifo", "dev-zero"])
+def test_merge_never_reads_a_shard_file_that_is_not_a_regular_file(shards: Path, tmp_path: Path, name: str, how: str) -> None:
+    root = tmp_path / "p"
+    shutil.copytree(shards, root)
+    first, second = sorted((root / "runs").iterdir())
+    (second / name).unlink()
+    if how == "fifo":
+        os.mkfifo(second / name)
+    else:
+        (second / name).symlink_to("/dev/zero")
+    what = "a FIFO" if how == "fifo" else "a character device"
+    (done,) = evalx_each(root, ["merge", str(first), str(second), "-o", str(root / "merged")], timeout=60)
+    assert "internal error" not in done.stderr and (done.returncode == 0 or "Traceback" not in done.stderr), done.stderr
+    assert f"{name} is not a regular file ({what})" in done.stderr or f"{name}: not a regular file ({what})" in done.stderr, done.stderr
+    if name == "summary.json":  # derived figures: named, read as missing, the merge made from the cells
+        assert done.returncode == 0, done.stdout + done.stderr
+        assert "read as missing" in done.stderr and (root / "merged" / "summary.json").is_file()
+    else:
+        assert done.returncode == 2, done.stdout + done.stderr
+        assert not (root / "merged").exists()
+
+
+@pytest.mark.parametrize("how", ["fifo", "dev-zero"])
+def test_a_github_event_file_that_is_not_a_regular_file_is_named_never_read(
+    project: tuple[Path, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch, how: str
+) -> None:
+    root, run_dir = project
+    event = tmp_path / "event.json"
+    if how == "fifo":
+        os.mkfifo(event)
+    else:
+        event.symlink_to("/dev/zero")
+    for key, value in {
+        "GITHUB_ACTIONS": "true",
+        "GITHUB_EVENT_PATH": str(event),
+        "GITHUB_REPOSITORY": "o/r",
+        "GITHUB_TOKEN": "t0ken-for-the-test",
+        "GITHUB_API_URL": "http://127.0.0.1:9",
+    }.items():
+        monkeypatch.setenv(key, value)
+    (done,) = evalx_each(root, ["comment", "--post", "github", run_dir.name], timeout=60)
+    assert done.returncode == 0, done.stdout + done.stderr
+    what = "a FIFO" if how == "fifo" else "a character device"
+    assert f"cannot read the GitHub event: {event}: not a regular file ({what})" in done.stderr, done.stderr
+    assert "not a pull request" in done.stderr
+
+
+def test_a_baseline_folder_whose_results_are_a_fifo_is_refused_not_skipped(project: tuple[Path, Path], tmp_path: Path) -> None:
+    root, _ = project
+    baseline = tmp_path / "baseline"
+    baseline.mkdir()
+    os.mkfifo(baseline / "results.jsonl")
+    done = evalx(root, "run", "-q", "--baseline", str(baseline))
+    refused(done, "results.jsonl")
+
+
+def test_capture_from_a_run_whose_results_are_a_fifo_names_the_file(project: tuple[Path, Path], tmp_path: Path) -> None:
+    root, run_dir = project
+    swap_for_fifo(run_dir / "results.jsonl")
+    done = evalx(root, "capture", "-o", str(tmp_path / "out"), str(run_dir), "--case", "a")
+    refused(done, "results.jsonl")

@@ -19,6 +19,7 @@ timeout is (``timed out after 1s (...)``): never a pass, and never a fail a
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import inspect
 import threading
 import weakref
@@ -27,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 from evalx.assertions.registry import COMMON_KEYS, AssertionContext, AssertionFn, get_assertion
 from evalx.common import regexes
 from evalx.common.deadline import Deadline, HeldTheLoop
-from evalx.models import Verdict
+from evalx.models import Verdict, clipped, json_size, too_large
 
 if TYPE_CHECKING:  # types only: `import evalx` (the CLI's startup) must not pay for the results model
     from evalx.results.model import AssertionRecord, Status
@@ -63,7 +64,7 @@ async def evaluate_case(asserts: list[dict[str, Any]], ctx: AssertionContext, *,
         verdict = _verdict(spec, ctx, deadline)
         if type(verdict) is not Verdict:
             verdict = await _awaited(spec, verdict, ctx, deadline)
-        records.append(_record(spec, verdict))
+        records.append(_record(spec, verdict, ctx.max_bytes))
     return records
 
 
@@ -72,7 +73,7 @@ async def evaluate_one(spec: dict[str, Any], ctx: AssertionContext, *, deadline:
     verdict = _verdict(spec, ctx, deadline)
     if type(verdict) is not Verdict:
         verdict = await _awaited(spec, verdict, ctx, deadline)
-    return _record(spec, verdict)
+    return _record(spec, verdict, ctx.max_bytes)
 
 
 def _verdict(spec: dict[str, Any], ctx: AssertionContext, deadline: Deadline | None) -> Any:
@@ -85,15 +86,7 @@ def _verdict(spec: dict[str, Any], ctx: AssertionContext, deadline: Deadline | N
     kwargs = {names.get(k, k): v for k, v in spec.items() if k not in _NOT_ARGUMENTS}
     sub_ctx = ctx
     if "judge" in spec:
-        sub_ctx = AssertionContext(
-            case=ctx.case,
-            output=ctx.output,
-            config_dir=ctx.config_dir,
-            judge=ctx.judge,
-            judge_settings={**ctx.judge_settings, **spec["judge"]},
-            target=ctx.target,
-            tools=ctx.tools,
-        )
+        sub_ctx = dataclasses.replace(ctx, judge_settings={**ctx.judge_settings, **spec["judge"]})
     try:
         if deadline is None or atype.is_async:
             res = atype.fn(sub_ctx, **kwargs)
@@ -143,8 +136,8 @@ def _failed(kind: str, exc: Exception, deadline: Deadline | None) -> Verdict:
     return Verdict(None, 0.0, f"assertion raised {msg}", error=msg)
 
 
-def _record(spec: dict[str, Any], verdict: Verdict) -> AssertionRecord:
-    """The assertion's record: its verdict, negated for ``not: true``."""
+def _record(spec: dict[str, Any], verdict: Verdict, max_bytes: int | None = None) -> AssertionRecord:
+    """The assertion's record: its verdict, negated for ``not: true``, within ``max_bytes`` (see :func:`_bounded`)."""
     negate = bool(spec.get("not", False))
     if negate and verdict.error is None and verdict.passed is not None:
         verdict = Verdict(
@@ -170,7 +163,41 @@ def _record(spec: dict[str, Any], verdict: Verdict) -> AssertionRecord:
         out["error"] = verdict.error
     if verdict.details:
         out["details"] = verdict.details
-    return out
+    return out if max_bytes is None else _bounded(out, max_bytes)
+
+
+def _bounded(record: AssertionRecord, max_bytes: int) -> AssertionRecord:
+    """``record`` holding at most about ``max_bytes`` (the cell's ``max_response_bytes``), as a target's answer does.
+
+    What a check says comes from user code (a ``python`` check's reason or
+    exception, a plugin's details): its reason and error are clipped to the
+    limit, saying so, and its details' largest values are dropped until the
+    rest fits, named under ``details.clipped`` (small ones — a judge's calls,
+    tokens and cost — are kept).
+    """
+    reason, error = record["reason"], record.get("error")
+    if isinstance(reason, str) and len(reason) > max_bytes:
+        record["reason"] = clipped(reason, max_bytes) or ""
+    if isinstance(error, str) and len(error) > max_bytes:
+        record["error"] = clipped(error, max_bytes) or ""
+    details = record.get("details")
+    if not isinstance(details, dict):
+        return record
+    size = json_size(details)
+    if size <= max_bytes:
+        return record
+    kept = dict(details)
+    sizes = sorted(((json_size(v), k) for k, v in kept.items()), reverse=True)
+    dropped: list[str] = []
+    for value_size, key in sizes:
+        if size <= max_bytes:
+            break
+        del kept[key]
+        dropped.append(key)
+        size -= value_size
+    kept["clipped"] = too_large(json_size(details), max_bytes, f"left out {', '.join(map(repr, sorted(dropped)))}: the details held")
+    record["details"] = kept
+    return record
 
 
 _thread_slots: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Semaphore] = weakref.WeakKeyDictionary()

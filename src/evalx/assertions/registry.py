@@ -74,6 +74,8 @@ class AssertionContext:
     spans: list[StoredSpan] | None = None
     #: whether the run receives traces at all
     traced: bool = False
+    #: the cell's ``max_response_bytes``: the most a check's record (its reason, error, details) stores (None: no bound)
+    max_bytes: int | None = None
 
     @property
     def text(self) -> str:

@@ -21,7 +21,6 @@ Endpoints (REST, ``Accept: application/vnd.github+json``):
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import urllib.parse
@@ -32,7 +31,8 @@ from pathlib import Path
 from evalx.ci.forge import ForgeClient
 from evalx.ci.sticky import Comment
 from evalx.common.json_types import JSON, JSONObject, as_array, as_object
-from evalx.errors import ForgeError
+from evalx.common.reading import CI_EVENT, read_json
+from evalx.errors import ForgeError, UnreadableFile
 
 __all__ = ["GitHubJob", "GitHubThread", "find_baseline_artifact"]
 
@@ -115,9 +115,11 @@ def _event(path: str | None) -> JSONObject:
     """The event payload at ``GITHUB_EVENT_PATH`` (``{}`` when unset or unreadable: then no pull request is known)."""
     if not path:
         return {}
-    try:
-        with open(path, encoding="utf-8") as f:
-            data: JSON = json.load(f)
+    try:  # a regular file only, within its size: a FIFO or /dev/zero there never hangs the job
+        data = read_json(path, CI_EVENT)
+    except UnreadableFile as exc:
+        log.warning("cannot read the GitHub event: %s", exc)
+        return {}
     except (OSError, ValueError) as exc:
         log.warning("cannot read the GitHub event at %s: %s", path, exc)
         return {}

@@ -1,10 +1,12 @@
 """The one way evalx opens a file to read it: regular files only, size-capped, never a hang, one line when it cannot.
 
-Everything evalx reads from disk goes through here: configs, datasets (whole
-files, and JSONL a line at a time), provider definitions, prompt, system,
-tools and ``{% include %}`` files, context files, traces, run files
-(``run.json``, ``results.jsonl``, ``summary.json``, ``reviews.jsonl``, the
-stored ``config.yaml``) and caches. A path that is, or links to, something
+Everything evalx reads from disk goes through here: configs and ``.env``
+files, datasets (whole files, and JSONL a line at a time) and the images and
+documents their cases name, provider definitions, prompt, system, tools and
+``{% include %}`` files, context files, traces, run files (``run.json``,
+``results.jsonl``, ``summary.json``, ``reviews.jsonl``, ``batches.json``,
+the stored ``config.yaml``), the CI system's event file, a Python target's
+source (for its cache key) and caches. A path that is, or links to, something
 other than a regular file — a FIFO, a device such as ``/dev/zero``, a
 directory, a socket — is refused before it is opened (``FILE: not a regular
 file (a FIFO)``): reading a FIFO waits for a writer for ever, and a device
@@ -39,6 +41,7 @@ from evalx.errors import UnreadableFile
 __all__ = [
     "ATTACHMENT",
     "CACHE",
+    "CI_EVENT",
     "CONFIG",
     "CONFIG_COPY",
     "DATASET",
@@ -48,7 +51,9 @@ __all__ = [
     "RESULTS_LINE",
     "REVIEWS",
     "REVIEWS_LINE",
+    "RUN_FILE",
     "RUN_RECORD",
+    "SOURCE",
     "SUMMARY",
     "TEMPLATE",
     "TRACE",
@@ -105,6 +110,12 @@ REVIEWS_LINE = FileKind("a review mark", MiB)
 CACHE = FileKind("a cache file", 256 * MiB)
 #: a run's report.html, served by the viewer
 REPORT = FileKind("a report", GiB)
+#: what a CI system says about the job (GitHub's ``GITHUB_EVENT_PATH``; its webhooks are at most 25 MB)
+CI_EVENT = FileKind("a CI event file", 64 * MiB)
+#: a Python target's source file, read for its cache key's digest
+SOURCE = FileKind("a source file", 64 * MiB)
+#: what evalx keeps in a run folder of its own (``batches.json``)
+RUN_FILE = FileKind("a run file", 64 * MiB)
 
 #: what each kind of file that is not a regular one is called in a message
 _KINDS = (

@@ -31,6 +31,7 @@ assertion, the judge, ``evalx validate`` and ``plugins:`` all come here.
 from __future__ import annotations
 
 import contextlib
+import errno
 import functools
 import hashlib
 import importlib
@@ -48,7 +49,7 @@ from types import ModuleType
 from typing import Any
 
 from evalx.common.documents import display_path
-from evalx.common.reading import check_regular
+from evalx.common.reading import SOURCE, check_regular, read_bytes
 from evalx.errors import UnreadableFile, UserCodeError
 
 __all__ = [
@@ -239,10 +240,20 @@ def code_digest(fn: Any) -> str:
 
 
 def _file_digest(name: str) -> bytes:
-    """The digest of a source file's content (b"" for code with no file: a notebook cell, ``<string>``)."""
+    """The digest of a source file's content (b"" for code with no file: a notebook cell, ``<string>``).
+
+    Read through :mod:`evalx.common.reading`: a code object's file name may name anything (``compile(src,
+    "/dev/zero", "exec")``, a FIFO), which is never read; a file past :data:`~evalx.common.reading.SOURCE`'s size
+    stands for its size and modification time.
+    """
     try:
-        return hashlib.sha256(Path(name).read_bytes()).digest() if Path(name).is_file() else b""
-    except OSError:
+        return hashlib.sha256(read_bytes(name, SOURCE)).digest()
+    except UnreadableFile as exc:
+        if exc.errno == errno.EFBIG:
+            st = os.stat(name)
+            return hashlib.sha256(f"{st.st_size}:{st.st_mtime_ns}".encode()).digest()
+        return b""
+    except (OSError, ValueError):
         return b""
 
 

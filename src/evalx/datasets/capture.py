@@ -44,7 +44,7 @@ from typing import TYPE_CHECKING, Any
 import yaml
 
 from evalx.common.json_types import JSON, JSONObject
-from evalx.common.reading import DATASET, TRACE, read_text
+from evalx.common.reading import DATASET, TRACE, check_regular, read_text
 from evalx.errors import CaptureError, UnreadableFile
 
 if TYPE_CHECKING:
@@ -165,8 +165,10 @@ def _from_run(run_dir: Path, case_id: str, target: str | None, reviewed: bool = 
     from evalx.results.model import failure_reason
     from evalx.results.store import RESULTS, read_results
 
-    if not (run_dir / RESULTS).is_file():
-        raise CaptureError(f"{run_dir}: not a run directory (no {RESULTS})")
+    try:
+        check_regular(run_dir / RESULTS)
+    except UnreadableFile as exc:  # missing: not a run; a FIFO or a device there: named, never read
+        raise CaptureError(f"{run_dir}: not a run directory (no {RESULTS})" if exc.missing else str(exc)) from None
     cells = [r for r in read_results(run_dir / RESULTS) if r.get("case_id") == case_id and (target is None or r.get("target") == target)]
     if not cells:
         which = f" on target {target!r}" if target else ""

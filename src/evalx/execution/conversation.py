@@ -103,13 +103,23 @@ async def run_conversation(executor: Executor, plan: TargetPlan, cell: Cell) -> 
         try:
             for n, turn in enumerate(done, 1):
                 own = [as_object(a) for a in as_array(turns_spec[n - 1].get("assert"))] if n <= len(turns_spec) else []
-                checked = await evaluate_case(own, executor.assertion_context(cell, target, turn.traj), deadline=deadline) if own else []
+                checked = (
+                    await evaluate_case(
+                        own, executor.assertion_context(cell, target, turn.traj, plan.settings.max_response_bytes), deadline=deadline
+                    )
+                    if own
+                    else []
+                )
                 for a in checked:
                     a["turn"] = n
                 assertions.extend(checked)
                 records.append(_record(turn, checked))
             asserts = [*executor.global_asserts, *case.asserts]
-            assertions.extend(await evaluate_case(asserts, executor.assertion_context(cell, target, final), deadline=deadline))
+            assertions.extend(
+                await evaluate_case(
+                    asserts, executor.assertion_context(cell, target, final, plan.settings.max_response_bytes), deadline=deadline
+                )
+            )
         except HeldTheLoop:  # the watchdog stopped a check outside the part that reports its own errors
             error = final.error = deadline.message("the checks held the event loop")
         finally:
@@ -132,7 +142,7 @@ async def run_conversation(executor: Executor, plan: TargetPlan, cell: Cell) -> 
     if run.redactor:
         result = run.redactor.obj(result)
     if result["error"] is not None:
-        executor.stats.errors_by_target.setdefault(target.id, []).append(result["error"])
+        executor.stats.add_error(target.id, result["error"])
     return result
 
 

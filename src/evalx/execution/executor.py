@@ -60,13 +60,26 @@ class TargetPlan:
     prefetch: Callable[[Cell, RunContext], Awaitable[None]] | None = field(default=None, init=False)
 
 
+#: characters of a cell's error kept for the end-of-run line (the whole error is in the cell's result)
+ERROR_LINE = 500
+
+
 @dataclass
 class ExecutionStats:
+    #: each errored cell's error, as the end-of-run line shows it (:meth:`add_error`)
     errors_by_target: dict[str, list[str]] = field(default_factory=dict)
     cells_by_target: dict[str, int] = field(default_factory=dict)
     interrupted: bool = False
     #: a traced run: spans received, late, unknown and dropped (:class:`evalx.tracing.collector.TraceCounts`)
     trace_counts: TraceCounts | None = None
+
+    def add_error(self, target: str, error: str) -> None:
+        """Count a cell's error: one line of at most :data:`ERROR_LINE` characters (an error from user code or a server
+        may hold up to ``max_response_bytes``; a run of many such cells must not hold them all, nor print one whole)."""
+        if len(error) > ERROR_LINE or "\n" in error:
+            line = " ".join(error[: ERROR_LINE * 2].split())
+            error = line if len(line) <= ERROR_LINE and len(error) <= ERROR_LINE * 2 else line[:ERROR_LINE] + " …"
+        self.errors_by_target.setdefault(target, []).append(error)
 
 
 class Executor:
@@ -217,7 +230,7 @@ class Executor:
                 # the checks count against the cell's time too (at least MIN_CHECK_TIME_S, if the call used it all)
                 deadline.at_least(MIN_CHECK_TIME_S)
                 deadline.task = asyncio.current_task()
-                ctx = self.assertion_context(cell, target, traj)
+                ctx = self.assertion_context(cell, target, traj, plan.settings.max_response_bytes)
                 ctx.spans = spans
                 ctx.traced = self.tracing is not None
                 try:
@@ -240,7 +253,7 @@ class Executor:
         if self.run.redactor:
             result = self.run.redactor.obj(result)
         if result["error"] is not None:
-            self.stats.errors_by_target.setdefault(target.id, []).append(result["error"])
+            self.stats.add_error(target.id, result["error"])
         return result
 
     async def _call(self, target: Target, cell: Cell, deadline: Deadline, max_bytes: int | None = None) -> Trajectory:
@@ -273,7 +286,7 @@ class Executor:
         except ValueError as exc:  # a value that contains itself: it could never be written
             return Trajectory(error=f"{target.id} returned output evalx cannot store: {exc}")
 
-    def assertion_context(self, cell: Cell, target: Target, traj: Trajectory) -> AssertionContext:
+    def assertion_context(self, cell: Cell, target: Target, traj: Trajectory, max_bytes: int | None = None) -> AssertionContext:
         """What a cell's checks see: its case, this output (a reply, or a conversation as one), the judge, the target's tools."""
         return AssertionContext(
             case=cell.case,
@@ -283,6 +296,7 @@ class Executor:
             judge_settings=self.judge_settings,
             target=target.id,
             tools=target.spec.get("tools"),
+            max_bytes=max_bytes,
         )
 
     def cache_key(self, plan: TargetPlan, cell: Cell) -> str | None:

@@ -15,7 +15,8 @@ callable is given the same values as a mapping when it takes an argument.
 
 Each hook's output (stdout and stderr, or a callable's exception) is written
 to ``hooks/<name>.log`` in the run folder, secrets redacted, at most
-:data:`LOG_LIMIT` bytes of it.
+:data:`LOG_LIMIT` bytes of it; its problem (an exit status, a timeout, a
+callable's exception) is one line of at most :data:`PROBLEM_LIMIT` characters.
 """
 
 from __future__ import annotations
@@ -40,6 +41,8 @@ __all__ = ["HookFailed", "HookResult", "run_hook"]
 log = logging.getLogger(__name__)
 
 LOG_LIMIT = 1 << 20  # bytes of a hook's output kept in its log
+#: characters of a hook's problem (a callable's exception, from user code) kept: it is shown as one line
+PROBLEM_LIMIT = 2000
 
 
 @dataclass(frozen=True)
@@ -67,10 +70,18 @@ def run_hook(
         output = raw.decode("utf-8", errors="replace")
     text = redact(output)
     if problem:
-        problem = redact(problem)
+        problem = _one_line(redact(problem))
         text += f"\n[evalx] {name} hook failed: {problem}\n"
     log_file.write_text(text, encoding="utf-8")
     return HookResult(name, not problem, problem, log_file)
+
+
+def _one_line(problem: str) -> str:
+    """A hook's problem as the one line it is shown as, at most :data:`PROBLEM_LIMIT` characters (saying so)."""
+    line = " ".join(problem.split())
+    if len(line) <= PROBLEM_LIMIT:
+        return line
+    return f"{line[:PROBLEM_LIMIT]} … (clipped: {len(line):,} characters)"
 
 
 def _spec(hook: object) -> HookSpec:

@@ -28,7 +28,7 @@ from pathlib import Path
 from evalx.common.atomic import write_bytes
 from evalx.common.documents import relative_path
 from evalx.common.json_types import JSON, JSONObject, as_object
-from evalx.common.reading import CONFIG_COPY, RUN_RECORD, SUMMARY, read_bytes, stored_json
+from evalx.common.reading import CONFIG_COPY, RUN_RECORD, SUMMARY, check_regular, read_bytes, stored_json
 from evalx.config.loader import Config
 from evalx.errors import MergeError, UnreadableFile, writing
 from evalx.execution.resume import config_hash
@@ -124,9 +124,12 @@ def read_shards(run_dirs: Iterable[Path], *, allow_partial: bool = False) -> tup
             raise MergeError(f"merge: {path} is not a shard run (it was not started with --shard I/N): only shards are merged")
         if not _shard_fields_ok(meta["shard"]):
             raise MergeError(f"merge: {path}/run.json has no readable shard record (index, count, plan_digest, plan_cells)")
-        if not (path / RESULTS).is_file():
-            raise MergeError(f"merge: {path} has no {RESULTS}: nothing of that shard to merge")
-        shards.append(ShardRun(path, meta, read_run_meta(path / "summary.json") or {}))
+        try:
+            check_regular(path / RESULTS)
+        except UnreadableFile as exc:
+            why = f"has no {RESULTS}" if exc.missing else f"{RESULTS} is {exc.reason}"
+            raise MergeError(f"merge: {path} {why}: nothing of that shard to merge") from None
+        shards.append(ShardRun(path, meta, read_run_meta(path / "summary.json", SUMMARY) or {}))
     if not shards:
         raise MergeError("merge: no run folders given")
     first = shards[0]

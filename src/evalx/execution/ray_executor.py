@@ -473,7 +473,7 @@ class RayRun:
         target = result["target"]
         self.stats.cells_by_target[target] = self.stats.cells_by_target.get(target, 0) + 1
         if result["error"] is not None:
-            self.stats.errors_by_target.setdefault(target, []).append(result["error"])
+            self.stats.add_error(target, result["error"])
         self.on_result(result)
 
     async def _lost(self, pool: _Pool, actor: _Actor, cells: list[Cell], exc: BaseException) -> None:

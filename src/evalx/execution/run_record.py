@@ -9,11 +9,11 @@ file on disk, perhaps of an older (or newer) evalx, so it is read as JSON
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import TypedDict
 
 from evalx.common.json_types import JSON, JSONObject
+from evalx.common.reading import RUN_RECORD, FileKind, stored_json
 from evalx.results.model import MergeReport
 
 __all__ = ["RunMeta", "SelectionRecord", "ShardRecord", "read_run_meta"]
@@ -90,10 +90,12 @@ class RunMeta(TypedDict, total=False):
     exit_code: int
 
 
-def read_run_meta(path: Path) -> JSONObject | None:
-    """The JSON object in ``path``; None when it cannot be read or holds something else."""
-    try:
-        value: JSON = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
+def read_run_meta(path: Path, kind: FileKind = RUN_RECORD) -> JSONObject | None:
+    """The JSON object in ``path`` (a ``run.json``, or another run file of ``kind``); None when it cannot be read or holds
+    something else.
+
+    Read through :mod:`evalx.common.reading`: one that is not a regular file (a FIFO, ``/dev/zero``) or is past
+    ``kind``'s size is named in a warning and read as missing, never read.
+    """
+    value = stored_json(path, kind)
     return value if isinstance(value, dict) else None

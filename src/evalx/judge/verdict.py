@@ -26,7 +26,14 @@ is an error; if they agree, the JSON object (which carries score and reason)
 is used. Text after the last verdict that holds no verdict (a reason, "hope
 that helps") is allowed; text after it that says the opposite verdict word,
 even inside a sentence (``{"pass": true}`` then ``Actually: FAIL - ...``),
-makes the reply contradict itself: an error. No verdict at all (a reply whose only verdict-shaped
+makes the reply contradict itself: an error; so does a JSON verdict after
+the verdict, quoted or not, that says otherwise (``{"pass": true}
+{"pass": false}``, ``PASS`` then ``The output said {"pass": false}``, a
+second score that differs), and a verdict key outside every complete JSON
+object — the judge's own JSON, broken by a raw newline or an unescaped quote
+in its reason, around the output's verdict it quotes
+(``{"pass": false, "reason": "it said`` + newline + ``{"pass": true}"}``) —
+that says otherwise (:func:`_loose`). No verdict at all (a reply whose only verdict-shaped
 text is quoted inside a sentence included), or disagreeing verdicts in
 position, raise :class:`JudgeError` keeping the raw reply, so the assertion
 becomes an ``error`` — never a silent pass or fail.
@@ -35,11 +42,13 @@ Factuality categories follow the same rule with a ``category`` JSON key or
 a ``Category: X`` / ``(D)`` / ``disagrees`` line, and a pairwise judge's
 preference with a ``winner`` JSON key or a ``Winner: A`` line
 (:func:`parse_preference`); their JSON objects, too, count only where they
-stand as the verdict.
+stand as the verdict, and another category or winner named after the verdict
+(a quoted object, or ``winner: B`` in a sentence) makes the reply an error.
 """
 
 from __future__ import annotations
 
+import bisect
 import json
 import re
 from collections.abc import Mapping, Sequence
@@ -107,6 +116,9 @@ _LABEL = r"(?i:(?:final[ \t]+)?(?:verdict|answer|grade|decision))[*_ \t]*:[*_ \t
 _OBJECT_LEAD = re.compile(rf"{_DECOR}(?:```[A-Za-z0-9_-]*[ \t]*)?(?:{_LABEL})?(?:```[A-Za-z0-9_-]*[ \t]*)?")
 #: a verdict word anywhere (in capitals, a whole word): after the verdict, the opposite one makes the reply contradict itself
 _VERDICT_WORD = re.compile(r"(?<![A-Za-z0-9_])(?:PASS|FAIL)(?![A-Za-z0-9_])")
+#: a JSON key and its value written anywhere: outside every complete object, the remains of a JSON object that does not
+#: parse (a judge's own, broken by a raw newline or an unescaped quote in its reason, quoting an output's verdict)
+_LOOSE_KEY = re.compile(r'"([A-Za-z_]{1,32})"[ \t]*:[ \t]*(true|false|True|False|-?\d+(?:\.\d+)?|"[^"\\\n]{0,64}")')
 _LINE_VERDICT = re.compile(
     # the label may be in any case, the verdict word must be in capitals
     rf"^{_DECOR}(?:{_LABEL})?(PASS|FAIL)[*_`~]*{_SEPARATOR}(.*)$",
@@ -278,7 +290,8 @@ def read_verdict(text: str, *, scale: int | None = None) -> tuple[bool | None, f
         raise JudgeError("the judge returned an empty reply", raw=text if isinstance(text, str) else None)
     found: list[_Found] = []
     quoted: list[_Found] = []  # verdict-shaped objects inside a sentence: never a verdict
-    for start, end, obj in _objects(text):
+    objects_in_reply = _objects(text)
+    for start, end, obj in objects_in_reply:
         if any(key in obj for key in _VERDICT_KEYS):
             if not _stands(text, start):
                 quoted.append(_Found(start, end, None, obj, ""))
@@ -312,13 +325,64 @@ def read_verdict(text: str, *, scale: int | None = None) -> tuple[bool | None, f
         if after is not None:  # "{"pass": true}\nActually: FAIL - ...": the reply takes its verdict back
             raise JudgeError(f"the judge's reply says {after.group(0)} after its verdict ({'PASS' if passed else 'FAIL'})", raw=text)
     objects = [item.obj for item in group if item.obj is not None]
+    score = None
     if objects:
-        obj = objects[-1]
-        score = _as_score(obj.get("score"), text, scale)
+        score = _as_score(objects[-1].get("score"), text, scale)
         if passed is None and score is None:
             raise JudgeError("the judge's JSON verdict has neither 'pass' nor 'score'", raw=text)
+    for start, _, later in objects_in_reply:  # every JSON verdict after it, quoted or not, must say the same
+        if start >= group[-1].end and (differs := _differs(later, passed, score, text, scale)) is not None:
+            raise JudgeError(f"the judge's reply has a JSON verdict after its own that says otherwise ({differs})", raw=text)
+    loose = _loose(text, objects_in_reply, _VERDICT_KEYS)
+    if loose and (differs := _differs(loose, passed, score, text, scale)) is not None:
+        raise JudgeError(f"the judge's reply has a JSON that does not parse, saying otherwise ({differs})", raw=text)
+    if objects:
+        obj = objects[-1]
         return passed, score, _reason(obj) or next((i.reason for i in reversed(group) if i.reason), ""), obj
     return passed, None, group[-1].reason, None
+
+
+def _loose(text: str, objects: list[tuple[int, int, JSONObject]], keys: Sequence[str]) -> JSONObject:
+    """The values of ``keys`` written outside every complete JSON object of ``text`` (the first of each; keys lower-cased).
+
+    A judge's JSON that does not parse (``{"pass": false, "reason": "the output said`` + a raw newline +
+    ``{"pass": true}"}``) leaves its own verdict outside any object, while the verdict it quotes parses and stands on
+    its line: what the broken one says is read here, so a quoted verdict cannot stand in for it.
+    """
+    if not any(f'"{key}"' in text.lower() for key in keys):
+        return {}
+    starts = [start for start, _, _ in objects]
+    found: JSONObject = {}
+    for match in _LOOSE_KEY.finditer(text):
+        key = match.group(1).lower()
+        if key not in keys or key in found:
+            continue
+        i = bisect.bisect_right(starts, match.start()) - 1
+        if i >= 0 and match.start() < objects[i][1]:
+            continue  # inside a complete object: read (or quoted) as that object
+        value = match.group(2)
+        try:
+            found[key] = json.loads(value.lower() if value in ("True", "False") else value)
+        except ValueError:
+            continue
+    return found
+
+
+def _differs(obj: JSONObject, passed: bool | None, score: float | None, raw: str, scale: int | None) -> str | None:
+    """What the verdict-shaped object ``obj`` says that the verdict (``passed``, ``score``) does not, or None when it agrees."""
+    try:
+        other_pass = _as_bool(obj.get("pass"), raw)
+    except JudgeError:
+        other_pass = None
+    if passed is not None and other_pass is not None and other_pass != passed:
+        return f'"pass": {str(other_pass).lower()}'
+    try:
+        other_score = _as_score(obj.get("score"), raw, scale)
+    except JudgeError:
+        other_score = None
+    if score is not None and other_score is not None and other_score != score:
+        return f'"score": {other_score:g}'
+    return None
 
 
 def _stands(text: str, start: int) -> bool:
@@ -349,7 +413,8 @@ def parse_category(text: str) -> tuple[str, str]:
     if not isinstance(text, str) or not text.strip():
         raise JudgeError("the judge returned an empty reply", raw=text if isinstance(text, str) else None)
     found: list[_Found] = []
-    for start, end, obj in _objects(text):
+    objects_in_reply = _objects(text)
+    for start, end, obj in objects_in_reply:
         key = next((k for k in _CATEGORY_KEYS if k in obj), None)
         if key is None or not _stands(text, start):
             continue
@@ -376,6 +441,15 @@ def parse_category(text: str) -> tuple[str, str]:
         raise JudgeError(f"the judge's reply ends with more than one category ({', '.join(sorted(said))})", raw=text)
     objects = [item for item in group if item.obj is not None]
     chosen = objects[-1] if objects else group[-1]
+    for start, _, later in objects_in_reply:  # a category object after the verdict, quoted or not, must say the same
+        key = next((k for k in _CATEGORY_KEYS if k in later), None)
+        other = _category(later[key]) if key is not None and start >= group[-1].end else None
+        if other is not None and other != chosen.value:
+            raise JudgeError(f"the judge's reply names another category after its verdict ({chosen.value}, then {other})", raw=text)
+    loose = _loose(text, objects_in_reply, _CATEGORY_KEYS)
+    other = next((c for c in map(_category, loose.values()) if c is not None and c != chosen.value), None)
+    if other is not None:
+        raise JudgeError(f"the judge's reply has a JSON that does not parse, naming another category ({other})", raw=text)
     return str(chosen.value), chosen.reason or next((i.reason for i in reversed(group) if i.reason), "")
 
 
@@ -387,6 +461,12 @@ _PREFERENCE_LINE = re.compile(
     r"[\"'(\[]*(?i:(?:output|response|answer)[ \t]+)?([A-Za-z]+)[\"')\]]*"
     rf"[*_`~]*{_SEPARATOR}(.*)$",
     re.M,
+)
+
+
+#: a winner named anywhere (in a sentence too): after the verdict, another one makes the reply contradict itself
+_WINNER_ANYWHERE = re.compile(
+    r"(?i:winner)[*_ \t]*[:=][*_ \t]*[\"'(\[]*(?:(?i:output|response|answer)[ \t]+)?(A|B|(?i:tie|draw))(?![A-Za-z0-9_])"
 )
 
 
@@ -412,7 +492,8 @@ def parse_preference(text: str) -> tuple[str, str]:
     if not isinstance(text, str) or not text.strip():
         raise JudgeError("the judge returned an empty reply", raw=text if isinstance(text, str) else None)
     found: list[_Found] = []
-    for start, end, obj in _objects(text):
+    objects_in_reply = _objects(text)
+    for start, end, obj in objects_in_reply:
         if "winner" not in obj or not _stands(text, start):
             continue
         # an unknown winner is an error only in verdict position (an earlier object may be quoted)
@@ -437,6 +518,16 @@ def parse_preference(text: str) -> tuple[str, str]:
         raise JudgeError(f"the judge's reply ends with more than one winner ({', '.join(sorted(said))})", raw=text)
     objects = [item for item in group if item.obj is not None]
     chosen = objects[-1] if objects else group[-1]
+    end = group[-1].end
+    later = [_preference(obj["winner"]) for start, _, obj in objects_in_reply if start >= end and "winner" in obj]
+    later += [_preference(m.group(1)) for m in _WINNER_ANYWHERE.finditer(text, end)]
+    other = next((choice for choice in later if choice is not None and choice != chosen.value), None)
+    if other is not None:  # a winner after the verdict, quoted or in a sentence, that is another one
+        raise JudgeError(f"the judge's reply names another winner after its verdict ({chosen.value}, then {other})", raw=text)
+    loose = [_preference(value) for value in _loose(text, objects_in_reply, ("winner",)).values()]
+    other = next((choice for choice in loose if choice is not None and choice != chosen.value), None)
+    if other is not None:
+        raise JudgeError(f"the judge's reply has a JSON that does not parse, naming another winner ({other})", raw=text)
     return str(chosen.value), chosen.reason or next((i.reason for i in reversed(group) if i.reason), "")
 
 

@@ -139,7 +139,8 @@ def resolve_run(ref: str, output_dir: Path, *, name: str | None = None, exclude:
         raise RunNotFound(f"no completed run{which} under {output_dir} to use as `latest`")
     candidates = [output_dir / ref, Path(ref)]
     for path in candidates:
-        if path.is_dir() and ((path / "run.json").is_file() or (path / "results.jsonl").is_file()):
+        # a results.jsonl that is there but not a regular file (a FIFO) makes a run folder too: its reader names it
+        if path.is_dir() and ((path / "run.json").is_file() or (path / "results.jsonl").exists()):
             return path.resolve()
     raise RunNotFound(f"no run {ref!r} (not a run id under {output_dir}, nor a run directory)")
 

@@ -36,9 +36,10 @@ import contextvars
 import json
 import logging
 import os
+import re
 import time
 import urllib.parse
-from collections.abc import Callable, Iterable
+from collections.abc import AsyncIterator, Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -46,7 +47,8 @@ from typing import TYPE_CHECKING, NamedTuple
 
 from evalx.common.atomic import write_text
 from evalx.common.json_types import JSON, JSONObject, as_array, as_object, as_str
-from evalx.errors import DefinitionError, TargetError
+from evalx.common.reading import RUN_FILE, read_json
+from evalx.errors import DefinitionError, TargetError, UnreadableFile
 from evalx.targets.settings import BatchSettings
 
 if TYPE_CHECKING:
@@ -74,13 +76,18 @@ POLL_CEILING_S = 60.0
 SETTLE_S = 0.05
 #: outcomes whose requests are sent again as a normal call
 FALL_BACK = frozenset({"expired", "canceled", "missing", "failed", "timeout"})
+#: what a result line may hold around its answer (ids, status, usage), past the target's ``max_response_bytes``
+LINE_ENVELOPE = 64 * 1024
+#: a custom id near the start of a result line too long to read (its answer is past ``max_response_bytes``)
+_CUSTOM_ID = re.compile(rb'"custom_id"\s*:\s*"([A-Za-z0-9_\-]{1,64})"')
 
 
 @dataclass(frozen=True)
 class BatchResult:
     """What became of one request of a batch."""
 
-    #: succeeded, errored, expired, canceled, missing, failed or timeout
+    #: succeeded, errored, expired, canceled, missing, failed, timeout or too_large (its answer is past
+    #: ``max_response_bytes``: the cell's error, never sent again)
     outcome: str
     #: a succeeded request's answer (the body a normal call would have had)
     response: JSON = None
@@ -205,10 +212,13 @@ class BatchLedger:
     def __init__(self, run_dir: Path | None) -> None:
         self.path = run_dir / LEDGER if run_dir is not None else None
         self.records: list[JSONObject] = []
-        if self.path is not None and self.path.is_file():
-            try:
-                data = json.loads(self.path.read_text(encoding="utf-8"))
+        if self.path is not None:
+            try:  # a regular file only, within its size (a FIFO or /dev/zero put there is named, never read)
+                data = read_json(self.path, RUN_FILE)
                 self.records = [as_object(r) for r in as_array(as_object(data).get("batches"))]
+            except UnreadableFile as exc:
+                if not exc.missing:
+                    log.warning(f"{exc}; the batches the run created are not polled again")
             except (ValueError, OSError) as exc:
                 log.warning(f"{self.path}: cannot read the batches of the run ({exc}); batches it created are not polled again")
 
@@ -265,6 +275,7 @@ class BatchClient:
         retries: int,
         backoff_s: float,
         scope: JSONObject,
+        max_answer_bytes: int | None = None,
     ) -> None:
         from evalx.targets.transport.http import Backoff, HttpClient
 
@@ -272,6 +283,8 @@ class BatchClient:
         self.definition, self.spec = definition, definition.batch
         self.base_url, self.headers, self.auth, self.error_of = base_url, headers, auth, error_of
         self.scope = scope  # model and path (the normal call's) for the templates
+        #: the target's max_response_bytes: a result line longer than it (and its envelope) is never held whole
+        self.max_answer_bytes = max_answer_bytes
         # few, long requests: an upload of up to the provider's limit, results read as a stream
         self.http: HttpClient = HttpClient(
             concurrency=4, retries=retries, backoff=Backoff(base_s=backoff_s), timeout_s=600.0, max_response_bytes=4 << 30
@@ -353,13 +366,21 @@ class BatchClient:
             headers = dict(self.headers)
             if self.auth is not None:
                 headers = await self.auth.sign("GET", url, headers, None)
+            from evalx.targets.transport.http import HttpResponse, too_large
+
             async with self.http.stream("GET", url, headers=headers, idle_timeout_s=600.0) as resp:
                 if resp.status >= 400:
-                    from evalx.targets.transport.http import HttpResponse
-
                     text = (await resp.read()).decode("utf-8", "replace")
                     raise self.error_of(HttpResponse(resp.status, resp.headers, text, _loads(text), url))
-                async for text in resp.lines():
+                limit = None if self.max_answer_bytes is None else self.max_answer_bytes + LINE_ENVELOPE
+                async for raw, whole in _lines_within(resp.chunks(), limit):
+                    if not whole:  # its answer is past max_response_bytes: the request's error, named by its custom id
+                        found = _CUSTOM_ID.search(raw)
+                        if found is not None:
+                            error = str(too_large(url, self.max_answer_bytes or 0, "batch answer"))
+                            out.append((found.group(1).decode(), BatchResult("too_large", error=error, batch_id=batch_id)))
+                        continue
+                    text = raw.decode("utf-8", "replace")
                     if not text.strip():
                         continue
                     line = _loads(text)
@@ -387,6 +408,34 @@ class BatchClient:
             error=None if error is None else error if isinstance(error, str) else json.dumps(error, ensure_ascii=False),
             batch_id=batch_id,
         )
+
+
+async def _lines_within(chunks: AsyncIterator[bytes], limit: int | None) -> AsyncIterator[tuple[bytes, bool]]:
+    """The lines of a JSONL body (split on LF, a CR before it dropped), each with whether it is whole.
+
+    A line longer than ``limit`` bytes is not held: its first :data:`LINE_ENVELOPE` bytes stand for it, with
+    False (a result line's custom id comes first), and the rest is read past.
+    """
+    held = bytearray()
+    over = False
+    async for chunk in chunks:
+        start = 0
+        while True:
+            end = chunk.find(b"\n", start)
+            piece = chunk[start:] if end == -1 else chunk[start:end]
+            if not over:
+                held += piece
+                if limit is not None and len(held) > limit:
+                    del held[LINE_ENVELOPE:]
+                    over = True
+            if end == -1:
+                break
+            yield bytes(held.removesuffix(b"\r")), not over
+            held.clear()
+            over = False
+            start = end + 1
+    if held or over:
+        yield bytes(held.removesuffix(b"\r")), not over
 
 
 def _json(value: object) -> JSON:

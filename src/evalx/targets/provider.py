@@ -88,6 +88,7 @@ from evalx.targets.transport.http import (
     retry_after_from,
     shown_url,
     snippet,
+    too_large,
 )
 from evalx.targets.transport.pacing import EndpointLimiter, RateLimitHeaders, Slot
 from evalx.targets.transport.ratelimit import RateLimiter
@@ -358,6 +359,7 @@ class ProviderTarget:
             retries=self.settings.retries,
             backoff_s=self.settings.backoff_s,
             scope=scope,
+            max_answer_bytes=self.settings.max_response_bytes,
         )
         self.batcher = BatchQueue(name, client, batch, d.batch, ledger, batch_round)
         self._batch_price = self.price.scaled(d.batch.discount) if self.price is not None else None
@@ -394,8 +396,13 @@ class ProviderTarget:
 
     async def _batched_answer(self, request: ProviderRequest, result: BatchResult) -> Trajectory:
         """A cell's answer from its batch: read as a normal call's, at the batch price; else its error, or a normal call."""
+        if result.outcome == "too_large":  # past max_response_bytes, as a normal call's answer would be: not sent again
+            raise TargetError(result.error or "the batch answer is larger than max_response_bytes")
         if result.outcome == "succeeded":
             text = json.dumps(result.response, ensure_ascii=False)
+            limit = self.settings.max_response_bytes
+            if len(text) > limit and len(text.encode("utf-8", "surrogatepass")) > limit:
+                raise too_large(request.url, limit, "batch answer")
             resp = HttpResponse(200, {}, text, result.response, request.url)
             if type(result.response) is dict and _carries_error(result.response):
                 raise self._http_error(resp)
