@@ -372,6 +372,58 @@ def test_whatever_a_target_returns_a_ray_run_gives_the_local_results(ray_local: 
     assert "no answer here" in by_id["raise"]["error"] and "\x1b" not in by_id["raise"]["error"]
 
 
+def test_a_value_whose_repr_exits_stays_its_cell_on_ray_and_actor_lines_read_plain(ray_local: Any, tmp_path: Path) -> None:
+    """Issue 30: a value whose ``__repr__`` raises SystemExit ended the actor's event loop thread: the driver waited for
+    its batch for ever. Now every cell of the batch comes back as locally. What a cell prints to its stderr reaches
+    the driver's with Ray's prefix as plain text (it was a literal ``\\x1b[36m``)."""
+    (tmp_path / "agent.py").write_text(
+        textwrap.dedent("""
+            import os
+
+            class ReprExits:
+                def __repr__(self):
+                    raise SystemExit(3)
+
+            class StrExits(Exception):
+                def __str__(self):
+                    raise SystemExit(5)
+
+            def answer(input):
+                if input == "repr-exits":
+                    return {"text": "ok repr", "raw": ReprExits()}
+                if input == "str-exits":
+                    raise StrExits()
+                if input == "prints":
+                    os.write(2, b"\\x1b[31mfrom the cell\\x1b[0m\\n")
+                return "ok " + input
+        """),
+        encoding="utf-8",
+    )
+    cases = [{"id": n, "input": n, "assert": [{"type": "contains", "value": "ok"}]} for n in ("one", "repr-exits", "str-exits", "prints")]
+    data = {
+        "version": 1,
+        "targets": [{"id": "t", "type": "python", "callable": "agent.py:answer"}],
+        "datasets": [{"id": "d", "cases": cases}],
+        "executor": {"batch_size": 4},
+    }
+    config = tmp_path / "evalconfig.yaml"
+    config.write_text(yaml.safe_dump(data, sort_keys=False), encoding="utf-8")
+    local = _run(config)
+    address = ray_local.get_runtime_context().gcs_address  # this file's instance, from another process: the real CLI
+    command = [sys.executable, "-m", "evalx", "run", "-c", str(config), "-q", "--executor", "ray", "--ray-address", address]
+    env = {k: v for k, v in os.environ.items() if k != "RAY_COLOR_PREFIX"}
+    done = subprocess.run(command, capture_output=True, text=True, timeout=240, env=env)  # it hung here
+    assert done.returncode == local["exit"] == 1, done.stderr
+    remote = max((tmp_path / "runs").iterdir(), key=lambda p: p.stat().st_mtime_ns)
+    assert _same_cells(local["dir"], remote) == []
+    by_id = {c["case_id"]: c for c in read_cells(remote)}
+    assert by_id["repr-exits"]["status"] == "pass" and by_id["repr-exits"]["output"]["raw"] == "<ReprExits object: repr failed: SystemExit>"
+    assert by_id["str-exits"]["error"] == "StrExits"
+    if "from the cell" in done.stderr:  # Ray forwards an actor's lines when its log monitor gets to them
+        line = next(line for line in done.stderr.splitlines() if "from the cell" in line)
+        assert "\\x1b[36m" not in line and "(CellWorker pid=" in line, line
+
+
 def test_a_ray_error_reads_as_plain_text(ray_local: Any) -> None:
     from evalx.execution.ray_executor import ray_error_text
 

@@ -132,6 +132,9 @@ def connect(ray: Any, address: str, upload: Callable[[], RuntimeEnv], mode: str 
     """
     import logging
 
+    # the lines actors print reach this process's stderr with Ray's "(CellWorker pid=N)" prefix: uncoloured, so the
+    # terminal-safe stderr shows it as it reads (it lets only evalx's own colours through; Ray's cyan became "\x1b[36m")
+    os.environ.setdefault("RAY_COLOR_PREFIX", "0")
     if ray.is_initialized():
         return False, bool((ray.get_runtime_context().runtime_env or {}).get("working_dir"))
     if address == "local":
