@@ -59,6 +59,32 @@ def test_auto_without_a_cluster_fails_in_one_line(tmp_path: Path) -> None:
     assert "Traceback" not in done.stderr
 
 
+def test_an_address_where_no_head_can_be_says_why_at_once(tmp_path: Path) -> None:
+    """Issue 30: a port nothing listens on, or a host that does not resolve (given, or in RAY_ADDRESS with ``auto``),
+    kept ``ray.init`` retrying for minutes under Ray's own warnings; now one line naming the cause, exit 2."""
+    pytest.importorskip("ray")
+    import socket
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]  # closed again: nothing listens there
+    config = _python_project(tmp_path, cells=2)
+    env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
+    for address, env_address, cause in (
+        (f"127.0.0.1:{port}", None, f"nothing listens on port {port} there (connection refused)"),
+        ("no-such-host.invalid:6379", None, "the host 'no-such-host.invalid' cannot be resolved"),
+        ("auto", f"127.0.0.1:{port}", f"nothing listens on port {port} there"),
+    ):
+        shown = env_address or address
+        done = subprocess.run(
+            [sys.executable, "-m", "evalx", "run", "-c", str(config), "--executor", "ray", "--ray-address", address, "-q"],
+            capture_output=True, text=True, timeout=120, env={**env, **({"RAY_ADDRESS": env_address} if env_address else {})},
+        )  # fmt: skip
+        assert done.returncode == 2, done.stderr
+        lines = [line for line in done.stderr.splitlines() if line.strip()]
+        assert len(lines) == 1 and lines[0].startswith(f"evalx: cannot connect to the Ray cluster at {shown}: {cause}"), lines
+
+
 def test_without_ray_installed_the_executor_says_how_to_install_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(sys.modules, "ray", None)  # `import ray` raises ImportError
     config = _python_project(tmp_path, cells=2)
