@@ -181,7 +181,8 @@ def _unreachable(address: str) -> str | None:
     try:
         socket.getaddrinfo(host, int(port), type=socket.SOCK_STREAM)
     except (OSError, UnicodeError) as exc:
-        return f"the host {host!r} cannot be resolved ({exc.strerror or exc}): check --ray-address (or RAY_ADDRESS)"
+        reason = getattr(exc, "strerror", None) or exc
+        return f"the host {host!r} cannot be resolved ({reason}): check --ray-address (or RAY_ADDRESS)"
     try:
         socket.create_connection((host, int(port)), timeout=PROBE_S).close()
     except ConnectionRefusedError:
