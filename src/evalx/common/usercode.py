@@ -311,7 +311,10 @@ def code_digest(fn: Any) -> str:
         if wrapped is not None:
             add(wrapped)
 
-    add(fn)
+    try:
+        add(fn)
+    except RecursionError:  # a chain of the project's functions deeper than the stack: what was gathered, marked
+        digest.update(b"<deeper than the stack>")
     for name in sorted(files):
         digest.update(name.encode("utf-8", "surrogatepass"))
         digest.update(_file_digest(name))
