@@ -350,6 +350,23 @@ def test_values_and_exceptions_whose_methods_exit_stay_their_cells_error(tmp_pat
         assert summary["interrupted"] is False and summary["totals"]["cells"] == 8
 
 
+def test_user_code_that_exits_while_it_is_imported_is_a_config_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A target module or a plugin that calls sys.exit() at import ended `evalx run` and `validate` with its status
+    and not a word; now one line naming the module and the key, exit 2."""
+    root = project(tmp_path, "import sys\nsys.exit(3)\n\ndef answer(q):\n    return q\n", [PY_TARGETS[0]], ["fine"])
+    for command in (["run", "-q"], ["validate"]):
+        res = cli(command, root, monkeypatch)
+        assert res.exit_code == 2, (command, res.exit_code, res.output)
+        assert "targets[0].callable: importing 'bot.py' raised SystemExit: 3" in res.output, res.output
+    (root / "bot.py").write_text("def answer(q):\n    return q\n")
+    (root / "checks.py").write_text("import sys\nsys.exit(4)\n")
+    config = yaml.safe_load((root / "evalconfig.yaml").read_text())
+    config["plugins"] = ["checks.py"]
+    (root / "evalconfig.yaml").write_text(yaml.safe_dump(config))
+    res = cli(["run", "-q"], root, monkeypatch)
+    assert res.exit_code == 2 and "plugin failed: importing 'checks.py' raised SystemExit: 4" in res.output, res.output
+
+
 # ---------------------------------------------------------------- one writer per run folder
 
 

@@ -51,7 +51,9 @@ def load_entry_points() -> list[Issue]:
     for ep in entry_points(group=ENTRY_POINT_GROUP):
         try:
             ep.load()
-        except Exception as exc:  # a broken installed plugin: one error naming it
+        except KeyboardInterrupt:
+            raise
+        except BaseException as exc:  # a broken installed plugin (one that calls sys.exit too): one error naming it
             where = f"entry point {ep.name!r} = {ep.value!r} (group {ENTRY_POINT_GROUP})"
             issues.append(Issue(where, None, "", f"plugin failed to load: {described(exc)}"))
     _entry_point_issues = issues

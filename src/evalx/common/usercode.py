@@ -378,7 +378,9 @@ def import_user_module(module_ref: str, base_dir: Path) -> ModuleType:
             raise
         except ImportError as exc:
             raise UserCodeError(f"cannot import {module_ref!r}: {exc}") from None
-        except Exception as exc:  # the module itself raised while importing
+        except KeyboardInterrupt:
+            raise  # Ctrl-C while a slow module imports: the command stops, as anywhere else
+        except BaseException as exc:  # the module itself raised while importing (sys.exit() too: it ended evalx silently)
             raise UserCodeError(f"importing {module_ref!r} raised {described(exc)}") from None
         origin = getattr(module, "__file__", None)
         if origin:
