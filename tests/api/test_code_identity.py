@@ -207,3 +207,43 @@ def _cached(cell: Any) -> bool:
 
 def _text(cell: Any) -> str:
     return str(cell["output"]["text"] if isinstance(cell, dict) else cell.text)
+
+
+def test_two_projects_naming_the_same_module_never_call_each_others_function(tmp_path: Path) -> None:
+    """Two configs in two folders, each with its own agent.py, both naming ``agent:answer`` in one process (the Python
+    API, or pytest with two --evalx configs): the second ran the first project's function. It is refused, naming both
+    files; by file (``agent.py:answer``) each runs its own, concurrently."""
+    script = textwrap.dedent("""
+        import asyncio, sys
+        import evalx
+
+        def config(ref, letter):
+            cases = [{"id": f"c{i}", "input": "q", "assert": [{"type": "contains", "value": letter}]} for i in range(3)]
+            return {"version": 1, "name": "p", "targets": [{"id": "t", "type": "python", "callable": ref}],
+                    "datasets": [{"id": "d", "cases": cases}]}
+
+        first = evalx.run(evalx.load_config(config("agent:answer", "A"), base_dir=sys.argv[1]))
+        print("FIRST", first.summary["totals"]["pass"])
+        try:
+            evalx.load_config(config("agent:answer", "B"), base_dir=sys.argv[2])
+        except evalx.ConfigError as exc:
+            print("REFUSED", exc)
+
+        async def both():
+            a = evalx.arun(evalx.load_config(config("agent.py:answer", "A"), base_dir=sys.argv[1]))
+            b = evalx.arun(evalx.load_config(config("agent.py:answer", "B"), base_dir=sys.argv[2]))
+            return await asyncio.gather(a, b)
+
+        print("BY FILE", [r.summary["totals"]["pass"] for r in asyncio.run(both())])
+    """)
+    for name, letter in (("a", "A"), ("b", "B")):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "agent.py").write_text(f"def answer(q):\n    return '{letter} ' + q\n")
+    done = subprocess.run(
+        [sys.executable, "-c", script, str(tmp_path / "a"), str(tmp_path / "b")], capture_output=True, text=True, timeout=120, cwd=tmp_path
+    )
+    assert "FIRST 3" in done.stdout, done.stdout + done.stderr
+    refused = next(line for line in done.stdout.splitlines() if line.startswith("REFUSED"))
+    assert "targets[0].callable: cannot import 'agent'" in refused and "a module 'agent' is imported already" in refused, refused
+    assert "name it by its file instead (agent.py:...)" in refused, refused
+    assert "BY FILE [3, 3]" in done.stdout, done.stdout + done.stderr

@@ -373,7 +373,10 @@ def import_user_module(module_ref: str, base_dir: Path) -> ModuleType:
                     reason = f"no file {display_path(file)}" if exc.missing else str(exc)
                     raise UserCodeError(f"cannot import {module_ref!r}: {reason}") from None
                 return _import_file(file)
-            module = _imported_as_file(module_ref, base_dir) or importlib.import_module(module_ref)
+            module = _imported_as_file(module_ref, base_dir)
+            if module is None:
+                _check_not_shadowed(module_ref, base_dir)
+                module = importlib.import_module(module_ref)
         except UserCodeError:
             raise
         except ImportError as exc:
@@ -386,6 +389,27 @@ def import_user_module(module_ref: str, base_dir: Path) -> ModuleType:
         if origin:
             _modules_by_file.setdefault(Path(origin).resolve(), module)
         return module
+
+
+def _check_not_shadowed(module_ref: str, base_dir: Path) -> None:
+    """Refuse ``agent:answer`` when this config's folder has its own ``agent`` but another ``agent`` is imported
+    already (another project's, in this process: two configs run by the Python API or by pytest): Python would hand
+    back that one, and the run would call another project's function."""
+    top = module_ref.partition(".")[0]
+    loaded = sys.modules.get(top)
+    origin = getattr(loaded, "__file__", None) if loaded is not None else None
+    if not isinstance(origin, str):
+        return
+    for own in (base_dir / f"{top}.py", base_dir / top / "__init__.py"):
+        if own.is_file():
+            if Path(origin).resolve() != own.resolve():
+                file = module_ref.replace(".", "/") + (".py" if own.name != "__init__.py" or "." in module_ref else "/__init__.py")
+                raise UserCodeError(
+                    f"cannot import {module_ref!r} from {display_path(base_dir)}: a module {top!r} is imported already in "
+                    f"this process from {display_path(Path(origin))}, not this config's {display_path(own)}; "
+                    f"name it by its file instead ({file}:...)"
+                )
+            return
 
 
 def _imported_as_file(module_ref: str, base_dir: Path) -> ModuleType | None:
