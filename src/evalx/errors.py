@@ -78,11 +78,21 @@ class EvalxError(Exception):
     """Base class of every error evalx raises on purpose."""
 
 
+def described(exc: BaseException) -> str:
+    """``Type: message`` of ``exc`` (``Type`` alone when it has none), never raising: a user's exception whose
+    ``__str__`` raises (even ``SystemExit``) is named by its type. How user code's exceptions enter evalx's messages."""
+    try:
+        text = str(exc).strip()
+    except BaseException:  # a target's, a check's or a hook's own class: its type says enough
+        text = ""
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
 def one_line(exc: BaseException) -> str:
     """``exc`` as the one line a person reads: ``Type: first line of its message`` (``Type`` alone when it has none)."""
     try:
         text = str(exc).strip().splitlines()
-    except Exception:  # an exception whose __str__ raises (a target's own class): its type says enough
+    except BaseException:  # an exception whose __str__ raises (a target's own class, even SystemExit): its type says enough
         text = []
     first = text[0] if text else ""
     return f"{type(exc).__name__}: {first}" if first else type(exc).__name__

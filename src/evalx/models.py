@@ -208,9 +208,28 @@ class Trajectory:
         return cls(tool_calls=calls, usage=usage, **known)
 
 
+def safe_repr(value: Any) -> str:
+    """``repr(value)``, never raising: a target's object whose ``__repr__`` raises anything (``SystemExit`` included)
+    is shown by its type instead. What evalx shows or stores of a value it cannot store as JSON."""
+    try:
+        return repr(value)
+    except BaseException as exc:  # user code: even SystemExit or KeyboardInterrupt from a __repr__ is the value's problem
+        return f"<{type(value).__name__} object: repr failed: {type(exc).__name__}>"
+
+
+def json_default(value: Any) -> Any:
+    """What JSON cannot hold, as evalx stores it (results, the response cache): sets and tuples as lists, bytes as text,
+    anything else as its :func:`safe_repr`."""
+    if isinstance(value, (set, tuple)):
+        return list(value)
+    if isinstance(value, bytes):
+        return value.decode("utf-8", "replace")
+    return safe_repr(value)
+
+
 def _kind(value: Any) -> str:
     """``str 'abc'``: a value's type and a short look at it, for an error message."""
-    shown = repr(value)
+    shown = safe_repr(value)
     return f"{type(value).__name__} {shown if len(shown) <= 40 else shown[:39] + '…'}"
 
 
@@ -295,7 +314,7 @@ def usd_amount(value: Any) -> float:
 
 
 def _shown(value: Any) -> str:
-    shown = repr(value)
+    shown = safe_repr(value)
     return shown if len(shown) <= 40 else shown[:39] + "…"
 
 

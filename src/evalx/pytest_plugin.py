@@ -13,14 +13,18 @@ item then reports its case's verdict (repeats aggregated by the config's
 Under pytest-xdist (``-n N``) every worker collects the same items (xdist
 checks it) and makes the same selection, so the cells still run once per
 session: the first worker that needs a config's run makes it, holding a
-lock file named after the session's ``testrunuid``, and writes where the run
-went; the others wait on the lock and read that run's results.
+lock file in a folder named for this session, and writes where the run
+went; the others wait on the lock and read that run's results. The session's
+name is made by the controller for each session and handed to its workers
+(never xdist's ``testrunuid``, which ``--testrunuid`` sets to the same value
+in every session); the controller removes the folder at the end.
 """
 
 from __future__ import annotations
 
 import contextlib
 import glob
+import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -180,15 +184,56 @@ class _ConfigRun:
         self.note = f"evalx: {self.path.name}: {result.summary['totals']['cells']} cells, results in {result.run_dir}"
 
 
+#: the key, in what xdist's controller hands each worker (``workerinput``), of the session's own name
+_SESSION_KEY = "evalx_session"
+_SESSION = pytest.StashKey[str]()
+
+
+def _session_folder(session: str) -> Path:
+    """Where one pytest session's workers record and lock their runs: a folder no other session names."""
+    import tempfile
+
+    return Path(tempfile.gettempdir()) / f"evalx-xdist-{session}"
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_configure_node(node: Any) -> None:
+    """xdist's controller, for each worker it starts (a restarted one too): the session's name, made once here.
+
+    Not xdist's ``testrunuid``: ``--testrunuid X`` gives every session the same one, and a later session would read
+    an earlier session's results instead of running its cells."""
+    config = node.config
+    if not _config_paths(config):
+        return
+    if _SESSION not in config.stash:
+        import secrets
+
+        config.stash[_SESSION] = f"{os.getpid()}-{secrets.token_hex(8)}"
+    node.workerinput[_SESSION_KEY] = config.stash[_SESSION]
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    """The controller, at the end of its session: its workers' records and locks go."""
+    session = config.stash.get(_SESSION, None)
+    if session is not None:
+        import shutil
+
+        shutil.rmtree(_session_folder(session), ignore_errors=True)
+
+
 def _shared_record(config: pytest.Config, path: Path) -> Path | None:
     """Under pytest-xdist, the file where this session's run of the config at ``path`` is recorded; None otherwise."""
     workerinput = getattr(config, "workerinput", None)
-    if not isinstance(workerinput, dict) or not workerinput.get("testrunuid"):
+    if not isinstance(workerinput, dict):
         return None
+    session = workerinput.get(_SESSION_KEY)
+    if not isinstance(session, str) or not session:  # a controller without this plugin's hook: no name to share a run by
+        raise pytest.UsageError(
+            "--evalx with pytest -n: this worker's controller gave it no evalx session; load evalx's plugin in the controller"
+        )
     import hashlib
-    import tempfile
 
-    folder = Path(tempfile.gettempdir()) / f"evalx-xdist-{workerinput['testrunuid']}"
+    folder = _session_folder(session)
     folder.mkdir(parents=True, exist_ok=True)
     return folder / f"{hashlib.sha256(str(path).encode()).hexdigest()[:16]}.json"
 

@@ -120,6 +120,30 @@ def test_xdist_workers_share_one_run_of_the_cells(project: pytest.Pytester) -> N
 
 
 @pytest.mark.slow
+def test_a_later_xdist_session_runs_its_own_cells_even_with_the_same_testrunuid(
+    project: pytest.Pytester, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 30: workers shared runs by xdist's ``testrunuid``, which ``--testrunuid X`` makes the same in every session:
+    a second session read the first one's results (stale verdicts, no call). Each session runs its own cells, two
+    configs each once, and leaves no record behind."""
+    pytest.importorskip("xdist")
+    project.makefile(".yaml", other=CONFIG.replace("name: plugged", "name: other").replace("id: d\n", "id: e\n"))
+    temp = tmp_path / "temp"  # where the sessions record their runs: this test's own
+    temp.mkdir()
+    monkeypatch.setenv("TMPDIR", str(temp))
+    args = ("--evalx", "evalconfig.yaml", "--evalx", "other.yaml", "-n", "3", "--testrunuid", "the-same")
+    run(project, *args).assert_outcomes(passed=6, failed=2)
+    assert calls(project) == sorted(["c1", "c2", "c3", "c4", "c4", "c4"] * 2)  # each config's cells once
+    assert len(runs(project)) == 2
+    (project.path / "calls.log").unlink()
+    project.makefile(".py", bot=BOT.replace('return q.upper() if "ok" in q else q', "return q"))  # nothing passes now
+    run(project, *args).assert_outcomes(failed=8)  # not the first session's verdicts
+    assert calls(project) == sorted(["c1", "c2", "c3", "c4", "c4", "c4"] * 2)
+    assert len(runs(project)) == 4
+    assert list(temp.glob("evalx-xdist-*")) == []  # the controller removed its session's records and locks
+
+
+@pytest.mark.slow
 def test_k_runs_one_case(project: pytest.Pytester) -> None:
     result = run(project, "--evalx", "evalconfig.yaml", "-k", "c2")
     result.assert_outcomes(passed=1, deselected=3)

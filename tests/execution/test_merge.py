@@ -419,3 +419,64 @@ def test_a_shard_whose_label_was_edited_is_judged_by_its_cells(tmp_path: Path) -
     code, output = merge(config, *parts, "-o", tmp_path / "m2")
     assert code == 2, output
     assert "which the plan deals to shard" in output and "its label was changed" in output, output
+
+
+def _edit_cells(folder: Path, edit: Any) -> None:
+    """Rewrite ``folder``'s results.jsonl with ``edit`` applied to each line (a JSON object)."""
+    path = folder / "results.jsonl"
+    lines = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+    path.write_text("".join(json.dumps(edit(line)) + "\n" for line in lines), encoding="utf-8")
+
+
+def test_shards_of_another_config_or_version_or_with_edited_case_ids_are_refused(tmp_path: Path) -> None:
+    """Issue 30: a merge's cells come from one config version, each the cell its index names. A shard of another
+    config with the same plan, a shard run under other settings (a timeout: not part of the plan), and shards whose
+    cells swapped case ids (each index still in its own shard) all merged as one run."""
+    import shutil
+
+    config = project(tmp_path / "p", None)
+    parts = shards(config, 2)
+    other = project(tmp_path / "q", None)
+    other.write_text(other.read_text().replace("name: sharded", "name: another"), encoding="utf-8")
+    code, output = merge(config, parts[0], shards(other, 2)[1], "-o", tmp_path / "m1")
+    assert code == 2 and "is a run of config 'another', not of 'sharded'" in output, output
+    config.write_text(config.read_text().replace("timeout_s: 30", "timeout_s: 5"), encoding="utf-8")
+    code, output = merge(config, parts[0], shards(config, 2)[1], "-o", tmp_path / "m2")
+    assert code == 2 and "ran different versions of the config" in output, output
+    config.write_text(config.read_text().replace("timeout_s: 5", "timeout_s: 30"), encoding="utf-8")
+    first, second = tmp_path / "first", tmp_path / "second"
+    shutil.copytree(parts[0], first)
+    shutil.copytree(parts[1], second)
+    one = next(c["case_id"] for c in read_cells(parts[0]))
+    two = next(c["case_id"] for c in read_cells(parts[1]))
+    swap = {one: two, two: one}
+    for folder in (first, second):
+        _edit_cells(folder, lambda line: {**line, "case_id": swap.get(line.get("case_id"), line.get("case_id"))})
+    code, output = merge(config, first, second, "-o", tmp_path / "m3")
+    assert code == 2, output
+    assert f"holds cell 0 as case qa/{two}, target rules, repeat 0, but the plan's cell 0 is case qa/{one}" in output, output
+    assert not (tmp_path / "m3" / "summary.json").exists()
+    code, output = merge(config, *parts, "-o", tmp_path / "m4")  # the shards as they ran still merge
+    assert code in (0, 1) and (tmp_path / "m4" / "summary.json").is_file(), output
+
+
+def test_review_marks_of_a_shard_carry_to_the_merge_for_its_own_cases(tmp_path: Path) -> None:
+    """Issue 30: the merge read the shards raw and dropped their review marks: a verdict a reviewer overrode in a
+    shard counted as the run's own again. Each shard's marks for its own cases are the merged run's; a mark a shard's
+    folder holds for another shard's case was never about that output and is left out."""
+    from evalx.results.reviews import add_mark
+
+    config = project(tmp_path / "p", None)
+    parts = shards(config, 2)
+    mine = next(c for c in read_cells(parts[0]) if c["status"] == "fail")
+    theirs = next(c for c in read_cells(parts[1]) if c["status"] == "fail")
+    add_mark(parts[0], target=mine["target"], dataset=mine["dataset"], case_id=mine["case_id"], verdict="pass", comment="fine")
+    add_mark(parts[0], target=theirs["target"], dataset=theirs["dataset"], case_id=theirs["case_id"], verdict="pass")
+    code, output = merge(config, *parts, "-o", tmp_path / "m")
+    assert code in (0, 1), output
+    merged = {(c["case_id"], c["repeat"]): c for c in read_cells(tmp_path / "m")}
+    assert merged[(mine["case_id"], 0)]["status"] == "pass" and merged[(mine["case_id"], 0)]["review"]["comment"] == "fine"
+    assert merged[(theirs["case_id"], 0)]["status"] == "fail" and "review" not in merged[(theirs["case_id"], 0)]
+    summary = json.loads((tmp_path / "m" / "summary.json").read_text())
+    assert summary["reviews"]["marks"] == 1 and summary["reviews"]["overridden_cells"] == 2  # both repeats of the case
+    assert summary["totals"]["pass"] == sum(c["status"] == "pass" for c in merged.values())

@@ -59,6 +59,32 @@ def test_auto_without_a_cluster_fails_in_one_line(tmp_path: Path) -> None:
     assert "Traceback" not in done.stderr
 
 
+def test_an_address_where_no_head_can_be_says_why_at_once(tmp_path: Path) -> None:
+    """Issue 30: a port nothing listens on, or a host that does not resolve (given, or in RAY_ADDRESS with ``auto``),
+    kept ``ray.init`` retrying for minutes under Ray's own warnings; now one line naming the cause, exit 2."""
+    pytest.importorskip("ray")
+    import socket
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]  # closed again: nothing listens there
+    config = _python_project(tmp_path, cells=2)
+    env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
+    for address, env_address, cause in (
+        (f"127.0.0.1:{port}", None, f"nothing listens on port {port} there (connection refused)"),
+        ("no-such-host.invalid:6379", None, "the host 'no-such-host.invalid' cannot be resolved"),
+        ("auto", f"127.0.0.1:{port}", f"nothing listens on port {port} there"),
+    ):
+        shown = env_address or address
+        done = subprocess.run(
+            [sys.executable, "-m", "evalx", "run", "-c", str(config), "--executor", "ray", "--ray-address", address, "-q"],
+            capture_output=True, text=True, timeout=120, env={**env, **({"RAY_ADDRESS": env_address} if env_address else {})},
+        )  # fmt: skip
+        assert done.returncode == 2, done.stderr
+        lines = [line for line in done.stderr.splitlines() if line.strip()]
+        assert len(lines) == 1 and lines[0].startswith(f"evalx: cannot connect to the Ray cluster at {shown}: {cause}"), lines
+
+
 def test_without_ray_installed_the_executor_says_how_to_install_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(sys.modules, "ray", None)  # `import ray` raises ImportError
     config = _python_project(tmp_path, cells=2)
@@ -370,6 +396,58 @@ def test_whatever_a_target_returns_a_ray_run_gives_the_local_results(ray_local: 
     assert by_id["lock"]["output"]["raw"]["tuple_keyed"] == {"a": [1, 2]}
     assert by_id["raise"]["error"] == {c["case_id"]: c for c in read_cells(local["dir"])}["raise"]["error"]
     assert "no answer here" in by_id["raise"]["error"] and "\x1b" not in by_id["raise"]["error"]
+
+
+def test_a_value_whose_repr_exits_stays_its_cell_on_ray_and_actor_lines_read_plain(ray_local: Any, tmp_path: Path) -> None:
+    """Issue 30: a value whose ``__repr__`` raises SystemExit ended the actor's event loop thread: the driver waited for
+    its batch for ever. Now every cell of the batch comes back as locally. What a cell prints to its stderr reaches
+    the driver's with Ray's prefix as plain text (it was a literal ``\\x1b[36m``)."""
+    (tmp_path / "agent.py").write_text(
+        textwrap.dedent("""
+            import os
+
+            class ReprExits:
+                def __repr__(self):
+                    raise SystemExit(3)
+
+            class StrExits(Exception):
+                def __str__(self):
+                    raise SystemExit(5)
+
+            def answer(input):
+                if input == "repr-exits":
+                    return {"text": "ok repr", "raw": ReprExits()}
+                if input == "str-exits":
+                    raise StrExits()
+                if input == "prints":
+                    os.write(2, b"\\x1b[31mfrom the cell\\x1b[0m\\n")
+                return "ok " + input
+        """),
+        encoding="utf-8",
+    )
+    cases = [{"id": n, "input": n, "assert": [{"type": "contains", "value": "ok"}]} for n in ("one", "repr-exits", "str-exits", "prints")]
+    data = {
+        "version": 1,
+        "targets": [{"id": "t", "type": "python", "callable": "agent.py:answer"}],
+        "datasets": [{"id": "d", "cases": cases}],
+        "executor": {"batch_size": 4},
+    }
+    config = tmp_path / "evalconfig.yaml"
+    config.write_text(yaml.safe_dump(data, sort_keys=False), encoding="utf-8")
+    local = _run(config)
+    address = ray_local.get_runtime_context().gcs_address  # this file's instance, from another process: the real CLI
+    command = [sys.executable, "-m", "evalx", "run", "-c", str(config), "-q", "--executor", "ray", "--ray-address", address]
+    env = {k: v for k, v in os.environ.items() if k != "RAY_COLOR_PREFIX"}
+    done = subprocess.run(command, capture_output=True, text=True, timeout=240, env=env)  # it hung here
+    assert done.returncode == local["exit"] == 1, done.stderr
+    remote = max((tmp_path / "runs").iterdir(), key=lambda p: p.stat().st_mtime_ns)
+    assert _same_cells(local["dir"], remote) == []
+    by_id = {c["case_id"]: c for c in read_cells(remote)}
+    assert by_id["repr-exits"]["status"] == "pass" and by_id["repr-exits"]["output"]["raw"] == "<ReprExits object: repr failed: SystemExit>"
+    assert by_id["str-exits"]["error"] == "StrExits"
+    if "from the cell" in done.stderr:  # Ray forwards an actor's lines when its log monitor gets to them
+        line = next(line for line in done.stderr.splitlines() if "from the cell" in line)
+        assert "\\x1b[36m" not in line and "(CellWorker pid=" in line, line
 
 
 def test_a_ray_error_reads_as_plain_text(ray_local: Any) -> None:

@@ -277,6 +277,96 @@ def test_output_that_cannot_be_serialised_is_the_cells_error_and_resume_finishes
     assert len(rows(run_dir)) == 14
 
 
+#: a target's values and exceptions whose own methods raise what is not an Exception: the run must keep going (issue 30)
+WORSE_BOT = """
+    import json, sys
+
+    class ReprExits:
+        def __repr__(self):
+            raise SystemExit(3)
+
+    class ReprInterrupts:
+        def __repr__(self):
+            raise KeyboardInterrupt
+
+    class StrExits(Exception):
+        def __str__(self):
+            raise SystemExit(5)
+
+    def answer(q):
+        q = q[-1]["content"] if isinstance(q, list) else q
+        if q == "repr-exits":
+            return {"text": "ok", "raw": ReprExits()}
+        if q == "repr-interrupts":
+            return {"text": "ok", "raw": ReprInterrupts()}
+        if q == "str-exits":
+            raise StrExits("x")
+        if q == "tuple-keys":
+            return {"text": "ok", "raw": {(1, 2): "a tuple key"}}
+        return "ok " + q
+
+    def grade(prompt, **kw):
+        graded = kw["case"]["metadata"]["judge"]["output"]
+        if "judge-exits" in graded:
+            sys.exit(4)
+        if "judge-str-exits" in graded:
+            raise StrExits("y")
+        return json.dumps({"pass": True, "score": 1, "reason": "fine"})
+"""
+
+
+def test_values_and_exceptions_whose_methods_exit_stay_their_cells_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A ``__repr__`` raising SystemExit or KeyboardInterrupt, an exception whose ``__str__`` exits, a Python judge that
+    calls sys.exit, and output JSON cannot hold in a cached cell or a conversation's turn: each ends as its own cell,
+    never the run (they stopped it with the target's exit status or "internal error")."""
+    inputs = ["repr-exits", "repr-interrupts", "str-exits", "tuple-keys", "judge-exits", "judge-str-exits", "fine"]
+    targets = [{"id": "bot", "type": "python", "callable": "bot.py:answer"}, {"id": "judge", "type": "python", "callable": "bot.py:grade"}]
+    root = project(tmp_path, WORSE_BOT, targets, inputs, defaults={"cache": True, "targets": ["bot"]}, judge={"target": "judge"})
+    config = yaml.safe_load((root / "evalconfig.yaml").read_text())
+    cases = config["datasets"][0]["cases"]
+    for case in cases[4:6]:
+        case["assert"] = [{"type": "llm_judge", "rubric": "is fine"}]
+    cases.append({"id": "conversation", "turns": [{"input": "fine"}, {"input": "tuple-keys"}], "assert": [{"type": "completed"}]})
+    (root / "evalconfig.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
+    for attempt in ("fresh", "cached"):
+        res = cli(["run", "-q"], root, monkeypatch)
+        assert res.exit_code == 1, (attempt, res.output)  # errored cells, not the target's exit status, not "internal error"
+        assert "internal error" not in res.output and "Traceback" not in res.output
+        run_dir = max((root / "runs").iterdir(), key=lambda p: p.stat().st_mtime_ns)
+        assert_reports_written(run_dir)
+        by = {r["case_id"]: r for r in rows(run_dir)}
+        assert len(by) == 8, (attempt, sorted(by))
+        assert by["c0"]["status"] == "pass" and by["c0"]["output"]["raw"] == "<ReprExits object: repr failed: SystemExit>"
+        assert by["c1"]["status"] == "pass" and by["c1"]["output"]["raw"] == "<ReprInterrupts object: repr failed: KeyboardInterrupt>"
+        assert by["c2"]["status"] == "error" and by["c2"]["error"] == "StrExits"
+        assert by["c3"]["status"] == "error" and by["c3"]["error"].startswith("evalx could not store this cell's output: TypeError")
+        judged = {case: by[case]["assertions"][0]["error"] for case in ("c4", "c5")}
+        assert judged == {"c4": "the judge call failed: SystemExit: 4", "c5": "the judge call failed: StrExits"}, judged
+        assert by["c6"]["status"] == "pass"
+        turned = by["conversation"]
+        assert turned["status"] == "error" and turned["error"].startswith("evalx could not store this cell's output: TypeError")
+        assert [t["input"] for t in turned["turns"]] == ["fine", "tuple-keys"] and turned["turns"][1]["output"] == {"text": "ok"}
+        summary = json.loads((run_dir / "summary.json").read_text(encoding="utf-8"))
+        assert summary["interrupted"] is False and summary["totals"]["cells"] == 8
+
+
+def test_user_code_that_exits_while_it_is_imported_is_a_config_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A target module or a plugin that calls sys.exit() at import ended `evalx run` and `validate` with its status
+    and not a word; now one line naming the module and the key, exit 2."""
+    root = project(tmp_path, "import sys\nsys.exit(3)\n\ndef answer(q):\n    return q\n", [PY_TARGETS[0]], ["fine"])
+    for command in (["run", "-q"], ["validate"]):
+        res = cli(command, root, monkeypatch)
+        assert res.exit_code == 2, (command, res.exit_code, res.output)
+        assert "targets[0].callable: importing 'bot.py' raised SystemExit: 3" in res.output, res.output
+    (root / "bot.py").write_text("def answer(q):\n    return q\n")
+    (root / "checks.py").write_text("import sys\nsys.exit(4)\n")
+    config = yaml.safe_load((root / "evalconfig.yaml").read_text())
+    config["plugins"] = ["checks.py"]
+    (root / "evalconfig.yaml").write_text(yaml.safe_dump(config))
+    res = cli(["run", "-q"], root, monkeypatch)
+    assert res.exit_code == 2 and "plugin failed: importing 'checks.py' raised SystemExit: 4" in res.output, res.output
+
+
 # ---------------------------------------------------------------- one writer per run folder
 
 

@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 from evalx.assertions.registry import COMMON_KEYS, AssertionContext, AssertionFn, get_assertion
 from evalx.common import regexes
 from evalx.common.deadline import Deadline, HeldTheLoop
+from evalx.errors import described
 from evalx.models import Verdict, clipped, json_size, too_large
 
 if TYPE_CHECKING:  # types only: `import evalx` (the CLI's startup) must not pay for the results model
@@ -132,7 +133,7 @@ def _failed(kind: str, exc: Exception, deadline: Deadline | None) -> Verdict:
     if isinstance(exc, HeldTheLoop):  # the watchdog stopped a check that held the event loop past the cell's deadline
         msg = deadline.message(f"the check {kind} held the event loop") if deadline else f"the check {kind} held the event loop"
         return Verdict(None, 0.0, msg, error=msg)
-    msg = f"{type(exc).__name__}: {exc}"
+    msg = described(exc)
     return Verdict(None, 0.0, f"assertion raised {msg}", error=msg)
 
 
@@ -233,7 +234,7 @@ async def _in_thread(fn: AssertionFn, ctx: AssertionContext, kwargs: dict[str, A
             except Exception as exc:  # handed to the cell's task, which reports it
                 error = exc
             except BaseException as exc:  # SystemExit and the like: the check's error, not the run's
-                error = RuntimeError(f"{type(exc).__name__}: {exc}")
+                error = RuntimeError(described(exc))
             try:
                 loop.call_soon_threadsafe(settle, result, error)
             except RuntimeError:  # the loop is closed: the run ended meanwhile

@@ -27,7 +27,7 @@ from typing import Any
 
 from evalx.common.documents import Loaded, format_path
 from evalx.common.usercode import UserCodeError, import_user_module
-from evalx.errors import ConfigError, Issue
+from evalx.errors import ConfigError, Issue, described
 
 __all__ = ["ENTRY_POINT_GROUP", "import_config_plugins", "load_entry_points", "plugins_issues"]
 
@@ -51,9 +51,11 @@ def load_entry_points() -> list[Issue]:
     for ep in entry_points(group=ENTRY_POINT_GROUP):
         try:
             ep.load()
-        except Exception as exc:  # a broken installed plugin: one error naming it
+        except KeyboardInterrupt:
+            raise
+        except BaseException as exc:  # a broken installed plugin (one that calls sys.exit too): one error naming it
             where = f"entry point {ep.name!r} = {ep.value!r} (group {ENTRY_POINT_GROUP})"
-            issues.append(Issue(where, None, "", f"plugin failed to load: {type(exc).__name__}: {exc}"))
+            issues.append(Issue(where, None, "", f"plugin failed to load: {described(exc)}"))
     _entry_point_issues = issues
     return issues
 
@@ -133,7 +135,7 @@ def import_config_plugins(loaded: Loaded, base_dir: Path) -> None:
                     loaded.file,
                     loaded.line_of(("plugins", i)),
                     format_path(("plugins", i)),
-                    f"plugin {ref!r} failed: {type(exc).__name__}: {exc}",
+                    f"plugin {ref!r} failed: {described(exc)}",
                 )
             )
     if issues:

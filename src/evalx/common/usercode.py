@@ -40,6 +40,7 @@ import inspect
 import os
 import re
 import sys
+import sysconfig
 import threading
 import types
 import weakref
@@ -50,7 +51,7 @@ from typing import Any
 
 from evalx.common.documents import display_path
 from evalx.common.reading import SOURCE, check_regular, read_bytes
-from evalx.errors import UnreadableFile, UserCodeError
+from evalx.errors import UnreadableFile, UserCodeError, described
 
 __all__ = [
     "UserCodeError",
@@ -154,12 +155,36 @@ def name_given(ref: str, base_dir: Path, fn: Callable[..., Any]) -> str:
             name = ref if n == 1 else f"{ref}_{n}"
             held = _given.get((name, base_dir))
             current = held() if held is not None else None
-            if current is None or current is fn:
+            if (current is None or current is fn) and not _names_another(name, fn, first=n == 1):
                 break
             n += 1
         _given[(name, base_dir)] = _reference(fn)
         _callables.pop((name, base_dir), None)
         return name
+
+
+def _names_another(ref: str, fn: Callable[..., Any], *, first: bool) -> bool:
+    """Whether ``ref`` may name something else than ``fn`` for a config that gives it as a string (``agent:answer``).
+
+    The plain name is ``fn``'s only when its module, imported already, holds ``fn`` under it (or it is a lambda's
+    or nested function's made-up name, which nothing imports); a redefined function, an object of another name or
+    one of a module not imported gets ``ref_2``..., each free of the imported module's own attributes.
+    """
+    module_ref, _, attr = ref.rpartition(":")
+    if _MADE_UP.search(attr):
+        return False
+    module = sys.modules.get(module_ref)
+    if module is None:
+        return first  # nothing to compare with: the plain name is left to the module, if it is imported one day
+    owner: Any = module
+    for part in attr.split("."):
+        try:
+            owner = getattr(owner, part, _MISSING)
+        except Exception:  # a property or __getattr__ of the user's that raises: not fn's name
+            return True
+        if owner is _MISSING:
+            return first  # a name the module does not hold (yet): only the suffixed ones are free of it
+    return not (owner is fn or (inspect.ismethod(fn) and owner == fn))  # a class method is bound anew on each access
 
 
 def _reference(fn: Callable[..., Any]) -> Callable[[], Any]:
@@ -171,9 +196,16 @@ def _reference(fn: Callable[..., Any]) -> Callable[[], Any]:
 
 
 def code_digest(fn: Any) -> str:
-    """A digest of what ``fn`` runs: its code objects (nested ones too), defaults, simple captured values, the functions
-    it wraps, and the content of the files they come from. Equal for the same code in any process; different for a
-    redefined function, another lambda, or an edited file."""
+    """A digest of what ``fn`` runs: its code objects (nested ones too), defaults, simple captured values, the simple
+    state of the object it is bound to (``self.model``), the functions it wraps, what it reads from its module's
+    globals (a constant's value; the project's functions, classes and modules it names, followed the same way), and
+    the content of the files all these come from. Equal for the same code in any process; different for a redefined
+    function, another lambda, an edited file or an edited helper module of the project.
+
+    Library code (the standard library, site-packages) is named, not followed: an upgrade of a package does not
+    change the digest. A module the project's code reaches only through another module's attribute
+    (``helpers.build()`` calling ``deeper.part()``) counts by ``helpers.py``'s content alone.
+    """
     digest = hashlib.sha256()
     files: set[str] = set()
     seen: set[int] = set()
@@ -190,18 +222,56 @@ def code_digest(fn: Any) -> str:
         if value is None or isinstance(value, (str, bytes, int, float, complex, bool)):
             return repr(value)
         if isinstance(value, types.CodeType):
-            add_code(value)
+            add_code(value, None)
             return "<code>"
+        if isinstance(value, types.ModuleType):
+            module_file(value)
+            return f"<module {value.__name__}>"
         if callable(value):
+            if _from_library(value):
+                return f"<{getattr(value, '__module__', None)}.{getattr(value, '__qualname__', type(value).__qualname__)}>"
             add(value)
             return "<callable>"
-        return f"<{type(value).__module__}.{type(value).__qualname__}>"  # an object: its type (its repr may hold an address)
+        kind = f"<{type(value).__module__}.{type(value).__qualname__}>"  # an object: its type (its repr may hold an address)
+        return kind + state(value) if depth == 0 else kind
 
-    def add_code(code: types.CodeType) -> None:
+    def settled(value: Any) -> str:
+        """A value read from a module or an object, in the digest only when it cannot change in place (a string, a
+        number, a tuple of them): a list or dict there is often a counter or a memo, which would change the digest on
+        every run; functions, classes and modules are followed as code."""
+        if isinstance(value, (list, dict, set, bytearray)):
+            return f"<{type(value).__name__}>"
+        if isinstance(value, (tuple, frozenset)) and not all(
+            v is None or isinstance(v, (str, bytes, int, float, complex, bool, tuple, frozenset)) for v in value
+        ):
+            return f"<{type(value).__name__} of {len(value)}>"
+        return literal(value, 1)
+
+    def state(obj: Any) -> str:
+        """An object's own settled attributes (``self.model = "gpt-4"``): what a bound method or a captured object reads."""
+        attrs = getattr(obj, "__dict__", None)
+        if not isinstance(attrs, dict) or isinstance(obj, type) or len(attrs) > 1000:
+            return ""
+        return "{" + ",".join(sorted(f"{k}={settled(v)}" for k, v in attrs.items() if isinstance(k, str))) + "}"
+
+    def module_file(module: types.ModuleType) -> None:
+        origin = getattr(module, "__file__", None)
+        if isinstance(origin, str) and not _is_library(origin):
+            files.add(origin)
+
+    def add_code(code: types.CodeType, scope: dict[str, Any] | None) -> None:
         files.add(code.co_filename)
         digest.update(code.co_code)
         digest.update(repr((code.co_names, code.co_varnames, code.co_freevars, code.co_cellvars)).encode())
         digest.update(literal(code.co_consts).encode("utf-8", "surrogatepass"))
+        for const in code.co_consts:  # nested functions and comprehensions read the same globals
+            if isinstance(const, types.CodeType):
+                add_code(const, scope)
+        if scope is not None:
+            for name in code.co_names:  # globals it reads (attribute names too: looked up, absent ones skipped)
+                value = scope.get(name, _MISSING)
+                if value is not _MISSING and id(value) not in seen and not _from_library(value):
+                    digest.update(f"{name}=".encode() + settled(value).encode("utf-8", "surrogatepass"))
 
     def add(obj: Any) -> None:
         if id(obj) in seen:
@@ -213,30 +283,72 @@ def code_digest(fn: Any) -> str:
             return
         if inspect.ismethod(obj):
             add(obj.__func__)
+            if not isinstance(obj.__self__, type):  # an instance's method: what it was built with counts
+                digest.update(literal(obj.__self__).encode("utf-8", "surrogatepass"))
             return
         code = getattr(obj, "__code__", None)
         if isinstance(code, types.CodeType):
-            add_code(code)
+            scope = getattr(obj, "__globals__", None)
+            add_code(code, scope if isinstance(scope, dict) else None)
             digest.update(literal((getattr(obj, "__defaults__", None), getattr(obj, "__kwdefaults__", None))).encode())
             for cell in getattr(obj, "__closure__", None) or ():
                 try:
                     digest.update(literal(cell.cell_contents).encode("utf-8", "surrogatepass"))
                 except ValueError:  # an empty cell
                     pass
-        elif not inspect.isroutine(obj) and callable(obj):  # an instance with __call__, or a class
-            owner, method = (obj, "__init__") if inspect.isclass(obj) else (type(obj), "__call__")
-            call = inspect.getattr_static(owner, method, None)
-            if call is not None and call is not object.__init__:
+        elif inspect.isclass(obj):
+            module = sys.modules.get(obj.__module__)
+            if module is not None:
+                module_file(module)  # a class of the project: the file it is written in
+            init = inspect.getattr_static(obj, "__init__", None)
+            if init is not None and init is not object.__init__:
+                add(init)
+        elif not inspect.isroutine(obj) and callable(obj):  # an instance with __call__
+            call = inspect.getattr_static(type(obj), "__call__", None)
+            if call is not None:
                 add(call)
+            digest.update(state(obj).encode("utf-8", "surrogatepass"))
         wrapped = getattr(obj, "__wrapped__", None)
         if wrapped is not None:
             add(wrapped)
 
-    add(fn)
+    try:
+        add(fn)
+    except RecursionError:  # a chain of the project's functions deeper than the stack: what was gathered, marked
+        digest.update(b"<deeper than the stack>")
     for name in sorted(files):
         digest.update(name.encode("utf-8", "surrogatepass"))
         digest.update(_file_digest(name))
     return digest.hexdigest()
+
+
+#: where the interpreter's own and installed packages live: code there is named in a digest, never followed
+_LIBRARY_PATHS = tuple(
+    {
+        os.path.join(os.path.realpath(p), "")
+        for key in ("stdlib", "platstdlib", "purelib", "platlib")
+        if (p := sysconfig.get_paths().get(key))
+    }
+)
+
+
+def _is_library(file: str) -> bool:
+    """Whether ``file`` is the standard library's or an installed package's (an editable install of the project is not)."""
+    return os.path.realpath(file).startswith(_LIBRARY_PATHS)
+
+
+def _from_library(value: Any) -> bool:
+    """A module, function or class of the standard library or an installed package (``json``, ``openai.OpenAI``)."""
+    if isinstance(value, types.ModuleType):
+        origin = getattr(value, "__file__", None)
+        return not isinstance(origin, str) or _is_library(origin)  # a built-in module has no file
+    if isinstance(value, type) or inspect.isroutine(value):
+        module = sys.modules.get(getattr(value, "__module__", None) or "")
+        origin = getattr(module, "__file__", None) if module is not None else None
+        if module is None or not isinstance(origin, str):
+            return module is not None and module.__name__ in sys.builtin_module_names
+        return _is_library(origin)
+    return False
 
 
 def _file_digest(name: str) -> bytes:
@@ -272,17 +384,43 @@ def import_user_module(module_ref: str, base_dir: Path) -> ModuleType:
                     reason = f"no file {display_path(file)}" if exc.missing else str(exc)
                     raise UserCodeError(f"cannot import {module_ref!r}: {reason}") from None
                 return _import_file(file)
-            module = _imported_as_file(module_ref, base_dir) or importlib.import_module(module_ref)
+            module = _imported_as_file(module_ref, base_dir)
+            if module is None:
+                _check_not_shadowed(module_ref, base_dir)
+                module = importlib.import_module(module_ref)
         except UserCodeError:
             raise
         except ImportError as exc:
             raise UserCodeError(f"cannot import {module_ref!r}: {exc}") from None
-        except Exception as exc:  # the module itself raised while importing
-            raise UserCodeError(f"importing {module_ref!r} raised {type(exc).__name__}: {exc}") from None
+        except KeyboardInterrupt:
+            raise  # Ctrl-C while a slow module imports: the command stops, as anywhere else
+        except BaseException as exc:  # the module itself raised while importing (sys.exit() too: it ended evalx silently)
+            raise UserCodeError(f"importing {module_ref!r} raised {described(exc)}") from None
         origin = getattr(module, "__file__", None)
         if origin:
             _modules_by_file.setdefault(Path(origin).resolve(), module)
         return module
+
+
+def _check_not_shadowed(module_ref: str, base_dir: Path) -> None:
+    """Refuse ``agent:answer`` when this config's folder has its own ``agent`` but another ``agent`` is imported
+    already (another project's, in this process: two configs run by the Python API or by pytest): Python would hand
+    back that one, and the run would call another project's function."""
+    top = module_ref.partition(".")[0]
+    loaded = sys.modules.get(top)
+    origin = getattr(loaded, "__file__", None) if loaded is not None else None
+    if not isinstance(origin, str):
+        return
+    for own in (base_dir / f"{top}.py", base_dir / top / "__init__.py"):
+        if own.is_file():
+            if Path(origin).resolve() != own.resolve():
+                file = module_ref.replace(".", "/") + (".py" if own.name != "__init__.py" or "." in module_ref else "/__init__.py")
+                raise UserCodeError(
+                    f"cannot import {module_ref!r} from {display_path(base_dir)}: a module {top!r} is imported already in "
+                    f"this process from {display_path(Path(origin))}, not this config's {display_path(own)}; "
+                    f"name it by its file instead ({file}:...)"
+                )
+            return
 
 
 def _imported_as_file(module_ref: str, base_dir: Path) -> ModuleType | None:

@@ -31,7 +31,7 @@ from evalx.errors import TargetError, one_line
 from evalx.execution import cells
 from evalx.models import Cell, Trajectory, safe_trajectory
 from evalx.results.model import AssertionRecord, CellResult, cell_result, not_run
-from evalx.targets import RunContext, Target, TargetSettings, tally
+from evalx.targets import RunContext, Target, TargetSettings, code_parts, tally
 from evalx.targets.batch import BatchRound
 
 if TYPE_CHECKING:
@@ -312,10 +312,7 @@ class Executor:
             case = cell.case.to_dict()
             case.pop("source", None)
             spec = self.run.redactor.obj(plan.target.spec)  # secrets masked: never part of a key
-            code = getattr(plan.target, "code_identity", None)  # a Python target's code, not only its name
-            if code is not None:
-                return make_key(plan.target.type, spec, case, cell.repeat, code)
-            return make_key(plan.target.type, spec, case, cell.repeat)
+            return make_key(plan.target.type, spec, case, cell.repeat, *code_parts(plan.target))  # a Python target's code too
         except Exception:  # a key that cannot be made means "do not cache", never a failed cell
             return None
 

@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from evalx.config.model import HookSpec
-from evalx.errors import HookFailed
+from evalx.errors import HookFailed, described
 
 __all__ = ["HookFailed", "HookResult", "run_hook"]
 
@@ -155,7 +155,7 @@ def _call(ref: str, base_dir: Path, values: Mapping[str, str], timeout_s: float)
                 asyncio.run(_awaited(result))
             outcome.append("")
         except BaseException as exc:  # what user code raises is the hook's failure, reported
-            outcome.append(f"{type(exc).__name__}: {exc}")
+            outcome.append(described(exc))
 
     worker = threading.Thread(target=call, name=f"evalx-hook-{ref}", daemon=True)
     worker.start()

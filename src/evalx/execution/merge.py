@@ -1,7 +1,10 @@
 """Merge shard runs (``evalx run --shard I/N``) into one run, written and judged as one process would have.
 
 The shards are checked to be one plan's (the same plan fingerprint and
-shard count, each shard once, none missing unless ``allow_partial``). Their
+shard count, each shard once, none missing unless ``allow_partial``), of one
+config and one version of it, and their cells to be what the plan deals each
+shard (:func:`check_membership`). Each shard's review marks for its own cases
+carry to the merged run. Their
 results are read back through :func:`evalx.results.store.read_results`, one
 cell at a time from each shard, in the order of the whole plan (a shard
 keeps every cell's index in it), and written to the new run's
@@ -218,9 +221,19 @@ def _cell_name(result: CellResult) -> str:
     return f"case {result.get('dataset')}/{result.get('case_id')}, target {result.get('target')}, repeat {result.get('repeat')}"
 
 
-def _plan_shards(config: Config, shards: list[ShardRun]) -> Callable[[int], int] | None:
-    """A cell index -> the shard the plan deals it to, from the plan made again with ``config`` when it is the shards'
-    plan (the same fingerprint); None when it cannot be made again (the config or its datasets changed)."""
+@dataclass(frozen=True)
+class PlannedCells:
+    """The shards' plan made again: which shard each cell index is dealt to, and which cell the index is."""
+
+    #: a cell index -> the shard (1-based) the plan deals it to
+    dealt: Callable[[int], int]
+    #: a cell index -> (target, dataset, case id, repeat)
+    key_of: Callable[[int], tuple[str, str, str, int]]
+
+
+def _plan_shards(config: Config, shards: list[ShardRun]) -> PlannedCells | None:
+    """The plan made again with ``config`` when it is the shards' plan (the same fingerprint): each cell's shard and
+    identity; None when it cannot be made again (the config or its datasets changed)."""
     from evalx.execution.plan import build_plan
     from evalx.execution.resume import plan_fingerprint, selection_from_meta, stored_fingerprint_version
 
@@ -232,17 +245,21 @@ def _plan_shards(config: Config, shards: list[ShardRun]) -> Callable[[int], int]
             return None
     except Exception:  # an older shard, a changed config: the cells alone are checked
         return None
-    return plan.cells.shard_of(first.count)
+    return PlannedCells(plan.cells.shard_of(first.count), plan.cells.key_of)
 
 
-def check_membership(shards: list[ShardRun], dealt: Callable[[int], int] | None = None) -> int:
-    """How many planned cells no shard holds, judged from the cells themselves, never from the shards' labels.
+def check_membership(shards: list[ShardRun], remade: PlannedCells | None = None, holders: dict[tuple[str, str], int] | None = None) -> int:
+    """How many planned cells no shard holds, judged from the cells themselves, never from the shards' labels
+    (``holders``, when given, gets each case's folder: its position in ``shards``, from 1).
 
     Raises :class:`MergeError` when a cell is held twice (a folder given twice, or one whose ``shard.index`` was edited),
     when a cell lies outside the plan, when one case's cells are in two folders (a shard holds whole cases), and —
-    when the plan can be made again (``dealt``: a cell index -> its shard), or else every cell of every planned case is
-    there so the deal can be made again from them — when a folder holds cells of another shard than its ``run.json`` names.
+    when the plan can be made again (``remade``), or else every cell of every planned case is there so the deal can
+    be made again from them — when a folder holds cells of another shard than its ``run.json`` names. With the plan,
+    each cell must also be the one its index names (its target, case and repeat): a file whose cells were edited to
+    claim other cases is refused, never merged under the wrong case.
     """
+    dealt = remade.dealt if remade is not None else None
     record = as_object(shards[0].meta.get("shard"))  # checked by read_shards: plan_cells and plan_cases are ints
     planned, planned_cases = record.get("plan_cells"), record.get("plan_cases")
     total, count = planned if isinstance(planned, int) else 0, shards[0].count
@@ -261,6 +278,15 @@ def check_membership(shards: list[ShardRun], dealt: Callable[[int], int] | None 
                     f"merge: {where} cell {index} ({_cell_name(result)}); {shard.path}/run.json says shard "
                     f"{shard.index}/{count}, its cells say otherwise: give each shard's own run folder once"
                 )
+            if remade is not None:
+                claimed = (result.get("target"), result.get("dataset"), result.get("case_id"), result.get("repeat"))
+                if claimed != remade.key_of(index):
+                    target, dataset, case_id, repeat = remade.key_of(index)
+                    raise MergeError(
+                        f"merge: {shard.path} holds cell {index} as {_cell_name(result)}, but the plan's cell {index} is "
+                        f"case {dataset}/{case_id}, target {target}, repeat {repeat}: its results were edited; "
+                        "give each shard's own run folder"
+                    )
             if dealt is not None and dealt(index) != shard.index:
                 raise MergeError(
                     f"merge: {shard.path}/run.json says shard {shard.index}/{count}, but it holds cell {index} "
@@ -290,18 +316,47 @@ def check_membership(shards: list[ShardRun], dealt: Callable[[int], int] | None 
                     f"merge: {shard.path}/run.json says shard {shard.index}/{count}, but it holds case {key[0]}/{key[1]}, "
                     f"which the plan deals to shard {owner + 1}/{count}: its label was changed; give each shard's own run folder"
                 )
+    if holders is not None:
+        holders.update((key, entry[1]) for key, entry in cases.items())
     return total - held
+
+
+def _carried_marks(shards: list[ShardRun], holders: dict[tuple[str, str], int], run_dir: Path) -> int:
+    """The shards' review marks, each for a case its own shard holds, written to the merged run's ``reviews.jsonl``:
+    a reviewer's verdict on a shard's cell is a verdict on the merged run's same cell (the merge copies it as it is).
+    A mark in a folder for a case another shard holds was never about that output: it is left out. How many."""
+    import json
+
+    from evalx.results.reviews import REVIEWS, load_marks
+
+    kept = []
+    for pos, shard in enumerate(shards, 1):
+        for mark in load_marks(shard.path).all_marks():
+            if holders.get((str(mark["dataset"]), str(mark["case_id"]))) == pos:
+                kept.append({k: v for k, v in mark.items() if v is not None})
+    if kept:
+        write_bytes(run_dir / REVIEWS, "".join(json.dumps(m, ensure_ascii=False) + "\n" for m in kept).encode("utf-8", "backslashreplace"))
+    return len(kept)
 
 
 def merge(config: Config, run_dirs: list[Path], options: MergeOptions) -> RunOutcome:
     """Merge the shard runs in ``run_dirs`` into one new run; its summary, reports and exit status as ``evalx run`` makes them."""
     shards, missing = read_shards(run_dirs, allow_partial=options.allow_partial)
     first = shards[0]
-    if first.meta.get("name") not in (None, config.name):
-        raise MergeError(f"merge: the shards are runs of config {first.meta.get('name')!r}, not of {config.name!r} ({config.path})")
+    for shard in shards:  # every shard's, not only the first's: a shard of another config may have the same plan
+        if shard.meta.get("name") not in (None, config.name):
+            raise MergeError(f"merge: {shard.path} is a run of config {shard.meta.get('name')!r}, not of {config.name!r} ({config.path})")
+    versions = {str(h): s for s in shards if (h := s.meta.get("config_hash")) is not None}
+    if len(versions) > 1:
+        one, other = list(versions.values())[:2]
+        raise MergeError(
+            f"merge: {one.path} and {other.path} ran different versions of the config (their config_hash differs: "
+            "settings such as timeouts or retries may differ though the plan is the same): run every shard with one version"
+        )
     if first.meta.get("config_hash") not in (None, config_hash(config)):
         log.info(f"note: {config.path} changed since the shards ran; its gates and output dir are used, the shards' cells as they are")
-    missing_cells = check_membership(shards, _plan_shards(config, shards))
+    holders: dict[tuple[str, str], int] = {}
+    missing_cells = check_membership(shards, _plan_shards(config, shards), holders)
     for shard in shards:
         if not shard.complete:
             log.warning(
@@ -316,14 +371,22 @@ def merge(config: Config, run_dirs: list[Path], options: MergeOptions) -> RunOut
         run_dir.mkdir(parents=True, exist_ok=True)
     lock = RunLock(run_dir)
     try:
-        return _merge_locked(config, shards, missing, missing_cells, run_id, run_dir, options)
+        return _merge_locked(config, shards, missing, missing_cells, run_id, run_dir, options, holders)
     finally:
         lock.release()
 
 
 def _merge_locked(
-    config: Config, shards: list[ShardRun], missing: list[int], missing_cells: int, run_id: str, run_dir: Path, options: MergeOptions
+    config: Config,
+    shards: list[ShardRun],
+    missing: list[int],
+    missing_cells: int,
+    run_id: str,
+    run_dir: Path,
+    options: MergeOptions,
+    holders: dict[tuple[str, str], int],
 ) -> RunOutcome:
+    from evalx.results.reviews import apply_marks, load_marks, marks_count
     from evalx.results.summary import SummaryBuilder
 
     t0 = time.monotonic()
@@ -387,14 +450,15 @@ def _merge_locked(
         cases=spans,
         dataset=dataset if isinstance(dataset := plan.get("dataset"), str) else None,
     )
+    marks = load_marks(run_dir) if _carried_marks(shards, holders, run_dir) else None
     try:
         # one cell at a time from each shard, merged in the whole plan's order
         streams = [_in_order(read_results(s.path / RESULTS, raw=True), spans) for s in shards]
         for group in by_case(heapq.merge(*streams, key=_index)):
             spans.first, spans.cells = _index(group[0]), len(group)
             for result in group:
-                writer.write(result)
-                builder.add(result)
+                writer.write(result)  # as the shard wrote it; the summary counts its review mark, as a read does
+                builder.add(next(apply_marks([result], marks)) if marks else result)
     finally:
         writer.close(reorder=True)
 
@@ -416,6 +480,9 @@ def _merge_locked(
         output_dir=config.output_dir,
         run_dir=run_dir,
     )
+    if marks:  # the summary counts these marks (as evalx report's would: its reviews are current)
+        counts = summary.get("reviews") or {"reviewed_cells": 0, "overridden_cells": 0}
+        summary["reviews"] = {**counts, "marks": marks_count(run_dir)}
     for warning in warnings:
         log.warning(warning)
     messages = _target_failures(summary)

@@ -23,6 +23,7 @@ from pathlib import Path
 
 from evalx.common.json_types import JSONObject
 from evalx.common.redaction import Redactor
+from evalx.errors import described, one_line
 from evalx.execution.executor import YIELD_EVERY, Executor, TargetPlan
 from evalx.execution.runtime import CellRuntime, CellSetup
 from evalx.models import Cell
@@ -76,9 +77,10 @@ class CellWorker:
         try:
             await self._start()
         except BaseException as exc:  # sent back as text: the driver raises it as the run's start-up failure
-            from evalx.errors import ConfigError
+            from evalx.errors import ConfigError, EvalxError
 
-            return ("config" if isinstance(exc, ConfigError) else "other", str(exc) or type(exc).__name__)
+            message = (str(exc) or type(exc).__name__) if isinstance(exc, EvalxError) else described(exc)  # user code's: never raises
+            return ("config" if isinstance(exc, ConfigError) else "other", message)
         return None
 
     async def _start(self) -> None:
@@ -128,11 +130,14 @@ class CellWorker:
         outcomes = await asyncio.gather(*futures, return_exceptions=True)
         results = []
         for cell, outcome in zip(cells, outcomes):
+            # nothing may leave this method raised: an exception sinks the whole batch, and a SystemExit or
+            # KeyboardInterrupt ends the actor's event loop thread, which leaves Ray waiting for this call for ever
             if isinstance(outcome, BaseException):
-                if isinstance(outcome, (KeyboardInterrupt, SystemExit)):
-                    raise outcome
                 outcome = self._failed(cell, outcome)
-            results.append(storable(outcome))
+            try:
+                results.append(storable(outcome))
+            except BaseException as exc:  # a value whose repr raises past what storable catches: still only this cell
+                results.append(storable(self._failed(cell, exc)))
         return results
 
     def _failed(self, cell: Cell, exc: BaseException) -> CellResult:
@@ -143,7 +148,7 @@ class CellWorker:
         target_type = target.type if target is not None else str(job.spec.get("type"))
         result = cell_result(
             job.run_id, cell.index, target_id, target_type, cell.case, cell.dataset, cell.repeat,
-            "error", None, [], {}, error=f"evalx failed on this cell: {type(exc).__name__}: {exc}",
+            "error", None, [], {}, error=f"evalx failed on this cell: {one_line(exc)}",
         )  # fmt: skip
         return job.redactor.obj(result) if job.redactor else result
 

@@ -132,12 +132,19 @@ def connect(ray: Any, address: str, upload: Callable[[], RuntimeEnv], mode: str 
     """
     import logging
 
+    # the lines actors print reach this process's stderr with Ray's "(CellWorker pid=N)" prefix: uncoloured, so the
+    # terminal-safe stderr shows it as it reads (it lets only evalx's own colours through; Ray's cyan became "\x1b[36m")
+    os.environ.setdefault("RAY_COLOR_PREFIX", "0")
     if ray.is_initialized():
         return False, bool((ray.get_runtime_context().runtime_env or {}).get("working_dir"))
     if address == "local":
         env = upload() if mode == "upload" else None
         ray.init(address="local", include_dashboard=False, logging_level=logging.WARNING, runtime_env=env)  # never someone's cluster
         return True, env is not None
+    target = address if address != "auto" else os.environ.get("RAY_ADDRESS", "")
+    unreachable = _unreachable(target) if target and target not in ("auto", "local") else None
+    if unreachable:  # Ray would retry for minutes, printing its own warnings, before it says anything
+        raise EvalxError(f"cannot connect to the Ray cluster at {target}: {unreachable}")
     try:
         ray.init(address=address, logging_level=logging.WARNING)
         if mode == "upload" or (mode == "auto" and not _all_nodes_here(ray)):
@@ -156,6 +163,35 @@ def connect(ray: Any, address: str, upload: Callable[[], RuntimeEnv], mode: str 
             ) from None
         raise EvalxError(f"cannot connect to the Ray cluster at {address}: {ray_error_text(exc)}") from None
     return False, False
+
+
+#: how long the head's port may take to accept a connection before the address is called unreachable
+PROBE_S = 5.0
+
+
+def _unreachable(address: str) -> str | None:
+    """Why nothing at ``HOST:PORT`` can be a Ray head (the host does not resolve, nothing listens, no answer); None
+    when something accepts a connection there, or for an address that is not ``HOST:PORT`` (``ray://``: Ray says)."""
+    import socket
+
+    host, _, port = address.rpartition(":")
+    host = host.strip("[]")
+    if "://" in address or not host or not port.isdigit():
+        return None
+    try:
+        socket.getaddrinfo(host, int(port), type=socket.SOCK_STREAM)
+    except (OSError, UnicodeError) as exc:
+        reason = getattr(exc, "strerror", None) or exc
+        return f"the host {host!r} cannot be resolved ({reason}): check --ray-address (or RAY_ADDRESS)"
+    try:
+        socket.create_connection((host, int(port)), timeout=PROBE_S).close()
+    except ConnectionRefusedError:
+        return f"nothing listens on port {port} there (connection refused): start the head (`ray start --head --port={port}`) or check the port"
+    except TimeoutError:
+        return f"no answer on port {port} within {PROBE_S:g}s (a firewall, or not the head's address)"
+    except OSError as exc:
+        return f"the head's port cannot be reached ({exc.strerror or exc})"
+    return None
 
 
 def _address_in(text: str) -> str | None:

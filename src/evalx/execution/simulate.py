@@ -37,7 +37,7 @@ import traceback
 from typing import TYPE_CHECKING, Any
 
 from evalx.common.json_types import JSON, JSONObject, Message, as_object
-from evalx.errors import TargetError, one_line
+from evalx.errors import TargetError, described, one_line
 from evalx.execution.turns import Turn, TurnFailed, reply_messages, take_turn
 from evalx.models import Case, Cell, Trajectory, Usage, safe_trajectory
 from evalx.results.model import SimulationRecord, TurnRecord, TurnUser
@@ -97,7 +97,7 @@ class UserTargets:
             target = build_target(spec, settings)
             await target.start(self.run)
         except Exception as exc:  # the user target's own start (user code, a missing key): this cell's error, not the run's
-            return f"could not start: {type(exc).__name__}: {exc}"
+            return f"could not start: {described(exc)}"
         if getattr(target, "converse", None) is None:
             return f"{target.type} targets cannot play the user"
         return _User(target, settings)

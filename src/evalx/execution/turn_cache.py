@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from evalx.common.json_types import JSONObject, Message
 from evalx.models import Cell, Trajectory, safe_trajectory
-from evalx.targets import RunContext
+from evalx.targets import RunContext, code_parts
 from evalx.targets.transport.cache import ResponseCache, make_key
 
 if TYPE_CHECKING:
@@ -103,7 +103,7 @@ def _turn_key(executor: Executor, plan: TargetPlan, cell: Cell, run: RunContext,
         case.pop("source", None)
         case.pop("turns", None)  # later turns must not change an earlier turn's key
         spec = run.redactor.obj(target.spec) if run.redactor else target.spec  # secrets masked: never part of a key
-        return make_key("turn", target.type, spec, case, history, cell.repeat)
+        return make_key("turn", target.type, spec, case, history, cell.repeat, *code_parts(target))
     except Exception:  # a key that cannot be made means "do not cache", never a failed turn
         return None
 

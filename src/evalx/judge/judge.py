@@ -49,7 +49,7 @@ from evalx.common.attachments import is_parts
 from evalx.common.deadline import Deadline, within
 from evalx.common.json_types import JSON, JSONObject
 from evalx.common.templates import TemplateRenderError, render
-from evalx.errors import JudgeError, TargetError
+from evalx.errors import JudgeError, TargetError, described, one_line
 from evalx.judge.checks import same_family, same_model
 from evalx.judge.prompts import SYSTEM_PROMPT, TEMPLATES, block_vars, judge_spec, passages
 from evalx.judge.prompts import text as _text
@@ -65,7 +65,7 @@ from evalx.judge.verdict import (
     pass_mark,
 )
 from evalx.models import Case, Cell, Trajectory, Verdict, safe_trajectory
-from evalx.targets import close_all
+from evalx.targets import close_all, code_parts
 from evalx.targets.settings import Overrides, TargetSettings
 from evalx.targets.spec import DefaultSettings, TargetSpec, target_spec
 
@@ -271,7 +271,7 @@ class Judge:
         except (TargetError, ImportError, ValueError) as exc:
             return JudgeError(f"judge target {spec.get('id')!r} could not start: {exc}")
         except Exception as exc:  # a judge target's own start (a Python judge's import...): the judged assertions' error
-            return JudgeError(f"judge target {spec.get('id')!r} could not start: {type(exc).__name__}: {exc}")
+            return JudgeError(f"judge target {spec.get('id')!r} could not start: {described(exc)}")
         inst = _Instance(target, settings)
         make = getattr(target, "batch_queue", None)
         if self.batch is not None and make is not None and make(f"judge:{spec.get('id')}", *self.batch) is not None:
@@ -303,7 +303,7 @@ class Judge:
 
             case = cell.case.to_dict()
             case.pop("source", None)
-            return make_key("judge", inst.target.type, self.run.redactor.obj(inst.target.spec), case, cell.repeat)
+            return make_key("judge", inst.target.type, self.run.redactor.obj(inst.target.spec), case, cell.repeat, *code_parts(inst.target))
         except Exception:  # no key means no caching, never a failed assertion
             return None
 
@@ -549,9 +549,10 @@ class Judge:
                 raise JudgeError(f"the judge call timed out after {inst.timeout_s:g}s") from None
             except TargetError as exc:
                 raise JudgeError(f"the judge call failed: {exc}") from None
-            except Exception as exc:  # the judge target's own exception (a Python judge): this assertion's error, not the run's
-                first = (str(exc).strip().splitlines() or [""])[0]
-                raise JudgeError(f"the judge call failed: {type(exc).__name__}" + (f": {first}" if first else "")) from None
+            except asyncio.CancelledError:
+                raise  # the cell's timeout, or the run stops
+            except BaseException as exc:  # a Python judge's own exception, SystemExit too: this assertion's error, not the run's
+                raise JudgeError(f"the judge call failed: {one_line(exc)}") from None
         call = _Call(
             text=traj.text or "",
             input_tokens=traj.usage.input_tokens,
@@ -736,8 +737,10 @@ class Judge:
                 raise JudgeError(f"the embedding call failed: {exc}") from None
             except JudgeError:
                 raise
-            except Exception as exc:  # the embedding target's own exception: this assertion's error, not the run's
-                raise JudgeError(f"the embedding call failed: {type(exc).__name__}: {exc}") from None
+            except asyncio.CancelledError:
+                raise
+            except BaseException as exc:  # the embedding target's own exception, SystemExit too: this assertion's error
+                raise JudgeError(f"the embedding call failed: {described(exc)}") from None
         if not isinstance(vector, list) or not vector or not all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in vector):
             raise JudgeError(f"target {spec.get('id')!r} returned no embedding (a list of numbers)")
         return [float(x) for x in vector], call

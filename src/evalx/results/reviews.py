@@ -13,7 +13,8 @@ cell's ``status`` becomes the verdict and the cell gets a ``review`` record
 ``score`` and ``original_score``), so summaries,
 gates, comparisons, JUnit and the HTML report all count the reviewed verdict
 and can still show what the run decided. Marks belong to their run: they
-never carry to another run. A damaged line is skipped with a warning.
+never carry to another run (but to the merge of shards, for each shard's own
+cases: :mod:`evalx.execution.merge`). A damaged line is skipped with a warning.
 """
 
 from __future__ import annotations

@@ -30,7 +30,7 @@ from evalx.common.atomic import atomic_write, write_text
 from evalx.common.json_types import JSON, JSONObject, as_object, json_encoder
 from evalx.common.reading import RESULTS_LINE, check_regular, lines, open_regular
 from evalx.errors import EvalxError, OutputError, writing
-from evalx.models import OUT_OF_RANGE, finite_json, safe_value
+from evalx.models import OUT_OF_RANGE, finite_json, json_default, safe_value
 from evalx.results.compact import CASE_KEYS, Clock, LineDefaults, compact_cell, expand, run_record, split_case, t0_of
 from evalx.results.model import CellResult, RunSummary
 from evalx.results.reviews import apply_marks, load_marks, unreviewed
@@ -45,7 +45,25 @@ def _unstorable(result: Any, exc: BaseException) -> None:
     result["output"] = {"text": text if isinstance(text, str) else ""}
     result["error"] = f"evalx could not store this cell's output: {type(exc).__name__}: {exc}"
     result["traceback"] = None
+    turns = result.get("turns")
+    if isinstance(turns, list):  # a conversation: each turn's reply as its text only, as the cell's output
+        result["turns"] = [_turn_text(turn) for turn in turns]
     result.update(safe_value(dict(result)))
+
+
+def _turn_text(turn: Any) -> Any:
+    """A conversation turn of a cell that could not be stored, with what can be: its message and its reply's text."""
+    if not isinstance(turn, dict):
+        return {"input": "", "output": {"text": ""}, "tool_calls": [], "assertions": []}
+    text = as_object(turn.get("output")).get("text")
+    message = turn.get("input")
+    return {
+        **{k: v for k, v in turn.items() if k in ("latency_ms", "usage", "cached")},
+        "input": message if isinstance(message, str) else "",
+        "output": {"text": text if isinstance(text, str) else ""},
+        "tool_calls": [],
+        "assertions": [],
+    }
 
 
 def encode_storable(result: Any, shape: Callable[[Any], Any] = lambda r: r) -> str:
@@ -57,6 +75,12 @@ def encode_storable(result: Any, shape: Callable[[Any], Any] = lambda r: r) -> s
         return dumps(shape(result))
     except (TypeError, ValueError, RecursionError) as exc:  # e.g. a mapping keyed by tuples: the cell's error, not a lost run
         _unstorable(result, exc)
+    try:
+        return dumps(shape(result))
+    except (TypeError, ValueError, RecursionError) as exc:  # what is left (a simulated user's record...): the error alone
+        for key in ("turns", "simulation", "trace"):
+            result.pop(key, None)
+        result["error"] = f"{result['error']}; and what is left of it cannot be stored either: {type(exc).__name__}"
         return dumps(shape(result))
 
 
@@ -76,15 +100,7 @@ def new_run_id(now: float | None = None) -> str:
     return f"{stamp}-{secrets.token_hex(3)}"
 
 
-def _json_default(value: Any) -> Any:
-    if isinstance(value, (set, tuple)):
-        return list(value)
-    if isinstance(value, bytes):
-        return value.decode("utf-8", "replace")
-    try:
-        return repr(value)
-    except Exception as exc:  # a target's object whose __repr__ raises
-        return f"<{type(value).__name__} object: repr failed: {type(exc).__name__}>"
+_json_default = json_default  # what JSON cannot hold: its safe repr (a __repr__ that raises, even SystemExit, is named)
 
 
 #: one encoder for every line (``json.dumps`` with options builds a new one per call); a value that contains

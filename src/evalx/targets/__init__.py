@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from evalx.targets.base import HIDDEN_TARGET_KEYS, TEMPLATE_NAMES, RunContext, Target, close_all, task_id
+from evalx.targets.base import HIDDEN_TARGET_KEYS, TEMPLATE_NAMES, RunContext, Target, close_all, code_parts, task_id
 from evalx.targets.settings import TargetSettings, resolve_settings
 from evalx.targets.spec import TargetSpec
 from evalx.targets.transport.pacing import EndpointLimiters, Tally, current_tally, tally
@@ -38,6 +38,7 @@ __all__ = [
     "TargetSettings",
     "build_target",
     "close_all",
+    "code_parts",
     "current_tally",
     "resolve_settings",
     "tally",

@@ -17,6 +17,13 @@ from evalx.targets.transport.cache import ResponseCache
 from evalx.targets.transport.pacing import EndpointLimiters
 
 
+def code_parts(target: object) -> tuple[str, ...]:
+    """What every generic cache key of ``target`` ends with: a Python target's code digest (``code_identity``), so an
+    answer, a conversation's turn or a judge's verdict is never replayed for changed code; nothing for the other kinds."""
+    code = getattr(target, "code_identity", None)
+    return (code,) if isinstance(code, str) else ()
+
+
 @dataclass
 class RunContext:
     """Shared, read-only facts about the run a target takes part in."""

@@ -31,7 +31,7 @@ from typing import Any
 from evalx.common.json_types import JSONObject
 from evalx.common.reading import check_regular
 from evalx.errors import UnreadableFile
-from evalx.models import OUT_OF_RANGE, finite_json
+from evalx.models import OUT_OF_RANGE, finite_json, json_default
 
 CACHE_DIR = ".evalx"
 CACHE_FILE = "cache.sqlite"
@@ -44,13 +44,23 @@ def cache_path(config_dir: Path) -> Path:
 
 
 def _strict_json(value: Any) -> str:
-    """``value`` as strict JSON (``allow_nan=False``; a NaN or an infinity becomes ``null``)."""
+    """``value`` as strict JSON (``allow_nan=False``; a NaN or an infinity becomes ``null``); what JSON cannot hold as
+    results store it (:func:`evalx.models.json_default`), so a replayed answer reads as the fresh one was written."""
     try:
-        return json.dumps(value, ensure_ascii=False, default=str, allow_nan=False)
+        return json.dumps(value, ensure_ascii=False, default=json_default, allow_nan=False)
     except ValueError as exc:
         if not str(exc).startswith(OUT_OF_RANGE):
             raise
-    return json.dumps(finite_json(value), ensure_ascii=False, default=str, allow_nan=False)
+    return json.dumps(finite_json(value), ensure_ascii=False, default=json_default, allow_nan=False)
+
+
+def _cacheable(value: JSONObject) -> str | None:
+    """``value``'s cache text; None for an answer JSON cannot hold (a mapping keyed by tuples, one that contains
+    itself): it is not cached, and its cell says why as it would without a cache (:func:`evalx.results.store.encode_storable`)."""
+    try:
+        return _strict_json(value)
+    except (TypeError, ValueError, RecursionError):
+        return None
 
 
 def make_key(*parts: Any) -> str:
@@ -169,7 +179,9 @@ class ResponseCache:
             self.problem = f"cannot write {self.path}: {exc}"
 
     def put_sync(self, key: str, value: JSONObject) -> None:
-        text = _strict_json(value)
+        text = _cacheable(value)
+        if text is None:
+            return
         with self._lock:
             self._pending[key] = text
         self.flush_sync()
@@ -197,8 +209,10 @@ class ResponseCache:
         return value
 
     def put(self, key: str, value: JSONObject) -> None:
-        """Queue a write; it is committed on the worker thread with whatever else is queued."""
-        text = _strict_json(value)
+        """Queue a write; it is committed on the worker thread with whatever else is queued (an answer JSON cannot hold: none)."""
+        text = _cacheable(value)
+        if text is None:
+            return
         with self._lock:
             self._pending[key] = text
             if self._flush_future is None:
