@@ -46,7 +46,6 @@ import aiohttp.http_exceptions
 from aiohttp import web
 from yarl import URL
 
-from evalx.common.reading import REPORT, read_bytes
 from evalx.errors import EvalxError
 from evalx.reports.html import report_script_source
 from evalx.results.compare import compare_runs, comparison_table
@@ -297,35 +296,63 @@ async def compare_view(request: web.Request) -> web.Response:
     return _html(await asyncio.to_thread(_compare, history, a, b, page))
 
 
-def _report_text(run: RunIndex) -> str | None:
-    """The run's report as it stands now: its ``report.html``, or — when review marks are newer, it is missing or an older
-    evalx wrote it (its script is not the one the page's policy allows) — rendered in memory.
+#: the files a run's report is rendered from: a report rendered from the same versions of them is rendered again only when one changes
+_REPORT_INPUTS = (RESULTS, "summary.json", "run.json", REVIEWS, "config.yaml")
+#: characters of rendered reports the viewer keeps (the most recently viewed first)
+REPORT_CACHE_CHARS = 256 * 1024 * 1024
 
-    Nothing is written (a page view is not an action): the files are brought
-    up to date by ``POST /review`` and ``evalx report``.
+
+class RenderedReports:
+    """The reports ``/run/ID`` showed, kept in memory by run folder and the versions (size, mtime) of the files they came from.
+
+    A run's stored ``report.html`` is never served: it is markup from disk (a
+    run folder restored from an artifact may hold any page, with forms that
+    post review marks to this viewer). Each report is rendered from the run's
+    data by the one autoescaping report path, once per version of its files.
     """
-    from evalx.reports.render import report_html_text, stored_report_options
 
-    report = run.path / "report.html"
-    reviews = run.path / REVIEWS
-    try:
-        stale = not report.is_file() or (reviews.is_file() and reviews.stat().st_mtime_ns > report.stat().st_mtime_ns)
-        if not stale:
-            html = read_bytes(report, REPORT).decode("utf-8", "replace")  # a regular file only
-            if report_script_source().strip("'") in html:  # written by this evalx: its script is the one the policy allows
-                return html
-    except OSError:
-        pass
-    if run.status == "running":
-        return None
-    return report_html_text(run.path, stored_report_options(run.path))
+    def __init__(self, budget: int = REPORT_CACHE_CHARS) -> None:
+        self.budget = budget
+        self._kept: dict[Path, tuple[tuple[tuple[int, int] | None, ...], str]] = {}
+
+    @staticmethod
+    def signature(run_dir: Path) -> tuple[tuple[int, int] | None, ...]:
+        versions: list[tuple[int, int] | None] = []
+        for name in _REPORT_INPUTS:
+            try:
+                st = (run_dir / name).stat()
+            except OSError:
+                versions.append(None)
+            else:
+                versions.append((st.st_size, st.st_mtime_ns))
+        return tuple(versions)
+
+    def text(self, run: RunIndex) -> str | None:
+        """``run``'s report as :func:`evalx.reports.render.rebuild_reports` would write it now; None for a run still running."""
+        from evalx.reports.render import report_html_text, stored_report_options
+
+        if run.status == "running":
+            return None
+        sig = self.signature(run.path)
+        kept = self._kept.pop(run.path, None)
+        if kept is not None and kept[0] == sig:
+            html = kept[1]
+        else:
+            html = report_html_text(run.path, stored_report_options(run.path))
+        self._kept[run.path] = (sig, html)  # (last: the most recently viewed)
+        while sum(len(h) for _, h in self._kept.values()) > self.budget and len(self._kept) > 1:
+            del self._kept[next(iter(self._kept))]
+        return html
+
+
+REPORTS = web.AppKey("reports", RenderedReports)
 
 
 async def run_view(request: web.Request) -> web.StreamResponse:
     history = await _history(request)
     run = _find(history, request.match_info["run_id"])
     page = _page(request)
-    html = await asyncio.to_thread(_report_text, run)
+    html = await asyncio.to_thread(request.app[REPORTS].text, run)
     if html is None:
         return _html(message_page(run.run_id, "This run has no report.html yet (still running?).", page), 404)
     links = [(page.href(run_path(run.run_id, "review")), "Review cells")]
@@ -337,10 +364,10 @@ async def run_view(request: web.Request) -> web.StreamResponse:
         at = html.index(">", at) + 1
         html = html[:at] + bar + html[at:]
     response = _html(html)
-    # the report's one script (by hash) and no other; the bar is markup only
+    # the report's one script (by hash) and no other; the bar is markup only, and the page posts nothing
     response.headers["Content-Security-Policy"] = (
         f"default-src 'none'; script-src {report_script_source()}; style-src 'unsafe-inline'; img-src data:; "
-        "base-uri 'none'; form-action 'self'; frame-ancestors 'none'"
+        "base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
     )
     return response
 
@@ -452,6 +479,7 @@ def make_app(runs_dir: Path, *, host: str = DEFAULT_HOST, token: str | None = No
     """The viewer app over ``runs_dir`` (serve it with :func:`serve`, or aiohttp's test client)."""
     app = web.Application(middlewares=[_guard], client_max_size=256 * 1024)
     app[SETTINGS] = ViewerSettings(runs_dir=runs_dir, host=host, token=token, reviewer=reviewer)
+    app[REPORTS] = RenderedReports()
     app.router.add_get("/", runs_view)
     app.router.add_get("/cases", cases_view)
     app.router.add_get("/case", case_view)
