@@ -16,7 +16,7 @@ from evalx.errors import writing
 from evalx.reports.breakdown import cross_table, score_text
 from evalx.reports.pairwise import markdown_disagreements, markdown_pairwise
 from evalx.reports.text import pooled_footnote, slow_line
-from evalx.results.compare import markdown_cases, md_escape
+from evalx.results.compare import markdown_cases, md_code, md_escape
 from evalx.results.display import show_id
 from evalx.results.figures import ci as _ci
 from evalx.results.figures import finite
@@ -50,13 +50,13 @@ def markdown_summary(summary: RunSummary) -> str:
     if stopped:  # first, in the heading: the figures below are a part of the plan
         how = stopped[1].removeprefix("resume: ")
         lines = [
-            f"## ⏹️ {stopped[0]} — evalx run `{md_escape(summary.get('run_id', ''))}`{name}",
+            f"## ⏹️ {stopped[0]} — evalx run `{md_code(summary.get('run_id', ''))}`{name}",
             "",
-            f"> Resume: `{how}`" if how != stopped[1] else f"> {md_escape(how)}",
+            f"> Resume: `{md_code(how, 300)}`" if how != stopped[1] else f"> {md_escape(how)}",
             "",
         ]
     else:
-        lines = [f"## {icon} evalx run `{md_escape(summary.get('run_id', ''))}`{name}", ""]
+        lines = [f"## {icon} evalx run `{md_code(summary.get('run_id', ''))}`{name}", ""]
     lines += [
         (f"**{len(per_target)} targets**" if several else f"**Pass rate {_pct(totals.get('pass_rate'))}**")
         + f" · {totals.get('cells', 0)} cells: {totals.get('pass', 0)} pass · "
@@ -88,7 +88,7 @@ def markdown_summary(summary: RunSummary) -> str:
     if comparison:
         o = comparison["overall"]
         lines.append(
-            f"vs. baseline `{md_escape(comparison['a']['run_id'])}`: pass rate {_pct(o['pass_rate']['a'])} → {_pct(o['pass_rate']['b'])}, "
+            f"vs. baseline `{md_code(comparison['a']['run_id'])}`: pass rate {_pct(o['pass_rate']['a'])} → {_pct(o['pass_rate']['b'])}, "
             f"{comparison['newly_failing_total']} newly failing, {comparison['newly_passing_total']} newly passing"
         )
         lines.append("")
@@ -98,7 +98,7 @@ def markdown_summary(summary: RunSummary) -> str:
         lines += ["| gate | scope | result | detail |", "|---|---|---|---|"]
         for r in gates["results"]:
             word = "✅ held" if r["held"] else "❌ breached" if r["held"] is False else "n/a"
-            lines.append(f"| `{r['gate']}` | {md_escape(r['scope'])} | {word} | {md_escape(r['detail'], 300)} |")
+            lines.append(f"| `{md_code(r['gate'], table=True)}` | {md_escape(r['scope'])} | {word} | {md_escape(r['detail'], 300)} |")
         lines.append("")
     lines += failing_sections(summary)
     guard = summary.get("cost_guard")
@@ -147,7 +147,7 @@ def _breakdown(target_id: str, figures: TargetFigures, several: bool) -> list[st
     mean = f"mean score **{score_text(cross.total.mean_score)}**"
     if scored:
         mean += f" over {scored} scored cell{'s' if scored != 1 else ''}"
-    lines = [f"### By category and difficulty: `{md_escape(show_id(target_id))}`" if several else "### By category and difficulty", ""]
+    lines = [f"### By category and difficulty: `{md_code(show_id(target_id))}`" if several else "### By category and difficulty", ""]
     if several:
         lines += [f"Pass rate **{_pct(finite(figures.get('pass_rate')))}** (95% CI {_ci(figures.get('pass_rate_ci'))}) · {mean}", ""]
     else:
