@@ -32,6 +32,7 @@ import hmac
 import ipaddress
 import json
 import logging
+import os
 import re
 import secrets
 import signal
@@ -46,9 +47,10 @@ import aiohttp.http_exceptions
 from aiohttp import web
 from yarl import URL
 
-from evalx.errors import EvalxError
+from evalx.errors import EvalxError, one_line
 from evalx.reports.html import report_script_source
 from evalx.results.compare import compare_runs, comparison_table
+from evalx.results.display import show_id
 from evalx.results.reviews import REVIEWS, add_mark, default_reviewer, load_marks
 from evalx.results.store import RESULTS, read_results
 from evalx.viewer.index import History, RunIndex, load_history
@@ -73,6 +75,33 @@ from evalx.viewer.pages import (
 )
 
 log = logging.getLogger(__name__)
+
+
+class _OneLineRequestErrors(logging.Filter):
+    """aiohttp's "Error handling request" records as one line, never a traceback on the viewer's terminal.
+
+    A malformed request (a duplicated ``Host``, a request line past 8 KiB,
+    bytes that are not HTTP) is answered 400 by aiohttp itself; the line says
+    what it was. Anything else that escapes a page is named in one line too
+    (``EVALX_DEBUG=1`` keeps the traceback).
+    """
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        exc = record.exc_info[1] if record.exc_info else None
+        if exc is None or os.environ.get("EVALX_DEBUG"):
+            return True
+        if isinstance(exc, aiohttp.http_exceptions.HttpProcessingError):
+            what, record.levelno, record.levelname = f"bad request: {exc.message}".strip(), logging.WARNING, "WARNING"
+        else:
+            what = one_line(exc)
+        record.msg, record.args = "evalx view: %s", (" ".join(what.split())[:300],)
+        record.exc_info, record.exc_text = None, None
+        return True
+
+
+#: the log aiohttp's request handler writes to (it is given to the server as its ``logger``)
+REQUEST_LOG = logging.getLogger(f"{__name__}.requests")
+REQUEST_LOG.addFilter(_OneLineRequestErrors())
 
 __all__ = ["DEFAULT_PORT", "ViewerSettings", "is_loopback", "make_app", "serve"]
 
@@ -447,6 +476,9 @@ async def review_post(request: web.Request) -> web.StreamResponse:
         return _bad_request(f"score {score_text[:40]!r} is not a number from 0 to 1")
     history = await _history(request)
     run = _find(history, field("run"))
+    key = (field("target"), field("dataset"), field("case"))
+    if all(key) and key not in run.cases and run.status != "running":  # (a form's bytes that were not UTF-8 name no case either)
+        return _bad_request(f"run {show_id(run.run_id)} has no cell {show_id(key[0])} {show_id(key[1])}/{show_id(key[2])}"[:300])
     try:
         mark = await asyncio.to_thread(
             add_mark,
@@ -505,7 +537,7 @@ def serve(
     app = make_app(runs_dir, host=host, token=token, reviewer=reviewer)
 
     async def main() -> None:
-        runner = web.AppRunner(app, access_log=None)
+        runner = web.AppRunner(app, access_log=None, logger=REQUEST_LOG)
         await runner.setup()
         site = web.TCPSite(runner, host, port)
         await site.start()
