@@ -145,3 +145,19 @@ def test_a_hook_log_in_a_resumed_run_folder_is_never_written_through_a_link(tmp_
     assert list(outside.iterdir()) == []
     assert (run_dir / "hooks").is_dir() and not (run_dir / "hooks").is_symlink()
     assert (run_dir / "hooks" / "after_run.log").read_text().strip() == "done"
+
+
+def test_the_response_caches_gitignore_is_never_written_through_a_link(tmp_path: Path) -> None:
+    (tmp_path / "bot.py").write_text("def answer(q):\n    return q\n")
+    (tmp_path / "evalconfig.yaml").write_text(
+        "version: 1\ntargets: [{id: bot, type: python, callable: bot.py:answer, cache: true}]\n"
+        "datasets: [{id: d, cases: [{id: c1, input: q, assert: [{type: contains, value: q}]}]}]\n"
+    )
+    (tmp_path / ".evalx").mkdir()
+    target = tmp_path / "elsewhere" / "made-by-evalx"
+    target.parent.mkdir()
+    (tmp_path / ".evalx" / ".gitignore").symlink_to(target)  # a link to nothing: `exists()` is False
+    done = evalx("run", "-q", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert not target.exists()
+    assert "*" in (tmp_path / ".evalx" / ".gitignore").read_text()
