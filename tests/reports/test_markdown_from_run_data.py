@@ -9,6 +9,7 @@ import json
 import re
 import textwrap
 from pathlib import Path
+from typing import Any
 
 import pytest
 from cli_project import evalx
@@ -103,3 +104,43 @@ def test_no_line_of_output_passes_for_a_workflow_command(tmp_path: Path) -> None
             assert not line.lstrip().startswith("::"), line  # (evalx's own annotations are written only on GitHub Actions)
     listing = outputs[1].stdout
     assert "\\x3a:error::forged-run" in listing and "complete ::error::forged-status" in listing  # shown, on one line
+
+
+@pytest.mark.parametrize("junk", [1e999, float("nan"), "<b>9</b> @octocat [l](https://evil.example)", [1, 2], {"n": 1}, -3])
+def test_a_comment_of_a_summary_with_figures_that_are_not_numbers_shows_a_dash(tmp_path: Path, junk: object) -> None:
+    project = _project(tmp_path)
+    assert evalx("run", "-q", cwd=project).returncode == 1
+    (run_dir,) = (project / "runs").iterdir()
+    summary = json.loads((run_dir / "summary.json").read_text())
+    for figures in (summary["totals"], *summary["per_target"].values()):
+        for key in ("cells", "pass", "fail", "error", "pass_rate", "pass_rate_ci", "cost_usd"):
+            figures[key] = junk
+    summary["cost_usd"] = junk
+    (run_dir / "summary.json").write_text(json.dumps(summary))  # (1e999 and NaN as Python writes them: Infinity, NaN)
+    done = evalx("comment", str(run_dir))
+    assert done.returncode == 0, done.stderr
+    assert "| — | — · — · — ·" in done.stdout or "| **—** | — |" in done.stdout, done.stdout
+    _check(done.stdout, "evalx comment")
+    assert "9</b>" not in done.stdout and "inf" not in done.stdout.lower().replace("info", "")
+
+
+@pytest.mark.parametrize(
+    "damage",
+    [
+        lambda s: s.update(gates={"active": True}),
+        lambda s: s.update(per_target=[1]),
+        lambda s: s.update(totals="all good"),
+        lambda s: s.update(comparison={"a": 1}),
+        lambda s: s.update(failures=[{"x": 1}]),
+    ],
+)
+def test_a_comment_of_a_summary_of_another_shape_is_one_line_never_an_internal_error(tmp_path: Path, damage: Any) -> None:
+    project = _project(tmp_path)
+    assert evalx("run", "-q", cwd=project).returncode == 1
+    (run_dir,) = (project / "runs").iterdir()
+    summary = json.loads((run_dir / "summary.json").read_text())
+    damage(summary)
+    (run_dir / "summary.json").write_text(json.dumps(summary))
+    done = evalx("comment", str(run_dir))
+    assert done.returncode == 2 and "Traceback" not in done.stderr and "internal error" not in done.stderr, done.stderr
+    assert done.stderr.count("\n") == 1 and "summary.json: not a summary this evalx can read" in done.stderr, done.stderr

@@ -246,3 +246,29 @@ def test_a_planted_report_cannot_post_a_mark_or_leave_in_the_browser(browser: An
         assert page.url == base + "/run/" + run_dir.name
     page.close()
     assert posts == [] and not (run_dir / "reviews.jsonl").exists()
+
+
+@pytest.mark.parametrize("counts", [False, True])
+@pytest.mark.parametrize("junk", [1e999, float("nan"), "<b>9</b>", [1], {"n": 1}])
+def test_a_summary_whose_figures_are_not_numbers_is_read_from_the_cells_never_a_500(
+    indexed_run: Path, tmp_path: Path, junk: object, counts: bool
+) -> None:
+    runs_dir = tmp_path / "runs"
+    shutil.copytree(indexed_run / "runs", runs_dir)
+    shutil.rmtree(runs_dir / INDEX_DIR)  # the runs page reads each run's summary while the index is built
+    (run_dir,) = (p for p in runs_dir.iterdir() if p.name != INDEX_DIR)
+    summary = json.loads((run_dir / "summary.json").read_text())
+    for figures in summary["per_target"].values():
+        for key in ("pass_rate", "cost_usd", *(("cells", "pass") if counts else ())):
+            figures[key] = junk
+        figures["latency_ms"] = {"p99": junk}
+    (run_dir / "summary.json").write_text(json.dumps(summary))
+
+    async def pages(client: TestClient[Any, Any]) -> None:
+        for path in ("/", "/cases", f"/run/{run_dir.name}", f"/run/{run_dir.name}/review"):
+            res = await client.get(path)
+            body = await res.text()
+            assert res.status == 200, (path, body[:300])
+            assert "<b>9</b>" not in body and "inf%" not in body and "nan%" not in body, path
+
+    with_client(make_app(runs_dir), pages)

@@ -20,7 +20,7 @@ import re
 from evalx.reports.markdown import failing_sections
 from evalx.results.compare import markdown_cases, md_code, md_escape
 from evalx.results.display import show_id
-from evalx.results.figures import pct, points, usd
+from evalx.results.figures import pct, points, usd, whole
 from evalx.results.model import Comparison, GateResult, RunSummary
 from evalx.results.outcome import interruption
 
@@ -117,8 +117,9 @@ def _targets(summary: RunSummary, comparison: Comparison | None) -> list[str]:
              "|---|--:|--:|---|" + ("--:|" if comparison else "")]  # fmt: skip
     for target, figures in per_target.items():
         row = (
-            f"| {md_escape(show_id(target))} | **{pct(figures.get('pass_rate'))}** | {figures.get('cells', 0)} "
-            f"| {figures.get('pass', 0)} · {figures.get('fail', 0)} · {figures.get('error', 0)} · {figures.get('skipped', 0)} |"
+            f"| {md_escape(show_id(target))} | **{pct(figures.get('pass_rate'))}** | {whole(figures.get('cells', 0))} "
+            f"| {whole(figures.get('pass', 0))} · {whole(figures.get('fail', 0))} · {whole(figures.get('error', 0))} "
+            f"· {whole(figures.get('skipped', 0))} |"
         )
         if comparison:
             delta = deltas.get(target)

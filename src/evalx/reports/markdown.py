@@ -19,7 +19,7 @@ from evalx.reports.text import pooled_footnote, slow_line
 from evalx.results.compare import markdown_cases, md_code, md_escape
 from evalx.results.display import show_id
 from evalx.results.figures import ci as _ci
-from evalx.results.figures import finite
+from evalx.results.figures import finite, whole
 from evalx.results.figures import ms as _ms
 from evalx.results.figures import pct as _pct
 from evalx.results.figures import usd as _usd
@@ -59,14 +59,17 @@ def markdown_summary(summary: RunSummary) -> str:
         lines = [f"## {icon} evalx run `{md_code(summary.get('run_id', ''))}`{name}", ""]
     lines += [
         (f"**{len(per_target)} targets**" if several else f"**Pass rate {_pct(totals.get('pass_rate'))}**")
-        + f" · {totals.get('cells', 0)} cells: {totals.get('pass', 0)} pass · "
-        f"{totals.get('fail', 0)} fail · {totals.get('error', 0)} error · {totals.get('skipped', 0)} skipped"
+        + f" · {whole(totals.get('cells', 0))} cells: {whole(totals.get('pass', 0))} pass · "
+        f"{whole(totals.get('fail', 0))} fail · {whole(totals.get('error', 0))} error · {whole(totals.get('skipped', 0))} skipped"
         + (f" · cost {_usd(cost)}" if isinstance(cost, (int, float)) else "")
         + (f" · p99 {p99:.0f}ms" if isinstance(p99, (int, float)) else ""),
         "",
     ]
     if shard:
-        lines += [f"Shard {shard['index']}/{shard['count']}: gates and the baseline are applied by `evalx merge` of every shard.", ""]
+        lines += [
+            f"Shard {whole(shard['index'])}/{whole(shard['count'])}: gates and the baseline are applied by `evalx merge` of every shard.",
+            "",
+        ]
     if merged:
         missing = ", ".join(f"{i}/{merged['count']}" for i in merged["missing"])
         lines += [f"Merged from {len(merged['shards'])} of {merged['count']} shards.", ""]
@@ -74,7 +77,7 @@ def markdown_summary(summary: RunSummary) -> str:
     if several:
         lines += ["| target | cells | pass rate | 95% CI | mean score |", "|---|--:|--:|--:|--:|"]
         lines += [
-            f"| {md_escape(show_id(t))} | {v.get('cells', 0)} | **{_pct(v.get('pass_rate'))}** | {_ci(v.get('pass_rate_ci'))} "
+            f"| {md_escape(show_id(t))} | {whole(v.get('cells', 0))} | **{_pct(v.get('pass_rate'))}** | {_ci(v.get('pass_rate_ci'))} "
             f"| {score_text(finite(v.get('mean_score')))} |"
             for t, v in per_target.items()
         ]
