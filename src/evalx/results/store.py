@@ -32,10 +32,27 @@ from evalx.common.reading import RESULTS_LINE, check_regular, lines, open_regula
 from evalx.errors import EvalxError, OutputError, writing
 from evalx.models import OUT_OF_RANGE, finite_json, safe_value
 from evalx.results.compact import CASE_KEYS, Clock, LineDefaults, compact_cell, expand, run_record, split_case, t0_of
-from evalx.results.model import CellResult, RunSummary
+from evalx.results.model import STATUSES, CellResult, RunSummary
 from evalx.results.reviews import apply_marks, load_marks, unreviewed
 
 RESULTS = "results.jsonl"
+#: a latency past this (about 31 years) is not one a cell took: its line was edited
+MAX_LATENCY_MS = 1e12
+_STATUSES = frozenset(STATUSES)
+
+
+def _sound(result: CellResult) -> bool:
+    """Whether the fields every reader counts on hold their types: a ``status`` of the four, ``assertions`` a list of
+    objects, a ``latency_ms`` of 0 to :data:`MAX_LATENCY_MS`. A line that holds another (edited, or restored from an
+    artifact) is counted as unreadable, never a reporter's crash."""
+    status = result.get("status")
+    if type(status) is not str or status not in _STATUSES:
+        return False
+    checks = result.get("assertions")
+    if checks is not None and not (type(checks) is list and all(type(c) is dict for c in checks)):
+        return False
+    latency = result.get("latency_ms")
+    return latency is None or (type(latency) in (int, float) and 0 <= latency <= MAX_LATENCY_MS)
 
 
 def _unstorable(result: Any, exc: BaseException) -> None:
@@ -444,9 +461,11 @@ def _read_stored(path: Path, problems: ReadProblems | None = None) -> Iterator[C
     JSON object (torn by a kill, garbage, a block of NUL bytes) by its line
     number, a second line for the same cell ``index`` (two writers) by that
     index. NUL bytes around a line (left by a crash on some file systems)
-    are dropped and the line read. Lines are parsed, not validated: a line
-    from an older evalx (or edited by hand) may lack keys or hold other types,
-    and readers check before use.
+    are dropped and the line read. A cell whose ``status``, ``assertions`` or
+    ``latency_ms`` has another type (:func:`_sound`) is counted as unreadable
+    too. Otherwise lines are parsed, not validated: a line from an older evalx
+    (or edited by hand) may lack keys or hold other types, and readers check
+    before use.
     """
     seen = bytearray()  # a byte a cell index: no set of a million ints
     others: set[int] = set()  # indexes too large for the bytes (a hand-edited line)
@@ -518,7 +537,10 @@ def _read_stored(path: Path, problems: ReadProblems | None = None) -> Iterator[C
                 if isinstance(value, dict):
                     result = cell(value)
                     if result is not None:
-                        yield result
+                        if _sound(result):
+                            yield result
+                        elif problems is not None:
+                            problems.unreadable_lines.append(number)
                     continue
             # anything else (blank, torn, NUL bytes, not an object) as below
             if not raw.endswith(b"\n"):  # the last line, torn by a kill
@@ -540,7 +562,10 @@ def _read_stored(path: Path, problems: ReadProblems | None = None) -> Iterator[C
                     continue
                 result = cell(value)
                 if result is not None:
-                    yield result
+                    if _sound(result):
+                        yield result
+                    elif problems is not None and number not in problems.unreadable_lines[-1:]:
+                        problems.unreadable_lines.append(number)
 
 
 def rewrite_results(path: Path, results: Iterable[CellResult]) -> None:
