@@ -32,27 +32,26 @@ from evalx.common.reading import RESULTS_LINE, check_regular, lines, open_regula
 from evalx.errors import EvalxError, OutputError, writing
 from evalx.models import OUT_OF_RANGE, finite_json, safe_value
 from evalx.results.compact import CASE_KEYS, Clock, LineDefaults, compact_cell, expand, run_record, split_case, t0_of
-from evalx.results.model import STATUSES, CellResult, RunSummary
+from evalx.results.model import CellResult, RunSummary
 from evalx.results.reviews import apply_marks, load_marks, unreviewed
 
 RESULTS = "results.jsonl"
 #: a latency past this (about 31 years) is not one a cell took: its line was edited
 MAX_LATENCY_MS = 1e12
-_STATUSES = frozenset(STATUSES)
 
 
 def _sound(result: CellResult) -> bool:
-    """Whether the fields every reader counts on hold their types: a ``status`` of the four, ``assertions`` a list of
-    objects, a ``latency_ms`` of 0 to :data:`MAX_LATENCY_MS`. A line that holds another (edited, or restored from an
-    artifact) is counted as unreadable, never a reporter's crash."""
+    """Whether a cell's fields can be read by every reader, which check what they use but count on three things: a
+    ``status`` that is a string (any: an unknown one counts as an error), ``assertions`` that can be walked (a list, as
+    written; not a number), a ``latency_ms`` that, if a number, is finite and at most :data:`MAX_LATENCY_MS` (a sum of
+    two 1e308 overflows). A line that breaks one (edited, or restored from an artifact) is counted as unreadable."""
     status = result.get("status")
-    if type(status) is not str or status not in _STATUSES:
+    if status is not None and type(status) is not str:
         return False
-    checks = result.get("assertions")
-    if checks is not None and not (type(checks) is list and all(type(c) is dict for c in checks)):
+    if type(result.get("assertions")) in (int, float, bool):
         return False
     latency = result.get("latency_ms")
-    return latency is None or (type(latency) in (int, float) and 0 <= latency <= MAX_LATENCY_MS)
+    return type(latency) not in (int, float) or -MAX_LATENCY_MS <= latency <= MAX_LATENCY_MS  # (NaN compares false)
 
 
 def _unstorable(result: Any, exc: BaseException) -> None:
@@ -461,11 +460,11 @@ def _read_stored(path: Path, problems: ReadProblems | None = None) -> Iterator[C
     JSON object (torn by a kill, garbage, a block of NUL bytes) by its line
     number, a second line for the same cell ``index`` (two writers) by that
     index. NUL bytes around a line (left by a crash on some file systems)
-    are dropped and the line read. A cell whose ``status``, ``assertions`` or
-    ``latency_ms`` has another type (:func:`_sound`) is counted as unreadable
-    too. Otherwise lines are parsed, not validated: a line from an older evalx
-    (or edited by hand) may lack keys or hold other types, and readers check
-    before use.
+    are dropped and the line read. Lines are parsed, not validated: a line
+    from an older evalx (or edited by hand) may lack keys or hold other types,
+    and readers check before use; only a cell no reader could take (a
+    ``status`` that is not a string, ``assertions`` that are a number, a
+    latency past 10^12 ms: :func:`_sound`) is counted as unreadable too.
     """
     seen = bytearray()  # a byte a cell index: no set of a million ints
     others: set[int] = set()  # indexes too large for the bytes (a hand-edited line)
