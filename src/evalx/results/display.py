@@ -110,7 +110,8 @@ def show_id(value: Any) -> str:
 
 # what Markdown (GitHub's, GitLab's) reads as markup in a line of text: each is shown as itself
 # (a ``]`` only where it would close a link or an image's text: ``[a](url)``, ``[a][ref]``; a ``matrix[x=1]`` id reads as it is)
-_MARKDOWN = re.compile(r"[\\`*~<>&|]|\](?=[(\[])|(?<![A-Za-z0-9])_|_(?![A-Za-z0-9])")
+# (a backslash only where it could escape what follows: before ASCII punctuation or at the end; ``ref\\u200bund`` stays so)
+_MARKDOWN = re.compile(r"\\(?=[!-/:-@\[-`{-~]|$)|[`*~<>&|]|\](?=[(\[])|(?<![A-Za-z0-9])_|_(?![A-Za-z0-9])")
 _MARKDOWN_AS = {"&": "&amp;", "<": "&lt;", ">": "&gt;", "`": "'"}
 # what the forges link and notify from plain text: @user and @org/team mentions, #123 issues, !123 merge requests
 _REFERENCE = re.compile(r"(?<![A-Za-z0-9])([@#!])(?=[A-Za-z0-9])")
