@@ -913,9 +913,12 @@ def schema(config_path: Path | None, provider_schema: bool, write_path: str | No
     if write_path is not None:
         from evalx.common.documents import display_path
         from evalx.config.scaffold import schema_path, write_schema
+        from evalx.errors import OutputError
 
         try:
             written = write_schema(schema_path(write_path, config_path))
+        except OutputError as exc:
+            _fail(f"evalx schema: {exc}")
         except OSError as exc:
             _fail(f"evalx schema: cannot write {write_path or 'the schema'}: {exc.strerror or exc}")
         click.echo(f"wrote {display_path(written)}")
@@ -1226,10 +1229,7 @@ def _write_output(path: Path, text: str, command: str) -> None:
     from evalx.errors import OutputError
 
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        write_text(path, text)
-    except OSError as exc:
-        _fail(f"{command}: cannot write {path}: {exc.strerror or exc}")
+        write_text(path, text)  # atomic, under a unique name: a link there is replaced, never written through
     except OutputError as exc:
         _fail(f"{command}: {exc}")
     click.echo(f"wrote {os.path.relpath(path)}")

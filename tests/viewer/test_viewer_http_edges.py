@@ -5,6 +5,7 @@ parsed path; a valid ?token= wins over, and replaces, a stale cookie."""
 from __future__ import annotations
 
 import http.client
+import re
 import socket
 from collections.abc import Iterator
 from pathlib import Path
@@ -153,3 +154,61 @@ def test_a_valid_query_token_wins_over_a_stale_cookie_and_replaces_it(tmp_path: 
         for path in ("//evil.example/?token=fresh-token-2", "/\\evil.example/?token=fresh-token-2"):
             status, headers, _ = request(base, "GET", path)
             assert status in (303, 404) and not headers.get("location", "/").startswith(("//", "/\\")), (path, headers)
+
+
+@pytest.mark.parametrize(
+    "score", ["NaN", "nan", "inf", "-inf", "1e999", "1e-999", "０.５", "٠.٥", "½", "0.5\x00", "-0", "+0.5", "0x1", "1_0", "1.0000001", "."]
+)
+def test_a_score_that_is_not_a_plain_number_from_0_to_1_is_a_400_with_one_line(viewer: tuple[str, str], score: str) -> None:
+    base, run = viewer
+    status, _, body = request(base, "POST", "/review", form(run, score=score), FORM)
+    assert status == 400 and body.count("\n") == 1 and "score" in body, (score, status, body)
+
+
+@pytest.mark.parametrize(
+    "fields",
+    [
+        {"case": "no-such-case"},
+        {"target": "other"},
+        {"dataset": "d2"},
+    ],
+)
+def test_a_mark_for_a_cell_the_run_does_not_have_is_a_400_and_is_not_stored(tmp_path: Path, fields: dict[str, str]) -> None:
+    config, (run_dir,) = make_runs(tmp_path, "a")
+    with started_viewer(config.parent / "runs") as (base, _):
+        status, _, body = request(base, "POST", "/review", form(run_dir.name, **fields), FORM)
+        assert status == 400 and body.count("\n") == 1 and "has no cell" in body, (status, body)
+        # a case id whose bytes are not UTF-8 decodes to another id (U+FFFD): no such cell either
+        bad = f"run={run_dir.name}&target=bot&dataset=d&case=fl%FFip&verdict=pass".encode()
+        status, _, body = request(base, "POST", "/review", bad, FORM)
+        assert status == 400 and "has no cell" in body, (status, body)
+        assert request(base, "POST", "/review", form(run_dir.name), FORM)[0] == 303  # a cell it has: stored
+    (line,) = (run_dir / "reviews.jsonl").read_text().splitlines()
+    assert '"case_id": "flip"' in line
+
+
+def _answer_to(base: str, data: bytes) -> bytes:
+    """What the server answers to ``data``, read until it closes (the request is not ended by a half-close, which aborts it)."""
+    parts = urlsplit(base)
+    with socket.create_connection((parts.hostname or "", parts.port or 80), timeout=120) as s:
+        s.sendall(data)
+        out = b""
+        while chunk := s.recv(65536):
+            out += chunk
+    return out
+
+
+def test_malformed_http_is_a_400_and_one_line_on_the_viewers_terminal_never_a_traceback(tmp_path: Path) -> None:
+    config, _ = make_runs(tmp_path, "a")
+    with started_viewer(config.parent / "runs") as (base, _):  # (it fails when the viewer's stderr holds a traceback)
+        for data in (
+            b"GET / HTTP/1.1\r\nHost: 127.0.0.1\r\nHost: evil.example\r\n\r\n",  # Host given twice
+            b"GET /run/" + b"a" * 9000 + b" HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n",  # a request line past aiohttp's 8 KiB
+            b"GET / HTTP/1.1\r\nHost: 127.0.0.1\r\nX: " + b"b" * 9000 + b"\r\n\r\n",  # a header line past it
+            b"GET / HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: -1\r\n\r\n",
+            b"GET / HTTP/1.1\r\nHost: 127.0.0.1\r\nTransfer-Encoding: chunked\r\nContent-Length: 3\r\n\r\n",
+        ):
+            answer = _answer_to(base, data)
+            assert re.match(rb"HTTP/1\.[01] 4\d\d ", answer), (data[:60], answer[:200])
+        status, _, _ = request(base, "GET", "/")
+        assert status == 200  # and it still serves

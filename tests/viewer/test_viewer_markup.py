@@ -123,6 +123,16 @@ def test_hostile_run_ids_and_a_hostile_cache_stay_text_in_the_browser(browser: A
     assert "Content-Security-Policy" in history.read_text()
 
 
+def _data_block_apart(page: str) -> tuple[str, str]:
+    """(the page without the HTML report's JSON data block, the block's JSON): the block holds the run's values as data."""
+    opening = '<script type="application/json" id="evalx-data">'
+    start = page.find(opening)
+    if start < 0:
+        return page, ""
+    end = page.index("</script>", start)
+    return page[:start] + page[end:], page[start + len(opening) : end]
+
+
 def test_every_page_carries_a_script_policy_without_unsafe_inline(tmp_path: Path) -> None:
     runs_dir, _ = _hostile_runs(tmp_path, apart=False)
     with started_viewer(runs_dir) as (base, _):
@@ -135,8 +145,10 @@ def test_every_page_carries_a_script_policy_without_unsafe_inline(tmp_path: Path
                 policy, body = exc.headers["Content-Security-Policy"], exc.read().decode()
             script = next(p for p in policy.split(";") if p.strip().startswith("script-src"))
             assert "unsafe" not in script and "'sha256-" in script, (path, policy)
+            markup, data = _data_block_apart(body)
+            assert "<" not in data and "&" not in data, path  # the report's JSON data block cannot close itself
             for hostile in HOSTILE_IDS:
-                assert hostile not in body, path  # never raw: escaped wherever it is shown
+                assert hostile not in markup, path  # never raw: escaped wherever it is shown
     history = tmp_path / "h.html"
     done = evalx("report", "--history", str(runs_dir), "-o", str(history))
     assert done.returncode == 0, done.stderr
@@ -179,3 +191,84 @@ def test_a_wrongly_typed_or_renamed_cache_is_rebuilt_never_a_500(indexed_run: Pa
     with_client(make_app(runs_dir), pages)  # the app `evalx view` serves, on 127.0.0.1 in this process
     again = json.loads(cache.read_text())  # rebuilt from the run's files, and stored right
     assert again == good
+
+
+#: a run folder's `report.html` as a hostile artifact could hold it: our script's hash (so it passes for one of ours), a form
+#: that posts a review mark over the whole page, and a refresh away
+PLANTED_REPORT = """<!doctype html><html><head><title>PLANTED</title>
+<meta http-equiv="refresh" content="2;url=https://evil.example/phish"></head><body>
+<!-- {hash} -->
+<form id="planted" method="post" action="/review"><input type="hidden" name="run" value="{run}">
+<input type="hidden" name="target" value="bot"><input type="hidden" name="dataset" value="d"><input type="hidden" name="case" value="never">
+<input type="hidden" name="verdict" value="pass"><button id="cover" style="position:fixed;inset:0">Continue</button></form>
+</body></html>"""
+
+
+def _plant_report(run_dir: Path) -> None:
+    from evalx.reports.html import report_script_source
+
+    text = PLANTED_REPORT.format(hash=report_script_source().strip("'"), run=run_dir.name)
+    (run_dir / "report.html").write_text(text)
+
+
+def test_a_stored_report_is_never_served_the_run_page_is_rendered_from_the_runs_data(tmp_path: Path) -> None:
+    config, (run_dir,) = make_runs(tmp_path, "a")
+    _plant_report(run_dir)
+    answers: list[tuple[int, str, str]] = []
+
+    async def body(client: TestClient[Any, Any]) -> None:
+        for _ in range(2):  # the second view is served from memory: the same page
+            res = await client.get(f"/run/{run_dir.name}")
+            answers.append((res.status, await res.text(), res.headers["Content-Security-Policy"]))
+
+    with_client(make_app(config.parent / "runs"), body)
+    for status, page, policy in answers:
+        assert status == 200 and "PLANTED" not in page and 'id="planted"' not in page and "evil.example" not in page
+        assert "evalx-data" in page and "Review cells" in page  # the report of the run's cells, under the viewer's bar
+        assert "form-action 'none'" in policy
+    assert answers[0][1] == answers[1][1]
+    assert "PLANTED" in (run_dir / "report.html").read_text()  # and the folder is not touched
+
+
+@pytest.mark.slow
+def test_a_planted_report_cannot_post_a_mark_or_leave_in_the_browser(browser: Any, tmp_path: Path) -> None:
+    _, (run_dir,) = runs_apart(tmp_path, 1)
+    _plant_report(run_dir)
+    page = browser.new_page()
+    posts: list[str] = []
+    page.on("request", lambda r: posts.append(r.url) if r.method != "GET" else None)
+    with started_viewer(run_dir.parent) as (base, _):
+        page.goto(base + "/run/" + run_dir.name)
+        page.wait_for_load_state("load")
+        assert page.title() != "PLANTED" and page.locator("#planted").count() == 0
+        page.mouse.click(200, 200)  # where the planted page's button covered everything
+        page.wait_for_timeout(2500)  # past the planted refresh
+        assert page.url == base + "/run/" + run_dir.name
+    page.close()
+    assert posts == [] and not (run_dir / "reviews.jsonl").exists()
+
+
+@pytest.mark.parametrize("counts", [False, True])
+@pytest.mark.parametrize("junk", [1e999, float("nan"), "<b>9</b>", [1], {"n": 1}])
+def test_a_summary_whose_figures_are_not_numbers_is_read_from_the_cells_never_a_500(
+    indexed_run: Path, tmp_path: Path, junk: object, counts: bool
+) -> None:
+    runs_dir = tmp_path / "runs"
+    shutil.copytree(indexed_run / "runs", runs_dir)
+    shutil.rmtree(runs_dir / INDEX_DIR)  # the runs page reads each run's summary while the index is built
+    (run_dir,) = (p for p in runs_dir.iterdir() if p.name != INDEX_DIR)
+    summary = json.loads((run_dir / "summary.json").read_text())
+    for figures in summary["per_target"].values():
+        for key in ("pass_rate", "cost_usd", *(("cells", "pass") if counts else ())):
+            figures[key] = junk
+        figures["latency_ms"] = {"p99": junk}
+    (run_dir / "summary.json").write_text(json.dumps(summary))
+
+    async def pages(client: TestClient[Any, Any]) -> None:
+        for path in ("/", "/cases", f"/run/{run_dir.name}", f"/run/{run_dir.name}/review"):
+            res = await client.get(path)
+            body = await res.text()
+            assert res.status == 200, (path, body[:300])
+            assert "<b>9</b>" not in body and "inf%" not in body and "nan%" not in body, path
+
+    with_client(make_app(runs_dir), pages)

@@ -24,6 +24,7 @@ from evalx.common.reading import SUMMARY, stored_json
 from evalx.errors import EvalxError, RunNotFound
 from evalx.reports.comment import comment_markdown, marker
 from evalx.results.compare import compare_runs
+from evalx.results.display import one_line
 from evalx.results.model import RunSummary
 
 __all__ = ["Publication", "comment_for_run", "publish"]
@@ -40,7 +41,13 @@ def comment_for_run(
         raise RunNotFound(f"{run_dir}: no summary.json (an unfinished run? `evalx report {run_dir}` writes it)")
     summary = cast("RunSummary", stored)
     comparison = compare_runs(baseline, run_dir) if baseline is not None else None
-    return comment_markdown(summary, comparison=comparison, artifact_url=artifact_url, comment_id=comment_id, note=note)
+    try:
+        return comment_markdown(summary, comparison=comparison, artifact_url=artifact_url, comment_id=comment_id, note=note)
+    except (KeyError, TypeError, ValueError, AttributeError, IndexError) as exc:  # a summary.json of another shape (edited, restored)
+        raise EvalxError(
+            f"{run_dir / 'summary.json'}: not a summary this evalx can read ({type(exc).__name__}: {one_line(str(exc))[:200]}); "
+            f"`evalx report {run_dir}` writes it again"
+        ) from None
 
 
 @dataclass(frozen=True)

@@ -159,8 +159,9 @@ def _schema_text() -> str:
 
 def write_schema(path: Path) -> Path:
     """Write the config schema (the types registered now: built-ins, installed and loaded plugins) to ``path``."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(_schema_text(), encoding="utf-8")
+    from evalx.common.atomic import write_text
+
+    write_text(path, _schema_text())  # atomic: a link at ``path`` is replaced, never written through
     return path
 
 

@@ -43,6 +43,7 @@ from typing import TYPE_CHECKING, Any
 
 import yaml
 
+from evalx.common.atomic import write_bytes, write_text
 from evalx.common.json_types import JSON, JSONObject
 from evalx.common.reading import DATASET, TRACE, check_regular, read_text
 from evalx.errors import CaptureError, UnreadableFile
@@ -247,8 +248,8 @@ def _keep_attachments(case: JSONObject, trace: Trace, out_dir: Path, warnings: l
         name = f"attachments/{str(digest)[:16]}{suffix}"
         (out_dir / "attachments").mkdir(parents=True, exist_ok=True)
         target = out_dir / name
-        if not target.exists():
-            target.write_bytes(data)
+        if not target.is_file() or target.is_symlink():  # (a link there is replaced, never written through)
+            write_bytes(target, data)
         kept.append({"type": kind, "path": name, "media_type": part.get("media_type")})
     case["input"] = kept if kept else PLACEHOLDER_INPUT
 
@@ -583,7 +584,7 @@ def write_case(case: JSONObject, trace: Trace, out_dir: Path, *, force: bool = F
                 "llm_judge with a rubric...), loosen or tighten the trajectory, then commit it to the suite.",
             ]
         )
-        path.write_text(dump_case(case, header, name=path.name), encoding="utf-8")
+        write_text(path, dump_case(case, header, name=path.name))
         return path
     header = _comment(
         [
@@ -597,7 +598,7 @@ def write_case(case: JSONObject, trace: Trace, out_dir: Path, *, force: bool = F
             "llm_judge with a rubric...), then commit it to the suite.",
         ]
     )
-    path.write_text(dump_case(case, header, name=path.name), encoding="utf-8")
+    write_text(path, dump_case(case, header, name=path.name))
     return path
 
 

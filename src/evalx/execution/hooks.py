@@ -33,6 +33,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from evalx.common.atomic import write_text
 from evalx.config.model import HookSpec
 from evalx.errors import HookFailed, described
 
@@ -60,7 +61,8 @@ def run_hook(
     """Run one hook to its end or its timeout; never raises for what the hook does."""
     spec = _spec(hook)
     log_file = run_dir / "hooks" / f"{name}.log"
-    log_file.parent.mkdir(parents=True, exist_ok=True)
+    if log_file.parent.is_symlink():  # a `hooks` link planted in the run folder: logs stay in the run folder
+        log_file.parent.unlink()
     env = {**os.environ, **values, "EVALX_HOOK": name}
     if spec.callable is not None:
         output, problem = _call(spec.callable, base_dir, {**values, "EVALX_HOOK": name}, spec.timeout_s)
@@ -72,7 +74,7 @@ def run_hook(
     if problem:
         problem = _one_line(redact(problem))
         text += f"\n[evalx] {name} hook failed: {problem}\n"
-    log_file.write_text(text, encoding="utf-8")
+    write_text(log_file, text, errors="replace")  # atomic: a link there is replaced, never written through
     return HookResult(name, not problem, problem, log_file)
 
 

@@ -18,9 +18,9 @@ from __future__ import annotations
 import re
 
 from evalx.reports.markdown import failing_sections
-from evalx.results.compare import markdown_cases, md_escape
+from evalx.results.compare import markdown_cases, md_code, md_escape
 from evalx.results.display import show_id
-from evalx.results.figures import pct, points, usd
+from evalx.results.figures import pct, points, usd, whole
 from evalx.results.model import Comparison, GateResult, RunSummary
 from evalx.results.outcome import interruption
 
@@ -87,9 +87,9 @@ def _render(summary: RunSummary, rows: int, artifact_url: str | None, comment_id
     icon = "⏹️" if stopped else "✅" if passed else "❌"
     name = str(summary.get("name") or "")
     lines = [marker(comment_id), f"## {icon} evalx{': ' + md_escape(name) if name else ''}", ""]
-    about = f"run `{md_escape(summary.get('run_id', ''))}`"
+    about = f"run `{md_code(summary.get('run_id', ''))}`"
     if comparison:
-        about += f" · vs. baseline `{md_escape(comparison['a']['run_id'])}`"
+        about += f" · vs. baseline `{md_code(comparison['a']['run_id'])}`"
     elif not (gates and gates.get("baseline")):
         about += " · no baseline"
     lines += [about, ""]
@@ -119,8 +119,9 @@ def _targets(summary: RunSummary, comparison: Comparison | None) -> list[str]:
              "|---|--:|--:|---|" + ("--:|" if comparison else "")]  # fmt: skip
     for target, figures in per_target.items():
         row = (
-            f"| {md_escape(show_id(target))} | **{pct(figures.get('pass_rate'))}** | {figures.get('cells', 0)} "
-            f"| {figures.get('pass', 0)} · {figures.get('fail', 0)} · {figures.get('error', 0)} · {figures.get('skipped', 0)} |"
+            f"| {md_escape(show_id(target))} | **{pct(figures.get('pass_rate'))}** | {whole(figures.get('cells', 0))} "
+            f"| {whole(figures.get('pass', 0))} · {whole(figures.get('fail', 0))} · {whole(figures.get('error', 0))} "
+            f"· {whole(figures.get('skipped', 0))} |"
         )
         if comparison:
             delta = deltas.get(target)
@@ -139,7 +140,7 @@ def _gates(results: list[GateResult], warnings: list[str]) -> list[str]:
     lines += [f"**Gates: {breached} of {len(results)} breached**" if breached else f"**Gates: all {len(results)} held or n/a**", ""]
     for r in ordered[:MAX_GATE_LINES]:
         word = "✅" if r["held"] else "❌" if r["held"] is False else "➖"
-        lines.append(f"- {word} `{md_escape(r['gate'])}` ({md_escape(r['scope'])}): {md_escape(r['detail'], 300)}")
+        lines.append(f"- {word} `{md_code(r['gate'])}` ({md_escape(r['scope'])}): {md_escape(r['detail'], 300)}")
     if len(ordered) > MAX_GATE_LINES:
         lines.append(f"- … {len(ordered) - MAX_GATE_LINES} more gate lines in the run's summary")
     return [*lines, ""]

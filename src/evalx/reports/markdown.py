@@ -16,10 +16,10 @@ from evalx.errors import writing
 from evalx.reports.breakdown import cross_table, score_text
 from evalx.reports.pairwise import markdown_disagreements, markdown_pairwise
 from evalx.reports.text import pooled_footnote, slow_line
-from evalx.results.compare import markdown_cases, md_escape
+from evalx.results.compare import markdown_cases, md_code, md_escape
 from evalx.results.display import show_id
 from evalx.results.figures import ci as _ci
-from evalx.results.figures import finite
+from evalx.results.figures import finite, whole
 from evalx.results.figures import ms as _ms
 from evalx.results.figures import pct as _pct
 from evalx.results.figures import usd as _usd
@@ -50,23 +50,26 @@ def markdown_summary(summary: RunSummary) -> str:
     if stopped:  # first, in the heading: the figures below are a part of the plan
         how = stopped[1].removeprefix("resume: ")
         lines = [
-            f"## ⏹️ {stopped[0]} — evalx run `{md_escape(summary.get('run_id', ''))}`{name}",
+            f"## ⏹️ {stopped[0]} — evalx run `{md_code(summary.get('run_id', ''))}`{name}",
             "",
-            f"> Resume: `{how}`" if how != stopped[1] else f"> {md_escape(how)}",
+            f"> Resume: `{md_code(how, 300)}`" if how != stopped[1] else f"> {md_escape(how)}",
             "",
         ]
     else:
-        lines = [f"## {icon} evalx run `{md_escape(summary.get('run_id', ''))}`{name}", ""]
+        lines = [f"## {icon} evalx run `{md_code(summary.get('run_id', ''))}`{name}", ""]
     lines += [
         (f"**{len(per_target)} targets**" if several else f"**Pass rate {_pct(totals.get('pass_rate'))}**")
-        + f" · {totals.get('cells', 0)} cells: {totals.get('pass', 0)} pass · "
-        f"{totals.get('fail', 0)} fail · {totals.get('error', 0)} error · {totals.get('skipped', 0)} skipped"
+        + f" · {whole(totals.get('cells', 0))} cells: {whole(totals.get('pass', 0))} pass · "
+        f"{whole(totals.get('fail', 0))} fail · {whole(totals.get('error', 0))} error · {whole(totals.get('skipped', 0))} skipped"
         + (f" · cost {_usd(cost)}" if isinstance(cost, (int, float)) else "")
         + (f" · p99 {p99:.0f}ms" if isinstance(p99, (int, float)) else ""),
         "",
     ]
     if shard:
-        lines += [f"Shard {shard['index']}/{shard['count']}: gates and the baseline are applied by `evalx merge` of every shard.", ""]
+        lines += [
+            f"Shard {whole(shard['index'])}/{whole(shard['count'])}: gates and the baseline are applied by `evalx merge` of every shard.",
+            "",
+        ]
     if merged:
         missing = ", ".join(f"{i}/{merged['count']}" for i in merged["missing"])
         lines += [f"Merged from {len(merged['shards'])} of {merged['count']} shards.", ""]
@@ -74,7 +77,7 @@ def markdown_summary(summary: RunSummary) -> str:
     if several:
         lines += ["| target | cells | pass rate | 95% CI | mean score |", "|---|--:|--:|--:|--:|"]
         lines += [
-            f"| {md_escape(show_id(t))} | {v.get('cells', 0)} | **{_pct(v.get('pass_rate'))}** | {_ci(v.get('pass_rate_ci'))} "
+            f"| {md_escape(show_id(t))} | {whole(v.get('cells', 0))} | **{_pct(v.get('pass_rate'))}** | {_ci(v.get('pass_rate_ci'))} "
             f"| {score_text(finite(v.get('mean_score')))} |"
             for t, v in per_target.items()
         ]
@@ -88,7 +91,7 @@ def markdown_summary(summary: RunSummary) -> str:
     if comparison:
         o = comparison["overall"]
         lines.append(
-            f"vs. baseline `{md_escape(comparison['a']['run_id'])}`: pass rate {_pct(o['pass_rate']['a'])} → {_pct(o['pass_rate']['b'])}, "
+            f"vs. baseline `{md_code(comparison['a']['run_id'])}`: pass rate {_pct(o['pass_rate']['a'])} → {_pct(o['pass_rate']['b'])}, "
             f"{comparison['newly_failing_total']} newly failing, {comparison['newly_passing_total']} newly passing"
         )
         lines.append("")
@@ -98,7 +101,7 @@ def markdown_summary(summary: RunSummary) -> str:
         lines += ["| gate | scope | result | detail |", "|---|---|---|---|"]
         for r in gates["results"]:
             word = "✅ held" if r["held"] else "❌ breached" if r["held"] is False else "n/a"
-            lines.append(f"| `{r['gate']}` | {md_escape(r['scope'])} | {word} | {md_escape(r['detail'], 300)} |")
+            lines.append(f"| `{md_code(r['gate'], table=True)}` | {md_escape(r['scope'])} | {word} | {md_escape(r['detail'], 300)} |")
         lines.append("")
     lines += failing_sections(summary)
     guard = summary.get("cost_guard")
@@ -147,7 +150,7 @@ def _breakdown(target_id: str, figures: TargetFigures, several: bool) -> list[st
     mean = f"mean score **{score_text(cross.total.mean_score)}**"
     if scored:
         mean += f" over {scored} scored cell{'s' if scored != 1 else ''}"
-    lines = [f"### By category and difficulty: `{md_escape(show_id(target_id))}`" if several else "### By category and difficulty", ""]
+    lines = [f"### By category and difficulty: `{md_code(show_id(target_id))}`" if several else "### By category and difficulty", ""]
     if several:
         lines += [f"Pass rate **{_pct(finite(figures.get('pass_rate')))}** (95% CI {_ci(figures.get('pass_rate_ci'))}) · {mean}", ""]
     else:

@@ -20,7 +20,7 @@ import yaml
 
 from evalx.common.json_types import JSONObject, as_object
 from evalx.common.reading import CONFIG_COPY, SUMMARY, read_text, stored_json
-from evalx.results.display import one_line, show_id
+from evalx.results.display import markdown_code, markdown_text, one_line, show_id
 from evalx.results.figures import ms as _ms
 from evalx.results.figures import pct as _pct
 from evalx.results.figures import usd as _usd
@@ -544,11 +544,13 @@ def format_vs_previous(cmp: Comparison) -> str:
 
 
 def md_escape(text: Any, width: int = 200) -> str:
-    """Text for a Markdown table cell: one line, no pipes, no HTML."""
-    s = _safe(text, width)
-    for a, b in (("&", "&amp;"), ("<", "&lt;"), (">", "&gt;"), ("|", "\\|"), ("`", "'")):
-        s = s.replace(a, b)
-    return s
+    """Untrusted text as one line of Markdown text: nothing in it is markup, a mention or a reference (:func:`markdown_text`)."""
+    return markdown_text(text, width)
+
+
+def md_code(text: Any, width: int = 200, *, table: bool = False) -> str:
+    """Untrusted text for a Markdown code span (:func:`markdown_code`)."""
+    return markdown_code(text, width, table=table)
 
 
 def markdown_cases(title: str, items: list[CaseChange] | list[FailureRow], total: int, max_rows: int = 50) -> list[str]:
@@ -568,7 +570,7 @@ def markdown_cases(title: str, items: list[CaseChange] | list[FailureRow], total
 
 def markdown_comparison(cmp: Comparison) -> str:
     a, b = cmp["a"], cmp["b"]
-    lines = [f"### evalx compare: `{md_escape(a['run_id'])}` → `{md_escape(b['run_id'])}`", "", "| | A | B | Δ |", "|---|--:|--:|--:|"]
+    lines = [f"### evalx compare: `{md_code(a['run_id'])}` → `{md_code(b['run_id'])}`", "", "| | A | B | Δ |", "|---|--:|--:|--:|"]
     for k, m in cmp["overall"].items():
         lines.append(f"| {_LABELS[k]} | {_FORMATS[k](m['a'])} | {_FORMATS[k](m['b'])} | {_delta(k, m)} |")
     lines.append("")

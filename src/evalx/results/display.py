@@ -41,6 +41,8 @@ __all__ = [
     "describe_hidden",
     "escape",
     "has_hidden",
+    "markdown_code",
+    "markdown_text",
     "one_line",
     "show_id",
     "terminal_safe_stderr",
@@ -102,8 +104,42 @@ def show_id(value: Any) -> str:
     """
     text = "" if value is None else str(value)
     if text.isascii() and text.isprintable() and "\\" not in text:
-        return text
-    return _IDENT.sub(_escaped, text)
+        return _no_command(text)
+    return _no_command(_IDENT.sub(_escaped, text))
+
+
+# what Markdown (GitHub's, GitLab's) reads as markup in a line of text: each is shown as itself
+# (a ``]`` only where it would close a link or an image's text: ``[a](url)``, ``[a][ref]``; a ``matrix[x=1]`` id reads as it is)
+# (a backslash only where it could escape what follows: before ASCII punctuation or at the end; ``ref\\u200bund`` stays so)
+_MARKDOWN = re.compile(r"\\(?=[!-/:-@\[-`{-~]|$)|[`*~<>&|]|\](?=[(\[])|(?<![A-Za-z0-9])_|_(?![A-Za-z0-9])")
+_MARKDOWN_AS = {"&": "&amp;", "<": "&lt;", ">": "&gt;", "`": "'"}
+# what the forges link and notify from plain text: @user and @org/team mentions, #123 issues, !123 merge requests
+_REFERENCE = re.compile(r"(?<![A-Za-z0-9])([@#!])(?=[A-Za-z0-9])")
+
+
+def _clipped(value: Any, width: int | None) -> str:
+    line = one_line(value)
+    return line if width is None or len(line) <= width else line[: width - 1] + "…"
+
+
+def markdown_text(value: Any, width: int | None = None) -> str:
+    """Untrusted text as one line of Markdown text (a table cell, a heading, a quote) that shows it and nothing else.
+
+    One line (:func:`one_line`, clipped to ``width``); HTML (``<``, ``>``,
+    ``&``) as entities; link, image, emphasis and code markup (the ``]`` of
+    ``[text](url)``, ``*``, ``_``, ``~``, a backtick as ``'``), ``|`` and ``\\``
+    escaped with a backslash; a mention (``@user``), an issue (``#12``) or a merge request
+    (``!12``) broken by a zero-width space, so nobody is notified and no
+    other thread is referenced. A bare URL stays a visible link.
+    """
+    text = _MARKDOWN.sub(lambda m: _MARKDOWN_AS.get(m.group(), "\\" + m.group()), _clipped(value, width))
+    return _REFERENCE.sub(lambda m: m.group(1) + "&#8203;", text)
+
+
+def markdown_code(value: Any, width: int | None = None, *, table: bool = False) -> str:
+    """Untrusted text for a Markdown code span (between backticks): one line, no backtick to close it (``'``), and in a table ``|`` escaped."""
+    text = _clipped(value, width).replace("`", "'")
+    return text.replace("|", "\\|") if table else text
 
 
 def cell_label(dataset: Any, case_id: Any, repeat: Any = 0) -> str:
@@ -127,7 +163,21 @@ def one_line(value: Any) -> str:
     text = "" if value is None else str(value)
     if not (text.isascii() and text.isprintable()):
         text = _LINE.sub(lambda m: " " if m.group() in "\n\r\t" else escape(m.group()), text)
-    return " ".join(text.split())
+    return _no_command(" ".join(text.split()))
+
+
+def _no_command(text: str) -> str:
+    """``text`` that cannot pass for a CI workflow command where it opens a line (``::error::``, ``::add-mask::``, ``::stop-commands::``).
+
+    GitHub's runner reads any line of a step's output that starts, after
+    blanks, with ``::`` as a command: an id or a reason shown first on a line
+    (``evalx runs``, a table) would be one. Its first colon is shown escaped.
+    """
+    stripped = text.lstrip(" ")
+    if not stripped.startswith("::"):
+        return text
+    at = len(text) - len(stripped)
+    return text[:at] + "\\x3a" + text[at + 1 :]
 
 
 def terminal_text(text: str) -> str:

@@ -6,7 +6,7 @@ import math
 from collections.abc import Callable
 from typing import Any
 
-__all__ = ["ci", "clip", "count", "duration", "finite", "ms", "p_value", "pct", "points", "rate_limits_text", "target_cost", "usd"]
+__all__ = ["ci", "clip", "count", "duration", "finite", "ms", "p_value", "pct", "points", "rate_limits_text", "target_cost", "usd", "whole"]
 
 
 def finite(value: Any) -> float | None:
@@ -23,15 +23,22 @@ def finite(value: Any) -> float | None:
     return float(value) if math.isfinite(value) else None
 
 
-def pct(rate: float | None) -> str:
+# Each formatter takes a figure as stored: a value that is not a finite number (a summary.json restored from an
+# artifact may hold a string, NaN, 1e999 or a list there) reads "—", as a missing one does, never an exception.
+
+
+def pct(rate: Any) -> str:
+    rate = finite(rate)
     return "—" if rate is None else f"{rate * 100:.1f}%"
 
 
-def ci(interval: list[float] | None) -> str:
-    return "—" if not interval else f"{interval[0] * 100:.1f}–{interval[1] * 100:.1f}%"
+def ci(interval: Any) -> str:
+    low, high = (finite(interval[0]), finite(interval[1])) if isinstance(interval, (list, tuple)) and len(interval) == 2 else (None, None)
+    return "—" if low is None or high is None else f"{low * 100:.1f}–{high * 100:.1f}%"
 
 
-def ms(value: float | None) -> str:
+def ms(value: Any) -> str:
+    value = finite(value)
     if value is None:
         return "—"
     if value < 10:
@@ -44,11 +51,19 @@ def ms(value: float | None) -> str:
     return f"{minutes:.0f}m{seconds:04.1f}s"
 
 
-def duration(seconds: float | None) -> str:
+def duration(seconds: Any) -> str:
+    seconds = finite(seconds)
     return "—" if seconds is None else ms(seconds * 1000)
 
 
-def count(n: int) -> str:
+def whole(value: Any) -> str:
+    """A stored count as its digits (``1234``); "—" for anything that is not a whole number of 0 or more."""
+    return str(value) if type(value) is int and value >= 0 else "—"
+
+
+def count(n: Any) -> str:
+    if type(n) is not int:
+        return whole(n)
     if n < 10_000:
         return f"{n:,}"
     if n < 1_000_000:
@@ -56,13 +71,14 @@ def count(n: int) -> str:
     return f"{n / 1_000_000:.1f}M"
 
 
-def usd(value: float | None) -> str:
+def usd(value: Any) -> str:
     """Dollars: cents from $100, four decimals from a cent, and three significant digits under a cent.
 
     A small cost keeps its size: ``$0.000123`` a call, never ``$0.0001`` or
     ``$0.0000``. Every reporter formats money here (the HTML report's script
     has the same rule in ``fmtUsd``).
     """
+    value = finite(value)
     if value is None:
         return "—"
     size = abs(value)

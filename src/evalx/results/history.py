@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, cast
 from evalx.common.json_types import JSON, JSONObject
 from evalx.common.reading import RUN_RECORD, SUMMARY, stored_json
 from evalx.errors import RunNotFound
-from evalx.results.display import one_line
+from evalx.results.display import one_line, show_id
 from evalx.results.figures import ms as _ms
 from evalx.results.figures import pct as _pct
 from evalx.results.figures import usd as _usd
@@ -150,9 +150,9 @@ def format_runs(runs: list[RunInfo]) -> str:
 
     rows = [
         [
-            r.run_id,
+            show_id(r.run_id),  # (from run.json: a line break or a leading `::` in it is shown escaped)
             one_line(r.name) or "—",
-            r.status + (f" ({r.part})" if r.part else ""),
+            one_line(r.status + (f" ({r.part})" if r.part else "")),
             "—" if r.cells is None else str(r.cells),
             _pct(r.pass_rate),
             _usd(r.cost_usd),

@@ -36,6 +36,22 @@ from evalx.results.model import CellResult, RunSummary
 from evalx.results.reviews import apply_marks, load_marks, unreviewed
 
 RESULTS = "results.jsonl"
+#: a latency past this (about 31 years) is not one a cell took: its line was edited
+MAX_LATENCY_MS = 1e12
+
+
+def _sound(result: CellResult) -> bool:
+    """Whether a cell's fields can be read by every reader, which check what they use but count on three things: a
+    ``status`` that is a string (any: an unknown one counts as an error), ``assertions`` that can be walked (a list, as
+    written; not a number), a ``latency_ms`` that, if a number, is finite and at most :data:`MAX_LATENCY_MS` (a sum of
+    two 1e308 overflows). A line that breaks one (edited, or restored from an artifact) is counted as unreadable."""
+    status = result.get("status")
+    if status is not None and type(status) is not str:
+        return False
+    if type(result.get("assertions")) in (int, float, bool):
+        return False
+    latency = result.get("latency_ms")
+    return type(latency) not in (int, float) or -MAX_LATENCY_MS <= latency <= MAX_LATENCY_MS  # (NaN compares false)
 
 
 def _unstorable(result: Any, exc: BaseException) -> None:
@@ -464,7 +480,9 @@ def _read_stored(path: Path, problems: ReadProblems | None = None) -> Iterator[C
     index. NUL bytes around a line (left by a crash on some file systems)
     are dropped and the line read. Lines are parsed, not validated: a line
     from an older evalx (or edited by hand) may lack keys or hold other types,
-    and readers check before use.
+    and readers check before use; only a cell no reader could take (a
+    ``status`` that is not a string, ``assertions`` that are a number, a
+    latency past 10^12 ms: :func:`_sound`) is counted as unreadable too.
     """
     seen = bytearray()  # a byte a cell index: no set of a million ints
     others: set[int] = set()  # indexes too large for the bytes (a hand-edited line)
@@ -536,7 +554,10 @@ def _read_stored(path: Path, problems: ReadProblems | None = None) -> Iterator[C
                 if isinstance(value, dict):
                     result = cell(value)
                     if result is not None:
-                        yield result
+                        if _sound(result):
+                            yield result
+                        elif problems is not None:
+                            problems.unreadable_lines.append(number)
                     continue
             # anything else (blank, torn, NUL bytes, not an object) as below
             if not raw.endswith(b"\n"):  # the last line, torn by a kill
@@ -558,7 +579,10 @@ def _read_stored(path: Path, problems: ReadProblems | None = None) -> Iterator[C
                     continue
                 result = cell(value)
                 if result is not None:
-                    yield result
+                    if _sound(result):
+                        yield result
+                    elif problems is not None and number not in problems.unreadable_lines[-1:]:
+                        problems.unreadable_lines.append(number)
 
 
 def rewrite_results(path: Path, results: Iterable[CellResult]) -> None:

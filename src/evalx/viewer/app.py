@@ -32,6 +32,7 @@ import hmac
 import ipaddress
 import json
 import logging
+import os
 import re
 import secrets
 import signal
@@ -46,10 +47,10 @@ import aiohttp.http_exceptions
 from aiohttp import web
 from yarl import URL
 
-from evalx.common.reading import REPORT, read_bytes
-from evalx.errors import EvalxError
+from evalx.errors import EvalxError, one_line
 from evalx.reports.html import report_script_source
 from evalx.results.compare import compare_runs, comparison_table
+from evalx.results.display import show_id
 from evalx.results.reviews import REVIEWS, add_mark, default_reviewer, load_marks
 from evalx.results.store import RESULTS, read_results
 from evalx.viewer.index import History, RunIndex, load_history
@@ -74,6 +75,33 @@ from evalx.viewer.pages import (
 )
 
 log = logging.getLogger(__name__)
+
+
+class _OneLineRequestErrors(logging.Filter):
+    """aiohttp's "Error handling request" records as one line, never a traceback on the viewer's terminal.
+
+    A malformed request (a duplicated ``Host``, a request line past 8 KiB,
+    bytes that are not HTTP) is answered 400 by aiohttp itself; the line says
+    what it was. Anything else that escapes a page is named in one line too
+    (``EVALX_DEBUG=1`` keeps the traceback).
+    """
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        exc = record.exc_info[1] if record.exc_info else None
+        if exc is None or os.environ.get("EVALX_DEBUG"):
+            return True
+        if isinstance(exc, aiohttp.http_exceptions.HttpProcessingError):
+            what, record.levelno, record.levelname = f"bad request: {exc.message}".strip(), logging.WARNING, "WARNING"
+        else:
+            what = one_line(exc)
+        record.msg, record.args = "evalx view: %s", (" ".join(what.split())[:300],)
+        record.exc_info, record.exc_text = None, None
+        return True
+
+
+#: the log aiohttp's request handler writes to (it is given to the server as its ``logger``)
+REQUEST_LOG = logging.getLogger(f"{__name__}.requests")
+REQUEST_LOG.addFilter(_OneLineRequestErrors())
 
 __all__ = ["DEFAULT_PORT", "ViewerSettings", "is_loopback", "make_app", "serve"]
 
@@ -297,35 +325,63 @@ async def compare_view(request: web.Request) -> web.Response:
     return _html(await asyncio.to_thread(_compare, history, a, b, page))
 
 
-def _report_text(run: RunIndex) -> str | None:
-    """The run's report as it stands now: its ``report.html``, or — when review marks are newer, it is missing or an older
-    evalx wrote it (its script is not the one the page's policy allows) — rendered in memory.
+#: the files a run's report is rendered from: a report rendered from the same versions of them is rendered again only when one changes
+_REPORT_INPUTS = (RESULTS, "summary.json", "run.json", REVIEWS, "config.yaml")
+#: characters of rendered reports the viewer keeps (the most recently viewed first)
+REPORT_CACHE_CHARS = 256 * 1024 * 1024
 
-    Nothing is written (a page view is not an action): the files are brought
-    up to date by ``POST /review`` and ``evalx report``.
+
+class RenderedReports:
+    """The reports ``/run/ID`` showed, kept in memory by run folder and the versions (size, mtime) of the files they came from.
+
+    A run's stored ``report.html`` is never served: it is markup from disk (a
+    run folder restored from an artifact may hold any page, with forms that
+    post review marks to this viewer). Each report is rendered from the run's
+    data by the one autoescaping report path, once per version of its files.
     """
-    from evalx.reports.render import report_html_text, stored_report_options
 
-    report = run.path / "report.html"
-    reviews = run.path / REVIEWS
-    try:
-        stale = not report.is_file() or (reviews.is_file() and reviews.stat().st_mtime_ns > report.stat().st_mtime_ns)
-        if not stale:
-            html = read_bytes(report, REPORT).decode("utf-8", "replace")  # a regular file only
-            if report_script_source().strip("'") in html:  # written by this evalx: its script is the one the policy allows
-                return html
-    except OSError:
-        pass
-    if run.status == "running":
-        return None
-    return report_html_text(run.path, stored_report_options(run.path))
+    def __init__(self, budget: int = REPORT_CACHE_CHARS) -> None:
+        self.budget = budget
+        self._kept: dict[Path, tuple[tuple[tuple[int, int] | None, ...], str]] = {}
+
+    @staticmethod
+    def signature(run_dir: Path) -> tuple[tuple[int, int] | None, ...]:
+        versions: list[tuple[int, int] | None] = []
+        for name in _REPORT_INPUTS:
+            try:
+                st = (run_dir / name).stat()
+            except OSError:
+                versions.append(None)
+            else:
+                versions.append((st.st_size, st.st_mtime_ns))
+        return tuple(versions)
+
+    def text(self, run: RunIndex) -> str | None:
+        """``run``'s report as :func:`evalx.reports.render.rebuild_reports` would write it now; None for a run still running."""
+        from evalx.reports.render import report_html_text, stored_report_options
+
+        if run.status == "running":
+            return None
+        sig = self.signature(run.path)
+        kept = self._kept.pop(run.path, None)
+        if kept is not None and kept[0] == sig:
+            html = kept[1]
+        else:
+            html = report_html_text(run.path, stored_report_options(run.path))
+        self._kept[run.path] = (sig, html)  # (last: the most recently viewed)
+        while sum(len(h) for _, h in self._kept.values()) > self.budget and len(self._kept) > 1:
+            del self._kept[next(iter(self._kept))]
+        return html
+
+
+REPORTS = web.AppKey("reports", RenderedReports)
 
 
 async def run_view(request: web.Request) -> web.StreamResponse:
     history = await _history(request)
     run = _find(history, request.match_info["run_id"])
     page = _page(request)
-    html = await asyncio.to_thread(_report_text, run)
+    html = await asyncio.to_thread(request.app[REPORTS].text, run)
     if html is None:
         return _html(message_page(run.run_id, "This run has no report.html yet (still running?).", page), 404)
     links = [(page.href(run_path(run.run_id, "review")), "Review cells")]
@@ -337,10 +393,10 @@ async def run_view(request: web.Request) -> web.StreamResponse:
         at = html.index(">", at) + 1
         html = html[:at] + bar + html[at:]
     response = _html(html)
-    # the report's one script (by hash) and no other; the bar is markup only
+    # the report's one script (by hash) and no other; the bar is markup only, and the page posts nothing
     response.headers["Content-Security-Policy"] = (
         f"default-src 'none'; script-src {report_script_source()}; style-src 'unsafe-inline'; img-src data:; "
-        "base-uri 'none'; form-action 'self'; frame-ancestors 'none'"
+        "base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
     )
     return response
 
@@ -420,6 +476,9 @@ async def review_post(request: web.Request) -> web.StreamResponse:
         return _bad_request(f"score {score_text[:40]!r} is not a number from 0 to 1")
     history = await _history(request)
     run = _find(history, field("run"))
+    key = (field("target"), field("dataset"), field("case"))
+    if all(key) and key not in run.cases and run.status != "running":  # (a form's bytes that were not UTF-8 name no case either)
+        return _bad_request(f"run {show_id(run.run_id)} has no cell {show_id(key[0])} {show_id(key[1])}/{show_id(key[2])}"[:300])
     try:
         mark = await asyncio.to_thread(
             add_mark,
@@ -452,6 +511,7 @@ def make_app(runs_dir: Path, *, host: str = DEFAULT_HOST, token: str | None = No
     """The viewer app over ``runs_dir`` (serve it with :func:`serve`, or aiohttp's test client)."""
     app = web.Application(middlewares=[_guard], client_max_size=256 * 1024)
     app[SETTINGS] = ViewerSettings(runs_dir=runs_dir, host=host, token=token, reviewer=reviewer)
+    app[REPORTS] = RenderedReports()
     app.router.add_get("/", runs_view)
     app.router.add_get("/cases", cases_view)
     app.router.add_get("/case", case_view)
@@ -477,7 +537,7 @@ def serve(
     app = make_app(runs_dir, host=host, token=token, reviewer=reviewer)
 
     async def main() -> None:
-        runner = web.AppRunner(app, access_log=None)
+        runner = web.AppRunner(app, access_log=None, logger=REQUEST_LOG)
         await runner.setup()
         site = web.TCPSite(runner, host, port)
         await site.start()

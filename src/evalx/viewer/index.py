@@ -340,7 +340,9 @@ def _headline(run_dir: Path) -> RunIndex | None:
                 "pass_rate": figures.get("pass_rate"),
                 "p99_ms": latency.get("p99"),
             }
-    except (AttributeError, TypeError, ValueError):
+            if not all(v is None or _is_number(v) for k, v in targets[str(target)].items() if k in ("cost_usd", "pass_rate", "p99_ms")):
+                return None  # a figure that is not a number (an edited summary): read from the run's cells instead
+    except (AttributeError, TypeError, ValueError, OverflowError):  # (a count of 1e999 too)
         return None
     reviews = stored.get("reviews")
     reviews = reviews if isinstance(reviews, dict) else {}

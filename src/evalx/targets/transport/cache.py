@@ -28,9 +28,10 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
+from evalx.common.atomic import write_text
 from evalx.common.json_types import JSONObject
 from evalx.common.reading import check_regular
-from evalx.errors import UnreadableFile
+from evalx.errors import OutputError, UnreadableFile
 from evalx.models import OUT_OF_RANGE, finite_json, json_default
 
 CACHE_DIR = ".evalx"
@@ -92,8 +93,8 @@ class ResponseCache:
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             ignore = self.path.parent / ".gitignore"
-            if self.path.parent.name == CACHE_DIR and not ignore.exists():
-                ignore.write_text("# evalx's local cache; not for version control\n*\n", encoding="utf-8")
+            if self.path.parent.name == CACHE_DIR and not ignore.is_file():  # (a link to nothing there is replaced, not written through)
+                write_text(ignore, "# evalx's local cache; not for version control\n*\n")
             for name in (self.path, *(self.path.with_name(self.path.name + end) for end in ("-wal", "-shm", "-journal"))):
                 if os.path.lexists(name):  # a FIFO or a device where SQLite reads would hang it: refused, never opened
                     check_regular(name)
@@ -109,6 +110,9 @@ class ResponseCache:
             )
         except UnreadableFile as exc:
             self.problem = f"cannot use {exc}"
+            return None
+        except OutputError as exc:  # the .gitignore beside it could not be written (a read-only folder)
+            self.problem = str(exc)
             return None
         except (sqlite3.Error, OSError) as exc:
             self.problem = f"cannot use {self.path}: {exc}"
