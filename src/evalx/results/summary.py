@@ -939,7 +939,8 @@ class SummaryBuilder:
 
     def _error_groups(self) -> list[ErrorGroup]:
         shared = [(count, kind) for kind, count in self._errors.items() if count > 1]
-        shared.sort(key=lambda item: -item[0])  # stable: equal counts keep the order they first came in
+        # equal counts in (target, reason) order: the order cells finished in differs from run to run
+        shared.sort(key=lambda item: (-item[0], item[1]))
         return [{"target": t, "reason": r, "count": n} for n, (t, r) in shared[:MAX_ERROR_GROUPS]]
 
 
