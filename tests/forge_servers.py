@@ -104,6 +104,8 @@ class FakeGitHub(_Recording):
         self.runs: list[dict[str, Any]] = []
         self.artifacts: dict[int, list[dict[str, Any]]] = {}
         self._ids = itertools.count(1000)
+        #: the token's user: None is GITHUB_TOKEN (comments as github-actions[bot], /user refused), else a person's PAT
+        self.login: str | None = None
 
     def routes(self, app: web.Application) -> None:
         repo = "/repos/{owner}/{repo}"
@@ -114,6 +116,7 @@ class FakeGitHub(_Recording):
         app.router.add_get(repo + "/actions/runs", self.list_runs)
         app.router.add_get(repo + "/actions/runs/{run_id}/artifacts", self.list_artifacts)
         app.router.add_get(repo + "/actions/artifacts/{id}/zip", self.download)
+        app.router.add_get("/user", self.user)
         app.router.add_route("*", "/{tail:.*}", self.unknown)
 
     # -- what a test sets up
@@ -187,11 +190,19 @@ class FakeGitHub(_Recording):
         comment = {
             "id": next(self._ids),
             "body": entry.body["body"],
-            "user": {"login": "github-actions[bot]", "type": "Bot"},
+            "user": {"login": self.login, "type": "User"} if self.login else {"login": "github-actions[bot]", "type": "Bot"},
             "html_url": f"https://github.example/{self.repository}/pull/{number}#issuecomment-1",
         }
         self.comments.setdefault(number, []).append(comment)
         return web.json_response(comment, status=201)
+
+    async def user(self, request: web.Request) -> web.Response:
+        await self.record(request)
+        if request.headers.get("Authorization") != f"Bearer {self.token}":
+            return web.json_response({"message": "Bad credentials"}, status=401)
+        if self.login is None:  # as GitHub answers an installation token
+            return web.json_response({"message": "Resource not accessible by integration"}, status=403)
+        return web.json_response({"login": self.login, "type": "User"})
 
     async def update_comment(self, request: web.Request) -> web.Response:
         entry, refused = await self._checked(request)
@@ -270,6 +281,8 @@ class FakeGitLab(_Recording):
         #: jobs, newest first
         self.jobs: list[GitLabJobRecord] = []
         self._ids = itertools.count(500)
+        #: the token's user: a project access token's bot, or a person's token when ``bot`` is False
+        self.username, self.bot = "project_42_bot", True
 
     def routes(self, app: web.Application) -> None:
         base = "/api/v4/projects/{project}"
@@ -279,6 +292,7 @@ class FakeGitLab(_Recording):
         app.router.add_get(base + "/jobs", self.list_jobs)
         app.router.add_get(base + "/jobs/{job_id}/artifacts", self.job_artifacts)
         app.router.add_get(base + "/jobs/artifacts/{ref}/download", self.ref_artifacts)
+        app.router.add_get("/api/v4/user", self.user)
         app.router.add_route("*", "/{tail:.*}", self.unknown)
 
     @property
@@ -322,9 +336,16 @@ class FakeGitLab(_Recording):
             return web.json_response({"message": "403 Forbidden"}, status=403)
         if not _body_only(entry.body):
             return web.json_response({"error": "body is missing"}, status=400)
-        note = {"id": next(self._ids), "body": entry.body["body"], "system": False, "author": {"username": "project_42_bot", "bot": True}}
+        author = {"username": self.username, "bot": self.bot}
+        note = {"id": next(self._ids), "body": entry.body["body"], "system": False, "author": author}
         self.notes.setdefault(int(request.match_info["iid"]), []).append(note)
         return web.json_response(note, status=201)
+
+    async def user(self, request: web.Request) -> web.Response:
+        await self.record(request)
+        if request.headers.get("PRIVATE-TOKEN") != self.token:
+            return web.json_response({"message": "401 Unauthorized"}, status=401)
+        return web.json_response({"username": self.username, "bot": self.bot})
 
     async def update_note(self, request: web.Request) -> web.Response:
         entry, refused = await self._checked(request)

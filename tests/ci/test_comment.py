@@ -207,3 +207,66 @@ def test_the_token_never_shows_nor_goes_to_another_origin(tmp_path: Path) -> Non
     assert fetched and (tmp_path / "f.zip").read_bytes() == b"zipdata"
     assert api.seen[-1]["Authorization"] == f"Bearer {token}"
     assert other.seen and all("Authorization" not in h for h in other.seen)
+
+
+def _post(config: Path, run: Path, forge: str, env: dict[str, str]) -> Any:
+    result = evalx("comment", "-c", str(config), str(run), "--post", forge, env=env)
+    assert result.exit_code == 0, result.output
+    return result
+
+
+def test_a_persons_comment_that_starts_with_the_marker_is_never_overwritten(tmp_path: Path) -> None:
+    """The sticky comment is evalx's own: a bot's, or the token's user's. A person's comment quoting the marker stays."""
+    from forge_servers import BlobStore, FakeGitHub, FakeGitLab
+    from local_actions import pull_request_event, write_event
+
+    config, _, run = two_runs(tmp_path, two="5")
+    marker = "<!-- evalx-comment -->"
+    planted = {"id": 1, "body": f"{marker}\nlooks like evalx's", "user": {"login": "mallory", "type": "User"}}
+    github = FakeGitHub("ghs_token0123456789", BlobStore().start()).start()
+    gitlab = FakeGitLab("glpat-token0123456789").start()
+    try:
+        event = write_event(tmp_path / "event.json", pull_request_event(7))
+        gh_env = {
+            "GITHUB_API_URL": github.url,
+            "GITHUB_REPOSITORY": "acme/bot",
+            "GITHUB_EVENT_PATH": str(event),
+            "GITHUB_EVENT_NAME": "pull_request",
+            "GITHUB_TOKEN": "ghs_token0123456789",
+        }
+        # GITHUB_TOKEN (/user refused): the person's comment stays, evalx's own is created, then updated
+        github.comments[7] = [dict(planted)]
+        _post(config, run, "github", gh_env)
+        _post(config, run, "github", gh_env)
+        human, ours = github.comments[7]
+        assert human["body"] == planted["body"]
+        assert ours["body"].startswith(marker) and ours["user"]["type"] == "Bot"
+        assert len(github.calls("POST")) == 1 and len(github.calls("PATCH")) == 1
+
+        # a person's token: that person's earlier comment is evalx's, another person's is not
+        github.comments[8] = [dict(planted, id=2), {"id": 3, "body": f"{marker}\nold", "user": {"login": "ci-user", "type": "User"}}]
+        github.login = "ci-user"
+        _post(config, run, "github", gh_env | {"GITHUB_EVENT_PATH": str(write_event(tmp_path / "e8.json", pull_request_event(8)))})
+        assert [c["body"] == planted["body"] for c in github.comments[8]] == [True, False]
+        assert "qa/two" in github.comments[8][1]["body"]
+
+        gl_env = {
+            "CI_API_V4_URL": gitlab.api_url,
+            "CI_PROJECT_ID": "42",
+            "CI_MERGE_REQUEST_IID": "3",
+            "EVALX_GITLAB_TOKEN": "glpat-token0123456789",
+        }
+        # a personal access token (not a bot): the person's own note is updated, another person's left alone
+        gitlab.username, gitlab.bot = "ci-user", False
+        gitlab.notes[3] = [
+            {"id": 1, "body": f"{marker}\nplanted", "system": False, "author": {"username": "mallory", "bot": False}},
+            {"id": 2, "body": f"{marker}\nold", "system": False, "author": {"username": "ci-user", "bot": False}},
+        ]
+        _post(config, run, "gitlab", gl_env)
+        planted_note, own = gitlab.notes[3]
+        assert planted_note["body"].endswith("planted") and "qa/two" in own["body"]
+        assert not gitlab.calls("POST") and len(gitlab.calls("PUT")) == 1
+    finally:
+        github.stop()
+        github.store.stop()
+        gitlab.stop()

@@ -142,9 +142,19 @@ class GitHubThread:
                 c = as_object(item)
                 cid, body = c.get("id"), c.get("body")
                 if isinstance(cid, int) and isinstance(body, str):
-                    yield Comment(cid, body, as_object(c.get("user")).get("type") == "Bot")
+                    user = as_object(c.get("user"))
+                    login = user.get("login")
+                    yield Comment(cid, body, user.get("type") == "Bot", login if isinstance(login, str) else None)
             if len(items) < 100:
                 return
+
+    async def me(self) -> str | None:
+        try:
+            _, answer = await self.api.call("GET", self.api.url("/user"))
+        except ForgeError:  # GITHUB_TOKEN may not read /user (403): its comments are a bot's
+            return None
+        login = as_object(answer).get("login")
+        return login if isinstance(login, str) else None
 
     async def create(self, body: str) -> str | None:
         url = self.api.url(f"{self.job.repo_path()}/issues/{self.number}/comments")

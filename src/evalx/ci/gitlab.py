@@ -110,9 +110,19 @@ class GitLabThread:
                 note = as_object(item)
                 nid, body = note.get("id"), note.get("body")
                 if isinstance(nid, int) and isinstance(body, str) and note.get("system") is not True:
-                    yield Comment(nid, body, as_object(note.get("author")).get("bot") is True)
+                    author = as_object(note.get("author"))
+                    name = author.get("username")
+                    yield Comment(nid, body, author.get("bot") is True, name if isinstance(name, str) else None)
             if len(items) < 100:
                 return
+
+    async def me(self) -> str | None:
+        try:
+            _, answer = await self.api.call("GET", self.api.url("/user"))
+        except ForgeError:
+            return None
+        name = as_object(answer).get("username")
+        return name if isinstance(name, str) else None
 
     async def create(self, body: str) -> str | None:
         await self.api.call("POST", self.api.url(self._notes()), {"body": body}, ok=(201,))

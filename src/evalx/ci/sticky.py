@@ -3,9 +3,11 @@
 Each forge (:mod:`evalx.ci.github`, :mod:`evalx.ci.gitlab`) gives a
 :class:`Thread`: the comments of one pull or merge request, and how to
 create or update one. :func:`upsert` is the same for both: the first
-comment whose body starts with the marker (a bot's first, when several do)
-is updated; none, and one is created. A comment that cannot be updated
-(deleted meanwhile: 404) is replaced by a new one.
+comment whose body starts with the marker *and* that evalx could have
+written — a bot's, or the token's own user's when the forge says who that
+is — is updated; none, and one is created. A person's comment that starts
+with the marker (quoted, or planted) is never overwritten. A comment that
+cannot be updated (deleted meanwhile: 404) is replaced by a new one.
 """
 
 from __future__ import annotations
@@ -26,6 +28,8 @@ class Comment:
     id: int
     body: str
     by_bot: bool
+    #: the author's login or username, when the forge gives one
+    author: str | None = None
 
 
 @dataclass(frozen=True)
@@ -47,6 +51,10 @@ class Thread(Protocol):
         """Every comment, oldest first (every page)."""
         ...
 
+    async def me(self) -> str | None:
+        """The login of the token's user, None when the forge will not say (GitHub's ``GITHUB_TOKEN``: a bot)."""
+        ...
+
     async def create(self, body: str) -> str | None:
         """Add a comment; its URL when the forge gives one."""
         ...
@@ -58,10 +66,13 @@ class Thread(Protocol):
 
 async def upsert(thread: Thread, body: str, marker: str) -> Posted:
     """Update evalx's comment on ``thread`` (the one whose body starts with ``marker``) to ``body``, or create it."""
+    me = await thread.me()
     found: Comment | None = None
     async for comment in thread.comments():
-        if comment.body.lstrip().startswith(marker) and (found is None or (comment.by_bot and not found.by_bot)):
+        ours = comment.by_bot or (me is not None and comment.author == me)
+        if ours and comment.body.lstrip().startswith(marker):
             found = comment
+            break
     if found is not None:
         try:
             return Posted("updated", await thread.update(found.id, body))
