@@ -70,3 +70,19 @@ def test_the_config_here_and_an_explicit_c_win(tmp_path: Path) -> None:
     assert here.returncode == 0 and "2 cases" in here.stdout and "evalx: using" not in here.stderr
     named = _evalx(inner / "data", "validate", "-c", "../../evalconfig.yaml")
     assert named.returncode == 0 and "1 cases" in named.stdout and "evalx: using" not in named.stderr
+
+
+def test_an_evalconfig_yaml_that_is_not_a_file_is_named_not_passed_by(tmp_path: Path) -> None:
+    import os
+
+    repo = _project(tmp_path / "repo")
+    (repo / ".git").mkdir()
+    sub = repo / "sub"
+    sub.mkdir()
+    os.mkfifo(sub / "evalconfig.yaml")  # nobody writes it: reading it would hang
+    deeper = sub / "deeper"
+    deeper.mkdir()
+    proc = _evalx(deeper, "validate")  # the FIFO is the nearest: named, never passed by for the config above
+    assert proc.returncode == 2, proc.stderr
+    assert "evalconfig.yaml" in proc.stderr and "not a regular file" in proc.stderr
+    assert len(proc.stderr.strip().splitlines()) <= 2 and "Traceback" not in proc.stderr

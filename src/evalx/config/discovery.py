@@ -4,7 +4,10 @@ The walk up stops at the root of the repository the working directory is in
 (the first folder holding ``.git``, ``.hg``, ``.svn`` or ``.jj``, which is
 still searched) or, outside one, at the filesystem root: a config of another
 project above the repository is never picked up by accident. Paths in the
-config found resolve relative to its own folder, as for ``-c``.
+config found resolve relative to its own folder, as for ``-c``. The nearest
+*name* wins, whatever it is: an ``evalconfig.yaml`` that is a FIFO, a folder
+or a dangling link is returned, so the loader names it ("not a regular
+file") instead of the walk passing it by to a config further up.
 """
 
 from __future__ import annotations
@@ -24,7 +27,7 @@ def discover_config(start: Path | None = None) -> Path | None:
     here = (start or Path.cwd()).absolute()
     for folder in (here, *here.parents):
         candidate = folder / CONFIG_NAME
-        if candidate.is_file():
+        if candidate.is_symlink() or candidate.exists():
             return candidate
         if any((folder / marker).exists() for marker in VCS_MARKERS):
             return None
