@@ -86,3 +86,15 @@ def test_an_evalconfig_yaml_that_is_not_a_file_is_named_not_passed_by(tmp_path: 
     assert proc.returncode == 2, proc.stderr
     assert "evalconfig.yaml" in proc.stderr and "not a regular file" in proc.stderr
     assert len(proc.stderr.strip().splitlines()) <= 2 and "Traceback" not in proc.stderr
+
+
+def test_from_a_subfolder_the_config_is_named_as_typed_there(tmp_path: Path) -> None:
+    repo = _project(tmp_path / "repo")
+    (repo / ".git").mkdir()
+    sub = repo / "sub"
+    sub.mkdir()
+    ok = _evalx(sub, "validate")
+    assert ok.stdout.startswith("../evalconfig.yaml: ok"), ok.stdout
+    (repo / "evalconfig.yaml").write_text(CONFIG + "bogus: 2\n")
+    bad = _evalx(sub, "validate")
+    assert bad.returncode == 2 and bad.stderr.splitlines()[-1].startswith("../evalconfig.yaml:9 bogus: unknown key"), bad.stderr

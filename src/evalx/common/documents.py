@@ -468,12 +468,20 @@ def relative_path(path: Path | str) -> str:
 
 
 def display_path(path: Path) -> str:
-    """``path`` as a person would type it here: relative below the cwd, else absolute."""
+    """``path`` as a person would type it here: relative below the cwd, or up to two folders above it inside the
+    same project (``../evalconfig.yaml``, found from a subfolder); else absolute."""
     try:
         rel = os.path.relpath(path)
     except ValueError:
         return str(path)
-    return str(Path(path).resolve()) if rel.startswith("..") else rel
+    if not rel.startswith(".."):
+        return rel
+    absolute = Path(path).resolve()
+    parts = Path(rel).parts
+    ups = next((i for i, part in enumerate(parts) if part != ".."), len(parts))
+    shared = Path(os.path.commonpath([Path.cwd().resolve(), absolute]))
+    near = 0 < ups <= 2 and len(shared.parts) > 2  # /tmp/a/b and /tmp/a/c share a project; /work and /tmp do not
+    return rel if near else str(absolute)
 
 
 def _finite_number(checker: Any, value: Any) -> bool:
