@@ -360,6 +360,7 @@ def fake_openai() -> Iterator[FakeOpenAI]:
 
 def test_matrix_run_with_repeats_end_to_end(tmp_path: Path, fake_openai: FakeOpenAI, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
+    monkeypatch.setenv("COLUMNS", "120")  # the case × target table (82 columns) fits, whatever terminal runs the tests
     config = provider_project(tmp_path, fake_openai)
     res = CliRunner().invoke(main, ["run", "-c", str(config), "--matrix", "--repeat", "4", "--no-cache"])
     (run_dir,) = (tmp_path / "runs").iterdir()

@@ -408,3 +408,18 @@ def test_format_cost_formats() -> None:
     assert "Cost      $0.0123" in format_summary(build([result("a", cost_usd=0.0123)]))
     assert "$1,234.50" in format_summary(build([result("a", cost_usd=1234.5)]))
     assert "Cost      —" in format_summary(build([result("a")]))
+
+
+def test_errors_shared_by_as_many_cells_are_listed_in_matrix_order_whatever_order_the_cells_ended() -> None:
+    """The run adds cells as they end, `evalx report` in matrix order: both list equal error groups alike."""
+    cells = [
+        result(f"c{i}", "error", target=target, index=index, error="RuntimeError: boom")
+        for index, (target, i) in enumerate([("one", 0), ("one", 1), ("two", 0), ("two", 1)])
+    ]
+    expected = [
+        {"target": "one", "reason": "RuntimeError: boom", "count": 2},
+        {"target": "two", "reason": "RuntimeError: boom", "count": 2},
+    ]
+    assert build(cells)["error_groups"] == expected
+    assert build(cells[::-1])["error_groups"] == expected  # target two's cells ended first
+    assert build([cells[2], cells[0], cells[1], cells[3]])["error_groups"] == expected

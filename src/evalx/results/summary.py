@@ -465,6 +465,7 @@ class SummaryBuilder:
         self._failures: list[tuple[float, int, FailureRow]] = []
         self._failures_total = 0
         self._errors: dict[tuple[str, str], int] = {}  # (target, reason) -> errored cells, at most MAX_ERROR_KINDS kept
+        self._errors_first: dict[tuple[str, str], float] = {}  # (target, reason) -> its first cell's matrix order
         self._seen = 0
         self._per_case = per_case
         #: set when built without ``per_case`` yet a case had several cells: its case-level figures would be wrong
@@ -636,6 +637,7 @@ class SummaryBuilder:
                 kind = (entry["target"], entry["reason"])
                 if kind in self._errors or len(self._errors) < MAX_ERROR_KINDS:
                     self._errors[kind] = self._errors.get(kind, 0) + 1
+                    self._errors_first[kind] = min(order, self._errors_first.get(kind, math.inf))
 
     def _keep_slow(self, latency: float, order: float, arrival: int, target_id: str, result: CellResult, status: str) -> None:
         """Keep the cell among the slowest: equal latencies in matrix order (the first kept), so a summary rebuilt
@@ -938,9 +940,10 @@ class SummaryBuilder:
         return {"reviewed_cells": self._reviews[0], "overridden_cells": self._reviews[1]}
 
     def _error_groups(self) -> list[ErrorGroup]:
+        """Errors several cells share, the most shared first; equal counts in the matrix order of their first cell, so a
+        summary rebuilt from the stored results (in matrix order) lists them as the run did (in the order cells ended)."""
         shared = [(count, kind) for kind, count in self._errors.items() if count > 1]
-        # equal counts in (target, reason) order: the order cells finished in differs from run to run
-        shared.sort(key=lambda item: (-item[0], item[1]))
+        shared.sort(key=lambda item: (-item[0], self._errors_first[item[1]]))
         return [{"target": t, "reason": r, "count": n} for n, (t, r) in shared[:MAX_ERROR_GROUPS]]
 
 
