@@ -26,6 +26,10 @@ from results_file import read_cells
 from evalx.cli import main
 
 KEY = "sk-test-RATE-0123456789abcdef"
+#: the 429s a paced run may still meet. The buckets refill by the wall clock in 1 s windows and the headers are read
+#: late when the machine is loaded, so a pacing that is right can overrun a bucket now and then (4 were seen beside two
+#: CPU burners); the behaviour these tests guard against meets one per request over the limit (16 to 50 here).
+A_HANDFUL = 6
 
 
 @pytest.fixture
@@ -101,7 +105,7 @@ def test_no_cell_errors_and_few_429s_whatever_the_concurrency(
     assert sum(server.admitted.values()) == 24
     # the headers let evalx pace before the bucket is empty, whatever the concurrency (the first request is answered
     # before the others start): at most a handful of 429s (old evalx: one per request over 8, and 50 at concurrency 50)
-    assert sum(server.refused.values()) <= 3, server.refused
+    assert sum(server.refused.values()) <= A_HANDFUL, server.refused
 
 
 @pytest.mark.parametrize("headers", [True, False], ids=["headers", "retry-after-only"])
@@ -119,7 +123,7 @@ def test_a_fixed_high_concurrency_errors_no_cell_and_uses_no_retries(
     assert len(rows) == 30 and all(r["status"] == "pass" for r in rows), [r["error"] for r in rows if r["error"]]
     assert sum(server.admitted.values()) == 30
     if headers:
-        assert sum(server.refused.values()) <= 3, server.refused
+        assert sum(server.refused.values()) <= A_HANDFUL, server.refused
 
 
 def test_the_tokens_bucket_paces_too(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, make_server: Any) -> None:
@@ -129,7 +133,7 @@ def test_the_tokens_bucket_paces_too(tmp_path: Path, monkeypatch: pytest.MonkeyP
     res = run(root, monkeypatch)
     assert res.exit_code == 0, res.output
     assert all(r["status"] == "pass" for r in cells(root))
-    assert sum(server.refused.values()) <= 3, server.refused
+    assert sum(server.refused.values()) <= A_HANDFUL, server.refused
 
 
 SHARED = """\
@@ -150,7 +154,7 @@ def test_one_limiter_for_the_targets_and_the_judge_of_one_endpoint_and_key(
     assert len(rows) == 20 and all(r["status"] == "pass" for r in rows), [r["error"] for r in rows if r["error"]]
     assert server.admitted[f"Bearer {KEY}"] == 40  # 20 answers, 20 judge calls: all on the one key
     # three callers, each pacing alone from the same headers, would overrun the bucket again and again
-    assert sum(server.refused.values()) <= 3, server.refused
+    assert sum(server.refused.values()) <= A_HANDFUL, server.refused
 
 
 CONVERSING = """\
@@ -172,7 +176,7 @@ def test_one_limiter_for_a_target_and_its_simulated_users(tmp_path: Path, monkey
     results = cells(root)
     assert len(results) == 6 and all(r["error"] is None for r in results), [r["error"] for r in results]
     assert server.admitted[f"Bearer {KEY}"] == 18  # per cell: the agent twice, the simulated user once
-    assert sum(server.refused.values()) <= 3, server.refused
+    assert sum(server.refused.values()) <= A_HANDFUL, server.refused
 
 
 WITHOUT_HEADERS = """\
