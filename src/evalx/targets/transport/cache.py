@@ -37,6 +37,8 @@ from evalx.models import OUT_OF_RANGE, finite_json, json_default
 CACHE_DIR = ".evalx"
 CACHE_FILE = "cache.sqlite"
 SCHEMA_VERSION = 1
+#: how long an operation refused at once as "locked" is tried again
+_LOCKED_RETRY_S = 10.0
 _BUSY_TIMEOUT_MS = 30_000
 
 
@@ -121,17 +123,17 @@ class ResponseCache:
         return conn
 
     @staticmethod
-    def _retry_locked(op: Any, attempts: int = 50) -> Any:
-        # the busy handler covers most contention; a WAL switch racing another
-        # process can still report "locked" at once, so try again briefly
-        for i in range(attempts):
+    def _retry_locked(op: Any, budget_s: float = _LOCKED_RETRY_S) -> Any:
+        # the busy handler covers most contention; a WAL switch racing another process can still report "locked" at
+        # once, so try again for a while: by the clock, not a count of tries, which a loaded machine used up (a write lost)
+        give_up = time.monotonic() + budget_s
+        while True:
             try:
                 return op()
             except sqlite3.OperationalError as exc:
-                if "locked" not in str(exc) or i == attempts - 1:
+                if "locked" not in str(exc) or time.monotonic() >= give_up:
                     raise
                 time.sleep(0.02)
-        return None
 
     # get() gives an untyped dict, not a JSONObject, while its callers (execution/, judge/) read the entry unnarrowed
     def get_sync(self, key: str) -> dict[str, Any] | None:
