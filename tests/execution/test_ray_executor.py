@@ -358,6 +358,20 @@ def test_a_python_targets_pool_defaults_to_what_the_cluster_can_run_and_says_so(
     assert len({pid for pid, _ in _where(tmp_path)}) == actors  # each one ran cells
 
 
+def _one_batch(folder: Path, *inputs: str) -> Path:
+    """A config whose cases (one per input, each passing when its answer holds "ok") go to agent.py:answer in one batch."""
+    cases = [{"id": n, "input": n, "assert": [{"type": "contains", "value": "ok"}]} for n in inputs]
+    data = {
+        "version": 1,
+        "targets": [{"id": "t", "type": "python", "callable": "agent.py:answer"}],
+        "datasets": [{"id": "d", "cases": cases}],
+        "executor": {"batch_size": len(inputs)},
+    }
+    config = folder / "evalconfig.yaml"
+    config.write_text(yaml.safe_dump(data, sort_keys=False), encoding="utf-8")
+    return config
+
+
 def test_whatever_a_target_returns_a_ray_run_gives_the_local_results(ray_local: Any, tmp_path: Path) -> None:
     """Issue 30: an unpicklable return value (a lock), or exception, sinks neither its cell nor its batch of 4 on Ray."""
     (tmp_path / "agent.py").write_text(
@@ -378,15 +392,7 @@ def test_whatever_a_target_returns_a_ray_run_gives_the_local_results(ray_local: 
         """),
         encoding="utf-8",
     )
-    cases = [{"id": name, "input": name, "assert": [{"type": "contains", "value": "ok"}]} for name in ("one", "lock", "raise", "two")]
-    data = {
-        "version": 1,
-        "targets": [{"id": "t", "type": "python", "callable": "agent.py:answer"}],
-        "datasets": [{"id": "d", "cases": cases}],
-        "executor": {"batch_size": 4},
-    }
-    config = tmp_path / "evalconfig.yaml"
-    config.write_text(yaml.safe_dump(data, sort_keys=False), encoding="utf-8")
+    config = _one_batch(tmp_path, "one", "lock", "raise", "two")
     local, remote = _run(config), _run(config, "--executor", "ray")
     statuses = {key[2]: status for key, status in _statuses(remote["dir"]).items()}
     assert statuses == {"one": "pass", "lock": "pass", "raise": "error", "two": "pass"}, read_cells(remote["dir"])
@@ -425,15 +431,7 @@ def test_a_value_whose_repr_exits_stays_its_cell_on_ray_and_actor_lines_read_pla
         """),
         encoding="utf-8",
     )
-    cases = [{"id": n, "input": n, "assert": [{"type": "contains", "value": "ok"}]} for n in ("one", "repr-exits", "str-exits", "prints")]
-    data = {
-        "version": 1,
-        "targets": [{"id": "t", "type": "python", "callable": "agent.py:answer"}],
-        "datasets": [{"id": "d", "cases": cases}],
-        "executor": {"batch_size": 4},
-    }
-    config = tmp_path / "evalconfig.yaml"
-    config.write_text(yaml.safe_dump(data, sort_keys=False), encoding="utf-8")
+    config = _one_batch(tmp_path, "one", "repr-exits", "str-exits", "prints")
     local = _run(config)
     address = ray_local.get_runtime_context().gcs_address  # this file's instance, from another process: the real CLI
     command = [sys.executable, "-m", "evalx", "run", "-c", str(config), "-q", "--executor", "ray", "--ray-address", address]

@@ -4,12 +4,25 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+from collections.abc import Awaitable, Callable
 
 import pytest
 
 from evalx.common.deadline import Deadline, within
 from evalx.targets.definitions import find_provider
 from evalx.targets.transport.pacing import EndpointLimiters, endpoint_key, parse_reset
+
+
+def fake_time() -> tuple[list[float], list[float], Callable[[float], Awaitable[None]]]:
+    """A clock (``now[0]``) and a sleep that only moves it, recording each wait: the limiter's waits, never waited."""
+    now = [100.0]
+    slept: list[float] = []
+
+    async def sleep(seconds: float) -> None:
+        slept.append(seconds)
+        now[0] += seconds
+
+    return now, slept, sleep
 
 
 @pytest.mark.parametrize(
@@ -99,12 +112,7 @@ def test_a_low_bucket_spaces_the_next_requests_before_any_429() -> None:
 
     names = find_provider("openai").rate_limits
     assert names is not None
-    now = [100.0]
-    slept: list[float] = []
-
-    async def sleep(seconds: float) -> None:
-        slept.append(seconds)
-        now[0] += seconds
+    now, slept, sleep = fake_time()
 
     async def main() -> None:
         limiter = EndpointLimiter("k", names, clock=lambda: now[0], sleep=sleep)
@@ -196,12 +204,7 @@ def test_answers_without_rate_limit_headers_leave_requests_unpaced_until_a_heade
 
     names = find_provider("openai").rate_limits
     assert names is not None
-    now = [100.0]
-    slept: list[float] = []
-
-    async def sleep(seconds: float) -> None:
-        slept.append(seconds)
-        now[0] += seconds
+    now, slept, sleep = fake_time()
 
     async def main() -> None:
         limiter = EndpointLimiter("k", names, clock=lambda: now[0], sleep=sleep)
