@@ -178,7 +178,10 @@ def test_the_index_file_is_reused_and_matches_a_fresh_read(runs: tuple[Path, lis
     assert [(r.run_id, r.cases, r.targets) for r in first.runs] == [(r.run_id, r.cases, r.targets) for r in again.runs]
 
 
-def test_evalx_view_serves_on_loopback_by_default(runs: tuple[Path, list[Path]]) -> None:
+@pytest.mark.parametrize("sigint", ["default", "ignored"])
+def test_evalx_view_serves_on_loopback_by_default(runs: tuple[Path, list[Path]], sigint: str) -> None:
+    """It listens on 127.0.0.1 and stops on Ctrl-C, also when started with SIGINT ignored (a script's background job:
+    Python then leaves it ignored, and the viewer ran on after the test's Ctrl-C)."""
     config, _ = runs
     proc = subprocess.Popen(
         [sys.executable, "-m", "evalx.cli", "view", str(config.parent / "runs"), "--port", "0"],
@@ -186,6 +189,7 @@ def test_evalx_view_serves_on_loopback_by_default(runs: tuple[Path, list[Path]])
         stderr=subprocess.PIPE,
         text=True,
         env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        preexec_fn=(lambda: signal.signal(signal.SIGINT, signal.SIG_IGN)) if sigint == "ignored" else None,
     )
     try:
         assert proc.stdout is not None
@@ -196,7 +200,11 @@ def test_evalx_view_serves_on_loopback_by_default(runs: tuple[Path, list[Path]])
             assert res.status == 200 and b"Runs" in res.read()
     finally:
         proc.send_signal(signal.SIGINT)
-        proc.wait(timeout=10)
+        try:
+            proc.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            raise
     assert "Traceback" not in (proc.stderr.read() if proc.stderr else "")
 
 

@@ -548,8 +548,11 @@ def serve(
         echo("Ctrl-C to stop")
         warming = asyncio.create_task(asyncio.to_thread(load_history, runs_dir))  # index every run before the first page asks
         stop = asyncio.Event()
-        with contextlib.suppress(NotImplementedError, RuntimeError):  # (no signal handlers on Windows' loop)
-            asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, stop.set)
+        # Ctrl-C and SIGTERM stop it, as they stop `evalx run` (cancel_on_signals): by the loop's own handlers, so a
+        # viewer started where SIGINT was ignored (a background job of a script) still stops on it
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):  # (no signal handlers on Windows' loop)
+                asyncio.get_running_loop().add_signal_handler(signum, stop.set)
         try:
             await stop.wait()
         finally:
