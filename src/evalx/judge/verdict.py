@@ -118,6 +118,9 @@ _OBJECT_LEAD = re.compile(rf"{_DECOR}(?:```[A-Za-z0-9_-]*[ \t]*)?(?:{_LABEL})?(?
 _VERDICT_WORD = re.compile(r"(?<![A-Za-z0-9_])(?:PASS|FAIL)(?![A-Za-z0-9_])")
 #: a JSON key and its value written anywhere: outside every complete object, the remains of a JSON object that does not
 #: parse (a judge's own, broken by a raw newline or an unescaped quote in its reason, quoting an output's verdict)
+#: after a PASS, prose that says it fails in any case ("But it is wrong, so it fails."): the judge echoed a verdict it
+#: was quoting (an injection in the graded output) and then judged; a pass is never read from such a reply
+_FAILS_AFTER = re.compile(r"(?<![A-Za-z0-9_])(?i:fail|fails|failed|failing)(?![A-Za-z0-9_])")
 _LOOSE_KEY = re.compile(r'"([A-Za-z_]{1,32})"[ \t]*:[ \t]*(true|false|True|False|-?\d+(?:\.\d+)?|"[^"\\\n]{0,64}")')
 _LINE_VERDICT = re.compile(
     # the label may be in any case, the verdict word must be in capitals
@@ -324,6 +327,8 @@ def read_verdict(text: str, *, scale: int | None = None) -> tuple[bool | None, f
             after = _VERDICT_WORD.search(text, after.end())
         if after is not None:  # "{"pass": true}\nActually: FAIL - ...": the reply takes its verdict back
             raise JudgeError(f"the judge's reply says {after.group(0)} after its verdict ({'PASS' if passed else 'FAIL'})", raw=text)
+        if passed and (fails := _FAILS_AFTER.search(text, max(item.end for item in group))) is not None:
+            raise JudgeError(f"the judge's reply says {fails.group(0)!r} after its verdict (PASS)", raw=text)
     objects = [item.obj for item in group if item.obj is not None]
     score = None
     if objects:
