@@ -78,24 +78,25 @@ class EvalxError(Exception):
     """Base class of every error evalx raises on purpose."""
 
 
+def _message(exc: BaseException) -> str:
+    """``str(exc)`` stripped, never raising: a user's exception whose ``__str__`` raises (even ``SystemExit``) has none."""
+    try:
+        return str(exc).strip()
+    except BaseException:  # a target's, a check's or a hook's own class: its type says enough
+        return ""
+
+
 def described(exc: BaseException) -> str:
     """``Type: message`` of ``exc`` (``Type`` alone when it has none), never raising: a user's exception whose
     ``__str__`` raises (even ``SystemExit``) is named by its type. How user code's exceptions enter evalx's messages."""
-    try:
-        text = str(exc).strip()
-    except BaseException:  # a target's, a check's or a hook's own class: its type says enough
-        text = ""
+    text = _message(exc)
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 
 
 def one_line(exc: BaseException) -> str:
     """``exc`` as the one line a person reads: ``Type: first line of its message`` (``Type`` alone when it has none)."""
-    try:
-        text = str(exc).strip().splitlines()
-    except BaseException:  # an exception whose __str__ raises (a target's own class, even SystemExit): its type says enough
-        text = []
-    first = text[0] if text else ""
-    return f"{type(exc).__name__}: {first}" if first else type(exc).__name__
+    lines = _message(exc).splitlines()
+    return f"{type(exc).__name__}: {lines[0]}" if lines else type(exc).__name__
 
 
 class TargetUnreachable(EvalxError):
