@@ -53,7 +53,7 @@ from evalx.results.compare import compare_runs, comparison_table
 from evalx.results.display import show_id
 from evalx.results.reviews import REVIEWS, add_mark, default_reviewer, load_marks
 from evalx.results.store import RESULTS, read_results
-from evalx.viewer.index import History, RunIndex, load_history
+from evalx.viewer.index import History, RunIndex, file_versions, load_history
 from evalx.viewer.pages import (
     CSP,
     MAX_DIFFS,
@@ -342,19 +342,7 @@ class RenderedReports:
 
     def __init__(self, budget: int = REPORT_CACHE_CHARS) -> None:
         self.budget = budget
-        self._kept: dict[Path, tuple[tuple[tuple[int, int] | None, ...], str]] = {}
-
-    @staticmethod
-    def signature(run_dir: Path) -> tuple[tuple[int, int] | None, ...]:
-        versions: list[tuple[int, int] | None] = []
-        for name in _REPORT_INPUTS:
-            try:
-                st = (run_dir / name).stat()
-            except OSError:
-                versions.append(None)
-            else:
-                versions.append((st.st_size, st.st_mtime_ns))
-        return tuple(versions)
+        self._kept: dict[Path, tuple[list[Any], str]] = {}
 
     def text(self, run: RunIndex) -> str | None:
         """``run``'s report as :func:`evalx.reports.render.rebuild_reports` would write it now; None for a run still running."""
@@ -362,7 +350,7 @@ class RenderedReports:
 
         if run.status == "running":
             return None
-        sig = self.signature(run.path)
+        sig = file_versions(run.path, _REPORT_INPUTS)
         kept = self._kept.pop(run.path, None)
         if kept is not None and kept[0] == sig:
             html = kept[1]

@@ -169,9 +169,10 @@ def _valid_case(row: object) -> bool:
     )
 
 
-def _signature(run_dir: Path) -> list[Any]:
+def file_versions(run_dir: Path, names: tuple[str, ...] = _WATCHED) -> list[Any]:
+    """The (size, mtime) of each of ``names`` in ``run_dir`` (None where missing): what a cache of their contents is keyed by."""
     sig: list[Any] = []
-    for name in _WATCHED:
+    for name in names:
         try:
             st = os.stat(run_dir / name)
             sig.append([st.st_size, st.st_mtime_ns])
@@ -280,7 +281,7 @@ def run_index(run_dir: Path, *, cache_dir: Path | None = None) -> RunIndex:
 
 
 def _lookup(run_dir: Path, cache_dir: Path | None, *, build: bool) -> RunIndex | None:
-    sig = _signature(run_dir)
+    sig = file_versions(run_dir)
     key = str(run_dir)
     hit = _MEMORY.get(key)
     if hit is not None and hit[0] == sig:
