@@ -47,11 +47,12 @@ class Deadline:
 
     __slots__ = ("_timer", "outer", "task", "timeout_s", "when")
 
-    def __init__(self, timeout_s: float, *, start: float | None = None) -> None:
+    def __init__(self, timeout_s: float, *, start: float | None = None, task: asyncio.Task[Any] | None = None) -> None:
         self.timeout_s = timeout_s
         self.when = (time.monotonic() if start is None else start) + timeout_s
-        #: the asyncio task running the cell (set by :func:`within`): the watchdog stops it when it holds the loop
-        self.task: asyncio.Task[Any] | None = None
+        #: the asyncio task running the cell (given by its maker, else set by :func:`within`): the watchdog stops it
+        #: when it holds the loop
+        self.task = task
         #: the deadline this one runs within (a judge call's: its cell's), set by :func:`within`
         self.outer: Deadline | None = None
         self._timer: Any = None  # the asyncio.Timeout that :func:`within` armed (Python 3.11+)
@@ -122,7 +123,8 @@ if sys.version_info >= (3, 11):
         if outer is not deadline:
             deadline.outer = outer
         token = _CURRENT.set(deadline)
-        deadline.task = asyncio.current_task()
+        if deadline.task is None:  # its maker knows its task (the executor's worker): not looked up again per cell
+            deadline.task = asyncio.current_task()
         try:
             async with asyncio.timeout_at(deadline.when) as timer:
                 deadline._timer = timer
