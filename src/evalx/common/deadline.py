@@ -27,7 +27,7 @@ import asyncio
 import math
 import sys
 import time
-from collections.abc import Awaitable, Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import Any, TypeVar
@@ -107,9 +107,9 @@ class Deadline:
 _CURRENT: ContextVar[Deadline | None] = ContextVar("evalx_deadline", default=None)
 
 
-def current() -> Deadline | None:
-    """The deadline of the cell (or judge call) this code runs for, if any."""
-    return _CURRENT.get()
+#: ``current()``: the deadline of the cell (or judge call) this code runs for, if any (the ContextVar's own ``get``: the HTTP
+#: layer asks for it on every request)
+current: Callable[[], Deadline | None] = _CURRENT.get
 
 
 if sys.version_info >= (3, 11):
