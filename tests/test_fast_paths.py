@@ -713,7 +713,7 @@ def test_a_trajectory_read_by_the_fast_readers_is_the_one_jinja_reads(monkeypatc
         fast = ProviderTarget({"id": "t", "provider": provider, "model": "m"}, TargetSettings())
         fast.definition = find_provider(provider)
         with monkeypatch.context() as m:
-            m.setattr(definitions, "_fast_path", lambda source: None)  # every expression through Jinja
+            m.setattr(definitions, "_fast_path", lambda source, slow=None: None)  # every expression through Jinja
             slow = Reference({"id": "t", "provider": provider, "model": "m"}, TargetSettings())
             slow.definition = find_provider(provider)
             slow._make_readers(slow.definition)

@@ -58,10 +58,10 @@ async def evaluate_case(asserts: list[dict[str, Any]], ctx: AssertionContext, *,
     Checks across cells (:data:`CROSS_CELL`) are left out: they are judged after the cells.
     A check that answers at once (the usual, synchronous kind) is recorded without a coroutine of its own.
     """
-    if asserts and any(spec.get("type") in CROSS_CELL for spec in asserts):
-        asserts = [spec for spec in asserts if spec.get("type") not in CROSS_CELL]
     records: list[AssertionRecord] = []
     for spec in asserts:
+        if spec.get("type") in CROSS_CELL:
+            continue
         verdict = _verdict(spec, ctx, deadline)
         if type(verdict) is not Verdict:
             verdict = await _awaited(spec, verdict, ctx, deadline)
@@ -256,16 +256,29 @@ def cell_status(
     """
     if target_error is not None:
         return "error", None
-    conclusive = [a for a in assertions if a["passed"] is not None]
-    total_w = sum(a["weight"] for a in conclusive)
-    score = (sum(a["weight"] * a["score"] for a in conclusive) / total_w) if total_w else None
-    failed = any(a["passed"] is False for a in conclusive)
+    # one pass (sums in the same order as sum() would make them: the same floats)
+    conclusive, failed, errored = 0, False, False
+    total_w: float = 0
+    weighted: float = 0
+    for a in assertions:
+        if a.get("error"):
+            errored = True
+        passed = a["passed"]
+        if passed is None:
+            continue
+        conclusive += 1
+        weight = a["weight"]
+        total_w += weight
+        weighted += weight * a["score"]
+        if passed is False:
+            failed = True
+    score = weighted / total_w if total_w else None
     if threshold is not None and conclusive:
         failed = (score or 0.0) < threshold
     if failed:
         return "fail", score
-    if any(a.get("error") for a in assertions):
+    if errored:
         return "error", score
-    if len(conclusive) < len(assertions):
+    if conclusive < len(assertions):
         return "skipped", score
     return "pass", score

@@ -14,7 +14,7 @@ from typing import Any, cast
 from evalx.common.json_types import JSONObject
 from evalx.models import Trajectory
 from evalx.results.model import AssertionRecord, CellOutput, CellRateLimits
-from evalx.targets import RunContext, Target, current_tally
+from evalx.targets import RunContext, Tally, Target
 
 __all__ = ["cache_entry", "cancels", "from_cache", "judge_cost", "rate_limits", "started_at", "stored_output"]
 
@@ -78,15 +78,9 @@ def judge_cost(assertions: list[AssertionRecord]) -> float | None:
     return round(sum(costs), 8) if costs else None
 
 
-def rate_limits() -> CellRateLimits | None:
-    """The cell's ``rate_limits``: what its calls met at a provider's endpoint limiter (None: they met none)."""
-    counted = current_tally()
+def rate_limits(counted: Tally | None) -> CellRateLimits | None:
+    """The cell's ``rate_limits``: what its calls met at a provider's endpoint limiter, as ``counted`` (its
+    :func:`~evalx.targets.tally`) says (None: they met none)."""
     if counted is None or not counted.used:
         return None
     return {"responses_429": counted.responses_429, "wait_s": round(counted.wait_s, 3), "concurrency": counted.concurrency}
-
-
-def rate_wait_s() -> float:
-    """Seconds the cell's calls have waited for a provider's rate limit so far (not the cell's time)."""
-    counted = current_tally()
-    return counted.wait_s if counted is not None else 0.0

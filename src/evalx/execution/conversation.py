@@ -30,7 +30,7 @@ from evalx.execution import cells, turn_cache
 from evalx.execution.turns import Turn, TurnFailed, reply_messages, take_turn
 from evalx.models import Cell, ToolCall, Trajectory, Usage
 from evalx.results.model import AssertionRecord, CellResult, TurnRecord, cell_result
-from evalx.targets import RunContext
+from evalx.targets import RunContext, current_tally
 
 if TYPE_CHECKING:
     from evalx.execution.executor import Executor, TargetPlan
@@ -52,7 +52,7 @@ async def run_conversation(executor: Executor, plan: TargetPlan, cell: Cell) -> 
     done: list[Turn] = []
     error: str | None = None
     tb: str | None = None
-    deadline = Deadline(plan.settings.timeout_s)  # the limit of the whole conversation, as of a one-shot cell
+    deadline = Deadline(plan.settings.timeout_s, task=task)  # the limit of the whole conversation, as of a one-shot cell
     live = executor.live  # the watchdog's view of the cells in flight
     converse = getattr(target, "converse", None)
     if converse is None:
@@ -98,7 +98,6 @@ async def run_conversation(executor: Executor, plan: TargetPlan, cell: Cell) -> 
     assertions: list[AssertionRecord] = []
     if error is None:
         deadline.at_least(MIN_CHECK_TIME_S)  # the checks count against the cell's time too, with a minimum
-        deadline.task = task
         live[deadline] = None
         try:
             for n, turn in enumerate(done, 1):
@@ -133,7 +132,7 @@ async def run_conversation(executor: Executor, plan: TargetPlan, cell: Cell) -> 
         run.run_id, cell.index, target.id, target.type, case, cell.dataset, cell.repeat,
         status, score, assertions, output, final.latency_ms, final.ttft_ms, final.cost_usd,
         cells.judge_cost(assertions), bool(done) and error is None and all(t.traj.cached for t in done), error, tb, started_at,
-        None, cells.rate_limits(),
+        None, cells.rate_limits(current_tally()),
     )  # fmt: skip
     result["turns"] = records
     if sim is not None:

@@ -31,7 +31,7 @@ from evalx.errors import TargetError, one_line
 from evalx.execution import cells
 from evalx.models import Cell, Trajectory, safe_trajectory
 from evalx.results.model import AssertionRecord, CellResult, cell_result, not_run
-from evalx.targets import RunContext, Target, TargetSettings, code_parts, tally
+from evalx.targets import RunContext, Tally, Target, TargetSettings, code_parts, tally
 from evalx.targets.batch import BatchRound
 
 if TYPE_CHECKING:
@@ -145,6 +145,7 @@ class Executor:
     async def _work(self, plan: TargetPlan, cells: Any) -> None:
         turns = 0
         stop = self.stop
+        task = asyncio.current_task()  # the worker's: it runs each of its cells
         while stop is None or not stop():
             cell = next(cells, None)
             if cell is None:
@@ -153,7 +154,7 @@ class Executor:
             if reason is not None:
                 self.on_result(self.skipped_cell(plan, cell, reason))
                 continue
-            result = await self.run_cell(plan, cell)
+            result = await self.run_cell(plan, cell, task)
             self.on_result(result)
             turns += 1
             if turns >= YIELD_EVERY:  # a target that answers without ever waiting would hold the loop for the whole run:
@@ -169,12 +170,13 @@ class Executor:
         )  # fmt: skip
         return self.run.redactor.obj(result) if self.run.redactor else result
 
-    async def run_cell(self, plan: TargetPlan, cell: Cell) -> CellResult:
-        """Run one cell (its rate-limit waits tallied into its ``rate_limits``)."""
-        with tally():
-            return await self._run_cell(plan, cell)
+    async def run_cell(self, plan: TargetPlan, cell: Cell, task: asyncio.Task[Any] | None = None) -> CellResult:
+        """Run one cell (its rate-limit waits tallied into its ``rate_limits``) in ``task``: the current one (a worker's,
+        looked up when not given)."""
+        with tally() as counted:
+            return await self._run_cell(plan, cell, counted, task or asyncio.current_task())
 
-    async def _run_cell(self, plan: TargetPlan, cell: Cell) -> CellResult:
+    async def _run_cell(self, plan: TargetPlan, cell: Cell, counted: Tally, task: asyncio.Task[Any] | None) -> CellResult:
         # a conversation (scripted or simulated): its own driver (and its own cache lookups)
         if cell.case.turns is not None or cell.case.simulate is not None:
             from evalx.execution.conversation import run_conversation
@@ -191,10 +193,10 @@ class Executor:
         # the cell starts now: its timeout and latency count from here
         started_at = cells.started_at()
         t0 = time.perf_counter()
-        deadline = Deadline(plan.settings.timeout_s)
+        deadline = Deadline(plan.settings.timeout_s, task=task)
         live = self.live
         live[deadline] = None  # the watchdog stops the cell if it holds the event loop past its deadline
-        waited = cells.rate_wait_s()
+        waited = counted.wait_s
         trace: TraceRecord | None = None
         spans: list[StoredSpan] | None = None
         try:
@@ -216,7 +218,7 @@ class Executor:
                     raise
                 finally:
                     trace_context.CURRENT.reset(token)
-            latency = (time.perf_counter() - t0 - (cells.rate_wait_s() - waited)) * 1000.0  # a rate-limit wait is not latency
+            latency = (time.perf_counter() - t0 - (counted.wait_s - waited)) * 1000.0  # a rate-limit wait is not latency
             if traj.latency_ms is None:
                 traj.latency_ms = round(latency, 3)
             if self.tracing is not None and hit is None:  # the wait for late spans is not the target's latency
@@ -229,7 +231,6 @@ class Executor:
             if traj.error is None:
                 # the checks count against the cell's time too (at least MIN_CHECK_TIME_S, if the call used it all)
                 deadline.at_least(MIN_CHECK_TIME_S)
-                deadline.task = asyncio.current_task()
                 ctx = self.assertion_context(cell, target, traj, plan.settings.max_response_bytes)
                 ctx.spans = spans
                 ctx.traced = self.tracing is not None
@@ -246,7 +247,7 @@ class Executor:
         result = cell_result(
             self.run.run_id, cell.index, target.id, target.type, cell.case, cell.dataset, cell.repeat,
             status, score, assertions, output, traj.latency_ms, traj.ttft_ms, traj.cost_usd,
-            judge_cost, cached, traj.error, tb, started_at, None, cells.rate_limits(),
+            judge_cost, cached, traj.error, tb, started_at, None, cells.rate_limits(counted),
         )  # fmt: skip
         if trace is not None:
             result["trace"] = trace
@@ -261,7 +262,7 @@ class Executor:
 
         An answer that would store more than ``max_bytes`` (``max_response_bytes``) is the cell's error.
         """
-        task = asyncio.current_task()  # the worker's: its cell's timeout and cancels
+        task = deadline.task  # the worker's: its cell's timeout and cancels
         cancels = cells.cancels(task)  # this task's cancel requests before the call: more after it means a real cancel
         try:
             traj = await within(deadline, target.invoke(cell, self.run))

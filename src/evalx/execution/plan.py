@@ -135,9 +135,10 @@ class PlanCells:
         skip = self._skip if self._skipped else None
         n = 0
         for ds_id, table, positions in self._chosen:
+            # every case of a uniform table runs on the same targets as often: looked up once, not per case
+            same = (self._on(table, positions[0]), self._repeats(table, positions[0])) if positions and table.uniform() else None
             for pos in positions:
-                on = self._on(table, pos)
-                repeats = self._repeats(table, pos)
+                on, repeats = same if same is not None else (self._on(table, pos), self._repeats(table, pos))
                 case: Case | None = None
                 for t in on:
                     if only is not None and t != only:

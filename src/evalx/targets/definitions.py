@@ -1177,14 +1177,11 @@ class ProviderDefinition:
             read = _nothing
         else:
             source: str = node
-            fast = _fast_path(source)
 
-            def read(scope: ExpressionScope) -> object:
-                if fast is not None:
-                    value = fast(scope)
-                    if value is not _SLOW:
-                        return value if type(value) in _PLAIN_SCALARS else _plain(value)
+            def slow(scope: ExpressionScope) -> object:
                 return self._jinja(path, source, scope)
+
+            read = _fast_path(source, slow) or slow  # one call a read: the fast path asks Jinja itself when it cannot say
 
         self._expressions[path] = read
         return read
@@ -1364,15 +1361,17 @@ _SLOW = object()  # "the fast path cannot say: ask Jinja"
 
 
 @lru_cache(maxsize=256)
-def _fast_path(source: str) -> Reader | None:
+def _fast_path(source: str, slow: Reader | None = None) -> Reader | None:
     """A plain-Python reader for the common response expressions, or None.
 
     Rendering a Jinja expression costs a context per call, and a response is
     read with ~6 of them: a per-cell hot spot (bench/RESULTS.md). The reader
     only answers when every step is a plain hit — a key present in a dict
     (and not a dict method's name, which Jinja would resolve to the method)
-    or an index inside a list — and returns ``_SLOW`` otherwise, so anything
-    missing or unusual is still evaluated by Jinja with its exact semantics.
+    or an index inside a list — and returns ``_SLOW`` otherwise (or, given
+    ``slow``, what ``slow(scope)`` says: Jinja's reader), so anything missing
+    or unusual is still evaluated by Jinja with its exact semantics. What it
+    answers is :func:`_plain`, as Jinja's answers are.
 
     Worth keeping (issue 29, ``python bench/fast_paths.py``): without it a
     5,000-cell instant provider run takes 10-16 % more CPU (whole process,
@@ -1393,7 +1392,7 @@ def _fast_path(source: str) -> Reader | None:
     def read(scope: ExpressionScope) -> object:
         node: Any = scope.get(name, _SLOW)
         if node is _SLOW:
-            return _SLOW
+            return _SLOW if slow is None else slow(scope)
         for step in steps:
             # a missing key, an index past the end or a step into None is undefined in Jinja
             # (ChainableUndefined: it stays undefined to the end); any other miss asks Jinja
@@ -1401,19 +1400,19 @@ def _fast_path(source: str) -> Reader | None:
                 break
             if isinstance(step, str):
                 if type(node) is not dict:
-                    return _SLOW
+                    return _SLOW if slow is None else slow(scope)
                 if step not in node:
                     node = None
                     break
             elif type(node) is not list:
-                return _SLOW
+                return _SLOW if slow is None else slow(scope)
             elif step >= len(node):
                 node = None
                 break
             node = node[step]
         if has_default:
-            return node or (list(default) if isinstance(default, list) else default)
-        return node
+            node = node or (list(default) if isinstance(default, list) else default)
+        return node if type(node) in _PLAIN_SCALARS else _plain(node)
 
     return read
 

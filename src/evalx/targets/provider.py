@@ -576,22 +576,22 @@ class ProviderTarget:
         else:  # a batch target's cached answers are priced as its batch answers
             traj.cost_usd = self._cost(traj.usage, self._batch_price if self.batcher is not None else None)
 
-    async def _take_turn(self) -> None:
-        """The rate limit's slot for one request: the one pacer() took before the cell started, else the next."""
+    def _take_turn(self) -> Awaitable[None] | None:
+        """The rate limit's slot for one request: the one pacer() took before the cell started (None: had at once, as
+        without a rate limit), else the wait for the next."""
         limiter = self.limiter
-        if limiter is not None:
-            if self._prepaid:
-                self._prepaid -= 1
-            else:  # a retry, or a caller that did not wait its turn first
-                await limiter.acquire()
+        if limiter is None:
+            return None
+        if self._prepaid:
+            self._prepaid -= 1
+            return None
+        return limiter.acquire()  # a retry, or a caller that did not wait its turn first
 
-    async def _signed(self, request: ProviderRequest, headers: dict[str, str]) -> tuple[bytes | None, dict[str, str]]:
-        """The bytes and headers to send: with the ``auth:`` kind's credentials over the exact bytes, signed again each time."""
-        data = request.data
-        if self.auth is not None:
-            data, headers = HttpClient.encode(request.body, headers, data)
-            headers = await self.auth.sign(request.method, request.url, headers, data)
-        return data, headers
+    async def _signed(self, request: ProviderRequest, headers: dict[str, str], auth: RequestAuth) -> tuple[bytes | None, dict[str, str]]:
+        """The bytes and headers to send with the ``auth:`` kind's credentials over the exact bytes, signed again each time
+        (a target without ``auth:`` sends ``request.data`` and its headers as they are)."""
+        data, headers = HttpClient.encode(request.body, headers, request.data)
+        return data, await auth.sign(request.method, request.url, headers, data)
 
     async def _send_again_after_401(self, sent: Mapping[str, str], refreshed: _Refreshed, url: str) -> bool:
         """After an HTTP 401: whether to send the request again, with the ``auth:`` kind's credentials refreshed
@@ -608,7 +608,8 @@ class ProviderTarget:
         if not await auth.refresh(sent):  # sigv4: nothing kept to refresh
             return False
         refreshed.done = True
-        await self._take_turn()
+        if (turn := self._take_turn()) is not None:
+            await turn
         return True
 
     async def _send(self, request: ProviderRequest) -> HttpResponse:
@@ -618,11 +619,14 @@ class ProviderTarget:
         refreshed = _Refreshed()
 
         async def attempt() -> HttpResponse:
-            await self._take_turn()
+            if (turn := self._take_turn()) is not None:
+                await turn
             while True:
                 slot = None if gate is None else gate.take_now(self.id, self.settings.adaptive is not None) or await self._turn(gate)
                 try:
-                    data, headers = await self._signed(request, self.headers)
+                    data, headers = request.data, self.headers
+                    if self.auth is not None:
+                        data, headers = await self._signed(request, headers, self.auth)
                     resp = await client.request_json(
                         request.method,
                         request.url,
@@ -651,7 +655,7 @@ class ProviderTarget:
             return resp
 
         # retries stop before the cell's (or judge call's) deadline; a 429 waited out under the endpoint's limiter is none
-        return await client.retrying(lambda: self._waiting_out(attempt))
+        return await client.retrying(self._waiting_out, attempt)
 
     async def _turn(self, gate: EndpointLimiter) -> Slot:
         """The endpoint limiter's turn for a request, within what is left of the call's ``rate_limit.max_wait_s``."""
@@ -754,14 +758,17 @@ class ProviderTarget:
         client, d, gate = self.client, self.definition, self.gate
         assert client is not None and d is not None
         assert d.stream is not None
-        await self._take_turn()
+        if (turn := self._take_turn()) is not None:
+            await turn
         while True:
             framing = framing_for(d.stream, shown_url(self.url))  # one reader a stream: it holds a partial event
             slot = await self._turn(gate) if gate is not None else None
             seen: list[tuple[int, Mapping[str, str], bool]] = []  # the answer's status, headers, and whether it said "at the limit"
             try:
                 accept = {"Accept": framing.accept} if framing.accept else {}
-                data, headers = await self._signed(request, {**accept, **self.headers})
+                data, headers = request.data, {**accept, **self.headers}
+                if self.auth is not None:
+                    data, headers = await self._signed(request, headers, self.auth)
                 async with client.stream(
                     request.method,
                     request.url,

@@ -70,7 +70,7 @@ import random
 import time
 import urllib.parse
 import urllib.request
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -333,6 +333,7 @@ async def retrying(
     backoff: Backoff | None = None,
     deadline: float | None = None,
     on_retry: Callable[[int, TargetError, float], None] | None = None,
+    on_give_up: Callable[[TargetError], None] | None = None,
 ) -> T:
     """``await call(*args)``, retrying retryable failures at most ``retries`` times.
 
@@ -341,7 +342,7 @@ async def retrying(
     errors. ``deadline`` (``time.monotonic()`` seconds; by default the
     cell's, :mod:`evalx.common.deadline`) stops retrying when the next wait would
     pass it. The error that ends the loop is raised with a note of how many
-    retries were made.
+    retries were made, after ``on_give_up`` (if given) has seen it.
     """
     backoff = backoff or Backoff()
     cell = current_deadline() if deadline is None else None  # read as it goes: a rate-limit wait moves it on
@@ -353,18 +354,22 @@ async def retrying(
             exc: TargetError = transport_error(raw, "the server")
         except TargetError as err:
             exc = err
-        if not exc.retryable:
-            raise exc
-        if attempt >= retries:
-            raise _give_up(exc, f"after {retries} {'retry' if retries == 1 else 'retries'}") if retries else _give_up(exc, "no retries")
-        wait = backoff.delay(attempt, exc.retry_after)
-        limit = deadline if cell is None else cell.when
-        if limit is not None and time.monotonic() + wait >= limit:
-            raise _give_up(exc, f"after {attempt} {'retry' if attempt == 1 else 'retries'}; the next would pass the timeout")
-        if on_retry is not None:
-            on_retry(attempt + 1, exc, wait)
-        await asyncio.sleep(wait)
-        attempt += 1
+        if exc.retryable:
+            if attempt >= retries:
+                _give_up(exc, f"after {retries} {'retry' if retries == 1 else 'retries'}" if retries else "no retries")
+            else:
+                wait = backoff.delay(attempt, exc.retry_after)
+                limit = deadline if cell is None else cell.when
+                if limit is None or time.monotonic() + wait < limit:
+                    if on_retry is not None:
+                        on_retry(attempt + 1, exc, wait)
+                    await asyncio.sleep(wait)
+                    attempt += 1
+                    continue
+                _give_up(exc, f"after {attempt} {'retry' if attempt == 1 else 'retries'}; the next would pass the timeout")
+        if on_give_up is not None:
+            on_give_up(exc)
+        raise exc
 
 
 # ------------------------------------------------------------------ responses
@@ -731,7 +736,10 @@ class HttpClient:
         out = dict(headers or {})
         if json is None and encoded is None:
             return None, out
-        if not any(k.lower() == "content-type" for k in out):
+        for k in out:
+            if k.lower() == "content-type":
+                break
+        else:
             out["Content-Type"] = "application/json"
         return encoded if encoded is not None else _BODY_ENCODER.encode(json).encode("utf-8"), out
 
@@ -825,24 +833,24 @@ class HttpClient:
             else:  # cut short: the connection is in an unknown state, do not reuse it
                 resp.close()
 
-    async def retrying(self, call: Callable[..., Awaitable[T]], *args: Any, deadline: float | None = None, retries: int | None = None) -> T:
-        """:func:`retrying` (``await call(*args)``) with this client's retries and backoff.
+    def retrying(
+        self, call: Callable[..., Awaitable[T]], *args: Any, deadline: float | None = None, retries: int | None = None
+    ) -> Coroutine[Any, Any, T]:
+        """:func:`retrying` (``await call(*args)``) with this client's retries and backoff: its coroutine, to await.
 
         A client that has never had an answer from its host and gave up on a
-        connection failure remembers it: later calls fail at once with the
-        same line, so a target that is down costs one round of retries, not
-        one per cell.
+        connection failure remembers it: later calls fail at once (here, before
+        anything is awaited) with the same line, so a target that is down costs
+        one round of retries, not one per cell.
         """
         if self._down is not None and not self._reached:
             raise ConnectFailed(self._down)
-        try:
-            return await retrying(
-                call, *args, retries=self.retries if retries is None else retries, backoff=self.backoff, deadline=deadline
-            )
-        except ConnectFailed as exc:
-            if not self._reached:
-                self._down = str(exc)
-            raise
+        retries = self.retries if retries is None else retries
+        return retrying(call, *args, retries=retries, backoff=self.backoff, deadline=deadline, on_give_up=self._gave_up)
+
+    def _gave_up(self, exc: TargetError) -> None:
+        if isinstance(exc, ConnectFailed) and not self._reached:
+            self._down = str(exc)
 
     async def aclose(self) -> None:
         if self._session is not None and not self._session.closed:
