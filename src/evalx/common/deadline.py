@@ -118,14 +118,13 @@ if sys.version_info >= (3, 11):
         """The one event-loop timer of the deadlines a task runs under (:func:`within`), as ``asyncio.timeout_at`` would
         have it for each, made once per task.
 
-        A worker runs its cells one after another, each under its own deadline: an ``asyncio.Timeout`` armed and
-        cancelled per cell cost ~33,000 instructions of an instant provider cell's ~2 M (1.7 %, callgrind over a
-        1,000-cell run: the loop's timer heap compares its handles in Python). This one is armed at most once per
-        deadline that comes *earlier* than the time it is set for; when it fires, it looks at the deadlines open then:
-        one that has come cancels the task (the outermost, as the outermost ``asyncio.Timeout`` would own it), else it
-        is set again for the earliest of them (a later cell's, a paused one's). Its cancel is the task's, and
-        :func:`within` turns it into ``TimeoutError`` as ``asyncio.Timeout`` does: only when no other cancel request
-        came meanwhile.
+        A worker runs its cells one after another, each under its own deadline: a timer armed and cancelled per cell
+        cost ~40,000 instructions of an instant provider cell (2 % of it: the loop's timer heap compares its handles in
+        Python). This one is armed at most once per deadline that comes *earlier* than the time it is set for; when it
+        fires, it looks at the deadlines open then: one that has come cancels the task (the outermost, as the
+        outermost ``asyncio.Timeout`` would own it), else it is set again for the earliest of them (a later cell's, a
+        paused one's). Its cancel is the task's, and :func:`within` turns it into ``TimeoutError`` as
+        ``asyncio.Timeout`` does: only when no other cancel request came meanwhile.
         """
 
         __slots__ = ("_at", "_handle", "_loop", "fired", "open", "task")
