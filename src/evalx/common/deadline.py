@@ -45,7 +45,7 @@ SLACK_S = 0.05
 class Deadline:
     """When a cell (or a judge call) must be done: ``when`` (``time.monotonic()``), its ``timeout_s``, the task running it."""
 
-    __slots__ = ("_alarm", "outer", "task", "timeout_s", "when")
+    __slots__ = ("_timer", "outer", "task", "timeout_s", "when")
 
     def __init__(self, timeout_s: float, *, start: float | None = None, task: asyncio.Task[Any] | None = None) -> None:
         self.timeout_s = timeout_s
@@ -55,7 +55,7 @@ class Deadline:
         self.task = task
         #: the deadline this one runs within (a judge call's: its cell's), set by :func:`within`
         self.outer: Deadline | None = None
-        self._alarm: Any = None  # the :class:`_Alarm` of the :func:`within` block it is open in (Python 3.11+)
+        self._timer: Any = None  # the asyncio.Timeout that :func:`within` armed (Python 3.11+)
 
     @contextmanager
     def paused(self) -> Iterator[None]:
@@ -82,10 +82,10 @@ class Deadline:
                 d._arm()
 
     def _arm(self) -> None:
-        """Have the running timer (if any) fire by ``when``."""
-        alarm = self._alarm
-        if alarm is not None and alarm.fired is None:
-            alarm.arm()
+        """Move the running timer (if any) to ``when``."""
+        timer = self._timer
+        if timer is not None and not timer.expired():
+            timer.reschedule(None if math.isinf(self.when) else self.when)
 
     def left(self) -> float:
         """Seconds until the deadline (negative once it has passed)."""
@@ -114,106 +114,23 @@ current: Callable[[], Deadline | None] = _CURRENT.get
 
 if sys.version_info >= (3, 11):
 
-    class _Alarm:
-        """The one event-loop timer of the deadlines a task runs under (:func:`within`), as ``asyncio.timeout_at`` would
-        have it for each, made once per task.
-
-        A worker runs its cells one after another, each under its own deadline: a timer armed and cancelled per cell
-        cost ~40,000 instructions of an instant provider cell (2 % of it: the loop's timer heap compares its handles in
-        Python). This one is armed at most once per deadline that comes *earlier* than the time it is set for; when it
-        fires, it looks at the deadlines open then: one that has come cancels the task (the outermost, as the
-        outermost ``asyncio.Timeout`` would own it), else it is set again for the earliest of them (a later cell's, a
-        paused one's). Its cancel is the task's, and :func:`within` turns it into ``TimeoutError`` as
-        ``asyncio.Timeout`` does: only when no other cancel request came meanwhile.
-        """
-
-        __slots__ = ("_at", "_handle", "_loop", "fired", "open", "task")
-
-        def __init__(self, task: asyncio.Task[Any]) -> None:
-            self.task = task
-            self._loop = task.get_loop()
-            self._handle: asyncio.TimerHandle | None = None
-            self._at = math.inf  # when the handle fires
-            #: the deadlines of the task's open within() blocks, outermost first
-            self.open: list[Deadline] = []
-            #: the deadline that came and cancelled the task (until its block ends)
-            self.fired: Deadline | None = None
-
-        def arm(self) -> None:
-            """Fire by the earliest open deadline: a timer set for earlier stays (it looks again when it fires)."""
-            opened = self.open
-            when = opened[0].when if len(opened) == 1 else min((d.when for d in opened), default=math.inf)
-            if when < self._at:
-                if self._handle is not None:
-                    self._handle.cancel()
-                self._handle = self._loop.call_at(when, self._ring)
-                self._at = when
-
-        def _ring(self) -> None:
-            self._handle, self._at = None, math.inf
-            now = self._loop.time()
-            for deadline in self.open:  # the outermost that has come owns the timeout
-                if deadline.when <= now:
-                    self.fired = deadline
-                    self.task.cancel()
-                    return
-            self.arm()
-
-        def drop(self) -> None:
-            """The task is done: its timer goes."""
-            if self._handle is not None:
-                self._handle.cancel()
-                self._handle = None
-
-    #: each task's alarm, while it runs
-    _ALARMS: dict[asyncio.Task[Any], _Alarm] = {}
-
-    def _alarm_of(task: asyncio.Task[Any]) -> _Alarm:
-        alarm = _ALARMS.get(task)
-        if alarm is None:
-            alarm = _ALARMS[task] = _Alarm(task)
-            task.add_done_callback(_forget)
-        return alarm
-
-    def _forget(task: asyncio.Task[Any]) -> None:
-        alarm = _ALARMS.pop(task, None)
-        if alarm is not None:
-            alarm.drop()
-
     async def within(deadline: Deadline, aw: Awaitable[T]) -> T:
         """``await aw`` under ``deadline``: published to the layers below, cancelled when it comes (``TimeoutError``).
 
-        In the caller's own task (no task per cell), timed by the task's :class:`_Alarm` (no timer per cell).
+        ``asyncio.timeout_at`` in the caller's own task: no task per cell.
         """
-        task = deadline.task
-        if task is None:  # its maker knows its task (the executor's worker): not looked up again per cell
-            task = deadline.task = asyncio.current_task()
-            if task is None:
-                raise RuntimeError("within() needs a task")
         outer = _CURRENT.get()
         if outer is not deadline:
             deadline.outer = outer
         token = _CURRENT.set(deadline)
-        alarm = _ALARMS.get(task) or _alarm_of(task)
-        cancelling = task.cancelling()
-        alarm.open.append(deadline)
-        deadline._alarm = alarm
+        if deadline.task is None:  # its maker knows its task (the executor's worker): not looked up again per cell
+            deadline.task = asyncio.current_task()
         try:
-            alarm.arm()
-            return await aw
-        except asyncio.CancelledError as exc:
-            if alarm.fired is deadline:
-                alarm.fired = None
-                # no other cancel request came meanwhile: the deadline's doing (as asyncio.Timeout tells them apart)
-                if task.uncancel() <= cancelling and type(exc) is asyncio.CancelledError:
-                    raise TimeoutError from exc
-            raise
+            async with asyncio.timeout_at(deadline.when) as timer:
+                deadline._timer = timer
+                return await aw
         finally:
-            if alarm.fired is deadline:  # it came, and the call ended anyway (it swallowed the cancel)
-                alarm.fired = None
-                task.uncancel()
-            alarm.open.remove(deadline)
-            deadline._alarm = None
+            deadline._timer = None
             _CURRENT.reset(token)
 
 else:  # Python 3.10: no asyncio.timeout
