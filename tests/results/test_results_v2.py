@@ -275,6 +275,27 @@ def test_a_cell_with_every_optional_key_reads_back_in_v1_order(tmp_path: Path) -
     assert list(back) == list(cell) and {**back, "version": cell["version"]} == cell
 
 
+def test_values_equal_to_a_default_but_of_another_type_are_written_and_read_back(tmp_path: Path) -> None:
+    """A line leaves out a key only at its default value and type: ``tags: ""``, ``case_source: []``, a score of 1 (an
+    int), an assertion's ``weight: 1`` or ``reason: None`` and an output's ``tool_calls: {}`` all come back as written."""
+    first = v1_cells()[0]
+    cell = {**first, "index": 0, "category": "general", "tags": "", "case_source": [], "difficulty": 0, "input": 0}
+    cell.update(expected=False, status="pass", score=1, cached=0, error=None)
+    cell["assertions"] = [
+        {"type": "a", "name": None, "passed": True, "score": 1, "reason": None, "weight": 1},
+        {"type": "b", "name": "", "passed": None, "score": 0.0, "reason": "", "weight": 1.0, "details": {"x": 1}},
+        "not a mapping",
+    ]
+    cell["output"] = {**first["output"], "text": None, "tool_calls": {}, "usage": [], "events_truncated": 0}
+    writer = ResultWriter(tmp_path, run_id=cell["run_id"], target_types={cell["target"]: cell["target_type"]})
+    writer.write(json.loads(json.dumps(cell)))
+    writer.close()
+    (back,) = read_cells(tmp_path)
+    assert list(back) == list(cell) and {**back, "version": cell["version"]} == cell
+    assert [list(a) for a in back["assertions"][:2]] == [list(a) for a in cell["assertions"][:2]]
+    assert all(type(back[k]) is type(cell[k]) for k in ("tags", "case_source", "score", "difficulty", "input", "expected"))
+
+
 @pytest.mark.parametrize(
     "raw",
     [

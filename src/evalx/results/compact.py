@@ -196,12 +196,27 @@ def split_case(result: CellResult, cells: int) -> dict[str, Any]:
 
 
 def _case_fields(result: CellResult, into: dict[str, Any]) -> None:
-    """Copy the case's own fields of ``result`` that differ from their defaults (and description/notes) into ``into``."""
+    """Copy the case's own fields of ``result`` that differ from their defaults (:data:`CASE_KEYS`; and description/notes/context)
+    into ``into``. Key by key, each default's test written out (``tags``: a list that is not empty...): this runs for every cell."""
     get = result.get
-    for key, default in CASE_KEYS.items():
-        value = get(key, default)
-        if value != default or type(value) is not type(default):
-            into[key] = value
+    value = get("category", "general")
+    if type(value) is not str or value != "general":
+        into["category"] = value
+    value = get("difficulty")
+    if value is not None:
+        into["difficulty"] = value
+    value = get("tags", [])
+    if type(value) is not list or value:
+        into["tags"] = value
+    value = get("case_source", "")
+    if type(value) is not str or value:
+        into["case_source"] = value
+    value = get("input")
+    if value is not None:
+        into["input"] = value
+    value = get("expected")
+    if value is not None:
+        into["expected"] = value
     for key in _OPTIONAL_CASE_KEYS:
         if key in result:
             into[key] = result[key]  # type: ignore[literal-required]
@@ -269,10 +284,11 @@ def compact_cell(
     output = get("output")
     if output:
         line["output"] = _compact_output(output, result) if isinstance(output, dict) else output
-    if not result.keys() <= _KNOWN:  # what v1 writes only when it applies (skip_reason, stop_reason...), and anything newer
-        for key, value in result.items():
-            if key not in line and key not in _KNOWN:
-                line[key] = value
+    extra = result.keys() - _KNOWN  # what v1 writes only when it applies (skip_reason, stop_reason...), and anything newer
+    if extra:  # (never a key of the line: those are all known) in the result's order; one key has no order to keep
+        for key in result if len(extra) > 1 else extra:
+            if key in extra:
+                line[key] = result[key]  # type: ignore[literal-required]
     return line
 
 
@@ -282,21 +298,22 @@ _NULLABLE = ("latency_ms", "ttft_ms", "cost_usd", "judge_cost_usd")
 def _compact_assertion(a: Any) -> Any:
     if type(a) is not dict:
         return a
-    passed = a.get("passed")
-    out: JSONObject = {}
-    for key, value in a.items():  # by hand, key by key: a dict of defaults looked up a key was most of the line's cost
-        if key == "score":
-            if type(value) is float and value == (1.0 if passed is True else 0.0):
-                continue
-        elif key == "name" or key == "passed":
-            if value is None:
-                continue
-        elif key == "reason":
-            if value == "" and type(value) is str:
-                continue
-        elif key == "weight" and type(value) is float and value == 1.0:
-            continue
-        out[key] = value
+    out: JSONObject = a.copy()  # then the keys at their defaults taken out (a copy in C: cheaper than a loop over its keys)
+    get = out.get
+    passed = get("passed")
+    score = get("score")
+    if type(score) is float and score == (1.0 if passed is True else 0.0):
+        del out["score"]
+    if get("name", _MISSING) is None:
+        del out["name"]
+    if passed is None and "passed" in out:
+        del out["passed"]
+    reason = get("reason")
+    if type(reason) is str and reason == "":
+        del out["reason"]
+    weight = get("weight")
+    if type(weight) is float and weight == 1.0:
+        del out["weight"]
     return out
 
 
@@ -306,23 +323,27 @@ def _default_score(passed: Any) -> float:
 
 def _compact_output(output: JSONObject, result: CellResult) -> JSONObject:
     out: JSONObject = {}
+    rule = _OUTPUT_RULES.get
     for key, value in output.items():
-        if key in _FROM_CELL:
-            if value is result.get(key) or (value == result.get(key) and type(value) is type(result.get(key))):
-                continue
+        default = rule(key, _MISSING)
+        if default is _MISSING:
             out[key] = value
             continue
-        default = _OUTPUT_DEFAULTS.get(key, _MISSING)
-        if default is not _MISSING and (value is default or (value == default and type(value) is type(default))):
+        if default is _CELLS:  # a copy of the cell's own figure: left out when the same
+            default = result.get(key)
+        if value is default or (value == default and type(value) is type(default)):
             continue
         out[key] = value
-    missing: list[JSON] = [k for k in _OUTPUT_DEFAULTS if k not in output]
-    if missing:  # a trajectory without some of the usual keys: say which, so expand() does not add them
+    if not output.keys() >= _OUTPUT_DEFAULTS.keys():  # some of the usual keys missing: say which, so expand() does not add them
+        missing: list[JSON] = [k for k in _OUTPUT_DEFAULTS if k not in output]
         out["_absent"] = missing
     return out
 
 
 _MISSING = object()
+_CELLS = object()
+#: what an ``output`` key is left out at: its default, or (:data:`_CELLS`) the cell's own value of the key
+_OUTPUT_RULES: dict[str, Any] = {**_OUTPUT_DEFAULTS, **dict.fromkeys(_FROM_CELL, _CELLS)}
 _KNOWN = frozenset(
     ("version", "run_id", "target_type", "status", "output", "t", *_IDENTITY, *CASE_KEYS, *_OPTIONAL_CASE_KEYS, *CELL_DEFAULTS)
 )

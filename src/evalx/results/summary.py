@@ -156,12 +156,25 @@ def _price_missing(result: CellResult, used_tokens: bool) -> bool:
 
 
 def _either(result: CellResult, output: CellOutput, key: str) -> float | None:
-    """A figure from the result, else from its trajectory (older or partial lines)."""
-    value = finite(result.get(key))
-    return value if value is not None else finite(output.get(key))
+    """A figure from the result, else from its trajectory (older or partial lines). (None, the usual missing figure, read without a call.)"""
+    value = result.get(key)
+    if value is not None:
+        value = finite(value)
+    if value is None:
+        value = output.get(key)
+        if value is not None:
+            value = finite(value)
+    return value
+
+
+#: the largest int a float holds exactly: a count up to it reads as itself, without the float round trip
+_EXACT_INT = 2**53
 
 
 def _tokens(value: Any) -> int:
+    """A stored count (tokens, calls, 429s) as a whole number, 0 for anything not a positive finite number."""
+    if type(value) is int and 0 <= value <= _EXACT_INT:  # the usual count: as finite() reads it, without the calls
+        return value
     number = finite(value)
     return int(number) if number is not None and number > 0 else 0
 
