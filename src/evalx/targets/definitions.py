@@ -928,10 +928,12 @@ class StreamSpec:
 @dataclass
 class ErrorClass:
     statuses: frozenset[int] = frozenset()
-    patterns: tuple[Any, ...] = ()  # evalx.common.regexes.compile_user: a server's body cannot make them backtrack for ever
+    #: the ``body:`` patterns (checked by the definition's validation), compiled by the first error response that needs them
+    patterns: tuple[str, ...] = ()
 
     def matches(self, status: int, body: str) -> bool:
-        return status in self.statuses or any(regexes.search(p, body) is not None for p in self.patterns)
+        # evalx.common.regexes: a server's body cannot make them backtrack for ever
+        return status in self.statuses or any(regexes.search(regexes.compile_user(p), body) is not None for p in self.patterns)
 
 
 @dataclass
@@ -1900,7 +1902,7 @@ def _rate_limits(spec: RateLimitsSection | None) -> RateLimitHeaders | None:
 
 def _error_class(spec: ErrorClassSection | None) -> ErrorClass:
     spec = spec or ErrorClassSection()
-    return ErrorClass(frozenset(spec.get("status") or ()), tuple(regexes.compile_user(p) for p in spec.get("body") or ()))
+    return ErrorClass(frozenset(spec.get("status") or ()), tuple(spec.get("body") or ()))
 
 
 def _template_issues(loaded: tuple[Loaded, ...], data: Any) -> list[Issue]:
