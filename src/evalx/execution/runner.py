@@ -127,11 +127,10 @@ def _export_endpoint(config: Config, request: RunRequest) -> Endpoint | None:
 
 def _check_template_references(config: Config, plan: Plan) -> None:
     """A template that reads a name or field no case has fails every cell: refuse the run (as ``evalx validate`` would)."""
-    from evalx.config.references import attachment_issues, template_reference_issues
+    from evalx.config.references import reference_issues
     from evalx.errors import ConfigError
 
-    issues = template_reference_issues(config, plan.cases, plan.base_target_ids, matrix=bool(plan.variants))
-    issues += attachment_issues(config, plan.cases, plan.base_target_ids)
+    issues = reference_issues(config, plan.cases, plan.base_target_ids, matrix=bool(plan.variants))
     for issue in issues:
         if issue.warning:
             log.warning(str(issue))
