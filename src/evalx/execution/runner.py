@@ -416,11 +416,11 @@ def _record_run(config: Config, resolved: ResolvedRun, plan: Plan, made: _Run) -
 
 def _cost_guard(config: Config, shard: tuple[int, int] | None) -> CostGuard | None:
     """The run's cost guard (``defaults.max_total_cost``; a shard spends its share), or None."""
-    from evalx.execution.budget import CostGuard
-
     limit = config.typed.defaults.max_total_cost
     if limit is None:
         return None
+    from evalx.execution.budget import CostGuard
+
     return CostGuard(limit / shard[1] if shard is not None else limit)
 
 
