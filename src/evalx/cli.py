@@ -235,9 +235,9 @@ def validate(
         except ConfigError as exc:
             errors += [str(i) for i in exc.issues]
     if cases and not errors:  # the templates' names and fields, against the cases they will render with
-        from evalx.config.references import attachment_issues, template_reference_issues
+        from evalx.config.references import reference_issues
 
-        for issue in [*template_reference_issues(config, cases), *attachment_issues(config, cases)]:
+        for issue in reference_issues(config, cases):
             if issue.warning:
                 click.echo(f"warning: {issue}", err=True)
             else:

@@ -111,7 +111,8 @@ def test_the_schema_checks_the_executor_and_ray_settings(tmp_path: Path) -> None
 
 def test_pool_shapes_rate_shares_and_the_executor_choice() -> None:
     from evalx.config.model import ExecutorSettings
-    from evalx.execution.ray_executor import ExecutorChoice, _share_rate, choose_executor, pool_shape
+    from evalx.execution.executors import ExecutorChoice, choose_executor
+    from evalx.execution.ray_executor import _share_rate, pool_shape
     from evalx.targets import resolve_settings
     from evalx.targets.spec import target_spec
 

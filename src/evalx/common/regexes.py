@@ -31,14 +31,13 @@ by no one: the error says the time was up.)
 
 from __future__ import annotations
 
+import re
 import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from functools import lru_cache
 from typing import Any
-
-import regex as _regex
 
 from evalx.common.deadline import Deadline
 from evalx.errors import NeedsThread, OutOfTime, RegexTimeout
@@ -63,8 +62,18 @@ DEFAULT_TIMEOUT_S = 1.0
 #: how long the matches of one check may hold the event loop before the check moves to a thread
 ON_LOOP_SLICE_S = 0.05
 
-IGNORECASE, MULTILINE, DOTALL, VERBOSE = _regex.IGNORECASE, _regex.MULTILINE, _regex.DOTALL, _regex.VERBOSE
-error = _regex.error
+# the ``regex`` package (~50 M instructions to import) is loaded by the first pattern compiled: a run whose checks
+# match no regex never loads it. Its flags have ``re``'s values.
+IGNORECASE, MULTILINE, DOTALL, VERBOSE = int(re.IGNORECASE), int(re.MULTILINE), int(re.DOTALL), int(re.VERBOSE)
+
+
+def __getattr__(name: str) -> Any:
+    """``error``: the ``regex`` package's, what :func:`compile_user` raises for a bad pattern (imported when first asked for)."""
+    if name == "error":
+        import regex
+
+        return regex.error
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 class _Budget(threading.local):
@@ -149,7 +158,9 @@ def checkpoint(what: str = "the check") -> None:
 @lru_cache(maxsize=1024)
 def compile_user(pattern: str, flags: int = 0) -> Any:
     """``pattern`` compiled once (``regex`` with ``re``'s syntax: its VERSION0)."""
-    return _regex.compile(pattern, flags | _regex.VERSION0)
+    import regex
+
+    return regex.compile(pattern, flags | regex.VERSION0)
 
 
 def search(pattern: Any, text: str, *, what: str | None = None) -> Any:

@@ -20,9 +20,9 @@ after a ``'key' in ...`` test. A dataset is checked on its first
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, overload
 
 from evalx.common.documents import KeyPath, did_you_mean, display_path
 from evalx.common.templates import Reference, missing_step, template_references
@@ -35,7 +35,7 @@ if TYPE_CHECKING:
     from evalx.config.loader import Config
     from evalx.targets.definitions import ProviderDefinition
 
-__all__ = ["SAMPLE_CASES", "attachment_issues", "template_reference_issues"]
+__all__ = ["SAMPLE_CASES", "attachment_issues", "reference_issues", "template_reference_issues"]
 
 #: the cases of each dataset a template is checked against (a dataset of millions is not read twice over)
 SAMPLE_CASES = 2_000
@@ -51,6 +51,42 @@ class _Template:
     source: str
     #: ``prompt_file prompts/a.txt: `` for a value read from a file
     prefix: str
+
+
+def reference_issues(
+    config: Config, cases: Mapping[str, Sequence[Case]], target_ids: Sequence[str] | None = None, *, matrix: bool = True
+) -> list[Issue]:
+    """What ``evalx validate`` and a run check before any cell: :func:`template_reference_issues`, then :func:`attachment_issues`.
+
+    The first :data:`SAMPLE_CASES` cases of each dataset, which every check reads, are rebuilt from their table once.
+    """
+    sampled: dict[str, Sequence[Case]] = {name: _Sampled(found) for name, found in cases.items()}
+    return template_reference_issues(config, sampled, target_ids, matrix=matrix) + attachment_issues(config, sampled, target_ids)
+
+
+class _Sampled(Sequence[Case]):
+    """A dataset's cases with its first :data:`SAMPLE_CASES` kept as built: the checks each read them, a table rebuilds each read."""
+
+    def __init__(self, cases: Sequence[Case]) -> None:
+        self._cases = cases
+        self._first = [cases[i] for i in range(min(len(cases), SAMPLE_CASES))]
+
+    def __len__(self) -> int:
+        return len(self._cases)
+
+    @overload
+    def __getitem__(self, i: int) -> Case: ...
+    @overload
+    def __getitem__(self, i: slice) -> Sequence[Case]: ...
+    def __getitem__(self, i: int | slice) -> Case | Sequence[Case]:
+        if isinstance(i, slice):
+            return [self[j] for j in range(*i.indices(len(self)))]
+        return self._first[i] if 0 <= i < len(self._first) else self._cases[i]
+
+    def __iter__(self) -> Iterator[Case]:
+        yield from self._first
+        for i in range(len(self._first), len(self._cases)):
+            yield self._cases[i]
 
 
 def template_reference_issues(
@@ -332,7 +368,8 @@ def _case_view(case: Case, first: Any) -> dict[str, Any]:
 def attachment_issues(config: Config, cases: Mapping[str, Sequence[Case]], target_ids: Sequence[str] | None = None) -> list[Issue]:
     """A provider target that cannot send a case's images or documents (its definition's ``parts:``), one error a case.
 
-    Each names the case's ``FILE:LINE``; engine and Python targets take every part. Every case is read once.
+    Each names the case's ``FILE:LINE``; engine and Python targets take every part. Every case is read once, and
+    only for a target whose definition refuses some kind of part.
     """
     from evalx.common.attachments import is_parts
     from evalx.targets.definitions import UnknownProvider, find_provider, providers_dir_of
@@ -345,14 +382,22 @@ def attachment_issues(config: Config, cases: Mapping[str, Sequence[Case]], targe
         and isinstance(spec.get("provider"), str)
         and (target_ids is None or spec.get("id") in target_ids)
     }
-    if not providers:
+    definitions: dict[str, ProviderDefinition | None] = {}
+    for name in providers.values():
+        if name not in definitions:
+            try:
+                definitions[name] = find_provider(name, providers_dir_of(config))  # loaded already: the config's check read it
+            except (UnknownProvider, EvalxError):  # the config's own check names it
+                definitions[name] = None
+    # only a target whose definition refuses some kind of part can refuse a case's: without one, no case is read
+    refusing = {t: definitions[name] for t, name in providers.items() if _refuses_some_part(definitions[name])}
+    if not refusing:
         return []
     issues: list[Issue] = []
-    definitions: dict[str, ProviderDefinition | None] = {}
     for d in config.datasets:
         if not isinstance(d, dict) or d.get("id") not in cases:
             continue
-        on = [t for t in providers if not d.get("targets") or t in d["targets"]]
+        on = [t for t in refusing if not d.get("targets") or t in d["targets"]]
         for case in cases[str(d["id"])] if on else ():
             if not is_parts(case.input):
                 continue
@@ -360,13 +405,7 @@ def attachment_issues(config: Config, cases: Mapping[str, Sequence[Case]], targe
             for target in on:
                 if case.targets and target not in case.targets:
                     continue
-                name = providers[target]
-                if name not in definitions:
-                    try:
-                        definitions[name] = find_provider(name, providers_dir_of(config))
-                    except (UnknownProvider, EvalxError):  # the config's own check names it
-                        definitions[name] = None
-                definition = definitions[name]
+                definition = refusing[target]
                 reason = definition.refuses_parts(kinds) if definition is not None else None
                 if reason is not None:
                     file, _, line = case.source.rpartition(":")
@@ -374,3 +413,12 @@ def attachment_issues(config: Config, cases: Mapping[str, Sequence[Case]], targe
                     message = f"case {case.id!r} has {' and '.join(sorted(kinds))} parts, which target {target!r} cannot send: {reason}"
                     issues.append(Issue(where[0], where[1], "input", message))
     return issues
+
+
+#: the kinds of part a case's input may hold besides text (``image_url``: an image given by url)
+_PART_KINDS = frozenset({"image", "image_url", "document"})
+
+
+def _refuses_some_part(definition: ProviderDefinition | None) -> bool:
+    """Whether a case's parts could be refused by ``definition`` (it refuses a kind of part on its own, so some kinds together)."""
+    return definition is not None and any(definition.refuses_parts({kind}) is not None for kind in _PART_KINDS)

@@ -33,14 +33,35 @@ from evalx.targets.settings import Overrides
 
 if TYPE_CHECKING:
     from evalx.config.loader import Config
+    from evalx.config.model import ExecutorSettings
     from evalx.execution.plan import Plan
-    from evalx.execution.ray_executor import ExecutorChoice
     from evalx.judge import Judge
     from evalx.tracing.run import RunTracing
 
 log = logging.getLogger(__name__)
 
-__all__ = ["EXECUTORS", "CellExecutor", "ExecutionJob", "execute_cells"]
+__all__ = ["EXECUTORS", "CellExecutor", "ExecutionJob", "ExecutorChoice", "choose_executor", "execute_cells"]
+
+
+@dataclass(frozen=True)
+class ExecutorChoice:
+    """Where cells run: ``local`` (this process) or ``ray`` at ``address`` (``auto``: a running cluster; ``local``: start one)."""
+
+    kind: str = "local"
+    address: str = "auto"
+    batch_size: int | None = None
+    #: ``auto`` sends the config's folder to the workers unless every node is this machine; ``upload``; ``shared``
+    working_dir: str = "auto"
+
+
+def choose_executor(section: ExecutorSettings, kind: str | None, address: str | None) -> ExecutorChoice:
+    """The run's executor: the command line (``--executor``, ``--ray-address``) over the config's ``executor:`` over local."""
+    return ExecutorChoice(
+        kind=kind or section.kind or "local",
+        address=address or section.address or "auto",
+        batch_size=section.batch_size or None,
+        working_dir=section.working_dir or "auto",
+    )
 
 
 @dataclass
@@ -177,8 +198,6 @@ async def execute_cells(
     on_batch: Callable[[str], None] | None = None,
 ) -> ExecutionStats:
     """Run ``plan``'s cells on the executor the request or the config chooses; ``stop()`` True: start no more cells."""
-    from evalx.execution.ray_executor import choose_executor
-
     choice = choose_executor(config.typed.executor, executor, ray_address)
     job = ExecutionJob(config, plan, run_id, overrides, on_result, admit, quiet, choice, stop, on_batch)
     return await EXECUTORS[choice.kind]().execute(job)

@@ -60,7 +60,7 @@ from evalx.targets.spec import ProviderTargetSpec, PythonTargetSpec, RaySettings
 
 if TYPE_CHECKING:
     from evalx.config.loader import Config
-    from evalx.config.model import ExecutorSettings
+    from evalx.execution.executors import ExecutorChoice
     from evalx.execution.plan import Plan
 
 log = logging.getLogger(__name__)
@@ -89,27 +89,6 @@ EXCLUDES = [
 ]
 #: start-up and run phases of the last Ray run in this process, in seconds (the benchmark reads it)
 LAST_TIMINGS: dict[str, float] = {}
-
-
-@dataclass(frozen=True)
-class ExecutorChoice:
-    """Where cells run: ``local`` (this process) or ``ray`` at ``address`` (``auto``: a running cluster; ``local``: start one)."""
-
-    kind: str = "local"
-    address: str = "auto"
-    batch_size: int | None = None
-    #: ``auto`` sends the config's folder to the workers unless every node is this machine; ``upload``; ``shared``
-    working_dir: str = "auto"
-
-
-def choose_executor(section: ExecutorSettings, kind: str | None, address: str | None) -> ExecutorChoice:
-    """The run's executor: the command line (``--executor``, ``--ray-address``) over the config's ``executor:`` over local."""
-    return ExecutorChoice(
-        kind=kind or section.kind or "local",
-        address=address or section.address or "auto",
-        batch_size=section.batch_size or None,
-        working_dir=section.working_dir or "auto",
-    )
 
 
 def import_ray() -> Any:

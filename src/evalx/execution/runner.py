@@ -127,11 +127,10 @@ def _export_endpoint(config: Config, request: RunRequest) -> Endpoint | None:
 
 def _check_template_references(config: Config, plan: Plan) -> None:
     """A template that reads a name or field no case has fails every cell: refuse the run (as ``evalx validate`` would)."""
-    from evalx.config.references import attachment_issues, template_reference_issues
+    from evalx.config.references import reference_issues
     from evalx.errors import ConfigError
 
-    issues = template_reference_issues(config, plan.cases, plan.base_target_ids, matrix=bool(plan.variants))
-    issues += attachment_issues(config, plan.cases, plan.base_target_ids)
+    issues = reference_issues(config, plan.cases, plan.base_target_ids, matrix=bool(plan.variants))
     for issue in issues:
         if issue.warning:
             log.warning(str(issue))
@@ -417,11 +416,11 @@ def _record_run(config: Config, resolved: ResolvedRun, plan: Plan, made: _Run) -
 
 def _cost_guard(config: Config, shard: tuple[int, int] | None) -> CostGuard | None:
     """The run's cost guard (``defaults.max_total_cost``; a shard spends its share), or None."""
-    from evalx.execution.budget import CostGuard
-
     limit = config.typed.defaults.max_total_cost
     if limit is None:
         return None
+    from evalx.execution.budget import CostGuard
+
     return CostGuard(limit / shard[1] if shard is not None else limit)
 
 

@@ -28,7 +28,9 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any, NotRequired, TypedDict, cast
 
-from jinja2 import ChainableUndefined, StrictUndefined, TemplateError, TemplateSyntaxError, Undefined
+from jinja2 import ChainableUndefined, StrictUndefined, TemplateError, TemplateSyntaxError, Undefined, nodes
+from jinja2.compiler import generate
+from jinja2.parser import Parser
 
 from evalx.common import regexes
 from evalx.common.documents import KeyPath, Loaded, SchemaValidator, format_path, load_yaml
@@ -928,10 +930,12 @@ class StreamSpec:
 @dataclass
 class ErrorClass:
     statuses: frozenset[int] = frozenset()
-    patterns: tuple[Any, ...] = ()  # evalx.common.regexes.compile_user: a server's body cannot make them backtrack for ever
+    #: the ``body:`` patterns (checked by the definition's validation), compiled by the first error response that needs them
+    patterns: tuple[str, ...] = ()
 
     def matches(self, status: int, body: str) -> bool:
-        return status in self.statuses or any(regexes.search(p, body) is not None for p in self.patterns)
+        # evalx.common.regexes: a server's body cannot make them backtrack for ever
+        return status in self.statuses or any(regexes.search(regexes.compile_user(p), body) is not None for p in self.patterns)
 
 
 @dataclass
@@ -1351,6 +1355,21 @@ def _compile_template(source: str) -> Any:
 @lru_cache(maxsize=256)
 def _compile_expression(source: str) -> Any:
     return _RESPONSE_ENV.compile_expression(_strip_braces(source), undefined_to_none=True)
+
+
+def _check_expression(source: str) -> None:
+    """Raise the :class:`TemplateSyntaxError` :func:`_compile_expression` would (a syntax error, an unknown filter or test).
+
+    Jinja's own steps up to the Python source of the expression (``Environment.compile_expression``), without
+    compiling that source: a definition's expressions are checked when it loads, and compiled only when a
+    response needs one (most never do; a definition has ~30).
+    """
+    parser = Parser(_RESPONSE_ENV, _strip_braces(source), state="variable")
+    expr = parser.parse_expression()
+    if not parser.stream.eos:
+        raise TemplateSyntaxError("chunk after expression", parser.stream.current.lineno, None, None)
+    expr.set_environment(_RESPONSE_ENV)
+    generate(nodes.Template([nodes.Assign(nodes.Name("result", "store"), expr, lineno=1)], lineno=1), _RESPONSE_ENV, None, None)
 
 
 #: ``response.choices[0].message.content or ""``: a name, then ``.field`` / ``[N]`` steps, then an optional ``or`` literal
@@ -1899,7 +1918,7 @@ def _rate_limits(spec: RateLimitsSection | None) -> RateLimitHeaders | None:
 
 def _error_class(spec: ErrorClassSection | None) -> ErrorClass:
     spec = spec or ErrorClassSection()
-    return ErrorClass(frozenset(spec.get("status") or ()), tuple(regexes.compile_user(p) for p in spec.get("body") or ()))
+    return ErrorClass(frozenset(spec.get("status") or ()), tuple(spec.get("body") or ()))
 
 
 def _template_issues(loaded: tuple[Loaded, ...], data: Any) -> list[Issue]:
@@ -1918,7 +1937,7 @@ def _template_issues(loaded: tuple[Loaded, ...], data: Any) -> list[Issue]:
     def check_expression(path: KeyPath, source: Any) -> None:
         if isinstance(source, str):
             try:
-                _compile_expression(source)
+                _check_expression(source)
             except TemplateSyntaxError as exc:
                 issues.append(_issue(loaded, path, f"expression syntax error: {exc.message}"))
 
