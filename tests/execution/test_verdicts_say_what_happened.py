@@ -318,6 +318,38 @@ def test_a_printing_target_leaves_evalx_json_valid_and_its_prints_are_kept_per_c
         assert set(said) <= {case_id, "hi"}, row["output"]["printed"]
 
 
+LINGERING_PRINTER = """
+import threading
+
+def _chatter():
+    for i in range(50_000):
+        print("still printing", i)
+
+def answer(question):
+    for _ in range(4):
+        threading.Thread(target=_chatter).start()  # left running: they print while the run ends
+    return "ok " + question
+"""
+
+
+@pytest.mark.slow
+def test_threads_a_target_leaves_printing_while_the_run_ends_never_crash_evalx(tmp_path: Path) -> None:
+    # CPython 3.11's print() uses sys.stdout without a reference of its own: when the run took its routers out and
+    # they were freed, a thread printing at that moment crashed the process (SIGSEGV in 6 runs of 8 before)
+    project = write_project(
+        tmp_path / "p", LINGERING_PRINTER, [{"id": "one", "input": "q", "assert": [{"type": "contains", "value": "ok"}]}]
+    )
+    for attempt in range(3):
+        out, err = tmp_path / f"out{attempt}", tmp_path / f"err{attempt}"
+        with open(out, "wb") as stdout, open(err, "wb") as stderr:  # files: a pipe's reader slows the threads down
+            code = subprocess.run(
+                [sys.executable, "-m", "evalx", "run", "--json", "-q"], cwd=project, stdout=stdout, stderr=stderr, timeout=120
+            ).returncode
+        assert code == 0, (code, err.read_text(errors="replace")[-2000:])
+        assert json.loads(out.read_text())["cells_planned"] == 1  # stdout is evalx's JSON alone
+        assert "still printing" in err.read_text()
+
+
 DESCRIPTOR_AGENT = """
 import ctypes, os, subprocess, sys
 

@@ -10,7 +10,11 @@ write made while the routers are in place — a module's top-level
 assertion — goes to evalx's stderr, so the machine-readable output evalx
 writes to stdout (``--json``) stays valid whatever targets print. evalx
 writes its own output to the streams it held before (never through the
-routers). Writes to file descriptor 1 by C code or subprocesses are not
+routers). The routers are made once per stream and never freed: CPython 3.11's
+``print`` holds ``sys.stdout`` without a reference of its own, so a router
+freed when :func:`uninstall` puts the old stream back would crash a thread
+the target left printing at that moment (CPython gh-130163). Writes to file
+descriptor 1 by C code or subprocesses are not
 seen by the routers: :func:`stdout_for_evalx` points that descriptor and
 ``sys.stdout`` at stderr for the rest of an ``evalx run`` process, and gives
 evalx a duplicate of the real stdout for its own output.
@@ -114,6 +118,9 @@ class _Router:
 
 
 _installed: list[Any] = []  # [count, previous stdout, previous stderr] while installed
+#: the routers made for each stream evalx's stderr has been, by id (each holds its stream: the ids stay theirs), kept
+#: for the life of the process: a thread may still be inside ``print`` with one after it is taken out (gh-130163)
+_ROUTERS: dict[int, tuple[_Router, _Router]] = {}
 
 
 def install() -> None:
@@ -123,8 +130,10 @@ def install() -> None:
         return
     stdout, stderr = sys.stdout, sys.stderr
     _installed[:] = [1, stdout, stderr]
-    sys.stdout = _Router(stderr)
-    sys.stderr = _Router(stderr)
+    routers = _ROUTERS.get(id(stderr))
+    if routers is None or routers[0]._fallback is not stderr:
+        routers = _ROUTERS[id(stderr)] = (_Router(stderr), _Router(stderr))
+    sys.stdout, sys.stderr = routers
 
 
 def uninstall() -> None:
