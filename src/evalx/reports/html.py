@@ -177,6 +177,8 @@ MAX_CHANGES = 2_000
 SPOOL_BYTES = 4 * 1024 * 1024
 #: encoded rows are gathered up to this many characters before they go to the spool
 PENDING_CHARS = 64 * 1024
+#: rows encoded together (each is at most a few caps of text)
+ROW_BATCH = 32
 #: the most cells report.html embeds by default (``--html-max-cells``, 0: no cap); a run of more is sampled.
 #: Measured for issue 16: at 10,000 cells whose outputs all hit the text caps (42 MB) the page opens
 #: in headless Chromium in 1.7-2.5 s on a loaded 2-core machine, at 20,000 (70 MB) in 3.0-3.9 s
@@ -414,17 +416,33 @@ class _Embedder:
 
 
 class _Rows:
-    """A JSON array's items, each encoded by :func:`embed_json` as it comes, in a spool."""
+    """A JSON array's items, encoded by :func:`embed_json` :data:`ROW_BATCH` at a time, in a spool.
+
+    ``embed_json`` of a list is its items' ``embed_json``, joined by commas: one
+    encoder call for a batch rather than one a row (the call, not the row, was
+    most of a small row's cost).
+    """
 
     def __init__(self, spool_dir: Path | None) -> None:
         self.count = 0
+        self.batch: list[JSONObject] = []
         self.spool = Spool(max_size=SPOOL_BYTES, batch=PENDING_CHARS, dir=spool_dir, errors="replace")
 
     def add(self, row: JSONObject) -> None:
-        self.spool.write("," + embed_json(row) if self.count else embed_json(row))
+        self.batch.append(row)
         self.count += 1
+        if len(self.batch) >= ROW_BATCH:
+            self.flush()
+
+    def flush(self) -> None:
+        """Encode the rows not encoded yet into the spool."""
+        if self.batch:
+            items = embed_json(self.batch)[1:-1]  # "[row,row]" without its brackets
+            self.spool.write("," + items if self.count > len(self.batch) else items)
+            self.batch = []
 
     def copy_to(self, out: Any) -> None:
+        self.flush()
         self.spool.copy_to(out)
 
     def close(self) -> None:
