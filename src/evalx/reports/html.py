@@ -377,7 +377,8 @@ _VALUE_ENCODER = json_encoder(separators=(", ", ": "), default=str)
 
 
 def _int(value: Any) -> int:
-    number = finite(value)
+    """A stored count as a whole number (through a float, as a figure), 0 for anything else or below 1."""
+    number = float(value) if type(value) is int else finite(value)  # (a token count: finite() would only make it a float)
     return int(number) if number is not None and number > 0 else 0
 
 
@@ -396,7 +397,7 @@ class _Embedder:
 
     def put(self, into: JSONObject, key: str, value: Any, cap: int) -> None:
         """``into[key]`` = the cleaned text, clipped; ``into[key + "N"]`` = full length when clipped."""
-        if value is None or value == "" or value == [] or value == {}:
+        if not value and (value is None or value == "" or value == [] or value == {}):
             return
         text = clean_text(value)
         limit = max(200, cap // LEAN_FACTOR) if self.used > BUDGET else cap  # self.cap(cap), inline
@@ -641,7 +642,7 @@ class _ReportData:
         self._row(result, target, t, status, latency, repeat)
 
     def _row(self, result: CellResult, target: str, t: int, status: str, latency: float | None, repeat: int) -> None:
-        dataset = show_id(result.get("dataset") or "")
+        dataset = self._show(result.get("dataset"), "")
         case_id = show_id(result.get("case_id") or "")
         c = self._case_index(result, dataset, case_id)
         output = result.get("output")
@@ -836,10 +837,11 @@ class _ReportData:
 
     def _case(self, result: CellResult, dataset: str, case_id: str) -> JSONObject:
         row: JSONObject = {"d": dataset, "id": case_id}
-        if result.get("category"):
-            row["cat"] = show_id(result["category"])
-        if result.get("difficulty") is not None:
-            row["dif"] = show_id(result["difficulty"])
+        category, difficulty = result.get("category"), result.get("difficulty")
+        if category:
+            row["cat"] = self._show(category, "")
+        if difficulty is not None:
+            row["dif"] = show_id(difficulty)
         tags = result.get("tags")
         if isinstance(tags, list) and tags:
             row["tags"] = [show_id(t) for t in tags[:50]]
@@ -852,8 +854,9 @@ class _ReportData:
         else:
             self.embed.put(row, "in", value, TEXT_CAP)
         self.embed.put(row, "ex", result.get("expected"), TEXT_CAP)
-        if result.get("case_source"):
-            row["src"] = clean_text(result["case_source"])
+        source = result.get("case_source")
+        if source:
+            row["src"] = clean_text(source)
         self.embed.put(row, "ds", result.get("description"), TEXT_CAP)
         self.embed.put(row, "nt", result.get("notes"), TEXT_CAP)
         self.embed.put(row, "cx", result.get("context"), TEXT_CAP)
