@@ -8,8 +8,8 @@ fetched, so the file works from a CI artifact or an email attachment; a
 Content-Security-Policy forbids the network and every script but ours (its
 hash covers report.js alone, never the data).
 
-The rows are never all in memory: each case and cell row is encoded as it is
-read into a spool (memory while small, a temporary file past
+The rows are never all in memory: case and cell rows are encoded as they are
+read, :data:`ROW_BATCH` at a time, into a spool (memory while small, a temporary file past
 :data:`SPOOL_BYTES`); the page (header and charts need only the summary and
 small per-target aggregates) is rendered around a marker, and the embedded
 JSON is streamed in its place, byte for byte what one ``embed_json`` of the
