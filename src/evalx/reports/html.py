@@ -8,8 +8,8 @@ fetched, so the file works from a CI artifact or an email attachment; a
 Content-Security-Policy forbids the network and every script but ours (its
 hash covers report.js alone, never the data).
 
-The rows are never all in memory: each case and cell row is encoded as it is
-read into a spool (memory while small, a temporary file past
+The rows are never all in memory: case and cell rows are encoded as they are
+read, :data:`ROW_BATCH` at a time, into a spool (memory while small, a temporary file past
 :data:`SPOOL_BYTES`); the page (header and charts need only the summary and
 small per-target aggregates) is rendered around a marker, and the embedded
 JSON is streamed in its place, byte for byte what one ``embed_json`` of the
@@ -177,6 +177,8 @@ MAX_CHANGES = 2_000
 SPOOL_BYTES = 4 * 1024 * 1024
 #: encoded rows are gathered up to this many characters before they go to the spool
 PENDING_CHARS = 64 * 1024
+#: rows encoded together (each is at most a few caps of text)
+ROW_BATCH = 32
 #: the most cells report.html embeds by default (``--html-max-cells``, 0: no cap); a run of more is sampled.
 #: Measured for issue 16: at 10,000 cells whose outputs all hit the text caps (42 MB) the page opens
 #: in headless Chromium in 1.7-2.5 s on a loaded 2-core machine, at 20,000 (70 MB) in 3.0-3.9 s
@@ -375,7 +377,8 @@ _VALUE_ENCODER = json_encoder(separators=(", ", ": "), default=str)
 
 
 def _int(value: Any) -> int:
-    number = finite(value)
+    """A stored count as a whole number (through a float, as a figure), 0 for anything else or below 1."""
+    number = float(value) if type(value) is int else finite(value)  # (a token count: finite() would only make it a float)
     return int(number) if number is not None and number > 0 else 0
 
 
@@ -394,7 +397,7 @@ class _Embedder:
 
     def put(self, into: JSONObject, key: str, value: Any, cap: int) -> None:
         """``into[key]`` = the cleaned text, clipped; ``into[key + "N"]`` = full length when clipped."""
-        if value is None or value == "" or value == [] or value == {}:
+        if not value and (value is None or value == "" or value == [] or value == {}):
             return
         text = clean_text(value)
         limit = max(200, cap // LEAN_FACTOR) if self.used > BUDGET else cap  # self.cap(cap), inline
@@ -414,17 +417,33 @@ class _Embedder:
 
 
 class _Rows:
-    """A JSON array's items, each encoded by :func:`embed_json` as it comes, in a spool."""
+    """A JSON array's items, encoded by :func:`embed_json` :data:`ROW_BATCH` at a time, in a spool.
+
+    ``embed_json`` of a list is its items' ``embed_json``, joined by commas: one
+    encoder call for a batch rather than one a row (the call, not the row, was
+    most of a small row's cost).
+    """
 
     def __init__(self, spool_dir: Path | None) -> None:
         self.count = 0
+        self.batch: list[JSONObject] = []
         self.spool = Spool(max_size=SPOOL_BYTES, batch=PENDING_CHARS, dir=spool_dir, errors="replace")
 
     def add(self, row: JSONObject) -> None:
-        self.spool.write("," + embed_json(row) if self.count else embed_json(row))
+        self.batch.append(row)
         self.count += 1
+        if len(self.batch) >= ROW_BATCH:
+            self.flush()
+
+    def flush(self) -> None:
+        """Encode the rows not encoded yet into the spool."""
+        if self.batch:
+            items = embed_json(self.batch)[1:-1]  # "[row,row]" without its brackets
+            self.spool.write("," + items if self.count > len(self.batch) else items)
+            self.batch = []
 
     def copy_to(self, out: Any) -> None:
+        self.flush()
         self.spool.copy_to(out)
 
     def close(self) -> None:
@@ -623,7 +642,7 @@ class _ReportData:
         self._row(result, target, t, status, latency, repeat)
 
     def _row(self, result: CellResult, target: str, t: int, status: str, latency: float | None, repeat: int) -> None:
-        dataset = show_id(result.get("dataset") or "")
+        dataset = self._show(result.get("dataset"), "")
         case_id = show_id(result.get("case_id") or "")
         c = self._case_index(result, dataset, case_id)
         output = result.get("output")
@@ -818,10 +837,11 @@ class _ReportData:
 
     def _case(self, result: CellResult, dataset: str, case_id: str) -> JSONObject:
         row: JSONObject = {"d": dataset, "id": case_id}
-        if result.get("category"):
-            row["cat"] = show_id(result["category"])
-        if result.get("difficulty") is not None:
-            row["dif"] = show_id(result["difficulty"])
+        category, difficulty = result.get("category"), result.get("difficulty")
+        if category:
+            row["cat"] = self._show(category, "")
+        if difficulty is not None:
+            row["dif"] = show_id(difficulty)
         tags = result.get("tags")
         if isinstance(tags, list) and tags:
             row["tags"] = [show_id(t) for t in tags[:50]]
@@ -834,8 +854,9 @@ class _ReportData:
         else:
             self.embed.put(row, "in", value, TEXT_CAP)
         self.embed.put(row, "ex", result.get("expected"), TEXT_CAP)
-        if result.get("case_source"):
-            row["src"] = clean_text(result["case_source"])
+        source = result.get("case_source")
+        if source:
+            row["src"] = clean_text(source)
         self.embed.put(row, "ds", result.get("description"), TEXT_CAP)
         self.embed.put(row, "nt", result.get("notes"), TEXT_CAP)
         self.embed.put(row, "cx", result.get("context"), TEXT_CAP)

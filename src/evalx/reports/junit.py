@@ -83,7 +83,6 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import IO, Any, Union, cast
-from xml.sax.saxutils import escape
 
 from evalx.common.atomic import atomic_write
 from evalx.errors import writing
@@ -154,18 +153,29 @@ def xml_safe(value: Any, *, ident: bool = False) -> str:
     return (_XML_IDENT if ident else _XML_BODY).sub(_xml_visible, text)
 
 
-#: what ElementTree writes for these in an attribute value, besides ``& < >``
-_ATTRIB_ENTITIES = {'"': "&quot;", "\r": "&#13;", "\n": "&#10;", "\t": "&#09;"}
+#: what ElementTree writes for these in element text (``&`` first: the others' entities hold one)
+_TEXT_ENTITIES = (("&", "&amp;"), (">", "&gt;"), ("<", "&lt;"))
+#: ... and in an attribute value
+_ATTRIB_ENTITIES = (*_TEXT_ENTITIES, ('"', "&quot;"), ("\r", "&#13;"), ("\n", "&#10;"), ("\t", "&#09;"))
+
+
+def _replaced(text: str, entities: tuple[tuple[str, str], ...]) -> str:
+    """``text`` with each character of ``entities`` replaced, in order (``xml.sax.saxutils.escape``, which replaces
+    each one whether present or not: most ids and texts hold none)."""
+    for char, entity in entities:
+        if char in text:
+            text = text.replace(char, entity)
+    return text
 
 
 def _escape_attrib(text: str) -> str:
     """An attribute value as ElementTree escapes it (``& < > "`` and CR, LF, TAB as character references)."""
-    return escape(text, _ATTRIB_ENTITIES)
+    return _replaced(text, _ATTRIB_ENTITIES)
 
 
 def _escape_text(text: str) -> str:
     """Element text as ElementTree escapes it (``& < >``)."""
-    return escape(text)
+    return _replaced(text, _TEXT_ENTITIES)
 
 
 def _rendered(el: ET.Element, level: int) -> str:

@@ -27,6 +27,7 @@ __all__ = [
     "CASE_KEYS",
     "RESULTS_VERSION",
     "Clock",
+    "Expansion",
     "LineDefaults",
     "RunRecord",
     "compact_cell",
@@ -349,83 +350,122 @@ _KNOWN = frozenset(
 )
 
 
+#: the v1 keys a cell line may leave out, in v1 order, with what they are then (``tags`` and ``assertions``: a new
+#: empty list each cell; ``output``: a new empty mapping); the run's own (version, run id, default target and dataset,
+#: that target's kind) are filled in per file by :class:`Expansion`
+_V1_TEMPLATE: JSONObject = {
+    "version": RESULTS_VERSION,
+    "run_id": None,
+    "index": None,
+    "target": None,
+    "target_type": None,
+    "dataset": None,
+    "case_id": None,
+    "repeat": 0,
+    **CASE_KEYS,
+    "status": None,
+    "score": None,
+    "assertions": None,
+    "output": None,
+    **{key: CELL_DEFAULTS[key] for key in ("latency_ms", "ttft_ms", "cost_usd", "judge_cost_usd", "cached", "error", "traceback")},
+    "started_at": None,
+}
+_V1_KEYS = len(_V1_TEMPLATE)
+_ASSERTION_TEMPLATE: JSONObject = {"type": None, "name": None, "passed": None, "score": None, "reason": "", "weight": 1.0}
+
+
+class Expansion:
+    """:func:`expand` for the cell lines of one file: what its run record says (run id, default target and
+    dataset, their kinds, the clock of ``t``) is read once, into the v1 cell every line starts from."""
+
+    __slots__ = ("clock", "run_id", "template", "types")
+
+    def __init__(self, run: JSONObject | None, clock: Clock | None = None) -> None:
+        run = run or {}
+        defaults = as_object(run.get("defaults"))
+        types = run.get("target_types")
+        self.types = types if isinstance(types, dict) else None
+        self.clock = clock if clock is not None else t0_of(defaults)
+        self.run_id = run.get("run_id")
+        target = defaults.get("target")
+        self.template = {
+            **_V1_TEMPLATE,
+            "run_id": self.run_id,
+            "target": target,
+            "target_type": self._kind(target),
+            "dataset": defaults.get("dataset"),
+        }
+
+    def _kind(self, target: JSON) -> JSON:
+        return self.types.get(target) if self.types is not None and isinstance(target, str) else None
+
+    def __call__(self, line: JSONObject, case: JSONObject | None) -> CellResult:
+        """``line`` with every v1 key back, in v1 order (``case``: its case record, whose fields it then leaves out)."""
+        # the v1 cell with the line's values in place (a key v1 does not have goes after them, in the line's order)
+        result = self.template.copy()
+        result.update(line)
+        if "run_id" in line or "version" in line:  # the run's, whatever a line says
+            result["run_id"], result["version"] = self.run_id, RESULTS_VERSION
+        if "target" in line and "target_type" not in line:
+            result["target_type"] = self._kind(result["target"])
+        if "t" in line:
+            del result["t"]
+            if "started_at" not in line:
+                t, clock = line["t"], self.clock
+                result["started_at"] = clock.time_at(t) if type(t) is int and clock is not None else None
+        if "score" not in line and result["status"] == "pass":
+            result["score"] = 1.0
+        if "assertions" not in line:
+            result["assertions"] = []
+        else:  # anything but a list (a hand-edited line) is kept as it is, as v1 keeps it
+            assertions = result["assertions"]
+            if isinstance(assertions, list):
+                result["assertions"] = [_expand_assertion(a) for a in assertions]
+        result["output"] = _expand_output(result["output"], result) if "output" in line else {}
+        source = line
+        if case is not None:  # the case's fields are its record's, whatever the line holds
+            source, cget = case, case.get
+            for key, default in CASE_KEYS.items():
+                result[key] = cget(key, default)
+            for key in _OPTIONAL_CASE_KEYS:
+                result.pop(key, None)
+        if "tags" not in source:
+            result["tags"] = []
+        if "skip_reason" in line or "description" in source or "notes" in source or "context" in source:
+            _order_after_v1(result, source)
+        return result  # type: ignore[return-value]
+
+
+def _order_after_v1(result: JSONObject, source: JSONObject) -> None:
+    """Put what follows the v1 keys in v1's order: ``skip_reason``, the case's ``description``, ``notes`` and
+    ``context`` (from ``source``, the case record or the line), then the line's other keys as they came."""
+    rest = {key: result.pop(key) for key in list(result)[_V1_KEYS:]}
+    if "skip_reason" in rest:
+        result["skip_reason"] = rest.pop("skip_reason")
+    for key in _OPTIONAL_CASE_KEYS:
+        rest.pop(key, None)
+        if key in source:
+            result[key] = source[key]
+    result.update(rest)
+
+
 def expand(line: JSONObject, run: JSONObject | None, case: JSONObject | None, clock: Clock | None = None) -> CellResult:
     """A v2 cell line with every v1 key back, in v1 order.
 
     ``run``: the file's run record; ``case``: its case record; ``clock``: the
-    run record's (:func:`t0_of` of its ``defaults``, read once a file: None
-    reads it from ``run`` again).
+    run record's (:func:`t0_of` of its ``defaults``: None reads it from
+    ``run``). A reader of many lines builds one :class:`Expansion` instead.
     """
-    get = line.get
-    run = run or {}
-    defaults = as_object(run.get("defaults"))
-    target = get("target") if "target" in line else defaults.get("target")
-    types = run.get("target_types")
-    source = case if case is not None else line
-    cget = source.get
-    status = get("status")
-    if "started_at" in line or "t" not in line:
-        started = get("started_at")
-    else:
-        t = get("t")
-        if clock is None:
-            clock = t0_of(defaults)
-        started = clock.time_at(t) if type(t) is int and clock is not None else None
-    assertions = get("assertions", [])  # anything but a list (a hand-edited line) is kept as it is, as v1 keeps it
-    result: JSONObject = {
-        "version": RESULTS_VERSION,
-        "run_id": run.get("run_id"),
-        "index": get("index"),
-        "target": target,
-        "target_type": get("target_type")
-        if "target_type" in line
-        else (types.get(target) if isinstance(types, dict) and isinstance(target, str) else None),
-        "dataset": get("dataset") if "dataset" in line else defaults.get("dataset"),
-        "case_id": get("case_id"),
-        "repeat": get("repeat", 0),
-        "category": cget("category", "general"),
-        "difficulty": cget("difficulty"),
-        "tags": cget("tags", []),
-        "case_source": cget("case_source", ""),
-        "input": cget("input"),
-        "expected": cget("expected"),
-        "status": status,
-        "score": get("score", 1.0 if status == "pass" else None),
-        "assertions": [_expand_assertion(a) for a in assertions] if isinstance(assertions, list) else assertions,
-        "output": _expand_output(line["output"], line) if "output" in line else {},
-        "latency_ms": get("latency_ms"),
-        "ttft_ms": get("ttft_ms"),
-        "cost_usd": get("cost_usd"),
-        "judge_cost_usd": get("judge_cost_usd"),
-        "cached": get("cached", False),
-        "error": get("error"),
-        "traceback": get("traceback"),
-        "started_at": started,
-    }
-    if "skip_reason" in line:  # v1's order: skip_reason, then the case's description and notes, then the rest
-        result["skip_reason"] = line["skip_reason"]
-    for key in _OPTIONAL_CASE_KEYS:
-        if key in source:
-            result[key] = source[key]
-    if not line.keys() <= _KNOWN:
-        for key, value in line.items():
-            if key not in result and key not in _KNOWN:
-                result[key] = value
-    return result  # type: ignore[return-value]
+    return Expansion(run, clock)(line, case)
 
 
 def _expand_assertion(a: JSON) -> JSON:
     if not isinstance(a, dict):
         return a
-    out = {"type": a.get("type")}
-    out["name"] = a.get("name")
-    out["passed"] = a.get("passed")
-    out["score"] = a["score"] if "score" in a else _default_score(out["passed"])
-    out["reason"] = a.get("reason", "")
-    out["weight"] = a.get("weight", 1.0)
-    for key, value in a.items():
-        if key not in out:
-            out[key] = value
+    out = _ASSERTION_TEMPLATE.copy()
+    out.update(a)
+    if "score" not in a:
+        out["score"] = _default_score(out["passed"])
     return out
 
 
@@ -433,20 +473,23 @@ def _expand_assertion(a: JSON) -> JSON:
 _OUTPUT_TEMPLATE = dict(_OUTPUT_DEFAULTS)
 
 
-def _expand_output(output: JSON, line: JSONObject) -> JSON:
+def _expand_output(output: JSON, cell: JSONObject) -> JSON:
+    """A v1 output from a line's ``output`` (``cell``: the expanded cell, whose figures it copies)."""
     if not isinstance(output, dict):
         return output
     if "_absent" not in output:  # the usual output: the defaults, the cell's figures, then what the line holds (its keys in place)
         full = _OUTPUT_TEMPLATE.copy()
-        full["tool_calls"] = []
-        full["usage"] = {"input_tokens": 0, "output_tokens": 0, "cache_hit_tokens": 0}
-        full["events"] = []
-        get = line.get
+        if "tool_calls" not in output:
+            full["tool_calls"] = []
+        if "usage" not in output:
+            full["usage"] = {"input_tokens": 0, "output_tokens": 0, "cache_hit_tokens": 0}
+        if "events" not in output:
+            full["events"] = []
         full["latency_ms"], full["ttft_ms"], full["cost_usd"], full["error"] = (
-            get("latency_ms"),
-            get("ttft_ms"),
-            get("cost_usd"),
-            get("error"),
+            cell["latency_ms"],
+            cell["ttft_ms"],
+            cell["cost_usd"],
+            cell["error"],
         )
         full.update(output)
         return full
@@ -459,7 +502,7 @@ def _expand_output(output: JSON, line: JSONObject) -> JSON:
         if key in output:
             out[key] = output[key]
         elif key in _FROM_CELL:
-            out[key] = line.get(key)
+            out[key] = cell[key]
         else:
             out[key] = {**default} if type(default) is dict else ([] if type(default) is list else default)
     for key, value in output.items():

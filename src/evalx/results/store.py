@@ -31,7 +31,7 @@ from evalx.common.json_types import JSON, JSONObject, as_object, json_encoder
 from evalx.common.reading import RESULTS_LINE, check_regular, lines, open_regular
 from evalx.errors import EvalxError, OutputError, writing
 from evalx.models import OUT_OF_RANGE, finite_json, json_default, safe_value
-from evalx.results.compact import CASE_KEYS, Clock, LineDefaults, compact_cell, expand, run_record, split_case, t0_of
+from evalx.results.compact import CASE_KEYS, Expansion, LineDefaults, compact_cell, run_record, split_case, t0_of
 from evalx.results.model import CellResult, RunSummary
 from evalx.results.reviews import apply_marks, load_marks, unreviewed
 
@@ -486,8 +486,7 @@ def _read_stored(path: Path, problems: ReadProblems | None = None) -> Iterator[C
     """
     seen = bytearray()  # a byte a cell index: no set of a million ints
     others: set[int] = set()  # indexes too large for the bytes (a hand-edited line)
-    run: JSONObject | None = None
-    clock: Clock | None = None  # the run record's t0, which a cell's t counts from
+    run: Expansion | None = None  # the run record's, each cell line is expanded with
     default_dataset: JSON = None  # the dataset a v2 cell line leaves out
     cases: dict[tuple[Any, Any], list[Any]] = {}  # (dataset, case id) -> [its record, cells still to read]
 
@@ -513,7 +512,7 @@ def _read_stored(path: Path, problems: ReadProblems | None = None) -> Iterator[C
         return True
 
     def cell(value: JSONObject) -> CellResult | None:
-        nonlocal run, clock, default_dataset
+        nonlocal run, default_dataset
         kind = value.get("kind")
         if kind is None:
             if run is None or "version" in value:  # a v1 line (a file without a run record is v1): whole as it is
@@ -529,12 +528,10 @@ def _read_stored(path: Path, problems: ReadProblems | None = None) -> Iterator[C
                     entry[1] -= 1
                     if entry[1] <= 0:
                         del cases[key]
-            return expand(value, run, record, clock)
+            return run(value, record)
         if kind == "run":
-            run = value
-            defaults = as_object(value.get("defaults"))
-            default_dataset = defaults.get("dataset")
-            clock = t0_of(defaults)
+            run = Expansion(value)
+            default_dataset = as_object(value.get("defaults")).get("dataset")
         elif kind == "case":
             n = value.get("cells")
             cases[(value.get("dataset"), value.get("case_id"))] = [value, n if type(n) is int else 1 << 62]
