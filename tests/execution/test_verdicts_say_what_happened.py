@@ -350,6 +350,28 @@ def test_threads_a_target_leaves_printing_while_the_run_ends_never_crash_evalx(t
         assert "still printing" in err.read_text()
 
 
+def test_the_streams_evalx_swaps_in_outlive_their_block() -> None:
+    # what print() may still hold in another thread once sys.stdout/sys.stderr are put back (gh-130163): never freed
+    import gc
+    import weakref
+
+    from evalx.results.display import terminal_safe_stderr
+    from evalx.targets import printed
+
+    with terminal_safe_stderr() as safe:
+        printed.install()
+        router = weakref.ref(sys.stdout)
+        printed.uninstall()
+    kept = weakref.ref(safe)
+    del safe
+    gc.collect()
+    assert kept() is not None and router() is not None
+    with terminal_safe_stderr() as again:  # one a stream: the process keeps a few, not one a run
+        printed.install()
+        assert again is kept() and sys.stdout is router()
+        printed.uninstall()
+
+
 DESCRIPTOR_AGENT = """
 import ctypes, os, subprocess, sys
 

@@ -253,14 +253,24 @@ class TerminalSafeStream:
         return getattr(self.stream, name)
 
 
+#: the safe stream made over each stream, by id (each holds its stream: the ids stay theirs), kept for the life of the
+#: process: a thread may still be inside ``print`` with it once it is put back, and CPython 3.11's ``print`` holds
+#: ``sys.stderr`` without a reference of its own (gh-130163; :mod:`evalx.targets.printed` keeps its routers alike)
+_SAFE: dict[int, TerminalSafeStream] = {}
+
+
 @contextlib.contextmanager
 def terminal_safe_stderr() -> Iterator[TerminalSafeStream]:
-    """``sys.stderr`` replaced by a :class:`TerminalSafeStream` over it, put back on the way out."""
+    """``sys.stderr`` replaced by a :class:`TerminalSafeStream` over it (one a stream, kept), put back on the way out."""
     previous = sys.stderr
     if isinstance(previous, TerminalSafeStream):
         yield previous
         return
-    safe = TerminalSafeStream(previous)
+    safe = _SAFE.get(id(previous))
+    if safe is None or safe.stream is not previous:
+        safe = _SAFE[id(previous)] = TerminalSafeStream(previous)
+    else:
+        safe.buffer = _SafeBuffer(safe)  # no half a character left over from the block before
     sys.stderr = safe
     try:
         yield safe
