@@ -1379,7 +1379,6 @@ _LITERALS: dict[str, JSON] = {'""': "", "''": "", "[]": [], "none": None, "None"
 _SLOW = object()  # "the fast path cannot say: ask Jinja"
 
 
-@lru_cache(maxsize=256)
 def _fast_path(source: str, slow: Reader | None = None) -> Reader | None:
     """A plain-Python reader for the common response expressions, or None.
 
@@ -1397,16 +1396,10 @@ def _fast_path(source: str, slow: Reader | None = None) -> Reader | None:
     median of 5-7 interleaved rounds; 57 µs a cell in-process,
     ``--stages``); at 50-500 ms a call, 0.7 % of the run's wall time.
     """
-    m = _PATH_EXPR.fullmatch(_strip_braces(source))
-    if m is None:
+    path = _plain_path(source)
+    if path is None:
         return None
-    name, steps_text, literal = m.group(1), m.group(2), m.group(3)
-    steps: list[str | int] = [key if key else int(index) for key, index in _STEP.findall(steps_text)]
-    for step in steps:
-        if isinstance(step, str) and (hasattr(dict, step) or step.startswith("_")):
-            return None
-    has_default = literal is not None
-    default = _LITERALS.get(literal or "")
+    name, steps, has_default, default = path
 
     def read(scope: ExpressionScope) -> object:
         node: Any = scope.get(name, _SLOW)
@@ -1434,6 +1427,21 @@ def _fast_path(source: str, slow: Reader | None = None) -> Reader | None:
         return node if type(node) in _PLAIN_SCALARS else _plain(node)
 
     return read
+
+
+@lru_cache(maxsize=256)
+def _plain_path(source: str) -> tuple[str, tuple[str | int, ...], bool, Any] | None:
+    """What :func:`_fast_path` reads for ``source``: (name, steps, whether an ``or`` literal follows, that literal),
+    or None for an expression it leaves to Jinja. Parsed once a source (a definition's readers are made per target)."""
+    m = _PATH_EXPR.fullmatch(_strip_braces(source))
+    if m is None:
+        return None
+    name, steps_text, literal = m.group(1), m.group(2), m.group(3)
+    steps = tuple(key if key else int(index) for key, index in _STEP.findall(steps_text))
+    for step in steps:
+        if isinstance(step, str) and (hasattr(dict, step) or step.startswith("_")):
+            return None
+    return name, steps, literal is not None, _LITERALS.get(literal or "")
 
 
 def _strip_braces(source: str) -> str:

@@ -320,10 +320,10 @@ def transport_error(
 # ------------------------------------------------------------------ retries
 
 
-def _give_up(exc: TargetError, note: str) -> TargetError:
+def _give_up(exc: TargetError, note: str) -> None:
+    """``exc`` as the last word of :func:`retrying`: ``note`` (how many retries were made) added, no longer retryable."""
     exc.args = (f"{exc.args[0] if exc.args else exc} ({note})",)
     exc.retryable = False
-    return exc
 
 
 async def retrying(
