@@ -31,7 +31,7 @@ from evalx.errors import TargetError, one_line
 from evalx.execution import cells
 from evalx.models import Cell, Trajectory, safe_trajectory
 from evalx.results.model import AssertionRecord, CellResult, cell_result, not_run
-from evalx.targets import RunContext, Tally, Target, TargetSettings, code_parts, tally
+from evalx.targets import RunContext, Target, TargetSettings, code_parts, tally
 from evalx.targets.batch import BatchRound
 
 if TYPE_CHECKING:
@@ -172,90 +172,89 @@ class Executor:
 
     async def run_cell(self, plan: TargetPlan, cell: Cell, task: asyncio.Task[Any] | None = None) -> CellResult:
         """Run one cell (its rate-limit waits tallied into its ``rate_limits``) in ``task``: the current one (a worker's,
-        looked up when not given)."""
+        looked up when not given). One coroutine a cell: the tally's block holds the whole of it."""
+        if task is None:
+            task = asyncio.current_task()
         with tally() as counted:
-            return await self._run_cell(plan, cell, counted, task or asyncio.current_task())
+            # a conversation (scripted or simulated): its own driver (and its own cache lookups)
+            if cell.case.turns is not None or cell.case.simulate is not None:
+                from evalx.execution.conversation import run_conversation
 
-    async def _run_cell(self, plan: TargetPlan, cell: Cell, counted: Tally, task: asyncio.Task[Any] | None) -> CellResult:
-        # a conversation (scripted or simulated): its own driver (and its own cache lookups)
-        if cell.case.turns is not None or cell.case.simulate is not None:
-            from evalx.execution.conversation import run_conversation
-
-            return await run_conversation(self, plan, cell)
-        target = plan.target
-        cache = self.run.cache
-        cache_key = self.cache_key(plan, cell) if cache is not None else None
-        hit = await cache.get(cache_key) if cache is not None and cache_key else None
-        if hit is None and plan.prefetch is not None:
-            await plan.prefetch(cell, self.run)  # batch mode: waiting for the batch is not the cell's time
-        if hit is None and plan.pacer is not None:
-            await plan.pacer()  # the target's rate limit: waiting for a turn is not the cell's time
-        # the cell starts now: its timeout and latency count from here
-        started_at = cells.started_at()
-        t0 = time.perf_counter()
-        deadline = Deadline(plan.settings.timeout_s, task=task)
-        live = self.live
-        live[deadline] = None  # the watchdog stops the cell if it holds the event loop past its deadline
-        waited = counted.wait_s
-        trace: TraceRecord | None = None
-        spans: list[StoredSpan] | None = None
-        try:
-            if hit is not None:
-                traj = cells.from_cache(hit, target)
-                try:  # stored under another max_response_bytes, or a cache file edited: the same bound as a fresh answer
-                    traj = safe_trajectory(traj, plan.settings.max_response_bytes)
-                except ValueError as exc:
-                    traj = Trajectory(error=f"{target.id}'s cached answer cannot be used: {exc}")
-            elif self.tracing is None:
-                traj = await self._call(target, cell, deadline, plan.settings.max_response_bytes)
-            else:  # its own trace: its calls carry the cell's span as their parent
-                cell_span, bucket = self.tracing.begin()
-                token = trace_context.CURRENT.set(cell_span)
-                try:
+                return await run_conversation(self, plan, cell)
+            target = plan.target
+            cache = self.run.cache
+            cache_key = self.cache_key(plan, cell) if cache is not None else None
+            hit = await cache.get(cache_key) if cache is not None and cache_key else None
+            if hit is None and plan.prefetch is not None:
+                await plan.prefetch(cell, self.run)  # batch mode: waiting for the batch is not the cell's time
+            if hit is None and plan.pacer is not None:
+                await plan.pacer()  # the target's rate limit: waiting for a turn is not the cell's time
+            # the cell starts now: its timeout and latency count from here
+            started_at = cells.started_at()
+            t0 = time.perf_counter()
+            deadline = Deadline(plan.settings.timeout_s, task=task)
+            live = self.live
+            live[deadline] = None  # the watchdog stops the cell if it holds the event loop past its deadline
+            waited = counted.wait_s
+            trace: TraceRecord | None = None
+            spans: list[StoredSpan] | None = None
+            try:
+                if hit is not None:
+                    traj = cells.from_cache(hit, target)
+                    try:  # stored under another max_response_bytes, or a cache file edited: the same bound as a fresh answer
+                        traj = safe_trajectory(traj, plan.settings.max_response_bytes)
+                    except ValueError as exc:
+                        traj = Trajectory(error=f"{target.id}'s cached answer cannot be used: {exc}")
+                elif self.tracing is None:
                     traj = await self._call(target, cell, deadline, plan.settings.max_response_bytes)
-                except BaseException:  # the run is interrupted: the cell's trace is closed, its late spans counted
-                    self.tracing.collector.end(bucket)
-                    raise
-                finally:
-                    trace_context.CURRENT.reset(token)
-            latency = (time.perf_counter() - t0 - (counted.wait_s - waited)) * 1000.0  # a rate-limit wait is not latency
-            if traj.latency_ms is None:
-                traj.latency_ms = round(latency, 3)
-            if self.tracing is not None and hit is None:  # the wait for late spans is not the target's latency
-                trace = await self.tracing.finish(bucket, traj, target.type, getattr(target, "price", None))
-                spans = trace["spans"]
-            if cache is not None and cache_key and hit is None and traj.error is None:  # errors are never cached
-                cache.put(cache_key, cells.cache_entry(traj, self.run))
-            asserts = [*self.global_asserts, *cell.case.asserts]
-            assertions: list[AssertionRecord] = []
-            if traj.error is None:
-                # the checks count against the cell's time too (at least MIN_CHECK_TIME_S, if the call used it all)
-                deadline.at_least(MIN_CHECK_TIME_S)
-                ctx = self.assertion_context(cell, target, traj, plan.settings.max_response_bytes)
-                ctx.spans = spans
-                ctx.traced = self.tracing is not None
-                try:
-                    assertions = await evaluate_case(asserts, ctx, deadline=deadline)
-                except HeldTheLoop:  # the watchdog stopped a check outside the part of it that reports its own errors
-                    traj.error = deadline.message("the checks held the event loop")
-        finally:
-            del live[deadline]
-        self.stats.cells_by_target[target.id] = self.stats.cells_by_target.get(target.id, 0) + 1
-        status, score = cell_status(assertions, threshold=cell.case.threshold, target_error=traj.error)
-        judge_cost = cells.judge_cost(assertions)
-        output, tb, cached = cells.stored_output(traj)
-        result = cell_result(
-            self.run.run_id, cell.index, target.id, target.type, cell.case, cell.dataset, cell.repeat,
-            status, score, assertions, output, traj.latency_ms, traj.ttft_ms, traj.cost_usd,
-            judge_cost, cached, traj.error, tb, started_at, None, cells.rate_limits(counted),
-        )  # fmt: skip
-        if trace is not None:
-            result["trace"] = trace
-        if self.run.redactor:
-            result = self.run.redactor.obj(result)
-        if result["error"] is not None:
-            self.stats.add_error(target.id, result["error"])
-        return result
+                else:  # its own trace: its calls carry the cell's span as their parent
+                    cell_span, bucket = self.tracing.begin()
+                    token = trace_context.CURRENT.set(cell_span)
+                    try:
+                        traj = await self._call(target, cell, deadline, plan.settings.max_response_bytes)
+                    except BaseException:  # the run is interrupted: the cell's trace is closed, its late spans counted
+                        self.tracing.collector.end(bucket)
+                        raise
+                    finally:
+                        trace_context.CURRENT.reset(token)
+                latency = (time.perf_counter() - t0 - (counted.wait_s - waited)) * 1000.0  # a rate-limit wait is not latency
+                if traj.latency_ms is None:
+                    traj.latency_ms = round(latency, 3)
+                if self.tracing is not None and hit is None:  # the wait for late spans is not the target's latency
+                    trace = await self.tracing.finish(bucket, traj, target.type, getattr(target, "price", None))
+                    spans = trace["spans"]
+                if cache is not None and cache_key and hit is None and traj.error is None:  # errors are never cached
+                    cache.put(cache_key, cells.cache_entry(traj, self.run))
+                asserts = [*self.global_asserts, *cell.case.asserts]
+                assertions: list[AssertionRecord] = []
+                if traj.error is None:
+                    # the checks count against the cell's time too (at least MIN_CHECK_TIME_S, if the call used it all)
+                    deadline.at_least(MIN_CHECK_TIME_S)
+                    ctx = self.assertion_context(cell, target, traj, plan.settings.max_response_bytes)
+                    ctx.spans = spans
+                    ctx.traced = self.tracing is not None
+                    try:
+                        assertions = await evaluate_case(asserts, ctx, deadline=deadline)
+                    except HeldTheLoop:  # the watchdog stopped a check outside the part of it that reports its own errors
+                        traj.error = deadline.message("the checks held the event loop")
+            finally:
+                del live[deadline]
+            self.stats.cells_by_target[target.id] = self.stats.cells_by_target.get(target.id, 0) + 1
+            status, score = cell_status(assertions, threshold=cell.case.threshold, target_error=traj.error)
+            judge_cost = cells.judge_cost(assertions)
+            output, tb, cached = cells.stored_output(traj)
+            result = cell_result(
+                self.run.run_id, cell.index, target.id, target.type, cell.case, cell.dataset, cell.repeat,
+                status, score, assertions, output, traj.latency_ms, traj.ttft_ms, traj.cost_usd,
+                judge_cost, cached, traj.error, tb, started_at, None, cells.rate_limits(counted),
+            )  # fmt: skip
+            if trace is not None:
+                result["trace"] = trace
+            if self.run.redactor:
+                result = self.run.redactor.obj(result)
+            if result["error"] is not None:
+                self.stats.add_error(target.id, result["error"])
+            return result
 
     async def _call(self, target: Target, cell: Cell, deadline: Deadline, max_bytes: int | None = None) -> Trajectory:
         """The target's answer for ``cell`` under its deadline; whatever goes wrong is the trajectory's error.
