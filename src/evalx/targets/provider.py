@@ -40,7 +40,7 @@ import hashlib
 import json
 import time
 import urllib.parse
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Coroutine, Mapping
 from contextvars import ContextVar
 from typing import Any, NamedTuple, TypedDict, TypeVar
 
@@ -612,8 +612,10 @@ class ProviderTarget:
             await turn
         return True
 
-    async def _send(self, request: ProviderRequest) -> HttpResponse:
-        """One request through the shared client: rate limit, retries with backoff, the definition's error mapping."""
+    def _send(self, request: ProviderRequest) -> Coroutine[Any, Any, HttpResponse]:
+        """One request through the shared client: rate limit, retries with backoff, the definition's error mapping.
+
+        The coroutine of :meth:`HttpClient.retrying`, to await (no coroutine of its own around it)."""
         client, gate = self.client, self.gate
         assert client is not None, "start() first"
         refreshed = _Refreshed()
@@ -655,7 +657,7 @@ class ProviderTarget:
             return resp
 
         # retries stop before the cell's (or judge call's) deadline; a 429 waited out under the endpoint's limiter is none
-        return await client.retrying(self._waiting_out, attempt)
+        return client.retrying(self._waiting_out, attempt)
 
     async def _turn(self, gate: EndpointLimiter) -> Slot:
         """The endpoint limiter's turn for a request, within what is left of the call's ``rate_limit.max_wait_s``."""
