@@ -942,13 +942,13 @@ class ProviderTarget:
 
         calls: list[ToolCall] = []
         ids: list[object] = []
-        spec = d.response.get("tool_calls")
-        if spec:
-            items = d.evaluate(("response", "tool_calls", "items"), scope)
+        if read.tool_call_items is not None:
+            items = read.tool_call_items(scope)
             if items is None:
                 items = []
             if not isinstance(items, list):
                 raise DefinitionError(f"{d.where('response', 'tool_calls', 'items')}: expected a list, got {type(items).__name__}")
+            spec = d.response.get("tool_calls") or {}
             for item in items:
                 item_scope: ExpressionScope = {**scope, "item": item}
                 name = d.evaluate(("response", "tool_calls", "name"), item_scope)
@@ -1005,6 +1005,7 @@ class ProviderTarget:
             count("cached_tokens"),
             _text_path(d.response.get("text")),
             "stop_reason" in d.response,
+            d.reader(("response", "tool_calls", "items")) if d.response.get("tool_calls") else None,
         )
         self._readers, self._readers_of = readers, d
         return readers
@@ -1095,6 +1096,8 @@ class _Readers(NamedTuple):
     text_path: tuple[str, tuple[str | int, ...]] | None
     #: whether the definition reads a stop reason
     has_stop_reason: bool
+    #: the tool calls' ``items`` expression, when the definition reads tool calls
+    tool_call_items: Reader | None
 
 
 def _text_path(source: str | None) -> tuple[str, tuple[str | int, ...]] | None:
