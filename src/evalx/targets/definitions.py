@@ -1400,20 +1400,22 @@ def _fast_path(source: str, slow: Reader | None = None) -> Reader | None:
     if path is None:
         return None
     name, steps, has_default, default = path
+    keyed: tuple[tuple[bool, Any], ...] = tuple((type(step) is str, step) for step in steps)  # a key or an index: found once
 
     def read(scope: ExpressionScope) -> object:
         node: Any = scope.get(name, _SLOW)
         if node is _SLOW:
             return _SLOW if slow is None else slow(scope)
-        for step in steps:
+        for is_key, step in keyed:
             # a missing key, an index past the end or a step into None is undefined in Jinja
             # (ChainableUndefined: it stays undefined to the end); any other miss asks Jinja
             if node is None:
                 break
-            if isinstance(step, str):
+            if is_key:
                 if type(node) is not dict:
                     return _SLOW if slow is None else slow(scope)
-                if step not in node:
+                node = node.get(step, _SLOW)
+                if node is _SLOW:
                     node = None
                     break
             elif type(node) is not list:
@@ -1421,7 +1423,8 @@ def _fast_path(source: str, slow: Reader | None = None) -> Reader | None:
             elif step >= len(node):
                 node = None
                 break
-            node = node[step]
+            else:
+                node = node[step]
         if has_default:
             node = node or (list(default) if isinstance(default, list) else default)
         return node if type(node) in _PLAIN_SCALARS else _plain(node)
