@@ -279,6 +279,8 @@ class EndpointLimiter:
         self._owners: dict[str, int] = {}
         self._buckets: dict[str, _Bucket] = {}
         self._cost: dict[str, float] = {}  # mean tokens per request, per token bucket kind
+        #: the token bucket kinds the headers report (:meth:`spent` keeps a mean for these only), in BUCKET_KINDS' order
+        self._token_kinds = tuple(k for k in BUCKET_KINDS[1:] if any(kind == k for kind, _ in self.headers.buckets))
         self._counted: list[int] = []  # sequence numbers of requests the provider counts (sent, not refused)
         self._open: set[int] = set()  # sequence numbers of the requests in flight
         self.blocked_until = 0.0
@@ -454,8 +456,12 @@ class EndpointLimiter:
         return None
 
     def spent(self, input_tokens: int, output_tokens: int) -> None:
-        """What an answer's usage says one request costs the token buckets (a running mean)."""
-        for kind, tokens in (("tokens", input_tokens + output_tokens), ("input_tokens", input_tokens), ("output_tokens", output_tokens)):
+        """What an answer's usage says one request costs the token buckets (a running mean).
+
+        Only the kinds of token bucket the provider's headers can report are kept (:meth:`_pace` reads no other).
+        """
+        for kind in self._token_kinds:
+            tokens = input_tokens + output_tokens if kind == "tokens" else input_tokens if kind == "input_tokens" else output_tokens
             if tokens <= 0:
                 continue
             old = self._cost.get(kind)
