@@ -518,9 +518,11 @@ class _Route:
     via: str | None = None
 
 
-#: same-origin redirects followed per request (see :meth:`HttpClient._send`)
+#: same-origin redirects followed per request (see :meth:`HttpClient._settled`)
 MAX_REDIRECTS = 5
 _REDIRECTS = frozenset({301, 302, 303, 307, 308})
+#: the answers :meth:`HttpClient._settled` looks at further: a redirect, or a proxy's 407
+_UNSETTLED = _REDIRECTS | {407}
 
 
 def _proxy_checked(resp: aiohttp.ClientResponse, route: _Route, url: str) -> aiohttp.ClientResponse:
@@ -647,8 +649,9 @@ class HttpClient:
             )
         return self._session
 
-    async def _send(
+    async def _settled(
         self,
+        resp: aiohttp.ClientResponse,
         route: _Route,
         method: str,
         url: str,
@@ -657,7 +660,9 @@ class HttpClient:
         timeout: aiohttp.ClientTimeout,
         follow_redirects: bool = True,
     ) -> aiohttp.ClientResponse:
-        """Send a request on ``route`` (``url``'s, :meth:`_route`), following same-origin redirects only (at most :data:`MAX_REDIRECTS`).
+        """The answer to a request sent on ``route`` (``url``'s, :meth:`_route`) that was a proxy's 407 or a redirect
+        (:data:`_UNSETTLED`; any other answer is final as it is, awaited straight from :meth:`_request_once`):
+        the proxy's refusal raised, or the redirect followed to the same origin only (at most :data:`MAX_REDIRECTS`).
 
         aiohttp would follow a redirect to any host with every header (the
         target's keys) and, for 307/308, the body; a redirect to another
@@ -667,7 +672,7 @@ class HttpClient:
         ``follow_redirects`` a redirect is the answer, for a caller that
         follows it itself (without its credentials: a CI artifact's download).
         """
-        resp = _proxy_checked(await self._request_once(route, method, data, headers, timeout), route, url)
+        resp = _proxy_checked(resp, route, url)
         if follow_redirects and resp.status in _REDIRECTS:
             resp = await self._follow(resp, method, route.url, data, headers, timeout)
         return resp
@@ -702,7 +707,7 @@ class HttpClient:
         headers: dict[str, str],
         timeout: aiohttp.ClientTimeout,
     ) -> aiohttp.ClientResponse:
-        """Follow the redirect ``resp`` (the answer to ``method url``) and any after it, as :meth:`_send` describes."""
+        """Follow the redirect ``resp`` (the answer to ``method url``) and any after it, as :meth:`_settled` describes."""
         for followed in range(MAX_REDIRECTS + 1):
             location = resp.headers.get("Location")
             resp.release()
@@ -772,7 +777,9 @@ class HttpClient:
         else:
             timeout = self._timeout(None)  # no bound, or the cell's deadline ends this request first
         try:
-            resp = await self._send(route, method, url, data, hdrs, timeout)
+            resp = await self._request_once(route, method, data, hdrs, timeout)
+            if resp.status in _UNSETTLED:
+                resp = await self._settled(resp, route, method, url, data, hdrs, timeout)
             try:
                 self._reached = True
                 raw = await _read_body(resp, self.max_response_bytes, url)
@@ -812,7 +819,7 @@ class HttpClient:
 
         ``idle_timeout_s`` bounds the wait for the response headers and each
         read of the body (a stream that goes quiet raises TargetTimeout).
-        ``follow_redirects=False`` answers a redirect as it is (see :meth:`_send`).
+        ``follow_redirects=False`` answers a redirect as it is (see :meth:`_settled`).
         """
         data, hdrs = self._encode(json, headers, encoded)
         route = self._route(url)
@@ -821,7 +828,9 @@ class HttpClient:
             idle_timeout_s = None  # the cell's deadline ends the stream first: one timer, one wording
         timeout = aiohttp.ClientTimeout(total=None, sock_connect=self.connect_timeout_s, sock_read=idle_timeout_s)
         try:
-            resp = await self._send(route, method, url, data, hdrs, timeout, follow_redirects)
+            resp = await self._request_once(route, method, data, hdrs, timeout)
+            if resp.status in _UNSETTLED:
+                resp = await self._settled(resp, route, method, url, data, hdrs, timeout, follow_redirects)
         except (aiohttp.ClientError, OSError, asyncio.TimeoutError) as exc:
             raise transport_error(exc, url, timeout_s=idle_timeout_s, via=route.via) from None
         self._reached = True
