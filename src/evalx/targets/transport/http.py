@@ -472,20 +472,25 @@ def too_large(url: str, limit: int, what: str = "response") -> TargetError:
     return TargetError(f"the {what} from {shown_url(url)} is larger than max_response_bytes ({limit:,} bytes); reading stopped")
 
 
-async def _read_body(resp: aiohttp.ClientResponse, limit: int, url: str) -> bytes:
-    """The whole body, at most ``limit`` bytes after decompression, read chunk by chunk as it arrives.
+def _read_body(resp: aiohttp.ClientResponse, limit: int, url: str) -> Awaitable[bytes]:
+    """The whole body, at most ``limit`` bytes after decompression, read chunk by chunk as it arrives: to await.
 
     A body of a known length under the limit that is not compressed is read
-    at once; anything else (chunked, endless, gzip/deflate/br that expands)
-    is counted as aiohttp decodes it, a bounded piece at a time, and cut
-    (connection closed) as soon as it passes the limit.
+    at once (aiohttp's ``read()``, no coroutine of ours); anything else (chunked,
+    endless, gzip/deflate/br that expands) is counted as aiohttp decodes it, a
+    bounded piece at a time, and cut (connection closed) as soon as it passes the limit.
     """
     length = resp.content_length
     if length is not None and "Content-Encoding" not in resp.headers:
         if length > limit:
             resp.close()
             raise too_large(url, limit)
-        return await resp.read()
+        return resp.read()
+    return _read_chunks(resp, limit, url)
+
+
+async def _read_chunks(resp: aiohttp.ClientResponse, limit: int, url: str) -> bytes:
+    """:func:`_read_body` of a body whose length is not known beforehand (or that is compressed)."""
     body = bytearray()
     content = resp.content
     while chunk := await content.readany():
