@@ -121,7 +121,7 @@ class Executor:
             width = BATCH_IN_FLIGHT if plan.prefetch is not None else plan.settings.concurrency
             n = max(1, min(width, len(plan.cells)))
             for _ in range(n):
-                workers.append(asyncio.create_task(self._worker(plan, it)))
+                workers.append(asyncio.create_task(self._work(plan, it) if self.batch_round is None else self._worker(plan, it)))
         try:
             await asyncio.gather(*workers)
         except asyncio.CancelledError:
@@ -132,9 +132,9 @@ class Executor:
         return self.stats
 
     async def _worker(self, plan: TargetPlan, cells: Any) -> None:
+        """:meth:`_work` in a run with batch-mode targets: counted in the batch round (without any, a worker is its :meth:`_work`)."""
         batch_round = self.batch_round
-        if batch_round is None:
-            return await self._work(plan, cells)
+        assert batch_round is not None
         batch_mode = plan.prefetch is not None
         batch_round.enter(batch_mode)
         try:
