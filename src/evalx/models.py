@@ -465,13 +465,17 @@ def safe_trajectory(traj: Trajectory, max_bytes: int | None = None) -> Trajector
     """
     check_figures(traj)
     size = 0
+    printed = getattr(traj, "printed", None)
+    failed = traj.error is not None or traj.traceback is not None  # an answer has neither: no call for them
     if max_bytes is not None:
-        size = _str_bytes(traj.text) + _str_bytes(getattr(traj, "printed", None))
+        size = _str_bytes(traj.text) + (_str_bytes(printed) if printed is not None else 0)
         if size > max_bytes:
             raise ValueError(too_large(size, max_bytes))
-        traj.error, traj.traceback = clipped(traj.error, max_bytes), clipped(traj.traceback, max_bytes)
-    traj.text, traj.error, traj.traceback = safe_value(traj.text), safe_value(traj.error), safe_value(traj.traceback)
-    printed = getattr(traj, "printed", None)
+        if failed:
+            traj.error, traj.traceback = clipped(traj.error, max_bytes), clipped(traj.traceback, max_bytes)
+    traj.text = safe_value(traj.text)
+    if failed:
+        traj.error, traj.traceback = safe_value(traj.error), safe_value(traj.traceback)
     if printed is not None:
         traj.printed = safe_value(printed)  # type: ignore[attr-defined,unused-ignore]
     if not (traj.tool_calls or traj.events or traj.request is not None or traj.raw is not None):
