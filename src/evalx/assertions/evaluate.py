@@ -83,8 +83,8 @@ def _verdict(spec: dict[str, Any], ctx: AssertionContext, deadline: Deadline | N
     atype = get_assertion(kind)
     if atype is None:  # validation catches this; be safe at run time too
         return Verdict(None, 0.0, f"unknown assertion type {kind!r}", error=f"unknown assertion type {kind!r}")
-    names = atype.arg_names
-    kwargs = {names.get(k, k): v for k, v in spec.items() if k not in _NOT_ARGUMENTS}
+    names = atype.arg_names  # (most types rename none of their keys: no lookup a key then)
+    kwargs = {names.get(k, k) if names else k: v for k, v in spec.items() if k not in _NOT_ARGUMENTS}
     sub_ctx = ctx
     if "judge" in spec:
         sub_ctx = dataclasses.replace(ctx, judge_settings={**ctx.judge_settings, **spec["judge"]})
@@ -164,7 +164,12 @@ def _record(spec: dict[str, Any], verdict: Verdict, max_bytes: int | None = None
         out["error"] = verdict.error
     if verdict.details:
         out["details"] = verdict.details
-    return out if max_bytes is None else _bounded(out, max_bytes)
+    if max_bytes is None:
+        return out
+    reason = verdict.reason  # a short reason, no error and no details (the usual record): nothing to bound
+    if verdict.error is None and not verdict.details and (not isinstance(reason, str) or len(reason) <= max_bytes):
+        return out
+    return _bounded(out, max_bytes)
 
 
 def _bounded(record: AssertionRecord, max_bytes: int) -> AssertionRecord:

@@ -217,7 +217,8 @@ def generation() -> int:
 
 
 def get_assertion(name: str) -> AssertionType | None:
-    _load_builtins()
+    if not _builtins_loaded:  # asked for every check of every cell: no call once they are in
+        _load_builtins()
     return _REGISTRY.get(name)
 
 
