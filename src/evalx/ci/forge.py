@@ -4,7 +4,7 @@ The token goes in a header of each request to the API's own origin, never
 in the client's defaults: a redirect to another origin is followed (a
 download: an artifact's zip lives on a storage host, behind a signed URL)
 without it, and for any other request it is an error, as for every target
-(:meth:`evalx.targets.transport.http.HttpClient._send`). Every message that
+(:meth:`evalx.targets.transport.http.HttpClient._settled`). Every message that
 leaves this module (errors, notes) goes through a
 :class:`~evalx.common.redaction.Redactor` that knows the token, so a server
 that echoes it cannot put it in a log.
