@@ -41,8 +41,7 @@ import json
 import time
 import urllib.parse
 from collections.abc import Awaitable, Callable, Coroutine, Mapping
-from contextvars import ContextVar
-from typing import Any, NamedTuple, TypedDict, TypeVar
+from typing import Any, NamedTuple, TypedDict
 
 from evalx.common.attachments import elided, is_parts, template_parts
 from evalx.common.json_types import JSON, JSONObject, Message
@@ -92,10 +91,6 @@ from evalx.targets.transport.http import (
 )
 from evalx.targets.transport.pacing import EndpointLimiter, RateLimitHeaders, Slot
 from evalx.targets.transport.ratelimit import RateLimiter
-
-_T = TypeVar("_T")
-#: when the call now running began waiting for its provider's rate limit (its turns share one ``max_wait_s``)
-_WAIT_STARTED: ContextVar[float | None] = ContextVar("evalx_rate_wait_started", default=None)
 
 #: a response body larger than this is not kept in the result's ``raw``
 _MAX_RAW_CHARS = 64_000
@@ -621,48 +616,59 @@ class ProviderTarget:
         refreshed = _Refreshed()
 
         async def attempt() -> HttpResponse:
-            if (turn := self._take_turn()) is not None:
-                await turn
-            while True:
-                slot = None if gate is None else gate.take_now(self.id, self.settings.adaptive is not None) or await self._turn(gate)
+            started = time.monotonic()  # the turns taken and the 429s waited out below share one rate_limit.max_wait_s
+            while True:  # sent again after a 429 the endpoint's limiter waits out (no retry used)
                 try:
-                    data, headers = request.data, self.headers
-                    if self.auth is not None:
-                        data, headers = await self._signed(request, headers, self.auth)
-                    resp = await client.request_json(
-                        request.method,
-                        request.url,
-                        json=request.body,
-                        encoded=data,
-                        headers=headers,
-                        raise_for_status=False,
-                    )
-                except BaseException:
-                    if gate is not None and slot is not None:
-                        gate.finish(slot, counted=False)
-                    raise
-                limited = False
-                try:  # reading the answer may raise (a definition's regex past its budget): the slot is given back all the same
-                    limited = resp.status >= 400 and self._limited(resp.status, resp.text)
-                finally:
-                    if gate is not None and slot is not None:
-                        gate.finish(slot, resp.headers, limited=limited)
-                if resp.status != 401 or not await self._send_again_after_401(headers, refreshed, resp.url or request.url):
-                    break
-            if resp.status >= 400:
-                raise self._http_error(resp, limited)
-            body = resp.json
-            if type(body) is dict and _carries_error(body):  # a 200 that is an error: the cell's error, never an empty answer
-                raise self._http_error(resp)
-            return resp
+                    if (turn := self._take_turn()) is not None:
+                        await turn
+                    while True:
+                        slot = (
+                            None
+                            if gate is None
+                            else gate.take_now(self.id, self.settings.adaptive is not None) or await self._turn(gate, started)
+                        )
+                        try:
+                            data, headers = request.data, self.headers
+                            if self.auth is not None:
+                                data, headers = await self._signed(request, headers, self.auth)
+                            resp = await client.request_json(
+                                request.method,
+                                request.url,
+                                json=request.body,
+                                encoded=data,
+                                headers=headers,
+                                raise_for_status=False,
+                            )
+                        except BaseException:
+                            if gate is not None and slot is not None:
+                                gate.finish(slot, counted=False)
+                            raise
+                        limited = False
+                        try:  # reading the answer may raise (a definition's regex past its budget): the slot is given back all the same
+                            limited = resp.status >= 400 and self._limited(resp.status, resp.text)
+                        finally:
+                            if gate is not None and slot is not None:
+                                gate.finish(slot, resp.headers, limited=limited)
+                        if resp.status != 401 or not await self._send_again_after_401(headers, refreshed, resp.url or request.url):
+                            break
+                    if resp.status >= 400:
+                        raise self._http_error(resp, limited)
+                    body = resp.json
+                    if type(body) is dict and _carries_error(body):  # a 200 that is an error: the cell's error, never an empty answer
+                        raise self._http_error(resp)
+                    return resp
+                except ProviderRateLimited as exc:
+                    if gate is None:
+                        raise
+                    self._waited_out(exc, started)
 
         # retries stop before the cell's (or judge call's) deadline; a 429 waited out under the endpoint's limiter is none
-        return client.retrying(self._waiting_out, attempt)
+        return client.retrying(attempt)
 
-    async def _turn(self, gate: EndpointLimiter) -> Slot:
-        """The endpoint limiter's turn for a request, within what is left of the call's ``rate_limit.max_wait_s``."""
-        started = _WAIT_STARTED.get()
-        left = self.settings.rate_limit_max_wait_s - (time.monotonic() - started if started is not None else 0.0)
+    async def _turn(self, gate: EndpointLimiter, started: float) -> Slot:
+        """The endpoint limiter's turn for a request, within what is left of the call's ``rate_limit.max_wait_s``
+        (counted from ``started``, when the call began waiting for its provider's rate limit)."""
+        left = self.settings.rate_limit_max_wait_s - (time.monotonic() - started)
         try:
             return await gate.acquire(self.id, adaptive=self.settings.adaptive is not None, patience_s=max(0.0, left))
         except TargetError as exc:
@@ -677,32 +683,20 @@ class ProviderTarget:
             return True
         return d.classify(status, body) == "rate_limited" or d.overloaded.matches(status, body)
 
-    async def _waiting_out(self, attempt: Callable[[], Awaitable[_T]]) -> _T:
-        """``attempt()``, again after each 429 under the endpoint's limiter (it waits it out; no retry is used).
+    def _waited_out(self, exc: ProviderRateLimited, started: float) -> None:
+        """After a 429 under the endpoint's limiter (``exc``): the request is sent again (the limiter waits it out; no retry
+        is used), unless the call has waited ``rate_limit.max_wait_s`` since ``started`` in all: then the cell's error.
 
         Every target with a limiter (its definition has ``rate_limits:``, or ``concurrency: auto``) waits out a
         429, whatever its concurrency: the limiter pauses and spaces every request to the endpoint, so the 429 says
         "later", never "failed".
-
-        Gives up with the cell's error once the calls have waited ``rate_limit.max_wait_s`` in all.
         """
-        started = time.monotonic()
-        token = _WAIT_STARTED.set(started)  # the turns taken inside share one max_wait_s
-        try:
-            if self.gate is None:
-                return await attempt()
-            limit = self.settings.rate_limit_max_wait_s
-            while True:
-                try:
-                    return await attempt()
-                except ProviderRateLimited as exc:
-                    waited = time.monotonic() - started
-                    if waited >= limit:
-                        raise TargetError(
-                            f"{exc} (gave up after waiting {waited:.0f}s for the rate limit: rate_limit.max_wait_s is {limit:g})"
-                        ) from None
-        finally:
-            _WAIT_STARTED.reset(token)
+        limit = self.settings.rate_limit_max_wait_s
+        waited = time.monotonic() - started
+        if waited >= limit:
+            raise TargetError(
+                f"{exc} (gave up after waiting {waited:.0f}s for the rate limit: rate_limit.max_wait_s is {limit:g})"
+            ) from None
 
     async def converse(self, cell: Cell, run: RunContext, history: list[Message], turn: int) -> Trajectory:
         """One turn of a conversation: the growing history sent as the request's messages (streamed with ``stream: true``)."""
@@ -743,7 +737,7 @@ class ProviderTarget:
         public = self._public(request)
         refreshed = _Refreshed()
         try:
-            traj = await client.retrying(lambda: self._waiting_out(lambda: self._stream_attempt(request, t0, refreshed)))
+            traj = await client.retrying(self._stream_attempt, request, t0, refreshed)
         except DefinitionError as exc:
             raise TargetProtocolError(f"reading the stream of provider {self.provider!r}: {exc}") from None
         except TargetError as exc:
@@ -760,35 +754,42 @@ class ProviderTarget:
         client, d, gate = self.client, self.definition, self.gate
         assert client is not None and d is not None
         assert d.stream is not None
-        if (turn := self._take_turn()) is not None:
-            await turn
-        while True:
-            framing = framing_for(d.stream, shown_url(self.url))  # one reader a stream: it holds a partial event
-            slot = await self._turn(gate) if gate is not None else None
-            seen: list[tuple[int, Mapping[str, str], bool]] = []  # the answer's status, headers, and whether it said "at the limit"
+        started = time.monotonic()  # the turns taken and the 429s waited out below share one rate_limit.max_wait_s
+        while True:  # sent again after a 429 the endpoint's limiter waits out (no retry used)
             try:
-                accept = {"Accept": framing.accept} if framing.accept else {}
-                data, headers = request.data, {**accept, **self.headers}
-                if self.auth is not None:
-                    data, headers = await self._signed(request, headers, self.auth)
-                async with client.stream(
-                    request.method,
-                    request.url,
-                    json=request.body,
-                    encoded=data,
-                    headers=headers,
-                    idle_timeout_s=self.settings.idle_timeout_s,
-                ) as resp:
-                    seen.append((resp.status, resp.headers, False))
-                    if resp.status == 401 and await self._send_again_after_401(headers, refreshed, resp.url or request.url):
-                        continue
-                    return await self._read_stream(resp, d, t0, framing, seen)
-            finally:
-                if gate is not None and slot is not None:
-                    if seen:
-                        gate.finish(slot, seen[0][1], limited=seen[0][2])
-                    else:
-                        gate.finish(slot, counted=False)
+                if (turn := self._take_turn()) is not None:
+                    await turn
+                while True:
+                    framing = framing_for(d.stream, shown_url(self.url))  # one reader a stream: it holds a partial event
+                    slot = await self._turn(gate, started) if gate is not None else None
+                    seen: list[tuple[int, Mapping[str, str], bool]] = []  # the answer's status, headers, and whether it said "at the limit"
+                    try:
+                        accept = {"Accept": framing.accept} if framing.accept else {}
+                        data, headers = request.data, {**accept, **self.headers}
+                        if self.auth is not None:
+                            data, headers = await self._signed(request, headers, self.auth)
+                        async with client.stream(
+                            request.method,
+                            request.url,
+                            json=request.body,
+                            encoded=data,
+                            headers=headers,
+                            idle_timeout_s=self.settings.idle_timeout_s,
+                        ) as resp:
+                            seen.append((resp.status, resp.headers, False))
+                            if resp.status == 401 and await self._send_again_after_401(headers, refreshed, resp.url or request.url):
+                                continue
+                            return await self._read_stream(resp, d, t0, framing, seen)
+                    finally:
+                        if gate is not None and slot is not None:
+                            if seen:
+                                gate.finish(slot, seen[0][1], limited=seen[0][2])
+                            else:
+                                gate.finish(slot, counted=False)
+            except ProviderRateLimited as exc:
+                if gate is None:
+                    raise
+                self._waited_out(exc, started)
 
     async def _read_stream(
         self,
