@@ -49,6 +49,9 @@ _JUDGE_OVERRIDE: JSONObject = {"type": "object"}  # settings merged over the con
 # Validation of case fields; assertions are checked one by one against their own type's schema.
 # assertion items are checked one by one against their own type (below), so the
 # case validator skips them: following the $ref per item costs more than the rest
+#: :data:`CASE_FIELDS` and :data:`BASE_FIELDS` as sets: a key is looked up in them for every field of every case
+_CASE_FIELD_SET = frozenset(CASE_FIELDS)
+_BASE_FIELD_SET = frozenset(BASE_FIELDS)
 _CASE_OWN_FIELDS: dict[str, JSONObject] = {**CASE_PROPERTIES, "assert": {"type": "array"}}
 _case_validator = SchemaValidator({**CASE_SCHEMA, "properties": dict(_CASE_OWN_FIELDS), "$defs": {"assertion": {}}})
 _defaults_validator = SchemaValidator({"type": "object", "properties": dict(CASE_PROPERTIES), "$defs": {"assertion": {}}})
@@ -397,9 +400,9 @@ def _check_defaults(raw: _Raw, errors: _Errors) -> None:
         errors.add(raw.file, raw.line, raw.path, f"must be a mapping, not {_kind(raw.data)}")
         return
     for key in raw.data:
-        if key not in CASE_FIELDS or key == "id":
+        if key not in _CASE_FIELD_SET or key == "id":
             errors.add(raw.file, raw.line_of((key,)), raw.path + (key,), unknown_field(str(key), CASE_FIELDS))
-    known = {k: v for k, v in raw.data.items() if k in CASE_FIELDS}
+    known = {k: v for k, v in raw.data.items() if k in _CASE_FIELD_SET}
     for err in _defaults_validator.iter_errors(known):
         sub = tuple(err.absolute_path)
         errors.add(raw.file, raw.line_of(sub), raw.path + sub, err.message)
@@ -426,10 +429,12 @@ def _build_case(
     if not isinstance(data, dict):
         errors.add(raw.file, raw.line, raw.path, f"a case must be a mapping, not {_kind(data)}")
         return None
-    for key in data:
-        if key not in CASE_FIELDS:
-            errors.add(raw.file, raw.line_of((key,)), raw.path + (key,), unknown_field(str(key), CASE_FIELDS) + UNKNOWN_FIELD_HINT)
-    known: JSONObject = {k: v for k, v in data.items() if k in CASE_FIELDS}
+    known: JSONObject = data  # read only, as the case's own fields
+    if not data.keys() <= _CASE_FIELD_SET:  # an unknown key: named, and the known ones kept
+        for key in data:
+            if key not in _CASE_FIELD_SET:
+                errors.add(raw.file, raw.line_of((key,)), raw.path + (key,), unknown_field(str(key), CASE_FIELDS) + UNKNOWN_FIELD_HINT)
+        known = {k: v for k, v in data.items() if k in _CASE_FIELD_SET}
     for err in () if _plainly_valid(known) else _case_validator.iter_errors(known):
         sub = tuple(err.absolute_path)
         message = err.message
@@ -459,7 +464,7 @@ def _build_case(
     if errors.count > before:
         return None
 
-    expansion = expand(_merge(defaults, known), base_fields=BASE_FIELDS)
+    expansion = expand(_merge(defaults, known), base_fields=_BASE_FIELD_SET)
     for sub, message in expansion.errors:
         errors.add(raw.file, raw.line_of(sub), raw.path + sub, message)
     for spec, origin in expansion.generated:
@@ -649,19 +654,29 @@ def _plainly_valid(known: JSONObject) -> bool:
 
 
 def _merge(defaults: Mapping[str, object], case: JSONObject) -> dict[str, object]:
-    """The case (its fields validated) over the dataset's ``defaults:``: mappings merge, tags add up, the rest the case wins."""
+    """The case (its fields validated) over the dataset's ``defaults:``: mappings merge, tags add up, the rest the case wins
+    (``assert`` is the caller's: the case's is left out)."""
     merged = dict(defaults)  # shallow: nothing downstream mutates a case's values
-    for key, value in case.items():
-        if key == "assert":
-            continue
-        under = merged.get(key)
-        if key in ("vars", "metadata") and isinstance(under, dict) and isinstance(value, dict):
-            merged[key] = {**under, **value}
-        elif key == "tags" and isinstance(under, list) and isinstance(value, list):
-            merged[key] = under + [t for t in value if t not in under]
+    merged.update(case)  # a key of the defaults keeps its place, a new one follows in the case's order
+    if "assert" in case:
+        if "assert" in defaults:
+            merged["assert"] = defaults["assert"]
         else:
-            merged[key] = value
+            del merged["assert"]
+    if defaults:  # what adds up rather than replaces, where both give it
+        for key in _ADDED_UP:
+            if key in case and key in defaults:
+                under, value = defaults[key], case[key]
+                if key == "tags":
+                    if isinstance(under, list) and isinstance(value, list):
+                        merged[key] = under + [t for t in value if t not in under]
+                elif isinstance(under, dict) and isinstance(value, dict):
+                    merged[key] = {**under, **value}
     return merged
+
+
+#: the fields whose case value is added to the defaults' (mappings merged, tags appended)
+_ADDED_UP = ("vars", "metadata", "tags")
 
 
 def _check_assertion(spec: Any, raw: _Raw, sub: KeyPath, errors: _Errors, *, generated: bool) -> None:
