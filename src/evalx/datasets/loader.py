@@ -23,7 +23,7 @@ from evalx.assertions.deterministic import spec_problems
 from evalx.assertions.hints import missing_type_hint
 from evalx.assertions.plain import plainly_valid
 from evalx.assertions.registry import generation
-from evalx.common.documents import DocumentError, SchemaValidator, describe_schema_error, did_you_mean, load_json, load_yaml
+from evalx.common.documents import DocumentError, SchemaValidator, describe_schema_error, did_you_mean, load_json, load_yaml, parse_json
 from evalx.common.json_types import JSON, JSONObject, as_object
 from evalx.common.reading import DATASET, DATASET_LINE, lines, open_regular, read_text, size_text
 from evalx.common.usercode import UserCodeError, resolve_callable
@@ -270,7 +270,7 @@ def _fill(raws: Iterable[_Raw], errors: _Errors, fill: _Fill) -> tuple[CaseTable
         case = _build_case(raw, fill.defaults, fill.default_asserts, errors, fill.target_ids, fill.contexts, fill.attachments)
         if case is not None and callables is not None:
             callables.check(raw.data.get("assert"), raw, errors)
-        case_id = _case_id(raw.data)
+        case_id = case.id if case is not None else _case_id(raw.data)  # (a built case's id is the same: str(its id))
         if case_id is not None:
             if hash(case_id) in hashes:
                 if first_seen is None:
@@ -875,11 +875,11 @@ def _read_jsonl(path: Path, shown: str, errors: _Errors, part: Part | None = Non
                 if not stripped or stripped.startswith(("//", "#")):
                     continue
                 try:
-                    loaded = load_json(line.rstrip("\n"), shown, first_line=lineno)  # the whole line: error columns count from its start
+                    data = parse_json(line.rstrip("\n"), shown, first_line=lineno)  # the whole line: error columns count from its start
                 except DocumentError as exc:
                     _add_problems(errors, exc, ("cases", index))
                 else:
-                    yield _Raw(loaded.data, shown, ("cases", index), lineno)
+                    yield _Raw(data, shown, ("cases", index), lineno)
                 index += 1
     except UnreadableFile as exc:
         errors.add(shown, None, (), exc.reason)

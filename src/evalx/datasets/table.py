@@ -224,6 +224,7 @@ _CONTENT_VALUES = attrgetter(*_CONTENT)
 #: so a case that does not use them has the digest it had (``--resume`` of a run started before)
 _LATER = ("turns", "tool_results", "simulate", "context")
 _V2_FIELDS = len(_CONTENT) - len(_LATER)
+_LATER_COUNT = len(_LATER)
 #: the JSON of ``run.json``'s plan fingerprint and its case digests: ``json.dumps(value, sort_keys=True,
 #: default=str, ensure_ascii=False)``, without building an encoder per call (changing it breaks ``--resume``)
 FINGERPRINT_JSON = json.JSONEncoder(sort_keys=True, default=str, ensure_ascii=False)
@@ -242,9 +243,13 @@ def case_digest(case: Case, redact: Callable[[Any], Any]) -> bytes:
     exact and the same in every process, and a few times cheaper than sorted JSON
     (:func:`content_digest`, version 1): a dict whose keys were reordered counts as changed.
     """
-    values = list(_CONTENT_VALUES(case))
-    while len(values) > _V2_FIELDS and values[-1] is None:  # a field added since (turns...), left out while unset
-        values.pop()
+    content = _CONTENT_VALUES(case)
+    if content[_V2_FIELDS:].count(None) == _LATER_COUNT:  # the fields added since (turns...), left out while unset: all
+        values = list(content[:_V2_FIELDS])
+    else:  # those after the last one set
+        values = list(content)
+        while values[-1] is None:
+            values.pop()
     text = repr(redact(values))  # a lone surrogate is escaped by repr: always UTF-8
     return hashlib.blake2b(text.encode(), digest_size=DIGEST_SIZE).digest()
 
