@@ -76,8 +76,11 @@ class _Errors:
     def __init__(self) -> None:
         self.lines: list[str] = []
         self.dropped = 0
+        #: problems found, kept or dropped (read for every case: a count kept, not a sum made each time)
+        self.count = 0
 
     def add(self, file: str, line: int | None, path: KeyPath, message: str) -> None:
+        self.count += 1
         if len(self.lines) >= MAX_ERRORS:
             self.dropped += 1
             return
@@ -85,14 +88,11 @@ class _Errors:
 
     def add_first(self, file: str, line: int | None, path: KeyPath, message: str) -> None:
         """A problem of the whole dataset, shown before the cases' (which it may explain)."""
+        self.count += 1
         self.lines.insert(0, _error_line(file, line, path, message))
         if len(self.lines) > MAX_ERRORS:
             self.lines.pop()
             self.dropped += 1
-
-    @property
-    def count(self) -> int:
-        return len(self.lines) + self.dropped
 
     def raise_if_any(self) -> None:
         if self.lines:
