@@ -481,13 +481,15 @@ def _check_cells(config: Config, sel: Selection, selected: Chosen, per_target: d
     most_repeat, most_repeated = 1, None
     on: dict[tuple[str, ...] | None, int] = {None: everyone}  # a case's targets: -> its cells a repeat
     for _, table, positions in selected:
-        for pos in positions:
+        # every case of a uniform table runs on the same targets as often: counted once for all, as PlanCells walks it
+        cases = len(positions) if positions and table.uniform() else 1
+        for pos in positions[:1] if cases > 1 else positions:
             repeat = sel.repeat or table.repeat(pos) or default_repeat
             only = table.targets(pos)
             n = on.get(only)
             if n is None:
                 n = on[only] = sum(count for t, count in per_target.items() if only is not None and t in only)
-            cells += repeat * n
+            cells += repeat * n * cases
             if repeat > most_repeat:
                 most_repeat, most_repeated = repeat, (table, pos)
     limit = _limit(sel.max_cells, config.typed.defaults.max_cells, MAX_CELLS)
