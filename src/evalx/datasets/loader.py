@@ -293,8 +293,8 @@ def _fill(raws: Iterable[_Raw], errors: _Errors, fill: _Fill) -> tuple[CaseTable
                 case.targets = list(default_targets)
             cases.append(
                 case,
-                graded=any(_graded(a.get("type"), graded) for a in case.asserts)
-                or (case.turns is not None and any(_graded(a.get("type"), graded) for t in case.turns for a in t.get("assert") or ())),
+                graded=_any_graded(case.asserts, graded)
+                or (case.turns is not None and any(_any_graded(t.get("assert") or (), graded) for t in case.turns)),
                 digest=fill.digest(case) if fill.digest is not None else None,
             )
     return cases, hashes
@@ -356,13 +356,19 @@ def _where_each_id_is(cases: CaseTable) -> dict[str, int | str]:
     return {case.id: case.source for case in cases}
 
 
-def _graded(kind: Any, known: dict[str, bool]) -> bool:
-    """Whether a model grades assertions of type ``kind`` (looked up once per type)."""
-    answer = known.get(kind) if isinstance(kind, str) else False
-    if answer is None:
-        atype = get_assertion(kind)
-        answer = known[kind] = atype is not None and atype.model_graded
-    return bool(answer)
+def _any_graded(specs: Iterable[JSONObject], known: dict[str, bool]) -> bool:
+    """Whether a model grades one of the assertions ``specs`` (each type looked up once, kept in ``known``)."""
+    for spec in specs:
+        kind = spec.get("type")
+        if not isinstance(kind, str):
+            continue
+        answer = known.get(kind)
+        if answer is None:
+            atype = get_assertion(kind)
+            answer = known[kind] = atype is not None and atype.model_graded
+        if answer:
+            return True
+    return False
 
 
 class _Callables:
@@ -502,7 +508,9 @@ def _build_case(
         if errors.count > before:
             return None
     # no copies: a case's values were just parsed for it, and assertion specs are never mutated
-    asserts = default_asserts + own_asserts + [spec for spec, _ in expansion.generated]
+    asserts = default_asserts + own_asserts
+    if expansion.generated:  # (a new list: extended in place)
+        asserts += [spec for spec, _ in expansion.generated]
     case = Case(id=str(known["id"]), asserts=asserts, source=raw.source, **fields)
     for i, spec in enumerate(asserts):  # what the assertion types know would fail on any output (their check= hooks)
         atype = get_assertion(spec["type"])

@@ -18,7 +18,7 @@ from array import array
 from bisect import bisect_right
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
-from functools import cached_property
+from functools import cached_property, partial
 from itertools import islice
 from typing import Any, overload
 
@@ -375,7 +375,7 @@ def _load_datasets(
                 line=config.line(("datasets", i)),
                 positions=config.loaded.lines,
                 path_prefix=("datasets", i),
-                digest=lambda case: case_digest(case, redact),  # for --resume's fingerprint, made while the case is at hand
+                digest=partial(case_digest, redact=redact),  # for --resume's fingerprint, made while the case is at hand
                 target_ids=target_ids,  # a simulate: user target must be one
             )
         except DatasetError as exc:
