@@ -75,16 +75,20 @@ class CaseTable(Sequence[Case]):
         """Pack ``case`` (``graded``: a model grades one of its assertions; ``digest``: its :func:`case_digest`)."""
         values = _VALUES(case)
         try:
-            blob = _MARSHAL + marshal.dumps(values)
+            tag, blob = _MARSHAL, marshal.dumps(values)
         except ValueError:  # a value marshal does not know (a YAML date...)
-            blob = _PICKLE + pickle.dumps(values, protocol=pickle.HIGHEST_PROTOCOL)
-        self._open += blob
-        self._ends.append(len(self._open))
-        if len(self._ends) % BLOCK == 0:
-            self._blocks.append(zlib.compress(self._open, 1))
+            tag, blob = _PICKLE, pickle.dumps(values, protocol=pickle.HIGHEST_PROTOCOL)
+        packed = self._open
+        packed += tag
+        packed += blob  # (not tag + blob: a copy of the case's bytes)
+        ends = self._ends
+        ends.append(len(packed))
+        if len(ends) % BLOCK == 0:
+            self._blocks.append(zlib.compress(packed, 1))
             self._open = bytearray()
-        self._id_data += case.id.encode("utf-8", "surrogatepass")
-        self._id_ends.append(len(self._id_data))
+        ids = self._id_data
+        ids += case.id.encode("utf-8", "surrogatepass")
+        self._id_ends.append(len(ids))
         self._category.append(self.categories.number(case.category))
         self._repeat.append(case.repeat or 0)
         self._targets.append(0 if case.targets is None else self.target_lists.number(tuple(case.targets)))
