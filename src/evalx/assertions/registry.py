@@ -217,7 +217,8 @@ def generation() -> int:
 
 
 def get_assertion(name: str) -> AssertionType | None:
-    _load_builtins()
+    if not _builtins_loaded:  # asked for every assertion of every case and cell: the flag read here, no call
+        _load_builtins()
     return _REGISTRY.get(name)
 
 
