@@ -16,6 +16,8 @@ never a silent last-wins. Problems are raised as :class:`DocumentError`.
   (``first_line``). ``json.loads`` parses (in C); the lines are found only
   when asked, and only as deep as asked (a dataset asks for each case's
   line; deeper lines are needed only for an error message).
+  :func:`parse_json` is its value alone, with the same errors (a JSONL
+  dataset's line, whose case's line is the line itself).
 """
 
 from __future__ import annotations
