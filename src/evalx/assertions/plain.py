@@ -66,10 +66,21 @@ _TYPES: dict[str, Check] = {
 }
 
 
+#: the JSON scalars' types: ``const`` and ``enum`` are decided here for these only
+_SCALARS = (str, int, float, bool, type(None))
+
+
 def _same_json(a: Any, b: Any) -> bool:
     """``a`` equals ``b`` as JSON Schema's ``const``/``enum`` see it, for scalars; False when unsure."""
-    scalar = (str, int, float, bool, type(None))
-    return type(a) is type(b) and isinstance(a, scalar) and a == b
+    return type(a) is type(b) and isinstance(a, _SCALARS) and a == b
+
+
+def _const(arg: JSON) -> Check:
+    """:func:`_same_json` with ``arg``, its type looked at once (a ``type: {const: NAME}`` is checked for every spec)."""
+    if not isinstance(arg, _SCALARS):
+        return _never  # (no value is the same as a list or a mapping, as _same_json sees it)
+    kind = type(arg)
+    return lambda v: type(v) is kind and v == arg
 
 
 def compile_schema(schema: JSON) -> Check:
@@ -124,7 +135,7 @@ def _keyword(key: str, arg: JSON, schema: JSONObject) -> Check | None:
             return None
         return _any([_TYPES[n] for n in names])
     if key == "const":
-        return lambda v: _same_json(v, arg)
+        return _const(arg)
     if key == "enum":
         if not isinstance(arg, list):
             return None

@@ -217,7 +217,7 @@ def generation() -> int:
 
 
 def get_assertion(name: str) -> AssertionType | None:
-    if not _builtins_loaded:  # asked for every check of every cell: no call once they are in
+    if not _builtins_loaded:  # asked for every assertion of every case and cell: the flag read here, no call
         _load_builtins()
     return _REGISTRY.get(name)
 

@@ -16,6 +16,8 @@ never a silent last-wins. Problems are raised as :class:`DocumentError`.
   (``first_line``). ``json.loads`` parses (in C); the lines are found only
   when asked, and only as deep as asked (a dataset asks for each case's
   line; deeper lines are needed only for an error message).
+  :func:`parse_json` is its value alone, with the same errors (a JSONL
+  dataset's line, whose case's line is the line itself).
 """
 
 from __future__ import annotations
@@ -349,8 +351,13 @@ _decoder = json.JSONDecoder(object_pairs_hook=_object)
 
 def load_json(text: str, file: str, *, first_line: int = 1) -> Loaded:
     """Parse JSON ``text`` (a file, or a JSONL line starting at ``first_line``); raise :class:`DocumentError`."""
+    return Loaded(parse_json(text, file, first_line=first_line), _JsonLines(text, first_line), file)
+
+
+def parse_json(text: str, file: str, *, first_line: int = 1) -> Any:
+    """The value of JSON ``text`` (:func:`load_json` without the lines of its keys: a JSONL line, a case, needs none)."""
     try:
-        data = _decoder.decode(text)
+        return _decoder.decode(text)
     except json.JSONDecodeError as exc:
         line = exc.lineno + first_line - 1
         raise DocumentError(file, [Problem(line, (), f"invalid JSON: {exc.msg} (column {exc.colno})")]) from None
@@ -359,7 +366,6 @@ def load_json(text: str, file: str, *, first_line: int = 1) -> Loaded:
         raise DocumentError(file, [Problem(line, path, f"duplicate key {path[-1]!r}") for line, path in duplicates]) from None
     except RecursionError:
         raise DocumentError(file, [Problem(first_line, (), f"invalid JSON: {_TOO_DEEP}")]) from None
-    return Loaded(data, _JsonLines(text, first_line), file)
 
 
 class _JsonLines(Mapping[KeyPath, int]):

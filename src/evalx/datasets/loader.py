@@ -23,7 +23,7 @@ from evalx.assertions.deterministic import spec_problems
 from evalx.assertions.hints import missing_type_hint
 from evalx.assertions.plain import plainly_valid
 from evalx.assertions.registry import generation
-from evalx.common.documents import DocumentError, SchemaValidator, describe_schema_error, did_you_mean, load_json, load_yaml
+from evalx.common.documents import DocumentError, SchemaValidator, describe_schema_error, did_you_mean, load_json, load_yaml, parse_json
 from evalx.common.json_types import JSON, JSONObject, as_object
 from evalx.common.reading import DATASET, DATASET_LINE, lines, open_regular, read_text, size_text
 from evalx.common.usercode import UserCodeError, resolve_callable
@@ -49,6 +49,9 @@ _JUDGE_OVERRIDE: JSONObject = {"type": "object"}  # settings merged over the con
 # Validation of case fields; assertions are checked one by one against their own type's schema.
 # assertion items are checked one by one against their own type (below), so the
 # case validator skips them: following the $ref per item costs more than the rest
+#: :data:`CASE_FIELDS` and :data:`BASE_FIELDS` as sets: a key is looked up in them for every field of every case
+_CASE_FIELD_SET = frozenset(CASE_FIELDS)
+_BASE_FIELD_SET = frozenset(BASE_FIELDS)
 _CASE_OWN_FIELDS: dict[str, JSONObject] = {**CASE_PROPERTIES, "assert": {"type": "array"}}
 _case_validator = SchemaValidator({**CASE_SCHEMA, "properties": dict(_CASE_OWN_FIELDS), "$defs": {"assertion": {}}})
 _defaults_validator = SchemaValidator({"type": "object", "properties": dict(CASE_PROPERTIES), "$defs": {"assertion": {}}})
@@ -73,8 +76,11 @@ class _Errors:
     def __init__(self) -> None:
         self.lines: list[str] = []
         self.dropped = 0
+        #: problems found, kept or dropped (read for every case: a count kept, not a sum made each time)
+        self.count = 0
 
     def add(self, file: str, line: int | None, path: KeyPath, message: str) -> None:
+        self.count += 1
         if len(self.lines) >= MAX_ERRORS:
             self.dropped += 1
             return
@@ -82,14 +88,11 @@ class _Errors:
 
     def add_first(self, file: str, line: int | None, path: KeyPath, message: str) -> None:
         """A problem of the whole dataset, shown before the cases' (which it may explain)."""
+        self.count += 1
         self.lines.insert(0, _error_line(file, line, path, message))
         if len(self.lines) > MAX_ERRORS:
             self.lines.pop()
             self.dropped += 1
-
-    @property
-    def count(self) -> int:
-        return len(self.lines) + self.dropped
 
     def raise_if_any(self) -> None:
         if self.lines:
@@ -267,7 +270,7 @@ def _fill(raws: Iterable[_Raw], errors: _Errors, fill: _Fill) -> tuple[CaseTable
         case = _build_case(raw, fill.defaults, fill.default_asserts, errors, fill.target_ids, fill.contexts, fill.attachments)
         if case is not None and callables is not None:
             callables.check(raw.data.get("assert"), raw, errors)
-        case_id = _case_id(raw.data)
+        case_id = case.id if case is not None else _case_id(raw.data)  # (a built case's id is the same: str(its id))
         if case_id is not None:
             if hash(case_id) in hashes:
                 if first_seen is None:
@@ -290,8 +293,8 @@ def _fill(raws: Iterable[_Raw], errors: _Errors, fill: _Fill) -> tuple[CaseTable
                 case.targets = list(default_targets)
             cases.append(
                 case,
-                graded=any(_graded(a.get("type"), graded) for a in case.asserts)
-                or (case.turns is not None and any(_graded(a.get("type"), graded) for t in case.turns for a in t.get("assert") or ())),
+                graded=_any_graded(case.asserts, graded)
+                or (case.turns is not None and any(_any_graded(t.get("assert") or (), graded) for t in case.turns)),
                 digest=fill.digest(case) if fill.digest is not None else None,
             )
     return cases, hashes
@@ -353,13 +356,19 @@ def _where_each_id_is(cases: CaseTable) -> dict[str, int | str]:
     return {case.id: case.source for case in cases}
 
 
-def _graded(kind: Any, known: dict[str, bool]) -> bool:
-    """Whether a model grades assertions of type ``kind`` (looked up once per type)."""
-    answer = known.get(kind) if isinstance(kind, str) else False
-    if answer is None:
-        atype = get_assertion(kind)
-        answer = known[kind] = atype is not None and atype.model_graded
-    return bool(answer)
+def _any_graded(specs: Iterable[JSONObject], known: dict[str, bool]) -> bool:
+    """Whether a model grades one of the assertions ``specs`` (each type looked up once, kept in ``known``)."""
+    for spec in specs:
+        kind = spec.get("type")
+        if not isinstance(kind, str):
+            continue
+        answer = known.get(kind)
+        if answer is None:
+            atype = get_assertion(kind)
+            answer = known[kind] = atype is not None and atype.model_graded
+        if answer:
+            return True
+    return False
 
 
 class _Callables:
@@ -397,9 +406,9 @@ def _check_defaults(raw: _Raw, errors: _Errors) -> None:
         errors.add(raw.file, raw.line, raw.path, f"must be a mapping, not {_kind(raw.data)}")
         return
     for key in raw.data:
-        if key not in CASE_FIELDS or key == "id":
+        if key not in _CASE_FIELD_SET or key == "id":
             errors.add(raw.file, raw.line_of((key,)), raw.path + (key,), unknown_field(str(key), CASE_FIELDS))
-    known = {k: v for k, v in raw.data.items() if k in CASE_FIELDS}
+    known = {k: v for k, v in raw.data.items() if k in _CASE_FIELD_SET}
     for err in _defaults_validator.iter_errors(known):
         sub = tuple(err.absolute_path)
         errors.add(raw.file, raw.line_of(sub), raw.path + sub, err.message)
@@ -426,10 +435,12 @@ def _build_case(
     if not isinstance(data, dict):
         errors.add(raw.file, raw.line, raw.path, f"a case must be a mapping, not {_kind(data)}")
         return None
-    for key in data:
-        if key not in CASE_FIELDS:
-            errors.add(raw.file, raw.line_of((key,)), raw.path + (key,), unknown_field(str(key), CASE_FIELDS) + UNKNOWN_FIELD_HINT)
-    known: JSONObject = {k: v for k, v in data.items() if k in CASE_FIELDS}
+    known: JSONObject = data  # read only, as the case's own fields
+    if not data.keys() <= _CASE_FIELD_SET:  # an unknown key: named, and the known ones kept
+        for key in data:
+            if key not in _CASE_FIELD_SET:
+                errors.add(raw.file, raw.line_of((key,)), raw.path + (key,), unknown_field(str(key), CASE_FIELDS) + UNKNOWN_FIELD_HINT)
+        known = {k: v for k, v in data.items() if k in _CASE_FIELD_SET}
     for err in () if _plainly_valid(known) else _case_validator.iter_errors(known):
         sub = tuple(err.absolute_path)
         message = err.message
@@ -459,7 +470,7 @@ def _build_case(
     if errors.count > before:
         return None
 
-    expansion = expand(_merge(defaults, known), base_fields=BASE_FIELDS)
+    expansion = expand(_merge(defaults, known), base_fields=_BASE_FIELD_SET)
     for sub, message in expansion.errors:
         errors.add(raw.file, raw.line_of(sub), raw.path + sub, message)
     for spec, origin in expansion.generated:
@@ -497,7 +508,9 @@ def _build_case(
         if errors.count > before:
             return None
     # no copies: a case's values were just parsed for it, and assertion specs are never mutated
-    asserts = default_asserts + own_asserts + [spec for spec, _ in expansion.generated]
+    asserts = default_asserts + own_asserts
+    if expansion.generated:  # (a new list: extended in place)
+        asserts += [spec for spec, _ in expansion.generated]
     case = Case(id=str(known["id"]), asserts=asserts, source=raw.source, **fields)
     for i, spec in enumerate(asserts):  # what the assertion types know would fail on any output (their check= hooks)
         atype = get_assertion(spec["type"])
@@ -649,19 +662,29 @@ def _plainly_valid(known: JSONObject) -> bool:
 
 
 def _merge(defaults: Mapping[str, object], case: JSONObject) -> dict[str, object]:
-    """The case (its fields validated) over the dataset's ``defaults:``: mappings merge, tags add up, the rest the case wins."""
+    """The case (its fields validated) over the dataset's ``defaults:``: mappings merge, tags add up, the rest the case wins
+    (``assert`` is the caller's: the case's is left out)."""
     merged = dict(defaults)  # shallow: nothing downstream mutates a case's values
-    for key, value in case.items():
-        if key == "assert":
-            continue
-        under = merged.get(key)
-        if key in ("vars", "metadata") and isinstance(under, dict) and isinstance(value, dict):
-            merged[key] = {**under, **value}
-        elif key == "tags" and isinstance(under, list) and isinstance(value, list):
-            merged[key] = under + [t for t in value if t not in under]
+    merged.update(case)  # a key of the defaults keeps its place, a new one follows in the case's order
+    if "assert" in case:
+        if "assert" in defaults:
+            merged["assert"] = defaults["assert"]
         else:
-            merged[key] = value
+            del merged["assert"]
+    if defaults:  # what adds up rather than replaces, where both give it
+        for key in _ADDED_UP:
+            if key in case and key in defaults:
+                under, value = defaults[key], case[key]
+                if key == "tags":
+                    if isinstance(under, list) and isinstance(value, list):
+                        merged[key] = under + [t for t in value if t not in under]
+                elif isinstance(under, dict) and isinstance(value, dict):
+                    merged[key] = {**under, **value}
     return merged
+
+
+#: the fields whose case value is added to the defaults' (mappings merged, tags appended)
+_ADDED_UP = ("vars", "metadata", "tags")
 
 
 def _check_assertion(spec: Any, raw: _Raw, sub: KeyPath, errors: _Errors, *, generated: bool) -> None:
@@ -860,11 +883,11 @@ def _read_jsonl(path: Path, shown: str, errors: _Errors, part: Part | None = Non
                 if not stripped or stripped.startswith(("//", "#")):
                     continue
                 try:
-                    loaded = load_json(line.rstrip("\n"), shown, first_line=lineno)  # the whole line: error columns count from its start
+                    data = parse_json(line.rstrip("\n"), shown, first_line=lineno)  # the whole line: error columns count from its start
                 except DocumentError as exc:
                     _add_problems(errors, exc, ("cases", index))
                 else:
-                    yield _Raw(loaded.data, shown, ("cases", index), lineno)
+                    yield _Raw(data, shown, ("cases", index), lineno)
                 index += 1
     except UnreadableFile as exc:
         errors.add(shown, None, (), exc.reason)

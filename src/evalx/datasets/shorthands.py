@@ -28,6 +28,7 @@ types of the shorthand fields are known to be right.
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -130,7 +131,7 @@ class Expansion:
     errors: list[tuple[KeyPath, str]] = field(default_factory=list)
 
 
-def expand(raw: dict[str, Any], *, base_fields: tuple[str, ...]) -> Expansion:
+def expand(raw: dict[str, Any], *, base_fields: Collection[str]) -> Expansion:
     """Resolve the shorthands of one validated raw case (``assert`` and ``id`` are left to the caller)."""
     out = Expansion({k: v for k, v in raw.items() if k in base_fields and k not in ("id", "assert")})
     if raw.keys().isdisjoint(_SHORTHAND_KEYS) and not isinstance(raw.get("expected"), dict):

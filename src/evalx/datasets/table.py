@@ -75,16 +75,20 @@ class CaseTable(Sequence[Case]):
         """Pack ``case`` (``graded``: a model grades one of its assertions; ``digest``: its :func:`case_digest`)."""
         values = _VALUES(case)
         try:
-            blob = _MARSHAL + marshal.dumps(values)
+            tag, blob = _MARSHAL, marshal.dumps(values)
         except ValueError:  # a value marshal does not know (a YAML date...)
-            blob = _PICKLE + pickle.dumps(values, protocol=pickle.HIGHEST_PROTOCOL)
-        self._open += blob
-        self._ends.append(len(self._open))
-        if len(self._ends) % BLOCK == 0:
-            self._blocks.append(zlib.compress(self._open, 1))
+            tag, blob = _PICKLE, pickle.dumps(values, protocol=pickle.HIGHEST_PROTOCOL)
+        packed = self._open
+        packed += tag
+        packed += blob  # (not tag + blob: a copy of the case's bytes)
+        ends = self._ends
+        ends.append(len(packed))
+        if len(ends) % BLOCK == 0:
+            self._blocks.append(zlib.compress(packed, 1))
             self._open = bytearray()
-        self._id_data += case.id.encode("utf-8", "surrogatepass")
-        self._id_ends.append(len(self._id_data))
+        ids = self._id_data
+        ids += case.id.encode("utf-8", "surrogatepass")
+        self._id_ends.append(len(ids))
         self._category.append(self.categories.number(case.category))
         self._repeat.append(case.repeat or 0)
         self._targets.append(0 if case.targets is None else self.target_lists.number(tuple(case.targets)))
@@ -224,6 +228,7 @@ _CONTENT_VALUES = attrgetter(*_CONTENT)
 #: so a case that does not use them has the digest it had (``--resume`` of a run started before)
 _LATER = ("turns", "tool_results", "simulate", "context")
 _V2_FIELDS = len(_CONTENT) - len(_LATER)
+_LATER_COUNT = len(_LATER)
 #: the JSON of ``run.json``'s plan fingerprint and its case digests: ``json.dumps(value, sort_keys=True,
 #: default=str, ensure_ascii=False)``, without building an encoder per call (changing it breaks ``--resume``)
 FINGERPRINT_JSON = json.JSONEncoder(sort_keys=True, default=str, ensure_ascii=False)
@@ -242,9 +247,13 @@ def case_digest(case: Case, redact: Callable[[Any], Any]) -> bytes:
     exact and the same in every process, and a few times cheaper than sorted JSON
     (:func:`content_digest`, version 1): a dict whose keys were reordered counts as changed.
     """
-    values = list(_CONTENT_VALUES(case))
-    while len(values) > _V2_FIELDS and values[-1] is None:  # a field added since (turns...), left out while unset
-        values.pop()
+    content = _CONTENT_VALUES(case)
+    if content[_V2_FIELDS:].count(None) == _LATER_COUNT:  # the fields added since (turns...), left out while unset: all
+        values = list(content[:_V2_FIELDS])
+    else:  # those after the last one set
+        values = list(content)
+        while values[-1] is None:
+            values.pop()
     text = repr(redact(values))  # a lone surrogate is escaped by repr: always UTF-8
     return hashlib.blake2b(text.encode(), digest_size=DIGEST_SIZE).digest()
 

@@ -18,7 +18,7 @@ from array import array
 from bisect import bisect_right
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
-from functools import cached_property
+from functools import cached_property, partial
 from itertools import islice
 from typing import Any, overload
 
@@ -375,7 +375,7 @@ def _load_datasets(
                 line=config.line(("datasets", i)),
                 positions=config.loaded.lines,
                 path_prefix=("datasets", i),
-                digest=lambda case: case_digest(case, redact),  # for --resume's fingerprint, made while the case is at hand
+                digest=partial(case_digest, redact=redact),  # for --resume's fingerprint, made while the case is at hand
                 target_ids=target_ids,  # a simulate: user target must be one
             )
         except DatasetError as exc:
@@ -481,13 +481,15 @@ def _check_cells(config: Config, sel: Selection, selected: Chosen, per_target: d
     most_repeat, most_repeated = 1, None
     on: dict[tuple[str, ...] | None, int] = {None: everyone}  # a case's targets: -> its cells a repeat
     for _, table, positions in selected:
-        for pos in positions:
+        # every case of a uniform table runs on the same targets as often: counted once for all, as PlanCells walks it
+        cases = len(positions) if positions and table.uniform() else 1
+        for pos in positions[:1] if cases > 1 else positions:
             repeat = sel.repeat or table.repeat(pos) or default_repeat
             only = table.targets(pos)
             n = on.get(only)
             if n is None:
                 n = on[only] = sum(count for t, count in per_target.items() if only is not None and t in only)
-            cells += repeat * n
+            cells += repeat * n * cases
             if repeat > most_repeat:
                 most_repeat, most_repeated = repeat, (table, pos)
     limit = _limit(sel.max_cells, config.typed.defaults.max_cells, MAX_CELLS)

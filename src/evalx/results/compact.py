@@ -17,7 +17,9 @@ describes both versions.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import datetime, timedelta, timezone
+from itertools import filterfalse
 from typing import Any, Literal, TypedDict
 
 from evalx.common.json_types import JSON, JSONObject, as_object
@@ -285,11 +287,10 @@ def compact_cell(
     output = get("output")
     if output:
         line["output"] = _compact_output(output, result) if isinstance(output, dict) else output
-    extra = result.keys() - _KNOWN  # what v1 writes only when it applies (skip_reason, stop_reason...), and anything newer
-    if extra:  # (never a key of the line: those are all known) in the result's order; one key has no order to keep
-        for key in result if len(extra) > 1 else extra:
-            if key in extra:
-                line[key] = result[key]  # type: ignore[literal-required]
+    # what v1 writes only when it applies (skip_reason, stop_reason...), and anything newer (never a key of the line:
+    # those are all known), in the result's order; picked out in C, without a set of the result's keys made and emptied
+    for key in filterfalse(_KNOWN.__contains__, result):
+        line[key] = result[key]  # type: ignore[literal-required]
     return line
 
 
@@ -323,18 +324,19 @@ def _default_score(passed: Any) -> float:
 
 
 def _compact_output(output: JSONObject, result: CellResult) -> JSONObject:
-    out: JSONObject = {}
-    rule = _OUTPUT_RULES.get
-    for key, value in output.items():
-        default = rule(key, _MISSING)
-        if default is _MISSING:
-            out[key] = value
-            continue
-        if default is _CELLS:  # a copy of the cell's own figure: left out when the same
-            default = result.get(key)
+    out = output.copy()  # then each key at its default taken out (its place kept: the rest stay in the output's order)
+    get: Callable[[str, object], object] = out.get
+    value: object
+    default: object
+    for key, default in _OUTPUT_FIXED:
+        value = get(key, _MISSING)
         if value is default or (value == default and type(value) is type(default)):
-            continue
-        out[key] = value
+            del out[key]
+    cell = result.get
+    for key in _FROM_CELL:  # a copy of the cell's own figure: left out when the same
+        value, default = get(key, _MISSING), cell(key)
+        if value is default or (value == default and type(value) is type(default)):
+            del out[key]
     if not output.keys() >= _OUTPUT_DEFAULTS.keys():  # some of the usual keys missing: say which, so expand() does not add them
         missing: list[JSON] = [k for k in _OUTPUT_DEFAULTS if k not in output]
         out["_absent"] = missing
@@ -342,9 +344,8 @@ def _compact_output(output: JSONObject, result: CellResult) -> JSONObject:
 
 
 _MISSING = object()
-_CELLS = object()
-#: what an ``output`` key is left out at: its default, or (:data:`_CELLS`) the cell's own value of the key
-_OUTPUT_RULES: dict[str, Any] = {**_OUTPUT_DEFAULTS, **dict.fromkeys(_FROM_CELL, _CELLS)}
+#: the ``output`` keys left out at a default of their own, and that default (the others: at the cell's own value, :data:`_FROM_CELL`)
+_OUTPUT_FIXED = tuple((key, default) for key, default in _OUTPUT_DEFAULTS.items() if key not in _FROM_CELL)
 _KNOWN = frozenset(
     ("version", "run_id", "target_type", "status", "output", "t", *_IDENTITY, *CASE_KEYS, *_OPTIONAL_CASE_KEYS, *CELL_DEFAULTS)
 )

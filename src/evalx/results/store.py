@@ -23,6 +23,7 @@ except ImportError:  # pragma: no cover  (Windows)
 from array import array
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import IO, Any, Protocol
 
@@ -82,7 +83,11 @@ def _turn_text(turn: Any) -> Any:
     }
 
 
-def encode_storable(result: Any, shape: Callable[[Any], Any] = lambda r: r) -> str:
+def _as_is(result: Any) -> Any:
+    return result
+
+
+def encode_storable(result: Any, shape: Callable[[Any], Any] = _as_is) -> str:
     """``shape(result)`` as one JSON line: what a target returned that JSON cannot hold is its ``repr``, and a cell
     that cannot be written at all (a mapping keyed by tuples, a value that contains itself) becomes, in place, an
     error saying why. The one way a cell is made storable, by the writer here and by a Ray actor before a cell
@@ -198,6 +203,9 @@ class ResultWriter:
         defaults = self._record.get("defaults")
         self._defaults: LineDefaults = defaults if isinstance(defaults, dict) else {}
         self._t0 = t0_of(self._defaults)
+        # a cell line's shape, with and without its case's fields: made once for the run, not a closure a cell
+        self._with_case = partial(compact_cell, target_types=self._types, with_case=True, defaults=self._defaults, t0=self._t0)
+        self._without_case = partial(compact_cell, target_types=self._types, with_case=False, defaults=self._defaults, t0=self._t0)
 
     def _index_existing(self) -> None:
         good_end = 0
@@ -238,7 +246,7 @@ class ResultWriter:
     def write(self, result: CellResult) -> None:
         index = int(result["index"])
         if self.v1:
-            self._write_line(result, lambda r: r, 2 * index + 1)
+            self._write_line(result, _as_is, 2 * index + 1)
             return
         spans = self._cases
         with_case = True
@@ -249,10 +257,9 @@ class ResultWriter:
                 if not self._recorded[first]:
                     record = split_case(result, n)
                     record["first_index"] = first
-                    self._write_line(record, lambda r: r, 2 * first)
+                    self._write_line(record, _as_is, 2 * first)
                     self._recorded[first] = 1
-        types, defaults, t0 = self._types, self._defaults, self._t0
-        self._write_line(result, lambda r: compact_cell(r, types, with_case=with_case, defaults=defaults, t0=t0), 2 * index + 1)
+        self._write_line(result, self._with_case if with_case else self._without_case, 2 * index + 1)
 
     def _write_line(self, value: Any, shape: Callable[[Any], Any], key: int) -> None:
         text = encode_storable(value, shape)
