@@ -338,13 +338,16 @@ def clean_text(value: Any) -> str:
         return ""
     if isinstance(value, str):
         text = value
+        if text.isascii() and text.isprintable():  # no escape, CR or control character to see to (most text): no regex pass
+            return text
     else:
         try:
             text = value_json(value)
         except (TypeError, ValueError, RecursionError):
             text = str(value)
-    if text.isascii() and text.isprintable():  # no escape, CR or control character to see to (most text): no regex pass
-        return text
+        else:  # JSON writes every control character as an escape but DEL: no need to test each character (a request's 5 K instructions)
+            if text.isascii() and "\x7f" not in text:
+                return text
     text = strip_ansi(text)
     if "\r" in text:
         text = _NEWLINES.sub("\n", text)
