@@ -625,7 +625,12 @@ class _ReportData:
         # for the charts
         if status != "skipped":
             category = self._show(raw_category, "general")
-            counts = self.by_category.setdefault(category, {}).setdefault(target, [0, 0])
+            by_target = self.by_category.get(category)
+            if by_target is None:
+                by_target = self.by_category[category] = {}
+            counts = by_target.get(target)
+            if counts is None:  # (setdefault would build a dict and a list for every cell)
+                counts = by_target[target] = [0, 0]
             if status == "pass":
                 counts[0] += 1
             counts[1] += 1
