@@ -338,13 +338,16 @@ def clean_text(value: Any) -> str:
         return ""
     if isinstance(value, str):
         text = value
+        if text.isascii() and text.isprintable():  # no escape, CR or control character to see to (most text): no regex pass
+            return text
     else:
         try:
             text = value_json(value)
         except (TypeError, ValueError, RecursionError):
             text = str(value)
-    if text.isascii() and text.isprintable():  # no escape, CR or control character to see to (most text): no regex pass
-        return text
+        else:  # JSON writes every control character as an escape but DEL: no need to test each character (a request's 5 K instructions)
+            if text.isascii() and "\x7f" not in text:
+                return text
     text = strip_ansi(text)
     if "\r" in text:
         text = _NEWLINES.sub("\n", text)
@@ -534,6 +537,10 @@ class Sampling:
         }
 
 
+#: a case's optional texts: the key of the case row, the field of the cell
+_CASE_NOTES = (("ds", "description"), ("nt", "notes"), ("cx", "context"))
+
+
 class _CasesNotContiguous(Exception):
     """A case came back after another one started: number the cases with a full index instead."""
 
@@ -618,7 +625,12 @@ class _ReportData:
         # for the charts
         if status != "skipped":
             category = self._show(raw_category, "general")
-            counts = self.by_category.setdefault(category, {}).setdefault(target, [0, 0])
+            by_target = self.by_category.get(category)
+            if by_target is None:
+                by_target = self.by_category[category] = {}
+            counts = by_target.get(target)
+            if counts is None:  # (setdefault would build a dict and a list for every cell)
+                counts = by_target[target] = [0, 0]
             if status == "pass":
                 counts[0] += 1
             counts[1] += 1
@@ -634,8 +646,9 @@ class _ReportData:
                 values = self.latencies[target] = array("d")
             values.append(latency)
         repeat = result.get("repeat")
-        repeat = repeat if isinstance(repeat, int) and not isinstance(repeat, bool) and repeat >= 0 else 0
-        if repeat > self.max_repeat:
+        if type(repeat) is not int or repeat < 0:  # (read from JSON: no int but bool is a subclass)
+            repeat = 0
+        elif repeat > self.max_repeat:
             self.max_repeat = repeat
         if self.sample is not None and not self.sample.keep(status):
             return
@@ -652,42 +665,47 @@ class _ReportData:
         if repeat:
             cell["r"] = repeat
         # the figures, in this key order (the embedded bytes depend on it)
-        score = finite(result.get("score"))
-        ttft = result.get("ttft_ms")
-        ttft = finite(ttft) if ttft is not None else finite(output.get("ttft_ms"))
-        cost = result.get("cost_usd")
-        cost = finite(cost) if cost is not None else finite(output.get("cost_usd"))
-        judge_cost = finite(result.get("judge_cost_usd"))
-        iterations = finite(output.get("iterations"))
-        if score is not None:
+        # (a figure the cell lacks is its output's; finite() is asked only about what is there)
+        get, out = result.get, output.get
+        score = get("score")
+        if score is not None and (score := finite(score)) is not None:
             cell["sc"] = round(score, 3)
         if latency is not None:
             cell["ms"] = round(latency, 3)
-        if ttft is not None:
+        ttft = get("ttft_ms")
+        if ttft is None:
+            ttft = out("ttft_ms")
+        if ttft is not None and (ttft := finite(ttft)) is not None:
             cell["tt"] = round(ttft, 3)
-        if cost is not None:
+        cost = get("cost_usd")
+        if cost is None:
+            cost = out("cost_usd")
+        if cost is not None and (cost := finite(cost)) is not None:
             cell["usd"] = round(cost, 8)
-        if judge_cost is not None:
+        judge_cost = get("judge_cost_usd")
+        if judge_cost is not None and (judge_cost := finite(judge_cost)) is not None:
             cell["jusd"] = round(judge_cost, 8)
-        if iterations is not None:
+        iterations = out("iterations")
+        if iterations is not None and (iterations := finite(iterations)) is not None:
             cell["it"] = round(iterations, 3)
-        usage = output.get("usage")
+        usage = out("usage")
         if isinstance(usage, dict):
             tokens: list[JSON] = [_int(usage.get("input_tokens")), _int(usage.get("output_tokens")), _int(usage.get("cache_hit_tokens"))]
             if any(tokens):
                 cell["tk"] = tokens
-        if result.get("cached"):
+        if get("cached"):
             cell["ca"] = 1
-        stop = result.get("stop_reason")
+        stop = get("stop_reason")
         if isinstance(stop, str):
             cell["st"] = stop[:100]
-            if result.get("truncated") is True:
+            if get("truncated") is True:
                 cell["tr"] = 1
 
         embed = self.embed
-        embed.put(cell, "x", output.get("text"), TEXT_CAP)
-        embed.put(cell, "rq", output.get("request"), REQUEST_CAP)
-        calls = output.get("tool_calls")
+        put = embed.put
+        put(cell, "x", out("text"), TEXT_CAP)
+        put(cell, "rq", out("request"), REQUEST_CAP)
+        calls = out("tool_calls")
         if isinstance(calls, list) and calls:
             kept: list[JSON] = []
             for call in calls[:MAX_TOOL_CALLS]:
@@ -725,10 +743,13 @@ class _ReportData:
             mark: list[JSON] = [str(review.get(k) or "") for k in ("verdict", "original_status", "reviewer", "at")]
             mark.append(embed.text(review.get("comment") or "", REASON_CAP))
             cell["rv"] = mark
-        error = result.get("error") or output.get("error")
-        embed.put(cell, "e", error, REASON_CAP)
-        embed.put(cell, "tb", result.get("traceback") or output.get("traceback"), TEXT_CAP)
-        events = output.get("events")
+        error = get("error") or out("error")
+        if error is not None:
+            put(cell, "e", error, REASON_CAP)
+        traceback = get("traceback") or out("traceback")
+        if traceback is not None:
+            put(cell, "tb", traceback, TEXT_CAP)
+        events = out("events")
         if isinstance(events, list) and events:
             limit = LEAN_EVENTS if embed.lean else MAX_EVENTS
             if limit:
@@ -845,21 +866,24 @@ class _ReportData:
         tags = result.get("tags")
         if isinstance(tags, list) and tags:
             row["tags"] = [show_id(t) for t in tags[:50]]
-        value = result.get("input")
-        if is_parts(value):  # images and documents: the text as the input, each attachment by name (an image as a thumbnail)
-            assert isinstance(value, list)
-            self.embed.put(row, "in", parts_text(value), TEXT_CAP)
+        put, get = self.embed.put, result.get
+        value = get("input")
+        if type(value) is list and is_parts(value):  # images and documents: the text as the input, each attachment by name
+            put(row, "in", parts_text(value), TEXT_CAP)
             listed: list[JSON] = [self._attachment(p) for p in value if isinstance(p, dict) and p.get("type") != "text"]
             row["att"] = listed[:MAX_ATTACHMENTS]
-        else:
-            self.embed.put(row, "in", value, TEXT_CAP)
-        self.embed.put(row, "ex", result.get("expected"), TEXT_CAP)
-        source = result.get("case_source")
+        elif value is not None:
+            put(row, "in", value, TEXT_CAP)
+        value = get("expected")
+        if value is not None:
+            put(row, "ex", value, TEXT_CAP)
+        source = get("case_source")
         if source:
             row["src"] = clean_text(source)
-        self.embed.put(row, "ds", result.get("description"), TEXT_CAP)
-        self.embed.put(row, "nt", result.get("notes"), TEXT_CAP)
-        self.embed.put(row, "cx", result.get("context"), TEXT_CAP)
+        for key, field in _CASE_NOTES:  # only some cases have them
+            value = get(field)
+            if value is not None:
+                put(row, key, value, TEXT_CAP)
         return row
 
     def _attachment(self, part: JSONObject) -> list[JSON]:
@@ -884,21 +908,23 @@ class _ReportData:
         return [clean_text(part.get("type")), name, media, size, thumb]
 
     def _assertion(self, a: AssertionRecord) -> list[JSON]:
-        passed = a.get("passed")
-        details = a.get("details")
+        get, text = a.get, self.embed.text
+        passed = get("passed")
+        details = get("details")
         if isinstance(details, dict):
             # the judge's words are what a reader wants; figures like cost are elsewhere
             details = {k: v for k, v in details.items() if v not in (None, "", [], {})} or None
+        name, score, reason, error = get("name"), get("score"), get("reason"), get("error")
         row: list[JSON] = [
             passed if isinstance(passed, bool) else None,
-            self.embed.text(a.get("type") or "assertion", 200),
-            self.embed.text(a["name"], 200) if a.get("name") else None,
-            finite(a.get("score")),
-            self.embed.text(a.get("reason"), REASON_CAP) if a.get("reason") else None,
-            self.embed.text(details, REASON_CAP) if details else None,
-            self.embed.text(a.get("error"), REASON_CAP) if a.get("error") else None,
+            text(get("type") or "assertion", 200),
+            text(name, 200) if name else None,
+            None if score is None else finite(score),
+            text(reason, REASON_CAP) if reason else None,
+            text(details, REASON_CAP) if details else None,
+            text(error, REASON_CAP) if error else None,
         ]
-        turn = a.get("turn")
+        turn = get("turn")
         if type(turn) is int:
             row.append(turn)
         return row

@@ -89,17 +89,16 @@ def _feed(results: Path, writers: list[ReportWriter]) -> None:
     A writer that cannot take a cell (the file is out of matrix order: a killed
     or resumed run) is rebuilt from the file, exactly as it would have written it alone.
     """
-    streaming = list(writers)
+    streaming = [(writer, writer.offer) for writer in writers]  # (each one's offer looked up once, not once a cell)
     stopped: list[ReportWriter] = []
     try:
         if results.exists():
-            for result in read_results(results):
-                if not isinstance(result, dict):
-                    continue
-                refused = [writer for writer in streaming if not writer.offer(result)]
-                if refused:
-                    stopped += refused
-                    streaming = [writer for writer in streaming if writer not in refused]
+            for result in read_results(results):  # (only mappings)
+                for writer, offer in streaming:
+                    if not offer(result):
+                        stopped.append(writer)
+                if len(streaming) + len(stopped) > len(writers):  # some refused this cell: they stop streaming
+                    streaming = [(writer, offer) for writer, offer in streaming if writer not in stopped]
                     if not streaming:
                         break
         for writer in writers:

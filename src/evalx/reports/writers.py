@@ -22,7 +22,7 @@ A new format is a class with these four methods, added to
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
@@ -103,9 +103,8 @@ class _JUnit:
         self.stream: JUnitStream | None = (
             JUnitStream.start(ctx.rule, ctx.run_dir, passes=ctx.junit_passes) if flavor == "standard" else None
         )
-
-    def offer(self, result: CellResult) -> bool:
-        return self.stream is not None and self.stream.offer(result)
+        #: the stream's own offer (no layer a cell); a flavour takes none: it is written from the file
+        self.offer: Callable[[CellResult], bool] = self.stream.offer if self.stream is not None else _refuse
 
     def finish(self) -> None:
         c = self.ctx
@@ -138,9 +137,7 @@ class _Html:
     def __init__(self, ctx: _Context) -> None:
         self.ctx = ctx
         self.stream = HtmlStream(ctx.summary, ctx.run_dir, max_cells=ctx.html_max_cells)
-
-    def offer(self, result: CellResult) -> bool:
-        return self.stream.offer(result)
+        self.offer: Callable[[CellResult], bool] = self.stream.offer  # (no layer a cell)
 
     def finish(self) -> None:
         self.stream.write(self.ctx.run_dir / "report.html", baseline=self.ctx.baseline)
@@ -205,6 +202,10 @@ def copies(run_dir: Path, outputs: Outputs) -> Iterable[tuple[Path, Path]]:
         yield run_dir / "junit.xml", outputs.junit
     if outputs.html is not None:
         yield run_dir / "report.html", outputs.html
+
+
+def _refuse(result: CellResult) -> bool:
+    return False
 
 
 def _step_summary() -> bool:

@@ -127,6 +127,8 @@ def run_record(run_id: str, target_types: dict[str, str], dataset: str | None = 
 
 
 _MS = timedelta(milliseconds=1)
+#: the end of a ``started_at`` after its second, by millisecond: "000+00:00"... (a format call less a cell)
+_MILLIS = tuple(f"{ms:03d}+00:00" for ms in range(1000))
 _DAY_MS = 86_400_000
 
 
@@ -175,7 +177,7 @@ class Clock:
                 minute, sec = divmod(second, 60)
                 hour, minute = divmod(minute, 60)
                 self._out_second, self._out_prefix = second, f"{self.date}T{hour:02d}:{minute:02d}:{sec:02d}."
-            return f"{self._out_prefix}{ms:03d}+00:00"
+            return self._out_prefix + _MILLIS[ms]
         return (self.start + t * _MS).isoformat(timespec="milliseconds")
 
 
@@ -317,10 +319,6 @@ def _compact_assertion(a: Any) -> Any:
     if type(weight) is float and weight == 1.0:
         del out["weight"]
     return out
-
-
-def _default_score(passed: Any) -> float:
-    return 1.0 if passed is True else 0.0
 
 
 def _compact_output(output: JSONObject, result: CellResult) -> JSONObject:
@@ -466,7 +464,7 @@ def _expand_assertion(a: JSON) -> JSON:
     out = _ASSERTION_TEMPLATE.copy()
     out.update(a)
     if "score" not in a:
-        out["score"] = _default_score(out["passed"])
+        out["score"] = 1.0 if out["passed"] is True else 0.0  # a pass's score, or a failure's
     return out
 
 

@@ -500,23 +500,20 @@ def _read_stored(path: Path, problems: ReadProblems | None = None) -> Iterator[C
     def first_time(value: JSONObject) -> bool:
         """False for a cell already read (counted as a duplicate): each cell is kept once, its first line."""
         index = value.get("index")
-        if type(index) is int:
-            if 0 <= index < 1 << 32:
-                if index >= len(seen):
-                    seen.extend(bytes(max(index + 1 - len(seen), len(seen))))
-                if seen[index]:
-                    duplicate = True
-                else:
-                    seen[index] = 1
-                    duplicate = False
-            else:
-                duplicate = index in others
-                others.add(index)
-            if duplicate:
-                if problems is not None:
-                    problems.duplicate_cells.append(index)
-                return False
-        return True
+        if type(index) is not int:
+            return True
+        if 0 <= index < 1 << 32:
+            if index >= len(seen):
+                seen.extend(bytes(max(index + 1 - len(seen), len(seen))))
+            if not seen[index]:
+                seen[index] = 1
+                return True
+        elif index not in others:
+            others.add(index)
+            return True
+        if problems is not None:  # read before: a duplicate
+            problems.duplicate_cells.append(index)
+        return False
 
     def cell(value: JSONObject) -> CellResult | None:
         nonlocal run, default_dataset
