@@ -277,6 +277,32 @@ def test_template_errors_name_the_line_inside_the_body(tmp_path: Path, monkeypat
     assert lines[1].startswith("providers/acme.yaml:8 response.text: expression syntax error:")
 
 
+def test_an_unknown_filter_or_test_in_an_expression_is_an_error_at_load_as_jinja_compiles_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Only code generation finds an unknown filter or test; the load checks every expression that has one, at any depth,
+    and leaves one in a conditional branch to run time, as ``Environment.compile_expression`` does."""
+    monkeypatch.chdir(tmp_path)
+    path = write(
+        tmp_path / "providers/acme.yaml",
+        """
+        request: {path: /generate, body: "{}"}
+        response:
+          text: response.answer | no_such_filter
+          stop_reason: "[response.reason is no_such_test][0]"
+          usage:
+            input_tokens: response.a if response.b else response.c | no_such_filter
+            output_tokens: response.usage.out or 0
+        """,
+    )
+    with pytest.raises(ConfigError) as err:
+        load_definition(path)
+    assert [str(i) for i in err.value.issues] == [
+        "providers/acme.yaml:3 response.text: expression syntax error: No filter named 'no_such_filter'.",
+        "providers/acme.yaml:4 response.stop_reason: expression syntax error: No test named 'no_such_test'.",
+    ]
+
+
 def test_path_and_stream_end_templates_are_checked_and_rendered(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(tmp_path)
     text = """

@@ -178,9 +178,17 @@ def required_keys(cls: type) -> list[str]:
     ]
 
 
+#: :func:`properties` of each record class, written once (a class's fields, and so their schemas, never change)
+_PROPERTIES: dict[type, dict[str, JSONObject]] = {}
+
+
 def properties(cls: type) -> dict[str, JSONObject]:
-    """The schema of each field of a record, by YAML key (the ``rest`` field left out)."""
-    return {key: schema_of(hint) for _, key, hint, marks in _fields(cls) if not any(m.rest for m in marks)}
+    """The schema of each field of a record, by YAML key (the ``rest`` field left out); shared: copy before changing it."""
+    out = _PROPERTIES.get(cls)
+    if out is None:
+        out = {key: schema_of(hint) for _, key, hint, marks in _fields(cls) if not any(m.rest for m in marks)}
+        _PROPERTIES[cls] = out
+    return out
 
 
 def object_schema(cls: type) -> JSONObject:

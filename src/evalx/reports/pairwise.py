@@ -21,8 +21,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from evalx.common.json_types import JSON, JSONObject, as_array
-from evalx.results.compare import md_escape
-from evalx.results.display import one_line, show_id
+from evalx.results.display import markdown_text, one_line, show_id
 from evalx.results.figures import p_value as _p
 from evalx.results.figures import pct as _pct
 from evalx.results.figures import points as _points
@@ -213,8 +212,8 @@ def markdown_pairwise(pairs: Sequence[PairwiseRow]) -> list[str]:
         "|---|---|--:|--:|--:|--:|---|--:|--:|",
     ]
     for p in shown:
-        a, b = md_escape(show_id(p.get("a")), 1000), md_escape(show_id(p.get("b")), 1000)
-        conclusion = md_escape(show_id(p.get("conclusion")), 1000) if p.get("conclusion") else ""
+        a, b = markdown_text(show_id(p.get("a")), 1000), markdown_text(show_id(p.get("b")), 1000)
+        conclusion = markdown_text(show_id(p.get("conclusion")), 1000) if p.get("conclusion") else ""
         verdict = f"**{conclusion}**" if p.get("significant") else conclusion
         compared = bool(p.get("comparable", p.get("cases", 0)))
         lines.append(
@@ -240,11 +239,11 @@ def markdown_pairwise(pairs: Sequence[PairwiseRow]) -> list[str]:
         ]
         for p in judged:
             j = p["judge_preference"]
-            a, b = md_escape(show_id(p.get("a")), 1000), md_escape(show_id(p.get("b")), 1000)
+            a, b = markdown_text(show_id(p.get("a")), 1000), markdown_text(show_id(p.get("b")), 1000)
             longer = longer_words(j).removeprefix("longer answer won ")
             lines.append(
                 f"| {a} vs {b} | {j.get('wins_a', 0)} | {j.get('wins_b', 0)} | {j.get('ties', 0)} | {j.get('position_ties', 0)} | "
-                f"{j.get('errors', 0)} | {j.get('not_compared', 0)} | {md_escape(longer, 200)} |"
+                f"{j.get('errors', 0)} | {j.get('not_compared', 0)} | {markdown_text(longer, 200)} |"
             )
         lines.append("")
     return lines
@@ -370,8 +369,8 @@ def markdown_disagreements(block: JudgeDisagreements | None, limit: int = MAX_DI
     said: dict[Any, str] = {True: "pass", False: "fail"}
     for r in rows[:limit]:
         lines.append(
-            f"| {md_escape(show_id(r.get('target')), 200)} | {md_escape(_disagreement_case(r), 300)} | {md_escape(show_id(r.get('name')), 200)} "
-            f"| {said.get(r.get('function'), '?')} | {said.get(r.get('judge'), '?')} | {md_escape(one_line(str(r.get('reason') or '')), 200)} |"
+            f"| {markdown_text(show_id(r.get('target')), 200)} | {markdown_text(_disagreement_case(r), 300)} | {markdown_text(show_id(r.get('name')), 200)} "
+            f"| {said.get(r.get('function'), '?')} | {said.get(r.get('judge'), '?')} | {markdown_text(one_line(str(r.get('reason') or '')), 200)} |"
         )
     if total > min(len(rows), limit):
         lines.append(f"\n… and {total - min(len(rows), limit)} more in summary.json")

@@ -104,7 +104,6 @@ def finish_summary(
     never an error: gates that need one are then n/a.
     """
     from evalx.results import gates as _gates
-    from evalx.results.compare import baseline_view
 
     spec = _gates.gates_spec(gates)
     ref = baseline_ref or spec.baseline
@@ -132,6 +131,8 @@ def finish_summary(
     if facts.merged is not None:
         summary["merged"] = facts.merged
     if comparison is not None:
+        from evalx.results.compare import baseline_view  # only a run with a baseline loads the comparison module
+
         summary["comparison"] = comparison
         summary["baseline"] = baseline_view(comparison)
     if facts.shard is None and _gates.active_gates(spec):

@@ -1362,12 +1362,18 @@ def _check_expression(source: str) -> None:
 
     Jinja's own steps up to the Python source of the expression (``Environment.compile_expression``), without
     compiling that source: a definition's expressions are checked when it loads, and compiled only when a
-    response needs one (most never do; a definition has ~30).
+    response needs one (most never do; a definition has ~30). Code generation is the costly step (~1.5 M
+    instructions an expression), and for an expression the only errors it raises are an unknown filter or test
+    (``CodeGenerator.fail``'s other uses are in statements); an expression without either (a plain path, an
+    ``or`` chain: most of a definition's) is not generated at all.
     """
     parser = Parser(_RESPONSE_ENV, _strip_braces(source), state="variable")
     expr = parser.parse_expression()
     if not parser.stream.eos:
         raise TemplateSyntaxError("chunk after expression", parser.stream.current.lineno, None, None)
+    named = (nodes.Filter, nodes.Test)
+    if not isinstance(expr, named) and next(expr.find_all(named), None) is None:
+        return
     expr.set_environment(_RESPONSE_ENV)
     generate(nodes.Template([nodes.Assign(nodes.Name("result", "store"), expr, lineno=1)], lineno=1), _RESPONSE_ENV, None, None)
 
