@@ -618,49 +618,48 @@ class ProviderTarget:
         async def attempt() -> HttpResponse:
             started = time.monotonic()  # the turns taken and the 429s waited out below share one rate_limit.max_wait_s
             while True:  # sent again after a 429 the endpoint's limiter waits out (no retry used)
-                try:
-                    if (turn := self._take_turn()) is not None:
-                        await turn
-                    while True:
-                        slot = (
-                            None
-                            if gate is None
-                            else gate.take_now(self.id, self.settings.adaptive is not None) or await self._turn(gate, started)
+                if (turn := self._take_turn()) is not None:
+                    await turn
+                while True:  # sent again once after a 401, with refreshed credentials
+                    slot = (
+                        None
+                        if gate is None
+                        else gate.take_now(self.id, self.settings.adaptive is not None) or await self._turn(gate, started)
+                    )
+                    try:
+                        data, headers = request.data, self.headers
+                        if self.auth is not None:
+                            data, headers = await self._signed(request, headers, self.auth)
+                        resp = await client.request_json(
+                            request.method,
+                            request.url,
+                            json=request.body,
+                            encoded=data,
+                            headers=headers,
+                            raise_for_status=False,
                         )
-                        try:
-                            data, headers = request.data, self.headers
-                            if self.auth is not None:
-                                data, headers = await self._signed(request, headers, self.auth)
-                            resp = await client.request_json(
-                                request.method,
-                                request.url,
-                                json=request.body,
-                                encoded=data,
-                                headers=headers,
-                                raise_for_status=False,
-                            )
-                        except BaseException:
-                            if gate is not None and slot is not None:
-                                gate.finish(slot, counted=False)
-                            raise
-                        limited = False
-                        try:  # reading the answer may raise (a definition's regex past its budget): the slot is given back all the same
-                            limited = resp.status >= 400 and self._limited(resp.status, resp.text)
-                        finally:
-                            if gate is not None and slot is not None:
-                                gate.finish(slot, resp.headers, limited=limited)
-                        if resp.status != 401 or not await self._send_again_after_401(headers, refreshed, resp.url or request.url):
-                            break
-                    if resp.status >= 400:
-                        raise self._http_error(resp, limited)
-                    body = resp.json
-                    if type(body) is dict and _carries_error(body):  # a 200 that is an error: the cell's error, never an empty answer
-                        raise self._http_error(resp)
-                    return resp
-                except ProviderRateLimited as exc:
-                    if gate is None:
+                    except BaseException:
+                        if gate is not None and slot is not None:
+                            gate.finish(slot, counted=False)
                         raise
-                    self._waited_out(exc, started)
+                    limited = False
+                    try:  # reading the answer may raise (a definition's regex past its budget): the slot is given back all the same
+                        limited = resp.status >= 400 and self._limited(resp.status, resp.text)
+                    finally:
+                        if gate is not None and slot is not None:
+                            gate.finish(slot, resp.headers, limited=limited)
+                    if resp.status != 401 or not await self._send_again_after_401(headers, refreshed, resp.url or request.url):
+                        break
+                if resp.status >= 400:
+                    error = self._http_error(resp, limited)
+                    if not isinstance(error, ProviderRateLimited):
+                        raise error
+                    self._waited_out(error, started)  # past rate_limit.max_wait_s: the cell's error
+                    continue
+                body = resp.json
+                if type(body) is dict and _carries_error(body):  # a 200 that is an error: the cell's error, never an empty answer
+                    raise self._http_error(resp)
+                return resp
 
         # retries stop before the cell's (or judge call's) deadline; a 429 waited out under the endpoint's limiter is none
         return client.retrying(attempt)
