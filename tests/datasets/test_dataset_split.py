@@ -48,6 +48,7 @@ def _both(root: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Any, Any]:
     monkeypatch.setattr(split, "PARALLEL_MIN_BYTES", 10**15)
     alone = attempt()
     monkeypatch.setattr(split, "PARALLEL_MIN_BYTES", 1)
+    monkeypatch.setattr(split, "PARALLEL_MIN_LINES", 1)
     assert split.halves(root / "cases.jsonl") is not None  # (else this test proves nothing)
     return alone, attempt()
 
@@ -140,8 +141,12 @@ def test_a_child_that_fails_leaves_the_reading_to_this_process(tmp_path: Path, m
 
 def test_small_files_and_threads_stay_in_one_process(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     _write(tmp_path / "cases.jsonl", 1000)
-    assert split.halves(tmp_path / "cases.jsonl") is None  # under PARALLEL_MIN_BYTES
+    assert split.halves(tmp_path / "cases.jsonl") is None  # under PARALLEL_MIN_LINES
+    _write(tmp_path / "cases.jsonl", 2 * split.PARALLEL_MIN_LINES)  # a few hundred KB: enough lines to pay for the fork
+    assert split.halves(tmp_path / "cases.jsonl") is not None
+    _write(tmp_path / "cases.jsonl", 1000)
     monkeypatch.setattr(split, "PARALLEL_MIN_BYTES", 1)
+    monkeypatch.setattr(split, "PARALLEL_MIN_LINES", 1)
     stop = threading.Event()
     thread = threading.Thread(target=stop.wait)
     thread.start()

@@ -1,8 +1,8 @@
 """A big JSONL dataset read in two processes at once: this one reads the first half, a forked child the second.
 
 Reading and validating a case is ~20 µs of Python (a million cases: 20 s on one
-core, most of a million-cell run's start). Past :data:`PARALLEL_MIN_BYTES`, on
-a machine with a second core, the file is cut at a line boundary near its
+core, most of a million-cell run's start). Past :data:`PARALLEL_MIN_LINES`
+(and :data:`PARALLEL_MIN_BYTES`), on a machine with a second core, the file is cut at a line boundary near its
 middle after a multiple of :data:`~evalx.datasets.table.BLOCK` lines (so the
 two packed tables join block to block); a child made with ``fork`` (it has the
 config, the loader and the callables already) reads the second half while this
@@ -32,10 +32,14 @@ from typing import Any
 from evalx.common.reading import open_regular
 from evalx.datasets.table import BLOCK
 
-__all__ = ["PARALLEL_MIN_BYTES", "Child", "Part", "halves", "in_child"]
+__all__ = ["PARALLEL_MIN_BYTES", "PARALLEL_MIN_LINES", "Child", "Part", "halves", "in_child"]
 
-#: a JSONL file at least this big is read in two processes (smaller ones start faster in one)
-PARALLEL_MIN_BYTES = 16 * 1024 * 1024
+#: a JSONL file of at least this many lines is read in two processes: the fork and the hand-back cost ~10 ms, what
+#: ~1,000 cases take to read, small or large (2,000 cases: the same time either way; 3,000 of 130 bytes: 54 -> 35 ms;
+#: 10,000: 171 -> 97 ms; 2,000 of 2 KB: 57 -> 39 ms; bench/RESULTS.md, issue 29)
+PARALLEL_MIN_LINES = 2048
+#: a file smaller than this is never split (it cannot hold PARALLEL_MIN_LINES cases): no read to count its lines
+PARALLEL_MIN_BYTES = 64 * 1024
 #: bytes read past the middle to find the next lines (a case longer than this: the file is read in one process)
 _SLACK = 4 * 1024 * 1024
 #: the piece the first half is counted in
@@ -91,6 +95,8 @@ def halves(path: Path) -> tuple[Part, Part] | None:
             f.seek(cut)
             data = f.read(_SLACK)
     except OSError:
+        return None
+    if 2 * lines < PARALLEL_MIN_LINES:  # (the first half's lines, counted up to the middle)
         return None
     at = 0
     for _ in range(-lines % BLOCK):  # on to the next multiple of BLOCK lines, within _SLACK of that line's start
