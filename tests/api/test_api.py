@@ -63,6 +63,19 @@ def test_a_dict_config_with_python_callables_runs_and_reads_back_as_objects(tmp_
     assert [t["callable"] for t in stored["targets"]] == [f"{__name__}:shout", f"{__name__}:notebook_config._locals_._lambda_"]
 
 
+def test_a_run_leaves_the_garbage_collector_as_it_found_it(tmp_path: Path) -> None:
+    """A run freezes the heap and spaces out collections while it works (issue 29); a notebook's process gets its
+    collector back as it was, whether the run ends well or with an error."""
+    import gc
+
+    before = (gc.isenabled(), gc.get_threshold(), gc.get_freeze_count())
+    assert evalx.run(notebook_config(), output_dir=tmp_path / "out").exit_code == 1
+    assert (gc.isenabled(), gc.get_threshold(), gc.get_freeze_count()) == before
+    with pytest.raises(evalx.ConfigError):
+        evalx.run(notebook_config(), output_dir=tmp_path / "out", cases=["no-such-case"])
+    assert (gc.isenabled(), gc.get_threshold(), gc.get_freeze_count()) == before
+
+
 def test_run_takes_the_command_line_options(tmp_path: Path) -> None:
     result = evalx.run(
         notebook_config(), targets=["shout"], tags="quick", repeat=2, output_dir=tmp_path / "out", concurrency=1, no_cache=True

@@ -66,6 +66,12 @@ def run(config: Config, request: RunRequest) -> RunOutcome:
     resolved = resolve(config, request)
     _check_tracing(config, request)
     export = _export_endpoint(config, request)
+    with _quiet_collector():  # the plan, the cells, their pairwise judging and the reports
+        return _planned_run(config, resolved, export)
+
+
+def _planned_run(config: Config, resolved: ResolvedRun, export: Endpoint | None) -> RunOutcome:
+    """:func:`run` once its request is resolved: the plan, the run folder (locked) and the run in it."""
     plan = build_plan(config, resolved.selection)
     config.check_env(plan.base_target_ids)  # matrix variants need their target's variables
     _check_template_references(config, plan)
@@ -174,8 +180,7 @@ def _run_locked(config: Config, resolved: ResolvedRun, plan: Plan, made: _Run) -
     try:
         if hooks.before_run is not None:
             _before_run(config, made, meta, hooks.before_run)
-        with _quiet_collector():  # the cells, their pairwise judging and the reports
-            outcome = _execute(config, resolved, plan, made, meta, exporter)
+        outcome = _execute(config, resolved, plan, made, meta, exporter)
         if exporter is not None:
             exporter.finish(outcome.summary, status=meta["status"], exit_code=outcome.exit_code)
         return outcome
@@ -533,15 +538,16 @@ def publish(run_dir: Path, summary: RunSummary, meta: RunMeta, reports: ReportOp
 
 @contextlib.contextmanager
 def _quiet_collector() -> Iterator[None]:
-    """Keep the cyclic garbage collector off the run's hot path while cells execute and reports are written.
+    """Keep the cyclic garbage collector off a run's hot path: its plan, cells and reports.
 
-    The config, cases and plan are alive for the whole run, yet every full
-    collection walked them all again (~10% of a 10,000-cell provider run,
-    bench/RESULTS.md): they are frozen out of the collector's view, and young
-    collections run every 10,000 allocations instead of 700. Both are undone
-    afterwards; reference counting frees everything as before. (Held through
-    the reports too: one full collection of the unfrozen heap there cost
-    ~20 ms of a 10,000-cell run.)
+    The modules, the config, cases and plan are alive for the whole run, yet
+    every full collection walked them all again (~10% of a 10,000-cell
+    provider run, bench/RESULTS.md): what exists when the run starts is frozen
+    out of the collector's view, and young collections run every 10,000
+    allocations instead of 700. Both are undone afterwards; reference counting
+    frees everything as before. (From the plan to the reports: one full
+    collection before the cells, and one among the reports, each walked every
+    imported object, ~20 ms each of a 10,000-cell run, issue 29.)
     """
     threshold = gc.get_threshold()
     gc.freeze()
