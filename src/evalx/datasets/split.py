@@ -23,12 +23,12 @@ import contextlib
 import os
 import pickle
 import signal
-import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from evalx.common.forking import can_fork
 from evalx.common.reading import open_regular
 from evalx.datasets.table import BLOCK
 
@@ -62,19 +62,12 @@ class Part:
     first_index: int
 
 
-def _cpus() -> int:
-    try:
-        return len(os.sched_getaffinity(0))
-    except (AttributeError, OSError):
-        return os.cpu_count() or 1
-
-
 def halves(path: Path) -> tuple[Part, Part] | None:
     """The file's two halves, the first a multiple of BLOCK lines long; None when it is read in one process.
 
     Found reading a piece at a time: the first half's lines are counted, never held.
     """
-    if not hasattr(os, "fork") or threading.active_count() > 1 or _cpus() < 2:
+    if not can_fork():
         return None
     try:
         with open_regular(path) as f:  # a FIFO or a device is never split (the reader refuses it)

@@ -21,7 +21,7 @@ try:
 except ImportError:  # pragma: no cover  (Windows)
     fcntl = None  # type: ignore[assignment]
 from array import array
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
@@ -184,6 +184,8 @@ class ResultWriter:
         self._pending: list[bytes] = []  # lines not written yet: written before the event loop next waits
         self._scheduled = False
         self._failed: OutputError | None = None  # a write that failed: raised by every later write and close()
+        #: called after each write of lines to the file (:meth:`evalx.reports.follow.Follower.wake`), or None
+        self.after_write: Callable[[], None] | None = None
         self.v1 = False
         with writing(self.path):
             # a FIFO or a device in the run folder: refused, never opened (its open would wait for a reader); none yet
@@ -324,6 +326,8 @@ class ResultWriter:
             self._failed = OutputError(self.path, exc)
             raise self._failed from None
         self._pending.clear()
+        if self.after_write is not None:
+            self.after_write()
 
     def _order(self) -> Iterable[int]:
         """The lines' positions in matrix order (the run record first, a case record before its case's first cell).
@@ -474,7 +478,19 @@ def read_results(path: Path, problems: ReadProblems | None = None, *, raw: bool 
 
 
 def _read_stored(path: Path, problems: ReadProblems | None = None) -> Iterator[CellResult]:
-    """Every readable cell of ``path`` as stored (:func:`read_results` without review marks).
+    """Every readable cell of ``path`` as stored (:func:`read_results` without review marks): :class:`LineReader`'s cells."""
+    reader = LineReader(problems)
+    with open_regular(path) as f:  # a FIFO or a device is refused, never read (UnreadableFile)
+        for number, raw in enumerate(lines(f, RESULTS_LINE), 1):  # a line at a time, each at most RESULTS_LINE's size
+            if raw is None:  # a line past the limit: skipped without being held, counted
+                if problems is not None:
+                    problems.unreadable_lines.append(number)
+                continue
+            yield from reader.read(raw, number)  # (one cell, or none: a tuple, not a generator a line)
+
+
+class LineReader:
+    """The cells of a results file's lines, read in the file's order; what every reader of ``results.jsonl`` parses with.
 
     Reads v1 files (every line a whole cell) and v2 ones (a run record, case
     records, compact cell lines: :mod:`evalx.results.compact`), and yields
@@ -491,41 +507,92 @@ def _read_stored(path: Path, problems: ReadProblems | None = None) -> Iterator[C
     ``status`` that is not a string, ``assertions`` that are a number, a
     latency past 10^12 ms: :func:`_sound`) is counted as unreadable too.
     """
-    seen = bytearray()  # a byte a cell index: no set of a million ints
-    others: set[int] = set()  # indexes too large for the bytes (a hand-edited line)
-    run: Expansion | None = None  # the run record's, each cell line is expanded with
-    default_dataset: JSON = None  # the dataset a v2 cell line leaves out
-    cases: dict[tuple[Any, Any], list[Any]] = {}  # (dataset, case id) -> [its record, cells still to read]
 
-    def first_time(value: JSONObject) -> bool:
+    def __init__(self, problems: ReadProblems | None = None) -> None:
+        self.problems = problems
+        self._seen = bytearray()  # a byte a cell index: no set of a million ints
+        self._others: set[int] = set()  # indexes too large for the bytes (a hand-edited line)
+        self._run: Expansion | None = None  # the run record's, each cell line is expanded with
+        self._default_dataset: JSON = None  # the dataset a v2 cell line leaves out
+        self._cases: dict[tuple[Any, Any], list[Any]] = {}  # (dataset, case id) -> [its record, cells still to read]
+
+    def read(self, raw: bytes, number: int = 0) -> Sequence[CellResult]:
+        """The cells of line ``number`` (``raw``, with its newline; the last line of a killed run may lack it)."""
+        problems = self.problems
+        if raw.endswith(b"\n") and b"\0" not in raw:  # the usual whole line: parsed once, no copies
+            try:
+                value = _loads_line(raw)
+            except (ValueError, RecursionError):
+                value = None
+            if isinstance(value, dict):
+                result = self._cell(value)
+                if result is not None:
+                    if _sound(result):
+                        return (result,)
+                    if problems is not None:
+                        problems.unreadable_lines.append(number)
+                return ()
+        return list(self._pieces(raw, number))
+
+    def _pieces(self, raw: bytes, number: int) -> Iterator[CellResult]:
+        """The cells of a line that is not one whole JSON object: torn, blank, with NUL bytes, or not an object."""
+        problems = self.problems
+        # anything else (blank, torn, NUL bytes, not an object) as below
+        if not raw.endswith(b"\n"):  # the last line, torn by a kill
+            pieces = [raw]
+        elif b"\0" in raw:  # NUL blocks: the text between them may still be whole lines
+            pieces = [p + b"\n" for p in raw[:-1].split(b"\0") if p.strip()]
+        else:
+            pieces = [raw]
+        for piece in pieces:
+            if not piece.strip():
+                continue
+            try:
+                value = json.loads(piece) if piece.endswith(b"\n") else None
+            except (ValueError, RecursionError):
+                value = None
+            if not isinstance(value, dict):
+                if problems is not None and number not in problems.unreadable_lines[-1:]:
+                    problems.unreadable_lines.append(number)
+                continue
+            result = self._cell(value)
+            if result is not None:
+                if _sound(result):
+                    yield result
+                elif problems is not None and number not in problems.unreadable_lines[-1:]:
+                    problems.unreadable_lines.append(number)
+
+    def _first_time(self, value: JSONObject) -> bool:
         """False for a cell already read (counted as a duplicate): each cell is kept once, its first line."""
         index = value.get("index")
         if type(index) is not int:
             return True
+        seen = self._seen
         if 0 <= index < 1 << 32:
             if index >= len(seen):
                 seen.extend(bytes(max(index + 1 - len(seen), len(seen))))
             if not seen[index]:
                 seen[index] = 1
                 return True
-        elif index not in others:
-            others.add(index)
+        elif index not in self._others:
+            self._others.add(index)
             return True
-        if problems is not None:  # read before: a duplicate
-            problems.duplicate_cells.append(index)
+        if self.problems is not None:  # read before: a duplicate
+            self.problems.duplicate_cells.append(index)
         return False
 
-    def cell(value: JSONObject) -> CellResult | None:
-        nonlocal run, default_dataset
+    def _cell(self, value: JSONObject) -> CellResult | None:
         kind = value.get("kind")
+        run = self._run
         if kind is None:
             if run is None or "version" in value:  # a v1 line (a file without a run record is v1): whole as it is
-                return value if first_time(value) else None  # type: ignore[return-value]
-            if not first_time(value):
+                return value if self._first_time(value) else None  # type: ignore[return-value]
+            if not self._first_time(value):
                 return None
             record = None
+            cases = self._cases
             if cases and not any(k in value for k in CASE_KEYS):
-                key = (value.get("dataset", default_dataset), value.get("case_id"))
+                key = (value.get("dataset", self._default_dataset), value.get("case_id"))
                 entry = cases.get(key)
                 if entry is not None:
                     record = entry[0]
@@ -534,56 +601,12 @@ def _read_stored(path: Path, problems: ReadProblems | None = None) -> Iterator[C
                         del cases[key]
             return run(value, record)
         if kind == "run":
-            run = Expansion(value)
-            default_dataset = as_object(value.get("defaults")).get("dataset")
+            self._run = Expansion(value)
+            self._default_dataset = as_object(value.get("defaults")).get("dataset")
         elif kind == "case":
             n = value.get("cells")
-            cases[(value.get("dataset"), value.get("case_id"))] = [value, n if type(n) is int else 1 << 62]
+            self._cases[(value.get("dataset"), value.get("case_id"))] = [value, n if type(n) is int else 1 << 62]
         return None
-
-    with open_regular(path) as f:  # a FIFO or a device is refused, never read (UnreadableFile)
-        for number, raw in enumerate(lines(f, RESULTS_LINE), 1):  # a line at a time, each at most RESULTS_LINE's size
-            if raw is None:  # a line past the limit: skipped without being held, counted
-                if problems is not None:
-                    problems.unreadable_lines.append(number)
-                continue
-            if raw.endswith(b"\n") and b"\0" not in raw:  # the usual whole line: parsed once, no copies
-                try:
-                    value = _loads_line(raw)
-                except (ValueError, RecursionError):
-                    value = None
-                if isinstance(value, dict):
-                    result = cell(value)
-                    if result is not None:
-                        if _sound(result):
-                            yield result
-                        elif problems is not None:
-                            problems.unreadable_lines.append(number)
-                    continue
-            # anything else (blank, torn, NUL bytes, not an object) as below
-            if not raw.endswith(b"\n"):  # the last line, torn by a kill
-                pieces = [raw]
-            elif b"\0" in raw:  # NUL blocks: the text between them may still be whole lines
-                pieces = [p + b"\n" for p in raw[:-1].split(b"\0") if p.strip()]
-            else:
-                pieces = [raw]
-            for piece in pieces:
-                if not piece.strip():
-                    continue
-                try:
-                    value = json.loads(piece) if piece.endswith(b"\n") else None
-                except (ValueError, RecursionError):
-                    value = None
-                if not isinstance(value, dict):
-                    if problems is not None and number not in problems.unreadable_lines[-1:]:
-                        problems.unreadable_lines.append(number)
-                    continue
-                result = cell(value)
-                if result is not None:
-                    if _sound(result):
-                        yield result
-                    elif problems is not None and number not in problems.unreadable_lines[-1:]:
-                        problems.unreadable_lines.append(number)
 
 
 def rewrite_results(path: Path, results: Iterable[CellResult]) -> None:
