@@ -30,6 +30,7 @@ from evalx.execution.request import ResolvedRun, RunRequest, resolve
 from evalx.execution.resume import config_hash
 from evalx.execution.run_record import RunMeta
 from evalx.execution.stop_early import FailureLimit
+from evalx.reports.follow import Follower
 from evalx.reports.render import ReportOptions, write_reports
 from evalx.reports.writers import Outputs
 from evalx.results.model import CellResult, CostGuardReport, RunSummary
@@ -283,6 +284,39 @@ def _execute(
     if made.resuming:
         todo = Plan(plan.target_specs, plan.cases, plan.cells.without(writer.finished_indexes()), plan.variants)
         _say_what_resumes(made, len(todo.cells), len(plan.cells))
+    follower = None
+    if not made.resuming:  # junit.xml and report.html built as the cells are recorded, by a child (a run of many cells)
+        follower = Follower.start(
+            made.run_dir,
+            plan.cells.total,
+            rule=config.typed.defaults.repeat_pass_rule or "majority",
+            junit_passes=request.reports.junit_passes,
+            html_max_cells=request.reports.html_max_cells,
+        )
+        if follower is not None:
+            writer.after_write = follower.wake
+    try:
+        return _cells_and_reports(config, resolved, plan, todo, made, meta, summary_builder, writer, guard, follower, exporter)
+    finally:
+        if follower is not None:
+            follower.stop()
+
+
+def _cells_and_reports(
+    config: Config,
+    resolved: ResolvedRun,
+    plan: Plan,
+    todo: Plan,
+    made: _Run,
+    meta: RunMeta,
+    summary_builder: SummaryBuilder,
+    writer: ResultWriter,
+    guard: CostGuard | None,
+    follower: Follower | None,
+    exporter: RunExporter | None,
+) -> RunOutcome:
+    """:func:`_execute` once the results file is open: the cells, their pairwise judging, the summary and the reports."""
+    request = resolved.request
     progress = Progress(len(todo.cells), quiet=request.quiet)
     limit = FailureLimit(request.max_failures) if request.max_failures else None
     remote = [t for t in plan.targets if isinstance(t, (EngineTargetSpec, ProviderTargetSpec))]
@@ -347,6 +381,9 @@ def _execute(
 
         pairs = judge_stored_pairs(config, plan, made.run_dir, run_id=made.run_id, overrides=resolved.overrides, guard=guard)
         if pairs is not None:
+            if follower is not None:  # the judged pairs are recorded in the cells' lines: the reports come from the file
+                follower.stop()
+                follower = None
             for line in pairs.messages:
                 log.info(line)
             summary_builder.add_pairwise(pairs.records)
@@ -354,7 +391,7 @@ def _execute(
     if config.typed.tracing.receive:
         traced.finish(stats.trace_counts)
         tracing = traced.report
-    return _finish(config, request, plan, made, meta, summary_builder, stats, guard, duration, stopped, watch, tracing)
+    return _finish(config, request, plan, made, meta, summary_builder, stats, guard, duration, stopped, watch, tracing, follower)
 
 
 def _record_run(config: Config, resolved: ResolvedRun, plan: Plan, made: _Run) -> RunMeta:
@@ -475,8 +512,9 @@ def _finish(
     stopped: str | None = None,
     watch: ConnectWatch | None = None,
     tracing: TracingReport | None = None,
+    follower: Follower | None = None,
 ) -> RunOutcome:
-    """The run's summary, gates and exit status; then its reports and final ``run.json``.
+    """The run's summary, gates and exit status; then its reports (``follower``'s, those it built) and final ``run.json``.
 
     ``stopped``: why the run stopped before its last cells (``--max-failures``), or None;
     ``watch``: the targets whose first cells got no answer (the rest skipped): each is a line, and the run is incomplete.
@@ -526,13 +564,15 @@ def _finish(
         )
     meta["status"] = "interrupted" if stats.interrupted else "stopped" if stopped is not None else "complete"
     meta["finished_at"], meta["exit_code"] = summary.get("finished_at"), exit_code
-    publish(made.run_dir, summary, meta, request.reports, request.outputs)
+    publish(made.run_dir, summary, meta, request.reports, request.outputs, follower)
     return RunOutcome(made.run_id, made.run_dir, summary, exit_code, messages)
 
 
-def publish(run_dir: Path, summary: RunSummary, meta: RunMeta, reports: ReportOptions, outputs: Outputs) -> None:
+def publish(
+    run_dir: Path, summary: RunSummary, meta: RunMeta, reports: ReportOptions, outputs: Outputs, follower: Follower | None = None
+) -> None:
     """The end of a run (and of a merge): every report writer, then its final ``run.json``."""
-    write_reports(run_dir, summary, reports, outputs)
+    write_reports(run_dir, summary, reports, outputs, follower)
     write_json(run_dir / "run.json", meta)
 
 

@@ -1312,6 +1312,20 @@ class HtmlStream:
         assert self.data is not None, "an offer was refused: write the page with write_html"
         _write_page(self.data, self.summary, out, baseline)
 
+    def made_for(self, summary: RunSummary, max_cells: int | None) -> bool:
+        """Whether what was offered makes the page ``summary`` would (the stream began before the run's summary existed).
+
+        True when no cell was refused, the page embeds every cell under ``summary``'s totals too, and its targets
+        came in ``summary``'s order; then the page is written with ``summary`` (:meth:`write`).
+        """
+        data = self.data
+        if data is None or data.sample is not None or Sampling.plan(summary, max_cells) is not None:
+            return False
+        if list(data.targets) != [show_id(t) for t in summary.get("per_target") or {}]:
+            return False
+        self.summary = summary
+        return True
+
     def close(self) -> None:
         if self.data is not None:
             self.data.close()

@@ -7,6 +7,7 @@ import shutil
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from evalx.common.atomic import atomic_write, write_text
 from evalx.common.json_types import JSONObject
@@ -21,6 +22,9 @@ from evalx.results.repeats import RULES
 from evalx.results.reviews import marks_count
 from evalx.results.store import ReadProblems, read_results, write_json
 from evalx.results.summary import SummaryBuilder
+
+if TYPE_CHECKING:
+    from evalx.reports.follow import Follower
 
 __all__ = [
     "REPORT_FILES",
@@ -62,7 +66,13 @@ def stored_report_options(run_dir: Path) -> ReportOptions:
     )
 
 
-def write_reports(run_dir: Path, summary: RunSummary, options: ReportOptions | None = None, outputs: Outputs | None = None) -> None:
+def write_reports(
+    run_dir: Path,
+    summary: RunSummary,
+    options: ReportOptions | None = None,
+    outputs: Outputs | None = None,
+    follower: Follower | None = None,
+) -> None:
     """Write :data:`REPORT_FILES` into ``run_dir`` from its ``results.jsonl`` and the run's ``summary``, and the ``outputs``.
 
     The run's name, id and repeat rule are read from the summary (the rule the
@@ -70,15 +80,20 @@ def write_reports(run_dir: Path, summary: RunSummary, options: ReportOptions | N
     :class:`~evalx.reports.writers.ReportWriter`, and all of them are fed from
     one stream of ``results.jsonl``: memory does not grow with the number of
     cells. ``outputs`` (``--junit``, ``--html``, ``--markdown``) are written or
-    copied last.
+    copied last. A run's ``follower`` (:mod:`evalx.reports.follow`) has built ``junit.xml`` and ``report.html``
+    as the cells were recorded: those it writes are not written again.
     """
     outputs = outputs or Outputs()
     write_json(run_dir / "summary.json", summary)
     text = format_summary(summary) + "\n" + format_outcome(summary)
     write_text(run_dir / "summary.txt", text, errors="replace")  # a lone surrogate cannot be UTF-8
     options = options or ReportOptions()
-    writers = report_writers(run_dir, summary, junit_passes=options.junit_passes, html_max_cells=options.html_max_cells, outputs=outputs)
-    _feed(run_dir / "results.jsonl", writers)
+    written = follower.finish(summary) if follower is not None else []
+    writers = report_writers(
+        run_dir, summary, junit_passes=options.junit_passes, html_max_cells=options.html_max_cells, outputs=outputs, written=written
+    )
+    if writers:
+        _feed(run_dir / "results.jsonl", writers)
     for source, destination in copies(run_dir, outputs):
         copy_report(source, destination)
 

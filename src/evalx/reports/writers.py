@@ -22,7 +22,7 @@ A new format is a class with these four methods, added to
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Collection, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
@@ -33,7 +33,7 @@ from evalx.reports.html import HtmlStream, write_html
 from evalx.reports.junit import JUnitStream, run_notes, write_junit
 from evalx.results.model import BaselineView, CellResult, RunSummary
 
-__all__ = ["Outputs", "ReportWriter", "copies", "report_writers"]
+__all__ = ["Followed", "Outputs", "ReportWriter", "copies", "report_writers"]
 
 
 @dataclass(frozen=True)
@@ -171,11 +171,8 @@ class _Markdown:
         pass
 
 
-def report_writers(
-    run_dir: Path, summary: RunSummary, *, junit_passes: str = "all", html_max_cells: int | None = None, outputs: Outputs | None = None
-) -> list[ReportWriter]:
-    """The writers of a run's reports: its folder's ``junit.xml`` and ``report.html``, and the ``outputs`` that are not copies."""
-    ctx = _Context(
+def _context(run_dir: Path, summary: RunSummary, junit_passes: str, html_max_cells: int | None) -> _Context:
+    return _Context(
         run_dir=run_dir,
         summary=summary,
         name=str(summary.get("name") or ""),
@@ -185,7 +182,25 @@ def report_writers(
         junit_passes=junit_passes,
         html_max_cells=html_max_cells,
     )
-    writers: list[ReportWriter] = [_JUnit(ctx, run_dir / "junit.xml"), _Html(ctx)]
+
+
+def report_writers(
+    run_dir: Path,
+    summary: RunSummary,
+    *,
+    junit_passes: str = "all",
+    html_max_cells: int | None = None,
+    outputs: Outputs | None = None,
+    written: Collection[str] = (),
+) -> list[ReportWriter]:
+    """The writers of a run's reports: its folder's ``junit.xml`` and ``report.html`` (but those already ``written``:
+    :class:`Followed`), and the ``outputs`` that are not copies."""
+    ctx = _context(run_dir, summary, junit_passes, html_max_cells)
+    writers: list[ReportWriter] = []
+    if "junit.xml" not in written:
+        writers.append(_JUnit(ctx, run_dir / "junit.xml"))
+    if "report.html" not in written:
+        writers.append(_Html(ctx))
     outputs = outputs or Outputs()
     if outputs.junit is not None and outputs.junit_flavor != "standard":
         writers.append(_JUnit(ctx, outputs.junit, outputs.junit_flavor))
@@ -194,6 +209,43 @@ def report_writers(
     if on_github_actions():
         writers.append(Annotations(summary))
     return writers
+
+
+class Followed:
+    """The run folder's ``junit.xml`` and ``report.html``, offered each cell as the run records it, before the run's
+    summary exists (:mod:`evalx.reports.follow`); :meth:`finish` writes them once it does.
+
+    The writers are the ones :func:`report_writers` makes; only their context
+    (name, run id, notes, baseline, the page's figures) waits for the summary.
+    """
+
+    def __init__(self, run_dir: Path, *, rule: str, junit_passes: str = "all", html_max_cells: int | None = None) -> None:
+        self.run_dir, self.rule = run_dir, rule
+        self.junit_passes, self.html_max_cells = junit_passes, html_max_cells
+        ctx = _context(run_dir, {"repeat_pass_rule": rule}, junit_passes, html_max_cells)  # type: ignore[typeddict-item]
+        self.junit, self.html = _JUnit(ctx, run_dir / "junit.xml"), _Html(ctx)
+        #: each writer's offer: True when it took the cell
+        self.offers: list[Callable[[CellResult], bool]] = [self.junit.offer, self.html.offer]
+
+    def finish(self, summary: RunSummary) -> list[str]:
+        """Write the reports with the run's ``summary``: the names of those written (none when the summary is not the
+        one the cells were offered under: another repeat rule, a sampled page, another order of targets)."""
+        ctx = _context(self.run_dir, summary, self.junit_passes, self.html_max_cells)
+        if ctx.rule != self.rule:
+            return []
+        written = []
+        if self.html.stream.made_for(summary, self.html_max_cells):
+            self.html.ctx = ctx
+            self.html.finish()
+            written.append("report.html")
+        self.junit.ctx = ctx
+        self.junit.finish()
+        written.append("junit.xml")
+        return written
+
+    def close(self) -> None:
+        self.junit.close()
+        self.html.close()
 
 
 def copies(run_dir: Path, outputs: Outputs) -> Iterable[tuple[Path, Path]]:
