@@ -17,11 +17,24 @@ import pytest
 from evalx.reports import follow
 
 #: the driver: ``python -c DRIVER WRITTEN_JSON PATCH evalx-args...``; PATCH: "none", "give_up" (the child gives up at
-#: its first line) or "kill" (the child is killed as soon as it is made)
+#: its first line), "kill" (the child is killed as soon as it is made) or "late" (it answers after the run stopped
+#: waiting). Unless late, the run waits for the child however long it takes, and the child runs at the run's own
+#: priority: what it writes does not depend on how busy the machine is.
 DRIVER = """
-import json, os, signal, sys
-from evalx.reports import follow
+import json, os, signal, sys, time
+from evalx.reports import follow, writers
 out, patch = sys.argv[1], sys.argv[2]
+if patch == "late":
+    follow.WAIT_S, follow.WAIT_CELL_S = 0.2, 0.0
+    real_write = writers.Followed.finish
+    def late(self, summary):
+        time.sleep(30)
+        return real_write(self, summary)
+    writers.Followed.finish = late
+else:
+    follow.WAIT_S, follow.WAIT_AT_MOST_LEFT = 600.0, 1.0
+    os.nice = lambda increment: 0
+follow.spare_cpu = lambda: True
 real_finish, real_start = follow.Follower.finish, follow.Follower.start.__func__
 def finish(self, summary):
     written = real_finish(self, summary)
@@ -106,13 +119,14 @@ def test_a_run_of_many_cells_gets_from_its_follower_the_reports_its_file_gives(t
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("patch", ["give_up", "kill"])
-def test_a_follower_that_gives_up_or_dies_leaves_the_reports_to_the_file(tmp_path: Path, patch: str) -> None:
+@pytest.mark.parametrize("patch", ["give_up", "kill", "late"])
+def test_a_follower_that_gives_up_dies_or_is_late_leaves_the_reports_to_the_file(tmp_path: Path, patch: str) -> None:
     root = _project(tmp_path, 1500)
     status, written, run_dir = _run(root, patch=patch)
     assert status == 1
     assert written == []
     _as_the_file_gives(root, run_dir)
+    assert not list(run_dir.glob(".*.tmp"))  # nothing a late child was writing is left behind
 
 
 @pytest.mark.slow
@@ -134,3 +148,22 @@ def test_a_small_run_has_no_follower(tmp_path: Path) -> None:
     status, written, run_dir = _run(root)
     assert status == 1 and written is None
     assert (run_dir / "junit.xml").is_file() and (run_dir / "report.html").is_file()
+
+
+def test_no_cpu_is_spare_while_every_one_is_busy() -> None:
+    """The follower is made only with a CPU idle as the cells start: with a burner on every CPU, none is."""
+    from evalx.common.forking import cpus, spare_cpu
+
+    if not Path("/proc/loadavg").exists():
+        pytest.skip("no /proc/loadavg here")
+    spin = "import sys; print('spinning', flush=True)\nwhile True: pass"
+    burners = [subprocess.Popen([sys.executable, "-c", spin], stdout=subprocess.PIPE, text=True) for _ in range(cpus())]
+    try:
+        for burner in burners:  # each past its start (reading files, it may wait on the disk): from now on always runnable
+            assert burner.stdout is not None and burner.stdout.readline() == "spinning\n"
+        seen = [spare_cpu() for _ in range(20)]  # (each a snapshot: a burner is runnable even while another runs)
+    finally:
+        for burner in burners:
+            burner.kill()
+            burner.wait()
+    assert not any(seen)

@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 import threading
 
-__all__ = ["can_fork", "cpus"]
+__all__ = ["can_fork", "cpus", "spare_cpu"]
 
 
 def cpus() -> int:
@@ -26,3 +26,17 @@ def cpus() -> int:
 def can_fork() -> bool:
     """True when a forked child may run beside this process (see the module's docstring)."""
     return hasattr(os, "fork") and threading.active_count() == 1 and cpus() >= 2
+
+
+def spare_cpu() -> bool:
+    """Whether a CPU is idle now, besides this process's: on Linux, the tasks runnable this instant (``/proc/loadavg``).
+
+    For a helper that pays only with a core to spare (work moved beside the run, never off it): on a machine kept
+    busy by other work it would take a share of the run's own. True where it cannot be told.
+    """
+    try:
+        with open("/proc/loadavg", "rb") as f:
+            runnable = int(f.read().split()[3].split(b"/")[0])  # "0.52 0.58 0.59 2/345 1234": 2 runnable, this one too
+    except (OSError, ValueError, IndexError):
+        return True
+    return runnable - 1 < cpus() - 1
