@@ -134,9 +134,7 @@ class Follower:
             wait = WAIT_S + left * WAIT_CELL_S
             deadline = time.monotonic() + wait
             try:
-                os.close(self._wake)  # no more lines: the child reads the file's last ones, then the summary
-                self._wake = -1
-                _send(self._end, pickle.dumps(summary), wait)
+                _send(self._end, pickle.dumps(summary), wait)  # every line is written: the child reads the last ones, then this
                 os.close(self._end)
                 self._end = -1
                 data = _receive(self._answer, max(0.0, deadline - time.monotonic()))
@@ -177,7 +175,11 @@ def _follow(run_dir: Path, order: _Order, wake: int, end: int, reports: Followed
         results = os.open(run_dir / RESULTS, os.O_RDONLY)  # the file the run appends to (reordered at its end: a new one)
         try:
             tail = b""
-            while os.read(wake, 65536):  # lines were written (b"": the pipe closed, the run ended or died)
+            # lines were written (a byte on `wake`), until the run's end says it ended (its summary on `end`) or the run
+            # is gone (`end` closed); `wake` closing is not waited for: a process the run forks (a target's) may hold it
+            while end not in select.select([wake, end], [], [])[0]:
+                if not os.read(wake, 65536):
+                    break
                 tail = _read_lines(results, tail, order)
             tail = _read_lines(results, tail, order)  # what the last writes added
         finally:
